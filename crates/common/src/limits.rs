@@ -1,0 +1,45 @@
+//! Every limit of the system, as a named constant with its unit and the reason for it.
+
+/// Rows in one row group of a node or relationship property table. SQL Server's
+/// columnstore uses the same number (seed 004): large enough that per-group metadata is
+/// negligible, small enough that one group of one column fits comfortably in memory.
+pub const ROW_GROUP_ROWS_MAX: usize = 1 << 20;
+
+/// Internal node ids are `u32`: four billion nodes per database. Adjacency lists and ID
+/// maps store them at 4 bytes (or fewer once bit-packed); widening later is a format bump.
+pub const NODES_MAX: u64 = u32::MAX as u64 - 1;
+
+/// Relationships per relationship type: edge ids are stored in 40 bits at most.
+pub const EDGES_PER_TYPE_MAX: u64 = 1 << 40;
+
+/// Bytes of CSV read and split per window. Each window is split into chunks that parse in
+/// parallel; the window is the unit of memory held by the reader (two are in flight).
+pub const CSV_WINDOW_BYTES: usize = 8 << 20;
+
+/// Bytes per parse chunk within a window: small enough to balance two to sixty-four
+/// threads, large enough that per-chunk overhead (one column batch) is amortised.
+pub const CSV_CHUNK_BYTES: usize = 1 << 20;
+
+/// A single CSV record may not be larger than this. A record that does not end within
+/// this many bytes is almost always an unterminated quote, reported as such.
+pub const CSV_RECORD_BYTES_MAX: usize = 64 << 20;
+
+/// Columns per CSV file; a header with more is rejected rather than allocating blindly.
+pub const CSV_COLUMNS_MAX: usize = 16_384;
+
+/// Smallest memory budget an import accepts: below this the fixed buffers (two CSV
+/// windows, one chunk batch per thread) no longer fit.
+pub const IMPORT_BUDGET_BYTES_MIN: u64 = 24 << 20;
+
+/// Default import budget as a fraction of physical RAM (numerator / denominator).
+pub const IMPORT_BUDGET_RAM_FRACTION: (u64, u64) = (1, 2);
+
+/// Labels per database (label sets are stored as bitmaps of up to this many bits).
+pub const LABELS_MAX: usize = 64;
+
+/// Unterminated-quote detection: bytes scanned after an opening quote before giving up.
+pub const _QUOTE_SCAN_GUARD: usize = CSV_RECORD_BYTES_MAX;
+
+const _: () = assert!(CSV_CHUNK_BYTES <= CSV_WINDOW_BYTES);
+const _: () = assert!(ROW_GROUP_ROWS_MAX <= u32::MAX as usize);
+const _: () = assert!(IMPORT_BUDGET_BYTES_MIN >= 2 * CSV_WINDOW_BYTES as u64);

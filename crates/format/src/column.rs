@@ -1,0 +1,939 @@
+//! Typed column chunks: the in-memory builder that the importer fills, the encoder that
+//! turns one row group of one column into a self-describing blob, and the zero-copy
+//! reader over such a blob.
+//!
+//! Encodings (chosen per chunk from the data, recorded in the blob's first byte):
+//! - integers (and dates, timestamps): frame of reference + bit-packing; a column whose
+//!   values are all equal costs 0 bits per value;
+//! - floats: plain little-endian `f64`;
+//! - booleans: one bit per value;
+//! - strings: dictionary (bit-packed codes) when a sample shows few distinct values,
+//!   otherwise plain (bit-packed offsets + bytes);
+//! - arrays: bit-packed list offsets + a child chunk of the element type.
+//!
+//! Nulls are a validity bitmap (1 = present), present in the blob only when the chunk has
+//! a null. See docs/format.md for the byte layout.
+
+use crate::bitpack::{self, bits_for, Packed};
+use crate::error::{corrupted, FormatError};
+use hashbrown::HashMap;
+use quiver_common::types::{DataType, Physical, ScalarType};
+
+/// Validity of the rows of a builder: allocated on the first null only.
+#[derive(Debug, Clone, Default)]
+pub struct Validity {
+    bits: Vec<u64>,
+    n_null: usize,
+}
+
+impl Validity {
+    fn push(&mut self, len_before: usize, valid: bool) {
+        if !valid && self.bits.is_empty() && len_before > 0 {
+            // First null: materialise "all valid" for the rows before it.
+            self.bits = vec![u64::MAX; len_before.div_ceil(64)];
+            if len_before % 64 != 0 {
+                let last = self.bits.len() - 1;
+                self.bits[last] = (1u64 << (len_before % 64)) - 1;
+            }
+        }
+        if !valid && self.bits.is_empty() {
+            self.bits.push(0);
+        }
+        if self.bits.is_empty() {
+            return;
+        }
+        let word = len_before / 64;
+        if word >= self.bits.len() {
+            self.bits.push(0);
+        }
+        if valid {
+            self.bits[word] |= 1u64 << (len_before % 64);
+        } else {
+            self.n_null += 1;
+        }
+    }
+
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.bits.is_empty() || self.bits[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    pub fn n_null(&self) -> usize {
+        self.n_null
+    }
+
+    fn append(&mut self, len_before: usize, other: &Validity, other_len: usize) {
+        if other.bits.is_empty() && self.bits.is_empty() {
+            return;
+        }
+        for i in 0..other_len {
+            self.push(len_before + i, other.is_valid(i));
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bits.clear();
+        self.n_null = 0;
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.bits.capacity() * 8
+    }
+}
+
+/// Values of one column being built, in physical layout.
+#[derive(Debug, Clone)]
+pub enum ColumnData {
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Bool(Vec<bool>),
+    /// End offsets of each value into `data`.
+    Bytes { ends: Vec<u32>, data: Vec<u8> },
+    /// End offsets of each list into `child`.
+    List { ends: Vec<u32>, child: Box<ColumnBuilder> },
+}
+
+/// A column of one type being filled row by row (or chunk by chunk with [`append`]).
+///
+/// [`append`]: ColumnBuilder::append
+#[derive(Debug, Clone)]
+pub struct ColumnBuilder {
+    pub dtype: DataType,
+    pub data: ColumnData,
+    pub validity: Validity,
+    len: usize,
+}
+
+fn empty_data(p: Physical) -> ColumnData {
+    match p {
+        Physical::I64 => ColumnData::I64(Vec::new()),
+        Physical::F64 => ColumnData::F64(Vec::new()),
+        Physical::Bool => ColumnData::Bool(Vec::new()),
+        Physical::Bytes => ColumnData::Bytes {
+            ends: Vec::new(),
+            data: Vec::new(),
+        },
+    }
+}
+
+impl ColumnBuilder {
+    pub fn new(dtype: DataType) -> Self {
+        let data = match dtype {
+            DataType::Scalar(s) => empty_data(s.physical()),
+            DataType::Array(s) => ColumnData::List {
+                ends: Vec::new(),
+                child: Box::new(ColumnBuilder::new(DataType::Scalar(s))),
+            },
+        };
+        ColumnBuilder {
+            dtype,
+            data,
+            validity: Validity::default(),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.validity.is_valid(i)
+    }
+
+    fn row(&mut self, valid: bool) {
+        self.validity.push(self.len, valid);
+        self.len += 1;
+    }
+
+    pub fn push_null(&mut self) {
+        match &mut self.data {
+            ColumnData::I64(v) => v.push(0),
+            ColumnData::F64(v) => v.push(0.0),
+            ColumnData::Bool(v) => v.push(false),
+            ColumnData::Bytes { ends, data } => ends.push(data.len() as u32),
+            ColumnData::List { ends, child } => ends.push(child.len() as u32),
+        }
+        self.row(false);
+    }
+
+    #[inline]
+    pub fn push_i64(&mut self, x: i64) {
+        if let ColumnData::I64(v) = &mut self.data {
+            v.push(x);
+            self.row(true);
+        } else {
+            debug_assert!(false, "push_i64 on {:?}", self.dtype);
+        }
+    }
+
+    #[inline]
+    pub fn push_f64(&mut self, x: f64) {
+        if let ColumnData::F64(v) = &mut self.data {
+            v.push(x);
+            self.row(true);
+        } else {
+            debug_assert!(false, "push_f64 on {:?}", self.dtype);
+        }
+    }
+
+    #[inline]
+    pub fn push_bool(&mut self, x: bool) {
+        if let ColumnData::Bool(v) = &mut self.data {
+            v.push(x);
+            self.row(true);
+        } else {
+            debug_assert!(false, "push_bool on {:?}", self.dtype);
+        }
+    }
+
+    #[inline]
+    pub fn push_bytes(&mut self, x: &[u8]) {
+        if let ColumnData::Bytes { ends, data } = &mut self.data {
+            data.extend_from_slice(x);
+            ends.push(data.len() as u32);
+            self.row(true);
+        } else {
+            debug_assert!(false, "push_bytes on {:?}", self.dtype);
+        }
+    }
+
+    /// The element builder of an array column; push the elements, then [`end_list`].
+    ///
+    /// [`end_list`]: ColumnBuilder::end_list
+    pub fn list_child(&mut self) -> Option<&mut ColumnBuilder> {
+        match &mut self.data {
+            ColumnData::List { child, .. } => Some(child),
+            _ => None,
+        }
+    }
+
+    pub fn end_list(&mut self) {
+        if let ColumnData::List { ends, child } = &mut self.data {
+            ends.push(child.len() as u32);
+            self.row(true);
+        }
+    }
+
+    /// Drops the last `n` elements of an array column's child (used when an element
+    /// fails to parse and the whole row is rejected).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        match &mut self.data {
+            ColumnData::I64(v) => v.truncate(len),
+            ColumnData::F64(v) => v.truncate(len),
+            ColumnData::Bool(v) => v.truncate(len),
+            ColumnData::Bytes { ends, data } => {
+                ends.truncate(len);
+                data.truncate(ends.last().copied().unwrap_or(0) as usize);
+            }
+            ColumnData::List { ends, child } => {
+                ends.truncate(len);
+                child.truncate(ends.last().copied().unwrap_or(0) as usize);
+            }
+        }
+        // Rebuild validity for the kept rows (rare path: rejected rows only).
+        let old = std::mem::take(&mut self.validity);
+        for i in 0..len {
+            self.validity.push(i, old.is_valid(i));
+        }
+        self.len = len;
+    }
+
+    pub fn i64_values(&self) -> &[i64] {
+        match &self.data {
+            ColumnData::I64(v) => v,
+            _ => &[],
+        }
+    }
+
+    pub fn f64_values(&self) -> &[f64] {
+        match &self.data {
+            ColumnData::F64(v) => v,
+            _ => &[],
+        }
+    }
+
+    pub fn bool_values(&self) -> &[bool] {
+        match &self.data {
+            ColumnData::Bool(v) => v,
+            _ => &[],
+        }
+    }
+
+    /// The bytes of value `i` of a string column.
+    pub fn bytes_at(&self, i: usize) -> &[u8] {
+        match &self.data {
+            ColumnData::Bytes { ends, data } => {
+                let s = if i == 0 { 0 } else { ends[i - 1] as usize };
+                &data[s..ends[i] as usize]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Element range `start..end` of list `i` in the child.
+    pub fn list_range(&self, i: usize) -> (usize, usize) {
+        match &self.data {
+            ColumnData::List { ends, .. } => {
+                let s = if i == 0 { 0 } else { ends[i - 1] as usize };
+                (s, ends[i] as usize)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    pub fn list_child_ref(&self) -> Option<&ColumnBuilder> {
+        match &self.data {
+            ColumnData::List { child, .. } => Some(child),
+            _ => None,
+        }
+    }
+
+    /// Bytes this builder has allocated (capacity, not length): what the budget must cover.
+    pub fn heap_bytes(&self) -> usize {
+        self.validity.heap_bytes()
+            + match &self.data {
+                ColumnData::I64(v) => v.capacity() * 8,
+                ColumnData::F64(v) => v.capacity() * 8,
+                ColumnData::Bool(v) => v.capacity(),
+                ColumnData::Bytes { ends, data } => ends.capacity() * 4 + data.capacity(),
+                ColumnData::List { ends, child } => ends.capacity() * 4 + child.heap_bytes(),
+            }
+    }
+
+    /// Bytes of payload held (length, not capacity).
+    pub fn data_bytes(&self) -> usize {
+        match &self.data {
+            ColumnData::I64(v) => v.len() * 8,
+            ColumnData::F64(v) => v.len() * 8,
+            ColumnData::Bool(v) => v.len(),
+            ColumnData::Bytes { ends, data } => ends.len() * 4 + data.len(),
+            ColumnData::List { ends, child } => ends.len() * 4 + child.data_bytes(),
+        }
+    }
+
+    /// Empties the builder but keeps its allocations.
+    pub fn clear(&mut self) {
+        match &mut self.data {
+            ColumnData::I64(v) => v.clear(),
+            ColumnData::F64(v) => v.clear(),
+            ColumnData::Bool(v) => v.clear(),
+            ColumnData::Bytes { ends, data } => {
+                ends.clear();
+                data.clear();
+            }
+            ColumnData::List { ends, child } => {
+                ends.clear();
+                child.clear();
+            }
+        }
+        self.validity.clear();
+        self.len = 0;
+    }
+
+    /// Appends all rows of `other` (same type).
+    pub fn append(&mut self, other: &ColumnBuilder) {
+        debug_assert_eq!(self.dtype, other.dtype);
+        let before = self.len;
+        match (&mut self.data, &other.data) {
+            (ColumnData::I64(a), ColumnData::I64(b)) => a.extend_from_slice(b),
+            (ColumnData::F64(a), ColumnData::F64(b)) => a.extend_from_slice(b),
+            (ColumnData::Bool(a), ColumnData::Bool(b)) => a.extend_from_slice(b),
+            (ColumnData::Bytes { ends, data }, ColumnData::Bytes { ends: e2, data: d2 }) => {
+                let base = data.len() as u32;
+                data.extend_from_slice(d2);
+                ends.extend(e2.iter().map(|e| e + base));
+            }
+            (ColumnData::List { ends, child }, ColumnData::List { ends: e2, child: c2 }) => {
+                let base = child.len() as u32;
+                child.append(c2);
+                ends.extend(e2.iter().map(|e| e + base));
+            }
+            _ => debug_assert!(false, "append of mismatched columns"),
+        }
+        self.validity.append(before, &other.validity, other.len);
+        self.len += other.len;
+    }
+
+    /// Encodes all rows as one column chunk blob appended to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode_chunk(self, out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoding
+
+const TAG_I64_FOR: u8 = 1;
+const TAG_F64_PLAIN: u8 = 2;
+const TAG_BOOL_BITS: u8 = 3;
+const TAG_BYTES_PLAIN: u8 = 4;
+const TAG_BYTES_DICT: u8 = 5;
+const TAG_LIST: u8 = 6;
+
+const FLAG_NULLS: u8 = 1;
+
+/// Dictionary encoding is chosen when a sample of this many values ...
+const DICT_SAMPLE: usize = 4096;
+/// ... has at most this many distinct values.
+const DICT_SAMPLE_DISTINCT_MAX: usize = 512;
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
+    let n = b.len();
+    let has_nulls = b.validity.n_null > 0;
+    let tag = match &b.data {
+        ColumnData::I64(_) => TAG_I64_FOR,
+        ColumnData::F64(_) => TAG_F64_PLAIN,
+        ColumnData::Bool(_) => TAG_BOOL_BITS,
+        ColumnData::Bytes { .. } => {
+            if dictionary_worthwhile(b) {
+                TAG_BYTES_DICT
+            } else {
+                TAG_BYTES_PLAIN
+            }
+        }
+        ColumnData::List { .. } => TAG_LIST,
+    };
+    out.push(tag);
+    out.push(if has_nulls { FLAG_NULLS } else { 0 });
+    out.extend_from_slice(&[0, 0]);
+    put_u32(out, n as u32);
+    if has_nulls {
+        bitpack::pack((0..n).map(|i| b.validity.is_valid(i) as u64), 1, out);
+    }
+    match &b.data {
+        ColumnData::I64(v) => {
+            // Nulls hold 0 in the builder; exclude them from the frame so they cost nothing.
+            let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
+            let (mut min, mut max) = (i64::MAX, i64::MIN);
+            for (i, &x) in v.iter().enumerate() {
+                if valid(i) {
+                    min = min.min(x);
+                    max = max.max(x);
+                }
+            }
+            if min > max {
+                min = 0;
+                max = 0;
+            }
+            let width = bits_for(max.wrapping_sub(min) as u64);
+            put_u64(out, min as u64);
+            out.push(width as u8);
+            out.extend_from_slice(&[0; 7]);
+            bitpack::pack(
+                v.iter().enumerate().map(|(i, &x)| if valid(i) { x.wrapping_sub(min) as u64 } else { 0 }),
+                width,
+                out,
+            );
+        }
+        ColumnData::F64(v) => {
+            for x in v {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        ColumnData::Bool(v) => bitpack::pack(v.iter().map(|&x| x as u64), 1, out),
+        ColumnData::Bytes { ends, data } => {
+            if tag == TAG_BYTES_DICT {
+                encode_dict(ends, data, out)
+            } else {
+                encode_plain_bytes(ends, data, out)
+            }
+        }
+        ColumnData::List { ends, child } => {
+            let width = bits_for(ends.last().copied().unwrap_or(0) as u64);
+            out.push(width as u8);
+            out.extend_from_slice(&[0; 7]);
+            bitpack::pack(std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)), width, out);
+            let len_pos = out.len();
+            put_u64(out, 0);
+            let start = out.len();
+            child.encode(out);
+            let child_len = (out.len() - start) as u64;
+            out[len_pos..len_pos + 8].copy_from_slice(&child_len.to_le_bytes());
+        }
+    }
+}
+
+fn encode_plain_bytes(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
+    let width = bits_for(data.len() as u64);
+    put_u64(out, data.len() as u64);
+    out.push(width as u8);
+    out.extend_from_slice(&[0; 7]);
+    bitpack::pack(std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)), width, out);
+    out.extend_from_slice(data);
+}
+
+fn value_at<'a>(ends: &[u32], data: &'a [u8], i: usize) -> &'a [u8] {
+    let s = if i == 0 { 0 } else { ends[i - 1] as usize };
+    &data[s..ends[i] as usize]
+}
+
+fn dictionary_worthwhile(b: &ColumnBuilder) -> bool {
+    let ColumnData::Bytes { ends, data } = &b.data else {
+        return false;
+    };
+    let n = ends.len();
+    if n < 64 {
+        return false;
+    }
+    let mut seen: hashbrown::HashSet<&[u8], foldhash::fast::FixedState> = Default::default();
+    for i in 0..n.min(DICT_SAMPLE) {
+        seen.insert(value_at(ends, data, i));
+        if seen.len() > DICT_SAMPLE_DISTINCT_MAX {
+            return false;
+        }
+    }
+    true
+}
+
+fn encode_dict(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
+    // The sample said "few distinct values"; if the chunk disagrees the dictionary merely
+    // grows (codes widen to fit), which stays correct.
+    let mut map: HashMap<&[u8], u32, foldhash::fast::FixedState> = Default::default();
+    let mut codes = Vec::with_capacity(ends.len());
+    let mut dict_ends: Vec<u32> = Vec::new();
+    let mut dict_data: Vec<u8> = Vec::new();
+    for i in 0..ends.len() {
+        let v = value_at(ends, data, i);
+        let next = map.len() as u32;
+        let code = *map.entry(v).or_insert_with(|| {
+            dict_data.extend_from_slice(v);
+            dict_ends.push(dict_data.len() as u32);
+            next
+        });
+        codes.push(code);
+    }
+    let n_dict = dict_ends.len();
+    let code_width = bits_for(n_dict.saturating_sub(1) as u64);
+    put_u32(out, n_dict as u32);
+    out.push(code_width as u8);
+    out.extend_from_slice(&[0; 3]);
+    encode_plain_bytes(&dict_ends, &dict_data, out);
+    bitpack::pack(codes.iter().map(|&c| c as u64), code_width, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| corrupted(format!("column chunk truncated at byte {}", self.pos)))?;
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, FormatError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, FormatError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or([0; 4])))
+    }
+    fn u64(&mut self) -> Result<u64, FormatError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8])))
+    }
+    fn packed(&mut self, n: usize, width: u32) -> Result<Packed<'a>, FormatError> {
+        if width > 64 {
+            return Err(corrupted(format!("bit width {width}")));
+        }
+        let bytes = self.take(bitpack::packed_len(n, width))?;
+        Packed::new(bytes, width, n).ok_or_else(|| corrupted("packed array"))
+    }
+}
+
+/// Plain byte strings: offsets + data.
+#[derive(Debug, Clone, Copy)]
+pub struct BytesView<'a> {
+    offsets: Packed<'a>,
+    data: &'a [u8],
+}
+
+impl<'a> BytesView<'a> {
+    fn open(c: &mut Cursor<'a>, n: usize) -> Result<Self, FormatError> {
+        let data_len = c.u64()? as usize;
+        let width = c.u8()? as u32;
+        c.take(7)?;
+        let offsets = c.packed(n + 1, width)?;
+        let data = c.take(data_len)?;
+        // Offsets must be monotonic and within data: checked once here, so get() is safe.
+        let mut prev = 0;
+        for i in 0..=n {
+            let o = offsets.get(i);
+            if o < prev || o as usize > data_len {
+                return Err(corrupted("string offsets out of order"));
+            }
+            prev = o;
+        }
+        Ok(BytesView { offsets, data })
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        &self.data[self.offsets.get(i) as usize..self.offsets.get(i + 1) as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The payload of a chunk.
+#[derive(Debug, Clone)]
+pub enum ChunkValues<'a> {
+    I64 { base: i64, packed: Packed<'a> },
+    F64(&'a [u8]),
+    Bool(Packed<'a>),
+    Bytes(BytesView<'a>),
+    Dict { dict: BytesView<'a>, codes: Packed<'a> },
+    List { offsets: Packed<'a>, child: Box<ColumnChunk<'a>> },
+}
+
+/// A zero-copy reader over one encoded column chunk.
+#[derive(Debug, Clone)]
+pub struct ColumnChunk<'a> {
+    pub dtype: DataType,
+    n_rows: usize,
+    validity: Option<Packed<'a>>,
+    pub values: ChunkValues<'a>,
+}
+
+impl<'a> ColumnChunk<'a> {
+    /// Opens a blob written by [`ColumnBuilder::encode`], validating every size.
+    pub fn open(bytes: &'a [u8], dtype: DataType) -> Result<Self, FormatError> {
+        let mut c = Cursor { bytes, pos: 0 };
+        Self::open_cursor(&mut c, dtype)
+    }
+
+    fn open_cursor(c: &mut Cursor<'a>, dtype: DataType) -> Result<Self, FormatError> {
+        let tag = c.u8()?;
+        let flags = c.u8()?;
+        c.take(2)?;
+        let n = c.u32()? as usize;
+        let validity = if flags & FLAG_NULLS != 0 {
+            Some(c.packed(n, 1)?)
+        } else {
+            None
+        };
+        let expect = match dtype {
+            DataType::Array(_) => Physical::Bytes, // placeholder, checked by tag below
+            DataType::Scalar(s) => s.physical(),
+        };
+        let values = match (tag, dtype) {
+            (TAG_LIST, DataType::Array(el)) => {
+                let width = c.u8()? as u32;
+                c.take(7)?;
+                let offsets = c.packed(n + 1, width)?;
+                let child_len = c.u64()? as usize;
+                let child_bytes = c.take(child_len)?;
+                let child = ColumnChunk::open(child_bytes, DataType::Scalar(el))?;
+                let mut prev = 0;
+                for i in 0..=n {
+                    let o = offsets.get(i);
+                    if o < prev || o as usize > child.len() {
+                        return Err(corrupted("list offsets out of order"));
+                    }
+                    prev = o;
+                }
+                ChunkValues::List {
+                    offsets,
+                    child: Box::new(child),
+                }
+            }
+            (TAG_I64_FOR, DataType::Scalar(_)) if expect == Physical::I64 => {
+                let base = c.u64()? as i64;
+                let width = c.u8()? as u32;
+                c.take(7)?;
+                ChunkValues::I64 {
+                    base,
+                    packed: c.packed(n, width)?,
+                }
+            }
+            (TAG_F64_PLAIN, DataType::Scalar(_)) if expect == Physical::F64 => {
+                ChunkValues::F64(c.take(n.checked_mul(8).ok_or_else(|| corrupted("row count"))?)?)
+            }
+            (TAG_BOOL_BITS, DataType::Scalar(_)) if expect == Physical::Bool => ChunkValues::Bool(c.packed(n, 1)?),
+            (TAG_BYTES_PLAIN, DataType::Scalar(_)) if expect == Physical::Bytes => {
+                ChunkValues::Bytes(BytesView::open(c, n)?)
+            }
+            (TAG_BYTES_DICT, DataType::Scalar(_)) if expect == Physical::Bytes => {
+                let n_dict = c.u32()? as usize;
+                let width = c.u8()? as u32;
+                c.take(3)?;
+                let dict = BytesView::open(c, n_dict)?;
+                let codes = c.packed(n, width)?;
+                if (0..n).any(|i| codes.get(i) as usize >= n_dict) {
+                    return Err(corrupted("dictionary code out of range"));
+                }
+                ChunkValues::Dict { dict, codes }
+            }
+            _ => return Err(corrupted(format!("encoding tag {tag} does not fit type {}", dtype.name()))),
+        };
+        Ok(ColumnChunk {
+            dtype,
+            n_rows: n,
+            validity,
+            values,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.n_rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n_rows == 0
+    }
+
+    pub fn has_nulls(&self) -> bool {
+        self.validity.is_some()
+    }
+
+    pub fn encoding_name(&self) -> &'static str {
+        match self.values {
+            ChunkValues::I64 { .. } => "for-bitpack",
+            ChunkValues::F64(_) => "plain",
+            ChunkValues::Bool(_) => "bitmap",
+            ChunkValues::Bytes(_) => "plain",
+            ChunkValues::Dict { .. } => "dictionary",
+            ChunkValues::List { .. } => "list",
+        }
+    }
+
+    #[inline]
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.validity.is_none_or(|v| v.get(i) == 1)
+    }
+
+    #[inline]
+    pub fn get_i64(&self, i: usize) -> Option<i64> {
+        match &self.values {
+            ChunkValues::I64 { base, packed } if self.is_valid(i) => Some(base.wrapping_add(packed.get(i) as i64)),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        match &self.values {
+            ChunkValues::F64(b) if self.is_valid(i) => {
+                Some(f64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8])))
+            }
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn get_bool(&self, i: usize) -> Option<bool> {
+        match &self.values {
+            ChunkValues::Bool(p) if self.is_valid(i) => Some(p.get(i) == 1),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn get_bytes(&self, i: usize) -> Option<&'a [u8]> {
+        if !self.is_valid(i) {
+            return None;
+        }
+        match &self.values {
+            ChunkValues::Bytes(b) => Some(b.get(i)),
+            ChunkValues::Dict { dict, codes } => Some(dict.get(codes.get(i) as usize)),
+            _ => None,
+        }
+    }
+
+    /// Elements `start..end` of list `i` in [`list_child`](Self::list_child).
+    pub fn get_list(&self, i: usize) -> Option<(usize, usize)> {
+        match &self.values {
+            ChunkValues::List { offsets, .. } if self.is_valid(i) => {
+                Some((offsets.get(i) as usize, offsets.get(i + 1) as usize))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn list_child(&self) -> Option<&ColumnChunk<'a>> {
+        match &self.values {
+            ChunkValues::List { child, .. } => Some(child),
+            _ => None,
+        }
+    }
+
+    /// Decodes the whole chunk back into a builder (export, tests).
+    pub fn to_builder(&self) -> ColumnBuilder {
+        let mut b = ColumnBuilder::new(self.dtype);
+        for i in 0..self.n_rows {
+            if !self.is_valid(i) {
+                b.push_null();
+                continue;
+            }
+            match self.dtype {
+                DataType::Array(_) => {
+                    let (s, e) = self.get_list(i).unwrap_or((0, 0));
+                    let child = self.list_child().expect("list chunk has a child");
+                    for k in s..e {
+                        push_from(b.list_child().expect("array builder"), child, k);
+                    }
+                    b.end_list();
+                }
+                DataType::Scalar(_) => push_from(&mut b, self, i),
+            }
+        }
+        b
+    }
+}
+
+fn push_from(b: &mut ColumnBuilder, c: &ColumnChunk<'_>, i: usize) {
+    match c.dtype.element().physical() {
+        Physical::I64 => match c.get_i64(i) {
+            Some(v) => b.push_i64(v),
+            None => b.push_null(),
+        },
+        Physical::F64 => match c.get_f64(i) {
+            Some(v) => b.push_f64(v),
+            None => b.push_null(),
+        },
+        Physical::Bool => match c.get_bool(i) {
+            Some(v) => b.push_bool(v),
+            None => b.push_null(),
+        },
+        Physical::Bytes => match c.get_bytes(i) {
+            Some(v) => b.push_bytes(v),
+            None => b.push_null(),
+        },
+    }
+}
+
+/// Convenience for tests and tools: the scalar type's physical kind.
+pub fn physical_of(t: ScalarType) -> Physical {
+    t.physical()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(b: &ColumnBuilder) -> ColumnBuilder {
+        let mut out = Vec::new();
+        b.encode(&mut out);
+        let c = ColumnChunk::open(&out, b.dtype).unwrap();
+        assert_eq!(c.len(), b.len());
+        c.to_builder()
+    }
+
+    fn same(a: &ColumnBuilder, b: &ColumnBuilder) {
+        assert_eq!(a.len(), b.len());
+        for i in 0..a.len() {
+            assert_eq!(a.is_valid(i), b.is_valid(i), "validity at {i}");
+        }
+        let mut ea = Vec::new();
+        let mut eb = Vec::new();
+        a.encode(&mut ea);
+        b.encode(&mut eb);
+        assert_eq!(ea, eb);
+    }
+
+    proptest! {
+        #[test]
+        fn ints(values in proptest::collection::vec(proptest::option::of(any::<i64>()), 0..500)) {
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
+            for v in &values { match v { Some(x) => b.push_i64(*x), None => b.push_null() } }
+            let r = round_trip(&b);
+            for (i, v) in values.iter().enumerate() { prop_assert_eq!(r.is_valid(i), v.is_some()); if let Some(x) = v { prop_assert_eq!(r.i64_values()[i], *x); } }
+        }
+
+        #[test]
+        fn strings(values in proptest::collection::vec(proptest::option::of("[a-c]{0,3}|[a-z]{0,20}"), 0..400)) {
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+            for v in &values { match v { Some(x) => b.push_bytes(x.as_bytes()), None => b.push_null() } }
+            let r = round_trip(&b);
+            for (i, v) in values.iter().enumerate() { if let Some(x) = v { prop_assert_eq!(r.bytes_at(i), x.as_bytes()); } else { prop_assert!(!r.is_valid(i)); } }
+        }
+    }
+
+    #[test]
+    fn dictionary_is_chosen_for_low_cardinality() {
+        let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+        for i in 0..10_000 {
+            b.push_bytes(["red", "green", "blue"][i % 3].as_bytes());
+        }
+        let mut out = Vec::new();
+        b.encode(&mut out);
+        let c = ColumnChunk::open(&out, b.dtype).unwrap();
+        assert_eq!(c.encoding_name(), "dictionary");
+        assert!(out.len() < 4_000, "{} bytes", out.len());
+        assert_eq!(c.get_bytes(9_997), Some(&b"green"[..]));
+    }
+
+    #[test]
+    fn arrays_floats_bools_and_append() {
+        let mut b = ColumnBuilder::new(DataType::Array(ScalarType::Int));
+        for i in 0..100i64 {
+            if i % 7 == 0 {
+                b.push_null();
+                continue;
+            }
+            for k in 0..(i % 4) {
+                b.list_child().unwrap().push_i64(i * k);
+            }
+            b.end_list();
+        }
+        let mut b2 = b.clone();
+        b2.append(&b);
+        same(&round_trip(&b2), &b2);
+        let mut f = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
+        let mut t = ColumnBuilder::new(DataType::Scalar(ScalarType::Boolean));
+        for i in 0..70 {
+            f.push_f64(i as f64 * 0.5);
+            if i == 65 {
+                t.push_null();
+            } else {
+                t.push_bool(i % 3 == 0);
+            }
+        }
+        same(&round_trip(&f), &f);
+        same(&round_trip(&t), &t);
+    }
+
+    #[test]
+    fn truncation_never_panics_on_open() {
+        let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+        for i in 0..100 {
+            b.push_bytes(format!("v{i}").as_bytes());
+        }
+        let mut out = Vec::new();
+        b.encode(&mut out);
+        for cut in 0..out.len() {
+            let _ = ColumnChunk::open(&out[..cut], b.dtype);
+        }
+        let mut bad = out.clone();
+        bad[0] = 99;
+        assert!(ColumnChunk::open(&bad, b.dtype).is_err());
+    }
+}

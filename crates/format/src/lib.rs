@@ -1,0 +1,21 @@
+//! Bytes on disk. Everything here turns values into little-endian byte layouts and reads
+//! them back from a byte slice (which may be memory-mapped, loaded into RAM, or a buffer
+//! being written); it never opens a file.
+//!
+//! - [`bitpack`]: fixed-width bit-packing with O(1) random access, streaming writer.
+//! - [`column`]: typed column chunks (frame-of-reference ints, dictionary or plain
+//!   strings, bitmaps, arrays) with null bitmaps, and their zero-copy readers.
+//! - [`segment`]: framing of a segment file: blobs, a JSON footer, checksums, magic.
+//!
+//! **Invariant:** no reader panics on corrupted bytes: every size is validated when a chunk
+//! is opened, and failures are [`FormatError::Corrupted`].
+
+pub mod bitpack;
+pub mod column;
+pub mod error;
+pub mod segment;
+
+pub use error::FormatError;
+
+/// Version of the on-disk format written by this build (see docs/format.md).
+pub const FORMAT_VERSION: u32 = 1;
