@@ -1,0 +1,234 @@
+//! The Neo4j import header convention: `name:TYPE` per column.
+//!
+//! Nodes: `userId:ID(User)`, `:ID`, `name`, `age:int`, `tags:string[]`, `:LABEL`, `:IGNORE`.
+//! Relationships: `:START_ID(User)`, `:END_ID(User)`, `:TYPE`, typed properties.
+//! An untyped column is a string. The text after the last `:` is the type; a name may
+//! therefore contain colons (`a:b:int` is property `a:b` of type int).
+
+use quiver_common::limits::CSV_COLUMNS_MAX;
+use quiver_common::types::{DataType, ScalarType};
+
+/// What a column is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// The node's external id, in an id space (`ID(User)`; `None` is the global space).
+    Id { space: Option<String> },
+    /// Extra labels, separated by the array delimiter.
+    Label,
+    /// The relationship type.
+    Type,
+    StartId { space: Option<String> },
+    EndId { space: Option<String> },
+    Ignore,
+    Property,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderColumn {
+    /// Property name (for `Id`, the name the id is stored under; may be empty).
+    pub name: String,
+    pub role: Role,
+    /// Value type of `Property` columns; `Id` columns hold strings or integers per
+    /// `--id-type`; other roles hold strings.
+    pub dtype: DataType,
+    /// The header text as written.
+    pub raw: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderKind {
+    Nodes,
+    Relationships,
+}
+
+/// A problem with a header, pointing at its column (0-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderError {
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub columns: Vec<HeaderColumn>,
+}
+
+fn space_of(spec: &str, prefix: &str) -> Option<Option<String>> {
+    let upper = spec.to_ascii_uppercase();
+    if upper == prefix {
+        return Some(None);
+    }
+    if upper.starts_with(prefix) && spec[prefix.len()..].starts_with('(') && spec.ends_with(')') {
+        let inner = &spec[prefix.len() + 1..spec.len() - 1];
+        return Some(Some(inner.to_string()));
+    }
+    None
+}
+
+impl Header {
+    /// Parses header fields. `fields` are the header row's fields, already unquoted.
+    pub fn parse(fields: &[&[u8]], kind: HeaderKind) -> Result<Header, HeaderError> {
+        if fields.len() > CSV_COLUMNS_MAX {
+            return Err(HeaderError {
+                column: CSV_COLUMNS_MAX,
+                message: format!("{} columns; at most {CSV_COLUMNS_MAX} are supported", fields.len()),
+            });
+        }
+        let mut columns = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            let raw = std::str::from_utf8(f).map_err(|_| HeaderError {
+                column: i,
+                message: "header is not valid UTF-8".into(),
+            })?;
+            let raw = raw.trim().to_string();
+            let (name, spec) = match raw.rfind(':') {
+                Some(p) => (raw[..p].to_string(), Some(raw[p + 1..].to_string())),
+                None => (raw.clone(), None),
+            };
+            let string = DataType::Scalar(ScalarType::String);
+            let (role, dtype) = match spec.as_deref() {
+                None => (Role::Property, string),
+                Some(spec) => {
+                    if let Some(space) = space_of(spec, "ID") {
+                        (Role::Id { space }, string)
+                    } else if let Some(space) = space_of(spec, "START_ID") {
+                        (Role::StartId { space }, string)
+                    } else if let Some(space) = space_of(spec, "END_ID") {
+                        (Role::EndId { space }, string)
+                    } else if spec.eq_ignore_ascii_case("LABEL") {
+                        (Role::Label, string)
+                    } else if spec.eq_ignore_ascii_case("TYPE") {
+                        (Role::Type, string)
+                    } else if spec.eq_ignore_ascii_case("IGNORE") {
+                        (Role::Ignore, string)
+                    } else if let Some(t) = DataType::from_name(spec) {
+                        (Role::Property, t)
+                    } else {
+                        return Err(HeaderError {
+                            column: i,
+                            message: format!(
+                                "unknown type '{spec}' in header '{raw}'; expected one of int, long, short, byte, float, double, boolean, string, char, date, localdatetime, datetime (optionally with []), ID, LABEL, TYPE, START_ID, END_ID, IGNORE"
+                            ),
+                        });
+                    }
+                }
+            };
+            if role == Role::Property && name.is_empty() {
+                return Err(HeaderError {
+                    column: i,
+                    message: format!("property column '{raw}' has no name"),
+                });
+            }
+            let allowed = match kind {
+                HeaderKind::Nodes => matches!(role, Role::Id { .. } | Role::Label | Role::Ignore | Role::Property),
+                HeaderKind::Relationships => {
+                    matches!(role, Role::StartId { .. } | Role::EndId { .. } | Role::Type | Role::Ignore | Role::Property)
+                }
+            };
+            if !allowed {
+                return Err(HeaderError {
+                    column: i,
+                    message: format!(
+                        "'{raw}' is not allowed in a {} file",
+                        if kind == HeaderKind::Nodes { "nodes" } else { "relationships" }
+                    ),
+                });
+            }
+            columns.push(HeaderColumn { name, role, dtype, raw });
+        }
+        let h = Header { columns };
+        h.validate(kind)?;
+        Ok(h)
+    }
+
+    fn validate(&self, kind: HeaderKind) -> Result<(), HeaderError> {
+        let count = |f: &dyn Fn(&Role) -> bool| self.columns.iter().filter(|c| f(&c.role)).count();
+        let first = |f: &dyn Fn(&Role) -> bool| self.columns.iter().position(|c| f(&c.role)).unwrap_or(0);
+        let once = |name: &str, f: &dyn Fn(&Role) -> bool, required: bool| -> Result<(), HeaderError> {
+            let n = count(f);
+            if n > 1 || (required && n == 0) {
+                let idx = self.columns.iter().enumerate().filter(|(_, c)| f(&c.role)).nth(1).map_or(0, |(i, _)| i);
+                return Err(HeaderError {
+                    column: if n == 0 { 0 } else { idx },
+                    message: if n == 0 {
+                        format!("the header has no {name} column")
+                    } else {
+                        format!("the header has {n} {name} columns; exactly one is allowed")
+                    },
+                });
+            }
+            Ok(())
+        };
+        match kind {
+            HeaderKind::Nodes => {
+                once(":ID", &|r| matches!(r, Role::Id { .. }), false)?;
+                once(":LABEL", &|r| matches!(r, Role::Label), false)?;
+            }
+            HeaderKind::Relationships => {
+                once(":START_ID", &|r| matches!(r, Role::StartId { .. }), true)?;
+                once(":END_ID", &|r| matches!(r, Role::EndId { .. }), true)?;
+                once(":TYPE", &|r| matches!(r, Role::Type), false)?;
+            }
+        }
+        // Property names are unique.
+        let mut seen = std::collections::HashSet::new();
+        for (i, c) in self.columns.iter().enumerate() {
+            let stored = matches!(c.role, Role::Property) || (matches!(c.role, Role::Id { .. }) && !c.name.is_empty());
+            if stored && !seen.insert(c.name.as_str()) {
+                return Err(HeaderError {
+                    column: i,
+                    message: format!("property '{}' appears twice in the header", c.name),
+                });
+            }
+        }
+        let _ = first;
+        Ok(())
+    }
+
+    /// Index of the first column with this role kind.
+    pub fn find(&self, f: impl Fn(&Role) -> bool) -> Option<usize> {
+        self.columns.iter().position(|c| f(&c.role))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(h: &str, kind: HeaderKind) -> Result<Header, HeaderError> {
+        let fields: Vec<&[u8]> = h.split(',').map(|s| s.as_bytes()).collect();
+        Header::parse(&fields, kind)
+    }
+
+    #[test]
+    fn node_header() {
+        let h = parse("userId:ID(User),name,age:int,tags:string[],:LABEL,skip:IGNORE,a:b:long", HeaderKind::Nodes).unwrap();
+        assert_eq!(h.columns[0].role, Role::Id { space: Some("User".into()) });
+        assert_eq!(h.columns[0].name, "userId");
+        assert_eq!(h.columns[1].dtype, DataType::Scalar(ScalarType::String));
+        assert_eq!(h.columns[2].dtype, DataType::Scalar(ScalarType::Int));
+        assert_eq!(h.columns[3].dtype, DataType::Array(ScalarType::String));
+        assert_eq!(h.columns[4].role, Role::Label);
+        assert_eq!(h.columns[5].role, Role::Ignore);
+        assert_eq!(h.columns[6].name, "a:b");
+    }
+
+    #[test]
+    fn rel_header() {
+        let h = parse(":START_ID(User),:END_ID(User),:TYPE,since:date", HeaderKind::Relationships).unwrap();
+        assert_eq!(h.columns[1].role, Role::EndId { space: Some("User".into()) });
+        assert!(parse(":START_ID,since:date", HeaderKind::Relationships).unwrap_err().message.contains("END_ID"));
+    }
+
+    #[test]
+    fn errors_point_at_columns() {
+        let e = parse("id:ID,age:integr", HeaderKind::Nodes).unwrap_err();
+        assert_eq!(e.column, 1);
+        assert!(e.message.contains("unknown type 'integr'"));
+        let e = parse("a:ID,b:ID", HeaderKind::Nodes).unwrap_err();
+        assert_eq!(e.column, 1);
+        let e = parse("a,b,a:int", HeaderKind::Nodes).unwrap_err();
+        assert_eq!(e.column, 2);
+        assert!(parse(":START_ID,:END_ID", HeaderKind::Nodes).is_err());
+    }
+}
