@@ -1,0 +1,133 @@
+//! The manifest: what a generation holds. JSON, so that it can be read by people and
+//! tools; its checksum sits in `CURRENT` beside its name.
+
+use quiver_common::types::DataType;
+use quiver_format::segment::BlobRef;
+use serde::{Deserialize, Serialize};
+
+/// Version of the manifest layout (bumped with `quiver_format::FORMAT_VERSION`).
+pub const MANIFEST_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub generation: u64,
+    /// `quiver <version>` that wrote it.
+    pub written_by: String,
+    pub n_nodes: u64,
+    /// Label names; label ids are indexes into this list.
+    pub labels: Vec<String>,
+    pub id_spaces: Vec<IdSpaceMeta>,
+    pub node_tables: Vec<NodeTableMeta>,
+    pub rel_types: Vec<RelTypeMeta>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum IdType {
+    String,
+    Integer,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IdSpaceMeta {
+    /// `ID(User)` -> `Some("User")`; plain `:ID` -> `None`.
+    pub name: Option<String>,
+    pub id_type: IdType,
+    pub n_ids: u64,
+    /// Index file: sorted external ids -> internal node ids.
+    pub index: SegmentMeta,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PropertyMeta {
+    pub name: String,
+    pub dtype: DataType,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SegmentMeta {
+    /// File name relative to the database directory (`g000001/nodes-0000.seg`).
+    pub file: String,
+    pub bytes: u64,
+}
+
+/// A group of nodes imported together: they share a property schema. Internal node ids
+/// `first_node .. first_node + n_rows` belong to it, in row order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeTableMeta {
+    pub name: String,
+    pub first_node: u64,
+    pub n_rows: u64,
+    /// Labels every node of the table has (ids into `Manifest::labels`).
+    pub labels: Vec<u32>,
+    /// Index into `columns` of the per-row extra labels (`:LABEL`), stored as `string[]`.
+    pub label_column: Option<usize>,
+    /// Index into `columns` of the external id, and its id space.
+    pub id_column: Option<usize>,
+    pub id_space: Option<usize>,
+    pub columns: Vec<PropertyMeta>,
+    pub segment: SegmentMeta,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RelTypeMeta {
+    pub name: String,
+    pub n_edges: u64,
+    /// Relationship properties, one row per edge id (input order).
+    pub columns: Vec<PropertyMeta>,
+    /// CSR by source (out) and by target (in).
+    pub out: SegmentMeta,
+    pub r#in: SegmentMeta,
+    pub props: Option<SegmentMeta>,
+    /// Id spaces of the endpoints as given in the header, for export.
+    pub start_space: Option<usize>,
+    pub end_space: Option<usize>,
+}
+
+/// Footer of a node table or relationship property segment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TableFooter {
+    pub n_rows: u64,
+    pub columns: Vec<PropertyMeta>,
+    pub row_groups: Vec<RowGroupMeta>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RowGroupMeta {
+    pub first_row: u64,
+    pub n_rows: u64,
+    /// One chunk per column.
+    pub chunks: Vec<BlobRef>,
+}
+
+/// Footer of a CSR segment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CsrFooter {
+    pub n_nodes: u64,
+    pub n_edges: u64,
+    /// `n_nodes + 1` offsets into the targets, bit-packed.
+    pub offsets: BlobRef,
+    pub offsets_width: u32,
+    /// Neighbour node ids, sorted within each node, bit-packed.
+    pub targets: BlobRef,
+    pub targets_width: u32,
+    /// Edge id of each entry (absent when the edge id is the entry's position).
+    pub edge_ids: Option<BlobRef>,
+    pub edge_ids_width: u32,
+}
+
+/// Footer of an id index segment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IdIndexFooter {
+    pub id_type: IdType,
+    pub n_ids: u64,
+    /// Integer ids that are exactly `min .. min + n_ids` with node id `first_node + k`
+    /// for key `min + k` need no arrays.
+    pub dense: Option<(i64, u64)>,
+    /// Sorted keys: an `i64` column chunk or a string column chunk.
+    pub keys: BlobRef,
+    /// Node id of each key, bit-packed.
+    pub nodes: BlobRef,
+    pub nodes_width: u32,
+}

@@ -1,0 +1,634 @@
+//! Opening a database and reading it.
+//!
+//! Three open modes (seed 001):
+//! - [`OpenMode::Mapped`]: every segment is memory-mapped; opening reads only footers, so
+//!   it is instant whatever the size, pages come in on demand and are shared with other
+//!   processes through the page cache.
+//! - [`OpenMode::Loaded`]: every segment is read into RAM and its checksum verified.
+//! - [`OpenMode::Offline`]: nothing is mapped or loaded; column chunks are read when
+//!   scanned and adjacency is streamed in node order. Random access (a node's neighbours,
+//!   an id lookup) is an error, not a slow path.
+
+use crate::error::{OpenError, ReadError};
+use crate::manifest::{CsrFooter, IdIndexFooter, IdType, Manifest, NodeTableMeta, RelTypeMeta, TableFooter};
+use crate::write::read_current;
+use quiver_format::bitpack::Packed;
+use quiver_format::column::ColumnChunk;
+use quiver_format::segment::{self, BlobRef, Trailer, TRAILER_LEN};
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    Mapped,
+    Loaded,
+    Offline,
+}
+
+impl std::str::FromStr for OpenMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mapped" => Ok(OpenMode::Mapped),
+            "loaded" => Ok(OpenMode::Loaded),
+            "offline" => Ok(OpenMode::Offline),
+            _ => Err(format!("unknown open mode '{s}'; use mapped, loaded or offline")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Along the relationship: `(a)-->(b)` from `a`.
+    Out,
+    /// Against it: `(a)-->(b)` from `b`.
+    In,
+}
+
+enum Backing {
+    Mapped(memmap2::Mmap),
+    Loaded(Vec<u8>),
+    Offline(File),
+}
+
+/// One open segment file.
+struct SegFile {
+    path: PathBuf,
+    backing: Backing,
+    len: u64,
+    trailer: Trailer,
+}
+
+impl SegFile {
+    fn open<F: serde::de::DeserializeOwned>(dir: &Path, rel: &str, mode: OpenMode) -> Result<(SegFile, F), OpenError> {
+        let path = dir.join(rel);
+        let io = |source| OpenError::Io { path: path.clone(), source };
+        let fmt = |source| OpenError::Format { file: path.clone(), source };
+        let mut file = File::open(&path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let (backing, footer_bytes, trailer) = match mode {
+            OpenMode::Mapped | OpenMode::Loaded => {
+                let backing = if mode == OpenMode::Mapped {
+                    // SAFETY: segment files are immutable once published (crate invariant);
+                    // nothing truncates or rewrites them while a reader maps them.
+                    Backing::Mapped(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
+                } else {
+                    let mut v = Vec::with_capacity(len as usize);
+                    file.read_to_end(&mut v).map_err(io)?;
+                    Backing::Loaded(v)
+                };
+                let bytes: &[u8] = match &backing {
+                    Backing::Mapped(m) => m,
+                    Backing::Loaded(v) => v,
+                    Backing::Offline(_) => unreachable!(),
+                };
+                let (body, footer, trailer) = segment::open_segment(bytes).map_err(fmt)?;
+                if mode == OpenMode::Loaded {
+                    segment::verify_body(body, &trailer).map_err(fmt)?;
+                }
+                let footer = footer.to_vec();
+                (backing, footer, trailer)
+            }
+            OpenMode::Offline => {
+                if len < TRAILER_LEN as u64 {
+                    return Err(OpenError::Corrupted { file: path.clone(), what: "shorter than its trailer".into() });
+                }
+                let mut t = [0u8; TRAILER_LEN];
+                file.read_exact_at(&mut t, len - TRAILER_LEN as u64).map_err(io)?;
+                let trailer = Trailer::parse(&t).map_err(fmt)?;
+                if trailer.footer_len > len - TRAILER_LEN as u64 {
+                    return Err(OpenError::Corrupted { file: path.clone(), what: "footer length".into() });
+                }
+                let mut footer = vec![0u8; trailer.footer_len as usize];
+                file.read_exact_at(&mut footer, len - TRAILER_LEN as u64 - trailer.footer_len).map_err(io)?;
+                if crc32fast::hash(&footer) != trailer.footer_crc {
+                    return Err(OpenError::Corrupted { file: path.clone(), what: "footer checksum mismatch".into() });
+                }
+                file.seek(SeekFrom::Start(0)).map_err(io)?;
+                (Backing::Offline(file), footer, trailer)
+            }
+        };
+        let footer: F = serde_json::from_slice(&footer_bytes)
+            .map_err(|e| OpenError::Corrupted { file: path.clone(), what: format!("footer: {e}") })?;
+        Ok((SegFile { path, backing, len, trailer }, footer))
+    }
+
+    fn bytes(&self, what: &'static str) -> Result<&[u8], ReadError> {
+        match &self.backing {
+            Backing::Mapped(m) => Ok(m),
+            Backing::Loaded(v) => Ok(v),
+            Backing::Offline(_) => Err(ReadError::OfflineRandomAccess { what }),
+        }
+    }
+
+    /// A blob's bytes: borrowed when mapped or loaded, read from the file when offline.
+    fn blob(&self, r: BlobRef) -> Result<Cow<'_, [u8]>, ReadError> {
+        let fmt = |source| ReadError::Format { file: self.path.clone(), source };
+        match &self.backing {
+            Backing::Mapped(m) => Ok(Cow::Borrowed(r.slice(m).map_err(fmt)?)),
+            Backing::Loaded(v) => Ok(Cow::Borrowed(r.slice(v).map_err(fmt)?)),
+            Backing::Offline(f) => {
+                if r.offset.saturating_add(r.len) > self.len {
+                    return Err(fmt(quiver_format::FormatError::Corrupted { what: "blob past end of file".into() }));
+                }
+                let mut v = vec![0u8; r.len as usize];
+                f.read_exact_at(&mut v, r.offset)
+                    .map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+                Ok(Cow::Owned(v))
+            }
+        }
+    }
+
+    /// A sequential reader over a blob (offline streaming).
+    fn blob_reader(&self, r: BlobRef) -> Result<Box<dyn Read + '_>, ReadError> {
+        match &self.backing {
+            Backing::Offline(f) => {
+                let mut f = f.try_clone().map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+                f.seek(SeekFrom::Start(r.offset))
+                    .map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+                Ok(Box::new(BufReader::with_capacity(1 << 20, f.take(r.len))))
+            }
+            _ => Ok(Box::new(std::io::Cursor::new(self.blob(r)?))),
+        }
+    }
+
+    fn verify(&self) -> Result<(), ReadError> {
+        let fmt = |source| ReadError::Format { file: self.path.clone(), source };
+        let body_len = self.len - TRAILER_LEN as u64 - self.trailer.footer_len;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut r = self.blob_reader(BlobRef { offset: 0, len: body_len })?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = r.read(&mut buf).map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        if hasher.finalize() != self.trailer.body_crc {
+            return Err(fmt(quiver_format::FormatError::Corrupted { what: "body checksum mismatch".into() }));
+        }
+        Ok(())
+    }
+
+    fn resident_bytes(&self) -> u64 {
+        match &self.backing {
+            Backing::Loaded(v) => v.len() as u64,
+            _ => 0,
+        }
+    }
+}
+
+/// A node table: its manifest entry, footer and file.
+pub struct NodeTable {
+    pub meta: NodeTableMeta,
+    pub footer: TableFooter,
+    file: SegFile,
+}
+
+struct Csr {
+    footer: CsrFooter,
+    file: SegFile,
+}
+
+/// A relationship type: its CSR in both directions and its property table.
+pub struct RelType {
+    pub meta: RelTypeMeta,
+    out: Csr,
+    inc: Csr,
+    props: Option<(TableFooter, SegFile)>,
+}
+
+struct IdIndex {
+    footer: IdIndexFooter,
+    file: SegFile,
+}
+
+/// An external node id to look up.
+#[derive(Debug, Clone, Copy)]
+pub enum IdKey<'a> {
+    Int(i64),
+    Str(&'a [u8]),
+}
+
+/// An open database.
+pub struct Database {
+    dir: PathBuf,
+    mode: OpenMode,
+    manifest: Manifest,
+    tables: Vec<NodeTable>,
+    rels: Vec<RelType>,
+    ids: Vec<IdIndex>,
+}
+
+/// The neighbours of one node: (neighbour node id, edge id).
+pub struct Neighbours<'a> {
+    targets: Packed<'a>,
+    edge_ids: Option<Packed<'a>>,
+    pos: usize,
+    end: usize,
+}
+
+impl Iterator for Neighbours<'_> {
+    type Item = (u32, u64);
+    #[inline]
+    fn next(&mut self) -> Option<(u32, u64)> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let i = self.pos;
+        self.pos += 1;
+        let eid = self.edge_ids.map_or(i as u64, |p| p.get(i));
+        Some((self.targets.get(i) as u32, eid))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.end - self.pos, Some(self.end - self.pos))
+    }
+}
+
+impl ExactSizeIterator for Neighbours<'_> {}
+
+fn corrupted(file: &Path, what: &str) -> ReadError {
+    ReadError::Format {
+        file: file.to_path_buf(),
+        source: quiver_format::FormatError::Corrupted { what: what.to_string() },
+    }
+}
+
+impl Csr {
+    fn packed<'a>(&self, bytes: &'a [u8], r: BlobRef, width: u32, n: u64) -> Result<Packed<'a>, ReadError> {
+        let b = r
+            .slice(bytes)
+            .map_err(|source| ReadError::Format { file: self.file.path.clone(), source })?;
+        Packed::new(b, width, n as usize).ok_or_else(|| corrupted(&self.file.path, "packed array too short"))
+    }
+
+    fn neighbours(&self, node: u32) -> Result<Neighbours<'_>, ReadError> {
+        let bytes = self.file.bytes("neighbours of a node")?;
+        let f = &self.footer;
+        if node as u64 >= f.n_nodes {
+            return Err(ReadError::NodeOutOfRange { id: node as u64, n_nodes: f.n_nodes });
+        }
+        let offsets = self.packed(bytes, f.offsets, f.offsets_width, f.n_nodes + 1)?;
+        let targets = self.packed(bytes, f.targets, f.targets_width, f.n_edges)?;
+        let edge_ids = match f.edge_ids {
+            Some(r) => Some(self.packed(bytes, r, f.edge_ids_width, f.n_edges)?),
+            None => None,
+        };
+        let (s, e) = (offsets.get(node as usize) as usize, offsets.get(node as usize + 1) as usize);
+        if s > e || e as u64 > f.n_edges {
+            return Err(corrupted(&self.file.path, "CSR offsets out of order"));
+        }
+        Ok(Neighbours { targets, edge_ids, pos: s, end: e })
+    }
+
+    fn degree(&self, node: u32) -> Result<u64, ReadError> {
+        Ok(self.neighbours(node)?.len() as u64)
+    }
+
+    /// Streams every entry in node order: `f(node, neighbour, edge_id)`.
+    fn scan(&self, mut f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
+        let ft = &self.footer;
+        let io = |source| ReadError::Io { path: self.file.path.clone(), source };
+        let mut offsets = StreamUnpacker::new(self.file.blob_reader(ft.offsets)?, ft.offsets_width);
+        let mut targets = StreamUnpacker::new(self.file.blob_reader(ft.targets)?, ft.targets_width);
+        let mut eids = match ft.edge_ids {
+            Some(r) => Some(StreamUnpacker::new(self.file.blob_reader(r)?, ft.edge_ids_width)),
+            None => None,
+        };
+        let mut prev = offsets.next().map_err(io)?;
+        let mut pos = 0u64;
+        for node in 0..ft.n_nodes {
+            let end = offsets.next().map_err(io)?;
+            if end < prev || end > ft.n_edges {
+                return Err(corrupted(&self.file.path, "CSR offsets out of order"));
+            }
+            for _ in prev..end {
+                let t = targets.next().map_err(io)?;
+                let e = match &mut eids {
+                    Some(u) => u.next().map_err(io)?,
+                    None => pos,
+                };
+                f(node as u32, t as u32, e);
+                pos += 1;
+            }
+            prev = end;
+        }
+        Ok(())
+    }
+}
+
+/// Sequential bit-unpacking from a byte stream (offline scans hold no offsets in memory).
+struct StreamUnpacker<'a> {
+    r: Box<dyn Read + 'a>,
+    width: u32,
+    acc: u128,
+    bits: u32,
+}
+
+impl<'a> StreamUnpacker<'a> {
+    fn new(r: Box<dyn Read + 'a>, width: u32) -> Self {
+        StreamUnpacker { r, width, acc: 0, bits: 0 }
+    }
+
+    #[inline]
+    fn next(&mut self) -> std::io::Result<u64> {
+        if self.width == 0 {
+            return Ok(0);
+        }
+        while self.bits < self.width {
+            let mut b = [0u8; 1];
+            self.r.read_exact(&mut b)?;
+            self.acc |= (b[0] as u128) << self.bits;
+            self.bits += 8;
+        }
+        let mask = if self.width == 64 { u64::MAX } else { (1u64 << self.width) - 1 };
+        let v = self.acc as u64 & mask;
+        self.acc >>= self.width;
+        self.bits -= self.width;
+        Ok(v)
+    }
+}
+
+impl Database {
+    /// Opens the database at `dir` in `mode`.
+    pub fn open(dir: &Path, mode: OpenMode) -> Result<Database, OpenError> {
+        let io = |source| OpenError::Io { path: dir.to_path_buf(), source };
+        let (mname, crc) = read_current(dir).map_err(io)?.ok_or_else(|| OpenError::NotADatabase { path: dir.to_path_buf() })?;
+        let mpath = dir.join(&mname);
+        let mbytes = std::fs::read(&mpath).map_err(|source| OpenError::Io { path: mpath.clone(), source })?;
+        if crc32fast::hash(&mbytes) != crc {
+            return Err(OpenError::Corrupted { file: mpath, what: "manifest checksum does not match CURRENT".into() });
+        }
+        let manifest: Manifest = serde_json::from_slice(&mbytes)
+            .map_err(|e| OpenError::Corrupted { file: mpath.clone(), what: format!("manifest: {e}") })?;
+        if manifest.format_version > quiver_format::FORMAT_VERSION {
+            return Err(OpenError::Format {
+                file: mpath,
+                source: quiver_format::FormatError::UnsupportedVersion {
+                    found: manifest.format_version,
+                    supported: quiver_format::FORMAT_VERSION,
+                },
+            });
+        }
+        let mut tables = Vec::new();
+        for t in &manifest.node_tables {
+            let (file, footer) = SegFile::open(dir, &t.segment.file, mode)?;
+            tables.push(NodeTable { meta: t.clone(), footer, file });
+        }
+        let mut rels = Vec::new();
+        for r in &manifest.rel_types {
+            let (of, ofoot) = SegFile::open(dir, &r.out.file, mode)?;
+            let (inf, ifoot) = SegFile::open(dir, &r.r#in.file, mode)?;
+            let props = match &r.props {
+                Some(p) => {
+                    let (f, foot) = SegFile::open(dir, &p.file, mode)?;
+                    Some((foot, f))
+                }
+                None => None,
+            };
+            rels.push(RelType {
+                meta: r.clone(),
+                out: Csr { footer: ofoot, file: of },
+                inc: Csr { footer: ifoot, file: inf },
+                props,
+            });
+        }
+        let mut ids = Vec::new();
+        for s in &manifest.id_spaces {
+            let (file, footer) = SegFile::open(dir, &s.index.file, mode)?;
+            ids.push(IdIndex { footer, file });
+        }
+        Ok(Database { dir: dir.to_path_buf(), mode, manifest, tables, rels, ids })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn mode(&self) -> OpenMode {
+        self.mode
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn n_nodes(&self) -> u64 {
+        self.manifest.n_nodes
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.manifest.labels
+    }
+
+    pub fn node_tables(&self) -> &[NodeTable] {
+        &self.tables
+    }
+
+    pub fn rel_types(&self) -> &[RelType] {
+        &self.rels
+    }
+
+    pub fn rel_type_index(&self, name: &str) -> Option<usize> {
+        self.rels.iter().position(|r| r.meta.name == name)
+    }
+
+    /// Bytes held in RAM by the open database (loaded mode holds every segment).
+    pub fn resident_bytes(&self) -> u64 {
+        let t: u64 = self.tables.iter().map(|t| t.file.resident_bytes()).sum();
+        let r: u64 = self
+            .rels
+            .iter()
+            .map(|r| r.out.file.resident_bytes() + r.inc.file.resident_bytes() + r.props.as_ref().map_or(0, |p| p.1.resident_bytes()))
+            .sum();
+        let i: u64 = self.ids.iter().map(|i| i.file.resident_bytes()).sum();
+        t + r + i
+    }
+
+    /// Runs `f` on one column chunk of a node table (borrowed when mapped or loaded, read
+    /// from the file when offline).
+    pub fn with_node_chunk<R>(
+        &self,
+        table: usize,
+        row_group: usize,
+        column: usize,
+        f: impl FnOnce(&ColumnChunk<'_>) -> R,
+    ) -> Result<R, ReadError> {
+        let t = &self.tables[table];
+        with_chunk(&t.footer, &t.file, row_group, column, f)
+    }
+
+    /// Runs `f` on one column chunk of a relationship type's property table.
+    pub fn with_rel_chunk<R>(
+        &self,
+        rel: usize,
+        row_group: usize,
+        column: usize,
+        f: impl FnOnce(&ColumnChunk<'_>) -> R,
+    ) -> Result<R, ReadError> {
+        match &self.rels[rel].props {
+            Some((footer, file)) => with_chunk(footer, file, row_group, column, f),
+            None => Err(ReadError::NotFound { kind: "relationship property table", name: self.rels[rel].meta.name.clone() }),
+        }
+    }
+
+    /// The node table and row of internal node `node`.
+    pub fn node_location(&self, node: u64) -> Result<(usize, u64), ReadError> {
+        let i = self.tables.partition_point(|t| t.meta.first_node + t.meta.n_rows <= node);
+        match self.tables.get(i) {
+            Some(t) if node >= t.meta.first_node => Ok((i, node - t.meta.first_node)),
+            _ => Err(ReadError::NodeOutOfRange { id: node, n_nodes: self.n_nodes() }),
+        }
+    }
+
+    /// Neighbours of `node` over relationship type `rel` in direction `dir`.
+    pub fn neighbours(&self, rel: usize, node: u32, dir: Direction) -> Result<Neighbours<'_>, ReadError> {
+        let r = &self.rels[rel];
+        match dir {
+            Direction::Out => r.out.neighbours(node),
+            Direction::In => r.inc.neighbours(node),
+        }
+    }
+
+    pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {
+        let r = &self.rels[rel];
+        match dir {
+            Direction::Out => r.out.degree(node),
+            Direction::In => r.inc.degree(node),
+        }
+    }
+
+    /// Streams every relationship of a type in node order of `dir`:
+    /// `f(node, neighbour, edge_id)`. Works in every open mode.
+    pub fn scan_edges(&self, rel: usize, dir: Direction, f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
+        let r = &self.rels[rel];
+        match dir {
+            Direction::Out => r.out.scan(f),
+            Direction::In => r.inc.scan(f),
+        }
+    }
+
+    /// CSR sizes of a relationship type: (bytes of the out CSR, bytes of the in CSR).
+    pub fn csr_bytes(&self, rel: usize) -> (u64, u64) {
+        let r = &self.rels[rel];
+        (r.out.file.len, r.inc.file.len)
+    }
+
+    /// Looks up an external id in id space `space`; `None` if absent.
+    pub fn lookup_id(&self, space: usize, key: IdKey<'_>) -> Result<Option<u32>, ReadError> {
+        let idx = &self.ids[space];
+        let f = &idx.footer;
+        if let Some((min, first)) = f.dense {
+            return Ok(match key {
+                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => Some((first + (k - min) as u64) as u32),
+                _ => None,
+            });
+        }
+        let bytes = idx.file.bytes("id lookup")?;
+        let fmt = |source| ReadError::Format { file: idx.file.path.clone(), source };
+        let kb = f.keys.slice(bytes).map_err(fmt)?;
+        let dtype = match f.id_type {
+            IdType::Integer => quiver_common::DataType::Scalar(quiver_common::ScalarType::Long),
+            IdType::String => quiver_common::DataType::Scalar(quiver_common::ScalarType::String),
+        };
+        let keys = ColumnChunk::open(kb, dtype).map_err(fmt)?;
+        let nodes = Packed::new(f.nodes.slice(bytes).map_err(fmt)?, f.nodes_width, f.n_ids as usize)
+            .ok_or_else(|| corrupted(&idx.file.path, "id index nodes"))?;
+        let n = keys.len().min(f.n_ids as usize);
+        let pos = match key {
+            IdKey::Int(k) => {
+                let p = partition(n, |i| keys.get_i64(i).unwrap_or(i64::MIN) < k);
+                (p < n && keys.get_i64(p) == Some(k)).then_some(p)
+            }
+            IdKey::Str(s) => {
+                let p = partition(n, |i| keys.get_bytes(i).unwrap_or(&[]) < s);
+                (p < n && keys.get_bytes(p) == Some(s)).then_some(p)
+            }
+        };
+        Ok(pos.map(|p| nodes.get(p) as u32))
+    }
+
+    /// Id space index by name (`None` is the global space).
+    pub fn id_space(&self, name: Option<&str>) -> Option<usize> {
+        self.manifest.id_spaces.iter().position(|s| s.name.as_deref() == name)
+    }
+
+    /// Verifies the checksum of every segment (reads everything).
+    pub fn verify(&self) -> Result<(), ReadError> {
+        for t in &self.tables {
+            t.file.verify()?;
+        }
+        for r in &self.rels {
+            r.out.file.verify()?;
+            r.inc.file.verify()?;
+            if let Some((_, f)) = &r.props {
+                f.verify()?;
+            }
+        }
+        for i in &self.ids {
+            i.file.verify()?;
+        }
+        Ok(())
+    }
+
+    /// Total bytes of all segment files.
+    pub fn disk_bytes(&self) -> u64 {
+        let t: u64 = self.tables.iter().map(|t| t.file.len).sum();
+        let r: u64 = self.rels.iter().map(|r| r.out.file.len + r.inc.file.len + r.props.as_ref().map_or(0, |p| p.1.len)).sum();
+        let i: u64 = self.ids.iter().map(|i| i.file.len).sum();
+        t + r + i
+    }
+}
+
+impl RelType {
+    pub fn props_footer(&self) -> Option<&TableFooter> {
+        self.props.as_ref().map(|p| &p.0)
+    }
+
+    pub fn out_footer(&self) -> &CsrFooter {
+        &self.out.footer
+    }
+
+    pub fn in_footer(&self) -> &CsrFooter {
+        &self.inc.footer
+    }
+}
+
+fn with_chunk<R>(
+    footer: &TableFooter,
+    file: &SegFile,
+    row_group: usize,
+    column: usize,
+    f: impl FnOnce(&ColumnChunk<'_>) -> R,
+) -> Result<R, ReadError> {
+    let rg = footer
+        .row_groups
+        .get(row_group)
+        .ok_or_else(|| ReadError::NotFound { kind: "row group", name: row_group.to_string() })?;
+    let r = *rg.chunks.get(column).ok_or_else(|| ReadError::NotFound { kind: "column", name: column.to_string() })?;
+    let dtype = footer.columns[column].dtype;
+    let bytes = file.blob(r)?;
+    let chunk = ColumnChunk::open(&bytes, dtype).map_err(|source| ReadError::Format { file: file.path.clone(), source })?;
+    if chunk.len() as u64 != rg.n_rows {
+        return Err(corrupted(&file.path, "column chunk row count differs from its row group"));
+    }
+    Ok(f(&chunk))
+}
+
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}

@@ -1,0 +1,515 @@
+//! Writing a new generation and publishing it atomically.
+//!
+//! A new database is staged in a hidden sibling directory (`.name.staging-<pid>`) and
+//! renamed into place: until that rename there is no database at the path. Replacing an
+//! existing database (`--overwrite`) writes a new generation folder inside it and then
+//! replaces `CURRENT` by rename, so readers see the old or the new generation, never a mix.
+//! A killed writer leaves a staging directory or an unreferenced generation folder; the
+//! next writer removes them (after taking the lock), so nothing trips the next run.
+
+use crate::error::{IoContext, WriteError};
+use crate::manifest::{
+    CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta, TableFooter,
+};
+use quiver_format::bitpack::{bits_for, BitWriter};
+use quiver_format::column::ColumnBuilder;
+use quiver_format::segment::{BlobRef, SegmentWriter};
+use rayon::prelude::*;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub const CURRENT: &str = "CURRENT";
+pub const LOCK: &str = "LOCK";
+const STAGING_MARK: &str = ".staging-";
+
+fn fsync_dir(path: &Path) -> Result<(), WriteError> {
+    File::open(path).and_then(|f| f.sync_all()).at(path)
+}
+
+fn lock_file(path: &Path) -> Result<File, WriteError> {
+    let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).at(path)?;
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a valid descriptor; LOCK_NB makes it fail instead of waiting.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(WriteError::Locked {
+            path: path.parent().unwrap_or(path).to_path_buf(),
+        });
+    }
+    Ok(f)
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() != libc::ESRCH }
+}
+
+/// Reads `CURRENT`: the manifest file name and its checksum.
+pub fn read_current(db: &Path) -> std::io::Result<Option<(String, u32)>> {
+    let text = match fs::read_to_string(db.join(CURRENT)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut parts = text.split_whitespace();
+    let name = parts.next().unwrap_or("").to_string();
+    let crc = parts.next().and_then(|c| u32::from_str_radix(c, 16).ok()).unwrap_or(0);
+    Ok(Some((name, crc)))
+}
+
+enum Target {
+    /// A new database staged at `staging`, renamed to `final_dir` on publish.
+    New { staging: PathBuf, final_dir: PathBuf },
+    /// A new generation inside an existing database.
+    Existing { db: PathBuf },
+}
+
+/// A generation being written.
+pub struct Staging {
+    target: Target,
+    /// Directory that holds `CURRENT` (the staging dir or the database).
+    root: PathBuf,
+    generation: u64,
+    gen_dir_name: String,
+    _lock: File,
+    published: bool,
+}
+
+impl Staging {
+    /// Starts writing `db`. Refuses an existing database unless `overwrite`.
+    pub fn begin(db: &Path, overwrite: bool) -> Result<Staging, WriteError> {
+        let db = db.to_path_buf();
+        let parent = match db.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = db
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .ok_or_else(|| WriteError::NotEmpty { path: db.clone() })?;
+        fs::create_dir_all(&parent).at(&parent)?;
+        cleanup_stale_staging(&parent, &name);
+        if db.exists() {
+            let is_db = db.join(CURRENT).exists();
+            let empty = fs::read_dir(&db).at(&db)?.next().is_none();
+            if is_db && !overwrite {
+                return Err(WriteError::Exists { path: db });
+            }
+            if !is_db && !empty {
+                // A directory left by a killed first import has a LOCK and generation
+                // folders but no CURRENT: that is ours to reuse.
+                let ours = fs::read_dir(&db).at(&db)?.flatten().all(|e| {
+                    let n = e.file_name().to_string_lossy().to_string();
+                    n == LOCK || n.starts_with('g') || n.starts_with("manifest-")
+                });
+                if !ours {
+                    return Err(WriteError::NotEmpty { path: db });
+                }
+            }
+            if is_db || !empty {
+                let lock = lock_file(&db.join(LOCK))?;
+                let generation = match read_current(&db).at(&db)? {
+                    Some((m, _)) => parse_generation(&m).unwrap_or(0) + 1,
+                    None => 1,
+                };
+                remove_unreferenced(&db);
+                let gen_dir_name = format!("g{generation:06}");
+                let _ = fs::remove_dir_all(db.join(&gen_dir_name));
+                fs::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
+                return Ok(Staging {
+                    root: db.clone(),
+                    target: Target::Existing { db },
+                    generation,
+                    gen_dir_name,
+                    _lock: lock,
+                    published: false,
+                });
+            }
+            fs::remove_dir(&db).at(&db)?;
+        }
+        let staging = parent.join(format!(".{name}{STAGING_MARK}{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir(&staging).at(&staging)?;
+        let lock = lock_file(&staging.join(LOCK))?;
+        let gen_dir_name = "g000001".to_string();
+        fs::create_dir(staging.join(&gen_dir_name)).at(&staging)?;
+        Ok(Staging {
+            root: staging.clone(),
+            target: Target::New {
+                staging,
+                final_dir: db,
+            },
+            generation: 1,
+            gen_dir_name,
+            _lock: lock,
+            published: false,
+        })
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The path of a new file in this generation, and its name relative to the database.
+    pub fn file(&self, name: &str) -> (PathBuf, String) {
+        let rel = format!("{}/{name}", self.gen_dir_name);
+        (self.root.join(&rel), rel)
+    }
+
+    /// Makes the generation the database's current one: fsyncs, writes the manifest and
+    /// switches `CURRENT` (or renames the staged database into place).
+    pub fn publish(mut self, manifest: &Manifest) -> Result<PathBuf, WriteError> {
+        let gen_dir = self.root.join(&self.gen_dir_name);
+        for e in fs::read_dir(&gen_dir).at(&gen_dir)?.flatten() {
+            File::open(e.path()).and_then(|f| f.sync_all()).at(&e.path())?;
+        }
+        fsync_dir(&gen_dir)?;
+        let manifest_name = format!("manifest-{:06}.json", self.generation);
+        let json = serde_json::to_vec_pretty(manifest).map_err(|e| WriteError::Io {
+            path: self.root.join(&manifest_name),
+            source: std::io::Error::other(e),
+        })?;
+        let mpath = self.root.join(&manifest_name);
+        write_synced(&mpath, &json)?;
+        let current = format!("{manifest_name} {:08x}\n", crc32fast::hash(&json));
+        let tmp = self.root.join("CURRENT.tmp");
+        write_synced(&tmp, current.as_bytes())?;
+        fs::rename(&tmp, self.root.join(CURRENT)).at(&tmp)?;
+        fsync_dir(&self.root)?;
+        self.published = true;
+        match &self.target {
+            Target::New { staging, final_dir } => {
+                fs::rename(staging, final_dir).at(final_dir)?;
+                if let Some(p) = final_dir.parent() {
+                    if !p.as_os_str().is_empty() {
+                        fsync_dir(p)?;
+                    }
+                }
+                Ok(final_dir.clone())
+            }
+            Target::Existing { db } => {
+                remove_unreferenced(db);
+                Ok(db.clone())
+            }
+        }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.published {
+            return;
+        }
+        match &self.target {
+            Target::New { staging, .. } => {
+                let _ = fs::remove_dir_all(staging);
+            }
+            Target::Existing { db } => {
+                let _ = fs::remove_dir_all(db.join(&self.gen_dir_name));
+            }
+        }
+    }
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let mut f = File::create(path).at(path)?;
+    f.write_all(bytes).at(path)?;
+    f.sync_all().at(path)
+}
+
+fn parse_generation(manifest_name: &str) -> Option<u64> {
+    manifest_name.strip_prefix("manifest-")?.strip_suffix(".json")?.parse().ok()
+}
+
+/// Removes staging directories of dead writers for database `name` in `parent`.
+fn cleanup_stale_staging(parent: &Path, name: &str) {
+    let prefix = format!(".{name}{STAGING_MARK}");
+    let Ok(rd) = fs::read_dir(parent) else { return };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) {
+            if pid == std::process::id() || !pid_alive(pid) {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+/// Removes generation folders and manifests that `CURRENT` does not name.
+fn remove_unreferenced(db: &Path) {
+    let current = read_current(db).ok().flatten().map(|(m, _)| m);
+    let keep_gen = current.as_deref().and_then(parse_generation);
+    let Ok(rd) = fs::read_dir(db) else { return };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if let Some(g) = n.strip_prefix('g').and_then(|g| g.parse::<u64>().ok()) {
+            if Some(g) != keep_gen {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        } else if n.starts_with("manifest-") && Some(n.as_str()) != current.as_deref() || n == "CURRENT.tmp" {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Segment writers
+
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+fn create(path: &Path) -> Result<SegmentWriter<BufWriter<File>>, WriteError> {
+    let f = File::create(path).at(path)?;
+    Ok(SegmentWriter::new(BufWriter::with_capacity(WRITE_BUFFER_BYTES, f)))
+}
+
+fn finish<F: serde::Serialize>(
+    w: SegmentWriter<BufWriter<File>>,
+    footer: &F,
+    path: &Path,
+    rel: String,
+) -> Result<SegmentMeta, WriteError> {
+    let (mut out, bytes) = w.finish(footer).at(path)?;
+    out.flush().at(path)?;
+    Ok(SegmentMeta { file: rel, bytes })
+}
+
+/// Writes a table of typed columns, one row group at a time.
+pub struct TableWriter {
+    path: PathBuf,
+    rel: String,
+    w: SegmentWriter<BufWriter<File>>,
+    footer: TableFooter,
+}
+
+impl TableWriter {
+    pub fn create(staging: &Staging, name: &str, columns: Vec<PropertyMeta>) -> Result<Self, WriteError> {
+        let (path, rel) = staging.file(name);
+        Ok(TableWriter {
+            w: create(&path)?,
+            path,
+            rel,
+            footer: TableFooter {
+                n_rows: 0,
+                columns,
+                row_groups: Vec::new(),
+            },
+        })
+    }
+
+    /// Encodes the columns (in parallel) and appends them as one row group.
+    pub fn write_row_group(&mut self, columns: &[ColumnBuilder]) -> Result<(), WriteError> {
+        debug_assert_eq!(columns.len(), self.footer.columns.len());
+        let n_rows = columns.first().map_or(0, |c| c.len()) as u64;
+        debug_assert!(columns.iter().all(|c| c.len() as u64 == n_rows));
+        if n_rows == 0 {
+            return Ok(());
+        }
+        let blobs: Vec<Vec<u8>> = columns
+            .par_iter()
+            .map(|c| {
+                let mut out = Vec::with_capacity(c.data_bytes() / 2 + 64);
+                c.encode(&mut out);
+                out
+            })
+            .collect();
+        let mut chunks = Vec::with_capacity(blobs.len());
+        for b in &blobs {
+            chunks.push(self.w.write_blob(b).at(&self.path)?);
+        }
+        self.footer.row_groups.push(RowGroupMeta {
+            first_row: self.footer.n_rows,
+            n_rows,
+            chunks,
+        });
+        self.footer.n_rows += n_rows;
+        Ok(())
+    }
+
+    pub fn n_rows(&self) -> u64 {
+        self.footer.n_rows
+    }
+
+    pub fn finish(self) -> Result<SegmentMeta, WriteError> {
+        finish(self.w, &self.footer, &self.path, self.rel)
+    }
+}
+
+/// Writes one direction of a CSR: offsets from the degrees, then the neighbour lists in
+/// node order, streamed.
+pub struct CsrWriter {
+    path: PathBuf,
+    rel: String,
+    w: SegmentWriter<BufWriter<File>>,
+    footer: CsrFooter,
+    targets: BitWriter,
+    /// Edge ids stream to a side file (they follow the targets in the segment) and are
+    /// copied in on `finish`.
+    edge_ids: Option<(PathBuf, BufWriter<File>, BitWriter)>,
+    written: u64,
+}
+
+impl CsrWriter {
+    /// `degrees[v]` is the number of entries of node `v`; `with_edge_ids` when entries
+    /// need an explicit edge id (they are written to a side file and appended).
+    pub fn create(
+        staging: &Staging,
+        name: &str,
+        degrees: &[u32],
+        n_edges: u64,
+        with_edge_ids: bool,
+    ) -> Result<Self, WriteError> {
+        let (path, rel) = staging.file(name);
+        let mut w = create(&path)?;
+        let n_nodes = degrees.len() as u64;
+        let offsets_width = bits_for(n_edges);
+        let start = w.position();
+        let mut bw = BitWriter::new(offsets_width);
+        let mut acc = 0u64;
+        let mut buf = Vec::with_capacity(1 << 16);
+        bw.push_to_vec(0, &mut buf);
+        for &d in degrees {
+            acc += d as u64;
+            bw.push_to_vec(acc, &mut buf);
+            if buf.len() >= 1 << 16 {
+                w.write_raw(&buf).at(&path)?;
+                buf.clear();
+            }
+        }
+        debug_assert_eq!(acc, n_edges);
+        bw.finish_to_vec(&mut buf);
+        w.write_raw(&buf).at(&path)?;
+        let offsets = BlobRef {
+            offset: start,
+            len: w.position() - start,
+        };
+        let targets_width = bits_for(n_nodes.saturating_sub(1));
+        let edge_ids = if with_edge_ids {
+            let p = path.with_extension("eid.tmp");
+            let f = File::create(&p).at(&p)?;
+            Some((
+                p,
+                BufWriter::with_capacity(WRITE_BUFFER_BYTES, f),
+                BitWriter::new(bits_for(n_edges.saturating_sub(1))),
+            ))
+        } else {
+            None
+        };
+        let eid_width = bits_for(n_edges.saturating_sub(1));
+        let targets_start = w.position();
+        Ok(CsrWriter {
+            footer: CsrFooter {
+                n_nodes,
+                n_edges,
+                offsets,
+                offsets_width,
+                targets: BlobRef {
+                    offset: targets_start,
+                    len: 0,
+                },
+                targets_width,
+                edge_ids: None,
+                edge_ids_width: if with_edge_ids { eid_width } else { 0 },
+            },
+            targets: BitWriter::new(targets_width),
+            edge_ids,
+            path,
+            rel,
+            w,
+            written: 0,
+        })
+    }
+
+    /// Appends the next entry (entries come in node order, sorted within a node).
+    #[inline]
+    pub fn push(&mut self, target: u32, edge_id: u64) -> Result<(), WriteError> {
+        self.targets
+            .push(target as u64, &mut WriterSink(&mut self.w))
+            .at(&self.path)?;
+        if let Some((p, w, bw)) = &mut self.edge_ids {
+            bw.push(edge_id, w).at(p)?;
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<SegmentMeta, WriteError> {
+        debug_assert_eq!(self.written, self.footer.n_edges);
+        let targets = std::mem::replace(&mut self.targets, BitWriter::new(0));
+        targets.finish(&mut WriterSink(&mut self.w)).at(&self.path)?;
+        self.footer.targets.len = self.w.position() - self.footer.targets.offset;
+        if let Some((p, mut w, bw)) = self.edge_ids.take() {
+            bw.finish(&mut w).at(&p)?;
+            w.flush().at(&p)?;
+            drop(w);
+            let start = self.w.position();
+            let mut f = File::open(&p).at(&p)?;
+            std::io::copy(&mut f, &mut WriterSink(&mut self.w)).at(&p)?;
+            self.footer.edge_ids = Some(BlobRef {
+                offset: start,
+                len: self.w.position() - start,
+            });
+            let _ = fs::remove_file(&p);
+        }
+        finish(self.w, &self.footer, &self.path, self.rel)
+    }
+}
+
+/// Adapts a `SegmentWriter` to `io::Write` so that bit writers can stream into it.
+struct WriterSink<'a>(&'a mut SegmentWriter<BufWriter<File>>);
+
+impl Write for WriterSink<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_raw(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes an id index from keys sorted ascending and their node ids.
+pub fn write_id_index(
+    staging: &Staging,
+    name: &str,
+    id_type: IdType,
+    keys: &ColumnBuilder,
+    nodes: &[u32],
+    n_nodes_total: u64,
+) -> Result<SegmentMeta, WriteError> {
+    let (path, rel) = staging.file(name);
+    let mut w = create(&path)?;
+    let n = nodes.len() as u64;
+    let dense = if id_type == IdType::Integer && n > 0 {
+        let k = keys.i64_values();
+        let min = k[0];
+        let first = nodes[0] as u64;
+        let ok = k.iter().zip(nodes).enumerate().all(|(i, (&key, &node))| {
+            key.wrapping_sub(min) as u64 == i as u64 && node as u64 == first + i as u64
+        });
+        ok.then_some((min, first))
+    } else {
+        None
+    };
+    let (keys_ref, nodes_ref, width) = if dense.is_some() {
+        (BlobRef::default(), BlobRef::default(), 0)
+    } else {
+        let mut kb = Vec::new();
+        keys.encode(&mut kb);
+        let keys_ref = w.write_blob(&kb).at(&path)?;
+        drop(kb);
+        let width = bits_for(n_nodes_total.saturating_sub(1));
+        let mut nb = Vec::new();
+        quiver_format::bitpack::pack(nodes.iter().map(|&x| x as u64), width, &mut nb);
+        (keys_ref, w.write_blob(&nb).at(&path)?, width)
+    };
+    let footer = IdIndexFooter {
+        id_type,
+        n_ids: n,
+        dense,
+        keys: keys_ref,
+        nodes: nodes_ref,
+        nodes_width: width,
+    };
+    finish(w, &footer, &path, rel)
+}
