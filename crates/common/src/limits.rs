@@ -9,8 +9,9 @@ pub const ROW_GROUP_ROWS_MAX: usize = 1 << 20;
 /// maps store them at 4 bytes (or fewer once bit-packed); widening later is a format bump.
 pub const NODES_MAX: u64 = u32::MAX as u64 - 1;
 
-/// Relationships per relationship type: edge ids are stored in 40 bits at most.
-pub const EDGES_PER_TYPE_MAX: u64 = 1 << 40;
+/// Relationships per relationship type: edge ids are `u32` while the CSR is built
+/// (4 bytes per edge in the sort buffers). Widening is a local change in `import::edges`.
+pub const EDGES_PER_TYPE_MAX: u64 = u32::MAX as u64;
 
 /// Bytes of CSV read and split per window. Each window is split into chunks that parse in
 /// parallel; the window is the unit of memory held by the reader (two are in flight).

@@ -361,6 +361,39 @@ impl ColumnBuilder {
         self.len += other.len;
     }
 
+    /// The rows `i` with `keep[i]`, in order (rejected or split rows; not a hot path).
+    pub fn filter(&self, keep: &[bool]) -> ColumnBuilder {
+        debug_assert_eq!(keep.len(), self.len);
+        let mut out = ColumnBuilder::new(self.dtype);
+        for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+            out.push_row_from(self, i);
+        }
+        out
+    }
+
+    /// Appends row `i` of `other` (same type).
+    pub fn push_row_from(&mut self, other: &ColumnBuilder, i: usize) {
+        if !other.is_valid(i) {
+            self.push_null();
+            return;
+        }
+        match &other.data {
+            ColumnData::I64(v) => self.push_i64(v[i]),
+            ColumnData::F64(v) => self.push_f64(v[i]),
+            ColumnData::Bool(v) => self.push_bool(v[i]),
+            ColumnData::Bytes { .. } => self.push_bytes(other.bytes_at(i)),
+            ColumnData::List { child, .. } => {
+                let (s, e) = other.list_range(i);
+                if let Some(c) = self.list_child() {
+                    for k in s..e {
+                        c.push_row_from(child, k);
+                    }
+                }
+                self.end_list();
+            }
+        }
+    }
+
     /// Encodes all rows as one column chunk blob appended to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         encode_chunk(self, out)

@@ -1,1 +1,946 @@
-//! placeholder
+//! Bulk import: CSV files -> a published database.
+//!
+//! The path of a byte (see ARCHITECTURE.md for the picture):
+//! 1. [`input`]: a reader thread fills windows and cuts them into chunks of whole records
+//!    (parallel quote-parity split);
+//! 2. [`parse`]: chunks parse in parallel into typed column batches (no per-row allocation);
+//! 3. this module, sequentially per batch: ids into the [`idmap`], errors to the rejects
+//!    file or to a stop, rows into the row group, row groups encoded (in parallel per
+//!    column) and written;
+//! 4. [`edges`]: relationships resolve their endpoints in parallel, land in an edge store
+//!    (spilling under budget pressure) and become CSR by partitioned counting sort;
+//! 5. `quiver_storage::write::Staging::publish` switches the database atomically.
+//!
+//! Memory: one [`MemoryBudget`] covers the row group being built, the id maps, the edge
+//! store, degree arrays and CSR build buffers; input windows and in-flight batches are the
+//! fixed overhead (sized from the budget, a few windows of at most 8 MiB).
+
+pub mod edges;
+pub mod error;
+pub mod idmap;
+pub mod input;
+pub mod parse;
+pub mod progress;
+pub mod rejects;
+
+pub use error::ImportError;
+pub use progress::{NoProgress, Phase, Progress};
+
+use crate::edges::EdgeStore;
+use crate::error::IoAt;
+use crate::idmap::{IdMapWithGrant, Key};
+use crate::input::{spawn_reader, Msg, Window};
+use crate::parse::{parse_chunk, Batch, Endpoints, Plan, Reason, RowError, Slot};
+use crate::rejects::Rejects;
+use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES, NODES_MAX, ROW_GROUP_ROWS_MAX};
+use quiver_common::types::{DataType, ScalarType};
+use quiver_common::{Grant, MemoryBudget};
+use quiver_csv::header::{Header, HeaderKind, Role};
+use quiver_csv::Dialect;
+use quiver_format::column::ColumnBuilder;
+use quiver_storage::manifest::{IdSpaceMeta, IdType, Manifest, NodeTableMeta, PropertyMeta, RelTypeMeta, SegmentMeta};
+use quiver_storage::write::{write_id_index, CsrWriter, Staging, TableWriter};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Files imported together: `--nodes User=a.csv,b.csv` or `--relationships FOLLOWS=f.csv`.
+#[derive(Debug, Clone)]
+pub struct InputGroup {
+    /// Labels (`User` or `User:Person`) for nodes, the type for relationships.
+    pub spec: Option<String>,
+    pub files: Vec<PathBuf>,
+}
+
+impl InputGroup {
+    /// Parses `Label=file1,file2` or `file1,file2`.
+    pub fn parse(text: &str) -> Result<InputGroup, String> {
+        let (spec, files) = match text.split_once('=') {
+            Some((s, f)) => (Some(s.trim().to_string()).filter(|s| !s.is_empty()), f),
+            None => (None, text),
+        };
+        let files: Vec<PathBuf> = files.split(',').filter(|f| !f.is_empty()).map(PathBuf::from).collect();
+        if files.is_empty() {
+            return Err(format!("'{text}' names no files; write e.g. User=users.csv"));
+        }
+        Ok(InputGroup { spec, files })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ImportConfig {
+    pub db: PathBuf,
+    pub nodes: Vec<InputGroup>,
+    pub relationships: Vec<InputGroup>,
+    pub dialect: Dialect,
+    pub id_type: IdType,
+    pub memory_budget_bytes: u64,
+    pub threads: usize,
+    /// Where spill files go (default: beside the database, on the same disk).
+    pub temp_dir: Option<PathBuf>,
+    pub skip_bad_rows: bool,
+    /// Most rows that may be skipped before the import stops (`None`: unlimited).
+    pub bad_tolerance: Option<u64>,
+    pub rejects: Option<PathBuf>,
+    pub overwrite: bool,
+    pub no_edge_properties: bool,
+    pub infer_types: bool,
+}
+
+impl ImportConfig {
+    pub fn new(db: impl Into<PathBuf>) -> Self {
+        ImportConfig {
+            db: db.into(),
+            nodes: Vec::new(),
+            relationships: Vec::new(),
+            dialect: Dialect::default(),
+            id_type: IdType::String,
+            memory_budget_bytes: default_budget_bytes(),
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            temp_dir: None,
+            skip_bad_rows: false,
+            bad_tolerance: None,
+            rejects: None,
+            overwrite: false,
+            no_edge_properties: false,
+            infer_types: false,
+        }
+    }
+}
+
+/// Half of physical memory (see `limits::IMPORT_BUDGET_RAM_FRACTION`).
+pub fn default_budget_bytes() -> u64 {
+    let (n, d) = quiver_common::limits::IMPORT_BUDGET_RAM_FRACTION;
+    quiver_common::size::physical_memory_bytes() / d * n
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default)]
+pub struct ImportSummary {
+    pub db: PathBuf,
+    pub nodes_by_label: Vec<(String, u64)>,
+    pub rels_by_type: Vec<(String, u64)>,
+    pub n_nodes: u64,
+    pub n_rels: u64,
+    /// Data records read (headers excluded) = imported + rejected.
+    pub rows_read: u64,
+    pub rows_rejected: u64,
+    pub rejects_path: Option<PathBuf>,
+    pub bytes_read: u64,
+    pub seconds: f64,
+    pub budget_bytes: u64,
+    /// Most bytes the budget granted at once.
+    pub budget_peak_bytes: u64,
+    pub peak_rss_bytes: u64,
+    pub db_bytes: u64,
+    pub spilled_edges: u64,
+    pub row_groups: u64,
+}
+
+impl ImportSummary {
+    pub fn rows_per_second(&self) -> f64 {
+        self.rows_read as f64 / self.seconds.max(1e-9)
+    }
+}
+
+struct Space {
+    name: Option<String>,
+    map: IdMapWithGrant,
+}
+
+struct RelState {
+    name: String,
+    store: EdgeStore,
+    columns: Vec<PropertyMeta>,
+    props: Option<(TableWriter, Vec<ColumnBuilder>)>,
+    start_space: usize,
+    end_space: usize,
+}
+
+struct Ctx<'a> {
+    cfg: &'a ImportConfig,
+    budget: MemoryBudget,
+    progress: &'a dyn Progress,
+    rejects: Rejects,
+    pool: Arc<rayon::ThreadPool>,
+    cancel: Arc<AtomicBool>,
+    rows_read: u64,
+    bytes_read: u64,
+    window_bytes: usize,
+    chunk_bytes: usize,
+    row_groups: u64,
+}
+
+/// Runs an import. On error nothing is published and the staging area is removed.
+pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSummary, ImportError> {
+    let start = Instant::now();
+    if cfg.nodes.is_empty() {
+        return Err(ImportError::Usage("nothing to import: give at least one --nodes group".into()));
+    }
+    if cfg.memory_budget_bytes < quiver_common::limits::IMPORT_BUDGET_BYTES_MIN {
+        return Err(ImportError::Usage(format!(
+            "--memory-budget {} is below the minimum of {}",
+            quiver_common::size::human_bytes(cfg.memory_budget_bytes),
+            quiver_common::size::human_bytes(quiver_common::limits::IMPORT_BUDGET_BYTES_MIN)
+        )));
+    }
+    for g in cfg.nodes.iter().chain(&cfg.relationships) {
+        for f in &g.files {
+            if !f.is_file() {
+                return Err(ImportError::Usage(format!("{}: no such file", f.display())));
+            }
+        }
+    }
+    let threads = cfg.threads.max(1);
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("quiver-import-{i}"))
+            .build()
+            .map_err(|e| ImportError::Usage(format!("cannot start {threads} threads: {e}")))?,
+    );
+    // Input windows are fixed overhead outside the budget: a few windows of at most
+    // 8 MiB, smaller for small budgets.
+    let window_bytes = ((cfg.memory_budget_bytes / 32) as usize).clamp(1 << 20, CSV_WINDOW_BYTES);
+    let chunk_bytes = (window_bytes / (threads * 2)).clamp(64 << 10, CSV_CHUNK_BYTES);
+    let rejects_path = cfg.rejects.clone().unwrap_or_else(|| {
+        let mut p = cfg.db.clone().into_os_string();
+        p.push(".rejects.csv");
+        PathBuf::from(p)
+    });
+    let mut ctx = Ctx {
+        cfg,
+        budget: MemoryBudget::new(cfg.memory_budget_bytes),
+        progress,
+        rejects: Rejects::new(rejects_path),
+        pool: pool.clone(),
+        cancel: Arc::new(AtomicBool::new(false)),
+        rows_read: 0,
+        bytes_read: 0,
+        window_bytes,
+        chunk_bytes,
+        row_groups: 0,
+    };
+    let staging = Staging::begin(&cfg.db, cfg.overwrite)?;
+    let temp_parent = match &cfg.temp_dir {
+        Some(t) => t.clone(),
+        None => staging.file("").0,
+    };
+    std::fs::create_dir_all(&temp_parent).at(&temp_parent)?;
+    let temp = tempfile::Builder::new().prefix(".quiver-spill-").tempdir_in(&temp_parent).at(&temp_parent)?;
+
+    let result = pool.install(|| run(&mut ctx, &staging, temp.path()));
+    let (manifest, mut summary) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            ctx.cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = ctx.rejects.finish();
+            return Err(e);
+        }
+    };
+    ctx.rejects.finish()?;
+    drop(temp);
+    ctx.progress.phase(Phase::Publish, 1);
+    let db = staging.publish(&manifest)?;
+    ctx.progress.advance(1, 0);
+    ctx.progress.finish();
+    summary.db = db;
+    summary.rows_read = ctx.rows_read;
+    summary.rows_rejected = ctx.rejects.count;
+    summary.rejects_path = (ctx.rejects.count > 0).then(|| ctx.rejects.path().to_path_buf());
+    summary.bytes_read = ctx.bytes_read;
+    summary.seconds = start.elapsed().as_secs_f64();
+    summary.budget_bytes = cfg.memory_budget_bytes;
+    summary.budget_peak_bytes = ctx.budget.peak_bytes();
+    summary.peak_rss_bytes = quiver_common::size::peak_rss_bytes().unwrap_or(0);
+    summary.row_groups = ctx.row_groups;
+    summary.db_bytes = manifest_bytes(&manifest);
+    Ok(summary)
+}
+
+fn manifest_bytes(m: &Manifest) -> u64 {
+    let t: u64 = m.node_tables.iter().map(|t| t.segment.bytes).sum();
+    let r: u64 = m.rel_types.iter().map(|r| r.out.bytes + r.r#in.bytes + r.props.as_ref().map_or(0, |p| p.bytes)).sum();
+    let i: u64 = m.id_spaces.iter().map(|s| s.index.bytes).sum();
+    t + r + i
+}
+
+fn files_bytes(groups: &[InputGroup]) -> u64 {
+    groups.iter().flat_map(|g| &g.files).map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum()
+}
+
+fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, ImportSummary), ImportError> {
+    let cfg = ctx.cfg;
+    let mut spaces: Vec<Space> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    let mut tables: Vec<NodeTableMeta> = Vec::new();
+    let mut n_nodes = 0u64;
+    ctx.progress.phase(Phase::Nodes, files_bytes(&cfg.nodes));
+    let mut done_before = 0u64;
+    for (gi, group) in cfg.nodes.iter().enumerate() {
+        let t = import_nodes(ctx, group, gi, staging, &mut spaces, &mut labels, n_nodes, &mut done_before)?;
+        n_nodes += t.n_rows;
+        tables.push(t);
+    }
+
+    // Persist the id indexes (the maps stay in memory for the relationships).
+    let total_ids: u64 = spaces.iter().map(|s| s.map.len()).sum();
+    ctx.progress.phase(Phase::IdIndex, total_ids);
+    let mut id_spaces = Vec::new();
+    for (si, s) in spaces.iter().enumerate() {
+        let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
+        let seg = write_id_index(staging, &format!("ids-{si:04}.seg"), cfg.id_type, &keys, &nodes, n_nodes)?;
+        drop((keys, nodes, grant));
+        ctx.progress.advance(s.map.len(), 0);
+        id_spaces.push(IdSpaceMeta { name: s.name.clone(), id_type: cfg.id_type, n_ids: s.map.len(), index: seg });
+    }
+
+    // Relationships.
+    let mut rels: Vec<RelState> = Vec::new();
+    ctx.progress.phase(Phase::Relationships, files_bytes(&cfg.relationships));
+    let mut done_before = 0u64;
+    for group in &cfg.relationships {
+        import_rels(ctx, group, staging, temp, &spaces, &mut rels, n_nodes, &mut done_before)?;
+    }
+    drop(spaces);
+
+    let total_csr: u64 = rels.iter().map(|r| r.store.len() * 2).sum();
+    ctx.progress.phase(Phase::Csr, total_csr);
+    let mut rel_metas = Vec::new();
+    let mut spilled = 0;
+    for (ri, r) in rels.iter_mut().enumerate() {
+        spilled += r.store.spilled_edges();
+        let props = match r.props.take() {
+            Some((mut w, builders)) => {
+                if builders.first().is_some_and(|b| !b.is_empty()) {
+                    w.write_row_group(&builders)?;
+                    ctx.row_groups += 1;
+                }
+                drop(builders);
+                Some(w.finish()?)
+            }
+            None => None,
+        };
+        let has_props = props.is_some();
+        let n_edges = r.store.len();
+        let progress = ctx.progress;
+        let out_w = CsrWriter::create(staging, &format!("rel-{ri:04}.out.seg"), &r.store.out_deg, n_edges, has_props && !r.store.sorted)?;
+        let sorted = r.store.sorted;
+        let out = r.store.build_csr(true, has_props && !sorted, out_w, &ctx.budget, |m| progress.advance(m, 0))?;
+        let in_w = CsrWriter::create(staging, &format!("rel-{ri:04}.in.seg"), &r.store.in_deg, n_edges, has_props)?;
+        let inc = r.store.build_csr(false, has_props, in_w, &ctx.budget, |m| progress.advance(m, 0))?;
+        rel_metas.push(RelTypeMeta {
+            name: r.name.clone(),
+            n_edges,
+            columns: r.columns.clone(),
+            out,
+            r#in: inc,
+            props,
+            start_space: Some(r.start_space),
+            end_space: Some(r.end_space),
+        });
+    }
+    let summary = ImportSummary {
+        nodes_by_label: labels
+            .iter()
+            .enumerate()
+            .map(|(li, l)| {
+                let n = tables.iter().filter(|t| t.labels.contains(&(li as u32))).map(|t| t.n_rows).sum();
+                (l.clone(), n)
+            })
+            .collect(),
+        rels_by_type: rel_metas.iter().map(|r| (r.name.clone(), r.n_edges)).collect(),
+        n_nodes,
+        n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
+        spilled_edges: spilled,
+        ..Default::default()
+    };
+    let manifest = Manifest {
+        format_version: quiver_format::FORMAT_VERSION,
+        generation: staging.generation(),
+        written_by: format!("quiver {}", env!("CARGO_PKG_VERSION")),
+        n_nodes,
+        labels,
+        id_spaces,
+        node_tables: tables,
+        rel_types: rel_metas,
+    };
+    Ok((manifest, summary))
+}
+
+/// Handles one bad row: stop (default) or reject (with --skip-bad-rows).
+fn bad_row(ctx: &mut Ctx<'_>, file: &Path, line: u64, column: u64, reason: Reason, message: &str, raw: &[u8]) -> Result<(), ImportError> {
+    if !ctx.cfg.skip_bad_rows {
+        return Err(ImportError::Input { file: file.to_path_buf(), line, column, message: message.to_string() });
+    }
+    ctx.rejects.write(file, line, column, reason.name(), message, raw)?;
+    if let Some(t) = ctx.cfg.bad_tolerance {
+        if ctx.rejects.count > t {
+            return Err(ImportError::TooManyBadRows {
+                rejected: ctx.rejects.count,
+                tolerance: t,
+                rejects: ctx.rejects.path().to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn header_error(file: &Path, e: quiver_csv::header::HeaderError) -> ImportError {
+    ImportError::Header { file: file.to_path_buf(), column: e.column, message: e.message }
+}
+
+/// Receives the header message of a group.
+fn receive_header(rx: &crossbeam_channel::Receiver<Msg>, first_file: &Path) -> Result<(Vec<Vec<u8>>, u64), ImportError> {
+    match rx.recv() {
+        Ok(Msg::Header { fields, lines }) => Ok((fields, lines)),
+        Ok(Msg::Error(e)) => Err(e),
+        Ok(Msg::Window(_)) | Err(_) => Err(ImportError::Input {
+            file: first_file.to_path_buf(),
+            line: 0,
+            column: 0,
+            message: "the file is empty; expected a header line".into(),
+        }),
+    }
+}
+
+/// Infers the type of untyped columns from a sample of records (`--infer-types`).
+fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<DataType>> {
+    let n = header.columns.len();
+    // Candidates, from most to least specific; a column keeps the first that parses
+    // every non-empty sampled value.
+    let cands = [ScalarType::Long, ScalarType::Double, ScalarType::Boolean, ScalarType::Date, ScalarType::LocalDateTime];
+    let mut ok: Vec<[bool; 5]> = vec![[true; 5]; n];
+    let mut seen = vec![false; n];
+    let mut tok = quiver_csv::tokenize::Tokenizer::new(data, dialect);
+    let mut fields = quiver_csv::tokenize::Fields::default();
+    let mut rows = 0;
+    while let Ok(Some(_)) = tok.next_record(&mut fields) {
+        if fields.len() != n {
+            continue;
+        }
+        for i in 0..n {
+            let f = fields.get(data, i);
+            if f.is_empty() {
+                continue;
+            }
+            seen[i] = true;
+            let v = &mut ok[i];
+            use quiver_csv::value::*;
+            v[0] &= parse_i64(f).is_some();
+            v[1] &= parse_f64(f).is_some();
+            v[2] &= parse_bool(f).is_some();
+            v[3] &= parse_date(f).is_some();
+            v[4] &= parse_local_datetime(f).is_some();
+        }
+        rows += 1;
+        if rows >= 10_000 {
+            break;
+        }
+    }
+    (0..n)
+        .map(|i| {
+            let c = &header.columns[i];
+            if c.role != Role::Property || c.raw.contains(':') || !seen[i] {
+                return None;
+            }
+            (0..5).find(|&k| ok[i][k]).map(|k| DataType::Scalar(cands[k]))
+        })
+        .collect()
+}
+
+fn space_index(spaces: &mut Vec<Space>, name: &Option<String>, integer: bool, budget: &MemoryBudget) -> usize {
+    match spaces.iter().position(|s| &s.name == name) {
+        Some(i) => i,
+        None => {
+            spaces.push(Space { name: name.clone(), map: IdMapWithGrant::new(integer, budget) });
+            spaces.len() - 1
+        }
+    }
+}
+
+fn label_index(labels: &mut Vec<String>, l: &str) -> Result<u32, ImportError> {
+    if let Some(i) = labels.iter().position(|x| x == l) {
+        return Ok(i as u32);
+    }
+    if labels.len() >= quiver_common::limits::LABELS_MAX {
+        return Err(ImportError::Usage(format!("more than {} labels", quiver_common::limits::LABELS_MAX)));
+    }
+    labels.push(l.to_string());
+    Ok(labels.len() as u32 - 1)
+}
+
+/// A row group under construction, with the grant that covers it.
+struct RowGroup {
+    builders: Vec<ColumnBuilder>,
+    types: Vec<DataType>,
+    grant: Grant,
+}
+
+impl RowGroup {
+    fn new(types: &[DataType], budget: &MemoryBudget) -> Self {
+        RowGroup {
+            builders: types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
+            types: types.to_vec(),
+            grant: budget.empty_grant("row group buffer"),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.builders.first().map_or(0, |b| b.len())
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        self.builders.iter().map(|b| b.heap_bytes() as u64).sum()
+    }
+
+    /// Appends a batch; flushes first if the group would pass the row limit, and after
+    /// if the grant cannot cover the buffers plus their encoded copy.
+    fn append(&mut self, cols: &[ColumnBuilder], w: &mut TableWriter, row_groups: &mut u64) -> Result<(), ImportError> {
+        let n = cols.first().map_or(0, |c| c.len());
+        if n == 0 {
+            return Ok(());
+        }
+        if self.len() + n > ROW_GROUP_ROWS_MAX {
+            self.flush(w, row_groups, false)?;
+        }
+        for (b, c) in self.builders.iter_mut().zip(cols) {
+            b.append(c);
+        }
+        // Buffers, plus the encoded row group that exists briefly while it is written.
+        let need = self.heap_bytes() * 3 / 2;
+        if need > self.grant.bytes() && self.grant.try_resize(need).is_err() {
+            self.flush(w, row_groups, true)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, w: &mut TableWriter, row_groups: &mut u64, release: bool) -> Result<(), ImportError> {
+        if self.len() > 0 {
+            w.write_row_group(&self.builders)?;
+            *row_groups += 1;
+        }
+        if release {
+            // Memory pressure: give the buffers back rather than keep their capacity.
+            self.builders = self.types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+            self.grant.try_resize(0)?;
+        } else {
+            for b in &mut self.builders {
+                b.clear();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses the chunks of a window in parallel.
+fn parse_window(w: &Window, plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Vec<(usize, Batch)> {
+    let mut ranges = Vec::with_capacity(w.chunk_ends.len());
+    let mut s = 0;
+    for &e in &w.chunk_ends {
+        ranges.push((s, e));
+        s = e;
+    }
+    ranges.par_iter().map(|&(s, e)| (s, parse_chunk(&w.data[s..e], plan, endpoints))).collect()
+}
+
+/// Tracks the line where the next chunk starts, per file.
+struct Lines {
+    file_idx: usize,
+    next_line: u64,
+}
+
+impl Lines {
+    fn window(&mut self, w: &Window, header_lines: u64) {
+        if w.first_of_file {
+            self.file_idx = w.file_idx;
+            self.next_line = if w.file_idx == 0 { header_lines } else { 0 };
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn import_nodes(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    gi: usize,
+    staging: &Staging,
+    spaces: &mut Vec<Space>,
+    labels: &mut Vec<String>,
+    first_node: u64,
+    done_before: &mut u64,
+) -> Result<NodeTableMeta, ImportError> {
+    let cfg = ctx.cfg;
+    let (rx, handle) = spawn_reader(
+        group.files.clone(),
+        cfg.dialect,
+        ctx.window_bytes,
+        ctx.chunk_bytes,
+        true,
+        ctx.cancel.clone(),
+        ctx.pool.clone(),
+    );
+    let result = (|| {
+        let (hfields, header_lines) = receive_header(&rx, &group.files[0])?;
+        let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
+        let header = Header::parse(&hrefs, HeaderKind::Nodes).map_err(|e| header_error(&group.files[0], e))?;
+        let integer = cfg.id_type == IdType::Integer;
+        let mut first_window: Option<Window> = None;
+        let inferred = if cfg.infer_types {
+            match rx.recv() {
+                Ok(Msg::Window(w)) => {
+                    let t = infer_types(&w.data, &cfg.dialect, &header);
+                    first_window = Some(w);
+                    t
+                }
+                Ok(Msg::Error(e)) => return Err(e),
+                _ => vec![None; header.columns.len()],
+            }
+        } else {
+            vec![None; header.columns.len()]
+        };
+        // Plan: which output column each CSV column feeds.
+        let mut slots = Vec::new();
+        let mut columns: Vec<PropertyMeta> = Vec::new();
+        let mut id_column = None;
+        let mut id_space = None;
+        let mut label_column = None;
+        for (i, c) in header.columns.iter().enumerate() {
+            let slot = match &c.role {
+                Role::Id { space } => {
+                    let name = if c.name.is_empty() { "id".to_string() } else { c.name.clone() };
+                    let dtype = DataType::Scalar(if integer { ScalarType::Long } else { ScalarType::String });
+                    columns.push(PropertyMeta { name, dtype });
+                    id_column = Some(columns.len() - 1);
+                    id_space = Some(space_index(spaces, space, integer, &ctx.budget));
+                    Slot::Id { out: columns.len() - 1 }
+                }
+                Role::Label => {
+                    columns.push(PropertyMeta { name: ":LABEL".into(), dtype: DataType::Array(ScalarType::String) });
+                    label_column = Some(columns.len() - 1);
+                    Slot::Labels { out: columns.len() - 1 }
+                }
+                Role::Property => {
+                    let dtype = inferred[i].unwrap_or(c.dtype);
+                    columns.push(PropertyMeta { name: c.name.clone(), dtype });
+                    Slot::Prop { out: columns.len() - 1, name: c.name.clone() }
+                }
+                _ => Slot::Skip,
+            };
+            slots.push(slot);
+        }
+        if columns.iter().filter(|c| c.name == "id").count() > 1 {
+            return Err(header_error(
+                &group.files[0],
+                quiver_csv::header::HeaderError {
+                    column: 0,
+                    message: "an unnamed :ID column is stored as property 'id', which the header also has; name the id column (e.g. userId:ID)".into(),
+                },
+            ));
+        }
+        let out_types: Vec<DataType> = columns.iter().map(|c| c.dtype).collect();
+        let plan = Plan { slots, out_types: out_types.clone(), integer_ids: integer, dialect: cfg.dialect };
+        let mut fixed_labels = Vec::new();
+        if let Some(spec) = &group.spec {
+            for l in spec.split(':').filter(|l| !l.is_empty()) {
+                fixed_labels.push(label_index(labels, l)?);
+            }
+        }
+        let name = group.spec.clone().unwrap_or_else(|| format!("nodes{gi}"));
+        let mut writer = TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
+        let mut rg = RowGroup::new(&out_types, &ctx.budget);
+        let mut lines = Lines { file_idx: 0, next_line: header_lines };
+        let mut n_rows = 0u64;
+        let mut last_done = 0u64;
+        let mut file_done_base = 0u64;
+        let mut next = first_window.map(Msg::Window);
+        loop {
+            let msg = match next.take() {
+                Some(m) => m,
+                None => match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+            };
+            let w = match msg {
+                Msg::Window(w) => w,
+                Msg::Error(e) => return Err(e),
+                Msg::Header { .. } => continue,
+            };
+            if w.first_of_file && w.file_idx > 0 {
+                file_done_base += last_done;
+                last_done = 0;
+            }
+            lines.window(&w, header_lines);
+            let file = &group.files[w.file_idx];
+            let batches = parse_window(&w, &plan, None);
+            for (chunk_start, mut batch) in batches {
+                let base = lines.next_line;
+                ctx.rows_read += batch.records;
+                for e in std::mem::take(&mut batch.errors) {
+                    let raw = &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    bad_row(ctx, file, base + e.line, e.column, e.reason, &e.message, raw)?;
+                }
+                // Ids: first occurrence wins; later ones are duplicates.
+                if let (Some(out), Some(si)) = (id_column, id_space) {
+                    let mut keep: Option<Vec<bool>> = None;
+                    let mut next_node = first_node + n_rows;
+                    for r in 0..batch.n_rows() {
+                        let col = &batch.columns[out];
+                        let key = if integer { Key::Int(col.i64_values()[r]) } else { Key::Str(col.bytes_at(r)) };
+                        if next_node >= NODES_MAX {
+                            return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
+                        }
+                        if spaces[si].map.insert(key, next_node as u32)?.is_some() {
+                            let shown = match key {
+                                Key::Int(k) => k.to_string(),
+                                Key::Str(s) => String::from_utf8_lossy(s).to_string(),
+                            };
+                            let (s, e) = batch.spans[r];
+                            let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
+                            let err = RowError {
+                                line: batch.lines[r] as u64,
+                                column: 0,
+                                reason: Reason::DuplicateId,
+                                message: format!("duplicate node id '{shown}' (an earlier node has it)"),
+                                span: (s as usize, e as usize),
+                            };
+                            bad_row(ctx, file, base + err.line, err.column, err.reason, &err.message, raw)?;
+                            keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
+                        } else {
+                            next_node += 1;
+                        }
+                    }
+                    if let Some(keep) = keep {
+                        batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                    }
+                }
+                if let Some(lc) = label_column {
+                    let col = &batch.columns[lc];
+                    if let Some(child) = col.list_child_ref() {
+                        for k in 0..child.len() {
+                            let l = String::from_utf8_lossy(child.bytes_at(k));
+                            if !l.is_empty() && !labels.iter().any(|x| *x == l) {
+                                label_index(labels, &l)?;
+                            }
+                        }
+                    }
+                }
+                let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
+                rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                n_rows += kept as u64;
+                lines.next_line = base + batch.lines_total;
+            }
+            ctx.bytes_read += w.file_bytes_done - last_done;
+            last_done = w.file_bytes_done;
+            ctx.progress.advance(*done_before + file_done_base + last_done, ctx.rows_read);
+        }
+        *done_before += file_done_base + last_done;
+        rg.flush(&mut writer, &mut ctx.row_groups, true)?;
+        let segment: SegmentMeta = writer.finish()?;
+        Ok(NodeTableMeta {
+            name,
+            first_node,
+            n_rows,
+            labels: fixed_labels,
+            label_column,
+            id_column,
+            id_space,
+            columns,
+            segment,
+        })
+    })();
+    drop(rx);
+    let _ = handle.join();
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn import_rels(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    staging: &Staging,
+    temp: &Path,
+    spaces: &[Space],
+    rels: &mut Vec<RelState>,
+    n_nodes: u64,
+    done_before: &mut u64,
+) -> Result<(), ImportError> {
+    let cfg = ctx.cfg;
+    let (rx, handle) = spawn_reader(
+        group.files.clone(),
+        cfg.dialect,
+        ctx.window_bytes,
+        ctx.chunk_bytes,
+        true,
+        ctx.cancel.clone(),
+        ctx.pool.clone(),
+    );
+    let result = (|| {
+        let file0 = &group.files[0];
+        let (hfields, header_lines) = receive_header(&rx, file0)?;
+        let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
+        let header = Header::parse(&hrefs, HeaderKind::Relationships).map_err(|e| header_error(file0, e))?;
+        let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
+            spaces.iter().position(|s| &s.name == space).ok_or_else(|| {
+                ImportError::Usage(format!(
+                    "{}: {what} refers to id space {}, but no nodes file declares it (:ID{})",
+                    file0.display(),
+                    space.as_deref().map_or("(global)".to_string(), |s| format!("'{s}'")),
+                    space.as_deref().map_or(String::new(), |s| format!("({s})"))
+                ))
+            })
+        };
+        let mut slots = Vec::new();
+        let mut columns: Vec<PropertyMeta> = Vec::new();
+        let (mut ss, mut es) = (0, 0);
+        let mut has_type_col = false;
+        for c in &header.columns {
+            slots.push(match &c.role {
+                Role::StartId { space } => {
+                    ss = find_space(space, ":START_ID")?;
+                    Slot::Start
+                }
+                Role::EndId { space } => {
+                    es = find_space(space, ":END_ID")?;
+                    Slot::End
+                }
+                Role::Type => {
+                    has_type_col = true;
+                    Slot::Type
+                }
+                Role::Property if !cfg.no_edge_properties => {
+                    columns.push(PropertyMeta { name: c.name.clone(), dtype: c.dtype });
+                    Slot::Prop { out: columns.len() - 1, name: c.name.clone() }
+                }
+                _ => Slot::Skip,
+            });
+        }
+        if group.spec.is_none() && !has_type_col {
+            return Err(ImportError::Usage(format!(
+                "{}: relationships need a type: give it on the command line (--relationships TYPE={}) or add a :TYPE column",
+                file0.display(),
+                file0.display()
+            )));
+        }
+        let out_types: Vec<DataType> = columns.iter().map(|c| c.dtype).collect();
+        let integer = cfg.id_type == IdType::Integer;
+        let plan = Plan { slots, out_types: out_types.clone(), integer_ids: integer, dialect: cfg.dialect };
+        let endpoints = Endpoints { start: &spaces[ss].map, end: &spaces[es].map, start_integer: integer, end_integer: integer };
+        let type_index = |name: &str, rels: &mut Vec<RelState>, ctx: &mut Ctx<'_>| -> Result<usize, ImportError> {
+            if let Some(i) = rels.iter().position(|r| r.name == name) {
+                if rels[i].columns != columns {
+                    return Err(ImportError::Usage(format!(
+                        "{}: relationship type {name} was imported before with other properties; one type has one property schema",
+                        file0.display()
+                    )));
+                }
+                return Ok(i);
+            }
+            let ri = rels.len();
+            let props = if columns.is_empty() {
+                None
+            } else {
+                Some((
+                    TableWriter::create(staging, &format!("rel-{ri:04}.props.seg"), columns.clone())?,
+                    out_types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
+                ))
+            };
+            rels.push(RelState {
+                name: name.to_string(),
+                store: EdgeStore::new(n_nodes, &ctx.budget, temp, name)?,
+                columns: columns.clone(),
+                props,
+                start_space: ss,
+                end_space: es,
+            });
+            Ok(ri)
+        };
+        let fixed_type = match &group.spec {
+            Some(t) if !has_type_col => Some(type_index(t, rels, ctx)?),
+            _ => None,
+        };
+        let mut lines = Lines { file_idx: 0, next_line: header_lines };
+        let mut last_done = 0u64;
+        let mut file_done_base = 0u64;
+        let mut rg_grant = ctx.budget.empty_grant("relationship property buffer");
+        while let Ok(msg) = rx.recv() {
+            let w = match msg {
+                Msg::Window(w) => w,
+                Msg::Error(e) => return Err(e),
+                Msg::Header { .. } => continue,
+            };
+            if w.first_of_file && w.file_idx > 0 {
+                file_done_base += last_done;
+                last_done = 0;
+            }
+            lines.window(&w, header_lines);
+            let file = &group.files[w.file_idx];
+            let batches = parse_window(&w, &plan, Some(&endpoints));
+            for (chunk_start, mut batch) in batches {
+                let base = lines.next_line;
+                ctx.rows_read += batch.records;
+                for e in std::mem::take(&mut batch.errors) {
+                    let raw = &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    bad_row(ctx, file, base + e.line, e.column, e.reason, &e.message, raw)?;
+                }
+                // Global type index of every row.
+                let row_types: Vec<usize> = match fixed_type {
+                    Some(t) => vec![t; batch.n_rows()],
+                    None => {
+                        let mut map = Vec::with_capacity(batch.type_names.len());
+                        for n in &batch.type_names {
+                            let name = String::from_utf8_lossy(n).to_string();
+                            map.push(type_index(&name, rels, ctx)?);
+                        }
+                        batch.types.iter().map(|&t| map[t as usize]).collect()
+                    }
+                };
+                for r in 0..batch.n_rows() {
+                    rels[row_types[r]].store.push(batch.src[r], batch.dst[r])?;
+                }
+                if !columns.is_empty() {
+                    let single = row_types.first().copied().filter(|&t| row_types.iter().all(|&x| x == t));
+                    let mut targets: Vec<usize> = row_types.clone();
+                    targets.sort_unstable();
+                    targets.dedup();
+                    for t in targets {
+                        let cols: Vec<ColumnBuilder> = if single.is_some() {
+                            Vec::new()
+                        } else {
+                            let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
+                            batch.columns.iter().map(|c| c.filter(&keep)).collect()
+                        };
+                        let src = if single.is_some() { &batch.columns } else { &cols };
+                        let Some((writer, builders)) = rels[t].props.as_mut() else { continue };
+                        if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
+                            writer.write_row_group(builders)?;
+                            ctx.row_groups += 1;
+                            builders.iter_mut().for_each(|b| b.clear());
+                        }
+                        for (b, c) in builders.iter_mut().zip(src) {
+                            b.append(c);
+                        }
+                        let need: u64 = builders.iter().map(|b| b.heap_bytes() as u64).sum::<u64>() * 3 / 2;
+                        if need > rg_grant.bytes() && rg_grant.try_resize(need).is_err() {
+                            writer.write_row_group(builders)?;
+                            ctx.row_groups += 1;
+                            *builders = out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                        }
+                    }
+                }
+                lines.next_line = base + batch.lines_total;
+            }
+            ctx.bytes_read += w.file_bytes_done - last_done;
+            last_done = w.file_bytes_done;
+            ctx.progress.advance(*done_before + file_done_base + last_done, ctx.rows_read);
+        }
+        *done_before += file_done_base + last_done;
+        Ok(())
+    })();
+    drop(rx);
+    let _ = handle.join();
+    result
+}

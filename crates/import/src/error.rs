@@ -1,0 +1,49 @@
+//! Errors of an import. Every input error names the file, line and column.
+
+use quiver_common::BudgetExceeded;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// Bad input at a place in a file.
+    #[error("{file}:{line}:{column}: {message}", line = .line + 1, column = .column + 1)]
+    Input {
+        file: PathBuf,
+        /// 0-based.
+        line: u64,
+        /// 0-based byte column.
+        column: u64,
+        message: String,
+    },
+    #[error("{file}: header column {column}: {message}", column = .column + 1)]
+    Header { file: PathBuf, column: usize, message: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Storage(#[from] quiver_storage::WriteError),
+    #[error("{source}; raise --memory-budget (the {what} needs more room)")]
+    Budget { what: &'static str, source: BudgetExceeded },
+    #[error("{rejected} bad rows exceed the tolerance of {tolerance}; nothing was imported (see {rejects})")]
+    TooManyBadRows { rejected: u64, tolerance: u64, rejects: PathBuf },
+    #[error("import interrupted; nothing was imported")]
+    Interrupted,
+}
+
+impl From<BudgetExceeded> for ImportError {
+    fn from(source: BudgetExceeded) -> Self {
+        ImportError::Budget { what: source.what, source }
+    }
+}
+
+pub(crate) trait IoAt<T> {
+    fn at(self, path: &std::path::Path) -> Result<T, ImportError>;
+}
+
+impl<T> IoAt<T> for std::io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T, ImportError> {
+        self.map_err(|source| ImportError::Io { path: path.to_path_buf(), source })
+    }
+}

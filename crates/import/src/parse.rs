@@ -1,0 +1,364 @@
+//! One chunk of records -> one [`Batch`] of typed columns. Runs in parallel, one chunk per
+//! task; nothing here is shared or locked. Rows that fail are not in the batch: each
+//! becomes a [`RowError`] with its place and raw bytes, and the sequential stage decides
+//! whether that stops the import or goes to the rejects file.
+
+use crate::idmap::{IdMapWithGrant, Key};
+use quiver_common::types::{DataType, ScalarType};
+use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
+use quiver_csv::{value, Dialect};
+use quiver_format::column::ColumnBuilder;
+
+/// Why a row was rejected (a closed set, written to the rejects file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Cast,
+    FieldCount,
+    UnterminatedQuote,
+    StrayQuote,
+    BadQuote,
+    InvalidUtf8,
+    EmptyId,
+    DuplicateId,
+    MissingNode,
+    MissingType,
+}
+
+impl Reason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Cast => "Cast",
+            Reason::FieldCount => "FieldCount",
+            Reason::UnterminatedQuote => "UnterminatedQuote",
+            Reason::StrayQuote => "StrayQuote",
+            Reason::BadQuote => "BadQuote",
+            Reason::InvalidUtf8 => "InvalidUtf8",
+            Reason::EmptyId => "EmptyId",
+            Reason::DuplicateId => "DuplicateId",
+            Reason::MissingNode => "MissingNode",
+            Reason::MissingType => "MissingType",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RowError {
+    /// Line relative to the chunk start; column within that line (0-based).
+    pub line: u64,
+    pub column: u64,
+    pub reason: Reason,
+    pub message: String,
+    /// Byte range of the raw record within the chunk.
+    pub span: (usize, usize),
+}
+
+/// What to do with one CSV column.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    Skip,
+    /// A property into output column `out`.
+    Prop { out: usize, name: String },
+    /// The node id; stored in output column `out`.
+    Id { out: usize },
+    /// Extra labels into output column `out` (`string[]`).
+    Labels { out: usize },
+    Type,
+    Start,
+    End,
+}
+
+/// How the columns of one file group map to outputs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub slots: Vec<Slot>,
+    pub out_types: Vec<DataType>,
+    pub integer_ids: bool,
+    pub dialect: Dialect,
+}
+
+/// Id maps for resolving relationship endpoints.
+pub struct Endpoints<'a> {
+    pub start: &'a IdMapWithGrant,
+    pub end: &'a IdMapWithGrant,
+    pub start_integer: bool,
+    pub end_integer: bool,
+}
+
+/// The parsed rows of one chunk.
+pub struct Batch {
+    pub columns: Vec<ColumnBuilder>,
+    /// Raw record span and relative line of every good row (for duplicate-id rejects).
+    pub spans: Vec<(u32, u32)>,
+    pub lines: Vec<u32>,
+    /// Relationship endpoints (internal ids) and type (index into `type_names`).
+    pub src: Vec<u32>,
+    pub dst: Vec<u32>,
+    pub types: Vec<u32>,
+    pub type_names: Vec<Vec<u8>>,
+    pub errors: Vec<RowError>,
+    /// Records read (good and bad).
+    pub records: u64,
+    /// Lines the chunk spans.
+    pub lines_total: u64,
+}
+
+impl Batch {
+    pub fn n_rows(&self) -> usize {
+        self.spans.len()
+    }
+}
+
+fn describe(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::Byte => "a byte (-128..127)",
+        ScalarType::Short => "a short (-32768..32767)",
+        ScalarType::Int => "an int (32-bit)",
+        ScalarType::Long => "a long (64-bit integer)",
+        ScalarType::Float => "a float",
+        ScalarType::Double => "a double",
+        ScalarType::Boolean => "a boolean (true or false)",
+        ScalarType::String => "a string",
+        ScalarType::Char => "a single character",
+        ScalarType::Date => "a date (YYYY-MM-DD)",
+        ScalarType::LocalDateTime => "a local date-time (YYYY-MM-DDTHH:MM:SS)",
+        ScalarType::DateTime => "a date-time (YYYY-MM-DDTHH:MM:SS[Z|+HH:MM])",
+    }
+}
+
+/// Parses one scalar into `b`; `Err` carries the reason.
+#[inline]
+fn push_scalar(b: &mut ColumnBuilder, t: ScalarType, f: &[u8]) -> Result<(), Reason> {
+    match t {
+        ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long => {
+            let v = value::parse_i64(f).ok_or(Reason::Cast)?;
+            if let Some((lo, hi)) = t.int_range() {
+                if v < lo || v > hi {
+                    return Err(Reason::Cast);
+                }
+            }
+            b.push_i64(v);
+        }
+        ScalarType::Float => b.push_f64(value::parse_f32(f).ok_or(Reason::Cast)? as f64),
+        ScalarType::Double => b.push_f64(value::parse_f64(f).ok_or(Reason::Cast)?),
+        ScalarType::Boolean => b.push_bool(value::parse_bool(f).ok_or(Reason::Cast)?),
+        ScalarType::String => {
+            std::str::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
+            b.push_bytes(f);
+        }
+        ScalarType::Char => {
+            let s = std::str::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
+            if s.chars().count() != 1 {
+                return Err(Reason::Cast);
+            }
+            b.push_bytes(f);
+        }
+        ScalarType::Date => b.push_i64(value::parse_date(f).ok_or(Reason::Cast)?),
+        ScalarType::LocalDateTime => b.push_i64(value::parse_local_datetime(f).ok_or(Reason::Cast)?),
+        ScalarType::DateTime => b.push_i64(value::parse_datetime(f).ok_or(Reason::Cast)?),
+    }
+    Ok(())
+}
+
+fn push_value(b: &mut ColumnBuilder, dtype: DataType, f: &[u8], array_delim: u8) -> Result<(), Reason> {
+    if f.is_empty() {
+        b.push_null();
+        return Ok(());
+    }
+    match dtype {
+        DataType::Scalar(t) => push_scalar(b, t, f),
+        DataType::Array(t) => {
+            let child = b.list_child().ok_or(Reason::Cast)?;
+            let before = child.len();
+            for el in f.split(|&c| c == array_delim) {
+                if let Err(r) = push_scalar(child, t, el) {
+                    child.truncate(before);
+                    return Err(r);
+                }
+            }
+            b.end_list();
+            Ok(())
+        }
+    }
+}
+
+fn show(f: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&f[..f.len().min(60)]).to_string();
+    if f.len() > 60 {
+        format!("{s}...")
+    } else {
+        s
+    }
+}
+
+/// Parses the records of `chunk`.
+pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Batch {
+    let mut batch = Batch {
+        columns: plan.out_types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
+        spans: Vec::new(),
+        lines: Vec::new(),
+        src: Vec::new(),
+        dst: Vec::new(),
+        types: Vec::new(),
+        type_names: Vec::new(),
+        errors: Vec::new(),
+        records: 0,
+        lines_total: 0,
+    };
+    let mut tok = Tokenizer::new(chunk, &plan.dialect);
+    let mut fields = Fields::default();
+    let n_fields = plan.slots.len();
+    let array_delim = plan.dialect.array_delimiter;
+    let mut lens: Vec<usize> = Vec::with_capacity(batch.columns.len());
+    loop {
+        let span = match tok.next_record(&mut fields) {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(f) => {
+                batch.records += 1;
+                let reason = match f.error {
+                    TokenError::UnterminatedQuote => Reason::UnterminatedQuote,
+                    TokenError::StrayQuote => Reason::StrayQuote,
+                    TokenError::AfterClosingQuote(_) => Reason::BadQuote,
+                };
+                batch.errors.push(RowError {
+                    line: f.position.line,
+                    column: f.position.column,
+                    reason,
+                    message: f.error.to_string(),
+                    span: (f.record_start, f.resume_at),
+                });
+                continue;
+            }
+        };
+        batch.records += 1;
+        let fail = |batch: &mut Batch, col: usize, reason: Reason, message: String| {
+            batch.errors.push(RowError {
+                line: span.line,
+                column: if col < fields.len() { fields.column(col) } else { 0 },
+                reason,
+                message,
+                span: (span.start, span.end),
+            });
+        };
+        if fields.len() != n_fields {
+            let col = fields.len().min(n_fields);
+            fail(
+                &mut batch,
+                col.min(fields.len().saturating_sub(1)),
+                Reason::FieldCount,
+                format!("expected {n_fields} fields (as in the header), found {}", fields.len()),
+            );
+            continue;
+        }
+        lens.clear();
+        lens.extend(batch.columns.iter().map(|c| c.len()));
+        let mut ok = true;
+        let mut src = 0u32;
+        let mut dst = 0u32;
+        let mut ty: Option<u32> = None;
+        for (i, slot) in plan.slots.iter().enumerate() {
+            let f = fields.get(chunk, i);
+            let r: Result<(), (Reason, String)> = match slot {
+                Slot::Skip => Ok(()),
+                Slot::Prop { out, name } => {
+                    let dtype = plan.out_types[*out];
+                    push_value(&mut batch.columns[*out], dtype, f, array_delim).map_err(|r| {
+                        let msg = if r == Reason::InvalidUtf8 {
+                            format!("invalid UTF-8 in column {name}")
+                        } else {
+                            format!("'{}' is not {} (column {name})", show(f), describe(dtype.element()))
+                        };
+                        (r, msg)
+                    })
+                }
+                Slot::Id { out } => {
+                    if f.is_empty() {
+                        Err((Reason::EmptyId, "empty node id".to_string()))
+                    } else if plan.integer_ids {
+                        match value::parse_i64(f) {
+                            Some(v) => {
+                                batch.columns[*out].push_i64(v);
+                                Ok(())
+                            }
+                            None => Err((Reason::Cast, format!("'{}' is not an integer id (--id-type integer)", show(f)))),
+                        }
+                    } else if std::str::from_utf8(f).is_err() {
+                        Err((Reason::InvalidUtf8, "invalid UTF-8 in the node id".to_string()))
+                    } else {
+                        batch.columns[*out].push_bytes(f);
+                        Ok(())
+                    }
+                }
+                Slot::Labels { out } => {
+                    push_value(&mut batch.columns[*out], DataType::Array(ScalarType::String), f, array_delim)
+                        .map_err(|r| (r, "invalid UTF-8 in :LABEL".to_string()))
+                }
+                Slot::Type => {
+                    if f.is_empty() {
+                        Err((Reason::MissingType, "empty relationship :TYPE".to_string()))
+                    } else {
+                        let idx = match batch.type_names.iter().position(|t| t == f) {
+                            Some(i) => i,
+                            None => {
+                                batch.type_names.push(f.to_vec());
+                                batch.type_names.len() - 1
+                            }
+                        };
+                        ty = Some(idx as u32);
+                        Ok(())
+                    }
+                }
+                Slot::Start | Slot::End => {
+                    let start = matches!(slot, Slot::Start);
+                    let e = endpoints.expect("relationship plan has endpoints");
+                    let (map, integer) = if start { (e.start, e.start_integer) } else { (e.end, e.end_integer) };
+                    let key = if integer {
+                        value::parse_i64(f).map(Key::Int)
+                    } else {
+                        Some(Key::Str(f))
+                    };
+                    match key.and_then(|k| map.get(k)) {
+                        Some(n) => {
+                            if start {
+                                src = n;
+                            } else {
+                                dst = n;
+                            }
+                            Ok(())
+                        }
+                        None => Err((
+                            Reason::MissingNode,
+                            format!(
+                                "{} node '{}' does not exist (no node has this id)",
+                                if start { "start" } else { "end" },
+                                show(f)
+                            ),
+                        )),
+                    }
+                }
+            };
+            if let Err((reason, message)) = r {
+                fail(&mut batch, i, reason, message);
+                ok = false;
+                break;
+            }
+        }
+        if !ok {
+            for (c, &l) in batch.columns.iter_mut().zip(&lens) {
+                c.truncate(l);
+            }
+            continue;
+        }
+        if endpoints.is_some() {
+            batch.src.push(src);
+            batch.dst.push(dst);
+            if let Some(t) = ty {
+                batch.types.push(t);
+            }
+        }
+        batch.spans.push((span.start as u32, span.end as u32));
+        batch.lines.push(span.line as u32);
+    }
+    batch.lines_total = tok.line();
+    batch
+}
