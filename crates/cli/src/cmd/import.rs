@@ -1,0 +1,225 @@
+//! `quiver import`: flags -> `ImportConfig`, a progress bar, and the summary.
+
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use quiver_common::size::{human_bytes, parse_bytes};
+use quiver_import::{ImportConfig, ImportSummary, InputGroup, Phase, Progress};
+use quiver_storage::manifest::IdType;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The database directory to create.
+    #[arg(long)]
+    db: PathBuf,
+    /// Nodes: `[Label[:Label2]=]file.csv[,more.csv]` (the first file's first line is the header).
+    #[arg(long, value_name = "[LABELS=]FILES")]
+    nodes: Vec<String>,
+    /// Relationships: `[TYPE=]file.csv[,more.csv]`.
+    #[arg(long, value_name = "[TYPE=]FILES")]
+    relationships: Vec<String>,
+    /// Field delimiter (one byte; `\t` for tab).
+    #[arg(long, default_value = ",")]
+    delimiter: String,
+    /// Quote character, or `none` to treat quotes as data.
+    #[arg(long, default_value = "\"")]
+    quote: String,
+    /// Separator of array elements and of extra labels.
+    #[arg(long, default_value = ";")]
+    array_delimiter: String,
+    /// How node ids are compared: as strings or as integers.
+    #[arg(long, default_value = "string", value_parser = ["string", "integer"])]
+    id_type: String,
+    /// Memory the import may hold (e.g. 512MiB, 4GiB). Default: half of RAM.
+    #[arg(long)]
+    memory_budget: Option<String>,
+    /// Worker threads. Default: all cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Directory for spill files. Default: inside the database being written.
+    #[arg(long)]
+    temp_dir: Option<PathBuf>,
+    /// Skip bad rows (writing each to the rejects file) instead of stopping.
+    #[arg(long)]
+    skip_bad_rows: bool,
+    /// With --skip-bad-rows: stop (importing nothing) after more than N bad rows.
+    #[arg(long, value_name = "N")]
+    bad_tolerance: Option<u64>,
+    /// Where skipped rows go. Default: DB.rejects.csv beside the database.
+    #[arg(long)]
+    rejects: Option<PathBuf>,
+    /// Replace an existing database.
+    #[arg(long)]
+    overwrite: bool,
+    /// Drop relationship properties (halves what relationships cost).
+    #[arg(long)]
+    no_edge_properties: bool,
+    /// Sniff the types of untyped columns from the first records.
+    #[arg(long)]
+    infer_types: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print nothing but errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn one_byte(flag: &str, s: &str) -> Result<u8> {
+    let s = match s {
+        "\\t" | "tab" => "\t",
+        other => other,
+    };
+    if s.len() != 1 {
+        bail!("--{flag} must be one byte, got '{s}'");
+    }
+    Ok(s.as_bytes()[0])
+}
+
+/// Draws the import's phases on stderr.
+struct Bar {
+    bar: ProgressBar,
+    state: Mutex<(Phase, Instant)>,
+}
+
+impl Bar {
+    fn new(quiet: bool) -> Bar {
+        let target = if quiet || !std::io::stderr().is_terminal() {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr_with_hz(5)
+        };
+        let bar = ProgressBar::with_draw_target(Some(0), target);
+        Bar { bar, state: Mutex::new((Phase::Nodes, Instant::now())) }
+    }
+}
+
+impl Progress for Bar {
+    fn phase(&self, phase: Phase, total: u64) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = (phase, Instant::now());
+        }
+        let template = if phase.unit_is_bytes() {
+            "{prefix:>22} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg} ETA {eta}"
+        } else {
+            "{prefix:>22} [{bar:30}] {human_pos}/{human_len} {per_sec} ETA {eta}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            self.bar.set_style(style.progress_chars("=> "));
+        }
+        self.bar.set_prefix(phase.name());
+        self.bar.set_message("");
+        self.bar.set_length(total);
+        self.bar.reset();
+    }
+
+    fn advance(&self, done: u64, rows: u64) {
+        self.bar.set_position(done);
+        if rows > 0 {
+            if let Ok(s) = self.state.lock() {
+                let secs = s.1.elapsed().as_secs_f64().max(1e-3);
+                self.bar.set_message(format!("{rows} rows ({:.0} rows/s)", rows as f64 / secs));
+            }
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.nodes.is_empty() {
+        bail!("nothing to import: give at least one --nodes [LABEL=]FILE (see quiver import --help)");
+    }
+    let mut cfg = ImportConfig::new(&a.db);
+    for n in &a.nodes {
+        cfg.nodes.push(InputGroup::parse(n).map_err(anyhow::Error::msg)?);
+    }
+    for r in &a.relationships {
+        cfg.relationships.push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
+    }
+    cfg.dialect.delimiter = one_byte("delimiter", &a.delimiter)?;
+    cfg.dialect.quote = if a.quote.eq_ignore_ascii_case("none") { None } else { Some(one_byte("quote", &a.quote)?) };
+    cfg.dialect.array_delimiter = one_byte("array-delimiter", &a.array_delimiter)?;
+    cfg.id_type = if a.id_type == "integer" { IdType::Integer } else { IdType::String };
+    if let Some(b) = &a.memory_budget {
+        cfg.memory_budget_bytes = parse_bytes(b).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(t) = a.threads {
+        cfg.threads = t.max(1);
+    }
+    cfg.temp_dir = a.temp_dir.clone();
+    cfg.skip_bad_rows = a.skip_bad_rows || a.bad_tolerance.is_some();
+    cfg.bad_tolerance = a.bad_tolerance;
+    cfg.rejects = a.rejects.clone();
+    cfg.overwrite = a.overwrite;
+    cfg.no_edge_properties = a.no_edge_properties;
+    cfg.infer_types = a.infer_types;
+    let bar = Bar::new(a.quiet || a.json);
+    let summary = quiver_import::import(&cfg, &bar)?;
+    bar.finish();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&summary))?);
+    } else if !a.quiet {
+        print_summary(&summary);
+    }
+    Ok(())
+}
+
+fn to_json(s: &ImportSummary) -> serde_json::Value {
+    serde_json::json!({
+        "db": s.db,
+        "nodes": s.n_nodes,
+        "relationships": s.n_rels,
+        "nodes_by_label": s.nodes_by_label.iter().map(|(l, n)| serde_json::json!({"label": l, "count": n})).collect::<Vec<_>>(),
+        "relationships_by_type": s.rels_by_type.iter().map(|(t, n)| serde_json::json!({"type": t, "count": n})).collect::<Vec<_>>(),
+        "rows_read": s.rows_read,
+        "rows_rejected": s.rows_rejected,
+        "rejects_file": s.rejects_path,
+        "bytes_read": s.bytes_read,
+        "seconds": s.seconds,
+        "rows_per_second": s.rows_per_second(),
+        "memory_budget_bytes": s.budget_bytes,
+        "budget_peak_bytes": s.budget_peak_bytes,
+        "peak_rss_bytes": s.peak_rss_bytes,
+        "db_bytes": s.db_bytes,
+        "row_groups": s.row_groups,
+        "spilled_edges": s.spilled_edges,
+    })
+}
+
+fn print_summary(s: &ImportSummary) {
+    println!("imported into {}", s.db.display());
+    for (l, n) in &s.nodes_by_label {
+        println!("  :{l:<24} {n:>14} nodes");
+    }
+    if s.nodes_by_label.is_empty() {
+        println!("  {:<25} {:>14} nodes", "(no label)", s.n_nodes);
+    }
+    for (t, n) in &s.rels_by_type {
+        println!("  [:{t}]{:<width$} {n:>14} relationships", "", width = 22usize.saturating_sub(t.len()));
+    }
+    println!("  rows read      {:>14}  ({} bytes, {})", s.rows_read, s.bytes_read, human_bytes(s.bytes_read));
+    if s.rows_rejected > 0 {
+        println!(
+            "  rows skipped   {:>14}  (each in {})",
+            s.rows_rejected,
+            s.rejects_path.as_ref().map_or(String::new(), |p| p.display().to_string())
+        );
+    }
+    println!("  wall time      {:>14.2} s  ({:.0} rows/s)", s.seconds, s.rows_per_second());
+    println!(
+        "  peak memory    {:>14}  (budget {}, granted at most {})",
+        human_bytes(s.peak_rss_bytes),
+        human_bytes(s.budget_bytes),
+        human_bytes(s.budget_peak_bytes)
+    );
+    println!("  database size  {:>14}  ({} row groups)", human_bytes(s.db_bytes), s.row_groups);
+    if s.spilled_edges > 0 {
+        println!("  spilled        {:>14} relationships to the temp directory", s.spilled_edges);
+    }
+}

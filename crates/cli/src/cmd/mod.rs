@@ -1,0 +1,14 @@
+//! Subcommands.
+
+pub mod check;
+pub mod export;
+pub mod generate;
+pub mod import;
+pub mod info;
+
+use quiver_storage::OpenMode;
+
+/// `--open mapped|loaded|offline`.
+pub fn parse_open(s: &str) -> Result<OpenMode, String> {
+    s.parse()
+}
