@@ -158,8 +158,9 @@ impl EdgeStore {
         let degrees = if forward { std::mem::take(&mut self.out_deg) } else { std::mem::take(&mut self.in_deg) };
         let n_nodes = degrees.len();
         let entry_bytes: u64 = if with_edge_ids { 8 } else { 4 };
-        // Leave a quarter of what is free for everything else still alive.
-        let avail = (budget.available_bytes() / 4 * 3).max(16 << 20);
+        // Leave a quarter of what is free for everything else still alive. A partition
+        // holds at least one node, whatever its degree.
+        let avail = budget.available_bytes() / 4 * 3;
         let mut lo = 0usize;
         while lo < n_nodes {
             // Extend the partition while its entries (and per-node cursors) fit.

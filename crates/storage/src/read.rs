@@ -145,12 +145,12 @@ impl SegFile {
     /// A sequential reader over a blob (offline streaming).
     fn blob_reader(&self, r: BlobRef) -> Result<Box<dyn Read + '_>, ReadError> {
         match &self.backing {
-            Backing::Offline(f) => {
-                let mut f = f.try_clone().map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
-                f.seek(SeekFrom::Start(r.offset))
-                    .map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
-                Ok(Box::new(BufReader::with_capacity(1 << 20, f.take(r.len))))
-            }
+            // Positioned reads: several streams of one file (offsets, targets, edge ids)
+            // advance independently, which a shared file cursor would not allow.
+            Backing::Offline(f) => Ok(Box::new(BufReader::with_capacity(
+                1 << 20,
+                PositionedReader { file: f, pos: r.offset, end: r.offset + r.len },
+            ))),
             _ => Ok(Box::new(std::io::Cursor::new(self.blob(r)?))),
         }
     }
@@ -179,6 +179,24 @@ impl SegFile {
             Backing::Loaded(v) => v.len() as u64,
             _ => 0,
         }
+    }
+}
+
+struct PositionedReader<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for PositionedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end - self.pos) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += got as u64;
+        Ok(got)
     }
 }
 
