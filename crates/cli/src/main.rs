@@ -5,10 +5,17 @@ mod cmd;
 
 use clap::{Parser, Subcommand};
 
-// mimalloc returns freed memory to the OS promptly, which keeps the resident set close to
-// what the memory budget accounts for (glibc's per-thread arenas hold on to it).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// Makes large buffers (1 MiB and more) come from and go back to the OS directly, so
+/// that the resident set follows what the memory budget accounts for. Measured on the
+/// dolt 1m file at a 64 MiB budget: glibc's defaults peaked at 103 MiB and mimalloc's at
+/// 215 MiB (both keep freed memory for reuse); this setting at 85 MiB.
+fn tune_allocator() {
+    // SAFETY: mallopt only sets allocator parameters; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 20);
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "quiver", version, about = "Quiver: a property-graph database that gets CSV in at hardware speed, within a memory budget")]
@@ -32,6 +39,7 @@ enum Command {
 }
 
 fn main() {
+    tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Import(a) => cmd::import::run(a),

@@ -394,6 +394,20 @@ impl ColumnBuilder {
         }
     }
 
+    /// An upper bound of the encoded size, so that encoders can allocate once (a
+    /// doubling `Vec` would hold up to twice the bytes the budget accounted for).
+    pub fn encoded_len_bound(&self) -> usize {
+        let n = self.len;
+        let header = 8 + bitpack::packed_len(n, 1) + 64;
+        header
+            + match &self.data {
+                ColumnData::I64(_) | ColumnData::F64(_) => bitpack::packed_len(n, 64),
+                ColumnData::Bool(_) => bitpack::packed_len(n, 1),
+                ColumnData::Bytes { data, .. } => data.len() + bitpack::packed_len(n + 1, 64) + 32,
+                ColumnData::List { child, .. } => bitpack::packed_len(n + 1, 64) + child.encoded_len_bound() + 16,
+            }
+    }
+
     /// Encodes all rows as one column chunk blob appended to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         encode_chunk(self, out)

@@ -24,8 +24,8 @@ pub enum ImportError {
     Io { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Storage(#[from] quiver_storage::WriteError),
-    #[error("{source}; raise --memory-budget (the {what} needs more room)")]
-    Budget { what: &'static str, source: BudgetExceeded },
+    #[error("{detail}; raise --memory-budget (the {what} needs more room)")]
+    Budget { what: &'static str, detail: BudgetExceeded },
     #[error("{rejected} bad rows exceed the tolerance of {tolerance}; nothing was imported (see {rejects})")]
     TooManyBadRows { rejected: u64, tolerance: u64, rejects: PathBuf },
     #[error("import interrupted; nothing was imported")]
@@ -33,8 +33,8 @@ pub enum ImportError {
 }
 
 impl From<BudgetExceeded> for ImportError {
-    fn from(source: BudgetExceeded) -> Self {
-        ImportError::Budget { what: source.what, source }
+    fn from(detail: BudgetExceeded) -> Self {
+        ImportError::Budget { what: detail.what, detail }
     }
 }
 

@@ -1,7 +1,7 @@
 //! External node id -> internal node id, per id space, in memory under a grant.
 //!
-//! Integer ids that are dense (the common case: `1..n`, in any order) use a direct array
-//! of 4 bytes per id; sparse integers use a hash table of 12-byte entries; string ids use a
+//! Integer ids that are dense (the common case: `1..n`, in any order) use a paged direct
+//! array of 4 bytes per id; sparse integers use a hash table of 12-byte entries; string ids use a
 //! hash table of indexes into an arena of the id bytes, so inserting allocates nothing per
 //! row. Every growth takes a grant first; a refused grant fails the import with a clear
 //! budget error. (Spilling the id map to disk, sort-merge style, is future work noted in
@@ -21,8 +21,14 @@ pub enum Key<'a> {
     Str(&'a [u8]),
 }
 
+/// Ids per page of the dense map (256 KiB of `u32` per page).
+const PAGE_BITS: u32 = 16;
+const PAGE: usize = 1 << PAGE_BITS;
+
 enum IntMap {
-    Dense { base: i64, slots: Vec<u32>, n: u64 },
+    /// Pages of `PAGE` slots, page `p` covering keys `(dir_base + p) << PAGE_BITS ..`.
+    /// Growing never copies slots (only the page directory), so no transient doubling.
+    Dense { dir_base: i64, pages: Vec<Option<Box<[u32]>>>, n_pages: u64, n: u64 },
     Hash(HashTable<(i64, u32)>),
 }
 
@@ -43,16 +49,12 @@ pub struct IdMapWithGrant {
     hasher: foldhash::fast::FixedState,
 }
 
-/// A dense map may waste at most this factor of slots over keys before it turns into a
-/// hash table (plus a constant slack for small maps).
-const DENSE_WASTE: u64 = 3;
-const DENSE_SLACK: u64 = 1 << 16;
 
 impl IdMapWithGrant {
     pub fn new(integer: bool, budget: &MemoryBudget) -> Self {
         IdMapWithGrant {
             map: if integer {
-                IdMap::Int(IntMap::Dense { base: 0, slots: Vec::new(), n: 0 })
+                IdMap::Int(IntMap::Dense { dir_base: 0, pages: Vec::new(), n_pages: 0, n: 0 })
             } else {
                 IdMap::Str { table: HashTable::new(), arena: Vec::new() }
             },
@@ -63,7 +65,7 @@ impl IdMapWithGrant {
 
     pub fn heap_bytes(&self) -> u64 {
         match &self.map {
-            IdMap::Int(IntMap::Dense { slots, .. }) => slots.capacity() as u64 * 4,
+            IdMap::Int(IntMap::Dense { pages, n_pages, .. }) => n_pages * PAGE as u64 * 4 + pages.capacity() as u64 * 8,
             IdMap::Int(IntMap::Hash(t)) => t.capacity() as u64 * 17,
             IdMap::Str { table, arena } => table.capacity() as u64 * 17 + arena.capacity() as u64,
         }
@@ -86,39 +88,44 @@ impl IdMapWithGrant {
 
     fn insert_int(&mut self, k: i64, node: u32) -> Result<Option<u32>, ImportError> {
         let hasher = self.hasher.clone();
-        if let IdMap::Int(IntMap::Dense { base, slots, n }) = &mut self.map {
-            if slots.is_empty() {
-                *base = k;
+        if let IdMap::Int(IntMap::Dense { dir_base, pages, n_pages, n }) = &mut self.map {
+            let page = k >> PAGE_BITS;
+            if pages.is_empty() {
+                *dir_base = page;
             }
-            // Grow to cover k, below or above.
-            let (lo, hi) = (*base, *base + slots.len() as i64);
-            let (new_lo, new_hi) = (lo.min(k), hi.max(k.saturating_add(1)));
-            let new_len = (new_hi as i128 - new_lo as i128) as u64;
-            if new_len > (*n + 1) * DENSE_WASTE + DENSE_SLACK {
+            // Extend the directory (pointers only) to cover the page, unless the keys are
+            // so spread out that even the directory would be mostly empty.
+            let lo = page.min(*dir_base);
+            let hi = page.max(*dir_base + pages.len() as i64 - 1);
+            if (hi as i128 - lo as i128) as u64 > 64 * (*n_pages + 1) + 1024 {
                 self.to_hash()?;
                 return self.insert_int(k, node);
             }
-            if new_lo < lo || new_hi > hi {
-                // Grow geometrically in the direction needed so appends stay amortised O(1).
-                let grow = (slots.len() as u64 / 2).max(1024);
-                let want_lo = if new_lo < lo { new_lo.saturating_sub(grow as i64) } else { lo };
-                let want_hi = if new_hi > hi { new_hi.saturating_add(grow as i64) } else { hi };
-                let want_len = (want_hi as i128 - want_lo as i128) as u64;
-                let bytes = want_len * 4;
+            if page < *dir_base {
+                let extra = (*dir_base - page) as usize;
+                pages.splice(0..0, std::iter::repeat_with(|| None).take(extra));
+                *dir_base = page;
+            } else if (page - *dir_base) as usize >= pages.len() {
+                pages.resize_with((page - *dir_base) as usize + 1, || None);
+            }
+            let slot_page = &mut pages[(page - *dir_base) as usize];
+            if slot_page.is_none() {
+                // Too sparse for pages: a hash table is smaller.
+                if *n_pages >= 16 && *n < (*n_pages * PAGE as u64) / 8 {
+                    self.to_hash()?;
+                    return self.insert_int(k, node);
+                }
+                let bytes = (*n_pages + 1) * PAGE as u64 * 4 + pages.capacity() as u64 * 8;
                 if bytes > self.grant.bytes() {
                     self.grant.try_resize(bytes)?;
                 }
-                let IdMap::Int(IntMap::Dense { base, slots, .. }) = &mut self.map else { unreachable!() };
-                let front = (lo - want_lo) as usize;
-                let mut v = Vec::with_capacity(want_len as usize);
-                v.resize(front, NONE);
-                v.extend_from_slice(slots);
-                v.resize(want_len as usize, NONE);
-                *slots = v;
-                *base = want_lo;
+                let IdMap::Int(IntMap::Dense { dir_base, pages, n_pages, .. }) = &mut self.map else { unreachable!() };
+                pages[(page - *dir_base) as usize] = Some(vec![NONE; PAGE].into_boxed_slice());
+                *n_pages += 1;
             }
-            let IdMap::Int(IntMap::Dense { base, slots, n }) = &mut self.map else { unreachable!() };
-            let slot = &mut slots[(k - *base) as usize];
+            let IdMap::Int(IntMap::Dense { dir_base, pages, n, .. }) = &mut self.map else { unreachable!() };
+            let p = pages[(page - *dir_base) as usize].as_mut().expect("page was just allocated");
+            let slot = &mut p[(k & (PAGE as i64 - 1)) as usize];
             if *slot != NONE {
                 return Ok(Some(*slot));
             }
@@ -148,18 +155,21 @@ impl IdMapWithGrant {
 
     fn to_hash(&mut self) -> Result<(), ImportError> {
         let hasher = self.hasher.clone();
-        let IdMap::Int(IntMap::Dense { base, slots, n }) = &mut self.map else { return Ok(()) };
+        let IdMap::Int(IntMap::Dense { dir_base, pages, n, .. }) = &mut self.map else { return Ok(()) };
         let cap = (*n as usize * 2).max(1024);
-        // The dense array and the table coexist while converting.
-        let need = slots.capacity() as u64 * 4 + cap as u64 * 17;
-        if need > self.grant.bytes() {
-            self.grant.try_resize(need)?;
-        }
+        // The pages and the table coexist while converting.
+        let need = self.grant.bytes() + cap as u64 * 17;
+        self.grant.try_resize(need)?;
         let mut t: HashTable<(i64, u32)> = HashTable::with_capacity(cap);
-        for (i, &s) in slots.iter().enumerate() {
-            if s != NONE {
-                let k = *base + i as i64;
-                t.insert_unique(hasher.hash_one(k), (k, s), |e| hasher.hash_one(e.0));
+        for (pi, p) in pages.iter().enumerate() {
+            if let Some(p) = p {
+                let base = (*dir_base + pi as i64) << PAGE_BITS;
+                for (i, &s) in p.iter().enumerate() {
+                    if s != NONE {
+                        let k = base + i as i64;
+                        t.insert_unique(hasher.hash_one(k), (k, s), |e| hasher.hash_one(e.0));
+                    }
+                }
             }
         }
         self.map = IdMap::Int(IntMap::Hash(t));
@@ -209,12 +219,13 @@ impl IdMapWithGrant {
     #[inline]
     pub fn get(&self, key: Key<'_>) -> Option<u32> {
         match (&self.map, key) {
-            (IdMap::Int(IntMap::Dense { base, slots, .. }), Key::Int(k)) => {
-                let i = k.checked_sub(*base)?;
-                if i < 0 {
+            (IdMap::Int(IntMap::Dense { dir_base, pages, .. }), Key::Int(k)) => {
+                let pi = (k >> PAGE_BITS).checked_sub(*dir_base)?;
+                if pi < 0 {
                     return None;
                 }
-                slots.get(i as usize).copied().filter(|&v| v != NONE)
+                let p = pages.get(pi as usize)?.as_ref()?;
+                Some(p[(k & (PAGE as i64 - 1)) as usize]).filter(|&v| v != NONE)
             }
             (IdMap::Int(IntMap::Hash(t)), Key::Int(k)) => t.find(self.hasher.hash_one(k), |e| e.0 == k).map(|e| e.1),
             (IdMap::Str { table, arena }, Key::Str(s)) => table
@@ -247,10 +258,15 @@ impl IdMapWithGrant {
                 let mut g = budget.try_grant(n as u64 * 16, "id index")?;
                 let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(n);
                 match m {
-                    IntMap::Dense { base, slots, .. } => {
-                        for (i, &s) in slots.iter().enumerate() {
-                            if s != NONE {
-                                pairs.push((*base + i as i64, s));
+                    IntMap::Dense { dir_base, pages, .. } => {
+                        for (pi, p) in pages.iter().enumerate() {
+                            if let Some(p) = p {
+                                let base = (*dir_base + pi as i64) << PAGE_BITS;
+                                for (i, &s) in p.iter().enumerate() {
+                                    if s != NONE {
+                                        pairs.push((base + i as i64, s));
+                                    }
+                                }
                             }
                         }
                     }

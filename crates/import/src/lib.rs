@@ -472,6 +472,9 @@ fn label_index(labels: &mut Vec<String>, l: &str) -> Result<u32, ImportError> {
     Ok(labels.len() as u32 - 1)
 }
 
+/// Most of the budget one row group under construction may hold (numerator, denominator).
+const ROW_GROUP_BUDGET_SHARE: (u64, u64) = (2, 5);
+
 /// A row group under construction, with the grant that covers it.
 struct RowGroup {
     builders: Vec<ColumnBuilder>,
@@ -509,9 +512,12 @@ impl RowGroup {
         for (b, c) in self.builders.iter_mut().zip(cols) {
             b.append(c);
         }
-        // Buffers, plus the encoded row group that exists briefly while it is written.
+        // Buffers, plus the encoded row group that exists briefly while it is written. A
+        // row group takes at most `ROW_GROUP_BUDGET_SHARE` of the budget so that the id
+        // map and the edge store always have room to grow.
         let need = self.heap_bytes() * 3 / 2;
-        if need > self.grant.bytes() && self.grant.try_resize(need).is_err() {
+        let cap = self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
+        if need > self.grant.bytes() && (need > cap || self.grant.try_resize(need).is_err()) {
             self.flush(w, row_groups, true)?;
         }
         Ok(())
@@ -923,12 +929,30 @@ fn import_rels(
                         for (b, c) in builders.iter_mut().zip(src) {
                             b.append(c);
                         }
-                        let need: u64 = builders.iter().map(|b| b.heap_bytes() as u64).sum::<u64>() * 3 / 2;
-                        if need > rg_grant.bytes() && rg_grant.try_resize(need).is_err() {
-                            writer.write_row_group(builders)?;
-                            ctx.row_groups += 1;
-                            *builders = out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                    }
+                    // The property buffers of all types share one grant and the same cap
+                    // as node row groups; under pressure every type flushes.
+                    let held = |rels: &Vec<RelState>| -> u64 {
+                        rels.iter()
+                            .filter_map(|r| r.props.as_ref())
+                            .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
+                            .sum::<u64>()
+                            * 3
+                            / 2
+                    };
+                    let need = held(rels);
+                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
+                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err()) {
+                        for r in rels.iter_mut() {
+                            if let Some((writer, builders)) = r.props.as_mut() {
+                                if builders[0].len() > 0 {
+                                    writer.write_row_group(builders)?;
+                                    ctx.row_groups += 1;
+                                }
+                                *builders = out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                            }
                         }
+                        rg_grant.try_resize(held(rels))?;
                     }
                 }
                 lines.next_line = base + batch.lines_total;

@@ -305,17 +305,23 @@ impl TableWriter {
         if n_rows == 0 {
             return Ok(());
         }
-        let blobs: Vec<Vec<u8>> = columns
-            .par_iter()
-            .map(|c| {
-                let mut out = Vec::with_capacity(c.data_bytes() / 2 + 64);
-                c.encode(&mut out);
-                out
-            })
-            .collect();
-        let mut chunks = Vec::with_capacity(blobs.len());
-        for b in &blobs {
-            chunks.push(self.w.write_blob(b).at(&self.path)?);
+        // Encode as many columns at once as there are threads, and write them before
+        // encoding the next ones: the encoded copy in memory is a few columns, not the
+        // whole row group.
+        let width = rayon::current_num_threads().max(1);
+        let mut chunks = Vec::with_capacity(columns.len());
+        for group in columns.chunks(width) {
+            let blobs: Vec<Vec<u8>> = group
+                .par_iter()
+                .map(|c| {
+                    let mut out = Vec::with_capacity(c.encoded_len_bound());
+                    c.encode(&mut out);
+                    out
+                })
+                .collect();
+            for b in &blobs {
+                chunks.push(self.w.write_blob(b).at(&self.path)?);
+            }
         }
         self.footer.row_groups.push(RowGroupMeta {
             first_row: self.footer.n_rows,
