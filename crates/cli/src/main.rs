@@ -18,7 +18,11 @@ fn tune_allocator() {
 }
 
 #[derive(Parser)]
-#[command(name = "quiver", version, about = "Quiver: a property-graph database that gets CSV in at hardware speed, within a memory budget")]
+#[command(
+    name = "quiver",
+    version,
+    about = "Quiver: a property-graph database that gets CSV in at hardware speed, within a memory budget"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

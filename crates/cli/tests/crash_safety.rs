@@ -7,7 +7,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn kill_during(args: &[&str], after: Duration) -> bool {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver")).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t = Instant::now();
     while t.elapsed() < after {
         if child.try_wait().unwrap().is_some() {
@@ -28,23 +33,48 @@ fn killed_imports_leave_nothing_behind() {
     let db = d.join("g.qdb");
     let nodes = format!("User={}", s(&d.join("nodes.csv")));
     let rels = format!("FOLLOWS={}", s(&d.join("edges.csv")));
-    let args = ["import", "--db", s(&db), "--nodes", &nodes, "--relationships", &rels, "--id-type", "integer", "--threads", "2"];
+    let args = [
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &nodes,
+        "--relationships",
+        &rels,
+        "--id-type",
+        "integer",
+        "--threads",
+        "2",
+    ];
     let mut killed = 0;
     for ms in [20u64, 60, 120, 250] {
         if kill_during(&args, Duration::from_millis(ms)) {
             killed += 1;
             // Nothing published: no database at the path (or no CURRENT in it).
-            assert!(!db.join("CURRENT").exists(), "killed after {ms} ms left a database");
+            assert!(
+                !db.join("CURRENT").exists(),
+                "killed after {ms} ms left a database"
+            );
             let err = fails(&["info", "--db", s(&db)]);
-            assert!(err.contains("no quiver database here") || err.contains("No such file"), "{err}");
+            assert!(
+                err.contains("no quiver database here") || err.contains("No such file"),
+                "{err}"
+            );
         }
         let _ = std::fs::remove_dir_all(&db);
     }
-    assert!(killed > 0, "the import finished before any kill; make the input larger");
+    assert!(
+        killed > 0,
+        "the import finished before any kill; make the input larger"
+    );
     // The next run succeeds and cleans what the killed runs left.
     ok(&args);
     ok(&["check", "--db", s(&db)]);
-    let stray: Vec<_> = std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains("staging")).collect();
+    let stray: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("staging"))
+        .collect();
     assert!(stray.is_empty(), "{stray:?}");
 
     // Killed while replacing: the old database stays whole.
@@ -54,7 +84,10 @@ fn killed_imports_leave_nothing_behind() {
     for ms in [30u64, 100, 200] {
         kill_during(&over, Duration::from_millis(ms));
         let now = ok(&["info", "--db", s(&db), "--json"]);
-        let (a, b): (serde_json::Value, serde_json::Value) = (serde_json::from_str(&before).unwrap(), serde_json::from_str(&now).unwrap());
+        let (a, b): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_str(&before).unwrap(),
+            serde_json::from_str(&now).unwrap(),
+        );
         assert_eq!(a["nodes"], b["nodes"]);
         assert_eq!(a["relationships"], b["relationships"]);
         ok(&["check", "--db", s(&db)]);

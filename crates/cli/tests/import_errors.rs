@@ -14,7 +14,11 @@ fn import_err(d: &std::path::Path, nodes: &str, rels: Option<&str>, extra: &[&st
     args.extend_from_slice(extra);
     let err = fails(&args);
     assert!(!db.exists(), "a failed import must leave no database");
-    let leftovers: Vec<_> = std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains("staging")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("staging"))
+        .collect();
     assert!(leftovers.is_empty(), "staging left behind: {leftovers:?}");
     err
 }
@@ -24,14 +28,46 @@ fn every_error_names_its_place() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let cases: &[(&str, &str, &str)] = &[
-        ("quote.csv", "id:ID,name\n1,a\n2,\"open\n3,c\n", "quote.csv:3:3: unterminated quoted field"),
-        ("count.csv", "id:ID,name\n1,a\n2,b,extra\n", "count.csv:3:5: expected 2 fields (as in the header), found 3"),
-        ("int.csv", "id:ID,age:int\n1,5\n2,abc\n", "int.csv:3:3: 'abc' is not an int (32-bit) (column age)"),
-        ("range.csv", "id:ID,b:byte\n1,300\n", "range.csv:2:3: '300' is not a byte (-128..127) (column b)"),
-        ("type.csv", "id:ID,age:integr\n1,5\n", "type.csv: header column 2: unknown type 'integr'"),
-        ("dup.csv", "id:ID,name\n1,a\n2,b\n1,c\n", "dup.csv:4:1: duplicate node id '1'"),
-        ("stray.csv", "id:ID,name\n1,ab\"c\n", "stray.csv:2:5: quote character inside an unquoted field"),
-        ("date.csv", "id:ID,d:date\n1,2023-02-30\n", "date.csv:2:3: '2023-02-30' is not a date (YYYY-MM-DD) (column d)"),
+        (
+            "quote.csv",
+            "id:ID,name\n1,a\n2,\"open\n3,c\n",
+            "quote.csv:3:3: unterminated quoted field",
+        ),
+        (
+            "count.csv",
+            "id:ID,name\n1,a\n2,b,extra\n",
+            "count.csv:3:5: expected 2 fields (as in the header), found 3",
+        ),
+        (
+            "int.csv",
+            "id:ID,age:int\n1,5\n2,abc\n",
+            "int.csv:3:3: 'abc' is not an int (32-bit) (column age)",
+        ),
+        (
+            "range.csv",
+            "id:ID,b:byte\n1,300\n",
+            "range.csv:2:3: '300' is not a byte (-128..127) (column b)",
+        ),
+        (
+            "type.csv",
+            "id:ID,age:integr\n1,5\n",
+            "type.csv: header column 2: unknown type 'integr'",
+        ),
+        (
+            "dup.csv",
+            "id:ID,name\n1,a\n2,b\n1,c\n",
+            "dup.csv:4:1: duplicate node id '1'",
+        ),
+        (
+            "stray.csv",
+            "id:ID,name\n1,ab\"c\n",
+            "stray.csv:2:5: quote character inside an unquoted field",
+        ),
+        (
+            "date.csv",
+            "id:ID,d:date\n1,2023-02-30\n",
+            "date.csv:2:3: '2023-02-30' is not a date (YYYY-MM-DD) (column d)",
+        ),
     ];
     for (name, text, want) in cases {
         let p = write(d, name, text);
@@ -40,8 +76,16 @@ fn every_error_names_its_place() {
     }
     let n = write(d, "n.csv", "id:ID,name\n1,a\n2,b\n");
     let r = write(d, "r.csv", ":START_ID,:END_ID\n1,2\n2,9\n");
-    let err = import_err(d, &format!("N={}", s(&n)), Some(&format!("R={}", s(&r))), &[]);
-    assert!(err.contains("r.csv:3:3: end node '9' does not exist"), "{err}");
+    let err = import_err(
+        d,
+        &format!("N={}", s(&n)),
+        Some(&format!("R={}", s(&r))),
+        &[],
+    );
+    assert!(
+        err.contains("r.csv:3:3: end node '9' does not exist"),
+        "{err}"
+    );
     let err = import_err(d, &format!("N={}", s(&d.join("missing.csv"))), None, &[]);
     assert!(err.contains("missing.csv: no such file"), "{err}");
     let r2 = write(d, "r2.csv", ":START_ID,:END_ID\n1,2\n");
@@ -61,17 +105,26 @@ fn existing_database_is_refused_then_overwritten_and_kept_on_failure() {
     let db = d.join("db.qdb");
     ok(&["import", "--db", s(&db), "--nodes", s(&good)]);
     let err = fails(&["import", "--db", s(&db), "--nodes", s(&good)]);
-    assert!(err.contains("already holds a database; pass --overwrite"), "{err}");
+    assert!(
+        err.contains("already holds a database; pass --overwrite"),
+        "{err}"
+    );
     // A failed overwrite leaves the old database as it was.
     fails(&["import", "--db", s(&db), "--nodes", s(&bad), "--overwrite"]);
     let info = ok(&["info", "--db", s(&db), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(v["nodes"], 1);
     assert_eq!(v["generation"], 1);
-    let gens: Vec<_> = std::fs::read_dir(&db).unwrap().flatten().map(|e| e.file_name().to_string_lossy().to_string()).filter(|n| n.starts_with('g')).collect();
+    let gens: Vec<_> = std::fs::read_dir(&db)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with('g'))
+        .collect();
     assert_eq!(gens, vec!["g000001"]);
     ok(&["import", "--db", s(&db), "--nodes", s(&good), "--overwrite"]);
-    let v: serde_json::Value = serde_json::from_str(&ok(&["info", "--db", s(&db), "--json"])).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["info", "--db", s(&db), "--json"])).unwrap();
     assert_eq!(v["generation"], 2);
     ok(&["check", "--db", s(&db)]);
 }
@@ -80,13 +133,26 @@ fn existing_database_is_refused_then_overwritten_and_kept_on_failure() {
 fn skipped_rows_are_all_accounted_for() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let n = write(d, "n.csv", "id:ID,age:int,name\n1,5,a\n2,x,b\n3,7\n1,9,dup\n4,8,\"ok\nmulti\"\n5,,e\n6,1,\"open\n");
+    let n = write(
+        d,
+        "n.csv",
+        "id:ID,age:int,name\n1,5,a\n2,x,b\n3,7\n1,9,dup\n4,8,\"ok\nmulti\"\n5,,e\n6,1,\"open\n",
+    );
     let r = write(d, "r.csv", ":START_ID,:END_ID\n1,2\n2,3\n3,99\n4,5\n");
     let db = d.join("db.qdb");
     let rej = d.join("rejects.csv");
     let out = ok(&[
-        "import", "--db", s(&db), "--nodes", &format!("N={}", s(&n)), "--relationships", &format!("R={}", s(&r)),
-        "--skip-bad-rows", "--rejects", s(&rej), "--json",
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("N={}", s(&n)),
+        "--relationships",
+        &format!("R={}", s(&r)),
+        "--skip-bad-rows",
+        "--rejects",
+        s(&rej),
+        "--json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // Nodes: 1, 4, 5 good; 2 (cast), 3 (field count), dup 1, 6 (unterminated) rejected.
@@ -97,7 +163,11 @@ fn skipped_rows_are_all_accounted_for() {
     assert_eq!(v["relationships"], 1, "{out}");
     assert_eq!(v["rows_rejected"].as_u64().unwrap() as usize, rows.len());
     assert_eq!(v["rows_read"].as_u64().unwrap(), 3 + 1 + rows.len() as u64);
-    assert_eq!(reasons.iter().filter(|r| **r == "MissingNode").count(), 3, "{rows:?}");
+    assert_eq!(
+        reasons.iter().filter(|r| **r == "MissingNode").count(),
+        3,
+        "{rows:?}"
+    );
     for want in ["Cast", "FieldCount", "DuplicateId", "UnterminatedQuote"] {
         assert!(reasons.contains(&want), "{want} missing from {rows:?}");
     }
@@ -105,7 +175,20 @@ fn skipped_rows_are_all_accounted_for() {
     assert_eq!((dup[1].as_str(), dup[5].as_str()), ("5", "1,9,dup"));
     // Over the tolerance: nothing is imported.
     let db2 = d.join("db2.qdb");
-    let err = fails(&["import", "--db", s(&db2), "--nodes", s(&n), "--bad-tolerance", "2", "--rejects", s(&d.join("r2.csv"))]);
-    assert!(err.contains("exceed the tolerance of 2; nothing was imported"), "{err}");
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&db2),
+        "--nodes",
+        s(&n),
+        "--bad-tolerance",
+        "2",
+        "--rejects",
+        s(&d.join("r2.csv")),
+    ]);
+    assert!(
+        err.contains("exceed the tolerance of 2; nothing was imported"),
+        "{err}"
+    );
     assert!(!db2.exists());
 }

@@ -10,7 +10,11 @@ const FIXED_OVERHEAD: u64 = 64 << 20;
 fn peak(args: &[&str]) -> (u64, u64, serde_json::Value) {
     let out = ok(args);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    (v["peak_rss_bytes"].as_u64().unwrap(), v["budget_peak_bytes"].as_u64().unwrap(), v)
+    (
+        v["peak_rss_bytes"].as_u64().unwrap(),
+        v["budget_peak_bytes"].as_u64().unwrap(),
+        v,
+    )
 }
 
 #[test]
@@ -18,30 +22,76 @@ fn nodes_and_relationships_stay_under_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // dolt: 300k rows is about 85 MB of CSV, three and a half times a 24 MiB budget.
-    ok(&["generate", "dolt", "--rows", "300000", "--order", "random", "--out", s(d)]);
+    ok(&[
+        "generate",
+        "dolt",
+        "--rows",
+        "300000",
+        "--order",
+        "random",
+        "--out",
+        s(d),
+    ]);
     let file = d.join("dolt-300k-random.csv");
     let size = std::fs::metadata(&file).unwrap().len();
     let budget: u64 = 24 << 20;
     assert!(size > 3 * budget, "{size}");
     let (rss, granted, v) = peak(&[
-        "import", "--db", s(&d.join("dolt.qdb")), "--nodes", &format!("Dolt={}", s(&file)),
-        "--id-type", "integer", "--memory-budget", "24MiB", "--threads", "2", "--json",
+        "import",
+        "--db",
+        s(&d.join("dolt.qdb")),
+        "--nodes",
+        &format!("Dolt={}", s(&file)),
+        "--id-type",
+        "integer",
+        "--memory-budget",
+        "24MiB",
+        "--threads",
+        "2",
+        "--json",
     ]);
     eprintln!("dolt: peak rss {rss}, granted {granted}, file {size}");
     assert!(granted <= budget);
-    assert!(rss <= budget + FIXED_OVERHEAD, "peak RSS {rss} over {budget} + {FIXED_OVERHEAD}: {v}");
-    assert!(v["row_groups"].as_u64().unwrap() > 1, "the budget should force several row groups");
+    assert!(
+        rss <= budget + FIXED_OVERHEAD,
+        "peak RSS {rss} over {budget} + {FIXED_OVERHEAD}: {v}"
+    );
+    assert!(
+        v["row_groups"].as_u64().unwrap() > 1,
+        "the budget should force several row groups"
+    );
 
     // social: 3M edges (~45 MB of CSV) under 24 MiB spills the edge store.
-    ok(&["generate", "social", "--scale", "0.1", "--out", s(&d.join("social"))]);
+    ok(&[
+        "generate",
+        "social",
+        "--scale",
+        "0.1",
+        "--out",
+        s(&d.join("social")),
+    ]);
     let (rss, granted, v) = peak(&[
-        "import", "--db", s(&d.join("social.qdb")), "--id-type", "integer", "--memory-budget", "24MiB", "--threads", "2", "--json",
-        "--nodes", &format!("User={}", s(&d.join("social/nodes.csv"))),
-        "--relationships", &format!("FOLLOWS={}", s(&d.join("social/edges.csv"))),
+        "import",
+        "--db",
+        s(&d.join("social.qdb")),
+        "--id-type",
+        "integer",
+        "--memory-budget",
+        "24MiB",
+        "--threads",
+        "2",
+        "--json",
+        "--nodes",
+        &format!("User={}", s(&d.join("social/nodes.csv"))),
+        "--relationships",
+        &format!("FOLLOWS={}", s(&d.join("social/edges.csv"))),
     ]);
     eprintln!("social: peak rss {rss}, granted {granted}");
     assert!(granted <= budget);
-    assert!(rss <= budget + FIXED_OVERHEAD, "peak RSS {rss} over {budget} + {FIXED_OVERHEAD}: {v}");
+    assert!(
+        rss <= budget + FIXED_OVERHEAD,
+        "peak RSS {rss} over {budget} + {FIXED_OVERHEAD}: {v}"
+    );
     assert!(v["spilled_edges"].as_u64().unwrap() > 0, "{v}");
     ok(&["check", "--db", s(&d.join("social.qdb"))]);
 }

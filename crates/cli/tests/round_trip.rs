@@ -17,10 +17,16 @@ fn multiset(rows: Vec<Vec<String>>) -> BTreeMap<Vec<String>, usize> {
 }
 
 /// Exports `db` into `out` and returns (node files, rel files) as header -> multiset.
-fn export(db: &std::path::Path, out: &std::path::Path) -> Vec<(Vec<String>, BTreeMap<Vec<String>, usize>)> {
+fn export(
+    db: &std::path::Path,
+    out: &std::path::Path,
+) -> Vec<(Vec<String>, BTreeMap<Vec<String>, usize>)> {
     ok(&["export", "--db", s(db), "--out", s(out)]);
     let mut all = Vec::new();
-    for p in export_files(out, "nodes-").into_iter().chain(export_files(out, "rels-")) {
+    for p in export_files(out, "nodes-")
+        .into_iter()
+        .chain(export_files(out, "rels-"))
+    {
         let (h, rows) = read_csv(&p);
         all.push((h, multiset(rows)));
     }
@@ -28,7 +34,13 @@ fn export(db: &std::path::Path, out: &std::path::Path) -> Vec<(Vec<String>, BTre
 }
 
 fn reimport_args(out: &std::path::Path, db2: &std::path::Path, id_type: &str) -> Vec<String> {
-    let mut args = vec!["import".to_string(), "--db".into(), s(db2).into(), "--id-type".into(), id_type.into()];
+    let mut args = vec![
+        "import".to_string(),
+        "--db".into(),
+        s(db2).into(),
+        "--id-type".into(),
+        id_type.into(),
+    ];
     for p in export_files(out, "nodes-") {
         args.push("--nodes".into());
         args.push(s(&p).into());
@@ -53,13 +65,32 @@ fn corner_cases_survive_a_round_trip() {
          b,\"multi\nline\nname\",,,,false,,,\n",
     );
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all("c,Cé,44,-2e-3,solo,TRUE,2000-12-31,1999-12-31T23:59:59Z,Admin;Ops\n".as_bytes()).unwrap();
+    gz.write_all("c,Cé,44,-2e-3,solo,TRUE,2000-12-31,1999-12-31T23:59:59Z,Admin;Ops\n".as_bytes())
+        .unwrap();
     std::fs::write(d.join("p2.csv.gz"), gz.finish().unwrap()).unwrap();
-    write(d, "p3.csv", "\u{feff}d,Dee,7,0,,,,,\r\ne,\"\",8,3.25,a;b;c,false,1969-07-20,,\r\n");
+    write(
+        d,
+        "p3.csv",
+        "\u{feff}d,Dee,7,0,,,,,\r\ne,\"\",8,3.25,a;b;c,false,1969-07-20,,\r\n",
+    );
     write(d, "knows.csv", ":START_ID(P),:END_ID(P),since:int,note\na,b,2001,\"x,y\"\nb,c,,\nc,a,7,\"q\"\"q\"\na,b,2001,dup\n");
     let db = d.join("g.qdb");
-    let nodes = format!("Person={},{},{},{}", s(&d.join("h.csv")), s(&d.join("p1.csv")), s(&d.join("p2.csv.gz")), s(&d.join("p3.csv")));
-    let out = ok(&["import", "--db", s(&db), "--nodes", &nodes, "--relationships", &format!("KNOWS={}", s(&d.join("knows.csv")))]);
+    let nodes = format!(
+        "Person={},{},{},{}",
+        s(&d.join("h.csv")),
+        s(&d.join("p1.csv")),
+        s(&d.join("p2.csv.gz")),
+        s(&d.join("p3.csv"))
+    );
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &nodes,
+        "--relationships",
+        &format!("KNOWS={}", s(&d.join("knows.csv"))),
+    ]);
     assert!(out.contains("5 nodes") || out.contains(" 5 nodes"), "{out}");
     let e1 = export(&db, &d.join("e1"));
     // Spot-check values as a user would read them.
@@ -73,10 +104,15 @@ fn corner_cases_survive_a_round_trip() {
     let b = rows.iter().find(|r| r[0] == "b").unwrap();
     assert_eq!(b[1], "multi\nline\nname");
     let c = rows.iter().find(|r| r[0] == "c").unwrap();
-    assert_eq!((c[1].as_str(), c[3].as_str(), c[5].as_str(), c[8].as_str()), ("Cé", "-0.002", "true", "Person;Admin;Ops"));
+    assert_eq!(
+        (c[1].as_str(), c[3].as_str(), c[5].as_str(), c[8].as_str()),
+        ("Cé", "-0.002", "true", "Person;Admin;Ops")
+    );
     let (_, rels) = read_csv(&export_files(&d.join("e1"), "rels-")[0]);
     assert_eq!(rels.len(), 4);
-    assert!(rels.iter().any(|r| r[0] == "c" && r[1] == "a" && r[4] == "q\"q"));
+    assert!(rels
+        .iter()
+        .any(|r| r[0] == "c" && r[1] == "a" && r[4] == "q\"q"));
     // Re-import the export and export again: the same multisets.
     let args = reimport_args(&d.join("e1"), &d.join("g2.qdb"), "string");
     let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -89,21 +125,47 @@ fn corner_cases_survive_a_round_trip() {
 fn generated_workloads_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    ok(&["generate", "social", "--scale", "0.002", "--out", s(&d.join("social"))]);
-    ok(&["generate", "dolt", "--rows", "3000", "--order", "random", "--out", s(&d.join("dolt"))]);
+    ok(&[
+        "generate",
+        "social",
+        "--scale",
+        "0.002",
+        "--out",
+        s(&d.join("social")),
+    ]);
+    ok(&[
+        "generate",
+        "dolt",
+        "--rows",
+        "3000",
+        "--order",
+        "random",
+        "--out",
+        s(&d.join("dolt")),
+    ]);
     let db = d.join("s.qdb");
     ok(&[
-        "import", "--db", s(&db), "--id-type", "integer", "--threads", "2",
-        "--nodes", &format!("User={}", s(&d.join("social/nodes.csv"))),
-        "--nodes", &format!("Dolt={}", s(&d.join("dolt/dolt-3k-random.csv"))),
-        "--relationships", &format!("FOLLOWS={}", s(&d.join("social/edges.csv"))),
+        "import",
+        "--db",
+        s(&db),
+        "--id-type",
+        "integer",
+        "--threads",
+        "2",
+        "--nodes",
+        &format!("User={}", s(&d.join("social/nodes.csv"))),
+        "--nodes",
+        &format!("Dolt={}", s(&d.join("dolt/dolt-3k-random.csv"))),
+        "--relationships",
+        &format!("FOLLOWS={}", s(&d.join("social/edges.csv"))),
     ]);
     let e1 = export(&db, &d.join("e1"));
     // Every input row is in the export, value for value after typing.
     let (_, users) = read_csv(&d.join("social/nodes.csv"));
     assert_eq!(e1[0].1.values().sum::<usize>(), users.len());
     let (_, dolt) = read_csv(&d.join("dolt/dolt-3k-random.csv"));
-    let exported: BTreeMap<String, Vec<String>> = e1[1].1.keys().map(|r| (r[0].clone(), r.clone())).collect();
+    let exported: BTreeMap<String, Vec<String>> =
+        e1[1].1.keys().map(|r| (r[0].clone(), r.clone())).collect();
     for row in &dolt {
         let e = &exported[&row[0]];
         assert_eq!(e[1], row[1], "c1 of pk {}", row[0]);
@@ -115,10 +177,15 @@ fn generated_workloads_round_trip() {
         assert_eq!(&e[7..10], &row[7..10]);
     }
     let (_, edges) = read_csv(&d.join("social/edges.csv"));
-    let mut want = multiset(edges.into_iter().map(|mut r| {
-        r.push("FOLLOWS".into());
-        r
-    }).collect());
+    let mut want = multiset(
+        edges
+            .into_iter()
+            .map(|mut r| {
+                r.push("FOLLOWS".into());
+                r
+            })
+            .collect(),
+    );
     assert_eq!(&e1[2].1, &std::mem::take(&mut want));
     let args = reimport_args(&d.join("e1"), &d.join("s2.qdb"), "integer");
     let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -127,7 +194,10 @@ fn generated_workloads_round_trip() {
     // Loaded and offline opens agree with mapped.
     let info_l = ok(&["info", "--db", s(&db), "--open", "loaded", "--json"]);
     let info_o = ok(&["info", "--db", s(&db), "--open", "offline", "--json"]);
-    let (l, o): (serde_json::Value, serde_json::Value) = (serde_json::from_str(&info_l).unwrap(), serde_json::from_str(&info_o).unwrap());
+    let (l, o): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&info_l).unwrap(),
+        serde_json::from_str(&info_o).unwrap(),
+    );
     assert_eq!(l["nodes"], o["nodes"]);
     assert_eq!(l["relationships"], o["relationships"]);
     ok(&["check", "--db", s(&db)]);

@@ -78,10 +78,12 @@ impl MemoryBudget {
                     limit_bytes: inner.limit_bytes,
                 });
             }
-            match inner
-                .used_bytes
-                .compare_exchange_weak(used, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
+            match inner.used_bytes.compare_exchange_weak(
+                used,
+                new,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     inner.peak_bytes.fetch_max(new, Ordering::Relaxed);
                     return Ok(());

@@ -16,7 +16,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("unknown size unit '{other}' in '{text}'; use KiB, MiB, GiB or TiB")),
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{text}'; use KiB, MiB, GiB or TiB"
+            ))
+        }
     };
     Ok((value * mult as f64) as u64)
 }
@@ -50,14 +54,24 @@ pub fn current_rss_bytes() -> Option<u64> {
 fn status_field(name: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with(name))?;
-    let kb: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kb: u64 = line[name.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
     Some(kb * 1024)
 }
 
 /// Physical memory of the machine in bytes.
 pub fn physical_memory_bytes() -> u64 {
     // SAFETY: sysconf has no preconditions; it returns -1 on error, handled below.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
     if pages <= 0 || page <= 0 {
         return 4 << 30;
     }

@@ -136,10 +136,21 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for n in ["int", "long", "string[]", "datetime", "boolean[]", "char", "localdatetime"] {
+        for n in [
+            "int",
+            "long",
+            "string[]",
+            "datetime",
+            "boolean[]",
+            "char",
+            "localdatetime",
+        ] {
             assert_eq!(DataType::from_name(n).unwrap().name(), n);
         }
-        assert_eq!(DataType::from_name("INTEGER"), Some(DataType::Scalar(ScalarType::Int)));
+        assert_eq!(
+            DataType::from_name("INTEGER"),
+            Some(DataType::Scalar(ScalarType::Int))
+        );
         assert_eq!(DataType::from_name("blob"), None);
     }
 }

@@ -12,13 +12,19 @@ use quiver_common::types::{DataType, ScalarType};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
     /// The node's external id, in an id space (`ID(User)`; `None` is the global space).
-    Id { space: Option<String> },
+    Id {
+        space: Option<String>,
+    },
     /// Extra labels, separated by the array delimiter.
     Label,
     /// The relationship type.
     Type,
-    StartId { space: Option<String> },
-    EndId { space: Option<String> },
+    StartId {
+        space: Option<String>,
+    },
+    EndId {
+        space: Option<String>,
+    },
     Ignore,
     Property,
 }
@@ -71,7 +77,10 @@ impl Header {
         if fields.len() > CSV_COLUMNS_MAX {
             return Err(HeaderError {
                 column: CSV_COLUMNS_MAX,
-                message: format!("{} columns; at most {CSV_COLUMNS_MAX} are supported", fields.len()),
+                message: format!(
+                    "{} columns; at most {CSV_COLUMNS_MAX} are supported",
+                    fields.len()
+                ),
             });
         }
         let mut columns = Vec::with_capacity(fields.len());
@@ -120,9 +129,19 @@ impl Header {
                 });
             }
             let allowed = match kind {
-                HeaderKind::Nodes => matches!(role, Role::Id { .. } | Role::Label | Role::Ignore | Role::Property),
+                HeaderKind::Nodes => matches!(
+                    role,
+                    Role::Id { .. } | Role::Label | Role::Ignore | Role::Property
+                ),
                 HeaderKind::Relationships => {
-                    matches!(role, Role::StartId { .. } | Role::EndId { .. } | Role::Type | Role::Ignore | Role::Property)
+                    matches!(
+                        role,
+                        Role::StartId { .. }
+                            | Role::EndId { .. }
+                            | Role::Type
+                            | Role::Ignore
+                            | Role::Property
+                    )
                 }
             };
             if !allowed {
@@ -130,11 +149,20 @@ impl Header {
                     column: i,
                     message: format!(
                         "'{raw}' is not allowed in a {} file",
-                        if kind == HeaderKind::Nodes { "nodes" } else { "relationships" }
+                        if kind == HeaderKind::Nodes {
+                            "nodes"
+                        } else {
+                            "relationships"
+                        }
                     ),
                 });
             }
-            columns.push(HeaderColumn { name, role, dtype, raw });
+            columns.push(HeaderColumn {
+                name,
+                role,
+                dtype,
+                raw,
+            });
         }
         let h = Header { columns };
         h.validate(kind)?;
@@ -143,22 +171,30 @@ impl Header {
 
     fn validate(&self, kind: HeaderKind) -> Result<(), HeaderError> {
         let count = |f: &dyn Fn(&Role) -> bool| self.columns.iter().filter(|c| f(&c.role)).count();
-        let first = |f: &dyn Fn(&Role) -> bool| self.columns.iter().position(|c| f(&c.role)).unwrap_or(0);
-        let once = |name: &str, f: &dyn Fn(&Role) -> bool, required: bool| -> Result<(), HeaderError> {
-            let n = count(f);
-            if n > 1 || (required && n == 0) {
-                let idx = self.columns.iter().enumerate().filter(|(_, c)| f(&c.role)).nth(1).map_or(0, |(i, _)| i);
-                return Err(HeaderError {
-                    column: if n == 0 { 0 } else { idx },
-                    message: if n == 0 {
-                        format!("the header has no {name} column")
-                    } else {
-                        format!("the header has {n} {name} columns; exactly one is allowed")
-                    },
-                });
-            }
-            Ok(())
-        };
+        let first =
+            |f: &dyn Fn(&Role) -> bool| self.columns.iter().position(|c| f(&c.role)).unwrap_or(0);
+        let once =
+            |name: &str, f: &dyn Fn(&Role) -> bool, required: bool| -> Result<(), HeaderError> {
+                let n = count(f);
+                if n > 1 || (required && n == 0) {
+                    let idx = self
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| f(&c.role))
+                        .nth(1)
+                        .map_or(0, |(i, _)| i);
+                    return Err(HeaderError {
+                        column: if n == 0 { 0 } else { idx },
+                        message: if n == 0 {
+                            format!("the header has no {name} column")
+                        } else {
+                            format!("the header has {n} {name} columns; exactly one is allowed")
+                        },
+                    });
+                }
+                Ok(())
+            };
         match kind {
             HeaderKind::Nodes => {
                 once(":ID", &|r| matches!(r, Role::Id { .. }), false)?;
@@ -173,7 +209,8 @@ impl Header {
         // Property names are unique.
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.columns.iter().enumerate() {
-            let stored = matches!(c.role, Role::Property) || (matches!(c.role, Role::Id { .. }) && !c.name.is_empty());
+            let stored = matches!(c.role, Role::Property)
+                || (matches!(c.role, Role::Id { .. }) && !c.name.is_empty());
             if stored && !seen.insert(c.name.as_str()) {
                 return Err(HeaderError {
                     column: i,
@@ -202,8 +239,17 @@ mod tests {
 
     #[test]
     fn node_header() {
-        let h = parse("userId:ID(User),name,age:int,tags:string[],:LABEL,skip:IGNORE,a:b:long", HeaderKind::Nodes).unwrap();
-        assert_eq!(h.columns[0].role, Role::Id { space: Some("User".into()) });
+        let h = parse(
+            "userId:ID(User),name,age:int,tags:string[],:LABEL,skip:IGNORE,a:b:long",
+            HeaderKind::Nodes,
+        )
+        .unwrap();
+        assert_eq!(
+            h.columns[0].role,
+            Role::Id {
+                space: Some("User".into())
+            }
+        );
         assert_eq!(h.columns[0].name, "userId");
         assert_eq!(h.columns[1].dtype, DataType::Scalar(ScalarType::String));
         assert_eq!(h.columns[2].dtype, DataType::Scalar(ScalarType::Int));
@@ -215,9 +261,21 @@ mod tests {
 
     #[test]
     fn rel_header() {
-        let h = parse(":START_ID(User),:END_ID(User),:TYPE,since:date", HeaderKind::Relationships).unwrap();
-        assert_eq!(h.columns[1].role, Role::EndId { space: Some("User".into()) });
-        assert!(parse(":START_ID,since:date", HeaderKind::Relationships).unwrap_err().message.contains("END_ID"));
+        let h = parse(
+            ":START_ID(User),:END_ID(User),:TYPE,since:date",
+            HeaderKind::Relationships,
+        )
+        .unwrap();
+        assert_eq!(
+            h.columns[1].role,
+            Role::EndId {
+                space: Some("User".into())
+            }
+        );
+        assert!(parse(":START_ID,since:date", HeaderKind::Relationships)
+            .unwrap_err()
+            .message
+            .contains("END_ID"));
     }
 
     #[test]

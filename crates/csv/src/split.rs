@@ -54,7 +54,12 @@ fn scan_slice(bytes: &[u8], quote: Option<u8>) -> SliceScan {
 /// without a trailing newline and is included. Returns an empty vector when the window
 /// holds no complete record (the caller grows the window). The second value says whether
 /// the window ends inside a quoted field (useful at EOF: an unterminated quote).
-pub fn split_records(window: &[u8], chunk_bytes: usize, quote: Option<u8>, at_eof: bool) -> (Vec<usize>, bool) {
+pub fn split_records(
+    window: &[u8],
+    chunk_bytes: usize,
+    quote: Option<u8>,
+    at_eof: bool,
+) -> (Vec<usize>, bool) {
     let chunk_bytes = chunk_bytes.max(1);
     let n_slices = window.len().div_ceil(chunk_bytes).max(1);
     let scans: Vec<SliceScan> = if n_slices == 1 {
@@ -91,7 +96,11 @@ pub fn split_records(window: &[u8], chunk_bytes: usize, quote: Option<u8>, at_eo
     let in_quotes = parity == 1;
     // At the end of the input the tail is the last record, even inside an open quote:
     // the tokenizer then reports the unterminated quote where it opened.
-    let end = if at_eof { Some(window.len()) } else { last_boundary };
+    let end = if at_eof {
+        Some(window.len())
+    } else {
+        last_boundary
+    };
     let Some(end) = end else {
         return (Vec::new(), in_quotes);
     };

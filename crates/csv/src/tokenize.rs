@@ -143,7 +143,14 @@ impl<'a> Tokenizer<'a> {
         self.line_start = i + 1;
     }
 
-    fn fail(&mut self, error: TokenError, at: usize, line: u64, line_start: usize, record_start: usize) -> TokenFailure {
+    fn fail(
+        &mut self,
+        error: TokenError,
+        at: usize,
+        line: u64,
+        line_start: usize,
+        record_start: usize,
+    ) -> TokenFailure {
         let column = (at - line_start) as u64;
         // Resynchronise after the failing record: at the next newline after `at` (this is
         // the record end unless the error is an unterminated quote, in which case the rest
@@ -251,29 +258,56 @@ impl<'a> Tokenizer<'a> {
                 match buf.get(after) {
                     None => {
                         self.pos = after;
-                        return Ok(Some(RecordSpan { start: record_start, end: after, line: record_line }));
+                        return Ok(Some(RecordSpan {
+                            start: record_start,
+                            end: after,
+                            line: record_line,
+                        }));
                     }
                     Some(&b) if b == self.delim => {
                         self.pos = after + 1;
                         if self.pos >= buf.len() {
                             // Trailing delimiter at EOF: one more empty field.
-                            fields.refs.push(FieldRef { start: 0, end: 0, column: column + 1, scratch: true });
-                            return Ok(Some(RecordSpan { start: record_start, end: self.pos, line: record_line }));
+                            fields.refs.push(FieldRef {
+                                start: 0,
+                                end: 0,
+                                column: column + 1,
+                                scratch: true,
+                            });
+                            return Ok(Some(RecordSpan {
+                                start: record_start,
+                                end: self.pos,
+                                line: record_line,
+                            }));
                         }
                     }
                     Some(b'\n') => {
                         self.newline_at(after);
                         self.pos = after + 1;
-                        return Ok(Some(RecordSpan { start: record_start, end: self.pos, line: record_line }));
+                        return Ok(Some(RecordSpan {
+                            start: record_start,
+                            end: self.pos,
+                            line: record_line,
+                        }));
                     }
                     Some(b'\r') if buf.get(after + 1) == Some(&b'\n') => {
                         self.newline_at(after + 1);
                         self.pos = after + 2;
-                        return Ok(Some(RecordSpan { start: record_start, end: self.pos, line: record_line }));
+                        return Ok(Some(RecordSpan {
+                            start: record_start,
+                            end: self.pos,
+                            line: record_line,
+                        }));
                     }
                     Some(&b) => {
                         let (l, ls) = (self.line, self.line_start);
-                        return Err(self.fail(TokenError::AfterClosingQuote(b), after, l, ls, record_start));
+                        return Err(self.fail(
+                            TokenError::AfterClosingQuote(b),
+                            after,
+                            l,
+                            ls,
+                            record_start,
+                        ));
                     }
                 }
             } else {
@@ -290,26 +324,62 @@ impl<'a> Tokenizer<'a> {
                         if end > field_start && buf[end - 1] == b'\r' {
                             end -= 1;
                         }
-                        fields.refs.push(FieldRef { start: field_start as u32, end: end as u32, column, scratch: false });
+                        fields.refs.push(FieldRef {
+                            start: field_start as u32,
+                            end: end as u32,
+                            column,
+                            scratch: false,
+                        });
                         self.pos = buf.len();
-                        return Ok(Some(RecordSpan { start: record_start, end: buf.len(), line: record_line }));
+                        return Ok(Some(RecordSpan {
+                            start: record_start,
+                            end: buf.len(),
+                            line: record_line,
+                        }));
                     }
                     Some(k) => {
                         let at = field_start + k;
                         let b = buf[at];
                         if b == self.delim {
-                            fields.refs.push(FieldRef { start: field_start as u32, end: at as u32, column, scratch: false });
+                            fields.refs.push(FieldRef {
+                                start: field_start as u32,
+                                end: at as u32,
+                                column,
+                                scratch: false,
+                            });
                             self.pos = at + 1;
                             if self.pos >= buf.len() {
-                                fields.refs.push(FieldRef { start: 0, end: 0, column: column + 1 + k as u32, scratch: true });
-                                return Ok(Some(RecordSpan { start: record_start, end: self.pos, line: record_line }));
+                                fields.refs.push(FieldRef {
+                                    start: 0,
+                                    end: 0,
+                                    column: column + 1 + k as u32,
+                                    scratch: true,
+                                });
+                                return Ok(Some(RecordSpan {
+                                    start: record_start,
+                                    end: self.pos,
+                                    line: record_line,
+                                }));
                             }
                         } else if b == b'\n' {
-                            let end = if at > field_start && buf[at - 1] == b'\r' { at - 1 } else { at };
-                            fields.refs.push(FieldRef { start: field_start as u32, end: end as u32, column, scratch: false });
+                            let end = if at > field_start && buf[at - 1] == b'\r' {
+                                at - 1
+                            } else {
+                                at
+                            };
+                            fields.refs.push(FieldRef {
+                                start: field_start as u32,
+                                end: end as u32,
+                                column,
+                                scratch: false,
+                            });
                             self.newline_at(at);
                             self.pos = at + 1;
-                            return Ok(Some(RecordSpan { start: record_start, end: self.pos, line: record_line }));
+                            return Ok(Some(RecordSpan {
+                                start: record_start,
+                                end: self.pos,
+                                line: record_line,
+                            }));
                         } else {
                             let (l, ls) = (self.line, self.line_start);
                             let _ = record_line_start;
@@ -339,13 +409,19 @@ mod tests {
     }
 
     fn reference(input: &[u8]) -> Vec<Vec<Vec<u8>>> {
-        let mut r = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(input);
-        r.byte_records().map(|rec| rec.unwrap().iter().map(|f| f.to_vec()).collect()).collect()
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(input);
+        r.byte_records()
+            .map(|rec| rec.unwrap().iter().map(|f| f.to_vec()).collect())
+            .collect()
     }
 
     #[test]
     fn basic_records() {
-        let got = tokenize_all(b"a,b,c\r\n\"x,1\",\"he said \"\"hi\"\"\",\n\n\"multi\nline\",2,3").unwrap();
+        let got = tokenize_all(b"a,b,c\r\n\"x,1\",\"he said \"\"hi\"\"\",\n\n\"multi\nline\",2,3")
+            .unwrap();
         assert_eq!(
             got,
             vec![
@@ -381,10 +457,7 @@ mod tests {
     }
 
     fn field() -> impl Strategy<Value = String> {
-        prop_oneof![
-            "[a-z0-9 ]{0,6}",
-            "[a-z,\"\n ]{0,8}".prop_map(|s| s),
-        ]
+        prop_oneof!["[a-z0-9 ]{0,6}", "[a-z,\"\n ]{0,8}".prop_map(|s| s),]
     }
 
     fn render(rows: &[Vec<String>], crlf: bool) -> String {

@@ -192,7 +192,10 @@ fn parse_time_prefix(b: &[u8]) -> Option<(i64, &[u8])> {
     if h > 23 || mi > 59 || s > 59 {
         return None;
     }
-    Some((((h as i64 * 60 + mi as i64) * 60 + s as i64) * 1_000_000 + frac_us, rest))
+    Some((
+        ((h as i64 * 60 + mi as i64) * 60 + s as i64) * 1_000_000 + frac_us,
+        rest,
+    ))
 }
 
 /// `YYYY-MM-DD[T ]HH:MM[:SS[.f]]` or a bare date -> microseconds since the epoch.
@@ -258,7 +261,13 @@ pub fn format_local_datetime(us: i64, out: &mut String) {
     format_date(days, out);
     let secs = t / 1_000_000;
     let frac = t % 1_000_000;
-    let _ = write!(out, "T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    let _ = write!(
+        out,
+        "T{:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
     if frac != 0 {
         let _ = write!(out, ".{frac:06}");
     }
@@ -318,7 +327,10 @@ mod tests {
         format_local_datetime(t, &mut s);
         assert_eq!(s, "2003-08-02T04:27:59");
         assert_eq!(parse_local_datetime(s.as_bytes()), Some(t));
-        assert_eq!(parse_local_datetime(b"1970-01-01T00:00:00.5"), Some(500_000));
+        assert_eq!(
+            parse_local_datetime(b"1970-01-01T00:00:00.5"),
+            Some(500_000)
+        );
         assert_eq!(parse_datetime(b"1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_datetime(b"1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_datetime(b"1969-12-31T23:00:00-0100"), Some(0));

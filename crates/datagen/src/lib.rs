@@ -33,7 +33,13 @@ pub fn write_datetime(out: &mut Vec<u8>, secs: i64) {
     let days = secs.div_euclid(86_400);
     let t = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    let _ = write!(out, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+    let _ = write!(
+        out,
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    );
 }
 
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -66,9 +72,9 @@ fn permutation(n: u64, r: &mut Rand) -> Vec<u32> {
 }
 
 const WORDS: [&str; 32] = [
-    "parse", "file", "graph", "from", "of", "sum", "batch", "it", "as", "in", "a", "map", "this", "data", "retry",
-    "index", "node", "join", "chunk", "last", "page", "table", "to", "by", "at", "merge", "import", "was", "abort",
-    "edge", "load", "base",
+    "parse", "file", "graph", "from", "of", "sum", "batch", "it", "as", "in", "a", "map", "this",
+    "data", "retry", "index", "node", "join", "chunk", "last", "page", "table", "to", "by", "at",
+    "merge", "import", "was", "abort", "edge", "load", "base",
 ];
 
 pub mod dolt {
@@ -82,7 +88,11 @@ pub mod dolt {
         let mut w = writer(path)?;
         w.write_all(HEADER.as_bytes())?;
         let mut vals = rng(seed, rows);
-        let pks = if random { Some(permutation(rows, &mut rng(seed, 7))) } else { None };
+        let pks = if random {
+            Some(permutation(rows, &mut rng(seed, 7)))
+        } else {
+            None
+        };
         let mut line = Vec::with_capacity(1024);
         let null = |r: &mut Rand| r.random::<f64>() < 0.05;
         for i in 0..rows {
@@ -174,7 +184,13 @@ pub mod wide {
     use super::*;
 
     /// `rows` x `cols` values of `width` random alphanumerics, no header.
-    pub fn generate(path: &Path, rows: u64, cols: usize, width: usize, seed: u64) -> io::Result<u64> {
+    pub fn generate(
+        path: &Path,
+        rows: u64,
+        cols: usize,
+        width: usize,
+        seed: u64,
+    ) -> io::Result<u64> {
         const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         let mut w = writer(path)?;
         let mut r = rng(seed, 2);
@@ -216,8 +232,26 @@ pub mod social {
     pub const NODES_HEADER: &str = "id:ID(User),age:int,gender:int,region:string,completion_percentage:int,public:int,last_login:localdatetime,registration:localdatetime\n";
     pub const EDGES_HEADER: &str = ":START_ID(User),:END_ID(User)\n";
 
-    const KRAJ: [&str; 8] = ["bratislavsky", "trnavsky", "trenciansky", "nitriansky", "zilinsky", "banskobystricky", "presovsky", "kosicky"];
-    const DISTRICT: [&str; 8] = ["mesto", "okolie", "stare mesto", "sever", "juh", "vychod", "zapad", "stred"];
+    const KRAJ: [&str; 8] = [
+        "bratislavsky",
+        "trnavsky",
+        "trenciansky",
+        "nitriansky",
+        "zilinsky",
+        "banskobystricky",
+        "presovsky",
+        "kosicky",
+    ];
+    const DISTRICT: [&str; 8] = [
+        "mesto",
+        "okolie",
+        "stare mesto",
+        "sever",
+        "juh",
+        "vychod",
+        "zapad",
+        "stred",
+    ];
 
     /// Walker's alias table for O(1) weighted sampling.
     struct Alias {
@@ -233,7 +267,11 @@ pub mod social {
             let mut alias = vec![0u32; n];
             let (mut small, mut large): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
             for (i, &p) in prob.iter().enumerate() {
-                if p < 1.0 { small.push(i as u32) } else { large.push(i as u32) }
+                if p < 1.0 {
+                    small.push(i as u32)
+                } else {
+                    large.push(i as u32)
+                }
             }
             while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
                 alias[s as usize] = l;
@@ -251,7 +289,11 @@ pub mod social {
 
         fn sample(&self, r: &mut Rand) -> u32 {
             let i = r.random_range(0..self.prob.len());
-            if r.random::<f64>() < self.prob[i] { i as u32 } else { self.alias[i] }
+            if r.random::<f64>() < self.prob[i] {
+                i as u32
+            } else {
+                self.alias[i]
+            }
         }
     }
 
@@ -266,7 +308,12 @@ pub mod social {
     }
 
     /// Writes `nodes.csv` and `edges.csv` into `dir`; returns (nodes, edges).
-    pub fn generate(dir: &Path, scale: f64, random_edge_order: bool, seed: u64) -> io::Result<(u64, u64)> {
+    pub fn generate(
+        dir: &Path,
+        scale: f64,
+        random_edge_order: bool,
+        seed: u64,
+    ) -> io::Result<(u64, u64)> {
         let n = ((NODES_AT_SCALE_1 as f64 * scale).round() as u64).max(2);
         let m_target = (EDGES_AT_SCALE_1 as f64 * scale).round() as u64;
         write_nodes(&dir.join("nodes.csv"), n, seed)?;
@@ -278,7 +325,11 @@ pub mod social {
         let mut w = writer(path)?;
         w.write_all(NODES_HEADER.as_bytes())?;
         let mut r = rng(seed, 11);
-        let regions: Vec<String> = KRAJ.iter().flat_map(|k| DISTRICT.iter().map(move |d| format!("{k} kraj, {k} {d}"))).take(62).collect();
+        let regions: Vec<String> = KRAJ
+            .iter()
+            .flat_map(|k| DISTRICT.iter().map(move |d| format!("{k} kraj, {k} {d}")))
+            .take(62)
+            .collect();
         let region_w: Vec<f64> = (1..=regions.len()).map(|k| 1.0 / k as f64).collect();
         let region_alias = Alias::new(&region_w);
         let mut line = Vec::with_capacity(256);
@@ -288,7 +339,8 @@ pub mod social {
             line.clear();
             let _ = write!(line, "{id},");
             if r.random::<f64>() >= 0.25 {
-                let g = -(r.random::<f64>().max(1e-12).ln() + r.random::<f64>().max(1e-12).ln()) * 6.0;
+                let g =
+                    -(r.random::<f64>().max(1e-12).ln() + r.random::<f64>().max(1e-12).ln()) * 6.0;
                 let _ = write!(line, "{}", (14.0 + g).round().min(99.0) as i64);
             }
             line.push(b',');
@@ -297,10 +349,19 @@ pub mod social {
             }
             line.push(b',');
             if r.random::<f64>() >= 0.03 {
-                let _ = write!(line, "\"{}\"", regions[region_alias.sample(&mut r) as usize]);
+                let _ = write!(
+                    line,
+                    "\"{}\"",
+                    regions[region_alias.sample(&mut r) as usize]
+                );
             }
             let reg = r.random_range(Y1999..Y2013 - 86_400);
-            let _ = write!(line, ",{},{},", r.random_range(0..=100), r.random_range(0..=1));
+            let _ = write!(
+                line,
+                ",{},{},",
+                r.random_range(0..=100),
+                r.random_range(0..=1)
+            );
             if r.random::<f64>() >= 0.05 {
                 write_datetime(&mut line, r.random_range(reg..Y2013));
             }
@@ -312,7 +373,13 @@ pub mod social {
         w.flush()
     }
 
-    fn write_edges(path: &Path, n: u64, m_target: u64, random_order: bool, seed: u64) -> io::Result<u64> {
+    fn write_edges(
+        path: &Path,
+        n: u64,
+        m_target: u64,
+        random_order: bool,
+        seed: u64,
+    ) -> io::Result<u64> {
         let mut r = rng(seed, 13);
         let out_w = weights(n as usize, 110.0, &mut r);
         let in_w = weights(n as usize, 70.0, &mut r);
@@ -386,7 +453,10 @@ mod tests {
         let a = std::fs::read(d.join("a.csv")).unwrap();
         assert_eq!(a, std::fs::read(d.join("b.csv")).unwrap());
         let mut rd = csv::ReaderBuilder::new().from_reader(&a[..]);
-        let mut pks: Vec<i64> = rd.records().map(|r| r.unwrap()[0].parse().unwrap()).collect();
+        let mut pks: Vec<i64> = rd
+            .records()
+            .map(|r| r.unwrap()[0].parse().unwrap())
+            .collect();
         pks.sort();
         assert_eq!(pks, (1..=500).collect::<Vec<_>>());
         let (n, m) = social::generate(&d.join("s"), 0.001, false, 42).unwrap();

@@ -52,7 +52,11 @@ impl BitWriter {
 
     #[inline]
     fn push_acc(&mut self, v: u64) -> Option<u64> {
-        debug_assert!(self.width == 64 || v >> self.width == 0, "value {v} wider than {} bits", self.width);
+        debug_assert!(
+            self.width == 64 || v >> self.width == 0,
+            "value {v} wider than {} bits",
+            self.width
+        );
         if self.width == 0 {
             return None;
         }

@@ -87,9 +87,15 @@ pub enum ColumnData {
     F64(Vec<f64>),
     Bool(Vec<bool>),
     /// End offsets of each value into `data`.
-    Bytes { ends: Vec<u32>, data: Vec<u8> },
+    Bytes {
+        ends: Vec<u32>,
+        data: Vec<u8>,
+    },
     /// End offsets of each list into `child`.
-    List { ends: Vec<u32>, child: Box<ColumnBuilder> },
+    List {
+        ends: Vec<u32>,
+        child: Box<ColumnBuilder>,
+    },
 }
 
 /// A column of one type being filled row by row (or chunk by chunk with [`append`]).
@@ -350,7 +356,13 @@ impl ColumnBuilder {
                 data.extend_from_slice(d2);
                 ends.extend(e2.iter().map(|e| e + base));
             }
-            (ColumnData::List { ends, child }, ColumnData::List { ends: e2, child: c2 }) => {
+            (
+                ColumnData::List { ends, child },
+                ColumnData::List {
+                    ends: e2,
+                    child: c2,
+                },
+            ) => {
                 let base = child.len() as u32;
                 child.append(c2);
                 ends.extend(e2.iter().map(|e| e + base));
@@ -404,7 +416,9 @@ impl ColumnBuilder {
                 ColumnData::I64(_) | ColumnData::F64(_) => bitpack::packed_len(n, 64),
                 ColumnData::Bool(_) => bitpack::packed_len(n, 1),
                 ColumnData::Bytes { data, .. } => data.len() + bitpack::packed_len(n + 1, 64) + 32,
-                ColumnData::List { child, .. } => bitpack::packed_len(n + 1, 64) + child.encoded_len_bound() + 16,
+                ColumnData::List { child, .. } => {
+                    bitpack::packed_len(n + 1, 64) + child.encoded_len_bound() + 16
+                }
             }
     }
 
@@ -481,7 +495,13 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
             out.push(width as u8);
             out.extend_from_slice(&[0; 7]);
             bitpack::pack(
-                v.iter().enumerate().map(|(i, &x)| if valid(i) { x.wrapping_sub(min) as u64 } else { 0 }),
+                v.iter().enumerate().map(|(i, &x)| {
+                    if valid(i) {
+                        x.wrapping_sub(min) as u64
+                    } else {
+                        0
+                    }
+                }),
                 width,
                 out,
             );
@@ -503,7 +523,11 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
             let width = bits_for(ends.last().copied().unwrap_or(0) as u64);
             out.push(width as u8);
             out.extend_from_slice(&[0; 7]);
-            bitpack::pack(std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)), width, out);
+            bitpack::pack(
+                std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)),
+                width,
+                out,
+            );
             let len_pos = out.len();
             put_u64(out, 0);
             let start = out.len();
@@ -519,7 +543,11 @@ fn encode_plain_bytes(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
     put_u64(out, data.len() as u64);
     out.push(width as u8);
     out.extend_from_slice(&[0; 7]);
-    bitpack::pack(std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)), width, out);
+    bitpack::pack(
+        std::iter::once(0u64).chain(ends.iter().map(|&e| e as u64)),
+        width,
+        out,
+    );
     out.extend_from_slice(data);
 }
 
@@ -595,10 +623,14 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, FormatError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or([0; 4])))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or([0; 4]),
+        ))
     }
     fn u64(&mut self) -> Result<u64, FormatError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8])))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or([0; 8]),
+        ))
     }
     fn packed(&mut self, n: usize, width: u32) -> Result<Packed<'a>, FormatError> {
         if width > 64 {
@@ -647,12 +679,21 @@ impl<'a> BytesView<'a> {
 /// The payload of a chunk.
 #[derive(Debug, Clone)]
 pub enum ChunkValues<'a> {
-    I64 { base: i64, packed: Packed<'a> },
+    I64 {
+        base: i64,
+        packed: Packed<'a>,
+    },
     F64(&'a [u8]),
     Bool(Packed<'a>),
     Bytes(BytesView<'a>),
-    Dict { dict: BytesView<'a>, codes: Packed<'a> },
-    List { offsets: Packed<'a>, child: Box<ColumnChunk<'a>> },
+    Dict {
+        dict: BytesView<'a>,
+        codes: Packed<'a>,
+    },
+    List {
+        offsets: Packed<'a>,
+        child: Box<ColumnChunk<'a>>,
+    },
 }
 
 /// A zero-copy reader over one encoded column chunk.
@@ -710,7 +751,9 @@ impl<'a> ColumnChunk<'a> {
             (TAG_F64_PLAIN, DataType::Scalar(_)) if expect == Physical::F64 => {
                 ChunkValues::F64(c.take(n.checked_mul(8).ok_or_else(|| corrupted("row count"))?)?)
             }
-            (TAG_BOOL_BITS, DataType::Scalar(_)) if expect == Physical::Bool => ChunkValues::Bool(c.packed(n, 1)?),
+            (TAG_BOOL_BITS, DataType::Scalar(_)) if expect == Physical::Bool => {
+                ChunkValues::Bool(c.packed(n, 1)?)
+            }
             (TAG_BYTES_PLAIN, DataType::Scalar(_)) if expect == Physical::Bytes => {
                 ChunkValues::Bytes(BytesView::open(c, n)?)
             }
@@ -722,7 +765,12 @@ impl<'a> ColumnChunk<'a> {
                 let codes = c.packed(n, width)?;
                 ChunkValues::Dict { dict, codes }
             }
-            _ => return Err(corrupted(format!("encoding tag {tag} does not fit type {}", dtype.name()))),
+            _ => {
+                return Err(corrupted(format!(
+                    "encoding tag {tag} does not fit type {}",
+                    dtype.name()
+                )))
+            }
         };
         Ok(ColumnChunk {
             dtype,
@@ -763,7 +811,9 @@ impl<'a> ColumnChunk<'a> {
     #[inline]
     pub fn get_i64(&self, i: usize) -> Option<i64> {
         match &self.values {
-            ChunkValues::I64 { base, packed } if self.is_valid(i) => Some(base.wrapping_add(packed.get(i) as i64)),
+            ChunkValues::I64 { base, packed } if self.is_valid(i) => {
+                Some(base.wrapping_add(packed.get(i) as i64))
+            }
             _ => None,
         }
     }
@@ -771,9 +821,9 @@ impl<'a> ColumnChunk<'a> {
     #[inline]
     pub fn get_f64(&self, i: usize) -> Option<f64> {
         match &self.values {
-            ChunkValues::F64(b) if self.is_valid(i) => {
-                Some(f64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8])))
-            }
+            ChunkValues::F64(b) if self.is_valid(i) => Some(f64::from_le_bytes(
+                b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]),
+            )),
             _ => None,
         }
     }
@@ -795,7 +845,11 @@ impl<'a> ColumnChunk<'a> {
             ChunkValues::Bytes(b) => Some(b.get(i)),
             ChunkValues::Dict { dict, codes } => {
                 let code = codes.get(i) as usize;
-                Some(if code < dict.len() { dict.get(code) } else { &[] })
+                Some(if code < dict.len() {
+                    dict.get(code)
+                } else {
+                    &[]
+                })
             }
             _ => None,
         }
@@ -807,7 +861,11 @@ impl<'a> ColumnChunk<'a> {
             ChunkValues::List { offsets, child } if self.is_valid(i) => {
                 let (s, e) = (offsets.get(i) as usize, offsets.get(i + 1) as usize);
                 // Corrupted offsets give an empty list rather than a panic.
-                Some(if s <= e && e <= child.len() { (s, e) } else { (0, 0) })
+                Some(if s <= e && e <= child.len() {
+                    (s, e)
+                } else {
+                    (0, 0)
+                })
             }
             _ => None,
         }

@@ -6,7 +6,9 @@
 pub enum FormatError {
     #[error("corrupted data: {what}")]
     Corrupted { what: String },
-    #[error("format version {found} is newer than this build understands ({supported}); upgrade quiver")]
+    #[error(
+        "format version {found} is newer than this build understands ({supported}); upgrade quiver"
+    )]
     UnsupportedVersion { found: u32, supported: u32 },
 }
 

@@ -26,9 +26,17 @@ pub struct BlobRef {
 impl BlobRef {
     /// The blob's bytes within the whole file, or `Corrupted` if out of range.
     pub fn slice<'a>(&self, file: &'a [u8]) -> Result<&'a [u8], FormatError> {
-        let end = self.offset.checked_add(self.len).ok_or_else(|| corrupted("blob range"))?;
+        let end = self
+            .offset
+            .checked_add(self.len)
+            .ok_or_else(|| corrupted("blob range"))?;
         if end as usize > file.len() {
-            return Err(corrupted(format!("blob {}..{} past end of file ({} bytes)", self.offset, end, file.len())));
+            return Err(corrupted(format!(
+                "blob {}..{} past end of file ({} bytes)",
+                self.offset,
+                end,
+                file.len()
+            )));
         }
         Ok(&file[self.offset as usize..end as usize])
     }
@@ -122,7 +130,10 @@ impl Trailer {
 /// Splits a whole segment file into (body, footer JSON), checking the footer checksum.
 pub fn open_segment(file: &[u8]) -> Result<(&[u8], &[u8], Trailer), FormatError> {
     if file.len() < TRAILER_LEN {
-        return Err(corrupted(format!("segment of {} bytes is shorter than its trailer", file.len())));
+        return Err(corrupted(format!(
+            "segment of {} bytes is shorter than its trailer",
+            file.len()
+        )));
     }
     let t = Trailer::parse(&file[file.len() - TRAILER_LEN..])?;
     let rest = file.len() - TRAILER_LEN;

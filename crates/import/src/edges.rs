@@ -37,7 +37,12 @@ pub struct EdgeStore {
 }
 
 impl EdgeStore {
-    pub fn new(n_nodes: u64, budget: &MemoryBudget, temp_dir: &Path, name: &str) -> Result<Self, ImportError> {
+    pub fn new(
+        n_nodes: u64,
+        budget: &MemoryBudget,
+        temp_dir: &Path,
+        name: &str,
+    ) -> Result<Self, ImportError> {
         let deg_grant = budget.try_grant(n_nodes * 8, "relationship degree counts")?;
         Ok(EdgeStore {
             blocks: Vec::new(),
@@ -100,7 +105,9 @@ impl EdgeStore {
     /// Moves every full in-memory block to the spill file and frees them.
     fn spill_blocks(&mut self) -> Result<(), ImportError> {
         if self.spill.is_none() {
-            let path = self.temp_dir.join(format!("edges-{}.bin", sanitize(&self.name)));
+            let path = self
+                .temp_dir
+                .join(format!("edges-{}.bin", sanitize(&self.name)));
             let f = File::create(&path).at(&path)?;
             self.spill = Some((path, BufWriter::with_capacity(1 << 20, f)));
         }
@@ -155,7 +162,11 @@ impl EdgeStore {
         budget: &MemoryBudget,
         mut progress: impl FnMut(u64),
     ) -> Result<quiver_storage::manifest::SegmentMeta, ImportError> {
-        let degrees = if forward { std::mem::take(&mut self.out_deg) } else { std::mem::take(&mut self.in_deg) };
+        let degrees = if forward {
+            std::mem::take(&mut self.out_deg)
+        } else {
+            std::mem::take(&mut self.in_deg)
+        };
         let n_nodes = degrees.len();
         let entry_bytes: u64 = if with_edge_ids { 8 } else { 4 };
         // Leave a quarter of what is free for everything else still alive. A partition
@@ -174,7 +185,8 @@ impl EdgeStore {
                 m = next;
                 hi += 1;
             }
-            let grant = budget.try_grant(m * entry_bytes + (hi - lo) as u64 * 8, "adjacency build")?;
+            let grant =
+                budget.try_grant(m * entry_bytes + (hi - lo) as u64 * 8, "adjacency build")?;
             let mut starts: Vec<u64> = Vec::with_capacity(hi - lo + 1);
             let mut acc = 0u64;
             for &d in &degrees[lo..hi] {
@@ -253,7 +265,9 @@ fn sort_lists<T: Ord + Send + Copy>(buf: &mut [T], starts: &[u64]) {
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
 }
 
 #[cfg(test)]

@@ -17,24 +17,41 @@ pub enum ImportError {
         message: String,
     },
     #[error("{file}: header column {column}: {message}", column = .column + 1)]
-    Header { file: PathBuf, column: usize, message: String },
+    Header {
+        file: PathBuf,
+        column: usize,
+        message: String,
+    },
     #[error("{0}")]
     Usage(String),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Storage(#[from] quiver_storage::WriteError),
     #[error("{detail}; raise --memory-budget (the {what} needs more room)")]
-    Budget { what: &'static str, detail: BudgetExceeded },
+    Budget {
+        what: &'static str,
+        detail: BudgetExceeded,
+    },
     #[error("{rejected} bad rows exceed the tolerance of {tolerance}; nothing was imported (see {rejects})")]
-    TooManyBadRows { rejected: u64, tolerance: u64, rejects: PathBuf },
+    TooManyBadRows {
+        rejected: u64,
+        tolerance: u64,
+        rejects: PathBuf,
+    },
     #[error("import interrupted; nothing was imported")]
     Interrupted,
 }
 
 impl From<BudgetExceeded> for ImportError {
     fn from(detail: BudgetExceeded) -> Self {
-        ImportError::Budget { what: detail.what, detail }
+        ImportError::Budget {
+            what: detail.what,
+            detail,
+        }
     }
 }
 
@@ -44,6 +61,9 @@ pub(crate) trait IoAt<T> {
 
 impl<T> IoAt<T> for std::io::Result<T> {
     fn at(self, path: &std::path::Path) -> Result<T, ImportError> {
-        self.map_err(|source| ImportError::Io { path: path.to_path_buf(), source })
+        self.map_err(|source| ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }

@@ -28,7 +28,12 @@ const PAGE: usize = 1 << PAGE_BITS;
 enum IntMap {
     /// Pages of `PAGE` slots, page `p` covering keys `(dir_base + p) << PAGE_BITS ..`.
     /// Growing never copies slots (only the page directory), so no transient doubling.
-    Dense { dir_base: i64, pages: Vec<Option<Box<[u32]>>>, n_pages: u64, n: u64 },
+    Dense {
+        dir_base: i64,
+        pages: Vec<Option<Box<[u32]>>>,
+        n_pages: u64,
+        n: u64,
+    },
     Hash(HashTable<(i64, u32)>),
 }
 
@@ -40,7 +45,10 @@ struct StrEntry {
 
 enum IdMap {
     Int(IntMap),
-    Str { table: HashTable<StrEntry>, arena: Vec<u8> },
+    Str {
+        table: HashTable<StrEntry>,
+        arena: Vec<u8>,
+    },
 }
 
 pub struct IdMapWithGrant {
@@ -49,14 +57,21 @@ pub struct IdMapWithGrant {
     hasher: foldhash::fast::FixedState,
 }
 
-
 impl IdMapWithGrant {
     pub fn new(integer: bool, budget: &MemoryBudget) -> Self {
         IdMapWithGrant {
             map: if integer {
-                IdMap::Int(IntMap::Dense { dir_base: 0, pages: Vec::new(), n_pages: 0, n: 0 })
+                IdMap::Int(IntMap::Dense {
+                    dir_base: 0,
+                    pages: Vec::new(),
+                    n_pages: 0,
+                    n: 0,
+                })
             } else {
-                IdMap::Str { table: HashTable::new(), arena: Vec::new() }
+                IdMap::Str {
+                    table: HashTable::new(),
+                    arena: Vec::new(),
+                }
             },
             grant: budget.empty_grant("id map"),
             hasher: foldhash::fast::FixedState::with_seed(0x9e37_79b9),
@@ -65,7 +80,9 @@ impl IdMapWithGrant {
 
     pub fn heap_bytes(&self) -> u64 {
         match &self.map {
-            IdMap::Int(IntMap::Dense { pages, n_pages, .. }) => n_pages * PAGE as u64 * 4 + pages.capacity() as u64 * 8,
+            IdMap::Int(IntMap::Dense { pages, n_pages, .. }) => {
+                n_pages * PAGE as u64 * 4 + pages.capacity() as u64 * 8
+            }
             IdMap::Int(IntMap::Hash(t)) => t.capacity() as u64 * 17,
             IdMap::Str { table, arena } => table.capacity() as u64 * 17 + arena.capacity() as u64,
         }
@@ -88,7 +105,13 @@ impl IdMapWithGrant {
 
     fn insert_int(&mut self, k: i64, node: u32) -> Result<Option<u32>, ImportError> {
         let hasher = self.hasher.clone();
-        if let IdMap::Int(IntMap::Dense { dir_base, pages, n_pages, n }) = &mut self.map {
+        if let IdMap::Int(IntMap::Dense {
+            dir_base,
+            pages,
+            n_pages,
+            n,
+        }) = &mut self.map
+        {
             let page = k >> PAGE_BITS;
             if pages.is_empty() {
                 *dir_base = page;
@@ -119,12 +142,27 @@ impl IdMapWithGrant {
                 if bytes > self.grant.bytes() {
                     self.grant.try_resize(bytes)?;
                 }
-                let IdMap::Int(IntMap::Dense { dir_base, pages, n_pages, .. }) = &mut self.map else { unreachable!() };
+                let IdMap::Int(IntMap::Dense {
+                    dir_base,
+                    pages,
+                    n_pages,
+                    ..
+                }) = &mut self.map
+                else {
+                    unreachable!()
+                };
                 pages[(page - *dir_base) as usize] = Some(vec![NONE; PAGE].into_boxed_slice());
                 *n_pages += 1;
             }
-            let IdMap::Int(IntMap::Dense { dir_base, pages, n, .. }) = &mut self.map else { unreachable!() };
-            let p = pages[(page - *dir_base) as usize].as_mut().expect("page was just allocated");
+            let IdMap::Int(IntMap::Dense {
+                dir_base, pages, n, ..
+            }) = &mut self.map
+            else {
+                unreachable!()
+            };
+            let p = pages[(page - *dir_base) as usize]
+                .as_mut()
+                .expect("page was just allocated");
             let slot = &mut p[(k & (PAGE as i64 - 1)) as usize];
             if *slot != NONE {
                 return Ok(Some(*slot));
@@ -144,7 +182,9 @@ impl IdMapWithGrant {
             };
             self.ensure(((cap * 2).max(1024) as u64) * 17 + 1024)?;
         }
-        let IdMap::Int(IntMap::Hash(t)) = &mut self.map else { unreachable!() };
+        let IdMap::Int(IntMap::Hash(t)) = &mut self.map else {
+            unreachable!()
+        };
         let h = hasher.hash_one(k);
         if let Some(&(_, old)) = t.find(h, |e| e.0 == k) {
             return Ok(Some(old));
@@ -155,7 +195,12 @@ impl IdMapWithGrant {
 
     fn to_hash(&mut self) -> Result<(), ImportError> {
         let hasher = self.hasher.clone();
-        let IdMap::Int(IntMap::Dense { dir_base, pages, n, .. }) = &mut self.map else { return Ok(()) };
+        let IdMap::Int(IntMap::Dense {
+            dir_base, pages, n, ..
+        }) = &mut self.map
+        else {
+            return Ok(());
+        };
         let cap = (*n as usize * 2).max(1024);
         // The pages and the table coexist while converting.
         let need = self.grant.bytes() + cap as u64 * 17;
@@ -181,33 +226,60 @@ impl IdMapWithGrant {
     fn insert_str(&mut self, s: &[u8], node: u32) -> Result<Option<u32>, ImportError> {
         let hasher = self.hasher.clone();
         let (full, arena_need) = match &self.map {
-            IdMap::Str { table, arena } => (table.len() == table.capacity(), arena.len() + s.len() > arena.capacity()),
+            IdMap::Str { table, arena } => (
+                table.len() == table.capacity(),
+                arena.len() + s.len() > arena.capacity(),
+            ),
             _ => return Ok(None),
         };
         if full || arena_need {
-            let IdMap::Str { table, arena } = &self.map else { unreachable!() };
-            let tcap = if full { (table.capacity() * 2).max(1024) } else { table.capacity() };
-            let acap = if arena_need { (arena.capacity() * 2).max(arena.len() + s.len()).max(1 << 16) } else { arena.capacity() };
+            let IdMap::Str { table, arena } = &self.map else {
+                unreachable!()
+            };
+            let tcap = if full {
+                (table.capacity() * 2).max(1024)
+            } else {
+                table.capacity()
+            };
+            let acap = if arena_need {
+                (arena.capacity() * 2)
+                    .max(arena.len() + s.len())
+                    .max(1 << 16)
+            } else {
+                arena.capacity()
+            };
             // While a table grows, old and new buckets coexist.
             let old = table.capacity() as u64 * 17;
             self.ensure(tcap as u64 * 17 + acap as u64 + if full { old } else { 0 })?;
-            let IdMap::Str { arena, .. } = &mut self.map else { unreachable!() };
+            let IdMap::Str { arena, .. } = &mut self.map else {
+                unreachable!()
+            };
             if arena_need {
                 arena.reserve_exact(acap - arena.len());
             }
         }
-        let IdMap::Str { table, arena } = &mut self.map else { unreachable!() };
+        let IdMap::Str { table, arena } = &mut self.map else {
+            unreachable!()
+        };
         let h = hasher.hash_one(s);
-        let found = table.find(h, |e| &arena[e.off as usize..e.off as usize + e.len as usize] == s);
+        let found = table.find(h, |e| {
+            &arena[e.off as usize..e.off as usize + e.len as usize] == s
+        });
         if let Some(e) = found {
             return Ok(Some(e.node));
         }
         let off = arena.len() as u64;
         arena.extend_from_slice(s);
         let a: &Vec<u8> = arena;
-        table.insert_unique(h, StrEntry { off, len: s.len() as u32, node }, |e| {
-            hasher.hash_one(&a[e.off as usize..e.off as usize + e.len as usize])
-        });
+        table.insert_unique(
+            h,
+            StrEntry {
+                off,
+                len: s.len() as u32,
+                node,
+            },
+            |e| hasher.hash_one(&a[e.off as usize..e.off as usize + e.len as usize]),
+        );
         let b = self.heap_bytes();
         if b > self.grant.bytes() {
             self.grant.try_resize(b)?;
@@ -219,7 +291,12 @@ impl IdMapWithGrant {
     #[inline]
     pub fn get(&self, key: Key<'_>) -> Option<u32> {
         match (&self.map, key) {
-            (IdMap::Int(IntMap::Dense { dir_base, pages, .. }), Key::Int(k)) => {
+            (
+                IdMap::Int(IntMap::Dense {
+                    dir_base, pages, ..
+                }),
+                Key::Int(k),
+            ) => {
                 let pi = (k >> PAGE_BITS).checked_sub(*dir_base)?;
                 if pi < 0 {
                     return None;
@@ -227,9 +304,13 @@ impl IdMapWithGrant {
                 let p = pages.get(pi as usize)?.as_ref()?;
                 Some(p[(k & (PAGE as i64 - 1)) as usize]).filter(|&v| v != NONE)
             }
-            (IdMap::Int(IntMap::Hash(t)), Key::Int(k)) => t.find(self.hasher.hash_one(k), |e| e.0 == k).map(|e| e.1),
+            (IdMap::Int(IntMap::Hash(t)), Key::Int(k)) => {
+                t.find(self.hasher.hash_one(k), |e| e.0 == k).map(|e| e.1)
+            }
             (IdMap::Str { table, arena }, Key::Str(s)) => table
-                .find(self.hasher.hash_one(s), |e| &arena[e.off as usize..e.off as usize + e.len as usize] == s)
+                .find(self.hasher.hash_one(s), |e| {
+                    &arena[e.off as usize..e.off as usize + e.len as usize] == s
+                })
                 .map(|e| e.node),
             _ => None,
         }
@@ -249,7 +330,10 @@ impl IdMapWithGrant {
 
     /// Keys in ascending order with their nodes (for the persistent index). Takes a grant
     /// for the sorted copy.
-    pub fn sorted(&self, budget: &MemoryBudget) -> Result<(quiver_format::column::ColumnBuilder, Vec<u32>, Grant), ImportError> {
+    pub fn sorted(
+        &self,
+        budget: &MemoryBudget,
+    ) -> Result<(quiver_format::column::ColumnBuilder, Vec<u32>, Grant), ImportError> {
         use quiver_common::types::{DataType, ScalarType};
         use quiver_format::column::ColumnBuilder;
         let n = self.len() as usize;
@@ -258,7 +342,9 @@ impl IdMapWithGrant {
                 let mut g = budget.try_grant(n as u64 * 16, "id index")?;
                 let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(n);
                 match m {
-                    IntMap::Dense { dir_base, pages, .. } => {
+                    IntMap::Dense {
+                        dir_base, pages, ..
+                    } => {
                         for (pi, p) in pages.iter().enumerate() {
                             if let Some(p) = p {
                                 let base = (*dir_base + pi as i64) << PAGE_BITS;
@@ -330,7 +416,10 @@ mod tests {
 
         let mut s = IdMapWithGrant::new(false, &b);
         for i in 0..5000u32 {
-            assert_eq!(s.insert(Key::Str(format!("u{i}").as_bytes()), i).unwrap(), None);
+            assert_eq!(
+                s.insert(Key::Str(format!("u{i}").as_bytes()), i).unwrap(),
+                None
+            );
         }
         assert_eq!(s.insert(Key::Str(b"u42"), 1).unwrap(), Some(42));
         assert_eq!(s.get(Key::Str(b"u4999")), Some(4999));
@@ -346,7 +435,9 @@ mod tests {
         let mut m = IdMapWithGrant::new(false, &b);
         let mut failed = false;
         for i in 0..100_000u32 {
-            if m.insert(Key::Str(format!("key-{i}").as_bytes()), i).is_err() {
+            if m.insert(Key::Str(format!("key-{i}").as_bytes()), i)
+                .is_err()
+            {
                 failed = true;
                 break;
             }

@@ -32,7 +32,10 @@ pub struct Window {
 
 pub enum Msg {
     /// The header record of the group's first file: its fields and the line count it used.
-    Header { fields: Vec<Vec<u8>>, lines: u64 },
+    Header {
+        fields: Vec<Vec<u8>>,
+        lines: u64,
+    },
     Window(Window),
     Error(ImportError),
 }
@@ -51,19 +54,37 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-fn open(path: &PathBuf, counter: Arc<std::sync::atomic::AtomicU64>) -> Result<Box<dyn Read + Send>, ImportError> {
-    let f = File::open(path).map_err(|source| ImportError::Io { path: path.clone(), source })?;
-    let counted = Counting { inner: f, count: counter };
-    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+fn open(
+    path: &PathBuf,
+    counter: Arc<std::sync::atomic::AtomicU64>,
+) -> Result<Box<dyn Read + Send>, ImportError> {
+    let f = File::open(path).map_err(|source| ImportError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let counted = Counting {
+        inner: f,
+        count: counter,
+    };
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     Ok(if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, counted)))
+        Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 20, counted),
+        ))
     } else {
         Box::new(counted)
     })
 }
 
 /// Fills `buf` from `r` until `want` bytes are present or the input ends; returns EOF.
-fn fill(r: &mut dyn Read, buf: &mut Vec<u8>, want: usize, path: &PathBuf) -> Result<bool, ImportError> {
+fn fill(
+    r: &mut dyn Read,
+    buf: &mut Vec<u8>,
+    want: usize,
+    path: &PathBuf,
+) -> Result<bool, ImportError> {
     while buf.len() < want {
         let start = buf.len();
         buf.resize(want, 0);

@@ -38,7 +38,9 @@ use quiver_common::{Grant, MemoryBudget};
 use quiver_csv::header::{Header, HeaderKind, Role};
 use quiver_csv::Dialect;
 use quiver_format::column::ColumnBuilder;
-use quiver_storage::manifest::{IdSpaceMeta, IdType, Manifest, NodeTableMeta, PropertyMeta, RelTypeMeta, SegmentMeta};
+use quiver_storage::manifest::{
+    IdSpaceMeta, IdType, Manifest, NodeTableMeta, PropertyMeta, RelTypeMeta, SegmentMeta,
+};
 use quiver_storage::write::{write_id_index, CsrWriter, Staging, TableWriter};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -61,9 +63,15 @@ impl InputGroup {
             Some((s, f)) => (Some(s.trim().to_string()).filter(|s| !s.is_empty()), f),
             None => (None, text),
         };
-        let files: Vec<PathBuf> = files.split(',').filter(|f| !f.is_empty()).map(PathBuf::from).collect();
+        let files: Vec<PathBuf> = files
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(PathBuf::from)
+            .collect();
         if files.is_empty() {
-            return Err(format!("'{text}' names no files; write e.g. User=users.csv"));
+            return Err(format!(
+                "'{text}' names no files; write e.g. User=users.csv"
+            ));
         }
         Ok(InputGroup { spec, files })
     }
@@ -177,7 +185,9 @@ struct Ctx<'a> {
 pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSummary, ImportError> {
     let start = Instant::now();
     if cfg.nodes.is_empty() {
-        return Err(ImportError::Usage("nothing to import: give at least one --nodes group".into()));
+        return Err(ImportError::Usage(
+            "nothing to import: give at least one --nodes group".into(),
+        ));
     }
     if cfg.memory_budget_bytes < quiver_common::limits::IMPORT_BUDGET_BYTES_MIN {
         return Err(ImportError::Usage(format!(
@@ -229,7 +239,10 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         None => staging.file("").0,
     };
     std::fs::create_dir_all(&temp_parent).at(&temp_parent)?;
-    let temp = tempfile::Builder::new().prefix(".quiver-spill-").tempdir_in(&temp_parent).at(&temp_parent)?;
+    let temp = tempfile::Builder::new()
+        .prefix(".quiver-spill-")
+        .tempdir_in(&temp_parent)
+        .at(&temp_parent)?;
 
     let result = pool.install(|| run(&mut ctx, &staging, temp.path()));
     let (manifest, mut summary) = match result {
@@ -262,16 +275,28 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
 
 fn manifest_bytes(m: &Manifest) -> u64 {
     let t: u64 = m.node_tables.iter().map(|t| t.segment.bytes).sum();
-    let r: u64 = m.rel_types.iter().map(|r| r.out.bytes + r.r#in.bytes + r.props.as_ref().map_or(0, |p| p.bytes)).sum();
+    let r: u64 = m
+        .rel_types
+        .iter()
+        .map(|r| r.out.bytes + r.r#in.bytes + r.props.as_ref().map_or(0, |p| p.bytes))
+        .sum();
     let i: u64 = m.id_spaces.iter().map(|s| s.index.bytes).sum();
     t + r + i
 }
 
 fn files_bytes(groups: &[InputGroup]) -> u64 {
-    groups.iter().flat_map(|g| &g.files).map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum()
+    groups
+        .iter()
+        .flat_map(|g| &g.files)
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum()
 }
 
-fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, ImportSummary), ImportError> {
+fn run(
+    ctx: &mut Ctx<'_>,
+    staging: &Staging,
+    temp: &Path,
+) -> Result<(Manifest, ImportSummary), ImportError> {
     let cfg = ctx.cfg;
     let mut spaces: Vec<Space> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
@@ -280,7 +305,16 @@ fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, I
     ctx.progress.phase(Phase::Nodes, files_bytes(&cfg.nodes));
     let mut done_before = 0u64;
     for (gi, group) in cfg.nodes.iter().enumerate() {
-        let t = import_nodes(ctx, group, gi, staging, &mut spaces, &mut labels, n_nodes, &mut done_before)?;
+        let t = import_nodes(
+            ctx,
+            group,
+            gi,
+            staging,
+            &mut spaces,
+            &mut labels,
+            n_nodes,
+            &mut done_before,
+        )?;
         n_nodes += t.n_rows;
         tables.push(t);
     }
@@ -291,18 +325,40 @@ fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, I
     let mut id_spaces = Vec::new();
     for (si, s) in spaces.iter().enumerate() {
         let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
-        let seg = write_id_index(staging, &format!("ids-{si:04}.seg"), cfg.id_type, &keys, &nodes, n_nodes)?;
+        let seg = write_id_index(
+            staging,
+            &format!("ids-{si:04}.seg"),
+            cfg.id_type,
+            &keys,
+            &nodes,
+            n_nodes,
+        )?;
         drop((keys, nodes, grant));
         ctx.progress.advance(s.map.len(), 0);
-        id_spaces.push(IdSpaceMeta { name: s.name.clone(), id_type: cfg.id_type, n_ids: s.map.len(), index: seg });
+        id_spaces.push(IdSpaceMeta {
+            name: s.name.clone(),
+            id_type: cfg.id_type,
+            n_ids: s.map.len(),
+            index: seg,
+        });
     }
 
     // Relationships.
     let mut rels: Vec<RelState> = Vec::new();
-    ctx.progress.phase(Phase::Relationships, files_bytes(&cfg.relationships));
+    ctx.progress
+        .phase(Phase::Relationships, files_bytes(&cfg.relationships));
     let mut done_before = 0u64;
     for group in &cfg.relationships {
-        import_rels(ctx, group, staging, temp, &spaces, &mut rels, n_nodes, &mut done_before)?;
+        import_rels(
+            ctx,
+            group,
+            staging,
+            temp,
+            &spaces,
+            &mut rels,
+            n_nodes,
+            &mut done_before,
+        )?;
     }
     drop(spaces);
 
@@ -326,11 +382,31 @@ fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, I
         let has_props = props.is_some();
         let n_edges = r.store.len();
         let progress = ctx.progress;
-        let out_w = CsrWriter::create(staging, &format!("rel-{ri:04}.out.seg"), &r.store.out_deg, n_edges, has_props && !r.store.sorted)?;
+        let out_w = CsrWriter::create(
+            staging,
+            &format!("rel-{ri:04}.out.seg"),
+            &r.store.out_deg,
+            n_edges,
+            has_props && !r.store.sorted,
+        )?;
         let sorted = r.store.sorted;
-        let out = r.store.build_csr(true, has_props && !sorted, out_w, &ctx.budget, |m| progress.advance(m, 0))?;
-        let in_w = CsrWriter::create(staging, &format!("rel-{ri:04}.in.seg"), &r.store.in_deg, n_edges, has_props)?;
-        let inc = r.store.build_csr(false, has_props, in_w, &ctx.budget, |m| progress.advance(m, 0))?;
+        let out = r
+            .store
+            .build_csr(true, has_props && !sorted, out_w, &ctx.budget, |m| {
+                progress.advance(m, 0)
+            })?;
+        let in_w = CsrWriter::create(
+            staging,
+            &format!("rel-{ri:04}.in.seg"),
+            &r.store.in_deg,
+            n_edges,
+            has_props,
+        )?;
+        let inc = r
+            .store
+            .build_csr(false, has_props, in_w, &ctx.budget, |m| {
+                progress.advance(m, 0)
+            })?;
         rel_metas.push(RelTypeMeta {
             name: r.name.clone(),
             n_edges,
@@ -347,11 +423,18 @@ fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, I
             .iter()
             .enumerate()
             .map(|(li, l)| {
-                let n = tables.iter().filter(|t| t.labels.contains(&(li as u32))).map(|t| t.n_rows).sum();
+                let n = tables
+                    .iter()
+                    .filter(|t| t.labels.contains(&(li as u32)))
+                    .map(|t| t.n_rows)
+                    .sum();
                 (l.clone(), n)
             })
             .collect(),
-        rels_by_type: rel_metas.iter().map(|r| (r.name.clone(), r.n_edges)).collect(),
+        rels_by_type: rel_metas
+            .iter()
+            .map(|r| (r.name.clone(), r.n_edges))
+            .collect(),
         n_nodes,
         n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
         spilled_edges: spilled,
@@ -371,11 +454,25 @@ fn run(ctx: &mut Ctx<'_>, staging: &Staging, temp: &Path) -> Result<(Manifest, I
 }
 
 /// Handles one bad row: stop (default) or reject (with --skip-bad-rows).
-fn bad_row(ctx: &mut Ctx<'_>, file: &Path, line: u64, column: u64, reason: Reason, message: &str, raw: &[u8]) -> Result<(), ImportError> {
+fn bad_row(
+    ctx: &mut Ctx<'_>,
+    file: &Path,
+    line: u64,
+    column: u64,
+    reason: Reason,
+    message: &str,
+    raw: &[u8],
+) -> Result<(), ImportError> {
     if !ctx.cfg.skip_bad_rows {
-        return Err(ImportError::Input { file: file.to_path_buf(), line, column, message: message.to_string() });
+        return Err(ImportError::Input {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message: message.to_string(),
+        });
     }
-    ctx.rejects.write(file, line, column, reason.name(), message, raw)?;
+    ctx.rejects
+        .write(file, line, column, reason.name(), message, raw)?;
     if let Some(t) = ctx.cfg.bad_tolerance {
         if ctx.rejects.count > t {
             return Err(ImportError::TooManyBadRows {
@@ -389,11 +486,18 @@ fn bad_row(ctx: &mut Ctx<'_>, file: &Path, line: u64, column: u64, reason: Reaso
 }
 
 fn header_error(file: &Path, e: quiver_csv::header::HeaderError) -> ImportError {
-    ImportError::Header { file: file.to_path_buf(), column: e.column, message: e.message }
+    ImportError::Header {
+        file: file.to_path_buf(),
+        column: e.column,
+        message: e.message,
+    }
 }
 
 /// Receives the header message of a group.
-fn receive_header(rx: &crossbeam_channel::Receiver<Msg>, first_file: &Path) -> Result<(Vec<Vec<u8>>, u64), ImportError> {
+fn receive_header(
+    rx: &crossbeam_channel::Receiver<Msg>,
+    first_file: &Path,
+) -> Result<(Vec<Vec<u8>>, u64), ImportError> {
     match rx.recv() {
         Ok(Msg::Header { fields, lines }) => Ok((fields, lines)),
         Ok(Msg::Error(e)) => Err(e),
@@ -411,7 +515,13 @@ fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<Da
     let n = header.columns.len();
     // Candidates, from most to least specific; a column keeps the first that parses
     // every non-empty sampled value.
-    let cands = [ScalarType::Long, ScalarType::Double, ScalarType::Boolean, ScalarType::Date, ScalarType::LocalDateTime];
+    let cands = [
+        ScalarType::Long,
+        ScalarType::Double,
+        ScalarType::Boolean,
+        ScalarType::Date,
+        ScalarType::LocalDateTime,
+    ];
     let mut ok: Vec<[bool; 5]> = vec![[true; 5]; n];
     let mut seen = vec![false; n];
     let mut tok = quiver_csv::tokenize::Tokenizer::new(data, dialect);
@@ -446,16 +556,26 @@ fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<Da
             if c.role != Role::Property || c.raw.contains(':') || !seen[i] {
                 return None;
             }
-            (0..5).find(|&k| ok[i][k]).map(|k| DataType::Scalar(cands[k]))
+            (0..5)
+                .find(|&k| ok[i][k])
+                .map(|k| DataType::Scalar(cands[k]))
         })
         .collect()
 }
 
-fn space_index(spaces: &mut Vec<Space>, name: &Option<String>, integer: bool, budget: &MemoryBudget) -> usize {
+fn space_index(
+    spaces: &mut Vec<Space>,
+    name: &Option<String>,
+    integer: bool,
+    budget: &MemoryBudget,
+) -> usize {
     match spaces.iter().position(|s| &s.name == name) {
         Some(i) => i,
         None => {
-            spaces.push(Space { name: name.clone(), map: IdMapWithGrant::new(integer, budget) });
+            spaces.push(Space {
+                name: name.clone(),
+                map: IdMapWithGrant::new(integer, budget),
+            });
             spaces.len() - 1
         }
     }
@@ -466,7 +586,10 @@ fn label_index(labels: &mut Vec<String>, l: &str) -> Result<u32, ImportError> {
         return Ok(i as u32);
     }
     if labels.len() >= quiver_common::limits::LABELS_MAX {
-        return Err(ImportError::Usage(format!("more than {} labels", quiver_common::limits::LABELS_MAX)));
+        return Err(ImportError::Usage(format!(
+            "more than {} labels",
+            quiver_common::limits::LABELS_MAX
+        )));
     }
     labels.push(l.to_string());
     Ok(labels.len() as u32 - 1)
@@ -501,7 +624,12 @@ impl RowGroup {
 
     /// Appends a batch; flushes first if the group would pass the row limit, and after
     /// if the grant cannot cover the buffers plus their encoded copy.
-    fn append(&mut self, cols: &[ColumnBuilder], w: &mut TableWriter, row_groups: &mut u64) -> Result<(), ImportError> {
+    fn append(
+        &mut self,
+        cols: &[ColumnBuilder],
+        w: &mut TableWriter,
+        row_groups: &mut u64,
+    ) -> Result<(), ImportError> {
         let n = cols.first().map_or(0, |c| c.len());
         if n == 0 {
             return Ok(());
@@ -516,14 +644,20 @@ impl RowGroup {
         // row group takes at most `ROW_GROUP_BUDGET_SHARE` of the budget so that the id
         // map and the edge store always have room to grow.
         let need = self.heap_bytes() * 3 / 2;
-        let cap = self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
+        let cap =
+            self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
         if need > self.grant.bytes() && (need > cap || self.grant.try_resize(need).is_err()) {
             self.flush(w, row_groups, true)?;
         }
         Ok(())
     }
 
-    fn flush(&mut self, w: &mut TableWriter, row_groups: &mut u64, release: bool) -> Result<(), ImportError> {
+    fn flush(
+        &mut self,
+        w: &mut TableWriter,
+        row_groups: &mut u64,
+        release: bool,
+    ) -> Result<(), ImportError> {
         if self.len() > 0 {
             w.write_row_group(&self.builders)?;
             *row_groups += 1;
@@ -549,7 +683,10 @@ fn parse_window(w: &Window, plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> V
         ranges.push((s, e));
         s = e;
     }
-    ranges.par_iter().map(|&(s, e)| (s, parse_chunk(&w.data[s..e], plan, endpoints))).collect()
+    ranges
+        .par_iter()
+        .map(|&(s, e)| (s, parse_chunk(&w.data[s..e], plan, endpoints)))
+        .collect()
 }
 
 /// Tracks the line where the next chunk starts, per file.
@@ -591,7 +728,8 @@ fn import_nodes(
     let result = (|| {
         let (hfields, header_lines) = receive_header(&rx, &group.files[0])?;
         let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
-        let header = Header::parse(&hrefs, HeaderKind::Nodes).map_err(|e| header_error(&group.files[0], e))?;
+        let header = Header::parse(&hrefs, HeaderKind::Nodes)
+            .map_err(|e| header_error(&group.files[0], e))?;
         let integer = cfg.id_type == IdType::Integer;
         let mut first_window: Option<Window> = None;
         let inferred = if cfg.infer_types {
@@ -616,22 +754,43 @@ fn import_nodes(
         for (i, c) in header.columns.iter().enumerate() {
             let slot = match &c.role {
                 Role::Id { space } => {
-                    let name = if c.name.is_empty() { "id".to_string() } else { c.name.clone() };
-                    let dtype = DataType::Scalar(if integer { ScalarType::Long } else { ScalarType::String });
+                    let name = if c.name.is_empty() {
+                        "id".to_string()
+                    } else {
+                        c.name.clone()
+                    };
+                    let dtype = DataType::Scalar(if integer {
+                        ScalarType::Long
+                    } else {
+                        ScalarType::String
+                    });
                     columns.push(PropertyMeta { name, dtype });
                     id_column = Some(columns.len() - 1);
                     id_space = Some(space_index(spaces, space, integer, &ctx.budget));
-                    Slot::Id { out: columns.len() - 1 }
+                    Slot::Id {
+                        out: columns.len() - 1,
+                    }
                 }
                 Role::Label => {
-                    columns.push(PropertyMeta { name: ":LABEL".into(), dtype: DataType::Array(ScalarType::String) });
+                    columns.push(PropertyMeta {
+                        name: ":LABEL".into(),
+                        dtype: DataType::Array(ScalarType::String),
+                    });
                     label_column = Some(columns.len() - 1);
-                    Slot::Labels { out: columns.len() - 1 }
+                    Slot::Labels {
+                        out: columns.len() - 1,
+                    }
                 }
                 Role::Property => {
                     let dtype = inferred[i].unwrap_or(c.dtype);
-                    columns.push(PropertyMeta { name: c.name.clone(), dtype });
-                    Slot::Prop { out: columns.len() - 1, name: c.name.clone() }
+                    columns.push(PropertyMeta {
+                        name: c.name.clone(),
+                        dtype,
+                    });
+                    Slot::Prop {
+                        out: columns.len() - 1,
+                        name: c.name.clone(),
+                    }
                 }
                 _ => Slot::Skip,
             };
@@ -647,7 +806,12 @@ fn import_nodes(
             ));
         }
         let out_types: Vec<DataType> = columns.iter().map(|c| c.dtype).collect();
-        let plan = Plan { slots, out_types: out_types.clone(), integer_ids: integer, dialect: cfg.dialect };
+        let plan = Plan {
+            slots,
+            out_types: out_types.clone(),
+            integer_ids: integer,
+            dialect: cfg.dialect,
+        };
         let mut fixed_labels = Vec::new();
         if let Some(spec) = &group.spec {
             for l in spec.split(':').filter(|l| !l.is_empty()) {
@@ -655,9 +819,13 @@ fn import_nodes(
             }
         }
         let name = group.spec.clone().unwrap_or_else(|| format!("nodes{gi}"));
-        let mut writer = TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
+        let mut writer =
+            TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
         let mut rg = RowGroup::new(&out_types, &ctx.budget);
-        let mut lines = Lines { file_idx: 0, next_line: header_lines };
+        let mut lines = Lines {
+            file_idx: 0,
+            next_line: header_lines,
+        };
         let mut n_rows = 0u64;
         let mut last_done = 0u64;
         let mut file_done_base = 0u64;
@@ -686,8 +854,17 @@ fn import_nodes(
                 let base = lines.next_line;
                 ctx.rows_read += batch.records;
                 for e in std::mem::take(&mut batch.errors) {
-                    let raw = &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                    bad_row(ctx, file, base + e.line, e.column, e.reason, &e.message, raw)?;
+                    let raw =
+                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    bad_row(
+                        ctx,
+                        file,
+                        base + e.line,
+                        e.column,
+                        e.reason,
+                        &e.message,
+                        raw,
+                    )?;
                 }
                 // Ids: first occurrence wins; later ones are duplicates.
                 if let (Some(out), Some(si)) = (id_column, id_space) {
@@ -695,7 +872,11 @@ fn import_nodes(
                     let mut next_node = first_node + n_rows;
                     for r in 0..batch.n_rows() {
                         let col = &batch.columns[out];
-                        let key = if integer { Key::Int(col.i64_values()[r]) } else { Key::Str(col.bytes_at(r)) };
+                        let key = if integer {
+                            Key::Int(col.i64_values()[r])
+                        } else {
+                            Key::Str(col.bytes_at(r))
+                        };
                         if next_node >= NODES_MAX {
                             return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
                         }
@@ -710,10 +891,20 @@ fn import_nodes(
                                 line: batch.lines[r] as u64,
                                 column: 0,
                                 reason: Reason::DuplicateId,
-                                message: format!("duplicate node id '{shown}' (an earlier node has it)"),
+                                message: format!(
+                                    "duplicate node id '{shown}' (an earlier node has it)"
+                                ),
                                 span: (s as usize, e as usize),
                             };
-                            bad_row(ctx, file, base + err.line, err.column, err.reason, &err.message, raw)?;
+                            bad_row(
+                                ctx,
+                                file,
+                                base + err.line,
+                                err.column,
+                                err.reason,
+                                &err.message,
+                                raw,
+                            )?;
                             keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
                         } else {
                             next_node += 1;
@@ -741,7 +932,8 @@ fn import_nodes(
             }
             ctx.bytes_read += w.file_bytes_done - last_done;
             last_done = w.file_bytes_done;
-            ctx.progress.advance(*done_before + file_done_base + last_done, ctx.rows_read);
+            ctx.progress
+                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
         }
         *done_before += file_done_base + last_done;
         rg.flush(&mut writer, &mut ctx.row_groups, true)?;
@@ -788,13 +980,16 @@ fn import_rels(
         let file0 = &group.files[0];
         let (hfields, header_lines) = receive_header(&rx, file0)?;
         let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
-        let header = Header::parse(&hrefs, HeaderKind::Relationships).map_err(|e| header_error(file0, e))?;
+        let header =
+            Header::parse(&hrefs, HeaderKind::Relationships).map_err(|e| header_error(file0, e))?;
         let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
             spaces.iter().position(|s| &s.name == space).ok_or_else(|| {
                 ImportError::Usage(format!(
                     "{}: {what} refers to id space {}, but no nodes file declares it (:ID{})",
                     file0.display(),
-                    space.as_deref().map_or("(global)".to_string(), |s| format!("'{s}'")),
+                    space
+                        .as_deref()
+                        .map_or("(global)".to_string(), |s| format!("'{s}'")),
                     space.as_deref().map_or(String::new(), |s| format!("({s})"))
                 ))
             })
@@ -818,8 +1013,14 @@ fn import_rels(
                     Slot::Type
                 }
                 Role::Property if !cfg.no_edge_properties => {
-                    columns.push(PropertyMeta { name: c.name.clone(), dtype: c.dtype });
-                    Slot::Prop { out: columns.len() - 1, name: c.name.clone() }
+                    columns.push(PropertyMeta {
+                        name: c.name.clone(),
+                        dtype: c.dtype,
+                    });
+                    Slot::Prop {
+                        out: columns.len() - 1,
+                        name: c.name.clone(),
+                    }
                 }
                 _ => Slot::Skip,
             });
@@ -833,9 +1034,22 @@ fn import_rels(
         }
         let out_types: Vec<DataType> = columns.iter().map(|c| c.dtype).collect();
         let integer = cfg.id_type == IdType::Integer;
-        let plan = Plan { slots, out_types: out_types.clone(), integer_ids: integer, dialect: cfg.dialect };
-        let endpoints = Endpoints { start: &spaces[ss].map, end: &spaces[es].map, start_integer: integer, end_integer: integer };
-        let type_index = |name: &str, rels: &mut Vec<RelState>, ctx: &mut Ctx<'_>| -> Result<usize, ImportError> {
+        let plan = Plan {
+            slots,
+            out_types: out_types.clone(),
+            integer_ids: integer,
+            dialect: cfg.dialect,
+        };
+        let endpoints = Endpoints {
+            start: &spaces[ss].map,
+            end: &spaces[es].map,
+            start_integer: integer,
+            end_integer: integer,
+        };
+        let type_index = |name: &str,
+                          rels: &mut Vec<RelState>,
+                          ctx: &mut Ctx<'_>|
+         -> Result<usize, ImportError> {
             if let Some(i) = rels.iter().position(|r| r.name == name) {
                 if rels[i].columns != columns {
                     return Err(ImportError::Usage(format!(
@@ -850,7 +1064,11 @@ fn import_rels(
                 None
             } else {
                 Some((
-                    TableWriter::create(staging, &format!("rel-{ri:04}.props.seg"), columns.clone())?,
+                    TableWriter::create(
+                        staging,
+                        &format!("rel-{ri:04}.props.seg"),
+                        columns.clone(),
+                    )?,
                     out_types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
                 ))
             };
@@ -868,7 +1086,10 @@ fn import_rels(
             Some(t) if !has_type_col => Some(type_index(t, rels, ctx)?),
             _ => None,
         };
-        let mut lines = Lines { file_idx: 0, next_line: header_lines };
+        let mut lines = Lines {
+            file_idx: 0,
+            next_line: header_lines,
+        };
         let mut last_done = 0u64;
         let mut file_done_base = 0u64;
         let mut rg_grant = ctx.budget.empty_grant("relationship property buffer");
@@ -889,8 +1110,17 @@ fn import_rels(
                 let base = lines.next_line;
                 ctx.rows_read += batch.records;
                 for e in std::mem::take(&mut batch.errors) {
-                    let raw = &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                    bad_row(ctx, file, base + e.line, e.column, e.reason, &e.message, raw)?;
+                    let raw =
+                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    bad_row(
+                        ctx,
+                        file,
+                        base + e.line,
+                        e.column,
+                        e.reason,
+                        &e.message,
+                        raw,
+                    )?;
                 }
                 // Global type index of every row.
                 let row_types: Vec<usize> = match fixed_type {
@@ -908,7 +1138,10 @@ fn import_rels(
                     rels[row_types[r]].store.push(batch.src[r], batch.dst[r])?;
                 }
                 if !columns.is_empty() {
-                    let single = row_types.first().copied().filter(|&t| row_types.iter().all(|&x| x == t));
+                    let single = row_types
+                        .first()
+                        .copied()
+                        .filter(|&t| row_types.iter().all(|&x| x == t));
                     let mut targets: Vec<usize> = row_types.clone();
                     targets.sort_unstable();
                     targets.dedup();
@@ -919,8 +1152,14 @@ fn import_rels(
                             let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
                             batch.columns.iter().map(|c| c.filter(&keep)).collect()
                         };
-                        let src = if single.is_some() { &batch.columns } else { &cols };
-                        let Some((writer, builders)) = rels[t].props.as_mut() else { continue };
+                        let src = if single.is_some() {
+                            &batch.columns
+                        } else {
+                            &cols
+                        };
+                        let Some((writer, builders)) = rels[t].props.as_mut() else {
+                            continue;
+                        };
                         if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
                             writer.write_row_group(builders)?;
                             ctx.row_groups += 1;
@@ -941,15 +1180,18 @@ fn import_rels(
                             / 2
                     };
                     let need = held(rels);
-                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
-                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err()) {
+                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
+                        * ROW_GROUP_BUDGET_SHARE.0;
+                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err())
+                    {
                         for r in rels.iter_mut() {
                             if let Some((writer, builders)) = r.props.as_mut() {
                                 if builders[0].len() > 0 {
                                     writer.write_row_group(builders)?;
                                     ctx.row_groups += 1;
                                 }
-                                *builders = out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                                *builders =
+                                    out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
                             }
                         }
                         rg_grant.try_resize(held(rels))?;
@@ -959,7 +1201,8 @@ fn import_rels(
             }
             ctx.bytes_read += w.file_bytes_done - last_done;
             last_done = w.file_bytes_done;
-            ctx.progress.advance(*done_before + file_done_base + last_done, ctx.rows_read);
+            ctx.progress
+                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
         }
         *done_before += file_done_base + last_done;
         Ok(())

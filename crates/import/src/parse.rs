@@ -57,11 +57,18 @@ pub struct RowError {
 pub enum Slot {
     Skip,
     /// A property into output column `out`.
-    Prop { out: usize, name: String },
+    Prop {
+        out: usize,
+        name: String,
+    },
     /// The node id; stored in output column `out`.
-    Id { out: usize },
+    Id {
+        out: usize,
+    },
     /// Extra labels into output column `out` (`string[]`).
-    Labels { out: usize },
+    Labels {
+        out: usize,
+    },
     Type,
     Start,
     End,
@@ -153,13 +160,20 @@ fn push_scalar(b: &mut ColumnBuilder, t: ScalarType, f: &[u8]) -> Result<(), Rea
             b.push_bytes(f);
         }
         ScalarType::Date => b.push_i64(value::parse_date(f).ok_or(Reason::Cast)?),
-        ScalarType::LocalDateTime => b.push_i64(value::parse_local_datetime(f).ok_or(Reason::Cast)?),
+        ScalarType::LocalDateTime => {
+            b.push_i64(value::parse_local_datetime(f).ok_or(Reason::Cast)?)
+        }
         ScalarType::DateTime => b.push_i64(value::parse_datetime(f).ok_or(Reason::Cast)?),
     }
     Ok(())
 }
 
-fn push_value(b: &mut ColumnBuilder, dtype: DataType, f: &[u8], array_delim: u8) -> Result<(), Reason> {
+fn push_value(
+    b: &mut ColumnBuilder,
+    dtype: DataType,
+    f: &[u8],
+    array_delim: u8,
+) -> Result<(), Reason> {
     if f.is_empty() {
         b.push_null();
         return Ok(());
@@ -193,7 +207,11 @@ fn show(f: &[u8]) -> String {
 /// Parses the records of `chunk`.
 pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Batch {
     let mut batch = Batch {
-        columns: plan.out_types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
+        columns: plan
+            .out_types
+            .iter()
+            .map(|&t| ColumnBuilder::new(t))
+            .collect(),
         spans: Vec::new(),
         lines: Vec::new(),
         src: Vec::new(),
@@ -234,7 +252,11 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
         let fail = |batch: &mut Batch, col: usize, reason: Reason, message: String| {
             batch.errors.push(RowError {
                 line: span.line,
-                column: if col < fields.len() { fields.column(col) } else { 0 },
+                column: if col < fields.len() {
+                    fields.column(col)
+                } else {
+                    0
+                },
                 reason,
                 message,
                 span: (span.start, span.end),
@@ -246,7 +268,10 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 &mut batch,
                 col.min(fields.len().saturating_sub(1)),
                 Reason::FieldCount,
-                format!("expected {n_fields} fields (as in the header), found {}", fields.len()),
+                format!(
+                    "expected {n_fields} fields (as in the header), found {}",
+                    fields.len()
+                ),
             );
             continue;
         }
@@ -266,7 +291,11 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                         let msg = if r == Reason::InvalidUtf8 {
                             format!("invalid UTF-8 in column {name}")
                         } else {
-                            format!("'{}' is not {} (column {name})", show(f), describe(dtype.element()))
+                            format!(
+                                "'{}' is not {} (column {name})",
+                                show(f),
+                                describe(dtype.element())
+                            )
                         };
                         (r, msg)
                     })
@@ -280,19 +309,28 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                                 batch.columns[*out].push_i64(v);
                                 Ok(())
                             }
-                            None => Err((Reason::Cast, format!("'{}' is not an integer id (--id-type integer)", show(f)))),
+                            None => Err((
+                                Reason::Cast,
+                                format!("'{}' is not an integer id (--id-type integer)", show(f)),
+                            )),
                         }
                     } else if std::str::from_utf8(f).is_err() {
-                        Err((Reason::InvalidUtf8, "invalid UTF-8 in the node id".to_string()))
+                        Err((
+                            Reason::InvalidUtf8,
+                            "invalid UTF-8 in the node id".to_string(),
+                        ))
                     } else {
                         batch.columns[*out].push_bytes(f);
                         Ok(())
                     }
                 }
-                Slot::Labels { out } => {
-                    push_value(&mut batch.columns[*out], DataType::Array(ScalarType::String), f, array_delim)
-                        .map_err(|r| (r, "invalid UTF-8 in :LABEL".to_string()))
-                }
+                Slot::Labels { out } => push_value(
+                    &mut batch.columns[*out],
+                    DataType::Array(ScalarType::String),
+                    f,
+                    array_delim,
+                )
+                .map_err(|r| (r, "invalid UTF-8 in :LABEL".to_string())),
                 Slot::Type => {
                     if f.is_empty() {
                         Err((Reason::MissingType, "empty relationship :TYPE".to_string()))
@@ -311,7 +349,11 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Slot::Start | Slot::End => {
                     let start = matches!(slot, Slot::Start);
                     let e = endpoints.expect("relationship plan has endpoints");
-                    let (map, integer) = if start { (e.start, e.start_integer) } else { (e.end, e.end_integer) };
+                    let (map, integer) = if start {
+                        (e.start, e.start_integer)
+                    } else {
+                        (e.end, e.end_integer)
+                    };
                     let key = if integer {
                         value::parse_i64(f).map(Key::Int)
                     } else {

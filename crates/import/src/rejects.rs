@@ -14,19 +14,34 @@ pub struct Rejects {
 
 impl Rejects {
     pub fn new(path: PathBuf) -> Self {
-        Rejects { path, writer: None, count: 0 }
+        Rejects {
+            path,
+            writer: None,
+            count: 0,
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn write(&mut self, file: &Path, line: u64, column: u64, reason: &str, message: &str, raw: &[u8]) -> Result<(), ImportError> {
+    pub fn write(
+        &mut self,
+        file: &Path,
+        line: u64,
+        column: u64,
+        reason: &str,
+        message: &str,
+        raw: &[u8],
+    ) -> Result<(), ImportError> {
         if self.writer.is_none() {
             let f = File::create(&self.path).at(&self.path)?;
             let mut w = csv::Writer::from_writer(BufWriter::new(f));
             w.write_record(["file", "line", "column", "reason", "message", "raw"])
-                .map_err(|e| ImportError::Io { path: self.path.clone(), source: e.into() })?;
+                .map_err(|e| ImportError::Io {
+                    path: self.path.clone(),
+                    source: e.into(),
+                })?;
             self.writer = Some(w);
         }
         let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -40,7 +55,10 @@ impl Rejects {
             message.as_bytes(),
             raw,
         ])
-        .map_err(|e| ImportError::Io { path: self.path.clone(), source: e.into() })?;
+        .map_err(|e| ImportError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        })?;
         self.count += 1;
         Ok(())
     }

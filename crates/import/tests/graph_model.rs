@@ -39,8 +39,10 @@ fn csr_matches_naive_adjacency_in_every_mode() {
         std::fs::write(dir.path().join("n.csv"), &nodes).unwrap();
         std::fs::write(dir.path().join("e.csv"), &edges).unwrap();
         let mut cfg = ImportConfig::new(dir.path().join("g.qdb"));
-        cfg.nodes.push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
-        cfg.relationships.push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
+        cfg.nodes
+            .push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
+        cfg.relationships
+            .push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
         cfg.id_type = IdType::Integer;
         cfg.memory_budget_bytes = 64 << 20;
         cfg.threads = 2;
@@ -61,10 +63,19 @@ fn csr_matches_naive_adjacency_in_every_mode() {
             let db = Database::open(&cfg.db, mode).unwrap();
             db.verify().unwrap();
             for node in 0..300u32 {
-                let got: Vec<(u32, u64)> = db.neighbours(0, node, Direction::Out).unwrap().collect();
-                assert_eq!(got, out.get(&node).cloned().unwrap_or_default(), "out of {node}");
+                let got: Vec<(u32, u64)> =
+                    db.neighbours(0, node, Direction::Out).unwrap().collect();
+                assert_eq!(
+                    got,
+                    out.get(&node).cloned().unwrap_or_default(),
+                    "out of {node}"
+                );
                 let got: Vec<(u32, u64)> = db.neighbours(0, node, Direction::In).unwrap().collect();
-                assert_eq!(got, inc.get(&node).cloned().unwrap_or_default(), "in of {node}");
+                assert_eq!(
+                    got,
+                    inc.get(&node).cloned().unwrap_or_default(),
+                    "in of {node}"
+                );
             }
             let space = db.id_space(Some("P")).unwrap();
             assert_eq!(db.lookup_id(space, IdKey::Int(13)).unwrap().is_some(), true);
@@ -72,17 +83,29 @@ fn csr_matches_naive_adjacency_in_every_mode() {
             // Edge property w is the input line number: it follows the edge id.
             for node in [0u32, 17, 299] {
                 for (_, eid) in db.neighbours(0, node, Direction::In).unwrap() {
-                    let w = db.with_rel_chunk(0, 0, 0, |c| c.get_i64(eid as usize)).unwrap();
+                    let w = db
+                        .with_rel_chunk(0, 0, 0, |c| c.get_i64(eid as usize))
+                        .unwrap();
                     assert_eq!(w, Some(eid as i64));
                 }
             }
         }
         let off = Database::open(&cfg.db, OpenMode::Offline).unwrap();
-        assert!(matches!(off.neighbours(0, 0, Direction::Out), Err(ReadError::OfflineRandomAccess { .. })));
-        assert!(matches!(off.lookup_id(0, IdKey::Int(13)), Err(ReadError::OfflineRandomAccess { .. })));
+        assert!(matches!(
+            off.neighbours(0, 0, Direction::Out),
+            Err(ReadError::OfflineRandomAccess { .. })
+        ));
+        assert!(matches!(
+            off.lookup_id(0, IdKey::Int(13)),
+            Err(ReadError::OfflineRandomAccess { .. })
+        ));
         let mut scanned = Vec::new();
-        off.scan_edges(0, Direction::Out, |s, d, e| scanned.push((s, d, e))).unwrap();
-        let mut expect: Vec<(u32, u32, u64)> = out.iter().flat_map(|(&s, v)| v.iter().map(move |&(d, e)| (s, d, e))).collect();
+        off.scan_edges(0, Direction::Out, |s, d, e| scanned.push((s, d, e)))
+            .unwrap();
+        let mut expect: Vec<(u32, u32, u64)> = out
+            .iter()
+            .flat_map(|(&s, v)| v.iter().map(move |&(d, e)| (s, d, e)))
+            .collect();
         expect.sort();
         assert_eq!(scanned, expect);
         off.verify().unwrap();
@@ -96,14 +119,19 @@ fn edges_spill_under_a_small_budget_and_stay_correct() {
     std::fs::write(dir.path().join("n.csv"), &nodes).unwrap();
     std::fs::write(dir.path().join("e.csv"), &edges).unwrap();
     let mut cfg = ImportConfig::new(dir.path().join("g.qdb"));
-    cfg.nodes.push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
-    cfg.relationships.push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
+    cfg.nodes
+        .push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
+    cfg.relationships
+        .push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
     cfg.id_type = IdType::Integer;
     cfg.no_edge_properties = true;
     cfg.memory_budget_bytes = 24 << 20;
     cfg.threads = 2;
     let s = import(&cfg, &NoProgress).unwrap();
-    assert!(s.spilled_edges > 0, "32 MB of edges under a 24 MiB budget must spill: {s:?}");
+    assert!(
+        s.spilled_edges > 0,
+        "32 MB of edges under a 24 MiB budget must spill: {s:?}"
+    );
     assert!(s.budget_peak_bytes <= 24 << 20);
     let db = Database::open(&cfg.db, OpenMode::Mapped).unwrap();
     let mut deg = vec![0u64; 2000];
@@ -111,8 +139,15 @@ fn edges_spill_under_a_small_budget_and_stay_correct() {
         deg[a as usize] += 1;
     }
     for node in (0..2000u32).step_by(97) {
-        assert_eq!(db.degree(0, node, Direction::Out).unwrap(), deg[node as usize]);
-        let ns: Vec<u32> = db.neighbours(0, node, Direction::Out).unwrap().map(|x| x.0).collect();
+        assert_eq!(
+            db.degree(0, node, Direction::Out).unwrap(),
+            deg[node as usize]
+        );
+        let ns: Vec<u32> = db
+            .neighbours(0, node, Direction::Out)
+            .unwrap()
+            .map(|x| x.0)
+            .collect();
         assert!(ns.windows(2).all(|w| w[0] <= w[1]), "neighbours sorted");
     }
 }

@@ -9,7 +9,10 @@ pub enum OpenError {
     #[error("{path}: no quiver database here (no CURRENT file); create one with `quiver import --db {path} ...`")]
     NotADatabase { path: PathBuf },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{file}: {source}")]
     Format { file: PathBuf, source: FormatError },
     #[error("{file}: corrupted: {what}")]
@@ -28,7 +31,10 @@ pub enum ReadError {
     #[error("{file}: {source}")]
     Format { file: PathBuf, source: FormatError },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +47,10 @@ pub enum WriteError {
     #[error("{path} is being written by another process (lock held)")]
     Locked { path: PathBuf },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 pub(crate) trait IoContext<T> {

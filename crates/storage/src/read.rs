@@ -10,7 +10,9 @@
 //!   an id lookup) is an error, not a slow path.
 
 use crate::error::{OpenError, ReadError};
-use crate::manifest::{CsrFooter, IdIndexFooter, IdType, Manifest, NodeTableMeta, RelTypeMeta, TableFooter};
+use crate::manifest::{
+    CsrFooter, IdIndexFooter, IdType, Manifest, NodeTableMeta, RelTypeMeta, TableFooter,
+};
 use crate::write::read_current;
 use quiver_format::bitpack::Packed;
 use quiver_format::column::ColumnChunk;
@@ -35,7 +37,9 @@ impl std::str::FromStr for OpenMode {
             "mapped" => Ok(OpenMode::Mapped),
             "loaded" => Ok(OpenMode::Loaded),
             "offline" => Ok(OpenMode::Offline),
-            _ => Err(format!("unknown open mode '{s}'; use mapped, loaded or offline")),
+            _ => Err(format!(
+                "unknown open mode '{s}'; use mapped, loaded or offline"
+            )),
         }
     }
 }
@@ -63,10 +67,20 @@ struct SegFile {
 }
 
 impl SegFile {
-    fn open<F: serde::de::DeserializeOwned>(dir: &Path, rel: &str, mode: OpenMode) -> Result<(SegFile, F), OpenError> {
+    fn open<F: serde::de::DeserializeOwned>(
+        dir: &Path,
+        rel: &str,
+        mode: OpenMode,
+    ) -> Result<(SegFile, F), OpenError> {
         let path = dir.join(rel);
-        let io = |source| OpenError::Io { path: path.clone(), source };
-        let fmt = |source| OpenError::Format { file: path.clone(), source };
+        let io = |source| OpenError::Io {
+            path: path.clone(),
+            source,
+        };
+        let fmt = |source| OpenError::Format {
+            file: path.clone(),
+            source,
+        };
         let mut file = File::open(&path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let (backing, footer_bytes, trailer) = match mode {
@@ -94,26 +108,48 @@ impl SegFile {
             }
             OpenMode::Offline => {
                 if len < TRAILER_LEN as u64 {
-                    return Err(OpenError::Corrupted { file: path.clone(), what: "shorter than its trailer".into() });
+                    return Err(OpenError::Corrupted {
+                        file: path.clone(),
+                        what: "shorter than its trailer".into(),
+                    });
                 }
                 let mut t = [0u8; TRAILER_LEN];
-                file.read_exact_at(&mut t, len - TRAILER_LEN as u64).map_err(io)?;
+                file.read_exact_at(&mut t, len - TRAILER_LEN as u64)
+                    .map_err(io)?;
                 let trailer = Trailer::parse(&t).map_err(fmt)?;
                 if trailer.footer_len > len - TRAILER_LEN as u64 {
-                    return Err(OpenError::Corrupted { file: path.clone(), what: "footer length".into() });
+                    return Err(OpenError::Corrupted {
+                        file: path.clone(),
+                        what: "footer length".into(),
+                    });
                 }
                 let mut footer = vec![0u8; trailer.footer_len as usize];
-                file.read_exact_at(&mut footer, len - TRAILER_LEN as u64 - trailer.footer_len).map_err(io)?;
+                file.read_exact_at(&mut footer, len - TRAILER_LEN as u64 - trailer.footer_len)
+                    .map_err(io)?;
                 if crc32fast::hash(&footer) != trailer.footer_crc {
-                    return Err(OpenError::Corrupted { file: path.clone(), what: "footer checksum mismatch".into() });
+                    return Err(OpenError::Corrupted {
+                        file: path.clone(),
+                        what: "footer checksum mismatch".into(),
+                    });
                 }
                 file.seek(SeekFrom::Start(0)).map_err(io)?;
                 (Backing::Offline(file), footer, trailer)
             }
         };
-        let footer: F = serde_json::from_slice(&footer_bytes)
-            .map_err(|e| OpenError::Corrupted { file: path.clone(), what: format!("footer: {e}") })?;
-        Ok((SegFile { path, backing, len, trailer }, footer))
+        let footer: F =
+            serde_json::from_slice(&footer_bytes).map_err(|e| OpenError::Corrupted {
+                file: path.clone(),
+                what: format!("footer: {e}"),
+            })?;
+        Ok((
+            SegFile {
+                path,
+                backing,
+                len,
+                trailer,
+            },
+            footer,
+        ))
     }
 
     fn bytes(&self, what: &'static str) -> Result<&[u8], ReadError> {
@@ -126,17 +162,25 @@ impl SegFile {
 
     /// A blob's bytes: borrowed when mapped or loaded, read from the file when offline.
     fn blob(&self, r: BlobRef) -> Result<Cow<'_, [u8]>, ReadError> {
-        let fmt = |source| ReadError::Format { file: self.path.clone(), source };
+        let fmt = |source| ReadError::Format {
+            file: self.path.clone(),
+            source,
+        };
         match &self.backing {
             Backing::Mapped(m) => Ok(Cow::Borrowed(r.slice(m).map_err(fmt)?)),
             Backing::Loaded(v) => Ok(Cow::Borrowed(r.slice(v).map_err(fmt)?)),
             Backing::Offline(f) => {
                 if r.offset.saturating_add(r.len) > self.len {
-                    return Err(fmt(quiver_format::FormatError::Corrupted { what: "blob past end of file".into() }));
+                    return Err(fmt(quiver_format::FormatError::Corrupted {
+                        what: "blob past end of file".into(),
+                    }));
                 }
                 let mut v = vec![0u8; r.len as usize];
                 f.read_exact_at(&mut v, r.offset)
-                    .map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+                    .map_err(|source| ReadError::Io {
+                        path: self.path.clone(),
+                        source,
+                    })?;
                 Ok(Cow::Owned(v))
             }
         }
@@ -149,27 +193,42 @@ impl SegFile {
             // advance independently, which a shared file cursor would not allow.
             Backing::Offline(f) => Ok(Box::new(BufReader::with_capacity(
                 1 << 20,
-                PositionedReader { file: f, pos: r.offset, end: r.offset + r.len },
+                PositionedReader {
+                    file: f,
+                    pos: r.offset,
+                    end: r.offset + r.len,
+                },
             ))),
             _ => Ok(Box::new(std::io::Cursor::new(self.blob(r)?))),
         }
     }
 
     fn verify(&self) -> Result<(), ReadError> {
-        let fmt = |source| ReadError::Format { file: self.path.clone(), source };
+        let fmt = |source| ReadError::Format {
+            file: self.path.clone(),
+            source,
+        };
         let body_len = self.len - TRAILER_LEN as u64 - self.trailer.footer_len;
         let mut hasher = crc32fast::Hasher::new();
-        let mut r = self.blob_reader(BlobRef { offset: 0, len: body_len })?;
+        let mut r = self.blob_reader(BlobRef {
+            offset: 0,
+            len: body_len,
+        })?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = r.read(&mut buf).map_err(|source| ReadError::Io { path: self.path.clone(), source })?;
+            let n = r.read(&mut buf).map_err(|source| ReadError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
         }
         if hasher.finalize() != self.trailer.body_crc {
-            return Err(fmt(quiver_format::FormatError::Corrupted { what: "body checksum mismatch".into() }));
+            return Err(fmt(quiver_format::FormatError::Corrupted {
+                what: "body checksum mismatch".into(),
+            }));
         }
         Ok(())
     }
@@ -273,23 +332,36 @@ impl ExactSizeIterator for Neighbours<'_> {}
 fn corrupted(file: &Path, what: &str) -> ReadError {
     ReadError::Format {
         file: file.to_path_buf(),
-        source: quiver_format::FormatError::Corrupted { what: what.to_string() },
+        source: quiver_format::FormatError::Corrupted {
+            what: what.to_string(),
+        },
     }
 }
 
 impl Csr {
-    fn packed<'a>(&self, bytes: &'a [u8], r: BlobRef, width: u32, n: u64) -> Result<Packed<'a>, ReadError> {
-        let b = r
-            .slice(bytes)
-            .map_err(|source| ReadError::Format { file: self.file.path.clone(), source })?;
-        Packed::new(b, width, n as usize).ok_or_else(|| corrupted(&self.file.path, "packed array too short"))
+    fn packed<'a>(
+        &self,
+        bytes: &'a [u8],
+        r: BlobRef,
+        width: u32,
+        n: u64,
+    ) -> Result<Packed<'a>, ReadError> {
+        let b = r.slice(bytes).map_err(|source| ReadError::Format {
+            file: self.file.path.clone(),
+            source,
+        })?;
+        Packed::new(b, width, n as usize)
+            .ok_or_else(|| corrupted(&self.file.path, "packed array too short"))
     }
 
     fn neighbours(&self, node: u32) -> Result<Neighbours<'_>, ReadError> {
         let bytes = self.file.bytes("neighbours of a node")?;
         let f = &self.footer;
         if node as u64 >= f.n_nodes {
-            return Err(ReadError::NodeOutOfRange { id: node as u64, n_nodes: f.n_nodes });
+            return Err(ReadError::NodeOutOfRange {
+                id: node as u64,
+                n_nodes: f.n_nodes,
+            });
         }
         let offsets = self.packed(bytes, f.offsets, f.offsets_width, f.n_nodes + 1)?;
         let targets = self.packed(bytes, f.targets, f.targets_width, f.n_edges)?;
@@ -297,11 +369,19 @@ impl Csr {
             Some(r) => Some(self.packed(bytes, r, f.edge_ids_width, f.n_edges)?),
             None => None,
         };
-        let (s, e) = (offsets.get(node as usize) as usize, offsets.get(node as usize + 1) as usize);
+        let (s, e) = (
+            offsets.get(node as usize) as usize,
+            offsets.get(node as usize + 1) as usize,
+        );
         if s > e || e as u64 > f.n_edges {
             return Err(corrupted(&self.file.path, "CSR offsets out of order"));
         }
-        Ok(Neighbours { targets, edge_ids, pos: s, end: e })
+        Ok(Neighbours {
+            targets,
+            edge_ids,
+            pos: s,
+            end: e,
+        })
     }
 
     fn degree(&self, node: u32) -> Result<u64, ReadError> {
@@ -311,11 +391,17 @@ impl Csr {
     /// Streams every entry in node order: `f(node, neighbour, edge_id)`.
     fn scan(&self, mut f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
         let ft = &self.footer;
-        let io = |source| ReadError::Io { path: self.file.path.clone(), source };
+        let io = |source| ReadError::Io {
+            path: self.file.path.clone(),
+            source,
+        };
         let mut offsets = StreamUnpacker::new(self.file.blob_reader(ft.offsets)?, ft.offsets_width);
         let mut targets = StreamUnpacker::new(self.file.blob_reader(ft.targets)?, ft.targets_width);
         let mut eids = match ft.edge_ids {
-            Some(r) => Some(StreamUnpacker::new(self.file.blob_reader(r)?, ft.edge_ids_width)),
+            Some(r) => Some(StreamUnpacker::new(
+                self.file.blob_reader(r)?,
+                ft.edge_ids_width,
+            )),
             None => None,
         };
         let mut prev = offsets.next().map_err(io)?;
@@ -350,7 +436,12 @@ struct StreamUnpacker<'a> {
 
 impl<'a> StreamUnpacker<'a> {
     fn new(r: Box<dyn Read + 'a>, width: u32) -> Self {
-        StreamUnpacker { r, width, acc: 0, bits: 0 }
+        StreamUnpacker {
+            r,
+            width,
+            acc: 0,
+            bits: 0,
+        }
     }
 
     #[inline]
@@ -364,7 +455,11 @@ impl<'a> StreamUnpacker<'a> {
             self.acc |= (b[0] as u128) << self.bits;
             self.bits += 8;
         }
-        let mask = if self.width == 64 { u64::MAX } else { (1u64 << self.width) - 1 };
+        let mask = if self.width == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.width) - 1
+        };
         let v = self.acc as u64 & mask;
         self.acc >>= self.width;
         self.bits -= self.width;
@@ -375,15 +470,32 @@ impl<'a> StreamUnpacker<'a> {
 impl Database {
     /// Opens the database at `dir` in `mode`.
     pub fn open(dir: &Path, mode: OpenMode) -> Result<Database, OpenError> {
-        let io = |source| OpenError::Io { path: dir.to_path_buf(), source };
-        let (mname, crc) = read_current(dir).map_err(io)?.ok_or_else(|| OpenError::NotADatabase { path: dir.to_path_buf() })?;
+        let io = |source| OpenError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let (mname, crc) =
+            read_current(dir)
+                .map_err(io)?
+                .ok_or_else(|| OpenError::NotADatabase {
+                    path: dir.to_path_buf(),
+                })?;
         let mpath = dir.join(&mname);
-        let mbytes = std::fs::read(&mpath).map_err(|source| OpenError::Io { path: mpath.clone(), source })?;
+        let mbytes = std::fs::read(&mpath).map_err(|source| OpenError::Io {
+            path: mpath.clone(),
+            source,
+        })?;
         if crc32fast::hash(&mbytes) != crc {
-            return Err(OpenError::Corrupted { file: mpath, what: "manifest checksum does not match CURRENT".into() });
+            return Err(OpenError::Corrupted {
+                file: mpath,
+                what: "manifest checksum does not match CURRENT".into(),
+            });
         }
-        let manifest: Manifest = serde_json::from_slice(&mbytes)
-            .map_err(|e| OpenError::Corrupted { file: mpath.clone(), what: format!("manifest: {e}") })?;
+        let manifest: Manifest =
+            serde_json::from_slice(&mbytes).map_err(|e| OpenError::Corrupted {
+                file: mpath.clone(),
+                what: format!("manifest: {e}"),
+            })?;
         if manifest.format_version > quiver_format::FORMAT_VERSION {
             return Err(OpenError::Format {
                 file: mpath,
@@ -396,7 +508,11 @@ impl Database {
         let mut tables = Vec::new();
         for t in &manifest.node_tables {
             let (file, footer) = SegFile::open(dir, &t.segment.file, mode)?;
-            tables.push(NodeTable { meta: t.clone(), footer, file });
+            tables.push(NodeTable {
+                meta: t.clone(),
+                footer,
+                file,
+            });
         }
         let mut rels = Vec::new();
         for r in &manifest.rel_types {
@@ -411,8 +527,14 @@ impl Database {
             };
             rels.push(RelType {
                 meta: r.clone(),
-                out: Csr { footer: ofoot, file: of },
-                inc: Csr { footer: ifoot, file: inf },
+                out: Csr {
+                    footer: ofoot,
+                    file: of,
+                },
+                inc: Csr {
+                    footer: ifoot,
+                    file: inf,
+                },
                 props,
             });
         }
@@ -421,7 +543,14 @@ impl Database {
             let (file, footer) = SegFile::open(dir, &s.index.file, mode)?;
             ids.push(IdIndex { footer, file });
         }
-        Ok(Database { dir: dir.to_path_buf(), mode, manifest, tables, rels, ids })
+        Ok(Database {
+            dir: dir.to_path_buf(),
+            mode,
+            manifest,
+            tables,
+            rels,
+            ids,
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -462,7 +591,11 @@ impl Database {
         let r: u64 = self
             .rels
             .iter()
-            .map(|r| r.out.file.resident_bytes() + r.inc.file.resident_bytes() + r.props.as_ref().map_or(0, |p| p.1.resident_bytes()))
+            .map(|r| {
+                r.out.file.resident_bytes()
+                    + r.inc.file.resident_bytes()
+                    + r.props.as_ref().map_or(0, |p| p.1.resident_bytes())
+            })
             .sum();
         let i: u64 = self.ids.iter().map(|i| i.file.resident_bytes()).sum();
         t + r + i
@@ -491,21 +624,34 @@ impl Database {
     ) -> Result<R, ReadError> {
         match &self.rels[rel].props {
             Some((footer, file)) => with_chunk(footer, file, row_group, column, f),
-            None => Err(ReadError::NotFound { kind: "relationship property table", name: self.rels[rel].meta.name.clone() }),
+            None => Err(ReadError::NotFound {
+                kind: "relationship property table",
+                name: self.rels[rel].meta.name.clone(),
+            }),
         }
     }
 
     /// The node table and row of internal node `node`.
     pub fn node_location(&self, node: u64) -> Result<(usize, u64), ReadError> {
-        let i = self.tables.partition_point(|t| t.meta.first_node + t.meta.n_rows <= node);
+        let i = self
+            .tables
+            .partition_point(|t| t.meta.first_node + t.meta.n_rows <= node);
         match self.tables.get(i) {
             Some(t) if node >= t.meta.first_node => Ok((i, node - t.meta.first_node)),
-            _ => Err(ReadError::NodeOutOfRange { id: node, n_nodes: self.n_nodes() }),
+            _ => Err(ReadError::NodeOutOfRange {
+                id: node,
+                n_nodes: self.n_nodes(),
+            }),
         }
     }
 
     /// Neighbours of `node` over relationship type `rel` in direction `dir`.
-    pub fn neighbours(&self, rel: usize, node: u32, dir: Direction) -> Result<Neighbours<'_>, ReadError> {
+    pub fn neighbours(
+        &self,
+        rel: usize,
+        node: u32,
+        dir: Direction,
+    ) -> Result<Neighbours<'_>, ReadError> {
         let r = &self.rels[rel];
         match dir {
             Direction::Out => r.out.neighbours(node),
@@ -523,7 +669,12 @@ impl Database {
 
     /// Streams every relationship of a type in node order of `dir`:
     /// `f(node, neighbour, edge_id)`. Works in every open mode.
-    pub fn scan_edges(&self, rel: usize, dir: Direction, f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
+    pub fn scan_edges(
+        &self,
+        rel: usize,
+        dir: Direction,
+        f: impl FnMut(u32, u32, u64),
+    ) -> Result<(), ReadError> {
         let r = &self.rels[rel];
         match dir {
             Direction::Out => r.out.scan(f),
@@ -543,20 +694,29 @@ impl Database {
         let f = &idx.footer;
         if let Some((min, first)) = f.dense {
             return Ok(match key {
-                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => Some((first + (k - min) as u64) as u32),
+                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => {
+                    Some((first + (k - min) as u64) as u32)
+                }
                 _ => None,
             });
         }
         let bytes = idx.file.bytes("id lookup")?;
-        let fmt = |source| ReadError::Format { file: idx.file.path.clone(), source };
+        let fmt = |source| ReadError::Format {
+            file: idx.file.path.clone(),
+            source,
+        };
         let kb = f.keys.slice(bytes).map_err(fmt)?;
         let dtype = match f.id_type {
             IdType::Integer => quiver_common::DataType::Scalar(quiver_common::ScalarType::Long),
             IdType::String => quiver_common::DataType::Scalar(quiver_common::ScalarType::String),
         };
         let keys = ColumnChunk::open(kb, dtype).map_err(fmt)?;
-        let nodes = Packed::new(f.nodes.slice(bytes).map_err(fmt)?, f.nodes_width, f.n_ids as usize)
-            .ok_or_else(|| corrupted(&idx.file.path, "id index nodes"))?;
+        let nodes = Packed::new(
+            f.nodes.slice(bytes).map_err(fmt)?,
+            f.nodes_width,
+            f.n_ids as usize,
+        )
+        .ok_or_else(|| corrupted(&idx.file.path, "id index nodes"))?;
         let n = keys.len().min(f.n_ids as usize);
         let pos = match key {
             IdKey::Int(k) => {
@@ -573,7 +733,10 @@ impl Database {
 
     /// Id space index by name (`None` is the global space).
     pub fn id_space(&self, name: Option<&str>) -> Option<usize> {
-        self.manifest.id_spaces.iter().position(|s| s.name.as_deref() == name)
+        self.manifest
+            .id_spaces
+            .iter()
+            .position(|s| s.name.as_deref() == name)
     }
 
     /// Verifies the checksum of every segment (reads everything).
@@ -597,7 +760,11 @@ impl Database {
     /// Total bytes of all segment files.
     pub fn disk_bytes(&self) -> u64 {
         let t: u64 = self.tables.iter().map(|t| t.file.len).sum();
-        let r: u64 = self.rels.iter().map(|r| r.out.file.len + r.inc.file.len + r.props.as_ref().map_or(0, |p| p.1.len)).sum();
+        let r: u64 = self
+            .rels
+            .iter()
+            .map(|r| r.out.file.len + r.inc.file.len + r.props.as_ref().map_or(0, |p| p.1.len))
+            .sum();
         let i: u64 = self.ids.iter().map(|i| i.file.len).sum();
         t + r + i
     }
@@ -627,13 +794,25 @@ fn with_chunk<R>(
     let rg = footer
         .row_groups
         .get(row_group)
-        .ok_or_else(|| ReadError::NotFound { kind: "row group", name: row_group.to_string() })?;
-    let r = *rg.chunks.get(column).ok_or_else(|| ReadError::NotFound { kind: "column", name: column.to_string() })?;
+        .ok_or_else(|| ReadError::NotFound {
+            kind: "row group",
+            name: row_group.to_string(),
+        })?;
+    let r = *rg.chunks.get(column).ok_or_else(|| ReadError::NotFound {
+        kind: "column",
+        name: column.to_string(),
+    })?;
     let dtype = footer.columns[column].dtype;
     let bytes = file.blob(r)?;
-    let chunk = ColumnChunk::open(&bytes, dtype).map_err(|source| ReadError::Format { file: file.path.clone(), source })?;
+    let chunk = ColumnChunk::open(&bytes, dtype).map_err(|source| ReadError::Format {
+        file: file.path.clone(),
+        source,
+    })?;
     if chunk.len() as u64 != rg.n_rows {
-        return Err(corrupted(&file.path, "column chunk row count differs from its row group"));
+        return Err(corrupted(
+            &file.path,
+            "column chunk row count differs from its row group",
+        ));
     }
     Ok(f(&chunk))
 }

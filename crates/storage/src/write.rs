@@ -9,7 +9,8 @@
 
 use crate::error::{IoContext, WriteError};
 use crate::manifest::{
-    CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta, TableFooter,
+    CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta,
+    TableFooter,
 };
 use quiver_format::bitpack::{bits_for, BitWriter};
 use quiver_format::column::ColumnBuilder;
@@ -28,7 +29,12 @@ fn fsync_dir(path: &Path) -> Result<(), WriteError> {
 }
 
 fn lock_file(path: &Path) -> Result<File, WriteError> {
-    let f = fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).at(path)?;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .at(path)?;
     use std::os::unix::io::AsRawFd;
     // SAFETY: flock on a valid descriptor; LOCK_NB makes it fail instead of waiting.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -54,13 +60,19 @@ pub fn read_current(db: &Path) -> std::io::Result<Option<(String, u32)>> {
     };
     let mut parts = text.split_whitespace();
     let name = parts.next().unwrap_or("").to_string();
-    let crc = parts.next().and_then(|c| u32::from_str_radix(c, 16).ok()).unwrap_or(0);
+    let crc = parts
+        .next()
+        .and_then(|c| u32::from_str_radix(c, 16).ok())
+        .unwrap_or(0);
     Ok(Some((name, crc)))
 }
 
 enum Target {
     /// A new database staged at `staging`, renamed to `final_dir` on publish.
-    New { staging: PathBuf, final_dir: PathBuf },
+    New {
+        staging: PathBuf,
+        final_dir: PathBuf,
+    },
     /// A new generation inside an existing database.
     Existing { db: PathBuf },
 }
@@ -162,7 +174,9 @@ impl Staging {
     pub fn publish(mut self, manifest: &Manifest) -> Result<PathBuf, WriteError> {
         let gen_dir = self.root.join(&self.gen_dir_name);
         for e in fs::read_dir(&gen_dir).at(&gen_dir)?.flatten() {
-            File::open(e.path()).and_then(|f| f.sync_all()).at(&e.path())?;
+            File::open(e.path())
+                .and_then(|f| f.sync_all())
+                .at(&e.path())?;
         }
         fsync_dir(&gen_dir)?;
         let manifest_name = format!("manifest-{:06}.json", self.generation);
@@ -219,7 +233,11 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 }
 
 fn parse_generation(manifest_name: &str) -> Option<u64> {
-    manifest_name.strip_prefix("manifest-")?.strip_suffix(".json")?.parse().ok()
+    manifest_name
+        .strip_prefix("manifest-")?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
 }
 
 /// Removes staging directories of dead writers for database `name` in `parent`.
@@ -247,7 +265,9 @@ fn remove_unreferenced(db: &Path) {
             if Some(g) != keep_gen {
                 let _ = fs::remove_dir_all(e.path());
             }
-        } else if n.starts_with("manifest-") && Some(n.as_str()) != current.as_deref() || n == "CURRENT.tmp" {
+        } else if n.starts_with("manifest-") && Some(n.as_str()) != current.as_deref()
+            || n == "CURRENT.tmp"
+        {
             let _ = fs::remove_file(e.path());
         }
     }
@@ -260,7 +280,10 @@ const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 fn create(path: &Path) -> Result<SegmentWriter<BufWriter<File>>, WriteError> {
     let f = File::create(path).at(path)?;
-    Ok(SegmentWriter::new(BufWriter::with_capacity(WRITE_BUFFER_BYTES, f)))
+    Ok(SegmentWriter::new(BufWriter::with_capacity(
+        WRITE_BUFFER_BYTES,
+        f,
+    )))
 }
 
 fn finish<F: serde::Serialize>(
@@ -283,7 +306,11 @@ pub struct TableWriter {
 }
 
 impl TableWriter {
-    pub fn create(staging: &Staging, name: &str, columns: Vec<PropertyMeta>) -> Result<Self, WriteError> {
+    pub fn create(
+        staging: &Staging,
+        name: &str,
+        columns: Vec<PropertyMeta>,
+    ) -> Result<Self, WriteError> {
         let (path, rel) = staging.file(name);
         Ok(TableWriter {
             w: create(&path)?,
@@ -442,7 +469,9 @@ impl CsrWriter {
     pub fn finish(mut self) -> Result<SegmentMeta, WriteError> {
         debug_assert_eq!(self.written, self.footer.n_edges);
         let targets = std::mem::replace(&mut self.targets, BitWriter::new(0));
-        targets.finish(&mut WriterSink(&mut self.w)).at(&self.path)?;
+        targets
+            .finish(&mut WriterSink(&mut self.w))
+            .at(&self.path)?;
         self.footer.targets.len = self.w.position() - self.footer.targets.offset;
         if let Some((p, mut w, bw)) = self.edge_ids.take() {
             bw.finish(&mut w).at(&p)?;

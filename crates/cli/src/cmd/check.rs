@@ -13,6 +13,10 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let db = Database::open(&a.db, OpenMode::Mapped)?;
     db.verify()?;
-    println!("{}: ok ({} bytes verified)", a.db.display(), db.disk_bytes());
+    println!(
+        "{}: ok ({} bytes verified)",
+        a.db.display(),
+        db.disk_bytes()
+    );
     Ok(())
 }

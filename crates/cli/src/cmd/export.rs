@@ -55,7 +55,11 @@ pub fn format_value(c: &ColumnBuilder, i: usize, out: &mut String) {
             }
             Physical::F64 => {
                 let v = c.f64_values()[i];
-                let _ = if t == ScalarType::Float { write!(out, "{}", v as f32) } else { write!(out, "{v}") };
+                let _ = if t == ScalarType::Float {
+                    write!(out, "{}", v as f32)
+                } else {
+                    write!(out, "{v}")
+                };
             }
             Physical::Bool => out.push_str(if c.bool_values()[i] { "true" } else { "false" }),
             Physical::Bytes => out.push_str(&String::from_utf8_lossy(c.bytes_at(i))),
@@ -71,7 +75,15 @@ fn space_suffix(spaces: &[IdSpaceMeta], s: Option<usize>) -> String {
 }
 
 fn file_name(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// External ids of every node, decoded once (for relationship endpoints).
@@ -99,7 +111,10 @@ impl Ids {
     }
 
     fn format(&self, node: u64, out: &mut String) {
-        let ti = self.tables.partition_point(|t| t.0 <= node).saturating_sub(1);
+        let ti = self
+            .tables
+            .partition_point(|t| t.0 <= node)
+            .saturating_sub(1);
         if let Some((first, Some(col))) = self.tables.get(ti) {
             let row = (node - first) as usize;
             if row < col.len() {
@@ -120,22 +135,35 @@ pub fn run(a: Args) -> Result<()> {
     let m = db.manifest();
     let mut written = Vec::new();
     for (ti, t) in db.node_tables().iter().enumerate() {
-        let path = a.out.join(format!("nodes-{ti:04}-{}.csv", file_name(&t.meta.name)));
-        let mut w = csv::Writer::from_writer(BufWriter::new(File::create(&path).with_context(|| path.display().to_string())?));
+        let path = a
+            .out
+            .join(format!("nodes-{ti:04}-{}.csv", file_name(&t.meta.name)));
+        let mut w = csv::Writer::from_writer(BufWriter::new(
+            File::create(&path).with_context(|| path.display().to_string())?,
+        ));
         let mut header: Vec<String> = Vec::new();
         for (ci, c) in t.footer.columns.iter().enumerate() {
             if Some(ci) == t.meta.label_column {
                 continue;
             }
             if Some(ci) == t.meta.id_column {
-                header.push(format!("{}:ID{}", c.name, space_suffix(&m.id_spaces, t.meta.id_space)));
+                header.push(format!(
+                    "{}:ID{}",
+                    c.name,
+                    space_suffix(&m.id_spaces, t.meta.id_space)
+                ));
             } else {
                 header.push(format!("{}:{}", c.name, c.dtype.name()));
             }
         }
         header.push(":LABEL".into());
         w.write_record(&header)?;
-        let fixed: Vec<&str> = t.meta.labels.iter().map(|&l| m.labels[l as usize].as_str()).collect();
+        let fixed: Vec<&str> = t
+            .meta
+            .labels
+            .iter()
+            .map(|&l| m.labels[l as usize].as_str())
+            .collect();
         let mut fields: Vec<String> = vec![String::new(); header.len()];
         for (rgi, rg) in t.footer.row_groups.iter().enumerate() {
             // Decode the row group's chunks once, then write row by row.
@@ -173,12 +201,23 @@ pub fn run(a: Args) -> Result<()> {
         w.flush()?;
         written.push(path);
     }
-    let ids = if db.rel_types().is_empty() { None } else { Some(Ids::load(&db)?) };
+    let ids = if db.rel_types().is_empty() {
+        None
+    } else {
+        Some(Ids::load(&db)?)
+    };
     for (ri, r) in db.rel_types().iter().enumerate() {
-        let path = a.out.join(format!("rels-{ri:04}-{}.csv", file_name(&r.meta.name)));
-        let mut w = csv::Writer::from_writer(BufWriter::new(File::create(&path).with_context(|| path.display().to_string())?));
+        let path = a
+            .out
+            .join(format!("rels-{ri:04}-{}.csv", file_name(&r.meta.name)));
+        let mut w = csv::Writer::from_writer(BufWriter::new(
+            File::create(&path).with_context(|| path.display().to_string())?,
+        ));
         let mut header = vec![
-            format!(":START_ID{}", space_suffix(&m.id_spaces, r.meta.start_space)),
+            format!(
+                ":START_ID{}",
+                space_suffix(&m.id_spaces, r.meta.start_space)
+            ),
             format!(":END_ID{}", space_suffix(&m.id_spaces, r.meta.end_space)),
             ":TYPE".to_string(),
         ];
@@ -204,7 +243,9 @@ pub fn run(a: Args) -> Result<()> {
             ids.format(dst as u64, &mut fields[1]);
             fields[2].push_str(&r.meta.name);
             if let Some(ft) = &footer {
-                let rg = ft.row_groups.partition_point(|g| g.first_row + g.n_rows <= eid);
+                let rg = ft
+                    .row_groups
+                    .partition_point(|g| g.first_row + g.n_rows <= eid);
                 let row = (eid - ft.row_groups.get(rg).map_or(0, |g| g.first_row)) as usize;
                 if cached.as_ref().is_none_or(|c| c.0 != rg) {
                     let mut cols = Vec::new();
@@ -226,7 +267,10 @@ pub fn run(a: Args) -> Result<()> {
                 }
             }
             if let Err(e) = w.write_record(&fields) {
-                err = Some(quiver_storage::ReadError::Io { path: path.clone(), source: e.into() });
+                err = Some(quiver_storage::ReadError::Io {
+                    path: path.clone(),
+                    source: e.into(),
+                });
             }
         })?;
         if let Some(e) = err {

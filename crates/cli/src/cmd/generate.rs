@@ -48,17 +48,23 @@ pub fn run(a: Args) -> Result<()> {
     match a.workload.as_str() {
         "dolt" => {
             let rows = a.rows.unwrap_or(100_000);
-            let orders: Vec<&str> = if a.order == "both" { vec!["sorted", "random"] } else { vec![a.order.as_str()] };
+            let orders: Vec<&str> = if a.order == "both" {
+                vec!["sorted", "random"]
+            } else {
+                vec![a.order.as_str()]
+            };
             for o in &orders {
                 let p = a.out.join(format!("dolt-{}-{o}.csv", short(rows)));
-                dolt::generate(&p, rows, *o == "random", a.seed).with_context(|| format!("writing {}", p.display()))?;
+                dolt::generate(&p, rows, *o == "random", a.seed)
+                    .with_context(|| format!("writing {}", p.display()))?;
                 println!("{}  ({rows} rows)", p.display());
             }
         }
         "wide" => {
             let rows = a.rows.unwrap_or(100_000);
             let p = a.out.join(format!("wide-{}.csv", short(rows)));
-            wide::generate(&p, rows, a.cols, a.width, a.seed).with_context(|| format!("writing {}", p.display()))?;
+            wide::generate(&p, rows, a.cols, a.width, a.seed)
+                .with_context(|| format!("writing {}", p.display()))?;
             let h = a.out.join("wide-header.csv");
             let mut header = String::from("c0");
             for c in 1..a.cols {
@@ -66,12 +72,21 @@ pub fn run(a: Args) -> Result<()> {
             }
             header.push('\n');
             std::fs::write(&h, header)?;
-            println!("{}  ({rows} rows x {} columns; header-only file {})", p.display(), a.cols, h.display());
+            println!(
+                "{}  ({rows} rows x {} columns; header-only file {})",
+                p.display(),
+                a.cols,
+                h.display()
+            );
         }
         _ => {
             let (n, m) = social::generate(&a.out, a.scale, a.edge_order == "random", a.seed)
                 .with_context(|| format!("writing into {}", a.out.display()))?;
-            println!("{}/nodes.csv  ({n} users)\n{}/edges.csv  ({m} follows)", a.out.display(), a.out.display());
+            println!(
+                "{}/nodes.csv  ({n} users)\n{}/edges.csv  ({m} follows)",
+                a.out.display(),
+                a.out.display()
+            );
         }
     }
     eprintln!("generated in {:.1} s", t.elapsed().as_secs_f64());

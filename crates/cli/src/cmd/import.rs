@@ -93,7 +93,10 @@ impl Bar {
             ProgressDrawTarget::stderr_with_hz(5)
         };
         let bar = ProgressBar::with_draw_target(Some(0), target);
-        Bar { bar, state: Mutex::new((Phase::Nodes, Instant::now())) }
+        Bar {
+            bar,
+            state: Mutex::new((Phase::Nodes, Instant::now())),
+        }
     }
 }
 
@@ -121,7 +124,8 @@ impl Progress for Bar {
         if rows > 0 {
             if let Ok(s) = self.state.lock() {
                 let secs = s.1.elapsed().as_secs_f64().max(1e-3);
-                self.bar.set_message(format!("{rows} rows ({:.0} rows/s)", rows as f64 / secs));
+                self.bar
+                    .set_message(format!("{rows} rows ({:.0} rows/s)", rows as f64 / secs));
             }
         }
     }
@@ -133,19 +137,31 @@ impl Progress for Bar {
 
 pub fn run(a: Args) -> Result<()> {
     if a.nodes.is_empty() {
-        bail!("nothing to import: give at least one --nodes [LABEL=]FILE (see quiver import --help)");
+        bail!(
+            "nothing to import: give at least one --nodes [LABEL=]FILE (see quiver import --help)"
+        );
     }
     let mut cfg = ImportConfig::new(&a.db);
     for n in &a.nodes {
-        cfg.nodes.push(InputGroup::parse(n).map_err(anyhow::Error::msg)?);
+        cfg.nodes
+            .push(InputGroup::parse(n).map_err(anyhow::Error::msg)?);
     }
     for r in &a.relationships {
-        cfg.relationships.push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
+        cfg.relationships
+            .push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
     }
     cfg.dialect.delimiter = one_byte("delimiter", &a.delimiter)?;
-    cfg.dialect.quote = if a.quote.eq_ignore_ascii_case("none") { None } else { Some(one_byte("quote", &a.quote)?) };
+    cfg.dialect.quote = if a.quote.eq_ignore_ascii_case("none") {
+        None
+    } else {
+        Some(one_byte("quote", &a.quote)?)
+    };
     cfg.dialect.array_delimiter = one_byte("array-delimiter", &a.array_delimiter)?;
-    cfg.id_type = if a.id_type == "integer" { IdType::Integer } else { IdType::String };
+    cfg.id_type = if a.id_type == "integer" {
+        IdType::Integer
+    } else {
+        IdType::String
+    };
     if let Some(b) = &a.memory_budget {
         cfg.memory_budget_bytes = parse_bytes(b).map_err(anyhow::Error::msg)?;
     }
@@ -201,25 +217,47 @@ fn print_summary(s: &ImportSummary) {
         println!("  {:<25} {:>14} nodes", "(no label)", s.n_nodes);
     }
     for (t, n) in &s.rels_by_type {
-        println!("  [:{t}]{:<width$} {n:>14} relationships", "", width = 22usize.saturating_sub(t.len()));
+        println!(
+            "  [:{t}]{:<width$} {n:>14} relationships",
+            "",
+            width = 22usize.saturating_sub(t.len())
+        );
     }
-    println!("  rows read      {:>14}  ({} bytes, {})", s.rows_read, s.bytes_read, human_bytes(s.bytes_read));
+    println!(
+        "  rows read      {:>14}  ({} bytes, {})",
+        s.rows_read,
+        s.bytes_read,
+        human_bytes(s.bytes_read)
+    );
     if s.rows_rejected > 0 {
         println!(
             "  rows skipped   {:>14}  (each in {})",
             s.rows_rejected,
-            s.rejects_path.as_ref().map_or(String::new(), |p| p.display().to_string())
+            s.rejects_path
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string())
         );
     }
-    println!("  wall time      {:>14.2} s  ({:.0} rows/s)", s.seconds, s.rows_per_second());
+    println!(
+        "  wall time      {:>14.2} s  ({:.0} rows/s)",
+        s.seconds,
+        s.rows_per_second()
+    );
     println!(
         "  peak memory    {:>14}  (budget {}, granted at most {})",
         human_bytes(s.peak_rss_bytes),
         human_bytes(s.budget_bytes),
         human_bytes(s.budget_peak_bytes)
     );
-    println!("  database size  {:>14}  ({} row groups)", human_bytes(s.db_bytes), s.row_groups);
+    println!(
+        "  database size  {:>14}  ({} row groups)",
+        human_bytes(s.db_bytes),
+        s.row_groups
+    );
     if s.spilled_edges > 0 {
-        println!("  spilled        {:>14} relationships to the temp directory", s.spilled_edges);
+        println!(
+            "  spilled        {:>14} relationships to the temp directory",
+            s.spilled_edges
+        );
     }
 }

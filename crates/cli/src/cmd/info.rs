@@ -32,11 +32,17 @@ pub fn run(a: Args) -> Result<()> {
             let encoding = if t.footer.row_groups.is_empty() {
                 "-".to_string()
             } else {
-                db.with_node_chunk(ti, 0, ci, |ch| ch.encoding_name().to_string()).unwrap_or_else(|e| format!("({e})"))
+                db.with_node_chunk(ti, 0, ci, |ch| ch.encoding_name().to_string())
+                    .unwrap_or_else(|e| format!("({e})"))
             };
             cols.push(serde_json::json!({"name": c.name, "type": c.dtype.name(), "bytes": bytes, "encoding": encoding}));
         }
-        let labels: Vec<&str> = t.meta.labels.iter().map(|&l| m.labels[l as usize].as_str()).collect();
+        let labels: Vec<&str> = t
+            .meta
+            .labels
+            .iter()
+            .map(|&l| m.labels[l as usize].as_str())
+            .collect();
         tables.push(serde_json::json!({
             "name": t.meta.name, "labels": labels, "rows": t.meta.n_rows, "first_node": t.meta.first_node,
             "row_groups": t.footer.row_groups.len(), "bytes": t.meta.segment.bytes, "columns": cols,
@@ -64,7 +70,12 @@ pub fn run(a: Args) -> Result<()> {
         .iter()
         .enumerate()
         .map(|(li, l)| {
-            let fixed: u64 = m.node_tables.iter().filter(|t| t.labels.contains(&(li as u32))).map(|t| t.n_rows).sum();
+            let fixed: u64 = m
+                .node_tables
+                .iter()
+                .filter(|t| t.labels.contains(&(li as u32)))
+                .map(|t| t.n_rows)
+                .sum();
             serde_json::json!({"label": l, "nodes_with_fixed_label": fixed})
         })
         .collect();
@@ -79,7 +90,13 @@ pub fn run(a: Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());
     }
-    println!("{} (generation {}, format {}, written by {})", a.db.display(), m.generation, m.format_version, m.written_by);
+    println!(
+        "{} (generation {}, format {}, written by {})",
+        a.db.display(),
+        m.generation,
+        m.format_version,
+        m.written_by
+    );
     println!(
         "opened {} in {:.2} ms; resident set {} after open ({} before)",
         info["open_mode"].as_str().unwrap_or(""),
@@ -87,7 +104,12 @@ pub fn run(a: Args) -> Result<()> {
         human_bytes(rss_after),
         human_bytes(rss_before)
     );
-    println!("nodes {}, relationships {}, on disk {}", db.n_nodes(), info["relationships"], human_bytes(db.disk_bytes()));
+    println!(
+        "nodes {}, relationships {}, on disk {}",
+        db.n_nodes(),
+        info["relationships"],
+        human_bytes(db.disk_bytes())
+    );
     for t in &tables {
         println!(
             "node table {}  labels {}  rows {}  row groups {}  {}",

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn quiver(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quiver")).args(args).output().expect("running quiver")
+    Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .output()
+        .expect("running quiver")
 }
 
 pub fn ok(args: &[&str]) -> String {
@@ -22,7 +25,11 @@ pub fn ok(args: &[&str]) -> String {
 /// Runs quiver expecting failure; returns stderr.
 pub fn fails(args: &[&str]) -> String {
     let o = quiver(args);
-    assert!(!o.status.success(), "quiver {args:?} unexpectedly succeeded: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !o.status.success(),
+        "quiver {args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
@@ -38,9 +45,15 @@ pub fn s(p: &Path) -> &str {
 
 /// Reads every CSV file of an export dir into (header, rows) per file name prefix kind.
 pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut r = csv::ReaderBuilder::new().has_headers(true).from_path(path).unwrap();
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .unwrap();
     let header = r.headers().unwrap().iter().map(|s| s.to_string()).collect();
-    let rows = r.records().map(|rec| rec.unwrap().iter().map(|s| s.to_string()).collect()).collect();
+    let rows = r
+        .records()
+        .map(|rec| rec.unwrap().iter().map(|s| s.to_string()).collect())
+        .collect();
     (header, rows)
 }
 
