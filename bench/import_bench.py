@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Import benchmark: Quiver side by side with DuckDB and Kùzu on the same files.
+
+For a workload and scale it generates the files once (with `quiver generate`), then runs
+each system's import `--runs` times in a fresh child process and reports the median wall
+time, rows/s, peak resident memory (the child's ru_maxrss, so the Python interpreter of
+DuckDB/Kùzu counts, as it would for their users), on-disk size, and the ratio to Quiver.
+
+    pip install duckdb kuzu
+    python3 bench/import_bench.py --workload dolt --rows 1000000 --order random
+    python3 bench/import_bench.py --workload social --scale 1 --budget 512MiB
+
+Peers: DuckDB (typed table with PRIMARY KEY, COPY FROM), Kùzu (node/rel tables, COPY FROM).
+Every run prints one row plus a machine-readable JSON line (prefix `RESULT `).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIVER = ROOT / "target" / "release" / "quiver"
+
+
+def timed(cmd):
+    """Runs cmd under /usr/bin/time-like accounting via wait4."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    secs = time.perf_counter() - t
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(map(str, cmd))}\n{err.decode()[-3000:]}")
+    return secs, ru.ru_maxrss * 1024, out.decode()
+
+
+def du(path):
+    p = Path(path)
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def fresh(path):
+    p = Path(path)
+    if p.is_dir():
+        shutil.rmtree(p)
+    elif p.exists():
+        p.unlink()
+    for extra in [Path(str(p) + ".wal")]:
+        if extra.exists():
+            extra.unlink()
+
+
+DOLT_DUCK = "CREATE TABLE dolt(pk INTEGER PRIMARY KEY, c1 BIGINT, c2 VARCHAR, c3 TIMESTAMP, c4 DOUBLE, c5 TINYINT, c6 FLOAT, c7 VARCHAR, c8 VARCHAR, c9 VARCHAR)"
+DOLT_KUZU = "CREATE NODE TABLE Dolt(pk INT64, c1 INT64, c2 STRING, c3 TIMESTAMP, c4 DOUBLE, c5 INT8, c6 FLOAT, c7 STRING, c8 STRING, c9 STRING, PRIMARY KEY(pk))"
+USERS_COLS = "id INTEGER PRIMARY KEY, age INTEGER, gender INTEGER, region VARCHAR, completion_percentage INTEGER, public INTEGER, last_login TIMESTAMP, registration TIMESTAMP"
+USERS_KUZU = "CREATE NODE TABLE User(id INT64, age INT64, gender INT64, region STRING, completion_percentage INT64, public INT64, last_login TIMESTAMP, registration TIMESTAMP, PRIMARY KEY(id))"
+
+
+def duck_script(db, statements, threads):
+    return textwrap.dedent(f"""
+        import duckdb
+        con = duckdb.connect({str(db)!r})
+        con.execute("SET threads={threads}")
+        for s in {statements!r}:
+            con.execute(s)
+        con.close()
+    """)
+
+
+def kuzu_script(db, statements, threads):
+    return textwrap.dedent(f"""
+        import kuzu
+        d = kuzu.Database({str(db)!r})
+        c = kuzu.Connection(d, num_threads={threads})
+        for s in {statements!r}:
+            c.execute(s)
+    """)
+
+
+def systems(args, files, work):
+    """(name, path, command) per system for this workload."""
+    q = work / "quiver.qdb"
+    duck = work / "duck.duckdb"
+    kz = work / "kuzu.kz"
+    qcmd = [str(QUIVER), "import", "--db", str(q), "--id-type", "integer", "--threads", str(args.threads), "--json", "--quiet"]
+    if args.budget:
+        qcmd += ["--memory-budget", args.budget]
+    if args.workload == "dolt":
+        f = files["dolt"]
+        qcmd += ["--nodes", f"Dolt={f}"]
+        duck_stmts = [DOLT_DUCK, f"COPY dolt FROM '{f}' (HEADER true)"]
+        kuzu_stmts = [DOLT_KUZU, f"COPY Dolt FROM '{f}' (header=true)"]
+    elif args.workload == "social":
+        n, e = files["nodes"], files["edges"]
+        qcmd += ["--nodes", f"User={n}", "--relationships", f"FOLLOWS={e}"]
+        duck_stmts = [f"CREATE TABLE users({USERS_COLS})", "CREATE TABLE follows(src INTEGER, dst INTEGER)",
+                      f"COPY users FROM '{n}' (HEADER true)", f"COPY follows FROM '{e}' (HEADER true)"]
+        kuzu_stmts = [USERS_KUZU, "CREATE REL TABLE FOLLOWS(FROM User TO User)",
+                      f"COPY User FROM '{n}' (header=true)", f"COPY FOLLOWS FROM '{e}' (header=true)"]
+    else:  # wide
+        f, h = files["wide"], files["header"]
+        cols = args.cols
+        qcmd = [c for c in qcmd if c != "integer"]
+        qcmd[qcmd.index("--id-type") + 1:qcmd.index("--id-type") + 1] = ["string"]
+        qcmd += ["--nodes", f"Wide={h},{f}"]
+        colspec = ", ".join(f"c{i} VARCHAR" for i in range(cols))
+        duck_stmts = [f"CREATE TABLE wide({colspec})", f"COPY wide FROM '{f}' (HEADER false)"]
+        kcols = ", ".join(f"c{i} STRING" for i in range(cols))
+        kuzu_stmts = [f"CREATE NODE TABLE Wide(id SERIAL, {kcols}, PRIMARY KEY(id))", f"COPY Wide FROM '{f}' (header=false)"]
+    out = [("quiver", q, qcmd)]
+    if "duckdb" in args.peers:
+        out.append(("duckdb", duck, [sys.executable, "-c", duck_script(duck, duck_stmts, args.threads)]))
+    if "kuzu" in args.peers:
+        out.append(("kuzu", kz, [sys.executable, "-c", kuzu_script(kz, kuzu_stmts, args.threads)]))
+    return out
+
+
+def generate(args, data):
+    files = {}
+    if args.workload == "dolt":
+        name = {100_000: "100k", 1_000_000: "1m", 10_000_000: "10m"}.get(args.rows, str(args.rows))
+        f = data / f"dolt-{name}-{args.order}.csv"
+        if not f.exists():
+            subprocess.run([str(QUIVER), "generate", "dolt", "--rows", str(args.rows), "--order", args.order, "--out", str(data)], check=True)
+        files["dolt"] = f
+        files["rows"] = args.rows
+    elif args.workload == "social":
+        d = data / f"social-{args.scale}"
+        if not (d / "edges.csv").exists():
+            subprocess.run([str(QUIVER), "generate", "social", "--scale", str(args.scale), "--out", str(d)], check=True)
+        files["nodes"], files["edges"] = d / "nodes.csv", d / "edges.csv"
+        files["rows"] = sum(1 for _ in open(files["nodes"], "rb")) - 1 + sum(1 for _ in open(files["edges"], "rb")) - 1
+    else:
+        d = data / "wide"
+        f = d / f"wide-{args.rows // 1000}k.csv"
+        if not f.exists():
+            subprocess.run([str(QUIVER), "generate", "wide", "--rows", str(args.rows), "--cols", str(args.cols), "--out", str(d)], check=True)
+        # Quiver's header-only first file gives a row id column plus c0..c99.
+        h = d / "wide-import-header.csv"
+        h.write_text(",".join(f"c{i}" for i in range(args.cols)) + "\n")
+        files["wide"], files["header"], files["rows"] = f, h, args.rows
+    files["bytes"] = sum(Path(files[k]).stat().st_size for k in ("dolt", "nodes", "edges", "wide") if k in files)
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", choices=["dolt", "social", "wide"], required=True)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--order", choices=["sorted", "random"], default="sorted")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--cols", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--budget", default=None, help="Quiver --memory-budget (default: Quiver's default)")
+    ap.add_argument("--peers", default="duckdb,kuzu")
+    ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    args = ap.parse_args()
+    if not QUIVER.exists():
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    files = generate(args, data)
+    work = data / "work"
+    work.mkdir(exist_ok=True)
+    rows = files["rows"]
+    label = {"dolt": f"dolt {args.rows} {args.order}", "social": f"social scale {args.scale}", "wide": f"wide {args.rows}x{args.cols}"}[args.workload]
+    print(f"# {label}: {rows} rows, {files['bytes'] / 2**20:.1f} MiB of CSV, {args.threads} threads, {args.runs} runs (median)")
+    results = {}
+    for run in range(args.runs):
+        # Interleave systems within each round so that machine noise hits all alike.
+        for name, path, cmd in systems(args, files, work):
+            fresh(path)
+            secs, rss, out = timed(cmd)
+            results.setdefault(name, []).append((secs, rss, du(path)))
+    print(f"{'system':<8} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'disk MiB':>9} {'time ratio':>11} {'RSS ratio':>10}")
+    med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
+    qs, qr, _ = med["quiver"]
+    for name, (secs, rss, disk) in med.items():
+        print(f"{name:<8} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {disk / 2**20:>9.1f} {secs / qs:>10.2f}x {rss / qr:>9.2f}x")
+    for name, (secs, rss, disk) in med.items():
+        print("RESULT " + json.dumps({"workload": label, "system": name, "rows": rows, "seconds": round(secs, 3),
+                                      "rows_per_s": round(rows / secs), "peak_rss_bytes": rss, "disk_bytes": disk,
+                                      "budget": args.budget, "runs": [round(r[0], 3) for r in results[name]]}))
+
+
+if __name__ == "__main__":
+    main()
