@@ -22,7 +22,8 @@ const BLOCK_EDGES: usize = 1 << 19;
 
 pub struct EdgeStore {
     blocks: Vec<Vec<u64>>,
-    spill: Option<(PathBuf, BufWriter<File>)>,
+    /// The spill file and, until `finish_input`, its writer.
+    spill: Option<(PathBuf, Option<BufWriter<File>>)>,
     spilled: u64,
     n: u64,
     grant: Grant,
@@ -109,9 +110,13 @@ impl EdgeStore {
                 .temp_dir
                 .join(format!("edges-{}.bin", sanitize(&self.name)));
             let f = File::create(&path).at(&path)?;
-            self.spill = Some((path, BufWriter::with_capacity(1 << 20, f)));
+            self.spill = Some((path, Some(BufWriter::with_capacity(1 << 20, f))));
         }
-        let (path, w) = self.spill.as_mut().expect("spill file was just created");
+        let Some((path, Some(w))) = self.spill.as_mut() else {
+            return Err(ImportError::Usage(
+                "internal: edge store written after finish_input".into(),
+            ));
+        };
         for b in self.blocks.drain(..) {
             let mut bytes = Vec::with_capacity(b.len() * 8);
             for e in &b {
@@ -124,12 +129,29 @@ impl EdgeStore {
         Ok(())
     }
 
-    /// Calls `f(edge_id, src, dst)` for every edge in input order.
-    fn for_each(&mut self, mut f: impl FnMut(u64, u32, u32)) -> Result<(), ImportError> {
-        let mut id = 0u64;
+    /// Ends the input: flushes the spill file so that builds can read it.
+    pub fn finish_input(&mut self) -> Result<(), ImportError> {
         if let Some((path, w)) = self.spill.as_mut() {
-            w.flush().at(path)?;
-            let mut r = BufReader::with_capacity(1 << 20, File::open(&*path).at(path)?);
+            if let Some(mut w) = w.take() {
+                w.flush().at(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The out- and in-degree arrays (moved out; the store keeps the edges).
+    pub fn take_degrees(&mut self) -> (Vec<u32>, Vec<u32>) {
+        (
+            std::mem::take(&mut self.out_deg),
+            std::mem::take(&mut self.in_deg),
+        )
+    }
+
+    /// Calls `f(edge_id, src, dst)` for every edge in input order.
+    fn for_each(&self, mut f: impl FnMut(u64, u32, u32)) -> Result<(), ImportError> {
+        let mut id = 0u64;
+        if let Some((path, _)) = self.spill.as_ref() {
+            let mut r = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);
             let mut buf = vec![0u8; 1 << 20];
             let mut left = self.spilled * 8;
             while left > 0 {
@@ -153,25 +175,24 @@ impl EdgeStore {
     }
 
     /// Builds one direction of the CSR into `writer`, in as many passes as the budget
-    /// needs. `forward` keys edges by source; otherwise by target.
+    /// needs. `forward` keys edges by source; otherwise by target. `share` is the
+    /// fraction of the free budget this build may use (builds may run side by side).
+    #[allow(clippy::too_many_arguments)]
     pub fn build_csr(
-        &mut self,
+        &self,
         forward: bool,
         with_edge_ids: bool,
+        degrees: &[u32],
         mut writer: CsrWriter,
         budget: &MemoryBudget,
-        mut progress: impl FnMut(u64),
+        share: (u64, u64),
+        progress: &(dyn Fn(u64) + Sync),
     ) -> Result<quiver_storage::manifest::SegmentMeta, ImportError> {
-        let degrees = if forward {
-            std::mem::take(&mut self.out_deg)
-        } else {
-            std::mem::take(&mut self.in_deg)
-        };
         let n_nodes = degrees.len();
         let entry_bytes: u64 = if with_edge_ids { 8 } else { 4 };
-        // Leave a quarter of what is free for everything else still alive. A partition
+        // Leave a quarter of our share for everything else still alive. A partition
         // holds at least one node, whatever its degree.
-        let avail = budget.available_bytes() / 4 * 3;
+        let avail = budget.available_bytes() / share.1 * share.0 / 4 * 3;
         let mut lo = 0usize;
         while lo < n_nodes {
             // Extend the partition while its entries (and per-node cursors) fit.

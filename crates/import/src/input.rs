@@ -107,7 +107,7 @@ pub fn spawn_reader(
     cancel: Arc<AtomicBool>,
     pool: Arc<rayon::ThreadPool>,
 ) -> (Receiver<Msg>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = bounded::<Msg>(2);
+    let (tx, rx) = bounded::<Msg>(1);
     let handle = std::thread::Builder::new()
         .name("quiver-reader".into())
         .spawn(move || {

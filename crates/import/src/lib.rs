@@ -145,6 +145,8 @@ pub struct ImportSummary {
     pub db_bytes: u64,
     pub spilled_edges: u64,
     pub row_groups: u64,
+    /// Wall time of each phase (reading nodes, indexing ids, ...), in order.
+    pub phase_seconds: Vec<(String, f64)>,
 }
 
 impl ImportSummary {
@@ -179,6 +181,24 @@ struct Ctx<'a> {
     window_bytes: usize,
     chunk_bytes: usize,
     row_groups: u64,
+    /// Wall time per phase, in order.
+    phases: Vec<(Phase, Instant)>,
+}
+
+impl Ctx<'_> {
+    fn phase(&mut self, phase: Phase, total: u64) {
+        self.phases.push((phase, Instant::now()));
+        self.progress.phase(phase, total);
+    }
+
+    fn phase_seconds(&self) -> Vec<(String, f64)> {
+        let mut v = Vec::new();
+        for (i, (p, t)) in self.phases.iter().enumerate() {
+            let end = self.phases.get(i + 1).map_or_else(Instant::now, |n| n.1);
+            v.push((p.name().to_string(), (end - *t).as_secs_f64()));
+        }
+        v
+    }
 }
 
 /// Runs an import. On error nothing is published and the staging area is removed.
@@ -232,6 +252,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         window_bytes,
         chunk_bytes,
         row_groups: 0,
+        phases: Vec::new(),
     };
     let staging = Staging::begin(&cfg.db, cfg.overwrite)?;
     let temp_parent = match &cfg.temp_dir {
@@ -244,7 +265,8 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         .tempdir_in(&temp_parent)
         .at(&temp_parent)?;
 
-    let result = pool.install(|| run(&mut ctx, &staging, temp.path()));
+    // The sequential stages run on this thread; parallel sections enter the pool.
+    let result = run(&mut ctx, &staging, temp.path());
     let (manifest, mut summary) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -255,7 +277,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
     };
     ctx.rejects.finish()?;
     drop(temp);
-    ctx.progress.phase(Phase::Publish, 1);
+    ctx.phase(Phase::Publish, 1);
     let db = staging.publish(&manifest)?;
     ctx.progress.advance(1, 0);
     ctx.progress.finish();
@@ -269,6 +291,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
     summary.budget_peak_bytes = ctx.budget.peak_bytes();
     summary.peak_rss_bytes = quiver_common::size::peak_rss_bytes().unwrap_or(0);
     summary.row_groups = ctx.row_groups;
+    summary.phase_seconds = ctx.phase_seconds();
     summary.db_bytes = manifest_bytes(&manifest);
     Ok(summary)
 }
@@ -302,7 +325,7 @@ fn run(
     let mut labels: Vec<String> = Vec::new();
     let mut tables: Vec<NodeTableMeta> = Vec::new();
     let mut n_nodes = 0u64;
-    ctx.progress.phase(Phase::Nodes, files_bytes(&cfg.nodes));
+    ctx.phase(Phase::Nodes, files_bytes(&cfg.nodes));
     let mut done_before = 0u64;
     for (gi, group) in cfg.nodes.iter().enumerate() {
         let t = import_nodes(
@@ -321,7 +344,7 @@ fn run(
 
     // Persist the id indexes (the maps stay in memory for the relationships).
     let total_ids: u64 = spaces.iter().map(|s| s.map.len()).sum();
-    ctx.progress.phase(Phase::IdIndex, total_ids);
+    ctx.phase(Phase::IdIndex, total_ids);
     let mut id_spaces = Vec::new();
     for (si, s) in spaces.iter().enumerate() {
         let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
@@ -345,8 +368,7 @@ fn run(
 
     // Relationships.
     let mut rels: Vec<RelState> = Vec::new();
-    ctx.progress
-        .phase(Phase::Relationships, files_bytes(&cfg.relationships));
+    ctx.phase(Phase::Relationships, files_bytes(&cfg.relationships));
     let mut done_before = 0u64;
     for group in &cfg.relationships {
         import_rels(
@@ -363,15 +385,16 @@ fn run(
     drop(spaces);
 
     let total_csr: u64 = rels.iter().map(|r| r.store.len() * 2).sum();
-    ctx.progress.phase(Phase::Csr, total_csr);
+    ctx.phase(Phase::Csr, total_csr);
     let mut rel_metas = Vec::new();
     let mut spilled = 0;
+    let mut csr_done_before = 0u64;
     for (ri, r) in rels.iter_mut().enumerate() {
         spilled += r.store.spilled_edges();
         let props = match r.props.take() {
             Some((mut w, builders)) => {
                 if builders.first().is_some_and(|b| !b.is_empty()) {
-                    w.write_row_group(&builders)?;
+                    ctx.pool.install(|| w.write_row_group(&builders))?;
                     ctx.row_groups += 1;
                 }
                 drop(builders);
@@ -381,32 +404,49 @@ fn run(
         };
         let has_props = props.is_some();
         let n_edges = r.store.len();
-        let progress = ctx.progress;
+        r.store.finish_input()?;
+        let (out_deg, in_deg) = r.store.take_degrees();
+        let sorted = r.store.sorted;
         let out_w = CsrWriter::create(
             staging,
             &format!("rel-{ri:04}.out.seg"),
-            &r.store.out_deg,
+            &out_deg,
             n_edges,
-            has_props && !r.store.sorted,
+            has_props && !sorted,
         )?;
-        let sorted = r.store.sorted;
-        let out = r
-            .store
-            .build_csr(true, has_props && !sorted, out_w, &ctx.budget, |m| {
-                progress.advance(m, 0)
-            })?;
         let in_w = CsrWriter::create(
             staging,
             &format!("rel-{ri:04}.in.seg"),
-            &r.store.in_deg,
+            &in_deg,
             n_edges,
             has_props,
         )?;
-        let inc = r
-            .store
-            .build_csr(false, has_props, in_w, &ctx.budget, |m| {
-                progress.advance(m, 0)
-            })?;
+        // Both directions build side by side, each with half of what is free.
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let progress = ctx.progress;
+        let advance = |m: u64| {
+            let d = done.fetch_add(m, std::sync::atomic::Ordering::Relaxed) + m;
+            progress.advance(csr_done_before + d, 0);
+        };
+        let (store, budget) = (&r.store, &ctx.budget);
+        let (out, inc) = ctx.pool.install(|| {
+            rayon::join(
+                || {
+                    store.build_csr(
+                        true,
+                        has_props && !sorted,
+                        &out_deg,
+                        out_w,
+                        budget,
+                        (1, 2),
+                        &advance,
+                    )
+                },
+                || store.build_csr(false, has_props, &in_deg, in_w, budget, (1, 2), &advance),
+            )
+        });
+        let (out, inc) = (out?, inc?);
+        csr_done_before += 2 * n_edges;
         rel_metas.push(RelTypeMeta {
             name: r.name.clone(),
             n_edges,
@@ -600,14 +640,16 @@ const ROW_GROUP_BUDGET_SHARE: (u64, u64) = (2, 5);
 
 /// A row group under construction, with the grant that covers it.
 struct RowGroup {
+    pool: Arc<rayon::ThreadPool>,
     builders: Vec<ColumnBuilder>,
     types: Vec<DataType>,
     grant: Grant,
 }
 
 impl RowGroup {
-    fn new(types: &[DataType], budget: &MemoryBudget) -> Self {
+    fn new(types: &[DataType], budget: &MemoryBudget, pool: Arc<rayon::ThreadPool>) -> Self {
         RowGroup {
+            pool,
             builders: types.iter().map(|&t| ColumnBuilder::new(t)).collect(),
             types: types.to_vec(),
             grant: budget.empty_grant("row group buffer"),
@@ -659,7 +701,7 @@ impl RowGroup {
         release: bool,
     ) -> Result<(), ImportError> {
         if self.len() > 0 {
-            w.write_row_group(&self.builders)?;
+            self.pool.install(|| w.write_row_group(&self.builders))?;
             *row_groups += 1;
         }
         if release {
@@ -673,6 +715,43 @@ impl RowGroup {
         }
         Ok(())
     }
+}
+
+/// A window with its chunks parsed.
+enum Parsed {
+    Window(Window, Vec<(usize, Batch)>),
+    Error(ImportError),
+}
+
+/// Runs parsing on a thread of its own (its chunks in parallel on the pool), so that the
+/// sequential stage of one window overlaps the parsing of the next. The channel holds
+/// one parsed window: memory in flight stays a few windows.
+fn parse_stage<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    rx: &'env crossbeam_channel::Receiver<Msg>,
+    first: Option<Window>,
+    plan: &'env Plan,
+    endpoints: Option<&'env Endpoints<'env>>,
+    pool: Arc<rayon::ThreadPool>,
+) -> crossbeam_channel::Receiver<Parsed> {
+    let (tx, out) = crossbeam_channel::bounded::<Parsed>(1);
+    scope.spawn(move || {
+        let windows = first.into_iter().map(Msg::Window).chain(rx.iter());
+        for msg in windows {
+            let p = match msg {
+                Msg::Window(w) => {
+                    let batches = pool.install(|| parse_window(&w, plan, endpoints));
+                    Parsed::Window(w, batches)
+                }
+                Msg::Error(e) => Parsed::Error(e),
+                Msg::Header { .. } => continue,
+            };
+            if tx.send(p).is_err() {
+                return;
+            }
+        }
+    });
+    out
 }
 
 /// Parses the chunks of a window in parallel.
@@ -821,7 +900,7 @@ fn import_nodes(
         let name = group.spec.clone().unwrap_or_else(|| format!("nodes{gi}"));
         let mut writer =
             TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
-        let mut rg = RowGroup::new(&out_types, &ctx.budget);
+        let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone());
         let mut lines = Lines {
             file_idx: 0,
             next_line: header_lines,
@@ -829,112 +908,110 @@ fn import_nodes(
         let mut n_rows = 0u64;
         let mut last_done = 0u64;
         let mut file_done_base = 0u64;
-        let mut next = first_window.map(Msg::Window);
-        loop {
-            let msg = match next.take() {
-                Some(m) => m,
-                None => match rx.recv() {
-                    Ok(m) => m,
-                    Err(_) => break,
-                },
-            };
-            let w = match msg {
-                Msg::Window(w) => w,
-                Msg::Error(e) => return Err(e),
-                Msg::Header { .. } => continue,
-            };
-            if w.first_of_file && w.file_idx > 0 {
-                file_done_base += last_done;
-                last_done = 0;
-            }
-            lines.window(&w, header_lines);
-            let file = &group.files[w.file_idx];
-            let batches = parse_window(&w, &plan, None);
-            for (chunk_start, mut batch) in batches {
-                let base = lines.next_line;
-                ctx.rows_read += batch.records;
-                for e in std::mem::take(&mut batch.errors) {
-                    let raw =
-                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                    bad_row(
-                        ctx,
-                        file,
-                        base + e.line,
-                        e.column,
-                        e.reason,
-                        &e.message,
-                        raw,
-                    )?;
+        let pool = ctx.pool.clone();
+        std::thread::scope(|scope| -> Result<(), ImportError> {
+            let parsed = parse_stage(scope, &rx, first_window.take(), &plan, None, pool);
+            for p in parsed.iter() {
+                let (w, batches) = match p {
+                    Parsed::Window(w, b) => (w, b),
+                    Parsed::Error(e) => return Err(e),
+                };
+                if w.first_of_file && w.file_idx > 0 {
+                    file_done_base += last_done;
+                    last_done = 0;
                 }
-                // Ids: first occurrence wins; later ones are duplicates.
-                if let (Some(out), Some(si)) = (id_column, id_space) {
-                    let mut keep: Option<Vec<bool>> = None;
-                    let mut next_node = first_node + n_rows;
-                    for r in 0..batch.n_rows() {
-                        let col = &batch.columns[out];
-                        let key = if integer {
-                            Key::Int(col.i64_values()[r])
-                        } else {
-                            Key::Str(col.bytes_at(r))
-                        };
-                        if next_node >= NODES_MAX {
-                            return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
+                lines.window(&w, header_lines);
+                let file = &group.files[w.file_idx];
+                for (chunk_start, mut batch) in batches {
+                    let base = lines.next_line;
+                    ctx.rows_read += batch.records;
+                    for e in std::mem::take(&mut batch.errors) {
+                        let raw = &w.data
+                            [chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                        bad_row(
+                            ctx,
+                            file,
+                            base + e.line,
+                            e.column,
+                            e.reason,
+                            &e.message,
+                            raw,
+                        )?;
+                    }
+                    // Ids: first occurrence wins; later ones are duplicates.
+                    if let (Some(out), Some(si)) = (id_column, id_space) {
+                        let mut keep: Option<Vec<bool>> = None;
+                        let mut next_node = first_node + n_rows;
+                        for r in 0..batch.n_rows() {
+                            let col = &batch.columns[out];
+                            let key = if integer {
+                                Key::Int(col.i64_values()[r])
+                            } else {
+                                Key::Str(col.bytes_at(r))
+                            };
+                            if next_node >= NODES_MAX {
+                                return Err(ImportError::Usage(format!(
+                                    "more than {NODES_MAX} nodes"
+                                )));
+                            }
+                            if spaces[si].map.insert(key, next_node as u32)?.is_some() {
+                                let shown = match key {
+                                    Key::Int(k) => k.to_string(),
+                                    Key::Str(s) => String::from_utf8_lossy(s).to_string(),
+                                };
+                                let (s, e) = batch.spans[r];
+                                let raw =
+                                    &w.data[chunk_start + s as usize..chunk_start + e as usize];
+                                let err = RowError {
+                                    line: batch.lines[r] as u64,
+                                    column: 0,
+                                    reason: Reason::DuplicateId,
+                                    message: format!(
+                                        "duplicate node id '{shown}' (an earlier node has it)"
+                                    ),
+                                    span: (s as usize, e as usize),
+                                };
+                                bad_row(
+                                    ctx,
+                                    file,
+                                    base + err.line,
+                                    err.column,
+                                    err.reason,
+                                    &err.message,
+                                    raw,
+                                )?;
+                                keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
+                            } else {
+                                next_node += 1;
+                            }
                         }
-                        if spaces[si].map.insert(key, next_node as u32)?.is_some() {
-                            let shown = match key {
-                                Key::Int(k) => k.to_string(),
-                                Key::Str(s) => String::from_utf8_lossy(s).to_string(),
-                            };
-                            let (s, e) = batch.spans[r];
-                            let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
-                            let err = RowError {
-                                line: batch.lines[r] as u64,
-                                column: 0,
-                                reason: Reason::DuplicateId,
-                                message: format!(
-                                    "duplicate node id '{shown}' (an earlier node has it)"
-                                ),
-                                span: (s as usize, e as usize),
-                            };
-                            bad_row(
-                                ctx,
-                                file,
-                                base + err.line,
-                                err.column,
-                                err.reason,
-                                &err.message,
-                                raw,
-                            )?;
-                            keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
-                        } else {
-                            next_node += 1;
+                        if let Some(keep) = keep {
+                            batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
                         }
                     }
-                    if let Some(keep) = keep {
-                        batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
-                    }
-                }
-                if let Some(lc) = label_column {
-                    let col = &batch.columns[lc];
-                    if let Some(child) = col.list_child_ref() {
-                        for k in 0..child.len() {
-                            let l = String::from_utf8_lossy(child.bytes_at(k));
-                            if !l.is_empty() && !labels.iter().any(|x| *x == l) {
-                                label_index(labels, &l)?;
+                    if let Some(lc) = label_column {
+                        let col = &batch.columns[lc];
+                        if let Some(child) = col.list_child_ref() {
+                            for k in 0..child.len() {
+                                let l = String::from_utf8_lossy(child.bytes_at(k));
+                                if !l.is_empty() && !labels.iter().any(|x| *x == l) {
+                                    label_index(labels, &l)?;
+                                }
                             }
                         }
                     }
+                    let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
+                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                    n_rows += kept as u64;
+                    lines.next_line = base + batch.lines_total;
                 }
-                let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
-                rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
-                n_rows += kept as u64;
-                lines.next_line = base + batch.lines_total;
+                ctx.bytes_read += w.file_bytes_done - last_done;
+                last_done = w.file_bytes_done;
+                ctx.progress
+                    .advance(*done_before + file_done_base + last_done, ctx.rows_read);
             }
-            ctx.bytes_read += w.file_bytes_done - last_done;
-            last_done = w.file_bytes_done;
-            ctx.progress
-                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
-        }
+            Ok(())
+        })?;
         *done_before += file_done_base + last_done;
         rg.flush(&mut writer, &mut ctx.row_groups, true)?;
         let segment: SegmentMeta = writer.finish()?;
@@ -1093,117 +1170,121 @@ fn import_rels(
         let mut last_done = 0u64;
         let mut file_done_base = 0u64;
         let mut rg_grant = ctx.budget.empty_grant("relationship property buffer");
-        while let Ok(msg) = rx.recv() {
-            let w = match msg {
-                Msg::Window(w) => w,
-                Msg::Error(e) => return Err(e),
-                Msg::Header { .. } => continue,
-            };
-            if w.first_of_file && w.file_idx > 0 {
-                file_done_base += last_done;
-                last_done = 0;
-            }
-            lines.window(&w, header_lines);
-            let file = &group.files[w.file_idx];
-            let batches = parse_window(&w, &plan, Some(&endpoints));
-            for (chunk_start, mut batch) in batches {
-                let base = lines.next_line;
-                ctx.rows_read += batch.records;
-                for e in std::mem::take(&mut batch.errors) {
-                    let raw =
-                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                    bad_row(
-                        ctx,
-                        file,
-                        base + e.line,
-                        e.column,
-                        e.reason,
-                        &e.message,
-                        raw,
-                    )?;
-                }
-                // Global type index of every row.
-                let row_types: Vec<usize> = match fixed_type {
-                    Some(t) => vec![t; batch.n_rows()],
-                    None => {
-                        let mut map = Vec::with_capacity(batch.type_names.len());
-                        for n in &batch.type_names {
-                            let name = String::from_utf8_lossy(n).to_string();
-                            map.push(type_index(&name, rels, ctx)?);
-                        }
-                        batch.types.iter().map(|&t| map[t as usize]).collect()
-                    }
+        let pool = ctx.pool.clone();
+        std::thread::scope(|scope| -> Result<(), ImportError> {
+            let parsed = parse_stage(scope, &rx, None, &plan, Some(&endpoints), pool.clone());
+            for p in parsed.iter() {
+                let (w, batches) = match p {
+                    Parsed::Window(w, b) => (w, b),
+                    Parsed::Error(e) => return Err(e),
                 };
-                for r in 0..batch.n_rows() {
-                    rels[row_types[r]].store.push(batch.src[r], batch.dst[r])?;
+                if w.first_of_file && w.file_idx > 0 {
+                    file_done_base += last_done;
+                    last_done = 0;
                 }
-                if !columns.is_empty() {
-                    let single = row_types
-                        .first()
-                        .copied()
-                        .filter(|&t| row_types.iter().all(|&x| x == t));
-                    let mut targets: Vec<usize> = row_types.clone();
-                    targets.sort_unstable();
-                    targets.dedup();
-                    for t in targets {
-                        let cols: Vec<ColumnBuilder> = if single.is_some() {
-                            Vec::new()
-                        } else {
-                            let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
-                            batch.columns.iter().map(|c| c.filter(&keep)).collect()
-                        };
-                        let src = if single.is_some() {
-                            &batch.columns
-                        } else {
-                            &cols
-                        };
-                        let Some((writer, builders)) = rels[t].props.as_mut() else {
-                            continue;
-                        };
-                        if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
-                            writer.write_row_group(builders)?;
-                            ctx.row_groups += 1;
-                            builders.iter_mut().for_each(|b| b.clear());
-                        }
-                        for (b, c) in builders.iter_mut().zip(src) {
-                            b.append(c);
-                        }
+                lines.window(&w, header_lines);
+                let file = &group.files[w.file_idx];
+                for (chunk_start, mut batch) in batches {
+                    let base = lines.next_line;
+                    ctx.rows_read += batch.records;
+                    for e in std::mem::take(&mut batch.errors) {
+                        let raw = &w.data
+                            [chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                        bad_row(
+                            ctx,
+                            file,
+                            base + e.line,
+                            e.column,
+                            e.reason,
+                            &e.message,
+                            raw,
+                        )?;
                     }
-                    // The property buffers of all types share one grant and the same cap
-                    // as node row groups; under pressure every type flushes.
-                    let held = |rels: &Vec<RelState>| -> u64 {
-                        rels.iter()
-                            .filter_map(|r| r.props.as_ref())
-                            .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
-                            .sum::<u64>()
-                            * 3
-                            / 2
+                    // Global type index of every row.
+                    let row_types: Vec<usize> = match fixed_type {
+                        Some(t) => vec![t; batch.n_rows()],
+                        None => {
+                            let mut map = Vec::with_capacity(batch.type_names.len());
+                            for n in &batch.type_names {
+                                let name = String::from_utf8_lossy(n).to_string();
+                                map.push(type_index(&name, rels, ctx)?);
+                            }
+                            batch.types.iter().map(|&t| map[t as usize]).collect()
+                        }
                     };
-                    let need = held(rels);
-                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
-                        * ROW_GROUP_BUDGET_SHARE.0;
-                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err())
-                    {
-                        for r in rels.iter_mut() {
-                            if let Some((writer, builders)) = r.props.as_mut() {
-                                if builders[0].len() > 0 {
-                                    writer.write_row_group(builders)?;
-                                    ctx.row_groups += 1;
-                                }
-                                *builders =
-                                    out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                    for r in 0..batch.n_rows() {
+                        rels[row_types[r]].store.push(batch.src[r], batch.dst[r])?;
+                    }
+                    if !columns.is_empty() {
+                        let single = row_types
+                            .first()
+                            .copied()
+                            .filter(|&t| row_types.iter().all(|&x| x == t));
+                        let mut targets: Vec<usize> = row_types.clone();
+                        targets.sort_unstable();
+                        targets.dedup();
+                        for t in targets {
+                            let cols: Vec<ColumnBuilder> = if single.is_some() {
+                                Vec::new()
+                            } else {
+                                let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
+                                batch.columns.iter().map(|c| c.filter(&keep)).collect()
+                            };
+                            let src = if single.is_some() {
+                                &batch.columns
+                            } else {
+                                &cols
+                            };
+                            let Some((writer, builders)) = rels[t].props.as_mut() else {
+                                continue;
+                            };
+                            if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
+                                pool.install(|| writer.write_row_group(builders))?;
+                                ctx.row_groups += 1;
+                                builders.iter_mut().for_each(|b| b.clear());
+                            }
+                            for (b, c) in builders.iter_mut().zip(src) {
+                                b.append(c);
                             }
                         }
-                        rg_grant.try_resize(held(rels))?;
+                        // The property buffers of all types share one grant and the same cap
+                        // as node row groups; under pressure every type flushes.
+                        let held = |rels: &Vec<RelState>| -> u64 {
+                            rels.iter()
+                                .filter_map(|r| r.props.as_ref())
+                                .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
+                                .sum::<u64>()
+                                * 3
+                                / 2
+                        };
+                        let need = held(rels);
+                        let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
+                            * ROW_GROUP_BUDGET_SHARE.0;
+                        if need > rg_grant.bytes()
+                            && (need > cap || rg_grant.try_resize(need).is_err())
+                        {
+                            for r in rels.iter_mut() {
+                                if let Some((writer, builders)) = r.props.as_mut() {
+                                    if builders[0].len() > 0 {
+                                        pool.install(|| writer.write_row_group(builders))?;
+                                        ctx.row_groups += 1;
+                                    }
+                                    *builders =
+                                        out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                                }
+                            }
+                            rg_grant.try_resize(held(rels))?;
+                        }
                     }
+                    lines.next_line = base + batch.lines_total;
                 }
-                lines.next_line = base + batch.lines_total;
+                ctx.bytes_read += w.file_bytes_done - last_done;
+                last_done = w.file_bytes_done;
+                ctx.progress
+                    .advance(*done_before + file_done_base + last_done, ctx.rows_read);
             }
-            ctx.bytes_read += w.file_bytes_done - last_done;
-            last_done = w.file_bytes_done;
-            ctx.progress
-                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
-        }
+            Ok(())
+        })?;
         *done_before += file_done_base + last_done;
         Ok(())
     })();

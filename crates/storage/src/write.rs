@@ -376,6 +376,8 @@ pub struct CsrWriter {
     w: SegmentWriter<BufWriter<File>>,
     footer: CsrFooter,
     targets: BitWriter,
+    /// Packed target bytes waiting to be written (one `write_raw` per 64 KiB, not per word).
+    buf: Vec<u8>,
     /// Edge ids stream to a side file (they follow the targets in the segment) and are
     /// copied in on `finish`.
     edge_ids: Option<(PathBuf, BufWriter<File>, BitWriter)>,
@@ -445,6 +447,7 @@ impl CsrWriter {
                 edge_ids_width: if with_edge_ids { eid_width } else { 0 },
             },
             targets: BitWriter::new(targets_width),
+            buf: Vec::with_capacity(1 << 16),
             edge_ids,
             path,
             rel,
@@ -456,9 +459,11 @@ impl CsrWriter {
     /// Appends the next entry (entries come in node order, sorted within a node).
     #[inline]
     pub fn push(&mut self, target: u32, edge_id: u64) -> Result<(), WriteError> {
-        self.targets
-            .push(target as u64, &mut WriterSink(&mut self.w))
-            .at(&self.path)?;
+        self.targets.push_to_vec(target as u64, &mut self.buf);
+        if self.buf.len() >= 1 << 16 {
+            self.w.write_raw(&self.buf).at(&self.path)?;
+            self.buf.clear();
+        }
         if let Some((p, w, bw)) = &mut self.edge_ids {
             bw.push(edge_id, w).at(p)?;
         }

@@ -205,6 +205,7 @@ fn to_json(s: &ImportSummary) -> serde_json::Value {
         "db_bytes": s.db_bytes,
         "row_groups": s.row_groups,
         "spilled_edges": s.spilled_edges,
+        "phases": s.phase_seconds.iter().map(|(p, t)| serde_json::json!({"phase": p, "seconds": t})).collect::<Vec<_>>(),
     })
 }
 
@@ -254,6 +255,12 @@ fn print_summary(s: &ImportSummary) {
         human_bytes(s.db_bytes),
         s.row_groups
     );
+    let phases: Vec<String> = s
+        .phase_seconds
+        .iter()
+        .map(|(p, t)| format!("{p} {t:.2} s"))
+        .collect();
+    println!("  phases         {}", phases.join(", "));
     if s.spilled_edges > 0 {
         println!(
             "  spilled        {:>14} relationships to the temp directory",
