@@ -29,7 +29,7 @@ fn kill_during(args: &[&str], after: Duration) -> bool {
 fn killed_imports_leave_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    ok(&["generate", "social", "--scale", "0.05", "--out", s(d)]);
+    ok(&["generate", "social", "--scale", "0.2", "--out", s(d)]);
     let db = d.join("g.qdb");
     let nodes = format!("User={}", s(&d.join("nodes.csv")));
     let rels = format!("FOLLOWS={}", s(&d.join("edges.csv")));

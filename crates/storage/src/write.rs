@@ -474,9 +474,9 @@ impl CsrWriter {
     pub fn finish(mut self) -> Result<SegmentMeta, WriteError> {
         debug_assert_eq!(self.written, self.footer.n_edges);
         let targets = std::mem::replace(&mut self.targets, BitWriter::new(0));
-        targets
-            .finish(&mut WriterSink(&mut self.w))
-            .at(&self.path)?;
+        targets.finish_to_vec(&mut self.buf);
+        self.w.write_raw(&self.buf).at(&self.path)?;
+        self.buf = Vec::new();
         self.footer.targets.len = self.w.position() - self.footer.targets.offset;
         if let Some((p, mut w, bw)) = self.edge_ids.take() {
             bw.finish(&mut w).at(&p)?;
