@@ -30,22 +30,14 @@ pub struct EdgeStore {
     /// Input order is sorted by (src, dst): then forward CSR position == edge id.
     pub sorted: bool,
     last: u64,
-    pub out_deg: Vec<u32>,
-    pub in_deg: Vec<u32>,
-    _deg_grant: Grant,
+    n_nodes: u64,
     temp_dir: PathBuf,
     name: String,
 }
 
 impl EdgeStore {
-    pub fn new(
-        n_nodes: u64,
-        budget: &MemoryBudget,
-        temp_dir: &Path,
-        name: &str,
-    ) -> Result<Self, ImportError> {
-        let deg_grant = budget.try_grant(n_nodes * 8, "relationship degree counts")?;
-        Ok(EdgeStore {
+    pub fn new(n_nodes: u64, budget: &MemoryBudget, temp_dir: &Path, name: &str) -> Self {
+        EdgeStore {
             blocks: Vec::new(),
             spill: None,
             spilled: 0,
@@ -53,12 +45,10 @@ impl EdgeStore {
             grant: budget.empty_grant("relationship buffer"),
             sorted: true,
             last: 0,
-            out_deg: vec![0; n_nodes as usize],
-            in_deg: vec![0; n_nodes as usize],
-            _deg_grant: deg_grant,
+            n_nodes,
             temp_dir: temp_dir.to_path_buf(),
             name: name.to_string(),
-        })
+        }
     }
 
     pub fn len(&self) -> u64 {
@@ -73,23 +63,40 @@ impl EdgeStore {
         self.spilled
     }
 
-    #[inline]
-    pub fn push(&mut self, src: u32, dst: u32) -> Result<(), ImportError> {
-        let e = (src as u64) << 32 | dst as u64;
-        if e < self.last {
-            self.sorted = false;
+    /// Appends edges (`src << 32 | dst`) in input order. This is the only work the
+    /// sequential stage does per relationship: a copy. Degrees are counted later, in
+    /// parallel, when the CSR is built.
+    pub fn push_all(&mut self, edges: &[u64]) -> Result<(), ImportError> {
+        if self.sorted && !edges.is_empty() {
+            self.sorted = edges[0] >= self.last && edges.windows(2).all(|w| w[0] <= w[1]);
         }
-        self.last = e;
-        self.out_deg[src as usize] += 1;
-        self.in_deg[dst as usize] += 1;
-        if self.blocks.last().is_none_or(|b| b.len() == BLOCK_EDGES) {
-            self.new_block()?;
+        if let Some(&l) = edges.last() {
+            self.last = l;
         }
-        if let Some(b) = self.blocks.last_mut() {
-            b.push(e);
+        let mut rest = edges;
+        while !rest.is_empty() {
+            if self.blocks.last().is_none_or(|b| b.len() == BLOCK_EDGES) {
+                self.new_block()?;
+            }
+            let Some(b) = self.blocks.last_mut() else { break };
+            let n = (BLOCK_EDGES - b.len()).min(rest.len());
+            b.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
         }
-        self.n += 1;
+        self.n += edges.len() as u64;
         Ok(())
+    }
+
+    /// Out- and in-degrees of every node (counted side by side), with their grant.
+    pub fn degrees(&self, budget: &MemoryBudget) -> Result<(Vec<u32>, Vec<u32>, Grant), ImportError> {
+        let grant = budget.try_grant(self.n_nodes * 8, "relationship degree counts")?;
+        let count = |forward: bool| -> Result<Vec<u32>, ImportError> {
+            let mut d = vec![0u32; self.n_nodes as usize];
+            self.for_each(|_, s, t| d[if forward { s } else { t } as usize] += 1)?;
+            Ok(d)
+        };
+        let (o, i) = rayon::join(|| count(true), || count(false));
+        Ok((o?, i?, grant))
     }
 
     fn new_block(&mut self) -> Result<(), ImportError> {
@@ -137,14 +144,6 @@ impl EdgeStore {
             }
         }
         Ok(())
-    }
-
-    /// The out- and in-degree arrays (moved out; the store keeps the edges).
-    pub fn take_degrees(&mut self) -> (Vec<u32>, Vec<u32>) {
-        (
-            std::mem::take(&mut self.out_deg),
-            std::mem::take(&mut self.in_deg),
-        )
     }
 
     /// Calls `f(edge_id, src, dst)` for every edge in input order.

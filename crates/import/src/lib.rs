@@ -405,7 +405,7 @@ fn run(
         let has_props = props.is_some();
         let n_edges = r.store.len();
         r.store.finish_input()?;
-        let (out_deg, in_deg) = r.store.take_degrees();
+        let (out_deg, in_deg, _deg_grant) = ctx.pool.install(|| r.store.degrees(&ctx.budget))?;
         let sorted = r.store.sorted;
         let out_w = CsrWriter::create(
             staging,
@@ -1151,7 +1151,7 @@ fn import_rels(
             };
             rels.push(RelState {
                 name: name.to_string(),
-                store: EdgeStore::new(n_nodes, &ctx.budget, temp, name)?,
+                store: EdgeStore::new(n_nodes, &ctx.budget, temp, name),
                 columns: columns.clone(),
                 props,
                 start_space: ss,
@@ -1212,8 +1212,13 @@ fn import_rels(
                             batch.types.iter().map(|&t| map[t as usize]).collect()
                         }
                     };
-                    for r in 0..batch.n_rows() {
-                        rels[row_types[r]].store.push(batch.src[r], batch.dst[r])?;
+                    match fixed_type {
+                        Some(t) => rels[t].store.push_all(&batch.edges)?,
+                        None => {
+                            for (r, &e) in batch.edges.iter().enumerate() {
+                                rels[row_types[r]].store.push_all(std::slice::from_ref(&e))?;
+                            }
+                        }
                     }
                     if !columns.is_empty() {
                         let single = row_types

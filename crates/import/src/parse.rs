@@ -98,8 +98,8 @@ pub struct Batch {
     pub spans: Vec<(u32, u32)>,
     pub lines: Vec<u32>,
     /// Relationship endpoints (internal ids) and type (index into `type_names`).
-    pub src: Vec<u32>,
-    pub dst: Vec<u32>,
+    /// Relationship endpoints as `src << 32 | dst` (internal ids), one per good row.
+    pub edges: Vec<u64>,
     pub types: Vec<u32>,
     pub type_names: Vec<Vec<u8>>,
     pub errors: Vec<RowError>,
@@ -111,7 +111,7 @@ pub struct Batch {
 
 impl Batch {
     pub fn n_rows(&self) -> usize {
-        self.spans.len()
+        self.spans.len().max(self.edges.len())
     }
 }
 
@@ -214,8 +214,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             .collect(),
         spans: Vec::new(),
         lines: Vec::new(),
-        src: Vec::new(),
-        dst: Vec::new(),
+        edges: Vec::new(),
         types: Vec::new(),
         type_names: Vec::new(),
         errors: Vec::new(),
@@ -392,14 +391,15 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             continue;
         }
         if endpoints.is_some() {
-            batch.src.push(src);
-            batch.dst.push(dst);
+            // Relationships need no spans: their rows are never rejected after parsing.
+            batch.edges.push((src as u64) << 32 | dst as u64);
             if let Some(t) = ty {
                 batch.types.push(t);
             }
+        } else {
+            batch.spans.push((span.start as u32, span.end as u32));
+            batch.lines.push(span.line as u32);
         }
-        batch.spans.push((span.start as u32, span.end as u32));
-        batch.lines.push(span.line as u32);
     }
     batch.lines_total = tok.line();
     batch
