@@ -106,6 +106,109 @@ pub struct RecordSpan {
     pub line: u64,
 }
 
+/// Finds structural bytes (delimiter, newline, quote) 64 bytes at a time: a block is
+/// classified with SIMD compares into a bit mask, and positions come out by counting
+/// trailing zeros. Per record this costs a few instructions per byte plus a few per field,
+/// where a `memchr` call per field costs dozens on short fields (measured with callgrind
+/// on the social edges file: 446 instructions per record with `memchr3`).
+struct Structural {
+    delim: u8,
+    quote: u8,
+    /// Block start (multiple of 64 from the chunk start) and its mask.
+    block: usize,
+    mask: u64,
+}
+
+impl Structural {
+    fn new(delim: u8, quote: Option<u8>) -> Self {
+        Structural {
+            delim,
+            quote: quote.unwrap_or(delim),
+            block: usize::MAX,
+            mask: 0,
+        }
+    }
+
+    #[inline]
+    fn classify(&self, buf: &[u8], block: usize) -> u64 {
+        let end = (block + 64).min(buf.len());
+        let bytes = &buf[block..end];
+        if bytes.len() == 64 {
+            classify64(bytes.try_into().expect("64 bytes"), self.delim, self.quote)
+        } else {
+            let mut mask = 0u64;
+            for (i, &b) in bytes.iter().enumerate() {
+                if b == self.delim || b == b'\n' || b == self.quote {
+                    mask |= 1 << i;
+                }
+            }
+            mask
+        }
+    }
+
+    /// The first structural byte at or after `from`, or `None` at the end of `buf`.
+    #[inline]
+    fn next(&mut self, buf: &[u8], from: usize) -> Option<usize> {
+        let mut block = from & !63;
+        if block != self.block {
+            if block >= buf.len() {
+                return None;
+            }
+            self.block = block;
+            self.mask = self.classify(buf, block);
+        }
+        let mut m = self.mask & (u64::MAX << (from - block));
+        loop {
+            if m != 0 {
+                return Some(block + m.trailing_zeros() as usize);
+            }
+            block += 64;
+            if block >= buf.len() {
+                return None;
+            }
+            self.block = block;
+            self.mask = self.classify(buf, block);
+            m = self.mask;
+        }
+    }
+}
+
+/// Bit `i` set where `bytes[i]` is `a`, `b` or `\n`.
+#[inline]
+fn classify64(bytes: &[u8; 64], a: u8, b: u8) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the
+        // 64-byte array.
+        unsafe {
+            let va = _mm_set1_epi8(a as i8);
+            let vb = _mm_set1_epi8(b as i8);
+            let vn = _mm_set1_epi8(b'\n' as i8);
+            let mut mask = 0u64;
+            for k in 0..4 {
+                let v = _mm_loadu_si128(bytes.as_ptr().add(k * 16) as *const __m128i);
+                let hit = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)),
+                    _mm_cmpeq_epi8(v, vn),
+                );
+                mask |= ((_mm_movemask_epi8(hit) as u32 as u64) & 0xffff) << (k * 16);
+            }
+            mask
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut mask = 0u64;
+        for (i, &c) in bytes.iter().enumerate() {
+            if c == a || c == b || c == b'\n' {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+}
+
 /// Reads records from one chunk. Chunks are at most 4 GiB (offsets are `u32`).
 pub struct Tokenizer<'a> {
     buf: &'a [u8],
@@ -114,6 +217,7 @@ pub struct Tokenizer<'a> {
     line_start: usize,
     delim: u8,
     quote: Option<u8>,
+    structural: Structural,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -126,6 +230,7 @@ impl<'a> Tokenizer<'a> {
             line_start: 0,
             delim: dialect.delimiter,
             quote: dialect.quote,
+            structural: Structural::new(dialect.delimiter, dialect.quote),
         }
     }
 
@@ -202,22 +307,22 @@ impl<'a> Tokenizer<'a> {
             if quoting && buf.get(field_start) == Some(&q) {
                 // Quoted field.
                 let content = field_start + 1;
+                let (open_line, open_line_start) = (self.line, self.line_start);
                 let mut i = content;
                 let mut escaped = false;
                 let close;
                 loop {
-                    match memchr::memchr(q, &buf[i..]) {
+                    match self.structural.next(buf, i) {
                         None => {
                             return Err(self.fail(
                                 TokenError::UnterminatedQuote,
                                 field_start,
-                                record_line + (self.line - record_line),
-                                self.line_start,
+                                open_line,
+                                open_line_start,
                                 record_start,
                             ))
                         }
-                        Some(k) => {
-                            let at = i + k;
+                        Some(at) if buf[at] == q => {
                             if buf.get(at + 1) == Some(&q) {
                                 escaped = true;
                                 i = at + 2;
@@ -226,11 +331,14 @@ impl<'a> Tokenizer<'a> {
                                 break;
                             }
                         }
+                        Some(at) => {
+                            // A delimiter or newline inside the quotes is data.
+                            if buf[at] == b'\n' {
+                                self.newline_at(at);
+                            }
+                            i = at + 1;
+                        }
                     }
-                }
-                // Newlines inside the quoted field advance the line count.
-                for nl in memchr::memchr_iter(b'\n', &buf[content..close]) {
-                    self.newline_at(content + nl);
                 }
                 if escaped {
                     let s = fields.scratch.len() as u32;
@@ -312,13 +420,13 @@ impl<'a> Tokenizer<'a> {
                 }
             } else {
                 // Unquoted field: up to the delimiter, a newline, or (an error) a quote.
-                let rest = &buf[field_start..];
-                let hit = if quoting {
-                    memchr::memchr3(self.delim, q, b'\n', rest)
-                } else {
-                    memchr::memchr2(self.delim, b'\n', rest)
-                };
-                match hit {
+                // Without quoting, the scanner's quote byte is the delimiter (see
+                // `Structural::new`), so a hit is never a quote.
+                match self
+                    .structural
+                    .next(buf, field_start)
+                    .map(|at| at - field_start)
+                {
                     None => {
                         let mut end = buf.len();
                         if end > field_start && buf[end - 1] == b'\r' {

@@ -7,7 +7,11 @@
 /// Parses a decimal integer with optional sign and surrounding spaces.
 #[inline]
 pub fn parse_i64(b: &[u8]) -> Option<i64> {
-    let b = trim(b);
+    // Spaces are rare: trim only when an end is not a digit.
+    let b = match (b.first(), b.last()) {
+        (Some(f), Some(l)) if *f != b' ' && *l != b' ' => b,
+        _ => trim(b),
+    };
     let (neg, digits) = match b.first()? {
         b'-' => (true, &b[1..]),
         b'+' => (false, &b[1..]),

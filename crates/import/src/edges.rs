@@ -78,7 +78,9 @@ impl EdgeStore {
             if self.blocks.last().is_none_or(|b| b.len() == BLOCK_EDGES) {
                 self.new_block()?;
             }
-            let Some(b) = self.blocks.last_mut() else { break };
+            let Some(b) = self.blocks.last_mut() else {
+                break;
+            };
             let n = (BLOCK_EDGES - b.len()).min(rest.len());
             b.extend_from_slice(&rest[..n]);
             rest = &rest[n..];
@@ -88,7 +90,10 @@ impl EdgeStore {
     }
 
     /// Out- and in-degrees of every node (counted side by side), with their grant.
-    pub fn degrees(&self, budget: &MemoryBudget) -> Result<(Vec<u32>, Vec<u32>, Grant), ImportError> {
+    pub fn degrees(
+        &self,
+        budget: &MemoryBudget,
+    ) -> Result<(Vec<u32>, Vec<u32>, Grant), ImportError> {
         let grant = budget.try_grant(self.n_nodes * 8, "relationship degree counts")?;
         let count = |forward: bool| -> Result<Vec<u32>, ImportError> {
             let mut d = vec![0u32; self.n_nodes as usize];

@@ -53,6 +53,10 @@ enum IdMap {
 
 pub struct IdMapWithGrant {
     map: IdMap,
+    /// Set by [`seal`](Self::seal) when integer keys `min..min+n` map to nodes
+    /// `first..first+n` in order: lookups are then arithmetic, with no memory access
+    /// (the common case of ids exported by a database, e.g. Pokec's).
+    identity: Option<(i64, u32, u64)>,
     grant: Grant,
     hasher: foldhash::fast::FixedState,
 }
@@ -73,6 +77,7 @@ impl IdMapWithGrant {
                     arena: Vec::new(),
                 }
             },
+            identity: None,
             grant: budget.empty_grant("id map"),
             hasher: foldhash::fast::FixedState::with_seed(0x9e37_79b9),
         }
@@ -287,9 +292,45 @@ impl IdMapWithGrant {
         Ok(None)
     }
 
+    /// Ends the inserts; detects the identity layout that makes lookups arithmetic.
+    pub fn seal(&mut self) {
+        let IdMap::Int(IntMap::Dense {
+            dir_base, pages, n, ..
+        }) = &self.map
+        else {
+            return;
+        };
+        let Some(first_page) = pages.iter().position(|p| p.is_some()) else {
+            return;
+        };
+        let base = (*dir_base + first_page as i64) << PAGE_BITS;
+        let page0 = pages[first_page].as_ref().expect("position found a page");
+        let Some(off) = page0.iter().position(|&v| v != NONE) else {
+            return;
+        };
+        let (min, first) = (base + off as i64, page0[off]);
+        // Every key min..min+n must hold first + (key - min).
+        for k in 0..*n {
+            let key = min + k as i64;
+            let pi = ((key >> PAGE_BITS) - *dir_base) as usize;
+            let ok = pages
+                .get(pi)
+                .and_then(|p| p.as_ref())
+                .is_some_and(|p| p[(key & (PAGE as i64 - 1)) as usize] as u64 == first as u64 + k);
+            if !ok {
+                return;
+            }
+        }
+        self.identity = Some((min, first, *n));
+    }
+
     /// Looks a key up (read-only; safe to call from many threads).
     #[inline]
     pub fn get(&self, key: Key<'_>) -> Option<u32> {
+        if let (Some((min, first, n)), Key::Int(k)) = (self.identity, key) {
+            let d = k.wrapping_sub(min) as u64;
+            return (k >= min && d < n).then(|| first + d as u32);
+        }
         match (&self.map, key) {
             (
                 IdMap::Int(IntMap::Dense {
@@ -402,6 +443,11 @@ mod tests {
         assert_eq!(m.insert(Key::Int(4), 9).unwrap(), Some(2));
         assert_eq!(m.get(Key::Int(1000)), Some(3));
         assert_eq!(m.get(Key::Int(6)), None);
+        m.seal();
+        assert!(
+            m.identity.is_none(),
+            "keys 2..5 and 1000 are not an identity run"
+        );
         assert_eq!(m.get(Key::Int(-1)), None);
         // Far-away keys turn the map into a hash table.
         m.insert(Key::Int(1 << 40), 10).unwrap();
@@ -427,6 +473,29 @@ mod tests {
         assert!(b.used_bytes() > 0);
         drop((m, s, _g));
         assert_eq!(b.used_bytes(), 0);
+    }
+
+    #[test]
+    fn identity_runs_are_arithmetic() {
+        let b = MemoryBudget::new(1 << 30);
+        let mut m = IdMapWithGrant::new(true, &b);
+        for k in 0..200_000i64 {
+            m.insert(Key::Int(k + 70_000), 5 + k as u32).unwrap();
+        }
+        m.seal();
+        assert_eq!(m.identity, Some((70_000, 5, 200_000)));
+        assert_eq!(m.get(Key::Int(70_000)), Some(5));
+        assert_eq!(m.get(Key::Int(269_999)), Some(200_004));
+        assert_eq!(m.get(Key::Int(270_000)), None);
+        assert_eq!(m.get(Key::Int(69_999)), None);
+        assert_eq!(m.get(Key::Int(i64::MIN)), None);
+        let mut m = IdMapWithGrant::new(true, &b);
+        for (i, k) in [1i64, 2, 4, 3].iter().enumerate() {
+            m.insert(Key::Int(*k), i as u32).unwrap();
+        }
+        m.seal();
+        assert!(m.identity.is_none());
+        assert_eq!(m.get(Key::Int(4)), Some(2));
     }
 
     #[test]

@@ -79,22 +79,20 @@ fn open(
 }
 
 /// Fills `buf` from `r` until `want` bytes are present or the input ends; returns EOF.
+/// Reads into spare capacity (no zeroing of the window first).
 fn fill(
     r: &mut dyn Read,
     buf: &mut Vec<u8>,
     want: usize,
     path: &PathBuf,
 ) -> Result<bool, ImportError> {
-    while buf.len() < want {
-        let start = buf.len();
-        buf.resize(want, 0);
-        let n = r.read(&mut buf[start..]).at(path)?;
-        buf.truncate(start + n);
-        if n == 0 {
-            return Ok(true);
-        }
+    if buf.len() >= want {
+        return Ok(false);
     }
-    Ok(false)
+    let need = want - buf.len();
+    buf.reserve_exact(need);
+    let got = r.take(need as u64).read_to_end(buf).at(path)?;
+    Ok(got < need)
 }
 
 /// Starts the reader thread for the files of one group.

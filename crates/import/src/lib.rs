@@ -342,6 +342,9 @@ fn run(
         tables.push(t);
     }
 
+    for sp in spaces.iter_mut() {
+        sp.map.seal();
+    }
     // Persist the id indexes (the maps stay in memory for the relationships).
     let total_ids: u64 = spaces.iter().map(|s| s.map.len()).sum();
     ctx.phase(Phase::IdIndex, total_ids);
@@ -1216,7 +1219,9 @@ fn import_rels(
                         Some(t) => rels[t].store.push_all(&batch.edges)?,
                         None => {
                             for (r, &e) in batch.edges.iter().enumerate() {
-                                rels[row_types[r]].store.push_all(std::slice::from_ref(&e))?;
+                                rels[row_types[r]]
+                                    .store
+                                    .push_all(std::slice::from_ref(&e))?;
                             }
                         }
                     }
