@@ -27,21 +27,26 @@ pub struct Validity {
 }
 
 impl Validity {
+    #[inline]
     fn push(&mut self, len_before: usize, valid: bool) {
-        if !valid && self.bits.is_empty() && len_before > 0 {
+        if self.bits.is_empty() {
+            if valid {
+                // No null so far: nothing to record (the common case).
+                return;
+            }
             // First null: materialise "all valid" for the rows before it.
-            self.bits = vec![u64::MAX; len_before.div_ceil(64)];
+            self.bits = vec![u64::MAX; len_before.div_ceil(64).max(1)];
             if len_before % 64 != 0 {
                 let last = self.bits.len() - 1;
                 self.bits[last] = (1u64 << (len_before % 64)) - 1;
+            } else if len_before == 0 {
+                self.bits[0] = 0;
             }
         }
-        if !valid && self.bits.is_empty() {
-            self.bits.push(0);
-        }
-        if self.bits.is_empty() {
-            return;
-        }
+        self.push_slow(len_before, valid);
+    }
+
+    fn push_slow(&mut self, len_before: usize, valid: bool) {
         let word = len_before / 64;
         if word >= self.bits.len() {
             self.bits.push(0);
@@ -49,6 +54,7 @@ impl Validity {
         if valid {
             self.bits[word] |= 1u64 << (len_before % 64);
         } else {
+            self.bits[word] &= !(1u64 << (len_before % 64));
             self.n_null += 1;
         }
     }
@@ -61,13 +67,32 @@ impl Validity {
         self.n_null
     }
 
+    /// Appends `other`'s `other_len` rows, a word at a time.
     fn append(&mut self, len_before: usize, other: &Validity, other_len: usize) {
         if other.bits.is_empty() && self.bits.is_empty() {
             return;
         }
-        for i in 0..other_len {
-            self.push(len_before + i, other.is_valid(i));
+        if self.bits.is_empty() {
+            self.bits = vec![u64::MAX; len_before.div_ceil(64)];
+            if len_before % 64 != 0 {
+                let last = self.bits.len() - 1;
+                self.bits[last] = (1u64 << (len_before % 64)) - 1;
+            }
         }
+        let total = len_before + other_len;
+        self.bits.resize(total.div_ceil(64), 0);
+        for i in 0..other_len.div_ceil(64) {
+            let rows = (other_len - i * 64).min(64);
+            let mask = if rows == 64 { u64::MAX } else { (1u64 << rows) - 1 };
+            let w = if other.bits.is_empty() { u64::MAX } else { other.bits[i] } & mask;
+            let pos = len_before + i * 64;
+            let (wi, sh) = (pos / 64, pos % 64);
+            self.bits[wi] |= w << sh;
+            if sh > 0 && wi + 1 < self.bits.len() {
+                self.bits[wi + 1] |= w >> (64 - sh);
+            }
+        }
+        self.n_null += other.n_null;
     }
 
     fn clear(&mut self) {
@@ -1013,6 +1038,32 @@ mod tests {
         }
         same(&round_trip(&f), &f);
         same(&round_trip(&t), &t);
+    }
+
+    #[test]
+    fn validity_append_at_every_offset() {
+        for a in [0usize, 1, 63, 64, 65, 130] {
+            for b in [0usize, 1, 63, 64, 65, 200] {
+                let mut x = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
+                let mut y = x.clone();
+                for i in 0..a {
+                    if i % 3 == 0 { x.push_null() } else { x.push_i64(i as i64) }
+                }
+                for i in 0..b {
+                    if i % 5 == 1 { y.push_null() } else { y.push_i64(i as i64) }
+                }
+                let mut z = x.clone();
+                z.append(&y);
+                assert_eq!(z.len(), a + b);
+                for i in 0..a {
+                    assert_eq!(z.is_valid(i), i % 3 != 0, "a={a} b={b} i={i}");
+                }
+                for i in 0..b {
+                    assert_eq!(z.is_valid(a + i), i % 5 != 1, "a={a} b={b} i={i}");
+                }
+                assert_eq!(z.validity.n_null(), x.validity.n_null() + y.validity.n_null());
+            }
+        }
     }
 
     #[test]

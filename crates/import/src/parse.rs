@@ -149,11 +149,11 @@ fn push_scalar(b: &mut ColumnBuilder, t: ScalarType, f: &[u8]) -> Result<(), Rea
         ScalarType::Double => b.push_f64(value::parse_f64(f).ok_or(Reason::Cast)?),
         ScalarType::Boolean => b.push_bool(value::parse_bool(f).ok_or(Reason::Cast)?),
         ScalarType::String => {
-            std::str::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
+            simdutf8::basic::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
             b.push_bytes(f);
         }
         ScalarType::Char => {
-            let s = std::str::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
+            let s = simdutf8::basic::from_utf8(f).map_err(|_| Reason::InvalidUtf8)?;
             if s.chars().count() != 1 {
                 return Err(Reason::Cast);
             }
@@ -313,7 +313,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                                 format!("'{}' is not an integer id (--id-type integer)", show(f)),
                             )),
                         }
-                    } else if std::str::from_utf8(f).is_err() {
+                    } else if simdutf8::basic::from_utf8(f).is_err() {
                         Err((
                             Reason::InvalidUtf8,
                             "invalid UTF-8 in the node id".to_string(),
