@@ -202,3 +202,51 @@ fn generated_workloads_round_trip() {
     assert_eq!(l["relationships"], o["relationships"]);
     ok(&["check", "--db", s(&db)]);
 }
+
+#[test]
+fn inferred_types_are_typed_in_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A plain header, as another tool would write it: types come from the data.
+    let f = write(
+        d,
+        "plain.csv",
+        "id:ID,n,x,flag,day,at,name,mixed\n1,10,1.5,true,2020-01-02,2020-01-02 03:04:05,ann,1\n2,,2,false,2021-12-31,2021-12-31T00:00:00,bob,x\n",
+    );
+    let db = d.join("i.qdb");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("T={}", s(&f)),
+        "--infer-types",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["info", "--db", s(&db), "--json"])).unwrap();
+    let types: Vec<String> = v["node_tables"][0]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["name"].as_str().unwrap(),
+                c["type"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "id:string",
+            "n:long",
+            "x:double",
+            "flag:boolean",
+            "day:date",
+            "at:localdatetime",
+            "name:string",
+            "mixed:string"
+        ]
+    );
+}

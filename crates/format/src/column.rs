@@ -83,8 +83,16 @@ impl Validity {
         self.bits.resize(total.div_ceil(64), 0);
         for i in 0..other_len.div_ceil(64) {
             let rows = (other_len - i * 64).min(64);
-            let mask = if rows == 64 { u64::MAX } else { (1u64 << rows) - 1 };
-            let w = if other.bits.is_empty() { u64::MAX } else { other.bits[i] } & mask;
+            let mask = if rows == 64 {
+                u64::MAX
+            } else {
+                (1u64 << rows) - 1
+            };
+            let w = if other.bits.is_empty() {
+                u64::MAX
+            } else {
+                other.bits[i]
+            } & mask;
             let pos = len_before + i * 64;
             let (wi, sh) = (pos / 64, pos % 64);
             self.bits[wi] |= w << sh;
@@ -1047,10 +1055,18 @@ mod tests {
                 let mut x = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
                 let mut y = x.clone();
                 for i in 0..a {
-                    if i % 3 == 0 { x.push_null() } else { x.push_i64(i as i64) }
+                    if i % 3 == 0 {
+                        x.push_null()
+                    } else {
+                        x.push_i64(i as i64)
+                    }
                 }
                 for i in 0..b {
-                    if i % 5 == 1 { y.push_null() } else { y.push_i64(i as i64) }
+                    if i % 5 == 1 {
+                        y.push_null()
+                    } else {
+                        y.push_i64(i as i64)
+                    }
                 }
                 let mut z = x.clone();
                 z.append(&y);
@@ -1061,7 +1077,10 @@ mod tests {
                 for i in 0..b {
                     assert_eq!(z.is_valid(a + i), i % 5 != 1, "a={a} b={b} i={i}");
                 }
-                assert_eq!(z.validity.n_null(), x.validity.n_null() + y.validity.n_null());
+                assert_eq!(
+                    z.validity.n_null(),
+                    x.validity.n_null() + y.validity.n_null()
+                );
             }
         }
     }
