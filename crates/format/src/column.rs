@@ -439,6 +439,21 @@ impl ColumnBuilder {
         }
     }
 
+    /// Reserves room for exactly `rows` more rows (and `data_bytes` more string bytes),
+    /// so that a builder of known size never holds the slack of a doubling `Vec`.
+    pub fn reserve_exact(&mut self, rows: usize, data_bytes: usize) {
+        match &mut self.data {
+            ColumnData::I64(v) => v.reserve_exact(rows),
+            ColumnData::F64(v) => v.reserve_exact(rows),
+            ColumnData::Bool(v) => v.reserve_exact(rows),
+            ColumnData::Bytes { ends, data } => {
+                ends.reserve_exact(rows);
+                data.reserve_exact(data_bytes);
+            }
+            ColumnData::List { ends, .. } => ends.reserve_exact(rows),
+        }
+    }
+
     /// An upper bound of the encoded size, so that encoders can allocate once (a
     /// doubling `Vec` would hold up to twice the bytes the budget accounted for).
     pub fn encoded_len_bound(&self) -> usize {

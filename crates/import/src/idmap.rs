@@ -138,8 +138,13 @@ impl IdMapWithGrant {
             }
             let slot_page = &mut pages[(page - *dir_base) as usize];
             if slot_page.is_none() {
-                // Too sparse for pages: a hash table is smaller.
-                if *n_pages >= 16 && *n < (*n_pages * PAGE as u64) / 8 {
+                // Pages cost 4 bytes per slot, a hash table about 17-34 bytes per id.
+                // Keys in random order touch every page early, so occupancy says nothing
+                // until the pages are a sizeable part of the budget (1/8); past that,
+                // pages less than a quarter full mean the keys are sparse.
+                let pages_bytes = (*n_pages + 1) * PAGE as u64 * 4;
+                let cap = self.grant.budget().limit_bytes() / 8;
+                if pages_bytes > cap && *n < *n_pages * PAGE as u64 / 4 {
                     self.to_hash()?;
                     return self.insert_int(k, node);
                 }
@@ -369,8 +374,9 @@ impl IdMapWithGrant {
         self.len() == 0
     }
 
-    /// Keys in ascending order with their nodes (for the persistent index). Takes a grant
-    /// for the sorted copy.
+    /// Keys in ascending order with their nodes (for the persistent index). The grant
+    /// returned covers these arrays *and* the buffers the index writer encodes them into
+    /// (about 24 bytes per integer id; keys, 20 bytes and the id bytes twice for strings).
     pub fn sorted(
         &self,
         budget: &MemoryBudget,
@@ -378,51 +384,66 @@ impl IdMapWithGrant {
         use quiver_common::types::{DataType, ScalarType};
         use quiver_format::column::ColumnBuilder;
         let n = self.len() as usize;
+        let n64 = n as u64;
         match &self.map {
             IdMap::Int(m) => {
-                let mut g = budget.try_grant(n as u64 * 16, "id index")?;
-                let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(n);
-                match m {
+                let mut keys = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
+                let mut nodes = Vec::new();
+                let g = match m {
                     IntMap::Dense {
                         dir_base, pages, ..
                     } => {
+                        // Pages are already in key order: no pair array, no sort.
+                        let g = budget.try_grant(n64 * 24, "id index")?;
+                        keys.reserve_exact(n, 0);
+                        nodes.reserve_exact(n);
                         for (pi, p) in pages.iter().enumerate() {
                             if let Some(p) = p {
                                 let base = (*dir_base + pi as i64) << PAGE_BITS;
                                 for (i, &s) in p.iter().enumerate() {
                                     if s != NONE {
-                                        pairs.push((base + i as i64, s));
+                                        keys.push_i64(base + i as i64);
+                                        nodes.push(s);
                                     }
                                 }
                             }
                         }
+                        g
                     }
                     IntMap::Hash(t) => {
+                        let mut g = budget.try_grant(n64 * 40, "id index")?;
+                        let mut pairs: Vec<(i64, u32)> = Vec::with_capacity(n);
                         pairs.extend(t.iter().copied());
                         pairs.sort_unstable();
+                        keys.reserve_exact(n, 0);
+                        nodes.reserve_exact(n);
+                        for (k, v) in pairs {
+                            keys.push_i64(k);
+                            nodes.push(v);
+                        }
+                        g.try_resize(n64 * 24)?;
+                        g
                     }
-                }
-                let mut keys = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
-                let mut nodes = Vec::with_capacity(n);
-                for (k, v) in pairs {
-                    keys.push_i64(k);
-                    nodes.push(v);
-                }
-                g.try_resize(n as u64 * 12)?;
+                };
                 Ok((keys, nodes, g))
             }
             IdMap::Str { table, arena } => {
-                let mut g = budget.try_grant(n as u64 * 16 + arena.len() as u64, "id index")?;
+                let bytes = arena.len() as u64;
+                let mut g = budget.try_grant(
+                    n64 * 8 + (bytes + n64 * 4) + n64 * 4 + (bytes + n64 * 8) + n64 * 4,
+                    "id index",
+                )?;
                 let mut idx: Vec<&StrEntry> = table.iter().collect();
                 let key = |e: &StrEntry| &arena[e.off as usize..e.off as usize + e.len as usize];
                 idx.sort_unstable_by(|a, b| key(a).cmp(key(b)));
                 let mut keys = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+                keys.reserve_exact(n, arena.len());
                 let mut nodes = Vec::with_capacity(n);
                 for e in idx {
                     keys.push_bytes(key(e));
                     nodes.push(e.node);
                 }
-                g.try_resize(n as u64 * 8 + arena.len() as u64)?;
+                g.try_resize((bytes + n64 * 4) + n64 * 4 + (bytes + n64 * 8) + n64 * 4)?;
                 Ok((keys, nodes, g))
             }
         }

@@ -145,8 +145,16 @@ pub struct ImportSummary {
     pub db_bytes: u64,
     pub spilled_edges: u64,
     pub row_groups: u64,
-    /// Wall time of each phase (reading nodes, indexing ids, ...), in order.
-    pub phase_seconds: Vec<(String, f64)>,
+    /// Each phase (reading nodes, indexing ids, ...) in order.
+    pub phases: Vec<PhaseStats>,
+}
+
+/// Wall time and peak resident memory of one import phase.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseStats {
+    pub name: String,
+    pub seconds: f64,
+    pub peak_rss_bytes: u64,
 }
 
 impl ImportSummary {
@@ -181,21 +189,36 @@ struct Ctx<'a> {
     window_bytes: usize,
     chunk_bytes: usize,
     row_groups: u64,
-    /// Wall time per phase, in order.
+    /// Wall time per phase, in order, and each finished phase's peak RSS.
     phases: Vec<(Phase, Instant)>,
+    phase_peaks: Vec<u64>,
 }
 
 impl Ctx<'_> {
     fn phase(&mut self, phase: Phase, total: u64) {
+        self.end_phase();
         self.phases.push((phase, Instant::now()));
         self.progress.phase(phase, total);
     }
 
-    fn phase_seconds(&self) -> Vec<(String, f64)> {
+    /// Records the peak RSS of the phase that ends and starts a fresh peak.
+    fn end_phase(&mut self) {
+        if self.phase_peaks.len() < self.phases.len() {
+            self.phase_peaks
+                .push(quiver_common::size::peak_rss_bytes().unwrap_or(0));
+            quiver_common::size::reset_peak_rss();
+        }
+    }
+
+    fn phase_stats(&self) -> Vec<PhaseStats> {
         let mut v = Vec::new();
         for (i, (p, t)) in self.phases.iter().enumerate() {
             let end = self.phases.get(i + 1).map_or_else(Instant::now, |n| n.1);
-            v.push((p.name().to_string(), (end - *t).as_secs_f64()));
+            v.push(PhaseStats {
+                name: p.name().to_string(),
+                seconds: (end - *t).as_secs_f64(),
+                peak_rss_bytes: self.phase_peaks.get(i).copied().unwrap_or(0),
+            });
         }
         v
     }
@@ -253,6 +276,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         chunk_bytes,
         row_groups: 0,
         phases: Vec::new(),
+        phase_peaks: Vec::new(),
     };
     let staging = Staging::begin(&cfg.db, cfg.overwrite)?;
     let temp_parent = match &cfg.temp_dir {
@@ -291,7 +315,14 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
     summary.budget_peak_bytes = ctx.budget.peak_bytes();
     summary.peak_rss_bytes = quiver_common::size::peak_rss_bytes().unwrap_or(0);
     summary.row_groups = ctx.row_groups;
-    summary.phase_seconds = ctx.phase_seconds();
+    ctx.end_phase();
+    summary.phases = ctx.phase_stats();
+    summary.peak_rss_bytes = summary
+        .phases
+        .iter()
+        .map(|p| p.peak_rss_bytes)
+        .max()
+        .unwrap_or(0);
     summary.db_bytes = manifest_bytes(&manifest);
     Ok(summary)
 }

@@ -205,7 +205,7 @@ fn to_json(s: &ImportSummary) -> serde_json::Value {
         "db_bytes": s.db_bytes,
         "row_groups": s.row_groups,
         "spilled_edges": s.spilled_edges,
-        "phases": s.phase_seconds.iter().map(|(p, t)| serde_json::json!({"phase": p, "seconds": t})).collect::<Vec<_>>(),
+        "phases": s.phases.iter().map(|p| serde_json::json!({"phase": p.name, "seconds": p.seconds, "peak_rss_bytes": p.peak_rss_bytes})).collect::<Vec<_>>(),
     })
 }
 
@@ -256,9 +256,16 @@ fn print_summary(s: &ImportSummary) {
         s.row_groups
     );
     let phases: Vec<String> = s
-        .phase_seconds
+        .phases
         .iter()
-        .map(|(p, t)| format!("{p} {t:.2} s"))
+        .map(|p| {
+            format!(
+                "{} {:.2} s (peak {})",
+                p.name,
+                p.seconds,
+                human_bytes(p.peak_rss_bytes)
+            )
+        })
         .collect();
     println!("  phases         {}", phases.join(", "));
     if s.spilled_edges > 0 {
