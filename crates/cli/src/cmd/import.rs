@@ -82,7 +82,8 @@ fn one_byte(flag: &str, s: &str) -> Result<u8> {
 /// Draws the import's phases on stderr.
 struct Bar {
     bar: ProgressBar,
-    state: Mutex<(Phase, Instant)>,
+    /// Phase, its start, and the row count when it started (rows are cumulative).
+    state: Mutex<(Phase, Instant, Option<u64>)>,
 }
 
 impl Bar {
@@ -95,7 +96,7 @@ impl Bar {
         let bar = ProgressBar::with_draw_target(Some(0), target);
         Bar {
             bar,
-            state: Mutex::new((Phase::Nodes, Instant::now())),
+            state: Mutex::new((Phase::Nodes, Instant::now(), None)),
         }
     }
 }
@@ -103,12 +104,12 @@ impl Bar {
 impl Progress for Bar {
     fn phase(&self, phase: Phase, total: u64) {
         if let Ok(mut s) = self.state.lock() {
-            *s = (phase, Instant::now());
+            *s = (phase, Instant::now(), None);
         }
         let template = if phase.unit_is_bytes() {
             "{prefix:>22} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg} ETA {eta}"
         } else {
-            "{prefix:>22} [{bar:30}] {human_pos}/{human_len} {per_sec} ETA {eta}"
+            "{prefix:>22} [{bar:30}] {human_pos}/{human_len} {msg} ETA {eta}"
         };
         if let Ok(style) = ProgressStyle::with_template(template) {
             self.bar.set_style(style.progress_chars("=> "));
@@ -121,11 +122,14 @@ impl Progress for Bar {
 
     fn advance(&self, done: u64, rows: u64) {
         self.bar.set_position(done);
-        if rows > 0 {
-            if let Ok(s) = self.state.lock() {
-                let secs = s.1.elapsed().as_secs_f64().max(1e-3);
-                self.bar
-                    .set_message(format!("{rows} rows ({:.0} rows/s)", rows as f64 / secs));
+        if let Ok(mut s) = self.state.lock() {
+            let secs = s.1.elapsed().as_secs_f64().max(1e-3);
+            if rows > 0 {
+                let base = *s.2.get_or_insert(rows);
+                let rate = (rows - base) as f64 / secs;
+                self.bar.set_message(format!("{rows} rows ({rate:.0} rows/s)"));
+            } else if !s.0.unit_is_bytes() {
+                self.bar.set_message(format!("({:.0}/s)", done as f64 / secs));
             }
         }
     }
