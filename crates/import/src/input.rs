@@ -7,7 +7,7 @@
 //! queued), plus the tail.
 
 use crate::error::{ImportError, IoAt};
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use quiver_common::limits::CSV_RECORD_BYTES_MAX;
 use quiver_csv::split::split_records;
 use quiver_csv::tokenize::{Fields, Tokenizer};
@@ -104,8 +104,10 @@ pub fn spawn_reader(
     header: bool,
     cancel: Arc<AtomicBool>,
     pool: Arc<rayon::ThreadPool>,
-) -> (Receiver<Msg>, std::thread::JoinHandle<()>) {
+) -> (Receiver<Msg>, Sender<Vec<u8>>, std::thread::JoinHandle<()>) {
     let (tx, rx) = bounded::<Msg>(1);
+    // Buffers of consumed windows come back here to be refilled.
+    let (recycle_tx, recycle_rx) = bounded::<Vec<u8>>(4);
     let handle = std::thread::Builder::new()
         .name("quiver-reader".into())
         .spawn(move || {
@@ -185,7 +187,15 @@ pub fn spawn_reader(
                             continue;
                         }
                         let end = *ends.last().unwrap_or(&0);
-                        let mut next = Vec::with_capacity(window_bytes.max(buf.len() - end));
+                        let tail = buf.len() - end;
+                        let mut next = match recycle_rx.try_recv() {
+                            Ok(mut v) => {
+                                v.clear();
+                                v.reserve(window_bytes.max(tail));
+                                v
+                            }
+                            Err(_) => Vec::with_capacity(window_bytes.max(tail)),
+                        };
                         next.extend_from_slice(&buf[end..]);
                         buf.truncate(end);
                         let w = Window {
@@ -226,5 +236,5 @@ pub fn spawn_reader(
             }
         })
         .expect("spawning the reader thread");
-    (rx, handle)
+    (rx, recycle_tx, handle)
 }

@@ -127,9 +127,11 @@ impl Progress for Bar {
             if rows > 0 {
                 let base = *s.2.get_or_insert(rows);
                 let rate = (rows - base) as f64 / secs;
-                self.bar.set_message(format!("{rows} rows ({rate:.0} rows/s)"));
+                self.bar
+                    .set_message(format!("{rows} rows ({rate:.0} rows/s)"));
             } else if !s.0.unit_is_bytes() {
-                self.bar.set_message(format!("({:.0}/s)", done as f64 / secs));
+                self.bar
+                    .set_message(format!("({:.0}/s)", done as f64 / secs));
             }
         }
     }
