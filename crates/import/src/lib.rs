@@ -328,11 +328,17 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
 }
 
 fn manifest_bytes(m: &Manifest) -> u64 {
-    let t: u64 = m.node_tables.iter().map(|t| t.segment.bytes).sum();
+    let t: u64 = m
+        .node_tables
+        .iter()
+        .flat_map(|t| &t.segments)
+        .map(|s| s.bytes)
+        .sum();
     let r: u64 = m
         .rel_types
         .iter()
-        .map(|r| r.out.bytes + r.r#in.bytes + r.props.as_ref().map_or(0, |p| p.bytes))
+        .flat_map(|r| &r.segments)
+        .map(|s| s.out.bytes + s.r#in.bytes + s.props.as_ref().map_or(0, |p| p.bytes))
         .sum();
     let i: u64 = m.id_spaces.iter().map(|s| s.index.bytes).sum();
     t + r + i
@@ -485,9 +491,12 @@ fn run(
             name: r.name.clone(),
             n_edges,
             columns: r.columns.clone(),
-            out,
-            r#in: inc,
-            props,
+            segments: vec![quiver_storage::manifest::RelSegmentMeta {
+                n_edges,
+                out,
+                r#in: inc,
+                props,
+            }],
             start_space: Some(r.start_space),
             end_space: Some(r.end_space),
         });
@@ -1093,7 +1102,7 @@ fn import_nodes(
             id_column,
             id_space,
             columns,
-            segment,
+            segments: vec![segment],
         })
     })();
     drop(rx);

@@ -67,7 +67,9 @@ pub struct NodeTableMeta {
     pub id_column: Option<usize>,
     pub id_space: Option<usize>,
     pub columns: Vec<PropertyMeta>,
-    pub segment: SegmentMeta,
+    /// Segment files holding consecutive rows, in order. An import writes one; later
+    /// imports, writes and checkpoints add more.
+    pub segments: Vec<SegmentMeta>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -76,13 +78,23 @@ pub struct RelTypeMeta {
     pub n_edges: u64,
     /// Relationship properties, one row per edge id (input order).
     pub columns: Vec<PropertyMeta>,
-    /// CSR by source (out) and by target (in).
-    pub out: SegmentMeta,
-    pub r#in: SegmentMeta,
-    pub props: Option<SegmentMeta>,
+    /// Segments in edge-id order; each holds its own CSR both ways.
+    pub segments: Vec<RelSegmentMeta>,
     /// Id spaces of the endpoints as given in the header, for export.
     pub start_space: Option<usize>,
     pub end_space: Option<usize>,
+}
+
+/// One segment of a relationship type: its edges are edge ids
+/// `sum(previous n_edges) ..` of the type.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RelSegmentMeta {
+    pub n_edges: u64,
+    /// CSR by source (out) and by target (in).
+    pub out: SegmentMeta,
+    pub r#in: SegmentMeta,
+    /// The properties of these edges, one row per edge, in edge-id order.
+    pub props: Option<SegmentMeta>,
 }
 
 /// Footer of a node table or relationship property segment.

@@ -259,11 +259,92 @@ impl Read for PositionedReader<'_> {
     }
 }
 
-/// A node table: its manifest entry, footer and file.
+/// Typed columns in row groups, over one or more segment files (a table grows by
+/// segments: later imports and checkpoints add files beside the first).
+struct Table {
+    /// All row groups of all segments, `first_row` counted across segments.
+    footer: TableFooter,
+    files: Vec<(SegFile, TableFooter)>,
+    /// Global row group -> (segment, row group within it).
+    rg_map: Vec<(usize, usize)>,
+}
+
+impl Table {
+    fn open(
+        dir: &Path,
+        segments: &[crate::manifest::SegmentMeta],
+        mode: OpenMode,
+    ) -> Result<Table, OpenError> {
+        let mut files = Vec::new();
+        let mut footer: Option<TableFooter> = None;
+        let mut rg_map = Vec::new();
+        for (si, seg) in segments.iter().enumerate() {
+            let (file, f): (SegFile, TableFooter) = SegFile::open(dir, &seg.file, mode)?;
+            let merged = footer.get_or_insert_with(|| TableFooter {
+                n_rows: 0,
+                columns: f.columns.clone(),
+                row_groups: Vec::new(),
+            });
+            if merged.columns != f.columns {
+                return Err(OpenError::Corrupted {
+                    file: dir.join(&seg.file),
+                    what: "segment columns differ from the table's".into(),
+                });
+            }
+            for (ri, rg) in f.row_groups.iter().enumerate() {
+                let mut g = rg.clone();
+                g.first_row = merged.n_rows + rg.first_row;
+                merged.row_groups.push(g);
+                rg_map.push((si, ri));
+            }
+            merged.n_rows += f.n_rows;
+            files.push((file, f));
+        }
+        let footer = footer.unwrap_or(TableFooter {
+            n_rows: 0,
+            columns: Vec::new(),
+            row_groups: Vec::new(),
+        });
+        Ok(Table {
+            footer,
+            files,
+            rg_map,
+        })
+    }
+
+    fn with_chunk<R>(
+        &self,
+        rg: usize,
+        column: usize,
+        f: impl FnOnce(&ColumnChunk<'_>) -> R,
+    ) -> Result<R, ReadError> {
+        let &(si, lrg) = self.rg_map.get(rg).ok_or_else(|| ReadError::NotFound {
+            kind: "row group",
+            name: rg.to_string(),
+        })?;
+        let (file, footer) = &self.files[si];
+        with_chunk(footer, file, lrg, column, f)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.files.iter().map(|(f, _)| f.len).sum()
+    }
+
+    fn resident_bytes(&self) -> u64 {
+        self.files.iter().map(|(f, _)| f.resident_bytes()).sum()
+    }
+
+    fn verify(&self) -> Result<(), ReadError> {
+        self.files.iter().try_for_each(|(f, _)| f.verify())
+    }
+}
+
+/// A node table: its manifest entry and its segments.
 pub struct NodeTable {
     pub meta: NodeTableMeta,
+    /// Columns and every row group, across segments.
     pub footer: TableFooter,
-    file: SegFile,
+    table: Table,
 }
 
 struct Csr {
@@ -271,12 +352,19 @@ struct Csr {
     file: SegFile,
 }
 
-/// A relationship type: its CSR in both directions and its property table.
-pub struct RelType {
-    pub meta: RelTypeMeta,
+/// One segment of a relationship type: CSR both ways over its own edges.
+struct RelSeg {
     out: Csr,
     inc: Csr,
-    props: Option<(TableFooter, SegFile)>,
+    /// Edge id of the segment's edge 0.
+    first_edge: u64,
+}
+
+/// A relationship type: its CSR segments in both directions and its property table.
+pub struct RelType {
+    pub meta: RelTypeMeta,
+    segs: Vec<RelSeg>,
+    props: Option<Table>,
 }
 
 struct IdIndex {
@@ -301,29 +389,46 @@ pub struct Database {
     ids: Vec<IdIndex>,
 }
 
-/// The neighbours of one node: (neighbour node id, edge id).
-pub struct Neighbours<'a> {
+/// The entries of one node in one CSR segment.
+struct Part<'a> {
     targets: Packed<'a>,
     edge_ids: Option<Packed<'a>>,
     pos: usize,
     end: usize,
+    eid_base: u64,
+}
+
+/// The neighbours of one node: (neighbour node id, edge id), segment after segment.
+pub struct Neighbours<'a> {
+    cur: Option<Part<'a>>,
+    /// Further segments (empty, and not allocated, for a single-segment type).
+    rest: Vec<Part<'a>>,
 }
 
 impl Iterator for Neighbours<'_> {
     type Item = (u32, u64);
     #[inline]
     fn next(&mut self) -> Option<(u32, u64)> {
-        if self.pos >= self.end {
-            return None;
+        loop {
+            let p = self.cur.as_mut()?;
+            if p.pos < p.end {
+                let i = p.pos;
+                p.pos += 1;
+                let eid = p.eid_base + p.edge_ids.map_or(i as u64, |e| e.get(i));
+                return Some((p.targets.get(i) as u32, eid));
+            }
+            self.cur = if self.rest.is_empty() {
+                None
+            } else {
+                Some(self.rest.remove(0))
+            };
         }
-        let i = self.pos;
-        self.pos += 1;
-        let eid = self.edge_ids.map_or(i as u64, |p| p.get(i));
-        Some((self.targets.get(i) as u32, eid))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.end - self.pos, Some(self.end - self.pos))
+        let n = self.cur.as_ref().map_or(0, |p| p.end - p.pos)
+            + self.rest.iter().map(|p| p.end - p.pos).sum::<usize>();
+        (n, Some(n))
     }
 }
 
@@ -354,7 +459,7 @@ impl Csr {
             .ok_or_else(|| corrupted(&self.file.path, "packed array too short"))
     }
 
-    fn neighbours(&self, node: u32) -> Result<Neighbours<'_>, ReadError> {
+    fn neighbours(&self, node: u32, eid_base: u64) -> Result<Part<'_>, ReadError> {
         let bytes = self.file.bytes("neighbours of a node")?;
         let f = &self.footer;
         if node as u64 >= f.n_nodes {
@@ -376,20 +481,22 @@ impl Csr {
         if s > e || e as u64 > f.n_edges {
             return Err(corrupted(&self.file.path, "CSR offsets out of order"));
         }
-        Ok(Neighbours {
+        Ok(Part {
             targets,
             edge_ids,
             pos: s,
             end: e,
+            eid_base,
         })
     }
 
     fn degree(&self, node: u32) -> Result<u64, ReadError> {
-        Ok(self.neighbours(node)?.len() as u64)
+        let p = self.neighbours(node, 0)?;
+        Ok((p.end - p.pos) as u64)
     }
 
     /// Streams every entry in node order: `f(node, neighbour, edge_id)`.
-    fn scan(&self, mut f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
+    fn scan(&self, eid_base: u64, mut f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
         let ft = &self.footer;
         let io = |source| ReadError::Io {
             path: self.file.path.clone(),
@@ -417,7 +524,7 @@ impl Csr {
                     Some(u) => u.next().map_err(io)?,
                     None => pos,
                 };
-                f(node as u32, t as u32, e);
+                f(node as u32, t as u32, eid_base + e);
                 pos += 1;
             }
             prev = end;
@@ -507,34 +614,43 @@ impl Database {
         }
         let mut tables = Vec::new();
         for t in &manifest.node_tables {
-            let (file, footer) = SegFile::open(dir, &t.segment.file, mode)?;
+            let table = Table::open(dir, &t.segments, mode)?;
             tables.push(NodeTable {
                 meta: t.clone(),
-                footer,
-                file,
+                footer: table.footer.clone(),
+                table,
             });
         }
         let mut rels = Vec::new();
         for r in &manifest.rel_types {
-            let (of, ofoot) = SegFile::open(dir, &r.out.file, mode)?;
-            let (inf, ifoot) = SegFile::open(dir, &r.r#in.file, mode)?;
-            let props = match &r.props {
-                Some(p) => {
-                    let (f, foot) = SegFile::open(dir, &p.file, mode)?;
-                    Some((foot, f))
-                }
-                None => None,
+            let mut segs = Vec::new();
+            let mut first_edge = 0;
+            let mut prop_segments = Vec::new();
+            for seg in &r.segments {
+                let (of, out) = SegFile::open(dir, &seg.out.file, mode)?;
+                let (inf, inc) = SegFile::open(dir, &seg.r#in.file, mode)?;
+                segs.push(RelSeg {
+                    out: Csr {
+                        footer: out,
+                        file: of,
+                    },
+                    inc: Csr {
+                        footer: inc,
+                        file: inf,
+                    },
+                    first_edge,
+                });
+                first_edge += seg.n_edges;
+                prop_segments.extend(seg.props.iter().cloned());
+            }
+            let props = if prop_segments.is_empty() {
+                None
+            } else {
+                Some(Table::open(dir, &prop_segments, mode)?)
             };
             rels.push(RelType {
                 meta: r.clone(),
-                out: Csr {
-                    footer: ofoot,
-                    file: of,
-                },
-                inc: Csr {
-                    footer: ifoot,
-                    file: inf,
-                },
+                segs,
                 props,
             });
         }
@@ -587,14 +703,16 @@ impl Database {
 
     /// Bytes held in RAM by the open database (loaded mode holds every segment).
     pub fn resident_bytes(&self) -> u64 {
-        let t: u64 = self.tables.iter().map(|t| t.file.resident_bytes()).sum();
+        let t: u64 = self.tables.iter().map(|t| t.table.resident_bytes()).sum();
         let r: u64 = self
             .rels
             .iter()
             .map(|r| {
-                r.out.file.resident_bytes()
-                    + r.inc.file.resident_bytes()
-                    + r.props.as_ref().map_or(0, |p| p.1.resident_bytes())
+                r.segs
+                    .iter()
+                    .map(|s| s.out.file.resident_bytes() + s.inc.file.resident_bytes())
+                    .sum::<u64>()
+                    + r.props.as_ref().map_or(0, |p| p.resident_bytes())
             })
             .sum();
         let i: u64 = self.ids.iter().map(|i| i.file.resident_bytes()).sum();
@@ -610,8 +728,7 @@ impl Database {
         column: usize,
         f: impl FnOnce(&ColumnChunk<'_>) -> R,
     ) -> Result<R, ReadError> {
-        let t = &self.tables[table];
-        with_chunk(&t.footer, &t.file, row_group, column, f)
+        self.tables[table].table.with_chunk(row_group, column, f)
     }
 
     /// Runs `f` on one column chunk of a relationship type's property table.
@@ -623,7 +740,7 @@ impl Database {
         f: impl FnOnce(&ColumnChunk<'_>) -> R,
     ) -> Result<R, ReadError> {
         match &self.rels[rel].props {
-            Some((footer, file)) => with_chunk(footer, file, row_group, column, f),
+            Some(t) => t.with_chunk(row_group, column, f),
             None => Err(ReadError::NotFound {
                 kind: "relationship property table",
                 name: self.rels[rel].meta.name.clone(),
@@ -653,39 +770,59 @@ impl Database {
         dir: Direction,
     ) -> Result<Neighbours<'_>, ReadError> {
         let r = &self.rels[rel];
-        match dir {
-            Direction::Out => r.out.neighbours(node),
-            Direction::In => r.inc.neighbours(node),
+        let mut it = Neighbours {
+            cur: None,
+            rest: Vec::new(),
+        };
+        for (i, s) in r.segs.iter().enumerate() {
+            let p = match dir {
+                Direction::Out => s.out.neighbours(node, s.first_edge)?,
+                Direction::In => s.inc.neighbours(node, s.first_edge)?,
+            };
+            if i == 0 {
+                it.cur = Some(p);
+            } else {
+                it.rest.push(p);
+            }
         }
+        Ok(it)
     }
 
     pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {
-        let r = &self.rels[rel];
-        match dir {
-            Direction::Out => r.out.degree(node),
-            Direction::In => r.inc.degree(node),
+        let mut d = 0;
+        for s in &self.rels[rel].segs {
+            d += match dir {
+                Direction::Out => s.out.degree(node)?,
+                Direction::In => s.inc.degree(node)?,
+            };
         }
+        Ok(d)
     }
 
-    /// Streams every relationship of a type in node order of `dir`:
-    /// `f(node, neighbour, edge_id)`. Works in every open mode.
+    /// Streams every relationship of a type, `f(node, neighbour, edge_id)`, in node order
+    /// of `dir` within each segment. Works in every open mode.
     pub fn scan_edges(
         &self,
         rel: usize,
         dir: Direction,
-        f: impl FnMut(u32, u32, u64),
+        mut f: impl FnMut(u32, u32, u64),
     ) -> Result<(), ReadError> {
-        let r = &self.rels[rel];
-        match dir {
-            Direction::Out => r.out.scan(f),
-            Direction::In => r.inc.scan(f),
+        for s in &self.rels[rel].segs {
+            match dir {
+                Direction::Out => s.out.scan(s.first_edge, &mut f)?,
+                Direction::In => s.inc.scan(s.first_edge, &mut f)?,
+            }
         }
+        Ok(())
     }
 
-    /// CSR sizes of a relationship type: (bytes of the out CSR, bytes of the in CSR).
+    /// CSR sizes of a relationship type: (bytes of the out CSRs, bytes of the in CSRs).
     pub fn csr_bytes(&self, rel: usize) -> (u64, u64) {
         let r = &self.rels[rel];
-        (r.out.file.len, r.inc.file.len)
+        (
+            r.segs.iter().map(|s| s.out.file.len).sum(),
+            r.segs.iter().map(|s| s.inc.file.len).sum(),
+        )
     }
 
     /// Looks up an external id in id space `space`; `None` if absent.
@@ -742,13 +879,15 @@ impl Database {
     /// Verifies the checksum of every segment (reads everything).
     pub fn verify(&self) -> Result<(), ReadError> {
         for t in &self.tables {
-            t.file.verify()?;
+            t.table.verify()?;
         }
         for r in &self.rels {
-            r.out.file.verify()?;
-            r.inc.file.verify()?;
-            if let Some((_, f)) = &r.props {
-                f.verify()?;
+            for s in &r.segs {
+                s.out.file.verify()?;
+                s.inc.file.verify()?;
+            }
+            if let Some(p) = &r.props {
+                p.verify()?;
             }
         }
         for i in &self.ids {
@@ -759,11 +898,17 @@ impl Database {
 
     /// Total bytes of all segment files.
     pub fn disk_bytes(&self) -> u64 {
-        let t: u64 = self.tables.iter().map(|t| t.file.len).sum();
+        let t: u64 = self.tables.iter().map(|t| t.table.bytes()).sum();
         let r: u64 = self
             .rels
             .iter()
-            .map(|r| r.out.file.len + r.inc.file.len + r.props.as_ref().map_or(0, |p| p.1.len))
+            .map(|r| {
+                r.segs
+                    .iter()
+                    .map(|s| s.out.file.len + s.inc.file.len)
+                    .sum::<u64>()
+                    + r.props.as_ref().map_or(0, |p| p.bytes())
+            })
             .sum();
         let i: u64 = self.ids.iter().map(|i| i.file.len).sum();
         t + r + i
@@ -771,16 +916,14 @@ impl Database {
 }
 
 impl RelType {
+    /// Columns and row groups of the property table, across segments.
     pub fn props_footer(&self) -> Option<&TableFooter> {
-        self.props.as_ref().map(|p| &p.0)
+        self.props.as_ref().map(|p| &p.footer)
     }
 
-    pub fn out_footer(&self) -> &CsrFooter {
-        &self.out.footer
-    }
-
-    pub fn in_footer(&self) -> &CsrFooter {
-        &self.inc.footer
+    /// CSR footers of every segment: (out, in).
+    pub fn csr_footers(&self) -> impl Iterator<Item = (&CsrFooter, &CsrFooter)> {
+        self.segs.iter().map(|s| (&s.out.footer, &s.inc.footer))
     }
 }
 

@@ -45,7 +45,7 @@ pub fn run(a: Args) -> Result<()> {
             .collect();
         tables.push(serde_json::json!({
             "name": t.meta.name, "labels": labels, "rows": t.meta.n_rows, "first_node": t.meta.first_node,
-            "row_groups": t.footer.row_groups.len(), "bytes": t.meta.segment.bytes, "columns": cols,
+            "row_groups": t.footer.row_groups.len(), "bytes": t.meta.segments.iter().map(|s| s.bytes).sum::<u64>(), "segments": t.meta.segments.len(), "columns": cols,
         }));
     }
     let mut rels = Vec::new();
@@ -57,7 +57,8 @@ pub fn run(a: Args) -> Result<()> {
             "out_bytes": ob, "in_bytes": ib,
             "bits_per_edge_out": ob as f64 * 8.0 / e, "bits_per_edge_both": (ob + ib) as f64 * 8.0 / e,
             "properties": r.meta.columns.iter().map(|c| format!("{}:{}", c.name, c.dtype.name())).collect::<Vec<_>>(),
-            "property_bytes": r.meta.props.as_ref().map_or(0, |p| p.bytes),
+            "property_bytes": r.meta.segments.iter().filter_map(|s| s.props.as_ref()).map(|p| p.bytes).sum::<u64>(),
+            "segments": r.meta.segments.len(),
         }));
     }
     let spaces: Vec<_> = m
