@@ -46,12 +46,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
     status_field("VmHWM:")
 }
 
-/// Resets the peak resident set size (VmHWM) to the current one, so that the peak of
-/// the next phase can be read on its own. Returns false where the platform does not allow it.
-pub fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
 /// Current resident set size of this process in bytes (VmRSS).
 pub fn current_rss_bytes() -> Option<u64> {
     status_field("VmRSS:")

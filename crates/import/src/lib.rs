@@ -149,7 +149,7 @@ pub struct ImportSummary {
     pub phases: Vec<PhaseStats>,
 }
 
-/// Wall time and peak resident memory of one import phase.
+/// Wall time of one import phase and the peak resident memory up to its end.
 #[derive(Debug, Clone, Default)]
 pub struct PhaseStats {
     pub name: String,
@@ -201,12 +201,12 @@ impl Ctx<'_> {
         self.progress.phase(phase, total);
     }
 
-    /// Records the peak RSS of the phase that ends and starts a fresh peak.
+    /// Records the peak RSS so far at the end of a phase. (Not reset between phases:
+    /// resetting VmHWM would also reset what `wait4` reports to whoever measures us.)
     fn end_phase(&mut self) {
         if self.phase_peaks.len() < self.phases.len() {
             self.phase_peaks
                 .push(quiver_common::size::peak_rss_bytes().unwrap_or(0));
-            quiver_common::size::reset_peak_rss();
         }
     }
 

@@ -4,7 +4,9 @@
 
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
-use quiver_storage::manifest::{Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta};
+use quiver_storage::manifest::{
+    Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta,
+};
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
 use quiver_storage::{Database, Direction, OpenMode};
 
@@ -17,7 +19,12 @@ fn ints(v: &[i64]) -> ColumnBuilder {
 }
 
 /// One CSR direction from (key, value) pairs over `n` nodes.
-fn csr(st: &Staging, name: &str, n: usize, pairs: &[(u32, u32)]) -> quiver_storage::manifest::SegmentMeta {
+fn csr(
+    st: &Staging,
+    name: &str,
+    n: usize,
+    pairs: &[(u32, u32)],
+) -> quiver_storage::manifest::SegmentMeta {
     let mut deg = vec![0u32; n];
     let mut sorted = pairs.to_vec();
     sorted.sort();
@@ -36,7 +43,10 @@ fn segments_read_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("seg.qdb");
     let st = Staging::begin(&db, false).unwrap();
-    let cols = vec![PropertyMeta { name: "v".into(), dtype: DataType::Scalar(ScalarType::Long) }];
+    let cols = vec![PropertyMeta {
+        name: "v".into(),
+        dtype: DataType::Scalar(ScalarType::Long),
+    }];
     let mut segs = Vec::new();
     for (k, rows) in [[10i64, 11, 12], [13, 14, 15]].iter().enumerate() {
         let mut w = TableWriter::create(&st, &format!("nodes-0000-{k}.seg"), cols.clone()).unwrap();
@@ -49,8 +59,18 @@ fn segments_read_as_one() {
     let e1 = [(0u32, 5u32), (3, 0)];
     let rev = |e: &[(u32, u32)]| e.iter().map(|&(a, b)| (b, a)).collect::<Vec<_>>();
     let rel_segs = vec![
-        RelSegmentMeta { n_edges: 2, out: csr(&st, "r0.out.seg", 6, &e0), r#in: csr(&st, "r0.in.seg", 6, &rev(&e0)), props: None },
-        RelSegmentMeta { n_edges: 2, out: csr(&st, "r1.out.seg", 6, &e1), r#in: csr(&st, "r1.in.seg", 6, &rev(&e1)), props: None },
+        RelSegmentMeta {
+            n_edges: 2,
+            out: csr(&st, "r0.out.seg", 6, &e0),
+            r#in: csr(&st, "r0.in.seg", 6, &rev(&e0)),
+            props: None,
+        },
+        RelSegmentMeta {
+            n_edges: 2,
+            out: csr(&st, "r1.out.seg", 6, &e1),
+            r#in: csr(&st, "r1.in.seg", 6, &rev(&e1)),
+            props: None,
+        },
     ];
     let manifest = Manifest {
         format_version: quiver_format::FORMAT_VERSION,
@@ -70,7 +90,14 @@ fn segments_read_as_one() {
             columns: cols,
             segments: segs,
         }],
-        rel_types: vec![RelTypeMeta { name: "R".into(), n_edges: 4, columns: vec![], segments: rel_segs, start_space: None, end_space: None }],
+        rel_types: vec![RelTypeMeta {
+            name: "R".into(),
+            n_edges: 4,
+            columns: vec![],
+            segments: rel_segs,
+            start_space: None,
+            end_space: None,
+        }],
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {
@@ -78,10 +105,20 @@ fn segments_read_as_one() {
         d.verify().unwrap();
         let t = &d.node_tables()[0];
         assert_eq!(t.footer.n_rows, 6);
-        assert_eq!(t.footer.row_groups.iter().map(|g| g.first_row).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
+        assert_eq!(
+            t.footer
+                .row_groups
+                .iter()
+                .map(|g| g.first_row)
+                .collect::<Vec<_>>(),
+            vec![0, 2, 3, 5]
+        );
         let mut all = Vec::new();
         for rg in 0..4 {
-            d.with_node_chunk(0, rg, 0, |c| all.extend((0..c.len()).map(|i| c.get_i64(i).unwrap()))).unwrap();
+            d.with_node_chunk(0, rg, 0, |c| {
+                all.extend((0..c.len()).map(|i| c.get_i64(i).unwrap()))
+            })
+            .unwrap();
         }
         assert_eq!(all, vec![10, 11, 12, 13, 14, 15]);
         let out: Vec<(u32, u64)> = d.neighbours(0, 0, Direction::Out).unwrap().collect();
@@ -93,7 +130,8 @@ fn segments_read_as_one() {
         let inc: Vec<(u32, u64)> = d.neighbours(0, 0, Direction::In).unwrap().collect();
         assert_eq!(inc, vec![(3, 2)]);
         let mut scanned = Vec::new();
-        d.scan_edges(0, Direction::Out, |a, b, e| scanned.push((a, b, e))).unwrap();
+        d.scan_edges(0, Direction::Out, |a, b, e| scanned.push((a, b, e)))
+            .unwrap();
         assert_eq!(scanned, vec![(0, 1, 0), (0, 2, 1), (0, 5, 2), (3, 0, 3)]);
     }
 }

@@ -266,7 +266,7 @@ fn print_summary(s: &ImportSummary) {
         .iter()
         .map(|p| {
             format!(
-                "{} {:.2} s (peak {})",
+                "{} {:.2} s (peak so far {})",
                 p.name,
                 p.seconds,
                 human_bytes(p.peak_rss_bytes)
