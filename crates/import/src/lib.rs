@@ -793,6 +793,75 @@ impl RowGroup {
     }
 }
 
+/// Runs the parse stage over a group's windows and hands each parsed batch, in file
+/// order, to `on_batch` (with the window, its file, the chunk's offset in the window and
+/// the line the chunk starts on), after counting its rows and handling its bad rows.
+/// Keeps the byte progress and line numbers across files, and recycles window buffers.
+#[allow(clippy::too_many_arguments)]
+fn drive_batches(
+    ctx: &mut Ctx<'_>,
+    files: &[PathBuf],
+    rx: &crossbeam_channel::Receiver<Msg>,
+    recycle: &crossbeam_channel::Sender<Vec<u8>>,
+    first: Option<Window>,
+    plan: &Plan,
+    endpoints: Option<&Endpoints<'_>>,
+    header_lines: u64,
+    done_before: &mut u64,
+    mut on_batch: impl FnMut(&mut Ctx<'_>, &Window, &Path, usize, u64, Batch) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    let mut lines = Lines {
+        file_idx: 0,
+        next_line: header_lines,
+    };
+    let (mut last_done, mut file_done_base) = (0u64, 0u64);
+    let pool = ctx.pool.clone();
+    std::thread::scope(|scope| -> Result<(), ImportError> {
+        let parsed = parse_stage(scope, rx, first, plan, endpoints, pool);
+        for p in parsed.iter() {
+            let (w, batches) = match p {
+                Parsed::Window(w, b) => (w, b),
+                Parsed::Error(e) => return Err(e),
+            };
+            if w.first_of_file && w.file_idx > 0 {
+                file_done_base += last_done;
+                last_done = 0;
+            }
+            lines.window(&w, header_lines);
+            let file = &files[w.file_idx];
+            for (chunk_start, mut batch) in batches {
+                let base = lines.next_line;
+                ctx.rows_read += batch.records;
+                for e in std::mem::take(&mut batch.errors) {
+                    let raw =
+                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    bad_row(
+                        ctx,
+                        file,
+                        base + e.line,
+                        e.column,
+                        e.reason,
+                        &e.message,
+                        raw,
+                    )?;
+                }
+                let lines_total = batch.lines_total;
+                on_batch(ctx, &w, file, chunk_start, base, batch)?;
+                lines.next_line = base + lines_total;
+            }
+            ctx.bytes_read += w.file_bytes_done - last_done;
+            last_done = w.file_bytes_done;
+            ctx.progress
+                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
+            // Hand the window's buffer back to the reader: no fresh pages per window.
+            let _ = recycle.try_send(w.data);
+        }
+        Ok(())
+    })?;
+    *done_before += file_done_base + last_done;
+    Ok(())
+}
+
 /// A window with its chunks parsed.
 enum Parsed {
     Window(Window, Vec<(usize, Batch)>),
@@ -977,120 +1046,83 @@ fn import_nodes(
         let mut writer =
             TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
         let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone());
-        let mut lines = Lines {
-            file_idx: 0,
-            next_line: header_lines,
-        };
         let mut n_rows = 0u64;
-        let mut last_done = 0u64;
-        let mut file_done_base = 0u64;
-        let pool = ctx.pool.clone();
-        std::thread::scope(|scope| -> Result<(), ImportError> {
-            let parsed = parse_stage(scope, &rx, first_window.take(), &plan, None, pool);
-            for p in parsed.iter() {
-                let (w, batches) = match p {
-                    Parsed::Window(w, b) => (w, b),
-                    Parsed::Error(e) => return Err(e),
-                };
-                if w.first_of_file && w.file_idx > 0 {
-                    file_done_base += last_done;
-                    last_done = 0;
-                }
-                lines.window(&w, header_lines);
-                let file = &group.files[w.file_idx];
-                for (chunk_start, mut batch) in batches {
-                    let base = lines.next_line;
-                    ctx.rows_read += batch.records;
-                    for e in std::mem::take(&mut batch.errors) {
-                        let raw = &w.data
-                            [chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                        bad_row(
-                            ctx,
-                            file,
-                            base + e.line,
-                            e.column,
-                            e.reason,
-                            &e.message,
-                            raw,
-                        )?;
-                    }
-                    // Ids: first occurrence wins; later ones are duplicates.
-                    if let (Some(out), Some(si)) = (id_column, id_space) {
-                        let mut keep: Option<Vec<bool>> = None;
-                        let mut next_node = first_node + n_rows;
-                        for r in 0..batch.n_rows() {
-                            let col = &batch.columns[out];
-                            let key = if integer {
-                                Key::Int(col.i64_values()[r])
-                            } else {
-                                Key::Str(col.bytes_at(r))
+        drive_batches(
+            ctx,
+            &group.files,
+            &rx,
+            &recycle,
+            first_window.take(),
+            &plan,
+            None,
+            header_lines,
+            done_before,
+            |ctx, w, file, chunk_start, base, mut batch| {
+                // Ids: first occurrence wins; later ones are duplicates.
+                if let (Some(out), Some(si)) = (id_column, id_space) {
+                    let mut keep: Option<Vec<bool>> = None;
+                    let mut next_node = first_node + n_rows;
+                    for r in 0..batch.n_rows() {
+                        let col = &batch.columns[out];
+                        let key = if integer {
+                            Key::Int(col.i64_values()[r])
+                        } else {
+                            Key::Str(col.bytes_at(r))
+                        };
+                        if next_node >= NODES_MAX {
+                            return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
+                        }
+                        if spaces[si].map.insert(key, next_node as u32)?.is_some() {
+                            let shown = match key {
+                                Key::Int(k) => k.to_string(),
+                                Key::Str(s) => String::from_utf8_lossy(s).to_string(),
                             };
-                            if next_node >= NODES_MAX {
-                                return Err(ImportError::Usage(format!(
-                                    "more than {NODES_MAX} nodes"
-                                )));
-                            }
-                            if spaces[si].map.insert(key, next_node as u32)?.is_some() {
-                                let shown = match key {
-                                    Key::Int(k) => k.to_string(),
-                                    Key::Str(s) => String::from_utf8_lossy(s).to_string(),
-                                };
-                                let (s, e) = batch.spans[r];
-                                let raw =
-                                    &w.data[chunk_start + s as usize..chunk_start + e as usize];
-                                let err = RowError {
-                                    line: batch.lines[r] as u64,
-                                    column: 0,
-                                    reason: Reason::DuplicateId,
-                                    message: format!(
-                                        "duplicate node id '{shown}' (an earlier node has it)"
-                                    ),
-                                    span: (s as usize, e as usize),
-                                };
-                                bad_row(
-                                    ctx,
-                                    file,
-                                    base + err.line,
-                                    err.column,
-                                    err.reason,
-                                    &err.message,
-                                    raw,
-                                )?;
-                                keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
-                            } else {
-                                next_node += 1;
-                            }
-                        }
-                        if let Some(keep) = keep {
-                            batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                            let (s, e) = batch.spans[r];
+                            let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
+                            let err = RowError {
+                                line: batch.lines[r] as u64,
+                                column: 0,
+                                reason: Reason::DuplicateId,
+                                message: format!(
+                                    "duplicate node id '{shown}' (an earlier node has it)"
+                                ),
+                                span: (s as usize, e as usize),
+                            };
+                            bad_row(
+                                ctx,
+                                file,
+                                base + err.line,
+                                err.column,
+                                err.reason,
+                                &err.message,
+                                raw,
+                            )?;
+                            keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
+                        } else {
+                            next_node += 1;
                         }
                     }
-                    if let Some(lc) = label_column {
-                        let col = &batch.columns[lc];
-                        if let Some(child) = col.list_child_ref() {
-                            for k in 0..child.len() {
-                                let l = String::from_utf8_lossy(child.bytes_at(k));
-                                if !l.is_empty() && !labels.iter().any(|x| *x == l) {
-                                    label_index(labels, &l)?;
-                                }
-                            }
-                        }
+                    if let Some(keep) = keep {
+                        batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
                     }
-                    let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
-                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
-                    n_rows += kept as u64;
-                    lines.next_line = base + batch.lines_total;
                 }
-                ctx.bytes_read += w.file_bytes_done - last_done;
-                last_done = w.file_bytes_done;
-                ctx.progress
-                    .advance(*done_before + file_done_base + last_done, ctx.rows_read);
-                // Hand the window's buffer back to the reader: no fresh pages per window.
-                let _ = recycle.try_send(w.data);
-            }
-            Ok(())
-        })?;
-        *done_before += file_done_base + last_done;
+                if let Some(lc) = label_column {
+                    let col = &batch.columns[lc];
+                    if let Some(child) = col.list_child_ref() {
+                        for k in 0..child.len() {
+                            let l = String::from_utf8_lossy(child.bytes_at(k));
+                            if !l.is_empty() && !labels.iter().any(|x| *x == l) {
+                                label_index(labels, &l)?;
+                            }
+                        }
+                    }
+                }
+                let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
+                rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                n_rows += kept as u64;
+                Ok(())
+            },
+        )?;
         rg.flush(&mut writer, &mut ctx.row_groups, true)?;
         let segment: SegmentMeta = writer.finish()?;
         Ok(NodeTableMeta {
@@ -1241,138 +1273,103 @@ fn import_rels(
             Some(t) if !has_type_col => Some(type_index(t, rels, ctx)?),
             _ => None,
         };
-        let mut lines = Lines {
-            file_idx: 0,
-            next_line: header_lines,
-        };
-        let mut last_done = 0u64;
-        let mut file_done_base = 0u64;
         let mut rg_grant = ctx.budget.empty_grant("relationship property buffer");
-        let pool = ctx.pool.clone();
-        std::thread::scope(|scope| -> Result<(), ImportError> {
-            let parsed = parse_stage(scope, &rx, None, &plan, Some(&endpoints), pool.clone());
-            for p in parsed.iter() {
-                let (w, batches) = match p {
-                    Parsed::Window(w, b) => (w, b),
-                    Parsed::Error(e) => return Err(e),
+        drive_batches(
+            ctx,
+            &group.files,
+            &rx,
+            &recycle,
+            None,
+            &plan,
+            Some(&endpoints),
+            header_lines,
+            done_before,
+            |ctx, _w, _file, _chunk_start, _base, batch| {
+                // Global type index of every row.
+                let row_types: Vec<usize> = match fixed_type {
+                    Some(t) => vec![t; batch.n_rows()],
+                    None => {
+                        let mut map = Vec::with_capacity(batch.type_names.len());
+                        for n in &batch.type_names {
+                            let name = String::from_utf8_lossy(n).to_string();
+                            map.push(type_index(&name, rels, ctx)?);
+                        }
+                        batch.types.iter().map(|&t| map[t as usize]).collect()
+                    }
                 };
-                if w.first_of_file && w.file_idx > 0 {
-                    file_done_base += last_done;
-                    last_done = 0;
+                match fixed_type {
+                    Some(t) => rels[t].store.push_all(&batch.edges)?,
+                    None => {
+                        for (r, &e) in batch.edges.iter().enumerate() {
+                            rels[row_types[r]]
+                                .store
+                                .push_all(std::slice::from_ref(&e))?;
+                        }
+                    }
                 }
-                lines.window(&w, header_lines);
-                let file = &group.files[w.file_idx];
-                for (chunk_start, mut batch) in batches {
-                    let base = lines.next_line;
-                    ctx.rows_read += batch.records;
-                    for e in std::mem::take(&mut batch.errors) {
-                        let raw = &w.data
-                            [chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
-                        bad_row(
-                            ctx,
-                            file,
-                            base + e.line,
-                            e.column,
-                            e.reason,
-                            &e.message,
-                            raw,
-                        )?;
-                    }
-                    // Global type index of every row.
-                    let row_types: Vec<usize> = match fixed_type {
-                        Some(t) => vec![t; batch.n_rows()],
-                        None => {
-                            let mut map = Vec::with_capacity(batch.type_names.len());
-                            for n in &batch.type_names {
-                                let name = String::from_utf8_lossy(n).to_string();
-                                map.push(type_index(&name, rels, ctx)?);
-                            }
-                            batch.types.iter().map(|&t| map[t as usize]).collect()
-                        }
-                    };
-                    match fixed_type {
-                        Some(t) => rels[t].store.push_all(&batch.edges)?,
-                        None => {
-                            for (r, &e) in batch.edges.iter().enumerate() {
-                                rels[row_types[r]]
-                                    .store
-                                    .push_all(std::slice::from_ref(&e))?;
-                            }
-                        }
-                    }
-                    if !columns.is_empty() {
-                        let single = row_types
-                            .first()
-                            .copied()
-                            .filter(|&t| row_types.iter().all(|&x| x == t));
-                        let mut targets: Vec<usize> = row_types.clone();
-                        targets.sort_unstable();
-                        targets.dedup();
-                        for t in targets {
-                            let cols: Vec<ColumnBuilder> = if single.is_some() {
-                                Vec::new()
-                            } else {
-                                let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
-                                batch.columns.iter().map(|c| c.filter(&keep)).collect()
-                            };
-                            let src = if single.is_some() {
-                                &batch.columns
-                            } else {
-                                &cols
-                            };
-                            let Some((writer, builders)) = rels[t].props.as_mut() else {
-                                continue;
-                            };
-                            if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
-                                pool.install(|| writer.write_row_group(builders))?;
-                                ctx.row_groups += 1;
-                                builders.iter_mut().for_each(|b| b.clear());
-                            }
-                            for (b, c) in builders.iter_mut().zip(src) {
-                                b.append(c);
-                            }
-                        }
-                        // The property buffers of all types share one grant and the same cap
-                        // as node row groups; under pressure every type flushes.
-                        let held = |rels: &Vec<RelState>| -> u64 {
-                            rels.iter()
-                                .filter_map(|r| r.props.as_ref())
-                                .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
-                                .sum::<u64>()
-                                * 3
-                                / 2
+                if !columns.is_empty() {
+                    let single = row_types
+                        .first()
+                        .copied()
+                        .filter(|&t| row_types.iter().all(|&x| x == t));
+                    let mut targets: Vec<usize> = row_types.clone();
+                    targets.sort_unstable();
+                    targets.dedup();
+                    for t in targets {
+                        let cols: Vec<ColumnBuilder> = if single.is_some() {
+                            Vec::new()
+                        } else {
+                            let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
+                            batch.columns.iter().map(|c| c.filter(&keep)).collect()
                         };
-                        let need = held(rels);
-                        let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
-                            * ROW_GROUP_BUDGET_SHARE.0;
-                        if need > rg_grant.bytes()
-                            && (need > cap || rg_grant.try_resize(need).is_err())
-                        {
-                            for r in rels.iter_mut() {
-                                if let Some((writer, builders)) = r.props.as_mut() {
-                                    if builders[0].len() > 0 {
-                                        pool.install(|| writer.write_row_group(builders))?;
-                                        ctx.row_groups += 1;
-                                    }
-                                    *builders =
-                                        out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
-                                }
-                            }
-                            rg_grant.try_resize(held(rels))?;
+                        let src = if single.is_some() {
+                            &batch.columns
+                        } else {
+                            &cols
+                        };
+                        let Some((writer, builders)) = rels[t].props.as_mut() else {
+                            continue;
+                        };
+                        if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
+                            ctx.pool.install(|| writer.write_row_group(builders))?;
+                            ctx.row_groups += 1;
+                            builders.iter_mut().for_each(|b| b.clear());
+                        }
+                        for (b, c) in builders.iter_mut().zip(src) {
+                            b.append(c);
                         }
                     }
-                    lines.next_line = base + batch.lines_total;
+                    // The property buffers of all types share one grant and the same cap
+                    // as node row groups; under pressure every type flushes.
+                    let held = |rels: &Vec<RelState>| -> u64 {
+                        rels.iter()
+                            .filter_map(|r| r.props.as_ref())
+                            .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
+                            .sum::<u64>()
+                            * 3
+                            / 2
+                    };
+                    let need = held(rels);
+                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
+                        * ROW_GROUP_BUDGET_SHARE.0;
+                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err())
+                    {
+                        for r in rels.iter_mut() {
+                            if let Some((writer, builders)) = r.props.as_mut() {
+                                if builders[0].len() > 0 {
+                                    ctx.pool.install(|| writer.write_row_group(builders))?;
+                                    ctx.row_groups += 1;
+                                }
+                                *builders =
+                                    out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
+                            }
+                        }
+                        rg_grant.try_resize(held(rels))?;
+                    }
                 }
-                ctx.bytes_read += w.file_bytes_done - last_done;
-                last_done = w.file_bytes_done;
-                ctx.progress
-                    .advance(*done_before + file_done_base + last_done, ctx.rows_read);
-                // Hand the window's buffer back to the reader: no fresh pages per window.
-                let _ = recycle.try_send(w.data);
-            }
-            Ok(())
-        })?;
-        *done_before += file_done_base + last_done;
+                Ok(())
+            },
+        )?;
         Ok(())
     })();
     drop(rx);
