@@ -9,6 +9,7 @@
 //!
 //! The same arguments and seed always give byte-identical files.
 
+use quiver_csv::value::civil_from_days;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::fs::File;
@@ -40,19 +41,6 @@ pub fn write_datetime(out: &mut Vec<u8>, secs: i64) {
         t / 60 % 60,
         t % 60
     );
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = if z >= 0 { z } else { z - 146096 } / 146097;
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// A standard normal deviate (Box-Muller).
