@@ -10,7 +10,9 @@ DuckDB/Kùzu counts, as it would for their users), on-disk size, and the ratio t
     python3 bench/import_bench.py --workload dolt --rows 1000000 --order random
     python3 bench/import_bench.py --workload social --scale 1 --budget 512MiB
 
-Peers: DuckDB (typed table with PRIMARY KEY, COPY FROM), Kùzu (node/rel tables, COPY FROM).
+Peers: DuckDB (typed table with PRIMARY KEY, COPY FROM), Kùzu (node/rel tables, COPY FROM),
+and, with `--peers ...,postgres,mariadb`, PostgreSQL `COPY` and MariaDB `LOAD DATA INFILE`
+(servers started by bench/servers.py from the system packages; dolt and social only).
 Every run prints one row plus a machine-readable JSON line (prefix `RESULT `).
 """
 
@@ -24,6 +26,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIVER = ROOT / "target" / "release" / "quiver"
@@ -125,6 +129,37 @@ def systems(args, files, work):
     return out
 
 
+DOLT_PG = "CREATE TABLE dolt(pk int PRIMARY KEY, c1 bigint, c2 char(1), c3 timestamp, c4 double precision, c5 smallint, c6 real, c7 varchar(255), c8 text, c9 text)"
+DOLT_MARIA = "CREATE TABLE dolt(pk INT PRIMARY KEY, c1 BIGINT, c2 CHAR(1), c3 DATETIME, c4 DOUBLE, c5 TINYINT, c6 FLOAT, c7 VARCHAR(255), c8 VARBINARY(255), c9 TEXT) ENGINE=InnoDB"
+USERS_SQL = "id INT PRIMARY KEY, age INT, gender INT, region VARCHAR(64), completion_percentage INT, public INT, last_login {ts}, registration {ts}"
+
+
+def maria_load(table, path, cols):
+    """LOAD DATA with empty fields as NULL (MariaDB reads them as '' or 0 otherwise)."""
+    vars_ = ",".join(f"@{c}" for c in cols)
+    sets = ",".join(f"{c}=NULLIF(@{c},'')" for c in cols)
+    return (f"LOAD DATA INFILE '{path}' INTO TABLE {table} FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' "
+            f"ESCAPED BY '' LINES TERMINATED BY '\\n' IGNORE 1 LINES ({vars_}) SET {sets}")
+
+
+def server_statements(args, files, peer):
+    if args.workload == "dolt":
+        f = files["dolt"]
+        cols = ["pk"] + [f"c{i}" for i in range(1, 10)]
+        if peer == "postgres":
+            return [DOLT_PG, f"COPY dolt FROM '{f}' WITH (FORMAT csv, HEADER true)"]
+        return [DOLT_MARIA, maria_load("dolt", f, cols)]
+    if args.workload == "social":
+        n, e = files["nodes"], files["edges"]
+        ucols = ["id", "age", "gender", "region", "completion_percentage", "public", "last_login", "registration"]
+        if peer == "postgres":
+            return [f"CREATE TABLE users({USERS_SQL.format(ts='timestamp')})", "CREATE TABLE follows(src int, dst int)",
+                    f"COPY users FROM '{n}' WITH (FORMAT csv, HEADER true)", f"COPY follows FROM '{e}' WITH (FORMAT csv, HEADER true)"]
+        return [f"CREATE TABLE users({USERS_SQL.format(ts='DATETIME')}) ENGINE=InnoDB", "CREATE TABLE follows(src INT, dst INT) ENGINE=InnoDB",
+                maria_load("users", n, ucols), maria_load("follows", e, ["src", "dst"])]
+    return None
+
+
 def generate(args, data):
     files = {}
     if args.workload == "dolt":
@@ -168,7 +203,7 @@ def main():
     args = ap.parse_args()
     if not QUIVER.exists():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
-    data = Path(args.data)
+    data = Path(args.data).resolve()
     data.mkdir(parents=True, exist_ok=True)
     files = generate(args, data)
     work = data / "work"
@@ -176,13 +211,30 @@ def main():
     rows = files["rows"]
     label = {"dolt": f"dolt {args.rows} {args.order}", "social": f"social scale {args.scale}", "wide": f"wide {args.rows}x{args.cols}"}[args.workload]
     print(f"# {label}: {rows} rows, {files['bytes'] / 2**20:.1f} MiB of CSV, {args.threads} threads, {args.runs} runs (median)")
+    servers = []
+    for peer in ("postgres", "mariadb"):
+        if peer in args.peers and server_statements(args, files, peer) is not None:
+            import servers as srv
+            try:
+                server = (srv.Postgres if peer == "postgres" else srv.MariaDB)(work)
+                server.start()
+                servers.append(server)
+            except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as e:
+                print(f"# skipping {peer}: {e}")
     results = {}
-    for run in range(args.runs):
-        # Interleave systems within each round so that machine noise hits all alike.
-        for name, path, cmd in systems(args, files, work):
-            fresh(path)
-            secs, rss, out = timed(cmd)
-            results.setdefault(name, []).append((secs, rss, du(path)))
+    try:
+        for run in range(args.runs):
+            # Interleave systems within each round so that machine noise hits all alike.
+            for name, path, cmd in systems(args, files, work):
+                fresh(path)
+                secs, rss, out = timed(cmd)
+                results.setdefault(name, []).append((secs, rss, du(path)))
+            for server in servers:
+                secs, rss, size = server.run(server_statements(args, files, server.name))
+                results.setdefault(server.name, []).append((secs, rss, size))
+    finally:
+        for server in servers:
+            server.stop()
     print(f"{'system':<8} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'disk MiB':>9} {'time ratio':>11} {'RSS ratio':>10}")
     med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
     qs, qr, _ = med["quiver"]
