@@ -93,3 +93,49 @@ fn killed_imports_leave_nothing_behind() {
         ok(&["check", "--db", s(&db)]);
     }
 }
+
+#[test]
+fn ctrl_c_stops_cleanly_and_removes_the_staging() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&["generate", "social", "--scale", "0.3", "--out", s(d)]);
+    let db = d.join("g.qdb");
+    let nodes = format!("User={}", s(&d.join("nodes.csv")));
+    let rels = format!("FOLLOWS={}", s(&d.join("edges.csv")));
+    let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "import",
+            "--db",
+            s(&db),
+            "--nodes",
+            &nodes,
+            "--relationships",
+            &rels,
+            "--id-type",
+            "integer",
+            "--threads",
+            "2",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    // SAFETY: sending SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        // The import beat the signal; nothing to check on this machine.
+        return;
+    }
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!db.exists());
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

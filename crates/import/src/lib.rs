@@ -95,6 +95,9 @@ pub struct ImportConfig {
     pub overwrite: bool,
     pub no_edge_properties: bool,
     pub infer_types: bool,
+    /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
+    /// `ImportError::Interrupted` within a window's time and removes what it staged.
+    pub cancel: Arc<AtomicBool>,
 }
 
 impl ImportConfig {
@@ -114,6 +117,7 @@ impl ImportConfig {
             overwrite: false,
             no_edge_properties: false,
             infer_types: false,
+            cancel: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -269,7 +273,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         progress,
         rejects: Rejects::new(rejects_path),
         pool: pool.clone(),
-        cancel: Arc::new(AtomicBool::new(false)),
+        cancel: cfg.cancel.clone(),
         rows_read: 0,
         bytes_read: 0,
         window_bytes,
@@ -301,6 +305,9 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
     };
     ctx.rejects.finish()?;
     drop(temp);
+    if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(ImportError::Interrupted);
+    }
     ctx.phase(Phase::Publish, 1);
     let db = staging.publish(&manifest)?;
     ctx.progress.advance(1, 0);
@@ -430,6 +437,9 @@ fn run(
     let mut spilled = 0;
     let mut csr_done_before = 0u64;
     for (ri, r) in rels.iter_mut().enumerate() {
+        if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ImportError::Interrupted);
+        }
         spilled += r.store.spilled_edges();
         let props = match r.props.take() {
             Some((mut w, builders)) => {
@@ -819,6 +829,9 @@ fn drive_batches(
     std::thread::scope(|scope| -> Result<(), ImportError> {
         let parsed = parse_stage(scope, rx, first, plan, endpoints, pool);
         for p in parsed.iter() {
+            if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(ImportError::Interrupted);
+            }
             let (w, batches) = match p {
                 Parsed::Window(w, b) => (w, b),
                 Parsed::Error(e) => return Err(e),

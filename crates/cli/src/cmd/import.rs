@@ -181,6 +181,15 @@ pub fn run(a: Args) -> Result<()> {
     cfg.overwrite = a.overwrite;
     cfg.no_edge_properties = a.no_edge_properties;
     cfg.infer_types = a.infer_types;
+    // Ctrl-C stops the import cleanly (nothing published, staging removed); a second
+    // Ctrl-C exits at once (the next import cleans up what is left).
+    let cancel = cfg.cancel.clone();
+    let _ = ctrlc::set_handler(move || {
+        if cancel.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupting: removing what was staged (Ctrl-C again to exit at once)");
+    });
     let bar = Bar::new(a.quiet || a.json);
     let summary = quiver_import::import(&cfg, &bar)?;
     bar.finish();
