@@ -20,10 +20,6 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     if digits.is_empty() || digits.len() > 19 {
         return None;
     }
-    if digits.len() <= 8 {
-        let v = parse_upto8(digits)?;
-        return Some(if neg { -(v as i64) } else { v as i64 });
-    }
     let mut v: u64 = 0;
     for &c in digits {
         let d = c.wrapping_sub(b'0');
@@ -43,30 +39,6 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     } else {
         Some(v as i64)
     }
-}
-
-/// 1 to 8 ASCII digits at once (SWAR): the digits are placed in the high bytes of a
-/// little-endian word padded with '0' below, checked to be digits, and combined by three
-/// multiply-shift steps. About a third of the instructions of the byte loop on the ids
-/// of the social file (callgrind).
-#[inline]
-fn parse_upto8(d: &[u8]) -> Option<u64> {
-    let n = d.len();
-    debug_assert!((1..=8).contains(&n));
-    let mut buf = [b'0'; 8];
-    buf[8 - n..].copy_from_slice(d);
-    let chunk = u64::from_le_bytes(buf);
-    // Every byte must be 0x30..=0x39.
-    let hi_ok = chunk & 0xF0F0_F0F0_F0F0_F0F0 == 0x3030_3030_3030_3030;
-    let lo_ok = (chunk.wrapping_add(0x0606_0606_0606_0606)) & 0xF0F0_F0F0_F0F0_F0F0
-        == 0x3030_3030_3030_3030;
-    if !(hi_ok && lo_ok) {
-        return None;
-    }
-    let lower = chunk & 0x0F0F_0F0F_0F0F_0F0F;
-    let c = (lower.wrapping_mul(10) + (lower >> 8)) & 0x00FF_00FF_00FF_00FF;
-    let c = (c.wrapping_mul(100) + (c >> 16)) & 0x0000_FFFF_0000_FFFF;
-    Some((c.wrapping_mul(10000) + (c >> 32)) & 0xFFFF_FFFF)
 }
 
 #[inline]
@@ -327,42 +299,6 @@ mod tests {
         assert_eq!(parse_i64(b""), None);
         assert_eq!(parse_i64(b"-"), None);
         assert_eq!(parse_i64(b"abc"), None);
-    }
-
-    #[test]
-    fn short_ints_agree_with_std() {
-        for text in [
-            "0", "7", "12", "99999999", "10000000", "00000001", "-5", "+8", "1a", "a1", "1/", ":1",
-            "12345678",
-        ] {
-            assert_eq!(
-                parse_i64(text.as_bytes()),
-                text.parse::<i64>().ok(),
-                "{text}"
-            );
-        }
-        for v in (0..2_000_000u64)
-            .step_by(997)
-            .chain([9_999_999, 99_999_999])
-        {
-            assert_eq!(parse_i64(v.to_string().as_bytes()), Some(v as i64));
-        }
-        // Every byte value in every position of a short field.
-        for pos in 0..4 {
-            for b in 0..=255u8 {
-                let mut f = b"1234".to_vec();
-                f[pos] = b;
-                let want = std::str::from_utf8(&f)
-                    .ok()
-                    .and_then(|t| t.trim_matches(' ').parse::<i64>().ok());
-                let want = if pos == 0 && (b == b'+' || b == b'-') {
-                    want
-                } else {
-                    want.filter(|_| b.is_ascii_digit() || b == b' ')
-                };
-                assert_eq!(parse_i64(&f), want, "{f:?}");
-            }
-        }
     }
 
     #[test]
