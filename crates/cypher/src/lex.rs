@@ -1,0 +1,280 @@
+//! Tokens with their byte offsets. Keywords are not tokens of their own: they are
+//! identifiers compared case-insensitively by the parser, so that `match`, `MATCH` and a
+//! property named `count` all work.
+
+/// A token kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tok {
+    Ident(String),
+    /// `` `quoted name` ``: never a keyword.
+    Quoted(String),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Param(String),
+    Punct(&'static str),
+    Eof,
+}
+
+impl std::fmt::Display for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tok::Ident(s) => write!(f, "'{s}'"),
+            Tok::Quoted(s) => write!(f, "`{s}`"),
+            Tok::Int(i) => write!(f, "{i}"),
+            Tok::Float(x) => write!(f, "{x}"),
+            Tok::Str(s) => write!(f, "string '{s}'"),
+            Tok::Param(p) => write!(f, "${p}"),
+            Tok::Punct(p) => write!(f, "'{p}'"),
+            Tok::Eof => write!(f, "the end of the query"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub tok: Tok,
+    /// Byte offset of the token's first character.
+    pub offset: usize,
+}
+
+/// A lexical error at a byte offset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// Longest first, so that `<=` wins over `<`.
+const PUNCT: [&str; 30] = [
+    "..", "<=", ">=", "<>", "!=", "=~", "->", "<-", "+=", "(", ")", "[", "]", "{", "}", ",", ".",
+    ":", ";", "|", "=", "<", ">", "+", "-", "*", "/", "%", "^", "$",
+];
+
+pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if text[i..].starts_with("//") {
+            i = text[i..].find('\n').map_or(b.len(), |k| i + k);
+            continue;
+        }
+        if text[i..].starts_with("/*") {
+            match text[i + 2..].find("*/") {
+                Some(k) => i = i + 2 + k + 2,
+                None => {
+                    return Err(LexError {
+                        offset: i,
+                        message: "unterminated comment".into(),
+                    })
+                }
+            }
+            continue;
+        }
+        let start = i;
+        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                i += 1;
+            }
+            out.push(Token {
+                tok: Tok::Ident(text[start..i].to_string()),
+                offset: start,
+            });
+            continue;
+        }
+        if c == b'`' {
+            let end = text[i + 1..].find('`').ok_or(LexError {
+                offset: i,
+                message: "unterminated `quoted name`".into(),
+            })?;
+            out.push(Token {
+                tok: Tok::Quoted(text[i + 1..i + 1 + end].to_string()),
+                offset: start,
+            });
+            i += end + 2;
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let mut float = false;
+            // A '.' followed by a digit continues the number; `1..3` is a range.
+            if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
+                float = true;
+                i += 1;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+                let mut j = i + 1;
+                if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                    j += 1;
+                }
+                if j < b.len() && b[j].is_ascii_digit() {
+                    float = true;
+                    i = j;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+            }
+            let s = &text[start..i];
+            let tok = if float {
+                Tok::Float(s.parse().map_err(|_| LexError {
+                    offset: start,
+                    message: format!("bad number {s}"),
+                })?)
+            } else {
+                Tok::Int(s.parse().map_err(|_| LexError {
+                    offset: start,
+                    message: format!("integer {s} is too large"),
+                })?)
+            };
+            out.push(Token { tok, offset: start });
+            continue;
+        }
+        if c == b'\'' || c == b'"' {
+            let mut s = String::new();
+            i += 1;
+            loop {
+                let Some(ch) = text[i..].chars().next() else {
+                    return Err(LexError {
+                        offset: start,
+                        message: "unterminated string".into(),
+                    });
+                };
+                i += ch.len_utf8();
+                if ch as u32 == c as u32 {
+                    break;
+                }
+                if ch == '\\' {
+                    let Some(e) = text[i..].chars().next() else {
+                        return Err(LexError {
+                            offset: start,
+                            message: "unterminated string".into(),
+                        });
+                    };
+                    i += e.len_utf8();
+                    s.push(match e {
+                        'n' => '\n',
+                        't' => '\t',
+                        'r' => '\r',
+                        '0' => '\0',
+                        other => other,
+                    });
+                } else {
+                    s.push(ch);
+                }
+            }
+            out.push(Token {
+                tok: Tok::Str(s),
+                offset: start,
+            });
+            continue;
+        }
+        if c == b'$' {
+            i += 1;
+            let n0 = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if i == n0 {
+                return Err(LexError {
+                    offset: start,
+                    message: "expected a parameter name after '$'".into(),
+                });
+            }
+            out.push(Token {
+                tok: Tok::Param(text[n0..i].to_string()),
+                offset: start,
+            });
+            continue;
+        }
+        match PUNCT.iter().find(|p| text[i..].starts_with(**p)) {
+            Some(p) => {
+                out.push(Token {
+                    tok: Tok::Punct(p),
+                    offset: start,
+                });
+                i += p.len();
+            }
+            None => {
+                let ch = text[i..].chars().next().unwrap_or('?');
+                return Err(LexError {
+                    offset: i,
+                    message: format!("unexpected character '{ch}'"),
+                });
+            }
+        }
+    }
+    out.push(Token {
+        tok: Tok::Eof,
+        offset: b.len(),
+    });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(t: &str) -> Vec<Tok> {
+        lex(t).unwrap().into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(
+            kinds("MATCH (n:User {id: $id})-[*1..3]->(m) // c\nRETURN 1.5e3, 'a\\'b', `x y`"),
+            vec![
+                Tok::Ident("MATCH".into()),
+                Tok::Punct("("),
+                Tok::Ident("n".into()),
+                Tok::Punct(":"),
+                Tok::Ident("User".into()),
+                Tok::Punct("{"),
+                Tok::Ident("id".into()),
+                Tok::Punct(":"),
+                Tok::Param("id".into()),
+                Tok::Punct("}"),
+                Tok::Punct(")"),
+                Tok::Punct("-"),
+                Tok::Punct("["),
+                Tok::Punct("*"),
+                Tok::Int(1),
+                Tok::Punct(".."),
+                Tok::Int(3),
+                Tok::Punct("]"),
+                Tok::Punct("->"),
+                Tok::Punct("("),
+                Tok::Ident("m".into()),
+                Tok::Punct(")"),
+                Tok::Ident("RETURN".into()),
+                Tok::Float(1500.0),
+                Tok::Punct(","),
+                Tok::Str("a'b".into()),
+                Tok::Punct(","),
+                Tok::Quoted("x y".into()),
+                Tok::Eof,
+            ]
+        );
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(lex("RETURN 'abc").unwrap_err().offset, 7);
+        assert!(lex("RETURN 99999999999999999999")
+            .unwrap_err()
+            .message
+            .contains("too large"));
+        assert_eq!(lex("RETURN #").unwrap_err().offset, 7);
+    }
+}

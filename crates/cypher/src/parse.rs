@@ -1,0 +1,911 @@
+//! Recursive descent over the tokens of [`lex`](crate::lex); expressions by precedence
+//! climbing. The first error stops the parse and says where (line and column, 1-based
+//! when shown, with the line and a caret) and what was expected.
+
+use crate::ast::*;
+use crate::lex::{lex, Tok, Token};
+
+/// A syntax error with its place in the query text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}\n{snippet}", line = .line + 1, column = .column + 1)]
+pub struct ParseError {
+    /// 0-based line and column (in characters).
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    /// The offending line with a caret under the column.
+    pub snippet: String,
+}
+
+fn error_at(text: &str, offset: usize, message: String) -> ParseError {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[..offset].matches('\n').count();
+    let column = text[line_start..offset].chars().count();
+    let line_text = text[line_start..].lines().next().unwrap_or("");
+    let snippet = format!("{line_text}\n{}^", " ".repeat(column));
+    ParseError {
+        line,
+        column,
+        message,
+        snippet,
+    }
+}
+
+/// Most nesting the parser follows (parentheses, lists, maps, CASE) before it refuses.
+const DEPTH_MAX: usize = 256;
+
+struct Parser<'t> {
+    text: &'t str,
+    toks: Vec<Token>,
+    pos: usize,
+    depth: usize,
+}
+
+type R<T> = Result<T, ParseError>;
+
+const RESERVED: [&str; 26] = [
+    "MATCH", "OPTIONAL", "WHERE", "WITH", "RETURN", "ORDER", "BY", "SKIP", "LIMIT", "UNWIND",
+    "UNION", "AS", "AND", "OR", "XOR", "NOT", "IN", "STARTS", "ENDS", "CONTAINS", "IS", "NULL",
+    "DISTINCT", "CASE", "WHEN", "THEN",
+];
+
+impl<'t> Parser<'t> {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
+    }
+
+    fn bump(&mut self) -> Tok {
+        let t = self.toks[self.pos].tok.clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn err<T>(&self, expected: &str) -> R<T> {
+        Err(error_at(
+            self.text,
+            self.toks[self.pos].offset,
+            format!("expected {expected}, found {}", self.peek()),
+        ))
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(self.peek(), Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn is_kw_at(&self, k: usize, kw: &str) -> bool {
+        matches!(self.peek_at(k), Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.is_kw(kw) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> R<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            self.err(kw)
+        }
+    }
+
+    fn is_p(&self, p: &str) -> bool {
+        matches!(self.peek(), Tok::Punct(x) if *x == p)
+    }
+
+    fn eat_p(&mut self, p: &str) -> bool {
+        if self.is_p(p) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_p(&mut self, p: &str) -> R<()> {
+        if self.eat_p(p) {
+            Ok(())
+        } else {
+            self.err(&format!("'{p}'"))
+        }
+    }
+
+    /// A name: an identifier that is not a reserved word, or a `quoted` name.
+    fn name(&mut self, what: &str) -> R<String> {
+        match self.peek().clone() {
+            Tok::Quoted(s) => {
+                self.bump();
+                Ok(s)
+            }
+            Tok::Ident(s) if !RESERVED.iter().any(|r| r.eq_ignore_ascii_case(&s)) => {
+                self.bump();
+                Ok(s)
+            }
+            _ => self.err(what),
+        }
+    }
+
+    /// A symbolic name where reserved words are allowed too (labels, types, keys).
+    fn any_name(&mut self, what: &str) -> R<String> {
+        match self.peek().clone() {
+            Tok::Quoted(s) | Tok::Ident(s) => {
+                self.bump();
+                Ok(s)
+            }
+            _ => self.err(what),
+        }
+    }
+
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth > DEPTH_MAX {
+            return Err(error_at(
+                self.text,
+                self.toks[self.pos].offset,
+                format!("nesting deeper than {DEPTH_MAX}"),
+            ));
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Clauses
+
+    fn statement(&mut self) -> R<Statement> {
+        let explain = if self.eat_kw("EXPLAIN") {
+            Some(Explain::Explain)
+        } else if self.eat_kw("PROFILE") {
+            Some(Explain::Profile)
+        } else {
+            None
+        };
+        let mut parts = vec![self.single_query()?];
+        let mut union_all = Vec::new();
+        while self.eat_kw("UNION") {
+            union_all.push(self.eat_kw("ALL"));
+            parts.push(self.single_query()?);
+        }
+        self.eat_p(";");
+        if !matches!(self.peek(), Tok::Eof) {
+            return self
+                .err("a clause (MATCH, WITH, RETURN, UNWIND, UNION) or the end of the query");
+        }
+        Ok(Statement {
+            explain,
+            query: Query { parts, union_all },
+        })
+    }
+
+    fn single_query(&mut self) -> R<SingleQuery> {
+        let mut clauses = Vec::new();
+        loop {
+            if self.is_kw("MATCH") || (self.is_kw("OPTIONAL") && self.is_kw_at(1, "MATCH")) {
+                let optional = self.eat_kw("OPTIONAL");
+                self.expect_kw("MATCH")?;
+                let mut patterns = vec![self.pattern()?];
+                while self.eat_p(",") {
+                    patterns.push(self.pattern()?);
+                }
+                let where_ = if self.eat_kw("WHERE") {
+                    Some(self.expr()?)
+                } else {
+                    None
+                };
+                clauses.push(Clause::Match {
+                    optional,
+                    patterns,
+                    where_,
+                });
+            } else if self.eat_kw("UNWIND") {
+                let expr = self.expr()?;
+                self.expect_kw("AS")?;
+                let var = self.name("a variable name")?;
+                clauses.push(Clause::Unwind { expr, var });
+            } else if self.eat_kw("WITH") {
+                let mut p = self.projection()?;
+                if self.eat_kw("WHERE") {
+                    p.where_ = Some(self.expr()?);
+                }
+                clauses.push(Clause::With(p));
+            } else if self.eat_kw("RETURN") {
+                clauses.push(Clause::Return(self.projection()?));
+                break;
+            } else {
+                break;
+            }
+        }
+        if clauses.is_empty() {
+            return self.err("MATCH, OPTIONAL MATCH, UNWIND, WITH or RETURN");
+        }
+        if !matches!(clauses.last(), Some(Clause::Return(_))) && !self.is_kw("UNION") {
+            return self.err("RETURN (a read query ends with RETURN) or another clause");
+        }
+        Ok(SingleQuery { clauses })
+    }
+
+    fn projection(&mut self) -> R<Projection> {
+        let distinct = self.eat_kw("DISTINCT");
+        let mut p = Projection {
+            distinct,
+            star: false,
+            items: Vec::new(),
+            order: Vec::new(),
+            skip: None,
+            limit: None,
+            where_: None,
+        };
+        if self.eat_p("*") {
+            p.star = true;
+            if !self.eat_p(",") {
+                return self.tail(p);
+            }
+        }
+        loop {
+            let e = self.expr()?;
+            let alias = if self.eat_kw("AS") {
+                Some(self.name("an alias after AS")?)
+            } else {
+                None
+            };
+            p.items.push((e, alias));
+            if !self.eat_p(",") {
+                break;
+            }
+        }
+        self.tail(p)
+    }
+
+    fn tail(&mut self, mut p: Projection) -> R<Projection> {
+        if self.is_kw("ORDER") {
+            self.bump();
+            self.expect_kw("BY")?;
+            loop {
+                let e = self.expr()?;
+                let desc = if self.eat_kw("DESC") || self.eat_kw("DESCENDING") {
+                    true
+                } else {
+                    let _ = self.eat_kw("ASC") || self.eat_kw("ASCENDING");
+                    false
+                };
+                p.order.push((e, desc));
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+        }
+        if self.eat_kw("SKIP") {
+            p.skip = Some(self.expr()?);
+        }
+        if self.eat_kw("LIMIT") {
+            p.limit = Some(self.expr()?);
+        }
+        Ok(p)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Patterns
+
+    fn pattern(&mut self) -> R<Pattern> {
+        let var = if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+            && matches!(self.peek_at(1), Tok::Punct("="))
+        {
+            let v = self.name("a path variable")?;
+            self.bump();
+            Some(v)
+        } else {
+            None
+        };
+        let kind = if self.is_kw("shortestPath") && matches!(self.peek_at(1), Tok::Punct("(")) {
+            PathKind::Shortest
+        } else if self.is_kw("allShortestPaths") && matches!(self.peek_at(1), Tok::Punct("(")) {
+            PathKind::AllShortest
+        } else {
+            PathKind::Plain
+        };
+        if kind != PathKind::Plain {
+            self.bump();
+            self.expect_p("(")?;
+            let mut inner = self.path_body()?;
+            self.expect_p(")")?;
+            inner.var = var;
+            inner.kind = kind;
+            return Ok(inner);
+        }
+        let mut p = self.path_body()?;
+        p.var = var;
+        Ok(p)
+    }
+
+    fn path_body(&mut self) -> R<Pattern> {
+        let start = self.node_pattern()?;
+        let mut steps = Vec::new();
+        while self.is_p("-") || self.is_p("<-") {
+            let rel = self.rel_pattern()?;
+            let node = self.node_pattern()?;
+            steps.push((rel, node));
+        }
+        Ok(Pattern {
+            var: None,
+            kind: PathKind::Plain,
+            start,
+            steps,
+        })
+    }
+
+    fn node_pattern(&mut self) -> R<NodePattern> {
+        self.expect_p("(")?;
+        let mut n = NodePattern::default();
+        if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) {
+            n.var = Some(self.name("a node variable")?);
+        }
+        while self.eat_p(":") {
+            n.labels.push(self.any_name("a label")?);
+        }
+        if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
+            n.props = Some(self.atom()?);
+        }
+        self.expect_p(")")?;
+        Ok(n)
+    }
+
+    fn rel_pattern(&mut self) -> R<RelPattern> {
+        let left = self.eat_p("<-");
+        if !left {
+            self.expect_p("-")?;
+        }
+        let mut r = RelPattern {
+            var: None,
+            types: Vec::new(),
+            props: None,
+            dir: Dir::Both,
+            range: None,
+            bfs: false,
+        };
+        if self.eat_p("[") {
+            if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && !self.is_kw("BFS") {
+                r.var = Some(self.name("a relationship variable")?);
+            }
+            if self.eat_p(":") {
+                r.types.push(self.any_name("a relationship type")?);
+                while self.eat_p("|") {
+                    self.eat_p(":");
+                    r.types.push(self.any_name("a relationship type")?);
+                }
+            }
+            if self.eat_p("*") {
+                r.bfs = self.eat_kw("BFS");
+                let lo = match self.peek() {
+                    Tok::Int(i) if *i >= 0 => {
+                        let v = *i as u64;
+                        self.bump();
+                        Some(v)
+                    }
+                    _ => None,
+                };
+                r.range = Some(if self.eat_p("..") {
+                    let hi = match self.peek() {
+                        Tok::Int(i) if *i >= 0 => {
+                            let v = *i as u64;
+                            self.bump();
+                            Some(v)
+                        }
+                        _ => None,
+                    };
+                    (lo, hi)
+                } else {
+                    // `*3` is exactly three hops; `*` alone is one or more.
+                    (lo.or(Some(1)), lo)
+                });
+            }
+            if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
+                r.props = Some(self.atom()?);
+            }
+            self.expect_p("]")?;
+        }
+        let right = if self.eat_p("->") {
+            true
+        } else {
+            self.expect_p("-")?;
+            false
+        };
+        r.dir = match (left, right) {
+            (true, false) => Dir::In,
+            (false, true) => Dir::Out,
+            (false, false) => Dir::Both,
+            (true, true) => {
+                return Err(error_at(
+                    self.text,
+                    self.toks[self.pos - 1].offset,
+                    "a relationship cannot point both ways; use -[]- for either direction".into(),
+                ))
+            }
+        };
+        Ok(r)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Expressions, lowest precedence first
+
+    fn expr(&mut self) -> R<Expr> {
+        self.enter()?;
+        let e = self.or();
+        self.depth -= 1;
+        e
+    }
+
+    fn or(&mut self) -> R<Expr> {
+        let mut e = self.xor()?;
+        while self.eat_kw("OR") {
+            e = Expr::Binary(BinOp::Or, Box::new(e), Box::new(self.xor()?));
+        }
+        Ok(e)
+    }
+
+    fn xor(&mut self) -> R<Expr> {
+        let mut e = self.and()?;
+        while self.eat_kw("XOR") {
+            e = Expr::Binary(BinOp::Xor, Box::new(e), Box::new(self.and()?));
+        }
+        Ok(e)
+    }
+
+    fn and(&mut self) -> R<Expr> {
+        let mut e = self.not()?;
+        while self.eat_kw("AND") {
+            e = Expr::Binary(BinOp::And, Box::new(e), Box::new(self.not()?));
+        }
+        Ok(e)
+    }
+
+    fn not(&mut self) -> R<Expr> {
+        if self.eat_kw("NOT") {
+            self.enter()?;
+            let e = self.not();
+            self.depth -= 1;
+            return Ok(Expr::Unary(UnOp::Not, Box::new(e?)));
+        }
+        self.comparison()
+    }
+
+    fn comparison(&mut self) -> R<Expr> {
+        let mut e = self.string_ops()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Punct("=") => BinOp::Eq,
+                Tok::Punct("<>") | Tok::Punct("!=") => BinOp::Ne,
+                Tok::Punct("<") => BinOp::Lt,
+                Tok::Punct("<=") => BinOp::Le,
+                Tok::Punct(">") => BinOp::Gt,
+                Tok::Punct(">=") => BinOp::Ge,
+                Tok::Punct("=~") => BinOp::Regex,
+                _ => return Ok(e),
+            };
+            self.bump();
+            e = Expr::Binary(op, Box::new(e), Box::new(self.string_ops()?));
+        }
+    }
+
+    fn string_ops(&mut self) -> R<Expr> {
+        let mut e = self.additive()?;
+        loop {
+            if self.is_kw("STARTS") && self.is_kw_at(1, "WITH") {
+                self.bump();
+                self.bump();
+                e = Expr::Binary(BinOp::StartsWith, Box::new(e), Box::new(self.additive()?));
+            } else if self.is_kw("ENDS") && self.is_kw_at(1, "WITH") {
+                self.bump();
+                self.bump();
+                e = Expr::Binary(BinOp::EndsWith, Box::new(e), Box::new(self.additive()?));
+            } else if self.eat_kw("CONTAINS") {
+                e = Expr::Binary(BinOp::Contains, Box::new(e), Box::new(self.additive()?));
+            } else if self.eat_kw("IN") {
+                e = Expr::Binary(BinOp::In, Box::new(e), Box::new(self.additive()?));
+            } else if self.is_kw("IS") {
+                self.bump();
+                let not = self.eat_kw("NOT");
+                self.expect_kw("NULL")?;
+                e = Expr::IsNull(Box::new(e), !not);
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn additive(&mut self) -> R<Expr> {
+        let mut e = self.multiplicative()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Punct("+") => BinOp::Add,
+                Tok::Punct("-") => BinOp::Sub,
+                _ => return Ok(e),
+            };
+            self.bump();
+            e = Expr::Binary(op, Box::new(e), Box::new(self.multiplicative()?));
+        }
+    }
+
+    fn multiplicative(&mut self) -> R<Expr> {
+        let mut e = self.power()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Punct("*") => BinOp::Mul,
+                Tok::Punct("/") => BinOp::Div,
+                Tok::Punct("%") => BinOp::Mod,
+                _ => return Ok(e),
+            };
+            self.bump();
+            e = Expr::Binary(op, Box::new(e), Box::new(self.power()?));
+        }
+    }
+
+    fn power(&mut self) -> R<Expr> {
+        let e = self.unary()?;
+        if self.eat_p("^") {
+            // Right-associative.
+            self.enter()?;
+            let rhs = self.power();
+            self.depth -= 1;
+            return Ok(Expr::Binary(BinOp::Pow, Box::new(e), Box::new(rhs?)));
+        }
+        Ok(e)
+    }
+
+    fn unary(&mut self) -> R<Expr> {
+        if self.eat_p("-") {
+            self.enter()?;
+            let e = self.unary();
+            self.depth -= 1;
+            return Ok(match e? {
+                Expr::Int(i) => Expr::Int(-i),
+                Expr::Float(f) => Expr::Float(-f),
+                other => Expr::Unary(UnOp::Neg, Box::new(other)),
+            });
+        }
+        if self.eat_p("+") {
+            return self.unary();
+        }
+        self.postfix()
+    }
+
+    fn postfix(&mut self) -> R<Expr> {
+        let mut e = self.atom()?;
+        loop {
+            if self.eat_p(".") {
+                let key = self.any_name("a property name after '.'")?;
+                e = Expr::Prop(Box::new(e), key);
+            } else if self.is_p("[") {
+                self.bump();
+                if self.eat_p("..") {
+                    let hi = if self.is_p("]") {
+                        None
+                    } else {
+                        Some(Box::new(self.expr()?))
+                    };
+                    self.expect_p("]")?;
+                    e = Expr::Slice(Box::new(e), None, hi);
+                    continue;
+                }
+                let first = self.expr()?;
+                if self.eat_p("..") {
+                    let hi = if self.is_p("]") {
+                        None
+                    } else {
+                        Some(Box::new(self.expr()?))
+                    };
+                    self.expect_p("]")?;
+                    e = Expr::Slice(Box::new(e), Some(Box::new(first)), hi);
+                } else {
+                    self.expect_p("]")?;
+                    e = Expr::Index(Box::new(e), Box::new(first));
+                }
+            } else if self.is_p(":") && matches!(e, Expr::Var(_)) {
+                let mut labels = Vec::new();
+                while self.eat_p(":") {
+                    labels.push(self.any_name("a label")?);
+                }
+                e = Expr::HasLabels(Box::new(e), labels);
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn atom(&mut self) -> R<Expr> {
+        self.enter()?;
+        let e = self.atom_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn atom_inner(&mut self) -> R<Expr> {
+        match self.peek().clone() {
+            Tok::Int(i) => {
+                self.bump();
+                Ok(Expr::Int(i))
+            }
+            Tok::Float(f) => {
+                self.bump();
+                Ok(Expr::Float(f))
+            }
+            Tok::Str(s) => {
+                self.bump();
+                Ok(Expr::Str(s))
+            }
+            Tok::Param(p) => {
+                self.bump();
+                Ok(Expr::Param(p))
+            }
+            Tok::Punct("[") => self.list_or_comprehension(),
+            Tok::Punct("{") => {
+                self.bump();
+                let mut entries = Vec::new();
+                if !self.is_p("}") {
+                    loop {
+                        let k = self.any_name("a map key")?;
+                        self.expect_p(":")?;
+                        entries.push((k, self.expr()?));
+                        if !self.eat_p(",") {
+                            break;
+                        }
+                    }
+                }
+                self.expect_p("}")?;
+                Ok(Expr::Map(entries))
+            }
+            Tok::Punct("(") => {
+                // A parenthesized expression, or a pattern used as a predicate.
+                let save = self.pos;
+                if let Ok(p) = self.path_body() {
+                    if !p.steps.is_empty() {
+                        return Ok(Expr::PatternPred(Box::new(p)));
+                    }
+                }
+                self.pos = save;
+                self.bump();
+                let e = self.expr()?;
+                self.expect_p(")")?;
+                Ok(e)
+            }
+            Tok::Ident(s) if s.eq_ignore_ascii_case("true") => {
+                self.bump();
+                Ok(Expr::Bool(true))
+            }
+            Tok::Ident(s) if s.eq_ignore_ascii_case("false") => {
+                self.bump();
+                Ok(Expr::Bool(false))
+            }
+            Tok::Ident(s) if s.eq_ignore_ascii_case("null") => {
+                self.bump();
+                Ok(Expr::Null)
+            }
+            Tok::Ident(s) if s.eq_ignore_ascii_case("CASE") => self.case(),
+            Tok::Ident(_) | Tok::Quoted(_) if matches!(self.peek_at(1), Tok::Punct("(")) => {
+                self.call()
+            }
+            Tok::Ident(_) | Tok::Quoted(_) => Ok(Expr::Var(self.name("an expression")?)),
+            _ => self.err("an expression"),
+        }
+    }
+
+    fn call(&mut self) -> R<Expr> {
+        let mut name = self.any_name("a function name")?;
+        self.expect_p("(")?;
+        if name.eq_ignore_ascii_case("count") && self.eat_p("*") {
+            self.expect_p(")")?;
+            return Ok(Expr::CountStar);
+        }
+        let distinct = self.eat_kw("DISTINCT");
+        let mut args = Vec::new();
+        if !self.is_p(")") {
+            loop {
+                args.push(self.expr()?);
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_p(")")?;
+        name.make_ascii_lowercase();
+        Ok(Expr::Call {
+            name,
+            distinct,
+            args,
+        })
+    }
+
+    fn case(&mut self) -> R<Expr> {
+        self.bump();
+        let subject = if self.is_kw("WHEN") {
+            None
+        } else {
+            Some(Box::new(self.expr()?))
+        };
+        let mut arms = Vec::new();
+        while self.eat_kw("WHEN") {
+            let w = self.expr()?;
+            self.expect_kw("THEN")?;
+            arms.push((w, self.expr()?));
+        }
+        if arms.is_empty() {
+            return self.err("WHEN");
+        }
+        let default = if self.eat_kw("ELSE") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        self.expect_kw("END")?;
+        Ok(Expr::Case {
+            subject,
+            arms,
+            default,
+        })
+    }
+
+    fn list_or_comprehension(&mut self) -> R<Expr> {
+        self.expect_p("[")?;
+        // `[x IN list ...]` is a comprehension.
+        if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && self.is_kw_at(1, "IN") {
+            let var = self.name("a variable")?;
+            self.bump();
+            let list = Box::new(self.expr()?);
+            let pred = if self.eat_kw("WHERE") {
+                Some(Box::new(self.expr()?))
+            } else {
+                None
+            };
+            let map = if self.eat_p("|") {
+                Some(Box::new(self.expr()?))
+            } else {
+                None
+            };
+            self.expect_p("]")?;
+            return Ok(Expr::ListComp {
+                var,
+                list,
+                pred,
+                map,
+            });
+        }
+        let mut items = Vec::new();
+        if !self.is_p("]") {
+            loop {
+                items.push(self.expr()?);
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_p("]")?;
+        Ok(Expr::List(items))
+    }
+}
+
+/// Parses one statement (a read query, optionally under EXPLAIN or PROFILE).
+pub fn parse_query(text: &str) -> Result<Statement, ParseError> {
+    let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
+    let mut p = Parser {
+        text,
+        toks,
+        pos: 0,
+        depth: 0,
+    };
+    p.statement()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ok(q: &str) -> Statement {
+        parse_query(q).unwrap_or_else(|e| panic!("{q}\n{e}"))
+    }
+
+    fn err(q: &str) -> ParseError {
+        parse_query(q).expect_err(q)
+    }
+
+    #[test]
+    fn seed_003_queries_parse() {
+        for q in [
+            "MATCH (n:User) RETURN n.age, count(*) ORDER BY n.age",
+            "MATCH (s:User {id: $id})-->()-->(n:User) RETURN DISTINCT n.id",
+            "MATCH (s:User {id: $id})-[*1..2]->(n:User) RETURN DISTINCT n.id",
+            "MATCH (s:User {id: $id})-[*1..2]->(n:User) RETURN DISTINCT n",
+            "MATCH p = shortestPath((a:User {id: $a})-[*..15]->(b:User {id: $b})) RETURN length(p)",
+            "MATCH (a:User {id: $a})-[*BFS ..15]->(b:User {id: $b}) RETURN b",
+            "MATCH (n:User {id: $id}) RETURN n",
+            "MATCH (a)-[r:FOLLOWS|KNOWS]-(b) WHERE a.age > 20 AND NOT b.name STARTS WITH 'x' RETURN a, r, b LIMIT 10",
+            "OPTIONAL MATCH (n)<-[:R]-(m) WITH n, collect(m) AS ms WHERE size(ms) > 1 RETURN n SKIP 2 LIMIT 3",
+            "UNWIND [1, 2, 3] AS x RETURN x * 2 AS y UNION ALL RETURN 7 AS y",
+            "RETURN CASE WHEN 1 < 2 THEN 'a' ELSE 'b' END, [x IN range(1, 10) WHERE x % 2 = 0 | x ^ 2][1..3]",
+            "MATCH (a), (b) WHERE (a)-->(b) AND a:User:Admin AND a.x IS NOT NULL RETURN count(DISTINCT a.x), {k: [1, 2.5, null, true]}",
+            "EXPLAIN MATCH (n) RETURN n",
+            "PROFILE MATCH (n) RETURN *",
+        ] {
+            ok(q);
+        }
+    }
+
+    #[test]
+    fn shapes() {
+        let s = ok("MATCH (a:User)-[r:F*2]->(b) RETURN a.x + 1 * 2");
+        let Clause::Match { patterns, .. } = &s.query.parts[0].clauses[0] else {
+            panic!()
+        };
+        let (rel, node) = &patterns[0].steps[0];
+        assert_eq!(
+            (rel.dir, rel.range, rel.types.clone()),
+            (Dir::Out, Some((Some(2), Some(2))), vec!["F".to_string()])
+        );
+        assert_eq!(node.var.as_deref(), Some("b"));
+        let Clause::Return(p) = &s.query.parts[0].clauses[1] else {
+            panic!()
+        };
+        // Precedence: a.x + (1 * 2).
+        assert!(
+            matches!(&p.items[0].0, Expr::Binary(BinOp::Add, _, r) if matches!(**r, Expr::Binary(BinOp::Mul, _, _)))
+        );
+        let s = ok("MATCH (a)<-[*]-(b) RETURN 2 ^ 3 ^ 2");
+        let Clause::Match { patterns, .. } = &s.query.parts[0].clauses[0] else {
+            panic!()
+        };
+        assert_eq!(
+            (patterns[0].steps[0].0.dir, patterns[0].steps[0].0.range),
+            (Dir::In, Some((Some(1), None)))
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_problem() {
+        let e = err("MATCH (n:User)\nRETURN n.age,");
+        assert_eq!((e.line, e.column), (1, 13));
+        assert!(
+            e.message
+                .contains("expected an expression, found the end of the query"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("RETURN n.age,\n             ^"),
+            "{e}"
+        );
+        let e = err("MATCH (n RETURN n");
+        assert_eq!((e.line, e.column), (0, 9));
+        assert!(e.message.contains("expected ')'"), "{e}");
+        let e = err("MATCH (n) RETURN n ORDER n");
+        assert!(e.message.contains("expected BY"), "{e}");
+        let e = err("MATCH (n)");
+        assert!(e.message.contains("RETURN"), "{e}");
+        let e = err("RETURN 'open");
+        assert_eq!((e.line, e.column), (0, 7));
+        let e = err("MATCH (a)<-[]->(b) RETURN a");
+        assert!(e.message.contains("both ways"), "{e}");
+        let deep = format!("RETURN {}1{}", "(".repeat(1000), ")".repeat(1000));
+        assert!(err(&deep).message.contains("nesting"));
+    }
+
+    proptest! {
+        // Random token soup never panics the lexer or the parser.
+        #[test]
+        fn never_panics(words in proptest::collection::vec(prop_oneof![
+            Just("MATCH"), Just("RETURN"), Just("WITH"), Just("WHERE"), Just("("), Just(")"), Just("["), Just("]"),
+            Just("{"), Just("}"), Just("-"), Just("->"), Just("<-"), Just(":"), Just("*"), Just(".."), Just("n"),
+            Just("1"), Just("'s'"), Just(","), Just("AND"), Just("CASE"), Just("END"), Just("|"), Just("IN"), Just("$p"),
+            Just("."), Just("="), Just("`q`"), Just("\""), Just("/*"),
+        ], 0..40)) {
+            let _ = parse_query(&words.join(" "));
+        }
+    }
+}
