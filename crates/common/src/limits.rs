@@ -38,9 +38,6 @@ pub const IMPORT_BUDGET_RAM_FRACTION: (u64, u64) = (1, 2);
 /// Labels per database (label sets are stored as bitmaps of up to this many bits).
 pub const LABELS_MAX: usize = 64;
 
-/// Unterminated-quote detection: bytes scanned after an opening quote before giving up.
-pub const _QUOTE_SCAN_GUARD: usize = CSV_RECORD_BYTES_MAX;
-
 const _: () = assert!(CSV_CHUNK_BYTES <= CSV_WINDOW_BYTES);
 const _: () = assert!(ROW_GROUP_ROWS_MAX <= u32::MAX as usize);
 const _: () = assert!(IMPORT_BUDGET_BYTES_MIN >= 2 * CSV_WINDOW_BYTES as u64);

@@ -171,8 +171,6 @@ impl Header {
 
     fn validate(&self, kind: HeaderKind) -> Result<(), HeaderError> {
         let count = |f: &dyn Fn(&Role) -> bool| self.columns.iter().filter(|c| f(&c.role)).count();
-        let first =
-            |f: &dyn Fn(&Role) -> bool| self.columns.iter().position(|c| f(&c.role)).unwrap_or(0);
         let once =
             |name: &str, f: &dyn Fn(&Role) -> bool, required: bool| -> Result<(), HeaderError> {
                 let n = count(f);
@@ -218,7 +216,6 @@ impl Header {
                 });
             }
         }
-        let _ = first;
         Ok(())
     }
 

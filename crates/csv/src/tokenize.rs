@@ -298,7 +298,6 @@ impl<'a> Tokenizer<'a> {
         }
         let record_start = self.pos;
         let record_line = self.line;
-        let record_line_start = self.line_start;
         let q = self.quote.unwrap_or(self.delim);
         let quoting = self.quote.is_some();
         loop {
@@ -490,7 +489,6 @@ impl<'a> Tokenizer<'a> {
                             }));
                         } else {
                             let (l, ls) = (self.line, self.line_start);
-                            let _ = record_line_start;
                             return Err(self.fail(TokenError::StrayQuote, at, l, ls, record_start));
                         }
                     }

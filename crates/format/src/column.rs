@@ -17,7 +17,7 @@
 use crate::bitpack::{self, bits_for, Packed};
 use crate::error::{corrupted, FormatError};
 use hashbrown::HashMap;
-use quiver_common::types::{DataType, Physical, ScalarType};
+use quiver_common::types::{DataType, Physical};
 
 /// Validity of the rows of a builder: allocated on the first null only.
 #[derive(Debug, Clone, Default)]
@@ -969,11 +969,6 @@ fn push_from(b: &mut ColumnBuilder, c: &ColumnChunk<'_>, i: usize) {
             None => b.push_null(),
         },
     }
-}
-
-/// Convenience for tests and tools: the scalar type's physical kind.
-pub fn physical_of(t: ScalarType) -> Physical {
-    t.physical()
 }
 
 #[cfg(test)]
