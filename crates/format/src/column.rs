@@ -975,6 +975,7 @@ fn push_from(b: &mut ColumnBuilder, c: &ColumnChunk<'_>, i: usize) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use quiver_common::types::ScalarType;
 
     fn round_trip(b: &ColumnBuilder) -> ColumnBuilder {
         let mut out = Vec::new();
