@@ -105,7 +105,8 @@ pub enum Expr {
     Float(f64),
     Str(String),
     Param(String),
-    Var(String),
+    /// A variable and the byte offset where it is written (for error messages).
+    Var(String, usize),
     List(Vec<Expr>),
     Map(Vec<(String, Expr)>),
     Prop(Box<Expr>, String),

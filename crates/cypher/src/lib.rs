@@ -7,6 +7,7 @@
 //! properties happens later.
 
 pub mod ast;
+pub mod bind;
 pub mod lex;
 pub mod parse;
 

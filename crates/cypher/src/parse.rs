@@ -17,7 +17,7 @@ pub struct ParseError {
     pub snippet: String,
 }
 
-fn error_at(text: &str, offset: usize, message: String) -> ParseError {
+pub(crate) fn error_at(text: &str, offset: usize, message: String) -> ParseError {
     let offset = offset.min(text.len());
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line = text[..offset].matches('\n').count();
@@ -609,7 +609,7 @@ impl<'t> Parser<'t> {
                     self.expect_p("]")?;
                     e = Expr::Index(Box::new(e), Box::new(first));
                 }
-            } else if self.is_p(":") && matches!(e, Expr::Var(_)) {
+            } else if self.is_p(":") && matches!(e, Expr::Var(..)) {
                 let mut labels = Vec::new();
                 while self.eat_p(":") {
                     labels.push(self.any_name("a label")?);
@@ -693,7 +693,10 @@ impl<'t> Parser<'t> {
             Tok::Ident(_) | Tok::Quoted(_) if matches!(self.peek_at(1), Tok::Punct("(")) => {
                 self.call()
             }
-            Tok::Ident(_) | Tok::Quoted(_) => Ok(Expr::Var(self.name("an expression")?)),
+            Tok::Ident(_) | Tok::Quoted(_) => {
+                let at = self.toks[self.pos].offset;
+                Ok(Expr::Var(self.name("an expression")?, at))
+            }
             _ => self.err("an expression"),
         }
     }
