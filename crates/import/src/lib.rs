@@ -603,6 +603,38 @@ fn receive_header(
     }
 }
 
+/// Starts the reader thread of a group.
+fn start_reader(
+    ctx: &Ctx<'_>,
+    group: &InputGroup,
+) -> (
+    crossbeam_channel::Receiver<Msg>,
+    crossbeam_channel::Sender<Vec<u8>>,
+    std::thread::JoinHandle<()>,
+) {
+    spawn_reader(
+        group.files.clone(),
+        ctx.cfg.dialect,
+        ctx.window_bytes,
+        ctx.chunk_bytes,
+        true,
+        ctx.cancel.clone(),
+        ctx.pool.clone(),
+    )
+}
+
+/// Receives and parses the header of a group; returns it and the lines it spans.
+fn read_header(
+    rx: &crossbeam_channel::Receiver<Msg>,
+    file0: &Path,
+    kind: HeaderKind,
+) -> Result<(Header, u64), ImportError> {
+    let (fields, lines) = receive_header(rx, file0)?;
+    let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
+    let header = Header::parse(&refs, kind).map_err(|e| header_error(file0, e))?;
+    Ok((header, lines))
+}
+
 /// Infers the type of untyped columns from a sample of records (`--infer-types`).
 fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<DataType>> {
     let n = header.columns.len();
@@ -953,20 +985,9 @@ fn import_nodes(
     done_before: &mut u64,
 ) -> Result<NodeTableMeta, ImportError> {
     let cfg = ctx.cfg;
-    let (rx, recycle, handle) = spawn_reader(
-        group.files.clone(),
-        cfg.dialect,
-        ctx.window_bytes,
-        ctx.chunk_bytes,
-        true,
-        ctx.cancel.clone(),
-        ctx.pool.clone(),
-    );
+    let (rx, recycle, handle) = start_reader(ctx, group);
     let result = (|| {
-        let (hfields, header_lines) = receive_header(&rx, &group.files[0])?;
-        let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
-        let header = Header::parse(&hrefs, HeaderKind::Nodes)
-            .map_err(|e| header_error(&group.files[0], e))?;
+        let (header, header_lines) = read_header(&rx, &group.files[0], HeaderKind::Nodes)?;
         let integer = cfg.id_type == IdType::Integer;
         let mut first_window: Option<Window> = None;
         let inferred = if cfg.infer_types {
@@ -1167,21 +1188,10 @@ fn import_rels(
     done_before: &mut u64,
 ) -> Result<(), ImportError> {
     let cfg = ctx.cfg;
-    let (rx, recycle, handle) = spawn_reader(
-        group.files.clone(),
-        cfg.dialect,
-        ctx.window_bytes,
-        ctx.chunk_bytes,
-        true,
-        ctx.cancel.clone(),
-        ctx.pool.clone(),
-    );
+    let (rx, recycle, handle) = start_reader(ctx, group);
     let result = (|| {
         let file0 = &group.files[0];
-        let (hfields, header_lines) = receive_header(&rx, file0)?;
-        let hrefs: Vec<&[u8]> = hfields.iter().map(|f| f.as_slice()).collect();
-        let header =
-            Header::parse(&hrefs, HeaderKind::Relationships).map_err(|e| header_error(file0, e))?;
+        let (header, header_lines) = read_header(&rx, file0, HeaderKind::Relationships)?;
         let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
             spaces.iter().position(|s| &s.name == space).ok_or_else(|| {
                 ImportError::Usage(format!(

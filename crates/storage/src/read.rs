@@ -325,18 +325,6 @@ impl Table {
         let (file, footer) = &self.files[si];
         with_chunk(footer, file, lrg, column, f)
     }
-
-    fn bytes(&self) -> u64 {
-        self.files.iter().map(|(f, _)| f.len).sum()
-    }
-
-    fn resident_bytes(&self) -> u64 {
-        self.files.iter().map(|(f, _)| f.resident_bytes()).sum()
-    }
-
-    fn verify(&self) -> Result<(), ReadError> {
-        self.files.iter().try_for_each(|(f, _)| f.verify())
-    }
 }
 
 /// A node table: its manifest entry and its segments.
@@ -701,22 +689,30 @@ impl Database {
         self.rels.iter().position(|r| r.meta.name == name)
     }
 
-    /// Bytes held in RAM by the open database (loaded mode holds every segment).
-    pub fn resident_bytes(&self) -> u64 {
-        let t: u64 = self.tables.iter().map(|t| t.table.resident_bytes()).sum();
-        let r: u64 = self
+    /// Every open segment file.
+    fn files(&self) -> impl Iterator<Item = &SegFile> {
+        let tables = self
+            .tables
+            .iter()
+            .flat_map(|t| t.table.files.iter().map(|(f, _)| f));
+        let csr = self
             .rels
             .iter()
-            .map(|r| {
-                r.segs
-                    .iter()
-                    .map(|s| s.out.file.resident_bytes() + s.inc.file.resident_bytes())
-                    .sum::<u64>()
-                    + r.props.as_ref().map_or(0, |p| p.resident_bytes())
-            })
-            .sum();
-        let i: u64 = self.ids.iter().map(|i| i.file.resident_bytes()).sum();
-        t + r + i
+            .flat_map(|r| r.segs.iter().flat_map(|s| [&s.out.file, &s.inc.file]));
+        let props = self
+            .rels
+            .iter()
+            .filter_map(|r| r.props.as_ref())
+            .flat_map(|t| t.files.iter().map(|(f, _)| f));
+        tables
+            .chain(csr)
+            .chain(props)
+            .chain(self.ids.iter().map(|i| &i.file))
+    }
+
+    /// Bytes held in RAM by the open database (loaded mode holds every segment).
+    pub fn resident_bytes(&self) -> u64 {
+        self.files().map(|f| f.resident_bytes()).sum()
     }
 
     /// Runs `f` on one column chunk of a node table (borrowed when mapped or loaded, read
@@ -878,40 +874,12 @@ impl Database {
 
     /// Verifies the checksum of every segment (reads everything).
     pub fn verify(&self) -> Result<(), ReadError> {
-        for t in &self.tables {
-            t.table.verify()?;
-        }
-        for r in &self.rels {
-            for s in &r.segs {
-                s.out.file.verify()?;
-                s.inc.file.verify()?;
-            }
-            if let Some(p) = &r.props {
-                p.verify()?;
-            }
-        }
-        for i in &self.ids {
-            i.file.verify()?;
-        }
-        Ok(())
+        self.files().try_for_each(|f| f.verify())
     }
 
     /// Total bytes of all segment files.
     pub fn disk_bytes(&self) -> u64 {
-        let t: u64 = self.tables.iter().map(|t| t.table.bytes()).sum();
-        let r: u64 = self
-            .rels
-            .iter()
-            .map(|r| {
-                r.segs
-                    .iter()
-                    .map(|s| s.out.file.len + s.inc.file.len)
-                    .sum::<u64>()
-                    + r.props.as_ref().map_or(0, |p| p.bytes())
-            })
-            .sum();
-        let i: u64 = self.ids.iter().map(|i| i.file.len).sum();
-        t + r + i
+        self.files().map(|f| f.len).sum()
     }
 }
 
