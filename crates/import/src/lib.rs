@@ -1309,8 +1309,9 @@ fn import_rels(
             done_before,
             |ctx, _w, _file, _chunk_start, _base, batch| {
                 // Global type index of every row.
+                // Global type of every row, when the file has a :TYPE column.
                 let row_types: Vec<usize> = match fixed_type {
-                    Some(t) => vec![t; batch.n_rows()],
+                    Some(_) => Vec::new(),
                     None => {
                         let mut map = Vec::with_capacity(batch.type_names.len());
                         for n in &batch.type_names {
@@ -1331,13 +1332,19 @@ fn import_rels(
                     }
                 }
                 if !columns.is_empty() {
-                    let single = row_types
-                        .first()
-                        .copied()
-                        .filter(|&t| row_types.iter().all(|&x| x == t));
-                    let mut targets: Vec<usize> = row_types.clone();
-                    targets.sort_unstable();
-                    targets.dedup();
+                    let (single, targets) = match fixed_type {
+                        Some(t) => (Some(t), vec![t]),
+                        None => {
+                            let single = row_types
+                                .first()
+                                .copied()
+                                .filter(|&t| row_types.iter().all(|&x| x == t));
+                            let mut targets: Vec<usize> = row_types.clone();
+                            targets.sort_unstable();
+                            targets.dedup();
+                            (single, targets)
+                        }
+                    };
                     for t in targets {
                         let cols: Vec<ColumnBuilder> = if single.is_some() {
                             Vec::new()
