@@ -250,3 +250,58 @@ fn inferred_types_are_typed_in_storage() {
         ]
     );
 }
+
+#[test]
+fn mixed_types_in_one_file_split_by_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = write(d, "n.csv", "id:ID,name\n1,a\n2,b\n3,c\n");
+    let r = write(
+        d,
+        "r.csv",
+        ":START_ID,:END_ID,:TYPE,w:int\n1,2,A,10\n2,3,B,20\n3,1,A,30\n1,3,B,\n2,1,A,50\n",
+    );
+    let db = d.join("m.qdb");
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("N={}", s(&n)),
+        "--relationships",
+        s(&r),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let by_type: BTreeMap<String, u64> = v["relationships_by_type"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap().to_string(),
+                t["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_type,
+        BTreeMap::from([("A".to_string(), 3), ("B".to_string(), 2)])
+    );
+    let e = export(&db, &d.join("e"));
+    // Node file, then one file per type with its own rows and properties.
+    let a: Vec<Vec<String>> = e[1].1.keys().cloned().collect();
+    let b: Vec<Vec<String>> = e[2].1.keys().cloned().collect();
+    let row = |x: &str, y: &str, t: &str, w: &str| {
+        vec![x.to_string(), y.to_string(), t.to_string(), w.to_string()]
+    };
+    assert_eq!(
+        a,
+        vec![
+            row("1", "2", "A", "10"),
+            row("2", "1", "A", "50"),
+            row("3", "1", "A", "30")
+        ]
+    );
+    assert_eq!(b, vec![row("1", "3", "B", ""), row("2", "3", "B", "20")]);
+}
