@@ -95,6 +95,17 @@ impl Fields {
         self.refs.clear();
         self.scratch.clear();
     }
+
+    /// Records a field at `start..end` of the chunk (or of the scratch buffer).
+    #[inline]
+    fn push(&mut self, start: usize, end: usize, column: u32, scratch: bool) {
+        self.refs.push(FieldRef {
+            start: start as u32,
+            end: end as u32,
+            column,
+            scratch,
+        });
+    }
 }
 
 /// Where a record sits in the chunk.
@@ -298,6 +309,13 @@ impl<'a> Tokenizer<'a> {
         }
         let record_start = self.pos;
         let record_line = self.line;
+        let done = |end: usize| {
+            Some(RecordSpan {
+                start: record_start,
+                end,
+                line: record_line,
+            })
+        };
         let q = self.quote.unwrap_or(self.delim);
         let quoting = self.quote.is_some();
         loop {
@@ -340,71 +358,40 @@ impl<'a> Tokenizer<'a> {
                     }
                 }
                 if escaped {
-                    let s = fields.scratch.len() as u32;
+                    let s = fields.scratch.len();
                     let raw = &buf[content..close];
                     let mut j = 0;
                     while j < raw.len() {
                         fields.scratch.push(raw[j]);
                         j += if raw[j] == q { 2 } else { 1 };
                     }
-                    fields.refs.push(FieldRef {
-                        start: s,
-                        end: fields.scratch.len() as u32,
-                        column,
-                        scratch: true,
-                    });
+                    fields.push(s, fields.scratch.len(), column, true);
                 } else {
-                    fields.refs.push(FieldRef {
-                        start: content as u32,
-                        end: close as u32,
-                        column,
-                        scratch: false,
-                    });
+                    fields.push(content, close, column, false);
                 }
                 let after = close + 1;
                 match buf.get(after) {
                     None => {
                         self.pos = after;
-                        return Ok(Some(RecordSpan {
-                            start: record_start,
-                            end: after,
-                            line: record_line,
-                        }));
+                        return Ok(done(after));
                     }
                     Some(&b) if b == self.delim => {
                         self.pos = after + 1;
                         if self.pos >= buf.len() {
                             // Trailing delimiter at EOF: one more empty field.
-                            fields.refs.push(FieldRef {
-                                start: 0,
-                                end: 0,
-                                column: column + 1,
-                                scratch: true,
-                            });
-                            return Ok(Some(RecordSpan {
-                                start: record_start,
-                                end: self.pos,
-                                line: record_line,
-                            }));
+                            fields.push(0, 0, column + 1, true);
+                            return Ok(done(self.pos));
                         }
                     }
                     Some(b'\n') => {
                         self.newline_at(after);
                         self.pos = after + 1;
-                        return Ok(Some(RecordSpan {
-                            start: record_start,
-                            end: self.pos,
-                            line: record_line,
-                        }));
+                        return Ok(done(self.pos));
                     }
                     Some(b'\r') if buf.get(after + 1) == Some(&b'\n') => {
                         self.newline_at(after + 1);
                         self.pos = after + 2;
-                        return Ok(Some(RecordSpan {
-                            start: record_start,
-                            end: self.pos,
-                            line: record_line,
-                        }));
+                        return Ok(done(self.pos));
                     }
                     Some(&b) => {
                         let (l, ls) = (self.line, self.line_start);
@@ -431,42 +418,19 @@ impl<'a> Tokenizer<'a> {
                         if end > field_start && buf[end - 1] == b'\r' {
                             end -= 1;
                         }
-                        fields.refs.push(FieldRef {
-                            start: field_start as u32,
-                            end: end as u32,
-                            column,
-                            scratch: false,
-                        });
+                        fields.push(field_start, end, column, false);
                         self.pos = buf.len();
-                        return Ok(Some(RecordSpan {
-                            start: record_start,
-                            end: buf.len(),
-                            line: record_line,
-                        }));
+                        return Ok(done(buf.len()));
                     }
                     Some(k) => {
                         let at = field_start + k;
                         let b = buf[at];
                         if b == self.delim {
-                            fields.refs.push(FieldRef {
-                                start: field_start as u32,
-                                end: at as u32,
-                                column,
-                                scratch: false,
-                            });
+                            fields.push(field_start, at, column, false);
                             self.pos = at + 1;
                             if self.pos >= buf.len() {
-                                fields.refs.push(FieldRef {
-                                    start: 0,
-                                    end: 0,
-                                    column: column + 1 + k as u32,
-                                    scratch: true,
-                                });
-                                return Ok(Some(RecordSpan {
-                                    start: record_start,
-                                    end: self.pos,
-                                    line: record_line,
-                                }));
+                                fields.push(0, 0, column + 1 + k as u32, true);
+                                return Ok(done(self.pos));
                             }
                         } else if b == b'\n' {
                             let end = if at > field_start && buf[at - 1] == b'\r' {
@@ -474,19 +438,10 @@ impl<'a> Tokenizer<'a> {
                             } else {
                                 at
                             };
-                            fields.refs.push(FieldRef {
-                                start: field_start as u32,
-                                end: end as u32,
-                                column,
-                                scratch: false,
-                            });
+                            fields.push(field_start, end, column, false);
                             self.newline_at(at);
                             self.pos = at + 1;
-                            return Ok(Some(RecordSpan {
-                                start: record_start,
-                                end: self.pos,
-                                line: record_line,
-                            }));
+                            return Ok(done(self.pos));
                         } else {
                             let (l, ls) = (self.line, self.line_start);
                             return Err(self.fail(TokenError::StrayQuote, at, l, ls, record_start));

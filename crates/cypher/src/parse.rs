@@ -478,22 +478,36 @@ impl<'t> Parser<'t> {
         self.comparison()
     }
 
-    fn comparison(&mut self) -> R<Expr> {
-        let mut e = self.string_ops()?;
+    /// One left-associative level: `next (op next)*` for the punctuation operators in
+    /// `ops`.
+    fn left_assoc(&mut self, next: fn(&mut Self) -> R<Expr>, ops: &[(&str, BinOp)]) -> R<Expr> {
+        let mut e = next(self)?;
         loop {
             let op = match self.peek() {
-                Tok::Punct("=") => BinOp::Eq,
-                Tok::Punct("<>") | Tok::Punct("!=") => BinOp::Ne,
-                Tok::Punct("<") => BinOp::Lt,
-                Tok::Punct("<=") => BinOp::Le,
-                Tok::Punct(">") => BinOp::Gt,
-                Tok::Punct(">=") => BinOp::Ge,
-                Tok::Punct("=~") => BinOp::Regex,
+                Tok::Punct(p) => match ops.iter().find(|(o, _)| o == p) {
+                    Some(&(_, op)) => op,
+                    None => return Ok(e),
+                },
                 _ => return Ok(e),
             };
             self.bump();
-            e = Expr::Binary(op, Box::new(e), Box::new(self.string_ops()?));
+            e = Expr::Binary(op, Box::new(e), Box::new(next(self)?));
         }
+    }
+
+    fn comparison(&mut self) -> R<Expr> {
+        use BinOp::*;
+        let ops = [
+            ("=", Eq),
+            ("<>", Ne),
+            ("!=", Ne),
+            ("<", Lt),
+            ("<=", Le),
+            (">", Gt),
+            (">=", Ge),
+            ("=~", Regex),
+        ];
+        self.left_assoc(Self::string_ops, &ops)
     }
 
     fn string_ops(&mut self) -> R<Expr> {
@@ -523,30 +537,17 @@ impl<'t> Parser<'t> {
     }
 
     fn additive(&mut self) -> R<Expr> {
-        let mut e = self.multiplicative()?;
-        loop {
-            let op = match self.peek() {
-                Tok::Punct("+") => BinOp::Add,
-                Tok::Punct("-") => BinOp::Sub,
-                _ => return Ok(e),
-            };
-            self.bump();
-            e = Expr::Binary(op, Box::new(e), Box::new(self.multiplicative()?));
-        }
+        self.left_assoc(
+            Self::multiplicative,
+            &[("+", BinOp::Add), ("-", BinOp::Sub)],
+        )
     }
 
     fn multiplicative(&mut self) -> R<Expr> {
-        let mut e = self.power()?;
-        loop {
-            let op = match self.peek() {
-                Tok::Punct("*") => BinOp::Mul,
-                Tok::Punct("/") => BinOp::Div,
-                Tok::Punct("%") => BinOp::Mod,
-                _ => return Ok(e),
-            };
-            self.bump();
-            e = Expr::Binary(op, Box::new(e), Box::new(self.power()?));
-        }
+        self.left_assoc(
+            Self::power,
+            &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Mod)],
+        )
     }
 
     fn power(&mut self) -> R<Expr> {

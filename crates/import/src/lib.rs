@@ -30,7 +30,7 @@ use crate::edges::EdgeStore;
 use crate::error::IoAt;
 use crate::idmap::{IdMapWithGrant, Key};
 use crate::input::{spawn_reader, Msg, Window};
-use crate::parse::{parse_chunk, Batch, Endpoints, Plan, Reason, RowError, Slot};
+use crate::parse::{parse_chunk, Batch, Endpoints, Plan, Reason, Slot};
 use crate::rejects::Rejects;
 use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES, NODES_MAX, ROW_GROUP_ROWS_MAX};
 use quiver_common::types::{DataType, ScalarType};
@@ -1113,24 +1113,10 @@ fn import_nodes(
                             };
                             let (s, e) = batch.spans[r];
                             let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
-                            let err = RowError {
-                                line: batch.lines[r] as u64,
-                                column: 0,
-                                reason: Reason::DuplicateId,
-                                message: format!(
-                                    "duplicate node id '{shown}' (an earlier node has it)"
-                                ),
-                                span: (s as usize, e as usize),
-                            };
-                            bad_row(
-                                ctx,
-                                file,
-                                base + err.line,
-                                err.column,
-                                err.reason,
-                                &err.message,
-                                raw,
-                            )?;
+                            let message =
+                                format!("duplicate node id '{shown}' (an earlier node has it)");
+                            let line = base + batch.lines[r] as u64;
+                            bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
                             keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
                         } else {
                             next_node += 1;

@@ -348,6 +348,15 @@ struct RelSeg {
     first_edge: u64,
 }
 
+impl RelSeg {
+    fn csr(&self, dir: Direction) -> &Csr {
+        match dir {
+            Direction::Out => &self.out,
+            Direction::In => &self.inc,
+        }
+    }
+}
+
 /// A relationship type: its CSR segments in both directions and its property table.
 pub struct RelType {
     pub meta: RelTypeMeta,
@@ -771,10 +780,7 @@ impl Database {
             rest: Vec::new(),
         };
         for (i, s) in r.segs.iter().enumerate() {
-            let p = match dir {
-                Direction::Out => s.out.neighbours(node, s.first_edge)?,
-                Direction::In => s.inc.neighbours(node, s.first_edge)?,
-            };
+            let p = s.csr(dir).neighbours(node, s.first_edge)?;
             if i == 0 {
                 it.cur = Some(p);
             } else {
@@ -787,10 +793,7 @@ impl Database {
     pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {
         let mut d = 0;
         for s in &self.rels[rel].segs {
-            d += match dir {
-                Direction::Out => s.out.degree(node)?,
-                Direction::In => s.inc.degree(node)?,
-            };
+            d += s.csr(dir).degree(node)?;
         }
         Ok(d)
     }
@@ -804,10 +807,7 @@ impl Database {
         mut f: impl FnMut(u32, u32, u64),
     ) -> Result<(), ReadError> {
         for s in &self.rels[rel].segs {
-            match dir {
-                Direction::Out => s.out.scan(s.first_edge, &mut f)?,
-                Direction::In => s.inc.scan(s.first_edge, &mut f)?,
-            }
+            s.csr(dir).scan(s.first_edge, &mut f)?;
         }
         Ok(())
     }
