@@ -31,21 +31,8 @@ fn killed_imports_leave_nothing_behind() {
     let d = dir.path();
     ok(&["generate", "social", "--scale", "0.2", "--out", s(d)]);
     let db = d.join("g.qdb");
-    let nodes = format!("User={}", s(&d.join("nodes.csv")));
-    let rels = format!("FOLLOWS={}", s(&d.join("edges.csv")));
-    let args = [
-        "import",
-        "--db",
-        s(&db),
-        "--nodes",
-        &nodes,
-        "--relationships",
-        &rels,
-        "--id-type",
-        "integer",
-        "--threads",
-        "2",
-    ];
+    let owned = social_import(&db, d);
+    let args: Vec<&str> = owned.iter().map(|a| a.as_str()).collect();
     let mut killed = 0;
     for ms in [20u64, 60, 120, 250] {
         if kill_during(&args, Duration::from_millis(ms)) {
@@ -78,16 +65,12 @@ fn killed_imports_leave_nothing_behind() {
     assert!(stray.is_empty(), "{stray:?}");
 
     // Killed while replacing: the old database stays whole.
-    let before = ok(&["info", "--db", s(&db), "--json"]);
+    let before = info(&db, "mapped");
     let mut over = args.to_vec();
     over.push("--overwrite");
     for ms in [30u64, 100, 200] {
         kill_during(&over, Duration::from_millis(ms));
-        let now = ok(&["info", "--db", s(&db), "--json"]);
-        let (a, b): (serde_json::Value, serde_json::Value) = (
-            serde_json::from_str(&before).unwrap(),
-            serde_json::from_str(&now).unwrap(),
-        );
+        let (a, b) = (&before, info(&db, "mapped"));
         assert_eq!(a["nodes"], b["nodes"]);
         assert_eq!(a["relationships"], b["relationships"]);
         ok(&["check", "--db", s(&db)]);
@@ -100,22 +83,8 @@ fn ctrl_c_stops_cleanly_and_removes_the_staging() {
     let d = dir.path();
     ok(&["generate", "social", "--scale", "0.3", "--out", s(d)]);
     let db = d.join("g.qdb");
-    let nodes = format!("User={}", s(&d.join("nodes.csv")));
-    let rels = format!("FOLLOWS={}", s(&d.join("edges.csv")));
     let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args([
-            "import",
-            "--db",
-            s(&db),
-            "--nodes",
-            &nodes,
-            "--relationships",
-            &rels,
-            "--id-type",
-            "integer",
-            "--threads",
-            "2",
-        ])
+        .args(social_import(&db, d))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -111,8 +111,7 @@ fn existing_database_is_refused_then_overwritten_and_kept_on_failure() {
     );
     // A failed overwrite leaves the old database as it was.
     fails(&["import", "--db", s(&db), "--nodes", s(&bad), "--overwrite"]);
-    let info = ok(&["info", "--db", s(&db), "--json"]);
-    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let v = info(&db, "mapped");
     assert_eq!(v["nodes"], 1);
     assert_eq!(v["generation"], 1);
     let gens: Vec<_> = std::fs::read_dir(&db)
@@ -123,8 +122,7 @@ fn existing_database_is_refused_then_overwritten_and_kept_on_failure() {
         .collect();
     assert_eq!(gens, vec!["g000001"]);
     ok(&["import", "--db", s(&db), "--nodes", s(&good), "--overwrite"]);
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["info", "--db", s(&db), "--json"])).unwrap();
+    let v = info(&db, "mapped");
     assert_eq!(v["generation"], 2);
     ok(&["check", "--db", s(&db)]);
 }

@@ -70,22 +70,10 @@ fn nodes_and_relationships_stay_under_the_budget() {
         "--out",
         s(&d.join("social")),
     ]);
-    let (rss, granted, v) = peak(&[
-        "import",
-        "--db",
-        s(&d.join("social.qdb")),
-        "--id-type",
-        "integer",
-        "--memory-budget",
-        "24MiB",
-        "--threads",
-        "2",
-        "--json",
-        "--nodes",
-        &format!("User={}", s(&d.join("social/nodes.csv"))),
-        "--relationships",
-        &format!("FOLLOWS={}", s(&d.join("social/edges.csv"))),
-    ]);
+    let mut args = social_import(&d.join("social.qdb"), &d.join("social"));
+    args.extend(["--memory-budget", "24MiB", "--json"].map(String::from));
+    let refs: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+    let (rss, granted, v) = peak(&refs);
     eprintln!("social: peak rss {rss}, granted {granted}");
     assert!(granted <= budget);
     assert!(

@@ -115,8 +115,7 @@ fn corner_cases_survive_a_round_trip() {
         .any(|r| r[0] == "c" && r[1] == "a" && r[4] == "q\"q"));
     // Re-import the export and export again: the same multisets.
     let args = reimport_args(&d.join("e1"), &d.join("g2.qdb"), "string");
-    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    ok(&refs);
+    ok_args(&args);
     let e2 = export(&d.join("g2.qdb"), &d.join("e2"));
     assert_eq!(e1, e2);
 }
@@ -188,16 +187,10 @@ fn generated_workloads_round_trip() {
     );
     assert_eq!(&e1[2].1, &std::mem::take(&mut want));
     let args = reimport_args(&d.join("e1"), &d.join("s2.qdb"), "integer");
-    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    ok(&refs);
+    ok_args(&args);
     assert_eq!(export(&d.join("s2.qdb"), &d.join("e2")), e1);
     // Loaded and offline opens agree with mapped.
-    let info_l = ok(&["info", "--db", s(&db), "--open", "loaded", "--json"]);
-    let info_o = ok(&["info", "--db", s(&db), "--open", "offline", "--json"]);
-    let (l, o): (serde_json::Value, serde_json::Value) = (
-        serde_json::from_str(&info_l).unwrap(),
-        serde_json::from_str(&info_o).unwrap(),
-    );
+    let (l, o) = (info(&db, "loaded"), info(&db, "offline"));
     assert_eq!(l["nodes"], o["nodes"]);
     assert_eq!(l["relationships"], o["relationships"]);
     ok(&["check", "--db", s(&db)]);
@@ -222,8 +215,7 @@ fn inferred_types_are_typed_in_storage() {
         &format!("T={}", s(&f)),
         "--infer-types",
     ]);
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["info", "--db", s(&db), "--json"])).unwrap();
+    let v = info(&db, "mapped");
     let types: Vec<String> = v["node_tables"][0]["columns"]
         .as_array()
         .unwrap()

@@ -30,22 +30,28 @@ fn random_graph(seed: u64, n: u32, m: usize) -> (String, String, Vec<(u32, u32)>
     (nodes, edges, list)
 }
 
+/// Writes the two files into `dir` and an import config for them (integer ids, 2 threads).
+fn config(dir: &std::path::Path, nodes: &str, edges: &str, budget_bytes: u64) -> ImportConfig {
+    std::fs::write(dir.join("n.csv"), nodes).unwrap();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let mut cfg = ImportConfig::new(dir.join("g.qdb"));
+    cfg.nodes
+        .push(InputGroup::parse(&format!("P={}", dir.join("n.csv").display())).unwrap());
+    cfg.relationships
+        .push(InputGroup::parse(&format!("E={}", dir.join("e.csv").display())).unwrap());
+    cfg.id_type = IdType::Integer;
+    cfg.memory_budget_bytes = budget_bytes;
+    cfg.threads = 2;
+    cfg
+}
+
 #[test]
 fn csr_matches_naive_adjacency_in_every_mode() {
     for seed in [1u64, 2, 3] {
         eprintln!("seed {seed}");
         let dir = tempfile::tempdir().unwrap();
         let (nodes, edges, list) = random_graph(seed, 300, 2000);
-        std::fs::write(dir.path().join("n.csv"), &nodes).unwrap();
-        std::fs::write(dir.path().join("e.csv"), &edges).unwrap();
-        let mut cfg = ImportConfig::new(dir.path().join("g.qdb"));
-        cfg.nodes
-            .push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
-        cfg.relationships
-            .push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
-        cfg.id_type = IdType::Integer;
-        cfg.memory_budget_bytes = 64 << 20;
-        cfg.threads = 2;
+        let cfg = config(dir.path(), &nodes, &edges, 64 << 20);
         let s = import(&cfg, &NoProgress).unwrap();
         assert_eq!(s.n_nodes, 300);
         assert_eq!(s.n_rels, 2000);
@@ -116,17 +122,8 @@ fn csr_matches_naive_adjacency_in_every_mode() {
 fn edges_spill_under_a_small_budget_and_stay_correct() {
     let dir = tempfile::tempdir().unwrap();
     let (nodes, edges, list) = random_graph(9, 2000, 4_000_000);
-    std::fs::write(dir.path().join("n.csv"), &nodes).unwrap();
-    std::fs::write(dir.path().join("e.csv"), &edges).unwrap();
-    let mut cfg = ImportConfig::new(dir.path().join("g.qdb"));
-    cfg.nodes
-        .push(InputGroup::parse(&format!("P={}", dir.path().join("n.csv").display())).unwrap());
-    cfg.relationships
-        .push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
-    cfg.id_type = IdType::Integer;
+    let mut cfg = config(dir.path(), &nodes, &edges, 24 << 20);
     cfg.no_edge_properties = true;
-    cfg.memory_budget_bytes = 24 << 20;
-    cfg.threads = 2;
     let s = import(&cfg, &NoProgress).unwrap();
     assert!(
         s.spilled_edges > 0,

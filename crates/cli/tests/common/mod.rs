@@ -67,3 +67,33 @@ pub fn export_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// `quiver info --json` of `db` opened in `mode` (mapped, loaded, offline).
+pub fn info(db: &Path, mode: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&["info", "--db", s(db), "--open", mode, "--json"])).unwrap()
+}
+
+/// The `quiver import` arguments for a social graph generated into `data`: integer ids,
+/// two threads, the nodes and the FOLLOWS relationships.
+pub fn social_import(db: &Path, data: &Path) -> Vec<String> {
+    [
+        "import".to_string(),
+        "--db".into(),
+        s(db).into(),
+        "--nodes".into(),
+        format!("User={}", s(&data.join("nodes.csv"))),
+        "--relationships".into(),
+        format!("FOLLOWS={}", s(&data.join("edges.csv"))),
+        "--id-type".into(),
+        "integer".into(),
+        "--threads".into(),
+        "2".into(),
+    ]
+    .to_vec()
+}
+
+/// `ok` for owned arguments.
+pub fn ok_args(args: &[String]) -> String {
+    let refs: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+    ok(&refs)
+}
