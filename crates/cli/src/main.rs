@@ -34,6 +34,10 @@ struct Cli {
 enum Command {
     /// Import CSV files (Neo4j header convention) into a new database.
     Import(cmd::import::Args),
+    /// Run a Cypher query (or CREATE INDEX / DROP INDEX / SHOW INDEXES) and print the rows.
+    Query(cmd::query::Args),
+    /// Interactive Cypher prompt: history, multi-line input, :help, :params, timing.
+    Shell(cmd::shell::Args),
     /// Show what a database holds: counts, sizes, encodings, bits per edge.
     Info(cmd::info::Args),
     /// Write the database back as CSV files with typed headers.
@@ -49,6 +53,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Import(a) => cmd::import::run(a),
+        Command::Query(a) => cmd::query::run(a),
+        Command::Shell(a) => cmd::shell::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Generate(a) => cmd::generate::run(a),

@@ -50,6 +50,8 @@ pub struct Projection {
     pub limit: Option<Expr>,
     /// `WITH ... WHERE`.
     pub where_: Option<Expr>,
+    /// The source text of each item (the column name when it has no alias).
+    pub texts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

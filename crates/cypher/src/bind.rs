@@ -20,7 +20,7 @@ pub const AGGREGATES: [&str; 9] = [
     "percentiledisc",
 ];
 
-fn is_aggregate(name: &str) -> bool {
+pub fn is_aggregate(name: &str) -> bool {
     AGGREGATES.contains(&name)
 }
 
@@ -231,7 +231,7 @@ impl Checker<'_> {
 }
 
 /// Structural equality that ignores where variables were written.
-fn same(a: &Expr, b: &Expr) -> bool {
+pub fn same(a: &Expr, b: &Expr) -> bool {
     match (a, b) {
         (Expr::Var(x, _), Expr::Var(y, _)) => x == y,
         (Expr::Prop(x, k), Expr::Prop(y, l)) => k == l && same(x, y),

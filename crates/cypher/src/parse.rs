@@ -244,6 +244,7 @@ impl<'t> Parser<'t> {
             skip: None,
             limit: None,
             where_: None,
+            texts: Vec::new(),
         };
         if self.eat_p("*") {
             p.star = true;
@@ -252,7 +253,10 @@ impl<'t> Parser<'t> {
             }
         }
         loop {
+            let start = self.toks[self.pos].offset;
             let e = self.expr()?;
+            let end = self.toks[self.pos].offset.min(self.text.len());
+            p.texts.push(self.text[start..end].trim().to_string());
             let alias = if self.eat_kw("AS") {
                 Some(self.name("an alias after AS")?)
             } else {
@@ -708,6 +712,33 @@ impl<'t> Parser<'t> {
         if name.eq_ignore_ascii_case("count") && self.eat_p("*") {
             self.expect_p(")")?;
             return Ok(Expr::CountStar);
+        }
+        // Memgraph's and old Cypher's `extract(x IN list | e)` and `filter(x IN list WHERE p)`
+        // are list comprehensions.
+        if (name.eq_ignore_ascii_case("extract") || name.eq_ignore_ascii_case("filter"))
+            && matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+            && self.is_kw_at(1, "IN")
+        {
+            let var = self.name("a variable")?;
+            self.bump();
+            let list = Box::new(self.expr()?);
+            let pred = if self.eat_kw("WHERE") {
+                Some(Box::new(self.expr()?))
+            } else {
+                None
+            };
+            let map = if self.eat_p("|") {
+                Some(Box::new(self.expr()?))
+            } else {
+                None
+            };
+            self.expect_p(")")?;
+            return Ok(Expr::ListComp {
+                var,
+                list,
+                pred,
+                map,
+            });
         }
         let distinct = self.eat_kw("DISTINCT");
         let mut args = Vec::new();

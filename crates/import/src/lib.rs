@@ -542,6 +542,7 @@ fn run(
         id_spaces,
         node_tables: tables,
         rel_types: rel_metas,
+        indexes: Vec::new(),
     };
     Ok((manifest, summary))
 }

@@ -20,6 +20,60 @@ pub struct Manifest {
     pub id_spaces: Vec<IdSpaceMeta>,
     pub node_tables: Vec<NodeTableMeta>,
     pub rel_types: Vec<RelTypeMeta>,
+    /// Declared property indexes (`CREATE INDEX ON :Label(prop)`).
+    #[serde(default)]
+    pub indexes: Vec<IndexMeta>,
+}
+
+impl Manifest {
+    /// Every file the manifest references (relative to the database directory).
+    pub fn files(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for t in &self.node_tables {
+            v.extend(t.segments.iter().map(|s| s.file.as_str()));
+        }
+        for r in &self.rel_types {
+            for s in &r.segments {
+                v.push(&s.out.file);
+                v.push(&s.r#in.file);
+                v.extend(s.props.iter().map(|p| p.file.as_str()));
+            }
+        }
+        v.extend(self.id_spaces.iter().map(|s| s.index.file.as_str()));
+        v.extend(self.indexes.iter().map(|i| i.segment.file.as_str()));
+        v
+    }
+}
+
+/// A declared index: sorted (value, node) pairs of one property of one label.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct IndexMeta {
+    pub label: String,
+    pub property: String,
+    pub n_entries: u64,
+    pub segment: SegmentMeta,
+}
+
+/// How a property index orders its keys.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKeyKind {
+    /// Integers, dates and times (as their integer encoding).
+    Integer,
+    Float,
+    String,
+}
+
+/// Footer of a property index segment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PropIndexFooter {
+    pub kind: IndexKeyKind,
+    pub n_entries: u64,
+    /// Sorted keys (a column chunk of i64, f64 or strings).
+    pub keys: BlobRef,
+    /// Node of each key, bit-packed.
+    pub nodes: BlobRef,
+    pub nodes_width: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -11,7 +11,8 @@
 
 use crate::error::{OpenError, ReadError};
 use crate::manifest::{
-    CsrFooter, IdIndexFooter, IdType, Manifest, NodeTableMeta, RelTypeMeta, TableFooter,
+    CsrFooter, IdIndexFooter, IdType, IndexKeyKind, Manifest, NodeTableMeta, PropIndexFooter,
+    RelTypeMeta, TableFooter,
 };
 use crate::write::read_current;
 use quiver_format::bitpack::Packed;
@@ -369,6 +370,19 @@ struct IdIndex {
     file: SegFile,
 }
 
+struct PropIdx {
+    footer: PropIndexFooter,
+    file: SegFile,
+}
+
+/// A key to look up in a property index.
+#[derive(Debug, Clone, Copy)]
+pub enum IndexKey<'a> {
+    Int(i64),
+    Float(f64),
+    Str(&'a [u8]),
+}
+
 /// An external node id to look up.
 #[derive(Debug, Clone, Copy)]
 pub enum IdKey<'a> {
@@ -384,6 +398,7 @@ pub struct Database {
     tables: Vec<NodeTable>,
     rels: Vec<RelType>,
     ids: Vec<IdIndex>,
+    prop_idx: Vec<PropIdx>,
 }
 
 /// The entries of one node in one CSR segment.
@@ -656,6 +671,11 @@ impl Database {
             let (file, footer) = SegFile::open(dir, &s.index.file, mode)?;
             ids.push(IdIndex { footer, file });
         }
+        let mut prop_idx = Vec::new();
+        for ix in &manifest.indexes {
+            let (file, footer) = SegFile::open(dir, &ix.segment.file, mode)?;
+            prop_idx.push(PropIdx { footer, file });
+        }
         Ok(Database {
             dir: dir.to_path_buf(),
             mode,
@@ -663,6 +683,7 @@ impl Database {
             tables,
             rels,
             ids,
+            prop_idx,
         })
     }
 
@@ -717,6 +738,7 @@ impl Database {
             .chain(csr)
             .chain(props)
             .chain(self.ids.iter().map(|i| &i.file))
+            .chain(self.prop_idx.iter().map(|i| &i.file))
     }
 
     /// Bytes held in RAM by the open database (loaded mode holds every segment).
@@ -812,6 +834,41 @@ impl Database {
         Ok(())
     }
 
+    /// The edge id that the out CSR gives the edge reached from `node` to `nb` in the in
+    /// CSR at edge id `in_eid`. Relationship types with properties store real edge ids in
+    /// both directions; property-less ones number edges by CSR position, so an edge seen
+    /// from its target is renumbered here: the k-th parallel edge `nb -> node` in the in
+    /// CSR is the k-th in the out CSR.
+    pub fn canonical_edge_id(
+        &self,
+        rel: usize,
+        node: u32,
+        nb: u32,
+        in_eid: u64,
+    ) -> Result<u64, ReadError> {
+        let r = &self.rels[rel];
+        for s in &r.segs {
+            if s.inc.footer.edge_ids.is_some() {
+                return Ok(in_eid);
+            }
+            if in_eid < s.first_edge || in_eid >= s.first_edge + s.inc.footer.n_edges {
+                continue;
+            }
+            let pos = (in_eid - s.first_edge) as usize;
+            let inc = s.inc.neighbours(node, 0)?;
+            let first = inc.pos + partition(inc.end - inc.pos, |i| {
+                (inc.targets.get(inc.pos + i) as u32) < nb
+            });
+            let k = pos.saturating_sub(first);
+            let out = s.out.neighbours(nb, 0)?;
+            let lb = out.pos + partition(out.end - out.pos, |i| {
+                (out.targets.get(out.pos + i) as u32) < node
+            });
+            return Ok(s.first_edge + (lb + k) as u64);
+        }
+        Ok(in_eid)
+    }
+
     /// CSR sizes of a relationship type: (bytes of the out CSRs, bytes of the in CSRs).
     pub fn csr_bytes(&self, rel: usize) -> (u64, u64) {
         let r = &self.rels[rel];
@@ -862,6 +919,58 @@ impl Database {
             }
         };
         Ok(pos.map(|p| nodes.get(p) as u32))
+    }
+
+    /// Nodes whose indexed property equals `key` in declared index `index` (position in
+    /// `manifest().indexes`), in node order. O(log n) in the index size.
+    pub fn index_lookup(&self, index: usize, key: IndexKey<'_>) -> Result<Vec<u64>, ReadError> {
+        let ix = self.prop_idx.get(index).ok_or_else(|| ReadError::NotFound {
+            kind: "index",
+            name: index.to_string(),
+        })?;
+        let f = &ix.footer;
+        let bytes = ix.file.bytes("index lookup")?;
+        let fmt = |source| ReadError::Format {
+            file: ix.file.path.clone(),
+            source,
+        };
+        let dtype = quiver_common::DataType::Scalar(match f.kind {
+            IndexKeyKind::Integer => quiver_common::ScalarType::Long,
+            IndexKeyKind::Float => quiver_common::ScalarType::Double,
+            IndexKeyKind::String => quiver_common::ScalarType::String,
+        });
+        let keys = ColumnChunk::open(f.keys.slice(bytes).map_err(fmt)?, dtype).map_err(fmt)?;
+        let nodes = Packed::new(
+            f.nodes.slice(bytes).map_err(fmt)?,
+            f.nodes_width,
+            f.n_entries as usize,
+        )
+        .ok_or_else(|| corrupted(&ix.file.path, "index nodes"))?;
+        let n = keys.len().min(f.n_entries as usize);
+        let cmp = |i: usize| -> std::cmp::Ordering {
+            match (f.kind, key) {
+                (IndexKeyKind::Integer, IndexKey::Int(k)) => {
+                    keys.get_i64(i).unwrap_or(i64::MIN).cmp(&k)
+                }
+                (IndexKeyKind::Float, IndexKey::Float(k)) => keys
+                    .get_f64(i)
+                    .unwrap_or(f64::NEG_INFINITY)
+                    .total_cmp(&k),
+                (IndexKeyKind::String, IndexKey::Str(k)) => {
+                    keys.get_bytes(i).unwrap_or(&[]).cmp(k)
+                }
+                _ => std::cmp::Ordering::Greater,
+            }
+        };
+        let lo = partition(n, |i| cmp(i) == std::cmp::Ordering::Less);
+        let mut out = Vec::new();
+        let mut i = lo;
+        while i < n && cmp(i) == std::cmp::Ordering::Equal {
+            out.push(nodes.get(i));
+            i += 1;
+        }
+        out.sort_unstable();
+        Ok(out)
     }
 
     /// Id space index by name (`None` is the global space).

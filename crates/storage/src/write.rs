@@ -258,11 +258,30 @@ fn cleanup_stale_staging(parent: &Path, name: &str) {
 fn remove_unreferenced(db: &Path) {
     let current = read_current(db).ok().flatten().map(|(m, _)| m);
     let keep_gen = current.as_deref().and_then(parse_generation);
+    // A generation may reference files of earlier ones (an index added to an imported
+    // database): keep every generation directory the current manifest names.
+    let mut keep_dirs: Vec<String> = Vec::new();
+    if let Some(m) = &current {
+        match fs::read(db.join(m))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+        {
+            Some(man) => {
+                for f in man.files() {
+                    if let Some((d, _)) = f.split_once('/') {
+                        keep_dirs.push(d.to_string());
+                    }
+                }
+            }
+            // Unreadable manifest: remove nothing.
+            None => return,
+        }
+    }
     let Ok(rd) = fs::read_dir(db) else { return };
     for e in rd.flatten() {
         let n = e.file_name().to_string_lossy().to_string();
         if let Some(g) = n.strip_prefix('g').and_then(|g| g.parse::<u64>().ok()) {
-            if Some(g) != keep_gen {
+            if Some(g) != keep_gen && !keep_dirs.contains(&n) {
                 let _ = fs::remove_dir_all(e.path());
             }
         } else if n.starts_with("manifest-") && Some(n.as_str()) != current.as_deref()
@@ -566,6 +585,36 @@ pub fn write_id_index(
         id_type,
         n_ids: n,
         dense,
+        keys: keys_ref,
+        nodes: nodes_ref,
+        nodes_width: width,
+    };
+    finish(w, &footer, &path, rel)
+}
+
+/// Writes a property index: `keys` sorted (an i64, f64 or string column), `nodes[i]` the
+/// node of `keys[i]`.
+pub fn write_prop_index(
+    staging: &Staging,
+    name: &str,
+    kind: crate::manifest::IndexKeyKind,
+    keys: &ColumnBuilder,
+    nodes: &[u64],
+    n_nodes_total: u64,
+) -> Result<SegmentMeta, WriteError> {
+    let (path, rel) = staging.file(name);
+    let mut w = create(&path)?;
+    let mut kb = Vec::new();
+    keys.encode(&mut kb);
+    let keys_ref = w.write_blob(&kb).at(&path)?;
+    drop(kb);
+    let width = bits_for(n_nodes_total.saturating_sub(1));
+    let mut nb = Vec::new();
+    quiver_format::bitpack::pack(nodes.iter().copied(), width, &mut nb);
+    let nodes_ref = w.write_blob(&nb).at(&path)?;
+    let footer = crate::manifest::PropIndexFooter {
+        kind,
+        n_entries: nodes.len() as u64,
         keys: keys_ref,
         nodes: nodes_ref,
         nodes_width: width,

@@ -98,6 +98,7 @@ fn segments_read_as_one() {
             start_space: None,
             end_space: None,
         }],
+        indexes: vec![],
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {

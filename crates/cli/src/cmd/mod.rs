@@ -5,6 +5,8 @@ pub mod export;
 pub mod generate;
 pub mod import;
 pub mod info;
+pub mod query;
+pub mod shell;
 
 use quiver_storage::OpenMode;
 

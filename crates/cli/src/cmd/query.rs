@@ -1,0 +1,236 @@
+//! `quiver query`: run one Cypher query (or index command) and print its rows.
+//!
+//! `--bench-params FILE.csv` runs the query once per row of the file (the header names
+//! the parameters) and prints each run's latency as a JSON line, then a summary line
+//! with the median, p99 and queries per second: what `bench/query_bench.py` uses.
+
+use anyhow::{bail, Context, Result};
+use quiver_common::size::{human_bytes, parse_bytes, peak_rss_bytes};
+use quiver_query::batch::Batch;
+use quiver_query::{parse_param, parse_value, render, Graph, Params, QueryError, Session, Value};
+use quiver_storage::OpenMode;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    db: PathBuf,
+    /// The query; `-` reads it from standard input.
+    query: Option<String>,
+    /// Read the query from a file.
+    #[arg(long, conflicts_with = "query")]
+    file: Option<PathBuf>,
+    /// A parameter, `name=value` (integers, floats, true/false/null, JSON lists and maps,
+    /// otherwise a string). Repeatable.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// mapped (instant open, pages on demand) or loaded (all in RAM first).
+    #[arg(long, default_value = "mapped", value_parser = super::parse_open)]
+    open: OpenMode,
+    /// Most memory a query's operators may hold (e.g. 512MiB, 2GiB).
+    #[arg(long, value_parser = parse_bytes)]
+    query_memory_limit: Option<u64>,
+    /// Print rows, time and peak memory to standard error.
+    #[arg(long)]
+    timing: bool,
+    /// Run the query once per row of this CSV file (header: parameter names) and print
+    /// latencies instead of rows.
+    #[arg(long, value_name = "FILE.csv")]
+    bench_params: Option<PathBuf>,
+    /// Runs before measuring, with `--bench-params`.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+}
+
+/// Formats result batches as they come (CSV, JSON lines) or collects them (table).
+pub struct Printer<W: Write> {
+    pub format: Format,
+    pub out: W,
+    pub header_done: bool,
+    pub columns: Vec<String>,
+    pub cells: Vec<Vec<String>>,
+}
+
+impl<W: Write> Printer<W> {
+    pub fn new(format: Format, out: W) -> Self {
+        Printer {
+            format,
+            out,
+            header_done: false,
+            columns: Vec::new(),
+            cells: Vec::new(),
+        }
+    }
+
+    pub fn batch(&mut self, g: &Graph, b: &Batch) -> Result<(), QueryError> {
+        let io = |e: std::io::Error| QueryError::Argument(format!("writing output: {e}"));
+        for r in 0..b.len {
+            match self.format {
+                Format::Table => {
+                    let row = b.cols.iter().map(|c| render::text(g, &c[r])).collect::<Result<Vec<_>, _>>()?;
+                    self.cells.push(row);
+                }
+                Format::Csv => {
+                    let row = b.cols.iter().map(|c| render::csv_cell(g, &c[r])).collect::<Result<Vec<_>, _>>()?;
+                    let line = row.iter().map(|c| csv_quote(c)).collect::<Vec<_>>().join(",");
+                    writeln!(self.out, "{line}").map_err(io)?;
+                }
+                Format::Json => {
+                    let mut m = serde_json::Map::new();
+                    for (i, c) in b.cols.iter().enumerate() {
+                        let name = self.columns.get(i).cloned().unwrap_or_else(|| format!("col{i}"));
+                        m.insert(name, render::json(g, &c[r])?);
+                    }
+                    writeln!(self.out, "{}", serde_json::Value::Object(m)).map_err(io)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn header(&mut self) -> std::io::Result<()> {
+        if self.format == Format::Csv && !self.header_done {
+            let line = self.columns.iter().map(|c| csv_quote(c)).collect::<Vec<_>>().join(",");
+            writeln!(self.out, "{line}")?;
+        }
+        self.header_done = true;
+        Ok(())
+    }
+
+    pub fn finish(&mut self, columns: &[String]) -> std::io::Result<()> {
+        if self.format == Format::Table && !columns.is_empty() {
+            let t = render::table(columns, &self.cells);
+            self.out.write_all(t.as_bytes())?;
+        }
+        self.cells.clear();
+        self.out.flush()
+    }
+}
+
+fn csv_quote(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Column names of a query before it runs (for a CSV header and JSON keys).
+pub fn columns_of(session: &mut Session, text: &str, params: &Params) -> Vec<String> {
+    let explain = format!("EXPLAIN {text}");
+    match session.run(&explain, params, &mut |_, _| Ok(())) {
+        Ok(s) => s.columns,
+        Err(_) => Vec::new(),
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let text = match (&a.query, &a.file) {
+        (Some(q), _) if q == "-" => std::io::read_to_string(std::io::stdin()).context("reading the query from standard input")?,
+        (Some(q), _) => q.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, None) => bail!("give a query: quiver query --db DB 'MATCH (n) RETURN count(n)' (or --file F, or - for stdin)"),
+    };
+    let mut params = Params::new();
+    for p in &a.params {
+        let (k, v) = parse_param(p).map_err(anyhow::Error::msg)?;
+        params.insert(k, v);
+    }
+    let mut session = Session::open(&a.db, a.open)?;
+    if let Some(l) = a.query_memory_limit {
+        session.opts.memory_limit = l;
+    }
+    if let Some(f) = &a.bench_params {
+        return bench(&mut session, &text, &params, f, a.warmup);
+    }
+    let stdout = std::io::stdout();
+    let mut printer = Printer::new(a.format, BufWriter::new(stdout.lock()));
+    if a.format != Format::Table && quiver_query::parse_schema(&text).is_none() && !text.trim_start().to_ascii_uppercase().starts_with("EXPLAIN") {
+        printer.columns = columns_of(&mut session, &text, &params);
+        printer.header()?;
+    }
+    let summary = session.run(&text, &params, &mut |g, b| printer.batch(g, b))?;
+    if !summary.explained {
+        printer.finish(&summary.columns)?;
+    }
+    drop(printer);
+    if let Some(m) = &summary.message {
+        println!("{m}");
+    }
+    if let Some(plan) = &summary.plan {
+        println!("{plan}");
+    }
+    if a.timing {
+        eprintln!(
+            "{} rows in {:.3} ms; operators held at most {}; peak RSS {}",
+            summary.rows,
+            summary.elapsed.as_secs_f64() * 1e3,
+            human_bytes(summary.peak_bytes),
+            human_bytes(peak_rss_bytes().unwrap_or(0))
+        );
+    }
+    Ok(())
+}
+
+fn bench(session: &mut Session, text: &str, base: &Params, file: &PathBuf, warmup: usize) -> Result<()> {
+    let mut rdr = csv::Reader::from_path(file).with_context(|| format!("reading {}", file.display()))?;
+    let names: Vec<String> = rdr.headers()?.iter().map(|h| h.to_string()).collect();
+    let mut runs: Vec<Params> = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec?;
+        let mut p = base.clone();
+        for (n, v) in names.iter().zip(rec.iter()) {
+            p.insert(n.clone(), parse_value(v));
+        }
+        runs.push(p);
+    }
+    if runs.is_empty() {
+        runs.push(base.clone());
+    }
+    let mut sink = |_: &Graph, _: &Batch| Ok(());
+    for p in runs.iter().cycle().take(warmup) {
+        session.run(text, p, &mut sink)?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut lat = Vec::with_capacity(runs.len());
+    let t_all = Instant::now();
+    for p in &runs {
+        let t = Instant::now();
+        let s = session.run(text, p, &mut sink)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        lat.push(ms);
+        let shown: serde_json::Map<String, serde_json::Value> = p
+            .iter()
+            .filter(|(k, _)| names.contains(k))
+            .map(|(k, v)| (k.clone(), match v {
+                Value::Int(i) => serde_json::json!(i),
+                v => serde_json::json!(format!("{v:?}")),
+            }))
+            .collect();
+        writeln!(out, "{}", serde_json::json!({"ms": ms, "rows": s.rows, "params": shown}))?;
+    }
+    let total = t_all.elapsed().as_secs_f64();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let pct = |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize];
+    writeln!(
+        out,
+        "{}",
+        serde_json::json!({
+            "summary": true, "runs": lat.len(), "median_ms": pct(0.5), "p99_ms": pct(0.99),
+            "qps": lat.len() as f64 / total, "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
+        })
+    )?;
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! Errors of running a query. Every failure is a value of [`QueryError`]; no input makes
+//! the engine panic.
+
+use quiver_cypher::ParseError;
+use quiver_storage::ReadError;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    /// A value of the wrong type reached an operator or function.
+    #[error("type error: {0}")]
+    Type(String),
+    #[error("parameter ${0} is not set; pass it with --param {0}=VALUE (or :param in the shell)")]
+    MissingParam(String),
+    #[error("unknown function {0}()")]
+    UnknownFunction(String),
+    #[error("{0}")]
+    Argument(String),
+    /// The per-query memory limit would be exceeded.
+    #[error("query memory limit of {limit} exceeded in {operator} (asked for {asked} more); narrow the query, add LIMIT, or raise --query-memory-limit")]
+    Memory {
+        operator: &'static str,
+        limit: String,
+        asked: String,
+    },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("index: {0}")]
+    Index(String),
+    #[error("query cancelled")]
+    Cancelled,
+}
+
+impl QueryError {
+    pub(crate) fn ty(msg: impl Into<String>) -> QueryError {
+        QueryError::Type(msg.into())
+    }
+}

@@ -1,0 +1,457 @@
+//! The database as the executor sees it: labels, properties by name, adjacency.
+//!
+//! [`Graph`] wraps an open [`Database`] with the lookups a query needs and precomputes
+//! them once per query (property name -> column per table, row-group starts). Property
+//! reads borrow column chunks from the mapped segments and decode only the one value
+//! asked for; a batch of nodes reads each chunk once per run of nodes in the same row
+//! group.
+
+use crate::error::QueryError;
+use crate::value::{RelRef, Value};
+use hashbrown::HashMap;
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ColumnChunk;
+use quiver_storage::manifest::IdType;
+use quiver_storage::read::{Database, Direction, IdKey};
+use std::sync::Arc;
+
+struct TableInfo {
+    first_node: u64,
+    n_rows: u64,
+    rg_first: Vec<u64>,
+    /// Property name -> column (the `:LABEL` column is not a property).
+    props: HashMap<String, usize>,
+    /// Properties in column order, for `properties(n)` and output.
+    prop_list: Vec<(String, usize)>,
+    dtypes: Vec<DataType>,
+    labels: Vec<u32>,
+    label_column: Option<usize>,
+    id_column: Option<usize>,
+    id_space: Option<usize>,
+}
+
+struct RelInfo {
+    name: Arc<str>,
+    props: HashMap<String, usize>,
+    prop_list: Vec<(String, usize)>,
+    dtypes: Vec<DataType>,
+    rg_first: Vec<u64>,
+}
+
+pub struct Graph<'db> {
+    pub db: &'db Database,
+    tables: Vec<TableInfo>,
+    rels: Vec<RelInfo>,
+    label_ids: HashMap<String, u32>,
+}
+
+/// Where the nodes carrying a label are.
+pub struct LabelScan {
+    /// (table, whether rows must be checked against the `:LABEL` column).
+    pub tables: Vec<(usize, bool)>,
+}
+
+fn rg_starts(footer: &quiver_storage::manifest::TableFooter) -> Vec<u64> {
+    footer.row_groups.iter().map(|g| g.first_row).collect()
+}
+
+fn rg_of(starts: &[u64], row: u64) -> usize {
+    starts.partition_point(|&f| f <= row).saturating_sub(1)
+}
+
+/// Decodes row `i` of a chunk as a query value.
+pub fn chunk_value(c: &ColumnChunk<'_>, i: usize, dtype: DataType) -> Value {
+    match dtype {
+        DataType::Scalar(s) => scalar_value(c, i, s),
+        DataType::Array(s) => match (c.get_list(i), c.list_child()) {
+            (Some((a, b)), Some(child)) => {
+                Value::list((a..b).map(|j| scalar_value(child, j, s)).collect())
+            }
+            _ => Value::Null,
+        },
+    }
+}
+
+fn scalar_value(c: &ColumnChunk<'_>, i: usize, s: ScalarType) -> Value {
+    use ScalarType::*;
+    let v = match s {
+        Byte | Short | Int | Long => c.get_i64(i).map(Value::Int),
+        Date => c.get_i64(i).map(Value::Date),
+        LocalDateTime => c.get_i64(i).map(Value::LocalDateTime),
+        DateTime => c.get_i64(i).map(Value::DateTime),
+        Float | Double => c.get_f64(i).map(Value::Float),
+        Boolean => c.get_bool(i).map(Value::Bool),
+        String | Char => c
+            .get_bytes(i)
+            .map(|b| Value::Str(Arc::from(std::string::String::from_utf8_lossy(b)))),
+    };
+    v.unwrap_or(Value::Null)
+}
+
+impl<'db> Graph<'db> {
+    pub fn new(db: &'db Database) -> Graph<'db> {
+        let m = db.manifest();
+        let tables = db
+            .node_tables()
+            .iter()
+            .map(|t| {
+                let meta = &t.meta;
+                let prop_list: Vec<(String, usize)> = meta
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| Some(*i) != meta.label_column)
+                    .map(|(i, c)| (c.name.clone(), i))
+                    .collect();
+                TableInfo {
+                    first_node: meta.first_node,
+                    n_rows: meta.n_rows,
+                    rg_first: rg_starts(&t.footer),
+                    props: prop_list.iter().cloned().collect(),
+                    prop_list,
+                    dtypes: meta.columns.iter().map(|c| c.dtype).collect(),
+                    labels: meta.labels.clone(),
+                    label_column: meta.label_column,
+                    id_column: meta.id_column,
+                    id_space: meta.id_space,
+                }
+            })
+            .collect();
+        let rels = db
+            .rel_types()
+            .iter()
+            .map(|r| {
+                let prop_list: Vec<(String, usize)> = r
+                    .meta
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.name.clone(), i))
+                    .collect();
+                RelInfo {
+                    name: Arc::from(r.meta.name.as_str()),
+                    props: prop_list.iter().cloned().collect(),
+                    prop_list,
+                    dtypes: r.meta.columns.iter().map(|c| c.dtype).collect(),
+                    rg_first: r.props_footer().map(rg_starts).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let label_ids = m
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.clone(), i as u32))
+            .collect();
+        Graph {
+            db,
+            tables,
+            rels,
+            label_ids,
+        }
+    }
+
+    pub fn n_nodes(&self) -> u64 {
+        self.db.n_nodes()
+    }
+
+    pub fn label_id(&self, name: &str) -> Option<u32> {
+        self.label_ids.get(name).copied()
+    }
+
+    pub fn label_name(&self, id: u32) -> &str {
+        &self.db.labels()[id as usize]
+    }
+
+    pub fn rel_type_id(&self, name: &str) -> Option<u32> {
+        self.db.rel_type_index(name).map(|i| i as u32)
+    }
+
+    pub fn n_rel_types(&self) -> usize {
+        self.rels.len()
+    }
+
+    pub fn rel_type_name(&self, ty: u32) -> Arc<str> {
+        self.rels[ty as usize].name.clone()
+    }
+
+    pub fn n_tables(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// Node id range of table `t`.
+    pub fn table_range(&self, t: usize) -> (u64, u64) {
+        let ti = &self.tables[t];
+        (ti.first_node, ti.first_node + ti.n_rows)
+    }
+
+    fn locate(&self, node: u64) -> Result<(usize, u64), QueryError> {
+        let t = self
+            .tables
+            .partition_point(|t| t.first_node + t.n_rows <= node);
+        match self.tables.get(t) {
+            Some(ti) if node >= ti.first_node => Ok((t, node - ti.first_node)),
+            _ => Err(QueryError::Read(
+                quiver_storage::ReadError::NodeOutOfRange {
+                    id: node,
+                    n_nodes: self.n_nodes(),
+                },
+            )),
+        }
+    }
+
+    /// Tables whose nodes may carry `label`.
+    pub fn label_scan(&self, label: u32) -> LabelScan {
+        let tables = self
+            .tables
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                if t.labels.contains(&label) {
+                    Some((i, false))
+                } else {
+                    t.label_column.map(|_| (i, true))
+                }
+            })
+            .collect();
+        LabelScan { tables }
+    }
+
+    /// The labels of a node (table labels, then its own `:LABEL` values).
+    pub fn labels(&self, node: u64) -> Result<Vec<Arc<str>>, QueryError> {
+        let (t, row) = self.locate(node)?;
+        let ti = &self.tables[t];
+        let mut out: Vec<Arc<str>> = ti
+            .labels
+            .iter()
+            .map(|&l| Arc::from(self.label_name(l)))
+            .collect();
+        if let Some(c) = ti.label_column {
+            if let Value::List(l) = self.cell(t, row, c)? {
+                for v in l.iter() {
+                    if let Value::Str(s) = v {
+                        if !out.contains(s) {
+                            out.push(s.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn has_label(&self, node: u64, label: u32) -> Result<bool, QueryError> {
+        let (t, row) = self.locate(node)?;
+        let ti = &self.tables[t];
+        if ti.labels.contains(&label) {
+            return Ok(true);
+        }
+        match ti.label_column {
+            None => Ok(false),
+            Some(c) => {
+                let name = self.label_name(label);
+                Ok(match self.cell(t, row, c)? {
+                    Value::List(l) => l.iter().any(|v| matches!(v, Value::Str(s) if &**s == name)),
+                    _ => false,
+                })
+            }
+        }
+    }
+
+    /// Whether every node of table `t` has `label` without looking at rows.
+    pub fn table_has_label(&self, t: usize, label: u32) -> bool {
+        self.tables[t].labels.contains(&label)
+    }
+
+    fn cell(&self, t: usize, row: u64, col: usize) -> Result<Value, QueryError> {
+        let ti = &self.tables[t];
+        let rg = rg_of(&ti.rg_first, row);
+        let i = (row - ti.rg_first[rg]) as usize;
+        let dtype = ti.dtypes[col];
+        Ok(self
+            .db
+            .with_node_chunk(t, rg, col, |c| chunk_value(c, i, dtype))?)
+    }
+
+    pub fn node_prop(&self, node: u64, name: &str) -> Result<Value, QueryError> {
+        let (t, row) = self.locate(node)?;
+        match self.tables[t].props.get(name) {
+            Some(&c) => self.cell(t, row, c),
+            None => Ok(Value::Null),
+        }
+    }
+
+    /// `out[i] = nodes[i].name` for a batch (non-nodes give null); one chunk open per run
+    /// of nodes in the same row group.
+    pub fn node_prop_batch(
+        &self,
+        nodes: &[Value],
+        name: &str,
+        out: &mut Vec<Value>,
+    ) -> Result<(), QueryError> {
+        let mut i = 0;
+        while i < nodes.len() {
+            let Value::Node(n) = nodes[i] else {
+                out.push(Value::Null);
+                i += 1;
+                continue;
+            };
+            let (t, row) = self.locate(n)?;
+            let ti = &self.tables[t];
+            let Some(&col) = ti.props.get(name) else {
+                out.push(Value::Null);
+                i += 1;
+                continue;
+            };
+            let rg = rg_of(&ti.rg_first, row);
+            let lo = ti.first_node + ti.rg_first[rg];
+            let hi = ti.first_node + ti.rg_first.get(rg + 1).copied().unwrap_or(ti.n_rows);
+            let dtype = ti.dtypes[col];
+            let mut j = i;
+            self.db.with_node_chunk(t, rg, col, |c| {
+                while j < nodes.len() {
+                    match nodes[j] {
+                        Value::Node(m) if m >= lo && m < hi => {
+                            out.push(chunk_value(c, (m - lo) as usize, dtype));
+                            j += 1;
+                        }
+                        _ => break,
+                    }
+                }
+            })?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Every property of a node that is not null, in column order.
+    pub fn node_props(&self, node: u64) -> Result<Vec<(String, Value)>, QueryError> {
+        let (t, row) = self.locate(node)?;
+        let mut out = Vec::new();
+        for (name, c) in &self.tables[t].prop_list {
+            let v = self.cell(t, row, *c)?;
+            if !v.is_null() {
+                out.push((name.clone(), v));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
+        let ri = &self.rels[r.ty as usize];
+        match ri.props.get(name) {
+            Some(&c) => self.rel_cell(r, c),
+            None => Ok(Value::Null),
+        }
+    }
+
+    fn rel_cell(&self, r: &RelRef, col: usize) -> Result<Value, QueryError> {
+        let ri = &self.rels[r.ty as usize];
+        let rg = rg_of(&ri.rg_first, r.eid);
+        let i = (r.eid - ri.rg_first[rg]) as usize;
+        let dtype = ri.dtypes[col];
+        Ok(self
+            .db
+            .with_rel_chunk(r.ty as usize, rg, col, |c| chunk_value(c, i, dtype))?)
+    }
+
+    pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(String, Value)>, QueryError> {
+        let ri = &self.rels[r.ty as usize];
+        let mut out = Vec::new();
+        for (name, c) in &ri.prop_list {
+            let v = self.rel_cell(r, *c)?;
+            if !v.is_null() {
+                out.push((name.clone(), v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether relationship type `ty` stores properties (its edge ids are then the same
+    /// from both directions).
+    pub fn rel_has_props(&self, ty: u32) -> bool {
+        !self.rels[ty as usize].prop_list.is_empty()
+    }
+
+    /// An id-index seek for `MATCH (n:Label {prop: key})` when `prop` is the imported
+    /// `:ID` column of every table that can hold `Label`: the candidate nodes (still to be
+    /// checked for the label). `None` when the index does not apply.
+    pub fn id_seek_space(&self, label: u32, prop: &str) -> Option<usize> {
+        let scan = self.label_scan(label);
+        let mut space = None;
+        for &(t, _) in &scan.tables {
+            let ti = &self.tables[t];
+            let col = ti.id_column?;
+            if ti.prop_list.iter().all(|(n, c)| *c != col || n != prop) {
+                return None;
+            }
+            let s = ti.id_space?;
+            if space.is_some_and(|x| x != s) {
+                return None;
+            }
+            space = Some(s);
+        }
+        space
+    }
+
+    pub fn id_lookup(&self, space: usize, key: &Value) -> Result<Option<u64>, QueryError> {
+        let id_type = self.db.manifest().id_spaces[space].id_type;
+        let found = match (id_type, key) {
+            (IdType::Integer, Value::Int(k)) => self.db.lookup_id(space, IdKey::Int(*k))?,
+            (IdType::Integer, Value::Float(f)) if f.fract() == 0.0 => {
+                self.db.lookup_id(space, IdKey::Int(*f as i64))?
+            }
+            (IdType::String, Value::Str(s)) => {
+                self.db.lookup_id(space, IdKey::Str(s.as_bytes()))?
+            }
+            _ => None,
+        };
+        Ok(found.map(u64::from))
+    }
+
+    /// Neighbours over one type and direction: `f(neighbour, edge id)`.
+    #[inline]
+    pub fn for_each_neighbour(
+        &self,
+        ty: u32,
+        node: u64,
+        dir: Direction,
+        mut f: impl FnMut(u32, u64),
+    ) -> Result<(), QueryError> {
+        for (nb, eid) in self.db.neighbours(ty as usize, node as u32, dir)? {
+            f(nb, eid);
+        }
+        Ok(())
+    }
+
+    pub fn degree(&self, ty: u32, node: u64, dir: Direction) -> Result<u64, QueryError> {
+        Ok(self.db.degree(ty as usize, node as u32, dir)?)
+    }
+
+    /// The relationship reached from `node` to `nb` over `dir` with edge id `eid` as read
+    /// from that direction's CSR, with the edge id both directions agree on.
+    pub fn rel_ref(
+        &self,
+        ty: u32,
+        node: u64,
+        nb: u32,
+        eid: u64,
+        dir: Direction,
+    ) -> Result<RelRef, QueryError> {
+        let (src, dst) = match dir {
+            Direction::Out => (node as u32, nb),
+            Direction::In => (nb, node as u32),
+        };
+        let eid = if dir == Direction::In && !self.rel_has_props(ty) {
+            self.db.canonical_edge_id(ty as usize, node as u32, nb, eid)?
+        } else {
+            eid
+        };
+        Ok(RelRef { ty, src, dst, eid })
+    }
+
+    /// Property names used by any node table (for `keys()` style checks and EXPLAIN).
+    pub fn node_property_exists(&self, name: &str) -> bool {
+        self.tables.iter().any(|t| t.props.contains_key(name))
+    }
+}

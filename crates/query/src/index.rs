@@ -1,0 +1,247 @@
+//! Declared property indexes: `CREATE INDEX ON :Label(prop)`, `DROP INDEX ON
+//! :Label(prop)`, `SHOW INDEXES`.
+//!
+//! An index is one segment of sorted (value, node) pairs, written in a new generation
+//! of the database beside the segments it indexes (which stay where they are) and
+//! published atomically with the manifest that lists it; a reader that has the database
+//! open keeps its snapshot. A seek is a binary search over the mapped keys: O(log n).
+
+use crate::error::QueryError;
+use crate::graph::{chunk_value, Graph};
+use crate::value::Value;
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ColumnBuilder;
+use quiver_storage::manifest::{IndexKeyKind, IndexMeta};
+use quiver_storage::read::{Database, IndexKey};
+use quiver_storage::write::{write_prop_index, Staging};
+use std::path::Path;
+use std::sync::Arc;
+
+/// An index the planner can seek: its position in the manifest and its key kind.
+#[derive(Debug)]
+pub struct PropIndex {
+    pub pos: usize,
+    pub kind: IndexKeyKind,
+}
+
+impl PropIndex {
+    /// Nodes whose property equals `key` (none for a key of another type, or null).
+    pub fn lookup(&self, g: &Graph, key: &Value) -> Result<Vec<u64>, QueryError> {
+        let k = match (self.kind, key) {
+            (IndexKeyKind::Integer, Value::Int(i)) => IndexKey::Int(*i),
+            (IndexKeyKind::Integer, Value::Float(f)) if f.fract() == 0.0 => IndexKey::Int(*f as i64),
+            (IndexKeyKind::Integer, Value::Bool(b)) => IndexKey::Int(*b as i64),
+            (
+                IndexKeyKind::Integer,
+                Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d),
+            ) => IndexKey::Int(*d),
+            (IndexKeyKind::Float, Value::Float(f)) => IndexKey::Float(*f),
+            (IndexKeyKind::Float, Value::Int(i)) => IndexKey::Float(*i as f64),
+            (IndexKeyKind::String, Value::Str(s)) => IndexKey::Str(s.as_bytes()),
+            _ => return Ok(Vec::new()),
+        };
+        Ok(g.db.index_lookup(self.pos, k)?)
+    }
+}
+
+/// The declared indexes of an open database, by (label, property).
+#[derive(Debug, Default)]
+pub struct IndexSet {
+    entries: Vec<(String, String, Arc<PropIndex>)>,
+}
+
+fn key_kind(dtype: DataType) -> Option<IndexKeyKind> {
+    use ScalarType::*;
+    match dtype {
+        DataType::Scalar(Byte | Short | Int | Long | Date | LocalDateTime | DateTime | Boolean) => {
+            Some(IndexKeyKind::Integer)
+        }
+        DataType::Scalar(Float | Double) => Some(IndexKeyKind::Float),
+        DataType::Scalar(String | Char) => Some(IndexKeyKind::String),
+        DataType::Array(_) => None,
+    }
+}
+
+impl IndexSet {
+    pub fn load(db: &Database) -> IndexSet {
+        let mut entries = Vec::new();
+        for (pos, ix) in db.manifest().indexes.iter().enumerate() {
+            // The kind follows the first table that has the property.
+            let kind = db
+                .node_tables()
+                .iter()
+                .flat_map(|t| t.meta.columns.iter())
+                .find(|c| c.name == ix.property)
+                .and_then(|c| key_kind(c.dtype));
+            if let Some(kind) = kind {
+                entries.push((ix.label.clone(), ix.property.clone(), Arc::new(PropIndex { pos, kind })));
+            }
+        }
+        IndexSet { entries }
+    }
+
+    pub fn get(&self, label: &str, prop: &str) -> Option<Arc<PropIndex>> {
+        self.entries
+            .iter()
+            .find(|(l, p, _)| l == label && p == prop)
+            .map(|e| e.2.clone())
+    }
+}
+
+/// One row of SHOW INDEXES.
+pub struct IndexInfo {
+    pub label: String,
+    pub property: String,
+    pub kind: &'static str,
+    pub entries: u64,
+}
+
+/// The automatic `:ID` indexes and the declared ones.
+pub fn show(db: &Database) -> Vec<IndexInfo> {
+    let m = db.manifest();
+    let mut out = Vec::new();
+    for t in &m.node_tables {
+        if let (Some(c), Some(s)) = (t.id_column, t.id_space) {
+            let label = t.labels.first().map(|&l| m.labels[l as usize].clone()).unwrap_or_default();
+            if !out.iter().any(|i: &IndexInfo| i.label == label && i.property == t.columns[c].name) {
+                out.push(IndexInfo {
+                    label,
+                    property: t.columns[c].name.clone(),
+                    kind: "id (automatic)",
+                    entries: m.id_spaces[s].n_ids,
+                });
+            }
+        }
+    }
+    for ix in &m.indexes {
+        out.push(IndexInfo {
+            label: ix.label.clone(),
+            property: ix.property.clone(),
+            kind: "property",
+            entries: ix.n_entries,
+        });
+    }
+    out
+}
+
+/// Builds `:label(prop)` over every node carrying the label and publishes it. Returns the
+/// number of entries.
+pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64, QueryError> {
+    let m = db.manifest();
+    if m.indexes.iter().any(|i| i.label == label && i.property == prop) {
+        return Err(QueryError::Index(format!("an index on :{label}({prop}) exists already")));
+    }
+    let g = Graph::new(db);
+    let lid = g
+        .label_id(label)
+        .ok_or_else(|| QueryError::Index(format!("no label :{label} in the database")))?;
+    let mut kind = None;
+    let mut pairs_i: Vec<(i64, u64)> = Vec::new();
+    let mut pairs_f: Vec<(f64, u64)> = Vec::new();
+    let mut pairs_s: Vec<(Vec<u8>, u64)> = Vec::new();
+    for (t, check) in g.label_scan(lid).tables {
+        let table = &db.node_tables()[t];
+        let Some(col) = table.meta.columns.iter().position(|c| c.name == prop) else {
+            continue;
+        };
+        if Some(col) == table.meta.label_column {
+            continue;
+        }
+        let dtype = table.meta.columns[col].dtype;
+        let k = key_kind(dtype).ok_or_else(|| {
+            QueryError::Index(format!("{label}.{prop} is a list; lists cannot be indexed"))
+        })?;
+        if kind.is_some_and(|x| x != k) {
+            return Err(QueryError::Index(format!(
+                "{prop} has different types in different node files; cannot index it"
+            )));
+        }
+        kind = Some(k);
+        let first = table.meta.first_node;
+        for (rg, meta) in table.footer.row_groups.iter().enumerate() {
+            let base = first + meta.first_row;
+            let vals: Vec<Value> = db.with_node_chunk(t, rg, col, |c| {
+                (0..c.len()).map(|i| chunk_value(c, i, dtype)).collect()
+            })?;
+            for (i, v) in vals.into_iter().enumerate() {
+                let node = base + i as u64;
+                if check && !g.has_label(node, lid)? {
+                    continue;
+                }
+                match v {
+                    Value::Int(x) | Value::Date(x) | Value::LocalDateTime(x) | Value::DateTime(x) => {
+                        pairs_i.push((x, node))
+                    }
+                    Value::Bool(b) => pairs_i.push((b as i64, node)),
+                    Value::Float(f) if !f.is_nan() => pairs_f.push((f, node)),
+                    Value::Str(s) => pairs_s.push((s.as_bytes().to_vec(), node)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let kind = kind.ok_or_else(|| {
+        QueryError::Index(format!("no node with label :{label} has a property `{prop}`"))
+    })?;
+    let (keys, nodes) = match kind {
+        IndexKeyKind::Integer => {
+            pairs_i.sort_unstable();
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
+            pairs_i.iter().for_each(|p| b.push_i64(p.0));
+            (b, pairs_i.iter().map(|p| p.1).collect::<Vec<_>>())
+        }
+        IndexKeyKind::Float => {
+            pairs_f.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
+            pairs_f.iter().for_each(|p| b.push_f64(p.0));
+            (b, pairs_f.iter().map(|p| p.1).collect())
+        }
+        IndexKeyKind::String => {
+            pairs_s.sort_unstable();
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+            pairs_s.iter().for_each(|p| b.push_bytes(&p.0));
+            (b, pairs_s.iter().map(|p| p.1).collect())
+        }
+    };
+    let staging = Staging::begin(dir, true).map_err(|e| QueryError::Index(e.to_string()))?;
+    let n = nodes.len() as u64;
+    let seg = write_prop_index(
+        &staging,
+        &format!("index-{}-{}.seg", sanitize(label), sanitize(prop)),
+        kind,
+        &keys,
+        &nodes,
+        db.n_nodes(),
+    )
+    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let mut man = m.clone();
+    man.generation = staging.generation();
+    man.indexes.push(IndexMeta {
+        label: label.to_string(),
+        property: prop.to_string(),
+        n_entries: n,
+        segment: seg,
+    });
+    staging.publish(&man).map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(n)
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// Removes `:label(prop)` from the database.
+pub fn drop(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<(), QueryError> {
+    let m = db.manifest();
+    if !m.indexes.iter().any(|i| i.label == label && i.property == prop) {
+        return Err(QueryError::Index(format!("there is no index on :{label}({prop}); SHOW INDEXES lists them")));
+    }
+    let staging = Staging::begin(dir, true).map_err(|e| QueryError::Index(e.to_string()))?;
+    let mut man = m.clone();
+    man.generation = staging.generation();
+    man.indexes.retain(|i| !(i.label == label && i.property == prop));
+    staging.publish(&man).map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(())
+}

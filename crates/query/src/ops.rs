@@ -1,0 +1,1502 @@
+//! Physical operators: a pull-based tree that passes [`Batch`]es.
+//!
+//! Each operator's `next` returns the next batch of rows (never empty) or `None` when it
+//! is exhausted for the current input. Operators under an [`Optional`] read their input
+//! from an [`Argument`] and are called again after each new argument batch, so pattern
+//! operators keep no "done" state of their own. Blocking operators (aggregate, sort,
+//! distinct, shortest path) account what they hold against the query's memory budget
+//! and fail with [`QueryError::Memory`] naming themselves instead of growing unbounded.
+
+use crate::batch::{Batch, BATCH_ROWS};
+use crate::error::QueryError;
+use crate::expr::{dirs, eval, eval_col, CExpr, Env};
+use crate::value::{order, Key, PathVal, RelRef, Value};
+use hashbrown::{HashMap, HashSet};
+use quiver_common::memory::{Grant, MemoryBudget};
+use quiver_common::size::human_bytes;
+use quiver_cypher::ast::Dir;
+use quiver_storage::Direction;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Rows, time and memory of one operator (PROFILE).
+#[derive(Debug, Clone, Default)]
+pub struct OpStats {
+    pub rows: u64,
+    pub batches: u64,
+    /// Time inside `next`, children included.
+    pub nanos: u64,
+    pub peak_bytes: u64,
+}
+
+pub struct Cx<'g, 'db> {
+    pub env: Env<'g, 'db>,
+    pub budget: MemoryBudget,
+    pub stats: Vec<OpStats>,
+    pub cancel: Option<&'g AtomicBool>,
+}
+
+impl Cx<'_, '_> {
+    fn check_cancel(&self) -> Result<(), QueryError> {
+        match self.cancel {
+            Some(c) if c.load(AtOrd::Relaxed) => Err(QueryError::Cancelled),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub trait Op {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError>;
+    /// Most bytes the operator has held at once (PROFILE).
+    fn mem_peak(&self) -> u64 {
+        0
+    }
+}
+
+pub type BoxOp = Box<dyn Op>;
+
+/// Grows `grant` to `bytes`, or fails naming `operator`.
+fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), QueryError> {
+    if bytes <= grant.bytes() {
+        return Ok(());
+    }
+    // Grow in steps of 1/8 so that accounting is not paid per row.
+    let want = bytes.max(grant.bytes() + grant.bytes() / 8);
+    grant.try_resize(want).or_else(|_| grant.try_resize(bytes)).map_err(|e| {
+        QueryError::Memory {
+            operator,
+            limit: human_bytes(e.limit_bytes),
+            asked: human_bytes(e.asked_bytes),
+        }
+    })
+}
+
+/// Records rows and time of the operator below it.
+pub struct Counted {
+    pub id: usize,
+    pub inner: BoxOp,
+}
+
+impl Op for Counted {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let t = Instant::now();
+        let r = self.inner.next(cx)?;
+        let peak = self.inner.mem_peak();
+        let s = &mut cx.stats[self.id];
+        s.nanos += t.elapsed().as_nanos() as u64;
+        s.peak_bytes = s.peak_bytes.max(peak);
+        if let Some(b) = &r {
+            s.rows += b.len as u64;
+            s.batches += 1;
+        }
+        Ok(r)
+    }
+}
+
+/// One row without columns, once.
+pub struct Once {
+    pub done: bool,
+}
+
+impl Op for Once {
+    fn next(&mut self, _: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if std::mem::replace(&mut self.done, true) {
+            return Ok(None);
+        }
+        Ok(Some(Batch::unit()))
+    }
+}
+
+pub type ArgCell = Rc<RefCell<Option<Batch>>>;
+
+/// The batch an [`Optional`] hands to the pattern below it.
+pub struct Argument {
+    pub cell: ArgCell,
+}
+
+impl Op for Argument {
+    fn next(&mut self, _: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        Ok(self.cell.borrow_mut().take())
+    }
+}
+
+/// A node id range to scan; `check` says whether rows need a label test.
+#[derive(Debug, Clone)]
+pub struct ScanRange {
+    pub lo: u64,
+    pub hi: u64,
+    pub label: Option<u32>,
+}
+
+/// For each input row, every node of the ranges (a label scan, or all nodes).
+pub struct Scan {
+    pub input: BoxOp,
+    pub ranges: Vec<ScanRange>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+    pub range: usize,
+    pub node: u64,
+}
+
+impl Op for Scan {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                        self.range = 0;
+                        self.node = self.ranges.first().map_or(0, |r| r.lo);
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let cur = self.cur.as_ref().expect("set above");
+            let mut out = Batch::empty(cur.width() + 1);
+            while out.len < BATCH_ROWS && self.row < cur.len {
+                let Some(r) = self.ranges.get(self.range) else {
+                    self.row += 1;
+                    self.range = 0;
+                    self.node = self.ranges.first().map_or(0, |r| r.lo);
+                    continue;
+                };
+                let end = r.hi.min(self.node + (BATCH_ROWS - out.len) as u64);
+                let w = cur.width();
+                for n in self.node..end {
+                    if let Some(l) = r.label {
+                        if !cx.env.g.has_label(n, l)? {
+                            continue;
+                        }
+                    }
+                    for c in 0..w {
+                        out.cols[c].push(cur.cols[c][self.row].clone());
+                    }
+                    out.cols[w].push(Value::Node(n));
+                    out.len += 1;
+                }
+                self.node = end;
+                if end >= r.hi {
+                    self.range += 1;
+                    self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
+                }
+            }
+            if self.row >= cur.len {
+                self.cur = None;
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// For each input row, the node whose imported id equals `key` (id-index seek).
+pub struct Seek {
+    pub input: BoxOp,
+    pub key: CExpr,
+    pub space: usize,
+    pub labels: Vec<u32>,
+}
+
+impl Op for Seek {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let keys = eval_col(&cx.env, &self.key, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, k) in keys.iter().enumerate() {
+                let Some(n) = cx.env.g.id_lookup(self.space, k)? else {
+                    continue;
+                };
+                let mut ok = true;
+                for &l in &self.labels {
+                    ok &= cx.env.g.has_label(n, l)?;
+                }
+                if ok {
+                    out.push_row_from(&b, row, &[Value::Node(n)]);
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// For each input row, the nodes a declared property index finds for `key`.
+pub struct IndexSeek {
+    pub input: BoxOp,
+    pub key: CExpr,
+    pub index: Arc<crate::index::PropIndex>,
+    pub labels: Vec<u32>,
+}
+
+impl Op for IndexSeek {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let keys = eval_col(&cx.env, &self.key, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, k) in keys.iter().enumerate() {
+                for n in self.index.lookup(cx.env.g, k)? {
+                    let mut ok = true;
+                    for &l in &self.labels {
+                        ok &= cx.env.g.has_label(n, l)?;
+                    }
+                    if ok {
+                        out.push_row_from(&b, row, &[Value::Node(n)]);
+                    }
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn rel_used(r: &RelRef, b: &Batch, row: usize, uniq: &[usize]) -> bool {
+    uniq.iter().any(|&s| match &b.cols[s][row] {
+        Value::Rel(x) => x == r,
+        Value::List(l) => l.iter().any(|v| matches!(v, Value::Rel(x) if x == r)),
+        _ => false,
+    })
+}
+
+/// One hop: for each input row, the neighbours of node `from` over `types` in `dir`.
+/// Appends the neighbour (unless `into` names a bound node the neighbour must equal)
+/// and, when `emit_rel`, the relationship.
+pub struct Expand {
+    pub input: BoxOp,
+    pub from: usize,
+    pub into: Option<usize>,
+    pub emit_rel: bool,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub labels: Vec<u32>,
+    /// Slots of relationships (or relationship lists) this one must differ from.
+    pub uniq: Vec<usize>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+}
+
+impl Op for Expand {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let g = cx.env.g;
+        let need_rel = self.emit_rel || !self.uniq.is_empty();
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let cur = self.cur.as_ref().expect("set above");
+            let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rel);
+            let mut out = Batch::empty(cur.width() + extra);
+            let mut ext: Vec<Value> = Vec::with_capacity(2);
+            while out.len < BATCH_ROWS && self.row < cur.len {
+                let row = self.row;
+                self.row += 1;
+                let Value::Node(node) = cur.cols[self.from][row] else {
+                    continue;
+                };
+                let target = match self.into {
+                    Some(s) => match cur.cols[s][row] {
+                        Value::Node(t) => Some(t),
+                        _ => continue,
+                    },
+                    None => None,
+                };
+                for &ty in &self.types {
+                    for &d in dirs(self.dir) {
+                        // Expand-into walks from the endpoint with the smaller degree.
+                        let (start, want, d) = match target {
+                            Some(t) if g.degree(ty, t, flip(d))? < g.degree(ty, node, d)? => {
+                                (t, Some(node), flip(d))
+                            }
+                            _ => (node, target, d),
+                        };
+                        let both_in = self.dir == Dir::Both && d == Direction::In;
+                        let mut err = None;
+                        g.for_each_neighbour(ty, start, d, |nb, eid| {
+                            if err.is_some() {
+                                return;
+                            }
+                            let nb64 = nb as u64;
+                            if want.is_some_and(|w| w != nb64) {
+                                return;
+                            }
+                            // An undirected pattern meets a self-loop once, not twice.
+                            if both_in && nb64 == start && target.is_none() {
+                                return;
+                            }
+                            ext.clear();
+                            if target.is_none() {
+                                for &l in &self.labels {
+                                    match g.has_label(nb64, l) {
+                                        Ok(true) => {}
+                                        Ok(false) => return,
+                                        Err(e) => {
+                                            err = Some(e);
+                                            return;
+                                        }
+                                    }
+                                }
+                                ext.push(Value::Node(nb64));
+                            }
+                            if need_rel {
+                                let r = match g.rel_ref(ty, start, nb, eid, d) {
+                                    Ok(r) => r,
+                                    Err(e) => {
+                                        err = Some(e);
+                                        return;
+                                    }
+                                };
+                                if rel_used(&r, cur, row, &self.uniq) {
+                                    return;
+                                }
+                                if self.emit_rel {
+                                    ext.push(Value::Rel(r));
+                                }
+                            }
+                            out.push_row_from(cur, row, &ext);
+                        })?;
+                        if let Some(e) = err {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            if self.row >= cur.len {
+                self.cur = None;
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+fn flip(d: Direction) -> Direction {
+    match d {
+        Direction::Out => Direction::In,
+        Direction::In => Direction::Out,
+    }
+}
+
+/// Neighbours of `node` over every type and direction of a pattern step, as
+/// relationships (with the edge id both directions agree on).
+fn step_rels(
+    env: &Env,
+    types: &[u32],
+    dir: Dir,
+    node: u64,
+    out: &mut Vec<(u64, RelRef)>,
+) -> Result<(), QueryError> {
+    let g = env.g;
+    for &ty in types {
+        for &d in dirs(dir) {
+            let both_in = dir == Dir::Both && d == Direction::In;
+            let mut raw = Vec::new();
+            g.for_each_neighbour(ty, node, d, |nb, eid| {
+                if !(both_in && nb as u64 == node) {
+                    raw.push((nb, eid))
+                }
+            })?;
+            for (nb, eid) in raw {
+                out.push((nb as u64, g.rel_ref(ty, node, nb, eid, d)?));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub struct Frame {
+    nbrs: Vec<(u64, RelRef)>,
+    i: usize,
+}
+
+/// Variable-length expansion `-[*min..max]->`: depth-first over paths whose
+/// relationships are all different (openCypher's relationship uniqueness), streaming.
+pub struct VarExpand {
+    pub input: BoxOp,
+    pub from: usize,
+    pub into: Option<usize>,
+    pub emit_rels: bool,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub min: u32,
+    pub max: u32,
+    pub labels: Vec<u32>,
+    pub uniq: Vec<usize>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+    /// DFS state of the current row: frames and the relationships of the path.
+    pub stack: Vec<Frame>,
+    pub path: Vec<RelRef>,
+    pub started: bool,
+    pub pool: Vec<Vec<(u64, RelRef)>>,
+    /// Emit the relationship list last-hop first (the pattern was expanded leftwards).
+    pub reverse: bool,
+}
+
+impl VarExpand {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        input: BoxOp,
+        from: usize,
+        into: Option<usize>,
+        emit_rels: bool,
+        types: Vec<u32>,
+        dir: Dir,
+        (min, max): (u32, u32),
+        labels: Vec<u32>,
+        uniq: Vec<usize>,
+    ) -> VarExpand {
+        VarExpand {
+            input,
+            from,
+            into,
+            emit_rels,
+            types,
+            dir,
+            min,
+            max,
+            labels,
+            uniq,
+            cur: None,
+            row: 0,
+            stack: Vec::new(),
+            path: Vec::new(),
+            started: false,
+            pool: Vec::new(),
+            reverse: false,
+        }
+    }
+
+    fn emit(&self, cx: &Cx, node: u64, out: &mut Batch) -> Result<(), QueryError> {
+        let cur = self.cur.as_ref().expect("row in progress");
+        let depth = self.path.len() as u32;
+        if depth < self.min {
+            return Ok(());
+        }
+        let mut ext = Vec::with_capacity(2);
+        match self.into {
+            Some(s) => {
+                if !matches!(cur.cols[s][self.row], Value::Node(t) if t == node) {
+                    return Ok(());
+                }
+            }
+            None => {
+                for &l in &self.labels {
+                    if !cx.env.g.has_label(node, l)? {
+                        return Ok(());
+                    }
+                }
+                ext.push(Value::Node(node));
+            }
+        }
+        if self.emit_rels {
+            let mut l: Vec<Value> = self.path.iter().map(|r| Value::Rel(*r)).collect();
+            if self.reverse {
+                l.reverse();
+            }
+            ext.push(Value::list(l));
+        }
+        out.push_row_from(cur, self.row, &ext);
+        Ok(())
+    }
+
+    fn push_frame(&mut self, cx: &Cx, node: u64) -> Result<(), QueryError> {
+        let mut nbrs = self.pool.pop().unwrap_or_default();
+        nbrs.clear();
+        if (self.path.len() as u32) < self.max {
+            step_rels(&cx.env, &self.types, self.dir, node, &mut nbrs)?;
+        }
+        self.stack.push(Frame { nbrs, i: 0 });
+        Ok(())
+    }
+}
+
+impl Op for VarExpand {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                        self.started = false;
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let width = self.cur.as_ref().map_or(0, |c| c.width());
+            let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rels);
+            let mut out = Batch::empty(width + extra);
+            while out.len < BATCH_ROWS {
+                let cur_len = self.cur.as_ref().map_or(0, |c| c.len);
+                if self.row >= cur_len {
+                    break;
+                }
+                if !self.started {
+                    self.started = true;
+                    let start = match self.cur.as_ref().expect("row")
+                        .cols[self.from][self.row]
+                    {
+                        Value::Node(n) => n,
+                        _ => {
+                            self.row += 1;
+                            self.started = false;
+                            continue;
+                        }
+                    };
+                    self.path.clear();
+                    self.emit(cx, start, &mut out)?;
+                    self.push_frame(cx, start)?;
+                    continue;
+                }
+                let Some(top) = self.stack.last_mut() else {
+                    self.row += 1;
+                    self.started = false;
+                    continue;
+                };
+                if top.i >= top.nbrs.len() {
+                    let f = self.stack.pop().expect("non-empty");
+                    self.pool.push(f.nbrs);
+                    self.path.pop();
+                    continue;
+                }
+                let (nb, r) = top.nbrs[top.i];
+                top.i += 1;
+                if self.path.contains(&r)
+                    || rel_used(&r, self.cur.as_ref().expect("row"), self.row, &self.uniq)
+                {
+                    continue;
+                }
+                self.path.push(r);
+                self.emit(cx, nb, &mut out)?;
+                self.push_frame(cx, nb)?;
+            }
+            let cur_len = self.cur.as_ref().map_or(0, |c| c.len);
+            if self.row >= cur_len {
+                self.cur = None;
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// Shortest paths from node `from` over `types`/`dir`, at most `max` hops: to the bound
+/// node `to` (bidirectional BFS, expanding the smaller frontier), or, without `to`, one
+/// shortest path to every node reached (Memgraph's `*BFS`). Appends the target node
+/// (without `to`) and the path.
+pub struct ShortestPath {
+    pub input: BoxOp,
+    pub from: usize,
+    pub to: Option<usize>,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub min: u32,
+    pub max: u32,
+    pub all: bool,
+    pub labels: Vec<u32>,
+    pub uniq: Vec<usize>,
+    pub peak: u64,
+}
+
+fn reverse_dir(d: Dir) -> Dir {
+    match d {
+        Dir::Out => Dir::In,
+        Dir::In => Dir::Out,
+        Dir::Both => Dir::Both,
+    }
+}
+
+type Parents = HashMap<u64, Vec<(u64, RelRef)>>;
+
+impl ShortestPath {
+    /// Bidirectional BFS; all shortest paths when `self.all`.
+    fn between(&self, cx: &Cx, grant: &mut Grant, s: u64, t: u64) -> Result<Vec<PathVal>, QueryError> {
+        if s == t {
+            return Ok(if self.min == 0 {
+                vec![PathVal {
+                    nodes: vec![s],
+                    rels: vec![],
+                }]
+            } else {
+                vec![]
+            });
+        }
+        // Parents on each side: node -> (previous node towards that side's root, rel).
+        let mut fwd: Parents = HashMap::new();
+        let mut bwd: Parents = HashMap::new();
+        fwd.insert(s, vec![]);
+        bwd.insert(t, vec![]);
+        let (mut ff, mut bf) = (vec![s], vec![t]);
+        let mut depth = 0u32;
+        let mut nbrs = Vec::new();
+        let mut meet: Vec<u64> = Vec::new();
+        while depth < self.max && !ff.is_empty() && !bf.is_empty() {
+            cx.check_cancel()?;
+            let forward = ff.len() <= bf.len();
+            let (front, seen, other, dir) = if forward {
+                (&mut ff, &mut fwd, &bwd, self.dir)
+            } else {
+                (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
+            };
+            let mut next = Vec::new();
+            let mut level: Parents = HashMap::new();
+            for &u in front.iter() {
+                nbrs.clear();
+                step_rels(&cx.env, &self.types, dir, u, &mut nbrs)?;
+                for &(v, r) in &nbrs {
+                    if seen.contains_key(&v) {
+                        continue;
+                    }
+                    let e = level.entry(v).or_default();
+                    if e.is_empty() {
+                        next.push(v);
+                    }
+                    if e.is_empty() || self.all {
+                        e.push((u, r));
+                    }
+                }
+            }
+            depth += 1;
+            account(
+                grant,
+                ((seen.len() + level.len()) * 48 + next.len() * 8) as u64,
+                "ShortestPath",
+            )?;
+            for v in &next {
+                if other.contains_key(v) {
+                    meet.push(*v);
+                }
+            }
+            seen.extend(level);
+            *front = next;
+            if !meet.is_empty() {
+                break;
+            }
+        }
+        if meet.is_empty() || depth < self.min {
+            return Ok(vec![]);
+        }
+        if !self.all {
+            meet.truncate(1);
+        }
+        let mut out = Vec::new();
+        for m in meet {
+            let left = paths_to_root(&fwd, m, self.all);
+            let right = paths_to_root(&bwd, m, self.all);
+            for l in &left {
+                for r in &right {
+                    // l: m .. s (reversed), r: m .. t.
+                    let mut nodes: Vec<u64> = l.0.iter().rev().copied().collect();
+                    let mut rels: Vec<RelRef> = l.1.iter().rev().copied().collect();
+                    nodes.extend(r.0.iter().skip(1));
+                    rels.extend(r.1.iter());
+                    let mut uniq = rels.clone();
+                    uniq.sort_by_key(|r| (r.ty, r.eid));
+                    uniq.dedup();
+                    if uniq.len() == rels.len() {
+                        out.push(PathVal { nodes, rels });
+                    }
+                }
+            }
+            if !self.all && !out.is_empty() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every path from `m` back to its side's root through `parents`: (nodes, rels), `m` first.
+fn paths_to_root(parents: &Parents, m: u64, all: bool) -> Vec<(Vec<u64>, Vec<RelRef>)> {
+    let mut done = Vec::new();
+    let mut work = vec![(vec![m], Vec::new())];
+    while let Some((nodes, rels)) = work.pop() {
+        let last = *nodes.last().expect("non-empty");
+        match parents.get(&last) {
+            Some(ps) if !ps.is_empty() => {
+                let take = if all { ps.len() } else { 1 };
+                for &(p, r) in &ps[..take] {
+                    let mut n2 = nodes.clone();
+                    let mut r2: Vec<RelRef> = rels.clone();
+                    n2.push(p);
+                    r2.push(r);
+                    work.push((n2, r2));
+                }
+            }
+            _ => done.push((nodes, rels)),
+        }
+    }
+    done
+}
+
+impl Op for ShortestPath {
+    fn mem_peak(&self) -> u64 {
+        self.peak
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let mut grant = cx.budget.empty_grant("ShortestPath");
+        while let Some(b) = self.input.next(cx)? {
+            let extra = 1 + usize::from(self.to.is_none());
+            let mut out = Batch::empty(b.width() + extra);
+            for row in 0..b.len {
+                let Value::Node(s) = b.cols[self.from][row] else {
+                    continue;
+                };
+                match self.to {
+                    Some(ts) => {
+                        let Value::Node(t) = b.cols[ts][row] else {
+                            continue;
+                        };
+                        for p in self.between(cx, &mut grant, s, t)? {
+                            out.push_row_from(&b, row, &[Value::Path(Arc::new(p))]);
+                        }
+                    }
+                    None => self.single_source(cx, &mut grant, &b, row, s, &mut out)?,
+                }
+            }
+            self.peak = self.peak.max(grant.bytes());
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl ShortestPath {
+    fn single_source(
+        &self,
+        cx: &Cx,
+        grant: &mut Grant,
+        b: &Batch,
+        row: usize,
+        s: u64,
+        out: &mut Batch,
+    ) -> Result<(), QueryError> {
+        let mut parent: HashMap<u64, (u64, RelRef)> = HashMap::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        seen.insert(s);
+        let mut front = vec![s];
+        let mut depth = 0;
+        let mut nbrs = Vec::new();
+        let emit = |node: u64, parent: &HashMap<u64, (u64, RelRef)>, out: &mut Batch| -> Result<(), QueryError> {
+            for &l in &self.labels {
+                if !cx.env.g.has_label(node, l)? {
+                    return Ok(());
+                }
+            }
+            let mut nodes = vec![node];
+            let mut rels = Vec::new();
+            let mut at = node;
+            while let Some(&(p, r)) = parent.get(&at) {
+                nodes.push(p);
+                rels.push(r);
+                at = p;
+            }
+            nodes.reverse();
+            rels.reverse();
+            if rel_used_any(&rels, b, row, &self.uniq) {
+                return Ok(());
+            }
+            out.push_row_from(
+                b,
+                row,
+                &[Value::Node(node), Value::Path(Arc::new(PathVal { nodes, rels }))],
+            );
+            Ok(())
+        };
+        if self.min == 0 {
+            emit(s, &parent, out)?;
+        }
+        while depth < self.max && !front.is_empty() {
+            cx.check_cancel()?;
+            let mut next = Vec::new();
+            for &u in &front {
+                nbrs.clear();
+                step_rels(&cx.env, &self.types, self.dir, u, &mut nbrs)?;
+                for &(v, r) in &nbrs {
+                    if seen.insert(v) {
+                        parent.insert(v, (u, r));
+                        next.push(v);
+                    }
+                }
+            }
+            depth += 1;
+            account(grant, (seen.len() * 56 + next.len() * 8) as u64, "BFS")?;
+            if depth >= self.min {
+                for &v in &next {
+                    emit(v, &parent, out)?;
+                }
+            }
+            front = next;
+        }
+        Ok(())
+    }
+}
+
+fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool {
+    rels.iter().any(|r| rel_used(r, b, row, uniq))
+}
+
+/// Keeps rows where the predicate is true.
+pub struct Filter {
+    pub input: BoxOp,
+    pub pred: CExpr,
+}
+
+impl Op for Filter {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(mut b) = self.input.next(cx)? {
+            let v = eval_col(&cx.env, &self.pred, &b)?;
+            let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
+            b.filter(&keep);
+            if b.len > 0 {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// OPTIONAL MATCH: runs `sub` on each input batch (with the row number appended as a
+/// hidden column) and adds, for input rows `sub` found nothing for, the row padded with
+/// nulls to `out_width`.
+pub struct Optional {
+    pub input: BoxOp,
+    pub sub: BoxOp,
+    pub arg: ArgCell,
+    pub out_width: usize,
+    pub cur: Option<Batch>,
+    pub covered: Vec<bool>,
+}
+
+impl Op for Optional {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.cur.is_none() {
+                let Some(mut b) = self.input.next(cx)? else {
+                    return Ok(None);
+                };
+                b.cols.push((0..b.len).map(|i| Value::Int(i as i64)).collect());
+                self.covered = vec![false; b.len];
+                *self.arg.borrow_mut() = Some(b.clone());
+                self.cur = Some(b);
+            }
+            let in_width = self.cur.as_ref().map_or(0, |c| c.width());
+            if let Some(out) = self.sub.next(cx)? {
+                for v in &out.cols[in_width - 1] {
+                    if let Value::Int(i) = v {
+                        if let Some(c) = self.covered.get_mut(*i as usize) {
+                            *c = true;
+                        }
+                    }
+                }
+                return Ok(Some(out));
+            }
+            let cur = self.cur.take().expect("set above");
+            *self.arg.borrow_mut() = None;
+            let mut out = Batch::empty(self.out_width);
+            let nulls = vec![Value::Null; self.out_width - in_width];
+            for row in 0..cur.len {
+                if !self.covered[row] {
+                    out.push_row_from(&cur, row, &nulls);
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// Appends a column per expression.
+pub struct Extend {
+    pub input: BoxOp,
+    pub exprs: Vec<CExpr>,
+}
+
+impl Op for Extend {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(mut b) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        for e in &self.exprs {
+            let c = eval_col(&cx.env, e, &b)?;
+            b.cols.push(c);
+        }
+        Ok(Some(b))
+    }
+}
+
+/// Replaces the columns by the expressions' values.
+pub struct Project {
+    pub input: BoxOp,
+    pub exprs: Vec<CExpr>,
+}
+
+impl Op for Project {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(b) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        let cols = self
+            .exprs
+            .iter()
+            .map(|e| match e {
+                CExpr::Slot(i) => Ok(b.cols[*i].clone()),
+                e => eval_col(&cx.env, e, &b),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(Batch { cols, len: b.len }))
+    }
+}
+
+/// UNWIND: a row per list element.
+pub struct Unwind {
+    pub input: BoxOp,
+    pub expr: CExpr,
+}
+
+impl Op for Unwind {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let lists = eval_col(&cx.env, &self.expr, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, l) in lists.into_iter().enumerate() {
+                match l {
+                    Value::Null => {}
+                    Value::List(items) => {
+                        for x in items.iter() {
+                            out.push_row_from(&b, row, std::slice::from_ref(x));
+                        }
+                    }
+                    v => out.push_row_from(&b, row, &[v]),
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggFn {
+    Count,
+    CountStar,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Collect,
+    StDev,
+    StDevP,
+    PercentileCont,
+    PercentileDisc,
+}
+
+#[derive(Debug, Clone)]
+pub struct AggSpec {
+    pub func: AggFn,
+    pub distinct: bool,
+    pub arg: Option<CExpr>,
+    /// The percentile of percentileCont/Disc.
+    pub extra: Option<CExpr>,
+}
+
+#[derive(Debug, Clone)]
+enum AggState {
+    Count(i64),
+    Sum(Value),
+    Avg(f64, i64),
+    Best(Value),
+    List(Vec<Value>),
+}
+
+fn agg_init(f: AggFn) -> AggState {
+    match f {
+        AggFn::Count | AggFn::CountStar => AggState::Count(0),
+        AggFn::Sum => AggState::Sum(Value::Int(0)),
+        AggFn::Avg => AggState::Avg(0.0, 0),
+        AggFn::Min | AggFn::Max => AggState::Best(Value::Null),
+        _ => AggState::List(Vec::new()),
+    }
+}
+
+fn agg_update(f: AggFn, s: &mut AggState, v: &Value) -> Result<usize, QueryError> {
+    if v.is_null() && f != AggFn::CountStar {
+        return Ok(0);
+    }
+    match (s, f) {
+        (AggState::Count(c), _) => *c += 1,
+        (AggState::Sum(acc), _) => {
+            *acc = match (&*acc, v) {
+                (Value::Int(a), Value::Int(b)) => Value::Int(
+                    a.checked_add(*b)
+                        .ok_or_else(|| QueryError::Argument("integer overflow in sum()".into()))?,
+                ),
+                (Value::Int(a), Value::Float(b)) => Value::Float(*a as f64 + b),
+                (Value::Float(a), Value::Int(b)) => Value::Float(a + *b as f64),
+                (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
+                _ => return Err(QueryError::ty(format!("sum() needs numbers, got {}", v.type_name()))),
+            }
+        }
+        (AggState::Avg(sum, n), _) => match v {
+            Value::Int(i) => {
+                *sum += *i as f64;
+                *n += 1
+            }
+            Value::Float(x) => {
+                *sum += x;
+                *n += 1
+            }
+            _ => return Err(QueryError::ty(format!("avg() needs numbers, got {}", v.type_name()))),
+        },
+        (AggState::Best(b), f) => {
+            let better = b.is_null()
+                || match f {
+                    AggFn::Min => order(v, b) == std::cmp::Ordering::Less,
+                    _ => order(v, b) == std::cmp::Ordering::Greater,
+                };
+            if better {
+                *b = v.clone();
+            }
+        }
+        (AggState::List(l), _) => {
+            l.push(v.clone());
+            return Ok(32 + crate::value::heap_bytes(v));
+        }
+    }
+    Ok(0)
+}
+
+fn agg_final(f: AggFn, s: AggState, p: Option<&Value>) -> Result<Value, QueryError> {
+    Ok(match s {
+        AggState::Count(c) => Value::Int(c),
+        AggState::Sum(v) => v,
+        AggState::Avg(sum, n) => {
+            if n == 0 {
+                Value::Null
+            } else {
+                Value::Float(sum / n as f64)
+            }
+        }
+        AggState::Best(v) => v,
+        AggState::List(l) => match f {
+            AggFn::Collect => Value::list(l),
+            AggFn::StDev | AggFn::StDevP => {
+                let xs: Vec<f64> = l
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(*i as f64),
+                        Value::Float(x) => Ok(*x),
+                        _ => Err(QueryError::ty("stDev() needs numbers")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                let n = xs.len() as f64;
+                let denom = if f == AggFn::StDev { n - 1.0 } else { n };
+                if xs.is_empty() || denom <= 0.0 {
+                    Value::Float(0.0)
+                } else {
+                    let mean = xs.iter().sum::<f64>() / n;
+                    Value::Float((xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / denom).sqrt())
+                }
+            }
+            _ => {
+                let p = match p {
+                    Some(Value::Int(i)) => *i as f64,
+                    Some(Value::Float(x)) => *x,
+                    _ => return Err(QueryError::Argument("percentile needs a number in 0..1".into())),
+                };
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(QueryError::Argument(format!("percentile {p} is not in 0..1")));
+                }
+                let mut xs: Vec<f64> = l
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::Int(i) => Some(*i as f64),
+                        Value::Float(x) => Some(*x),
+                        _ => None,
+                    })
+                    .collect();
+                if xs.is_empty() {
+                    return Ok(Value::Null);
+                }
+                xs.sort_by(|a, b| a.total_cmp(b));
+                if f == AggFn::PercentileDisc {
+                    let k = ((p * xs.len() as f64).ceil() as usize).max(1) - 1;
+                    let x = xs[k.min(xs.len() - 1)];
+                    if l.iter().all(|v| matches!(v, Value::Int(_))) {
+                        Value::Int(x as i64)
+                    } else {
+                        Value::Float(x)
+                    }
+                } else {
+                    let pos = p * (xs.len() - 1) as f64;
+                    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+                    Value::Float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64))
+                }
+            }
+        },
+    })
+}
+
+struct Group {
+    states: Vec<AggState>,
+    seen: Vec<HashSet<Key>>,
+}
+
+/// Hash aggregation: outputs the key columns, then one column per aggregate.
+pub struct Aggregate {
+    pub input: BoxOp,
+    pub keys: Vec<CExpr>,
+    pub aggs: Vec<AggSpec>,
+    pub out: Option<std::vec::IntoIter<Batch>>,
+    pub peak: u64,
+}
+
+impl Op for Aggregate {
+    fn mem_peak(&self) -> u64 {
+        self.peak
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if let Some(it) = &mut self.out {
+            return Ok(it.next());
+        }
+        let mut grant = cx.budget.empty_grant("Aggregate");
+        let mut groups: HashMap<Vec<Key>, Group> = HashMap::new();
+        let mut bytes = 0u64;
+        let mut extras: Vec<Option<Value>> = vec![None; self.aggs.len()];
+        let new_group = |aggs: &[AggSpec]| Group {
+            states: aggs.iter().map(|a| agg_init(a.func)).collect(),
+            seen: aggs.iter().map(|_| HashSet::new()).collect(),
+        };
+        if self.keys.is_empty() {
+            groups.insert(Vec::new(), new_group(&self.aggs));
+        }
+        while let Some(b) = self.input.next(cx)? {
+            let keys: Vec<Vec<Value>> = self
+                .keys
+                .iter()
+                .map(|k| eval_col(&cx.env, k, &b))
+                .collect::<Result<_, _>>()?;
+            let args: Vec<Option<Vec<Value>>> = self
+                .aggs
+                .iter()
+                .map(|a| a.arg.as_ref().map(|e| eval_col(&cx.env, e, &b)).transpose())
+                .collect::<Result<_, _>>()?;
+            for (i, a) in self.aggs.iter().enumerate() {
+                if let (Some(e), None) = (&a.extra, &extras[i]) {
+                    if b.len > 0 {
+                        extras[i] = Some(eval(&cx.env, e, &b, 0, &mut Vec::new())?);
+                    }
+                }
+            }
+            for row in 0..b.len {
+                let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
+                let g = match groups.get_mut(&key) {
+                    Some(g) => g,
+                    None => {
+                        bytes += 64
+                            + key.iter().map(|k| 32 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
+                            + self.aggs.len() as u64 * 48;
+                        groups.entry(key).or_insert_with(|| new_group(&self.aggs))
+                    }
+                };
+                for (i, a) in self.aggs.iter().enumerate() {
+                    let v = match &args[i] {
+                        Some(col) => &col[row],
+                        None => &Value::Bool(true),
+                    };
+                    if a.distinct && !v.is_null() {
+                        if !g.seen[i].insert(Key(v.clone())) {
+                            continue;
+                        }
+                        bytes += 48 + crate::value::heap_bytes(v) as u64;
+                    }
+                    bytes += agg_update(a.func, &mut g.states[i], v)? as u64;
+                }
+            }
+            account(&mut grant, bytes, "Aggregate")?;
+        }
+        let width = self.keys.len() + self.aggs.len();
+        let mut batches = Vec::new();
+        let mut out = Batch::empty(width);
+        for (key, g) in groups {
+            let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
+            for (i, (a, s)) in self.aggs.iter().zip(g.states).enumerate() {
+                row.push(agg_final(a.func, s, extras[i].as_ref())?);
+            }
+            out.push_row(row);
+            if out.len == BATCH_ROWS {
+                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
+            }
+        }
+        if out.len > 0 {
+            batches.push(out);
+        }
+        self.peak = grant.bytes();
+        let mut it = batches.into_iter();
+        let first = it.next();
+        self.out = Some(it);
+        Ok(first)
+    }
+}
+
+/// Drops rows equal (by equivalence) to an earlier row on the first `width` columns.
+pub struct Distinct {
+    pub input: BoxOp,
+    pub width: usize,
+    pub seen: HashSet<Vec<Key>>,
+    pub seen_nodes: HashSet<u64>,
+    pub grant: Option<Grant>,
+    pub bytes: u64,
+}
+
+impl Distinct {
+    pub fn new(input: BoxOp, width: usize) -> Distinct {
+        Distinct {
+            input,
+            width,
+            seen: HashSet::new(),
+            seen_nodes: HashSet::new(),
+            grant: None,
+            bytes: 0,
+        }
+    }
+}
+
+impl Op for Distinct {
+    fn mem_peak(&self) -> u64 {
+        self.grant.as_ref().map_or(0, |g| g.bytes())
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let grant = self
+            .grant
+            .get_or_insert_with(|| cx.budget.empty_grant("Distinct"));
+        while let Some(mut b) = self.input.next(cx)? {
+            let mut keep = vec![false; b.len];
+            for (row, k) in keep.iter_mut().enumerate() {
+                // One node column (DISTINCT n, or the node pre-pass): a set of ids.
+                if self.width == 1 {
+                    if let Value::Node(n) = b.cols[0][row] {
+                        *k = self.seen_nodes.insert(n);
+                        if *k {
+                            self.bytes += 16;
+                        }
+                        continue;
+                    }
+                }
+                let key: Vec<Key> = (0..self.width).map(|c| Key(b.cols[c][row].clone())).collect();
+                let sz = 32 + key.iter().map(|k| 32 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>();
+                *k = self.seen.insert(key);
+                if *k {
+                    self.bytes += sz;
+                }
+            }
+            account(grant, self.bytes, "Distinct")?;
+            b.filter(&keep);
+            if b.len > 0 {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Distinct on a set of node columns, without projecting (rows are kept whole). Placed
+/// before a projection that depends only on those nodes, it removes duplicates while
+/// they are still integers.
+pub struct DistinctNodes {
+    pub input: BoxOp,
+    pub slots: Vec<usize>,
+    pub seen: HashSet<Vec<u64>>,
+    pub grant: Option<Grant>,
+}
+
+impl Op for DistinctNodes {
+    fn mem_peak(&self) -> u64 {
+        self.grant.as_ref().map_or(0, |g| g.bytes())
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let grant = self
+            .grant
+            .get_or_insert_with(|| cx.budget.empty_grant("DistinctNodes"));
+        while let Some(mut b) = self.input.next(cx)? {
+            let mut keep = vec![false; b.len];
+            for (row, k) in keep.iter_mut().enumerate() {
+                let key: Vec<u64> = self
+                    .slots
+                    .iter()
+                    .map(|&s| match b.cols[s][row] {
+                        Value::Node(n) => n,
+                        _ => u64::MAX,
+                    })
+                    .collect();
+                *k = self.seen.insert(key);
+            }
+            account(
+                grant,
+                (self.seen.len() * (24 + 8 * self.slots.len())) as u64,
+                "DistinctNodes",
+            )?;
+            b.filter(&keep);
+            if b.len > 0 {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// ORDER BY (with LIMIT: a bounded top-k).
+pub struct Sort {
+    pub input: BoxOp,
+    pub keys: Vec<(CExpr, bool)>,
+    pub limit: Option<usize>,
+    pub out: Option<std::vec::IntoIter<Batch>>,
+    pub peak: u64,
+}
+
+impl Op for Sort {
+    fn mem_peak(&self) -> u64 {
+        self.peak
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if let Some(it) = &mut self.out {
+            return Ok(it.next());
+        }
+        let mut grant = cx.budget.empty_grant("Sort");
+        let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        let mut width = 0;
+        let mut bytes = 0u64;
+        let desc: Vec<bool> = self.keys.iter().map(|k| k.1).collect();
+        let cmp = |a: &Vec<Value>, b: &Vec<Value>| {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                let o = order(x, y);
+                let o = if desc[i] { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        while let Some(b) = self.input.next(cx)? {
+            width = b.width();
+            let keys: Vec<Vec<Value>> = self
+                .keys
+                .iter()
+                .map(|(k, _)| eval_col(&cx.env, k, &b))
+                .collect::<Result<_, _>>()?;
+            for row in 0..b.len {
+                let k: Vec<Value> = keys.iter().map(|c| c[row].clone()).collect();
+                let r = b.row(row);
+                bytes += 48 + (r.len() + k.len()) as u64 * 32
+                    + r.iter().chain(k.iter()).map(|v| crate::value::heap_bytes(v) as u64).sum::<u64>();
+                rows.push((k, r));
+            }
+            if let Some(l) = self.limit {
+                // Top-k: keep the best `l` rows, compacting when twice as many are held.
+                if rows.len() >= 2 * l.max(512) {
+                    rows.sort_by(|a, b| cmp(&a.0, &b.0));
+                    rows.truncate(l);
+                    bytes = bytes * l as u64 / (2 * l.max(512)) as u64;
+                }
+            }
+            account(&mut grant, bytes, "Sort")?;
+            self.peak = self.peak.max(grant.bytes());
+        }
+        rows.sort_by(|a, b| cmp(&a.0, &b.0));
+        if let Some(l) = self.limit {
+            rows.truncate(l);
+        }
+        let mut batches = Vec::new();
+        let mut out = Batch::empty(width);
+        for (_, r) in rows {
+            out.push_row(r);
+            if out.len == BATCH_ROWS {
+                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
+            }
+        }
+        if out.len > 0 {
+            batches.push(out);
+        }
+        let mut it = batches.into_iter();
+        let first = it.next();
+        self.out = Some(it);
+        Ok(first)
+    }
+}
+
+/// SKIP and LIMIT; stops pulling once the limit is reached.
+pub struct SkipLimit {
+    pub input: BoxOp,
+    pub skip: usize,
+    pub limit: Option<usize>,
+    pub seen: usize,
+    pub emitted: usize,
+}
+
+impl Op for SkipLimit {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.limit.is_some_and(|l| self.emitted >= l) {
+                return Ok(None);
+            }
+            let Some(mut b) = self.input.next(cx)? else {
+                return Ok(None);
+            };
+            if self.seen < self.skip {
+                let drop = (self.skip - self.seen).min(b.len);
+                self.seen += drop;
+                b.skip(drop);
+            }
+            if let Some(l) = self.limit {
+                b.truncate(l - self.emitted);
+            }
+            self.emitted += b.len;
+            if b.len > 0 {
+                return Ok(Some(b));
+            }
+        }
+    }
+}
+
+/// The parts of a UNION, one after another.
+pub struct Union {
+    pub parts: Vec<BoxOp>,
+    pub i: usize,
+}
+
+impl Op for Union {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while self.i < self.parts.len() {
+            if let Some(b) = self.parts[self.i].next(cx)? {
+                return Ok(Some(b));
+            }
+            self.i += 1;
+        }
+        Ok(None)
+    }
+}

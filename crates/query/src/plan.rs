@@ -1,0 +1,1275 @@
+//! The planner: a bound query to a tree of physical operators, and its description for
+//! EXPLAIN / PROFILE.
+//!
+//! Rules, in order of what they save:
+//! - **Anchor choice.** Each pattern starts at its cheapest node: one already bound, then
+//!   an id-index seek (`{id: $x}` or `WHERE n.id = $x` on the imported `:ID` column), then
+//!   a declared property index, then a label scan, then all nodes. The rest of the
+//!   pattern is expanded from there, both ways.
+//! - **Expansion over the CSR** in the written direction (the in-CSR for `<-`), and
+//!   expand-into from the endpoint with the smaller degree when both ends are bound.
+//! - **Filters pushed down**: each WHERE conjunct and inline property is applied right
+//!   after the operator that binds its last variable.
+//! - **Top-k** for ORDER BY with a constant LIMIT; **distinct on node ids** before a
+//!   DISTINCT projection that depends only on nodes.
+//! - **Bidirectional BFS** for shortestPath between bound endpoints.
+
+use crate::error::QueryError;
+use crate::expr::{compile_regex, CExpr, Func, PathPart, PatternPred, PredStep};
+use crate::graph::Graph;
+use crate::index::IndexSet;
+use crate::ops::*;
+use crate::value::Value;
+use quiver_cypher::ast::*;
+use quiver_cypher::bind::{is_aggregate, same};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+pub type Params = BTreeMap<String, Value>;
+
+/// One operator in the plan description.
+#[derive(Debug, Clone)]
+pub struct Desc {
+    pub name: &'static str,
+    pub detail: String,
+    pub children: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Node,
+    Rel,
+    Other,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scope {
+    /// Visible variables: name, slot, kind.
+    vars: Vec<(String, usize, Kind)>,
+    width: usize,
+}
+
+impl Scope {
+    fn get(&self, name: &str) -> Option<(usize, Kind)> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|v| v.0 == name)
+            .map(|v| (v.1, v.2))
+    }
+
+    fn bind(&mut self, name: &str, kind: Kind) -> usize {
+        let slot = self.width;
+        self.width += 1;
+        self.vars.push((name.to_string(), slot, kind));
+        slot
+    }
+
+    fn hidden(&mut self) -> usize {
+        self.width += 1;
+        self.width - 1
+    }
+}
+
+/// A planned operator and its description's id.
+pub struct P {
+    pub op: BoxOp,
+    pub id: usize,
+}
+
+pub struct Planner<'a, 'g, 'db> {
+    g: &'g Graph<'db>,
+    params: &'a Params,
+    indexes: &'a IndexSet,
+    pub descs: Vec<Desc>,
+    locals: Vec<String>,
+    max_locals: usize,
+    anon: usize,
+}
+
+/// Names of anonymous pattern parts start with a space, which no user variable can.
+fn is_hidden(name: &str) -> bool {
+    name.starts_with(' ')
+}
+
+fn split_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            split_and(*a, out);
+            split_and(*b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// Variables an expression reads (excluding list-comprehension variables).
+fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    let mut rec = |x: &Expr, out: &mut Vec<String>| free_vars(x, bound, out);
+    match e {
+        Expr::Var(n, _) => {
+            if !bound.contains(n) {
+                out.push(n.clone())
+            }
+        }
+        Expr::List(xs) => xs.iter().for_each(|x| rec(x, out)),
+        Expr::Map(xs) => xs.iter().for_each(|(_, x)| rec(x, out)),
+        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+            rec(x, out)
+        }
+        Expr::Index(a, b) | Expr::Binary(_, a, b) => {
+            rec(a, out);
+            rec(b, out);
+        }
+        Expr::Slice(a, b, c) => {
+            rec(a, out);
+            if let Some(b) = b {
+                rec(b, out)
+            }
+            if let Some(c) = c {
+                rec(c, out)
+            }
+        }
+        Expr::Call { args, .. } => args.iter().for_each(|x| rec(x, out)),
+        Expr::Case {
+            subject,
+            arms,
+            default,
+        } => {
+            if let Some(s) = subject {
+                rec(s, out)
+            }
+            for (a, b) in arms {
+                rec(a, out);
+                rec(b, out);
+            }
+            if let Some(d) = default {
+                rec(d, out)
+            }
+        }
+        Expr::ListComp {
+            var,
+            list,
+            pred,
+            map,
+        } => {
+            rec(list, out);
+            bound.push(var.clone());
+            for x in [pred, map].into_iter().flatten() {
+                free_vars(x, bound, out);
+            }
+            bound.pop();
+        }
+        Expr::PatternPred(p) => {
+            for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
+                if let Some(v) = &n.var {
+                    out.push(v.clone())
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn vars_of(e: &Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    free_vars(e, &mut Vec::new(), &mut out);
+    out
+}
+
+fn contains_agg(e: &Expr) -> bool {
+    match e {
+        Expr::CountStar => true,
+        Expr::Call { name, args, .. } => is_aggregate(name) || args.iter().any(contains_agg),
+        Expr::List(xs) => xs.iter().any(contains_agg),
+        Expr::Map(xs) => xs.iter().any(|(_, x)| contains_agg(x)),
+        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+            contains_agg(x)
+        }
+        Expr::Index(a, b) | Expr::Binary(_, a, b) => contains_agg(a) || contains_agg(b),
+        Expr::Case {
+            subject,
+            arms,
+            default,
+        } => {
+            subject.as_deref().is_some_and(contains_agg)
+                || arms.iter().any(|(a, b)| contains_agg(a) || contains_agg(b))
+                || default.as_deref().is_some_and(contains_agg)
+        }
+        _ => false,
+    }
+}
+
+fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::CountStar => {
+            if !out.iter().any(|x| same(x, e)) {
+                out.push(e.clone())
+            }
+        }
+        Expr::Call { name, args, .. } => {
+            if is_aggregate(name) {
+                if !out.iter().any(|x| same(x, e)) {
+                    out.push(e.clone())
+                }
+            } else {
+                args.iter().for_each(|a| collect_aggs(a, out))
+            }
+        }
+        Expr::List(xs) => xs.iter().for_each(|a| collect_aggs(a, out)),
+        Expr::Map(xs) => xs.iter().for_each(|(_, a)| collect_aggs(a, out)),
+        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+            collect_aggs(x, out)
+        }
+        Expr::Index(a, b) | Expr::Binary(_, a, b) => {
+            collect_aggs(a, out);
+            collect_aggs(b, out);
+        }
+        Expr::Case {
+            subject,
+            arms,
+            default,
+        } => {
+            if let Some(s) = subject {
+                collect_aggs(s, out)
+            }
+            for (a, b) in arms {
+                collect_aggs(a, out);
+                collect_aggs(b, out);
+            }
+            if let Some(d) = default {
+                collect_aggs(d, out)
+            }
+        }
+        _ => {}
+    }
+}
+
+fn short(e: &Expr) -> String {
+    match e {
+        Expr::Var(n, _) => n.trim().to_string(),
+        Expr::Prop(x, k) => format!("{}.{k}", short(x)),
+        Expr::Param(p) => format!("${p}"),
+        Expr::Int(i) => i.to_string(),
+        Expr::Str(s) => format!("'{s}'"),
+        Expr::CountStar => "count(*)".into(),
+        Expr::Call { name, args, .. } => format!(
+            "{name}({})",
+            args.iter().map(short).collect::<Vec<_>>().join(", ")
+        ),
+        Expr::Binary(op, a, b) => format!("{} {op:?} {}", short(a), short(b)),
+        _ => "…".into(),
+    }
+}
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    pub fn new(g: &'g Graph<'db>, params: &'a Params, indexes: &'a IndexSet) -> Self {
+        Planner {
+            g,
+            params,
+            indexes,
+            descs: Vec::new(),
+            locals: Vec::new(),
+            max_locals: 0,
+            anon: 0,
+        }
+    }
+
+    fn wrap(&mut self, name: &'static str, detail: String, children: Vec<usize>, op: BoxOp) -> P {
+        let id = self.descs.len();
+        self.descs.push(Desc {
+            name,
+            detail,
+            children,
+        });
+        P {
+            op: Box::new(Counted { id, inner: op }),
+            id,
+        }
+    }
+
+    /// Plans a whole query: the operator tree and the output column names.
+    pub fn plan(&mut self, q: &Query) -> Result<(P, Vec<String>), QueryError> {
+        let mut parts = Vec::new();
+        let mut names = Vec::new();
+        for part in &q.parts {
+            let (p, n) = self.single(part)?;
+            parts.push(p);
+            names = n;
+        }
+        if parts.len() == 1 {
+            return Ok((parts.pop().expect("one part"), names));
+        }
+        let ids = parts.iter().map(|p| p.id).collect();
+        let distinct = q.union_all.iter().any(|a| !a);
+        let u = self.wrap(
+            "Union",
+            if distinct { "distinct" } else { "all" }.into(),
+            ids,
+            Box::new(Union {
+                parts: parts.into_iter().map(|p| p.op).collect(),
+                i: 0,
+            }),
+        );
+        if distinct {
+            let w = names.len();
+            let d = self.wrap("Distinct", String::new(), vec![u.id], Box::new(Distinct::new(u.op, w)));
+            return Ok((d, names));
+        }
+        Ok((u, names))
+    }
+
+    fn single(&mut self, q: &SingleQuery) -> Result<(P, Vec<String>), QueryError> {
+        let mut cur = self.wrap("Once", String::new(), vec![], Box::new(Once { done: false }));
+        let mut scope = Scope::default();
+        let mut names = Vec::new();
+        for c in &q.clauses {
+            match c {
+                Clause::Match {
+                    optional: false,
+                    patterns,
+                    where_,
+                } => {
+                    cur = self.match_clause(cur, &mut scope, patterns, where_.clone())?;
+                }
+                Clause::Match {
+                    optional: true,
+                    patterns,
+                    where_,
+                } => {
+                    let cell: ArgCell = Rc::new(RefCell::new(None));
+                    let arg = self.wrap("Argument", String::new(), vec![], Box::new(Argument { cell: cell.clone() }));
+                    let mut sub_scope = scope.clone();
+                    sub_scope.hidden();
+                    let sub = self.match_clause(arg, &mut sub_scope, patterns, where_.clone())?;
+                    // Variables the optional part binds are null where it found nothing.
+                    let out_width = sub_scope.width;
+                    cur = self.wrap(
+                        "Optional",
+                        String::new(),
+                        vec![cur.id, sub.id],
+                        Box::new(Optional {
+                            input: cur.op,
+                            sub: sub.op,
+                            arg: cell,
+                            out_width,
+                            cur: None,
+                            covered: Vec::new(),
+                        }),
+                    );
+                    scope = sub_scope;
+                }
+                Clause::Unwind { expr, var } => {
+                    let e = self.compile(expr, &scope, &[])?;
+                    cur = self.wrap(
+                        "Unwind",
+                        format!("{} AS {var}", short(expr)),
+                        vec![cur.id],
+                        Box::new(Unwind { input: cur.op, expr: e }),
+                    );
+                    scope.bind(var, Kind::Other);
+                }
+                Clause::With(p) => {
+                    let (c, s, _) = self.projection(cur, &scope, p)?;
+                    cur = c;
+                    scope = s;
+                }
+                Clause::Return(p) => {
+                    let (c, s, n) = self.projection(cur, &scope, p)?;
+                    cur = c;
+                    scope = s;
+                    names = n;
+                }
+            }
+        }
+        Ok((cur, names))
+    }
+
+    // -------------------------------------------------------------------------------
+    // MATCH
+
+    fn anon_name(&mut self) -> String {
+        self.anon += 1;
+        format!(" anon{}", self.anon)
+    }
+
+    fn match_clause(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        patterns: &[Pattern],
+        where_: Option<Expr>,
+    ) -> Result<P, QueryError> {
+        let mut conj = Vec::new();
+        if let Some(w) = where_ {
+            split_and(w, &mut conj);
+        }
+        // Name every part, and turn inline properties into conjuncts.
+        let mut pats: Vec<Pattern> = patterns.to_vec();
+        let n_rels: usize = pats.iter().map(|p| p.steps.len()).sum();
+        for p in &mut pats {
+            let mut nodes: Vec<&mut NodePattern> = std::iter::once(&mut p.start)
+                .chain(p.steps.iter_mut().map(|s| &mut s.1))
+                .collect();
+            for n in nodes.iter_mut() {
+                if n.var.is_none() {
+                    self.anon += 1;
+                    n.var = Some(format!(" anon{}", self.anon));
+                }
+                let v = n.var.clone().expect("named above");
+                if let Some(Expr::Map(m)) = n.props.take() {
+                    for (k, e) in m {
+                        conj.push(Expr::Binary(
+                            BinOp::Eq,
+                            Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k)),
+                            Box::new(e),
+                        ));
+                    }
+                }
+                for l in &n.labels {
+                    if self.g.label_id(l).is_none() {
+                        conj.push(Expr::Bool(false));
+                    }
+                }
+            }
+            for (r, _) in &mut p.steps {
+                if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
+                    r.var = Some(self.anon_name());
+                }
+                if let Some(Expr::Map(m)) = r.props.take() {
+                    let v = r.var.clone().unwrap_or_else(|| {
+                        self.anon += 1;
+                        format!(" anon{}", self.anon)
+                    });
+                    r.var = Some(v.clone());
+                    for (k, e) in m {
+                        conj.push(Expr::Binary(
+                            BinOp::Eq,
+                            Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k)),
+                            Box::new(e),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut rel_slots: Vec<usize> = Vec::new();
+        // Filters that need nothing from the pattern (constants, earlier variables) first.
+        cur = self.push_filters(cur, scope, &mut conj)?;
+        for p in &pats {
+            cur = self.pattern(cur, scope, p, &mut conj, &mut rel_slots)?;
+        }
+        if !conj.is_empty() {
+            // Everything is bound now; whatever is left references unknown variables.
+            let c = conj.remove(0);
+            let e = self.compile(&c, scope, &[])?;
+            cur = self.filter(cur, e, &c);
+        }
+        Ok(cur)
+    }
+
+    fn filter(&mut self, cur: P, pred: CExpr, src: &Expr) -> P {
+        self.wrap(
+            "Filter",
+            short(src),
+            vec![cur.id],
+            Box::new(Filter { input: cur.op, pred }),
+        )
+    }
+
+    /// Applies every conjunct whose variables are all bound.
+    fn push_filters(&mut self, mut cur: P, scope: &Scope, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
+        let mut i = 0;
+        while i < conj.len() {
+            if vars_of(&conj[i]).iter().all(|v| scope.get(v).is_some()) {
+                let c = conj.remove(i);
+                let e = self.compile(&c, scope, &[])?;
+                cur = self.filter(cur, e, &c);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(cur)
+    }
+
+    /// A conjunct `var.prop = e` (either side) with `e` computable now: removes it and
+    /// returns `e`.
+    fn take_eq(conj: &mut Vec<Expr>, scope: &Scope, var: &str, prop: &str) -> Option<Expr> {
+        let mut found = None;
+        'outer: for (i, c) in conj.iter().enumerate() {
+            if let Expr::Binary(BinOp::Eq, a, b) = c {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var)
+                            && k == prop
+                            && vars_of(y).iter().all(|v| scope.get(v).is_some())
+                        {
+                            found = Some((i, (**y).clone()));
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+        }
+        let (i, e) = found?;
+        conj.remove(i);
+        Some(e)
+    }
+
+    /// How a node could be found on its own: (cost class, label rows).
+    fn anchor_cost(&self, n: &NodePattern, scope: &Scope, conj: &[Expr]) -> (u32, u64) {
+        let v = n.var.as_deref().unwrap_or("");
+        if scope.get(v).is_some() {
+            return (0, 0);
+        }
+        let mut best = (4, self.g.n_nodes());
+        for l in &n.labels {
+            let Some(lid) = self.g.label_id(l) else {
+                return (1, 0);
+            };
+            let mut c = conj.to_vec();
+            for prop in self.eq_props(&c, v) {
+                if self.g.id_seek_space(lid, &prop).is_some()
+                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                {
+                    return (1, 1);
+                }
+                if self.indexes.get(l, &prop).is_some() && Self::take_eq(&mut c, scope, v, &prop).is_some() {
+                    best = best.min((2, 1));
+                }
+            }
+            let rows: u64 = self
+                .g
+                .label_scan(lid)
+                .tables
+                .iter()
+                .map(|&(t, _)| {
+                    let (a, b) = self.g.table_range(t);
+                    b - a
+                })
+                .sum();
+            best = best.min((3, rows));
+        }
+        best
+    }
+
+    fn eq_props(&self, conj: &[Expr], var: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in conj {
+            if let Expr::Binary(BinOp::Eq, a, b) = c {
+                for x in [a, b] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var) {
+                            out.push(k.clone());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Binds node `n` on its own (seek or scan), for each row of `cur`.
+    fn bind_node(&mut self, cur: P, scope: &mut Scope, n: &NodePattern, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
+        let v = n.var.clone().expect("named");
+        let labels: Vec<u32> = n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+        for (li, l) in n.labels.iter().enumerate() {
+            let Some(lid) = self.g.label_id(l) else { continue };
+            for prop in self.eq_props(conj, &v) {
+                if let Some(space) = self.g.id_seek_space(lid, &prop) {
+                    if let Some(key) = Self::take_eq(conj, scope, &v, &prop) {
+                        let k = self.compile(&key, scope, &[])?;
+                        let p = self.wrap(
+                            "NodeSeek",
+                            format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key)),
+                            vec![cur.id],
+                            Box::new(Seek { input: cur.op, key: k, space, labels: labels.clone() }),
+                        );
+                        scope.bind(&v, Kind::Node);
+                        return Ok(p);
+                    }
+                }
+                if let Some(ix) = self.indexes.get(l, &prop) {
+                    if let Some(key) = Self::take_eq(conj, scope, &v, &prop) {
+                        let k = self.compile(&key, scope, &[])?;
+                        let p = self.wrap(
+                            "NodeIndexSeek",
+                            format!("({}:{l}) by index on {l}({prop}) = {}", v.trim(), short(&key)),
+                            vec![cur.id],
+                            Box::new(IndexSeek { input: cur.op, key: k, index: ix, labels: labels.clone() }),
+                        );
+                        scope.bind(&v, Kind::Node);
+                        return Ok(p);
+                    }
+                }
+            }
+            let _ = li;
+        }
+        let (ranges, detail) = match labels.first() {
+            Some(&l) => {
+                let ranges = self
+                    .g
+                    .label_scan(l)
+                    .tables
+                    .iter()
+                    .map(|&(t, check)| {
+                        let (lo, hi) = self.g.table_range(t);
+                        ScanRange { lo, hi, label: check.then_some(l) }
+                    })
+                    .collect();
+                (ranges, format!("({}:{})", v.trim(), self.g.label_name(l)))
+            }
+            None => (
+                vec![ScanRange { lo: 0, hi: self.g.n_nodes(), label: None }],
+                format!("({})", v.trim()),
+            ),
+        };
+        let name = if labels.is_empty() { "AllNodesScan" } else { "NodeByLabelScan" };
+        let mut p = self.wrap(
+            name,
+            detail,
+            vec![cur.id],
+            Box::new(Scan { input: cur.op, ranges, cur: None, row: 0, range: 0, node: 0 }),
+        );
+        let slot = scope.bind(&v, Kind::Node);
+        if labels.len() > 1 {
+            let e = CExpr::HasLabels(Box::new(CExpr::Slot(slot)), labels[1..].iter().map(|&l| Some(l)).collect());
+            p = self.wrap("Filter", format!("{}: more labels", v.trim()), vec![p.id], Box::new(Filter { input: p.op, pred: e }));
+        }
+        Ok(p)
+    }
+
+    fn rel_types(&self, r: &RelPattern) -> Vec<u32> {
+        if r.types.is_empty() {
+            (0..self.g.n_rel_types() as u32).collect()
+        } else {
+            r.types.iter().filter_map(|t| self.g.rel_type_id(t)).collect()
+        }
+    }
+
+    fn pattern(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        p: &Pattern,
+        conj: &mut Vec<Expr>,
+        rel_slots: &mut Vec<usize>,
+    ) -> Result<P, QueryError> {
+        let nodes: Vec<&NodePattern> = std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)).collect();
+        if p.kind != PathKind::Plain || (p.steps.len() == 1 && p.steps[0].0.bfs) {
+            return self.shortest(cur, scope, p, conj, rel_slots);
+        }
+        // Anchor: the cheapest node to find first.
+        let mut anchor = 0;
+        let mut best = (u32::MAX, u64::MAX);
+        for (i, n) in nodes.iter().enumerate() {
+            let c = self.anchor_cost(n, scope, conj);
+            if c < best {
+                best = c;
+                anchor = i;
+            }
+        }
+        let av = nodes[anchor].var.clone().expect("named");
+        if scope.get(&av).is_none() {
+            cur = self.bind_node(cur, scope, nodes[anchor], conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        // Rel slots in pattern order, for a named path.
+        let mut step_slots: Vec<Option<PathPart>> = vec![None; p.steps.len()];
+        let order: Vec<(usize, bool)> = (anchor..p.steps.len())
+            .map(|i| (i, true))
+            .chain((0..anchor).rev().map(|i| (i, false)))
+            .collect();
+        for (i, rightward) in order {
+            let (r, _) = &p.steps[i];
+            let (from_n, to_n) = if rightward { (nodes[i], nodes[i + 1]) } else { (nodes[i + 1], nodes[i]) };
+            let dir = if rightward {
+                r.dir
+            } else {
+                match r.dir {
+                    Dir::Out => Dir::In,
+                    Dir::In => Dir::Out,
+                    Dir::Both => Dir::Both,
+                }
+            };
+            let from = scope.get(from_n.var.as_deref().expect("named")).expect("bound").0;
+            let to_var = to_n.var.clone().expect("named");
+            let into = scope.get(&to_var).map(|s| s.0);
+            let labels: Vec<u32> = to_n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+            let types = self.rel_types(r);
+            let type_names = if r.types.is_empty() { String::new() } else { format!(":{}", r.types.join("|")) };
+            let arrow = |d: Dir, body: String| match d {
+                Dir::Out => format!("-[{body}]->"),
+                Dir::In => format!("<-[{body}]-"),
+                Dir::Both => format!("-[{body}]-"),
+            };
+            let rvar = r.var.clone();
+            let uniq = rel_slots.clone();
+            match r.range {
+                None => {
+                    let emit_rel = rvar.is_some();
+                    let detail = format!(
+                        "({}){}({}{})",
+                        from_n.var.as_deref().unwrap_or("").trim(),
+                        arrow(dir, format!("{}{}", rvar.as_deref().unwrap_or("").trim(), type_names)),
+                        to_var.trim(),
+                        to_n.labels.iter().map(|l| format!(":{l}")).collect::<String>()
+                    );
+                    cur = self.wrap(
+                        if into.is_some() { "ExpandInto" } else { "Expand" },
+                        detail,
+                        vec![cur.id],
+                        Box::new(Expand {
+                            input: cur.op,
+                            from,
+                            into,
+                            emit_rel,
+                            types,
+                            dir,
+                            labels: if into.is_some() { vec![] } else { labels },
+                            uniq,
+                            cur: None,
+                            row: 0,
+                        }),
+                    );
+                    if into.is_none() {
+                        scope.bind(&to_var, Kind::Node);
+                    }
+                    if let Some(rv) = &rvar {
+                        let s = scope.bind(rv, Kind::Rel);
+                        rel_slots.push(s);
+                        step_slots[i] = Some(PathPart::Rel(s));
+                    }
+                    if into.is_some() {
+                        // Labels of a bound endpoint are a filter.
+                        for l in &to_n.labels {
+                            conj.push(Expr::HasLabels(Box::new(Expr::Var(to_var.clone(), 0)), vec![l.clone()]));
+                        }
+                    }
+                }
+                Some((lo, hi)) => {
+                    let min = lo.unwrap_or(1).min(u32::MAX as u64) as u32;
+                    let max = hi.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32;
+                    let emit_rels = rvar.is_some();
+                    let detail = format!(
+                        "({}){}({}) {}..{}",
+                        from_n.var.as_deref().unwrap_or("").trim(),
+                        arrow(dir, format!("{}{}*", rvar.as_deref().unwrap_or("").trim(), type_names)),
+                        to_var.trim(),
+                        min,
+                        if max == u32::MAX { String::new() } else { max.to_string() }
+                    );
+                    let mut ve = VarExpand::new(
+                        cur.op,
+                        from,
+                        into,
+                        emit_rels,
+                        types,
+                        dir,
+                        (min, max),
+                        if into.is_some() { vec![] } else { labels },
+                        uniq,
+                    );
+                    ve.reverse = !rightward;
+                    cur = self.wrap("VarLengthExpand", detail, vec![cur.id], Box::new(ve));
+                    if into.is_none() {
+                        scope.bind(&to_var, Kind::Node);
+                    }
+                    if let Some(rv) = &rvar {
+                        let s = scope.bind(rv, Kind::Other);
+                        rel_slots.push(s);
+                        step_slots[i] = Some(PathPart::Rels(s));
+                    }
+                    if into.is_some() {
+                        for l in &to_n.labels {
+                            conj.push(Expr::HasLabels(Box::new(Expr::Var(to_var.clone(), 0)), vec![l.clone()]));
+                        }
+                    }
+                }
+            }
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        if let Some(pv) = &p.var {
+            let mut parts = vec![PathPart::Node(scope.get(p.start.var.as_deref().expect("named")).expect("bound").0)];
+            parts.extend(step_slots.into_iter().flatten());
+            cur = self.wrap(
+                "ProjectPath",
+                pv.clone(),
+                vec![cur.id],
+                Box::new(Extend { input: cur.op, exprs: vec![CExpr::MakePath(parts)] }),
+            );
+            scope.bind(pv, Kind::Other);
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        Ok(cur)
+    }
+
+    /// shortestPath / allShortestPaths / `*BFS` over a single variable-length step.
+    fn shortest(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        p: &Pattern,
+        conj: &mut Vec<Expr>,
+        rel_slots: &mut Vec<usize>,
+    ) -> Result<P, QueryError> {
+        if p.steps.len() != 1 || p.steps[0].0.range.is_none() {
+            return Err(QueryError::Unsupported(
+                "shortestPath needs exactly one variable-length relationship, e.g. shortestPath((a)-[*..15]->(b))".into(),
+            ));
+        }
+        let (r, end) = &p.steps[0];
+        let start = &p.start;
+        let sv = start.var.clone().expect("named");
+        let ev = end.var.clone().expect("named");
+        if scope.get(&sv).is_none() {
+            cur = self.bind_node(cur, scope, start, conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        // The far end is bound first when it can be found cheaply (seek), or when the
+        // query asks for shortestPath (which needs both ends).
+        let end_cost = self.anchor_cost(end, scope, conj);
+        let to = if scope.get(&ev).is_some() {
+            scope.get(&ev).map(|s| s.0)
+        } else if end_cost.0 <= 2 || p.kind != PathKind::Plain {
+            cur = self.bind_node(cur, scope, end, conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+            scope.get(&ev).map(|s| s.0)
+        } else {
+            None
+        };
+        let (lo, hi) = r.range.unwrap_or((Some(1), None));
+        let min = lo.unwrap_or(1).min(1) as u32;
+        let max = hi.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32;
+        let from = scope.get(&sv).expect("bound").0;
+        let labels: Vec<u32> = end.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+        let all = p.kind == PathKind::AllShortest;
+        let detail = format!(
+            "({})-[*{}..{}]-({}){}",
+            sv.trim(),
+            min,
+            if max == u32::MAX { String::new() } else { max.to_string() },
+            ev.trim(),
+            if to.is_some() { " bidirectional" } else { " single source" }
+        );
+        cur = self.wrap(
+            if all { "AllShortestPaths" } else if to.is_some() { "ShortestPath" } else { "BFS" },
+            detail,
+            vec![cur.id],
+            Box::new(ShortestPath {
+                input: cur.op,
+                from,
+                to,
+                types: self.rel_types(r),
+                dir: r.dir,
+                min,
+                max,
+                all,
+                labels,
+                uniq: rel_slots.clone(),
+                peak: 0,
+            }),
+        );
+        if to.is_none() {
+            scope.bind(&ev, Kind::Node);
+        }
+        let path_slot = scope.bind(p.var.as_deref().unwrap_or(" path"), Kind::Other);
+        if let Some(rv) = &r.var {
+            cur = self.wrap(
+                "Extend",
+                format!("{} = relationships(path)", rv.trim()),
+                vec![cur.id],
+                Box::new(Extend { input: cur.op, exprs: vec![CExpr::Func(Func::Relationships, vec![CExpr::Slot(path_slot)])] }),
+            );
+            let s = scope.bind(rv, Kind::Other);
+            rel_slots.push(s);
+        }
+        self.push_filters(cur, scope, conj)
+    }
+
+    // -------------------------------------------------------------------------------
+    // WITH / RETURN
+
+    fn projection(&mut self, mut cur: P, scope: &Scope, p: &Projection) -> Result<(P, Scope, Vec<String>), QueryError> {
+        let mut items: Vec<(Expr, String)> = Vec::new();
+        if p.star {
+            for (n, _, _) in &scope.vars {
+                if !is_hidden(n) && !items.iter().any(|(_, m)| m == n) {
+                    items.push((Expr::Var(n.clone(), 0), n.clone()));
+                }
+            }
+        }
+        for (i, (e, alias)) in p.items.iter().enumerate() {
+            let name = alias.clone().unwrap_or_else(|| p.texts.get(i).cloned().unwrap_or_else(|| short(e)));
+            items.push((e.clone(), name));
+        }
+        let names: Vec<String> = items.iter().map(|i| i.1.clone()).collect();
+        let aggregating = items.iter().any(|(e, _)| contains_agg(e));
+        let mut new_scope = Scope::default();
+        let kind_of = |e: &Expr| match e {
+            Expr::Var(n, _) => scope.get(n).map_or(Kind::Other, |s| s.1),
+            _ => Kind::Other,
+        };
+        let detail = names.join(", ");
+        // Expressions equal to an item, for ORDER BY after the projection.
+        let mut subst: Vec<(Expr, usize)> = Vec::new();
+        if aggregating {
+            let mut aggs = Vec::new();
+            for (e, _) in &items {
+                collect_aggs(e, &mut aggs);
+            }
+            for (e, _) in &p.order {
+                collect_aggs(e, &mut aggs);
+            }
+            let keys: Vec<&(Expr, String)> = items.iter().filter(|(e, _)| !contains_agg(e)).collect();
+            let key_exprs = keys
+                .iter()
+                .map(|(e, _)| self.compile(e, scope, &[]))
+                .collect::<Result<Vec<_>, _>>()?;
+            let specs = aggs.iter().map(|a| self.agg_spec(a, scope)).collect::<Result<Vec<_>, _>>()?;
+            let mut agg_subst: Vec<(Expr, usize)> = Vec::new();
+            for (i, (e, _)) in keys.iter().enumerate() {
+                agg_subst.push((e.clone(), i));
+            }
+            for (j, a) in aggs.iter().enumerate() {
+                agg_subst.push((a.clone(), keys.len() + j));
+            }
+            cur = self.wrap(
+                "Aggregate",
+                format!(
+                    "keys: [{}], aggregates: [{}]",
+                    keys.iter().map(|k| short(&k.0)).collect::<Vec<_>>().join(", "),
+                    aggs.iter().map(short).collect::<Vec<_>>().join(", ")
+                ),
+                vec![cur.id],
+                Box::new(Aggregate { input: cur.op, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+            );
+            // After aggregation only grouping keys and aggregates are visible.
+            let agg_scope = Scope { vars: Vec::new(), width: keys.len() + aggs.len() };
+            let exprs = items
+                .iter()
+                .map(|(e, _)| self.compile(e, &agg_scope, &agg_subst))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Keep the aggregate columns after the items so ORDER BY can use them.
+            let n_items = exprs.len();
+            let mut all = exprs;
+            all.extend((0..agg_scope.width).map(CExpr::Slot));
+            cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs: all }));
+            for (i, (e, n)) in items.iter().enumerate() {
+                new_scope.vars.push((n.clone(), i, kind_of(e)));
+                subst.push((e.clone(), i));
+            }
+            for (e, s) in &agg_subst {
+                subst.push((e.clone(), n_items + s));
+            }
+            new_scope.width = n_items + agg_scope.width;
+            if p.distinct {
+                cur = self.wrap("Distinct", String::new(), vec![cur.id], Box::new(Distinct::new(cur.op, n_items)));
+            }
+            cur = self.order_limit(cur, &new_scope, p, &subst)?;
+            cur = self.trim(cur, &mut new_scope, n_items);
+        } else {
+            let exprs = items
+                .iter()
+                .map(|(e, _)| self.compile(e, scope, &[]))
+                .collect::<Result<Vec<_>, _>>()?;
+            let n_items = exprs.len();
+            if p.distinct || p.order.is_empty() {
+                if p.distinct {
+                    // Items that depend only on node variables: drop duplicate nodes
+                    // while they are still integers, before reading properties.
+                    let mut node_slots = Vec::new();
+                    let mut only_nodes = true;
+                    for (e, _) in &items {
+                        for v in vars_of(e) {
+                            match scope.get(&v) {
+                                Some((s, Kind::Node)) => {
+                                    if !node_slots.contains(&s) {
+                                        node_slots.push(s)
+                                    }
+                                }
+                                _ => only_nodes = false,
+                            }
+                        }
+                    }
+                    if only_nodes && !node_slots.is_empty() {
+                        let d = node_slots.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+                        cur = self.wrap(
+                            "DistinctNodes",
+                            format!("slots {d}"),
+                            vec![cur.id],
+                            Box::new(DistinctNodes { input: cur.op, slots: node_slots, seen: Default::default(), grant: None }),
+                        );
+                    }
+                }
+                cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs }));
+                for (i, (e, n)) in items.iter().enumerate() {
+                    new_scope.vars.push((n.clone(), i, kind_of(e)));
+                    subst.push((e.clone(), i));
+                }
+                new_scope.width = n_items;
+                if p.distinct {
+                    cur = self.wrap("Distinct", String::new(), vec![cur.id], Box::new(Distinct::new(cur.op, n_items)));
+                }
+                cur = self.order_limit(cur, &new_scope, p, &subst)?;
+            } else {
+                // ORDER BY may use the old variables: items first, old columns after.
+                let mut all = exprs;
+                all.extend((0..scope.width).map(CExpr::Slot));
+                cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs: all }));
+                let mut sort_scope = Scope { vars: Vec::new(), width: n_items + scope.width };
+                for (n, s, k) in &scope.vars {
+                    sort_scope.vars.push((n.clone(), n_items + s, *k));
+                }
+                for (i, (e, n)) in items.iter().enumerate() {
+                    sort_scope.vars.push((n.clone(), i, kind_of(e)));
+                    subst.push((e.clone(), i));
+                }
+                cur = self.order_limit(cur, &sort_scope, p, &subst)?;
+                new_scope = sort_scope;
+                cur = self.trim(cur, &mut new_scope, n_items);
+                new_scope.vars.clear();
+                for (i, (e, n)) in items.iter().enumerate() {
+                    new_scope.vars.push((n.clone(), i, kind_of(e)));
+                }
+            }
+            if new_scope.width > n_items {
+                cur = self.trim(cur, &mut new_scope, n_items);
+            }
+        }
+        if let Some(w) = &p.where_ {
+            let e = self.compile(w, &new_scope, &[])?;
+            cur = self.filter(cur, e, w);
+        }
+        Ok((cur, new_scope, names))
+    }
+
+    fn trim(&mut self, cur: P, scope: &mut Scope, n: usize) -> P {
+        if scope.width == n {
+            return cur;
+        }
+        scope.width = n;
+        scope.vars.retain(|v| v.1 < n);
+        self.wrap(
+            "Project",
+            format!("first {n} columns"),
+            vec![cur.id],
+            Box::new(Project { input: cur.op, exprs: (0..n).map(CExpr::Slot).collect() }),
+        )
+    }
+
+    fn const_usize(&mut self, e: &Expr, what: &str) -> Result<usize, QueryError> {
+        let c = self.compile(e, &Scope::default(), &[])?;
+        match c {
+            CExpr::Const(Value::Int(i)) if i >= 0 => Ok(i as usize),
+            _ => Err(QueryError::Argument(format!("{what} needs a non-negative integer constant or parameter"))),
+        }
+    }
+
+    fn order_limit(&mut self, mut cur: P, scope: &Scope, p: &Projection, subst: &[(Expr, usize)]) -> Result<P, QueryError> {
+        let skip = p.skip.as_ref().map(|e| self.const_usize(e, "SKIP")).transpose()?.unwrap_or(0);
+        let limit = p.limit.as_ref().map(|e| self.const_usize(e, "LIMIT")).transpose()?;
+        if !p.order.is_empty() {
+            let keys = p
+                .order
+                .iter()
+                .map(|(e, desc)| Ok((self.compile(e, scope, subst)?, *desc)))
+                .collect::<Result<Vec<_>, QueryError>>()?;
+            let top = limit.map(|l| l + skip);
+            let detail = format!(
+                "{}{}",
+                p.order
+                    .iter()
+                    .map(|(e, d)| format!("{}{}", short(e), if *d { " DESC" } else { "" }))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                top.map(|t| format!(", top {t}")).unwrap_or_default()
+            );
+            cur = self.wrap(
+                if top.is_some() { "Top" } else { "Sort" },
+                detail,
+                vec![cur.id],
+                Box::new(Sort { input: cur.op, keys, limit: top, out: None, peak: 0 }),
+            );
+        }
+        if skip > 0 || limit.is_some() {
+            cur = self.wrap(
+                "Limit",
+                format!("skip {skip}{}", limit.map(|l| format!(", limit {l}")).unwrap_or_default()),
+                vec![cur.id],
+                Box::new(SkipLimit { input: cur.op, skip, limit, seen: 0, emitted: 0 }),
+            );
+        }
+        Ok(cur)
+    }
+
+    fn agg_spec(&mut self, a: &Expr, scope: &Scope) -> Result<AggSpec, QueryError> {
+        match a {
+            Expr::CountStar => Ok(AggSpec { func: AggFn::CountStar, distinct: false, arg: None, extra: None }),
+            Expr::Call { name, distinct, args } => {
+                let func = match name.as_str() {
+                    "count" => AggFn::Count,
+                    "sum" => AggFn::Sum,
+                    "avg" => AggFn::Avg,
+                    "min" => AggFn::Min,
+                    "max" => AggFn::Max,
+                    "collect" => AggFn::Collect,
+                    "stdev" => AggFn::StDev,
+                    "stdevp" => AggFn::StDevP,
+                    "percentilecont" => AggFn::PercentileCont,
+                    _ => AggFn::PercentileDisc,
+                };
+                let want = if matches!(func, AggFn::PercentileCont | AggFn::PercentileDisc) { 2 } else { 1 };
+                if args.len() != want {
+                    return Err(QueryError::Argument(format!("{name}() takes {want} argument(s), got {}", args.len())));
+                }
+                let arg = Some(self.compile(&args[0], scope, &[])?);
+                let extra = if want == 2 { Some(self.compile(&args[1], scope, &[])?) } else { None };
+                Ok(AggSpec { func, distinct: *distinct, arg, extra })
+            }
+            _ => Err(QueryError::Unsupported("not an aggregate".into())),
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Expressions
+
+    /// Compiles `e` against `scope`; expressions structurally equal to an entry of
+    /// `subst` read that slot instead (grouping keys and aggregates after aggregation).
+    fn compile(&mut self, e: &Expr, scope: &Scope, subst: &[(Expr, usize)]) -> Result<CExpr, QueryError> {
+        if let Some((_, s)) = subst.iter().find(|(x, _)| same(x, e)) {
+            return Ok(CExpr::Slot(*s));
+        }
+        let c = |x: &Expr, me: &mut Self| me.compile(x, scope, subst);
+        Ok(match e {
+            Expr::Null => CExpr::Const(Value::Null),
+            Expr::Bool(b) => CExpr::Const(Value::Bool(*b)),
+            Expr::Int(i) => CExpr::Const(Value::Int(*i)),
+            Expr::Float(f) => CExpr::Const(Value::Float(*f)),
+            Expr::Str(s) => CExpr::Const(Value::str(s)),
+            Expr::Param(p) => CExpr::Const(self.params.get(p).cloned().ok_or_else(|| QueryError::MissingParam(p.clone()))?),
+            Expr::Var(n, _) => {
+                if let Some(i) = self.locals.iter().rposition(|l| l == n) {
+                    CExpr::Local(i)
+                } else if let Some((s, _)) = scope.get(n) {
+                    CExpr::Slot(s)
+                } else {
+                    return Err(QueryError::Unsupported(format!(
+                        "variable `{n}` is not available here (after WITH or an aggregation only projected names remain)"
+                    )));
+                }
+            }
+            Expr::List(xs) => {
+                let items = xs.iter().map(|x| c(x, self)).collect::<Result<Vec<_>, _>>()?;
+                if items.iter().all(|i| matches!(i, CExpr::Const(_))) {
+                    CExpr::Const(Value::list(
+                        items.into_iter().map(|i| if let CExpr::Const(v) = i { v } else { Value::Null }).collect(),
+                    ))
+                } else {
+                    CExpr::List(items)
+                }
+            }
+            Expr::Map(xs) => CExpr::Map(xs.iter().map(|(k, x)| Ok((k.clone(), c(x, self)?))).collect::<Result<_, QueryError>>()?),
+            Expr::Prop(x, k) => CExpr::Prop(Box::new(c(x, self)?), Arc::from(k.as_str())),
+            Expr::Index(x, i) => CExpr::Index(Box::new(c(x, self)?), Box::new(c(i, self)?)),
+            Expr::Slice(x, a, b) => CExpr::Slice(
+                Box::new(c(x, self)?),
+                a.as_ref().map(|a| c(a, self).map(Box::new)).transpose()?,
+                b.as_ref().map(|b| c(b, self).map(Box::new)).transpose()?,
+            ),
+            Expr::HasLabels(x, ls) => CExpr::HasLabels(Box::new(c(x, self)?), ls.iter().map(|l| self.g.label_id(l)).collect()),
+            Expr::Unary(UnOp::Not, x) => CExpr::Not(Box::new(c(x, self)?)),
+            Expr::Unary(UnOp::Neg, x) => match c(x, self)? {
+                CExpr::Const(Value::Int(i)) if i != i64::MIN => CExpr::Const(Value::Int(-i)),
+                CExpr::Const(Value::Float(f)) => CExpr::Const(Value::Float(-f)),
+                x => CExpr::Neg(Box::new(x)),
+            },
+            Expr::Binary(BinOp::Regex, x, p) => {
+                let x = c(x, self)?;
+                match c(p, self)? {
+                    CExpr::Const(Value::Str(s)) => CExpr::RegexConst(Box::new(x), Arc::new(compile_regex(&s)?)),
+                    p => CExpr::Bin(BinOp::Regex, Box::new(x), Box::new(p)),
+                }
+            }
+            Expr::Binary(op, a, b) => CExpr::Bin(*op, Box::new(c(a, self)?), Box::new(c(b, self)?)),
+            Expr::IsNull(x, neg) => CExpr::IsNull(Box::new(c(x, self)?), *neg),
+            Expr::CountStar => {
+                return Err(QueryError::Unsupported("count(*) is only allowed in WITH and RETURN".into()))
+            }
+            Expr::Call { name, args, .. } => {
+                if is_aggregate(name) {
+                    return Err(QueryError::Unsupported(format!(
+                        "aggregate {name}() is only allowed in WITH and RETURN items and ORDER BY"
+                    )));
+                }
+                if name == "exists" && matches!(args.first(), Some(Expr::PatternPred(_))) {
+                    return c(&args[0], self);
+                }
+                let f = Func::from_name(name).ok_or_else(|| QueryError::UnknownFunction(name.clone()))?;
+                CExpr::Func(f, args.iter().map(|x| c(x, self)).collect::<Result<_, _>>()?)
+            }
+            Expr::Case { subject, arms, default } => CExpr::Case {
+                subject: subject.as_ref().map(|s| c(s, self).map(Box::new)).transpose()?,
+                arms: arms.iter().map(|(w, t)| Ok((c(w, self)?, c(t, self)?))).collect::<Result<_, QueryError>>()?,
+                default: default.as_ref().map(|d| c(d, self).map(Box::new)).transpose()?,
+            },
+            Expr::ListComp { var, list, pred, map } => {
+                let list = Box::new(c(list, self)?);
+                self.locals.push(var.clone());
+                let local = self.locals.len() - 1;
+                self.max_locals = self.max_locals.max(self.locals.len());
+                let pred = pred.as_ref().map(|p| self.compile(p, scope, subst).map(Box::new)).transpose();
+                let map = map.as_ref().map(|m| self.compile(m, scope, subst).map(Box::new)).transpose();
+                self.locals.pop();
+                CExpr::ListComp { local, list, pred: pred?, map: map? }
+            }
+            Expr::PatternPred(p) => CExpr::Pattern(Arc::new(self.pattern_pred(p, scope)?)),
+        })
+    }
+
+    fn pattern_pred(&mut self, p: &Pattern, scope: &Scope) -> Result<PatternPred, QueryError> {
+        let start = match p.start.var.as_deref().and_then(|v| scope.get(v)) {
+            Some((s, _)) => s,
+            None => {
+                return Err(QueryError::Unsupported(
+                    "a pattern predicate must start at a bound variable, e.g. WHERE (a)-->(:User)".into(),
+                ))
+            }
+        };
+        let mut impossible = p.start.labels.iter().any(|l| self.g.label_id(l).is_none());
+        let mut steps = Vec::new();
+        for (r, n) in &p.steps {
+            if r.props.is_some() || n.props.is_some() {
+                return Err(QueryError::Unsupported(
+                    "property maps inside a pattern predicate; move them to WHERE".into(),
+                ));
+            }
+            let (min, max) = match r.range {
+                None => (1, 1),
+                Some((a, b)) => (a.unwrap_or(1) as u32, b.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32),
+            };
+            impossible |= n.labels.iter().any(|l| self.g.label_id(l).is_none());
+            let bound = match n.var.as_deref() {
+                Some(v) => match scope.get(v) {
+                    Some((s, _)) => Some(s),
+                    None => {
+                        return Err(QueryError::Unsupported(format!(
+                            "variable `{v}` in a pattern predicate must be bound earlier"
+                        )))
+                    }
+                },
+                None => None,
+            };
+            steps.push(PredStep {
+                types: self.rel_types(r),
+                dir: r.dir,
+                min,
+                max,
+                labels: n.labels.iter().filter_map(|l| self.g.label_id(l)).collect(),
+                bound,
+            });
+        }
+        let start_labels = p.start.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+        Ok(PatternPred { start, start_labels, steps, impossible })
+    }
+}

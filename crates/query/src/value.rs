@@ -1,0 +1,342 @@
+//! Values a query computes with.
+//!
+//! Nodes and relationships are references into storage (a node id; a relationship's type,
+//! endpoints and edge id), never copies of their properties: properties are read from
+//! the mapped segments when an expression asks for them (seed 000: copying whole rows on
+//! every access was Memgraph's LOAD CSV memory bug). Strings and lists are reference
+//! counted, so moving a value between batches never deep-copies it.
+
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// A relationship: its type, endpoints and its edge id within the type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RelRef {
+    pub ty: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub eid: u64,
+}
+
+/// A path: `nodes.len() == rels.len() + 1`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathVal {
+    pub nodes: Vec<u64>,
+    pub rels: Vec<RelRef>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Arc<str>),
+    List(Arc<Vec<Value>>),
+    Map(Arc<Vec<(String, Value)>>),
+    Node(u64),
+    Rel(RelRef),
+    Path(Arc<PathVal>),
+    /// Days since 1970-01-01.
+    Date(i64),
+    /// Microseconds since 1970-01-01T00:00, no zone.
+    LocalDateTime(i64),
+    /// Microseconds since the epoch, UTC.
+    DateTime(i64),
+}
+
+impl Value {
+    pub fn str(s: &str) -> Value {
+        Value::Str(Arc::from(s))
+    }
+
+    pub fn list(v: Vec<Value>) -> Value {
+        Value::List(Arc::new(v))
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Bool(_) => "BOOLEAN",
+            Value::Int(_) => "INTEGER",
+            Value::Float(_) => "FLOAT",
+            Value::Str(_) => "STRING",
+            Value::List(_) => "LIST",
+            Value::Map(_) => "MAP",
+            Value::Node(_) => "NODE",
+            Value::Rel(_) => "RELATIONSHIP",
+            Value::Path(_) => "PATH",
+            Value::Date(_) => "DATE",
+            Value::LocalDateTime(_) => "LOCAL DATETIME",
+            Value::DateTime(_) => "DATETIME",
+        }
+    }
+
+    /// Three-valued truth: `Some(b)` for booleans, `None` for null (and other types).
+    pub fn truth(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// Equality with Cypher's null semantics: `None` when either side is null (or a list
+    /// holding a null decides it).
+    pub fn eq3(&self, other: &Value) -> Option<bool> {
+        match (self, other) {
+            (Value::Null, _) | (_, Value::Null) => None,
+            (Value::Int(a), Value::Int(b)) => Some(a == b),
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                Some(self.as_f64() == other.as_f64())
+            }
+            (Value::List(a), Value::List(b)) => {
+                if a.len() != b.len() {
+                    return Some(false);
+                }
+                let mut unknown = false;
+                for (x, y) in a.iter().zip(b.iter()) {
+                    match x.eq3(y) {
+                        Some(false) => return Some(false),
+                        None => unknown = true,
+                        Some(true) => {}
+                    }
+                }
+                if unknown {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                if a.len() != b.len() {
+                    return Some(false);
+                }
+                let mut unknown = false;
+                for (k, x) in a.iter() {
+                    match b.iter().find(|(kb, _)| kb == k) {
+                        None => return Some(false),
+                        Some((_, y)) => match x.eq3(y) {
+                            Some(false) => return Some(false),
+                            None => unknown = true,
+                            Some(true) => {}
+                        },
+                    }
+                }
+                if unknown {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+            _ => Some(self.kind() == other.kind() && order(self, other) == Ordering::Equal),
+        }
+    }
+
+    /// Comparison for `<`, `<=`, `>`, `>=`: `None` when the types are not comparable or
+    /// either side is null.
+    pub fn cmp3(&self, other: &Value) -> Option<Ordering> {
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                self.as_f64()?.partial_cmp(&other.as_f64()?)
+            }
+            (Value::Str(a), Value::Str(b)) => Some(a.cmp(b)),
+            (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+            (Value::Date(a), Value::Date(b))
+            | (Value::LocalDateTime(a), Value::LocalDateTime(b))
+            | (Value::DateTime(a), Value::DateTime(b)) => Some(a.cmp(b)),
+            (Value::List(a), Value::List(b)) => {
+                for (x, y) in a.iter().zip(b.iter()) {
+                    match x.cmp3(y)? {
+                        Ordering::Equal => {}
+                        o => return Some(o),
+                    }
+                }
+                Some(a.len().cmp(&b.len()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Rank of the type in Cypher's global sort order (ascending; null sorts last).
+    fn kind(&self) -> u8 {
+        match self {
+            Value::Map(_) => 0,
+            Value::Node(_) => 1,
+            Value::Rel(_) => 2,
+            Value::List(_) => 3,
+            Value::Path(_) => 4,
+            Value::DateTime(_) => 5,
+            Value::LocalDateTime(_) => 6,
+            Value::Date(_) => 7,
+            Value::Str(_) => 8,
+            Value::Bool(_) => 9,
+            Value::Int(_) | Value::Float(_) => 10,
+            Value::Null => 11,
+        }
+    }
+}
+
+/// Cypher's total order for ORDER BY: types by rank, values within a type; numbers compare
+/// numerically with NaN after every other number; null last.
+pub fn order(a: &Value, b: &Value) -> Ordering {
+    let (ka, kb) = (a.kind(), b.kind());
+    if ka != kb {
+        return ka.cmp(&kb);
+    }
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Int(_) | Value::Float(_), _) => {
+            let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+            x.partial_cmp(&y)
+                .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
+        }
+        (Value::Str(x), Value::Str(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y))
+        | (Value::LocalDateTime(x), Value::LocalDateTime(y))
+        | (Value::DateTime(x), Value::DateTime(y)) => x.cmp(y),
+        (Value::Node(x), Value::Node(y)) => x.cmp(y),
+        (Value::Rel(x), Value::Rel(y)) => (x.ty, x.eid).cmp(&(y.ty, y.eid)),
+        (Value::List(x), Value::List(y)) => {
+            for (p, q) in x.iter().zip(y.iter()) {
+                match order(p, q) {
+                    Ordering::Equal => {}
+                    o => return o,
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        (Value::Path(x), Value::Path(y)) => x
+            .nodes
+            .cmp(&y.nodes)
+            .then_with(|| x.rels.len().cmp(&y.rels.len())),
+        (Value::Map(x), Value::Map(y)) => x.len().cmp(&y.len()).then_with(|| {
+            for ((ka, va), (kb, vb)) in x.iter().zip(y.iter()) {
+                let o = ka.cmp(kb).then_with(|| order(va, vb));
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            Ordering::Equal
+        }),
+        _ => Ordering::Equal,
+    }
+}
+
+/// A value as a grouping or DISTINCT key: equivalence, not equality (null equals null,
+/// `1` equals `1.0`).
+#[derive(Debug, Clone)]
+pub struct Key(pub Value);
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        equivalent(&self.0, &other.0)
+    }
+}
+impl Eq for Key {}
+
+fn equivalent(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Null, Value::Null) => true,
+        (Value::Float(x), Value::Float(y)) if x.is_nan() && y.is_nan() => true,
+        (Value::List(x), Value::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| equivalent(p, q))
+        }
+        (Value::Map(x), Value::Map(y)) => {
+            x.len() == y.len()
+                && x.iter().all(|(k, v)| {
+                    y.iter()
+                        .find(|(kb, _)| kb == k)
+                        .is_some_and(|(_, w)| equivalent(v, w))
+                })
+        }
+        _ => a.eq3(b) == Some(true),
+    }
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        hash_value(&self.0, h)
+    }
+}
+
+fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => b.hash(h),
+        Value::Int(i) => i.hash(h),
+        Value::Float(f) => {
+            if f.fract() == 0.0 && f.abs() < 9.0e18 {
+                (*f as i64).hash(h)
+            } else {
+                f.to_bits().hash(h)
+            }
+        }
+        Value::Str(s) => s.hash(h),
+        Value::List(l) => {
+            l.len().hash(h);
+            for x in l.iter() {
+                hash_value(x, h)
+            }
+        }
+        Value::Map(m) => m.len().hash(h),
+        Value::Node(n) => n.hash(h),
+        Value::Rel(r) => (r.ty, r.eid).hash(h),
+        Value::Path(p) => p.nodes.hash(h),
+        Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d) => d.hash(h),
+    }
+}
+
+/// Approximate heap bytes a value holds (for the per-query memory limit).
+pub fn heap_bytes(v: &Value) -> usize {
+    match v {
+        Value::Str(s) => s.len() + 16,
+        Value::List(l) => 16 + l.iter().map(|x| 32 + heap_bytes(x)).sum::<usize>(),
+        Value::Map(m) => {
+            16 + m
+                .iter()
+                .map(|(k, x)| 56 + k.len() + heap_bytes(x))
+                .sum::<usize>()
+        }
+        Value::Path(p) => 48 + p.nodes.len() * 8 + p.rels.len() * 24,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_semantics_and_order() {
+        assert_eq!(Value::Null.eq3(&Value::Int(1)), None);
+        assert_eq!(Value::Int(1).eq3(&Value::Float(1.0)), Some(true));
+        assert_eq!(Value::str("a").eq3(&Value::Int(1)), Some(false));
+        let l1 = Value::list(vec![Value::Int(1), Value::Null]);
+        let l2 = Value::list(vec![Value::Int(2), Value::Null]);
+        assert_eq!(l1.eq3(&l2), Some(false));
+        assert_eq!(l1.eq3(&l1.clone()), None);
+        assert_eq!(Value::Int(1).cmp3(&Value::str("a")), None);
+        let mut v = vec![Value::Null, Value::Int(3), Value::str("x"), Value::Float(1.5)];
+        v.sort_by(order);
+        assert!(matches!(v[0], Value::Str(_)));
+        assert!(matches!(v[3], Value::Null));
+        assert!(Key(Value::Int(1)) == Key(Value::Float(1.0)));
+        assert!(Key(Value::Null) == Key(Value::Null));
+    }
+}
