@@ -134,10 +134,18 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
         CExpr::Slot(i) => Ok(b.cols[*i].clone()),
         CExpr::Const(c) => Ok(vec![c.clone(); n]),
         CExpr::Prop(x, name) => {
-            let base = eval_col(env, x, b)?;
+            // A slot is read in place, not copied.
+            let owned;
+            let base: &[Value] = match &**x {
+                CExpr::Slot(i) => &b.cols[*i],
+                x => {
+                    owned = eval_col(env, x, b)?;
+                    &owned
+                }
+            };
             if base.iter().all(|v| matches!(v, Value::Node(_) | Value::Null)) {
                 let mut out = Vec::with_capacity(n);
-                env.g.node_prop_batch(&base, name, &mut out)?;
+                env.g.node_prop_batch(base, name, &mut out)?;
                 return Ok(out);
             }
             base.iter().map(|v| prop(env, v, name)).collect()

@@ -158,6 +158,9 @@ impl Op for Scan {
             cx.check_cancel()?;
             let cur = self.cur.as_ref().expect("set above");
             let mut out = Batch::empty(cur.width() + 1);
+            for c in &mut out.cols {
+                c.reserve(BATCH_ROWS);
+            }
             while out.len < BATCH_ROWS && self.row < cur.len {
                 let Some(r) = self.ranges.get(self.range) else {
                     self.row += 1;
@@ -1162,6 +1165,9 @@ fn agg_final(f: AggFn, s: AggState, p: Option<&Value>) -> Result<Value, QueryErr
     })
 }
 
+/// Integer grouping keys `0..DENSE_KEYS` find their group by indexing, not hashing.
+const DENSE_KEYS: usize = 4096;
+
 struct Group {
     states: Vec<AggState>,
     seen: Vec<HashSet<Key>>,
@@ -1185,7 +1191,12 @@ impl Op for Aggregate {
             return Ok(it.next());
         }
         let mut grant = cx.budget.empty_grant("Aggregate");
-        let mut groups: HashMap<Vec<Key>, Group> = HashMap::new();
+        // Groups in first-seen order; the index maps a key to its group. One grouping
+        // key (the common case) is hashed without building a vector per row.
+        let mut groups: Vec<(Vec<Key>, Group)> = Vec::new();
+        let mut index1: HashMap<Key, usize> = HashMap::new();
+        let mut dense: Vec<u32> = if self.keys.len() == 1 { vec![u32::MAX; DENSE_KEYS] } else { Vec::new() };
+        let mut index_n: HashMap<Vec<Key>, usize> = HashMap::new();
         let mut bytes = 0u64;
         let mut extras: Vec<Option<Value>> = vec![None; self.aggs.len()];
         let new_group = |aggs: &[AggSpec]| Group {
@@ -1193,8 +1204,10 @@ impl Op for Aggregate {
             seen: aggs.iter().map(|_| HashSet::new()).collect(),
         };
         if self.keys.is_empty() {
-            groups.insert(Vec::new(), new_group(&self.aggs));
+            groups.push((Vec::new(), new_group(&self.aggs)));
         }
+        let only_count_star = self.aggs.iter().all(|a| a.func == AggFn::CountStar);
+        let t = Value::Bool(true);
         while let Some(b) = self.input.next(cx)? {
             let keys: Vec<Vec<Value>> = self
                 .keys
@@ -1214,20 +1227,59 @@ impl Op for Aggregate {
                 }
             }
             for row in 0..b.len {
-                let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
-                let g = match groups.get_mut(&key) {
-                    Some(g) => g,
-                    None => {
-                        bytes += 64
-                            + key.iter().map(|k| 32 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
-                            + self.aggs.len() as u64 * 48;
-                        groups.entry(key).or_insert_with(|| new_group(&self.aggs))
+                let gi = match keys.len() {
+                    0 => 0,
+                    1 if matches!(keys[0][row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
+                        // Small non-negative integer keys index a table directly.
+                        let Value::Int(i) = keys[0][row] else { unreachable!() };
+                        let slot = &mut dense[i as usize];
+                        if *slot == u32::MAX {
+                            bytes += 96 + self.aggs.len() as u64 * 48;
+                            groups.push((vec![Key(Value::Int(i))], new_group(&self.aggs)));
+                            *slot = (groups.len() - 1) as u32;
+                        }
+                        *slot as usize
+                    }
+                    1 => {
+                        let k = Key(keys[0][row].clone());
+                        match index1.get(&k) {
+                            Some(&g) => g,
+                            None => {
+                                bytes += 96 + crate::value::heap_bytes(&k.0) as u64 + self.aggs.len() as u64 * 48;
+                                groups.push((vec![k.clone()], new_group(&self.aggs)));
+                                index1.insert(k, groups.len() - 1);
+                                groups.len() - 1
+                            }
+                        }
+                    }
+                    _ => {
+                        let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
+                        match index_n.get(&key) {
+                            Some(&g) => g,
+                            None => {
+                                bytes += 64
+                                    + key.iter().map(|k| 64 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
+                                    + self.aggs.len() as u64 * 48;
+                                groups.push((key.clone(), new_group(&self.aggs)));
+                                index_n.insert(key, groups.len() - 1);
+                                groups.len() - 1
+                            }
+                        }
                     }
                 };
+                let g = &mut groups[gi].1;
+                if only_count_star {
+                    for s in &mut g.states {
+                        if let AggState::Count(c) = s {
+                            *c += 1;
+                        }
+                    }
+                    continue;
+                }
                 for (i, a) in self.aggs.iter().enumerate() {
                     let v = match &args[i] {
                         Some(col) => &col[row],
-                        None => &Value::Bool(true),
+                        None => &t,
                     };
                     if a.distinct && !v.is_null() {
                         if !g.seen[i].insert(Key(v.clone())) {
@@ -1243,6 +1295,8 @@ impl Op for Aggregate {
         let width = self.keys.len() + self.aggs.len();
         let mut batches = Vec::new();
         let mut out = Batch::empty(width);
+        drop(index1);
+        drop(index_n);
         for (key, g) in groups {
             let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
             for (i, (a, s)) in self.aggs.iter().zip(g.states).enumerate() {

@@ -252,6 +252,7 @@ impl Eq for Key {}
 
 fn equivalent(a: &Value, b: &Value) -> bool {
     match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y,
         (Value::Null, Value::Null) => true,
         (Value::Float(x), Value::Float(y)) if x.is_nan() && y.is_nan() => true,
         (Value::List(x), Value::List(y)) => {
