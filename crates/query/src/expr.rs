@@ -284,7 +284,8 @@ pub fn eval(
             Value::Str(s) => Value::Bool(re.is_match(&s)),
             _ => Value::Null,
         },
-        CExpr::IsNull(x, negated) => Value::Bool(eval(env, x, b, row, locals)?.is_null() != *negated),
+        // `true`: IS NULL; `false`: IS NOT NULL.
+        CExpr::IsNull(x, is_null) => Value::Bool(eval(env, x, b, row, locals)?.is_null() == *is_null),
         CExpr::Func(f, args) => {
             if *f == Func::Coalesce {
                 for a in args {

@@ -1,0 +1,458 @@
+//! Query results against a naive in-test model of random graphs: k-hop trails with
+//! relationship uniqueness, variable length, undirected patterns, shortest paths,
+//! aggregations, OPTIONAL MATCH, null handling, ORDER BY + LIMIT, relationship identity
+//! from both directions, property indexes, the memory limit, concurrent readers, and
+//! random queries that must fail cleanly rather than panic.
+
+use proptest::prelude::*;
+use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
+use quiver_query::{query, Params, QueryError, QueryOptions, Session, Value};
+use quiver_storage::manifest::IdType;
+use quiver_storage::{Database, OpenMode};
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write;
+use std::path::Path;
+
+/// A random graph: nodes `0..n` with ids `id = i`, label A or B, property `v` (null for
+/// every fifth node); edges of type R (with property `w`) and S (none), with parallel
+/// edges and self-loops.
+struct Model {
+    n: usize,
+    labels: Vec<&'static str>,
+    v: Vec<Option<i64>>,
+    /// (src, dst, type) in file order; the index within its type is its edge id there.
+    edges: Vec<(usize, usize, &'static str)>,
+}
+
+fn model(seed: u64, n: usize, m: usize) -> Model {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    let labels = (0..n).map(|_| if r.random_bool(0.6) { "A" } else { "B" }).collect();
+    let v = (0..n)
+        .map(|i| (i % 5 != 0).then(|| r.random_range(0..10)))
+        .collect();
+    let mut edges = Vec::new();
+    for _ in 0..m {
+        let a = r.random_range(0..n);
+        let b = if r.random_bool(0.05) { a } else { r.random_range(0..n) };
+        let t = if r.random_bool(0.5) { "R" } else { "S" };
+        edges.push((a, b, t));
+        if r.random_bool(0.05) {
+            edges.push((a, b, t)); // a parallel edge
+        }
+    }
+    Model { n, labels, v, edges }
+}
+
+fn write_and_import(dir: &Path, m: &Model) -> std::path::PathBuf {
+    let mut nodes = String::from("id:ID,:LABEL,v:int\n");
+    for i in 0..m.n {
+        let v = m.v[i].map(|x| x.to_string()).unwrap_or_default();
+        writeln!(nodes, "{i},{},{v}", m.labels[i]).unwrap();
+    }
+    let mut edges = String::from(":START_ID,:END_ID,:TYPE,w:int\n");
+    for (k, (a, b, t)) in m.edges.iter().enumerate() {
+        let w = if *t == "R" { k.to_string() } else { String::new() };
+        writeln!(edges, "{a},{b},{t},{w}").unwrap();
+    }
+    std::fs::write(dir.join("n.csv"), nodes).unwrap();
+    std::fs::write(dir.join("e.csv"), edges).unwrap();
+    let mut cfg = ImportConfig::new(dir.join("g.qdb"));
+    cfg.nodes
+        .push(InputGroup::parse(&dir.join("n.csv").display().to_string()).unwrap());
+    cfg.relationships
+        .push(InputGroup::parse(&dir.join("e.csv").display().to_string()).unwrap());
+    cfg.id_type = IdType::Integer;
+    cfg.memory_budget_bytes = 64 << 20;
+    cfg.threads = 2;
+    import(&cfg, &NoProgress).unwrap();
+    cfg.db
+}
+
+fn params(kv: &[(&str, i64)]) -> Params {
+    kv.iter().map(|(k, v)| (k.to_string(), Value::Int(*v))).collect()
+}
+
+fn ints(rows: &[Vec<Value>], col: usize) -> Vec<i64> {
+    let mut v: Vec<i64> = rows
+        .iter()
+        .map(|r| match r[col] {
+            Value::Int(i) => i,
+            ref x => panic!("expected an integer, got {x:?}"),
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+impl Model {
+    /// Out-edges (edge index, neighbour) of `a` over `types` in the given direction.
+    fn step(&self, a: usize, types: &[&str], dir: i8) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for (k, &(s, d, t)) in self.edges.iter().enumerate() {
+            if !types.contains(&t) {
+                continue;
+            }
+            if dir >= 0 && s == a {
+                out.push((k, d));
+            }
+            if dir <= 0 && d == a && !(dir == 0 && s == d) {
+                out.push((k, s));
+            }
+        }
+        out
+    }
+
+    /// End nodes of every trail (no edge twice) of length min..=max from `a`.
+    fn trails(&self, a: usize, types: &[&str], dir: i8, min: usize, max: usize) -> Vec<i64> {
+        let mut out = Vec::new();
+        let mut used = Vec::new();
+        self.dfs(a, types, dir, min, max, &mut used, &mut out);
+        let mut out: Vec<i64> = out.into_iter().map(|x| x as i64).collect();
+        out.sort();
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dfs(&self, at: usize, types: &[&str], dir: i8, min: usize, max: usize, used: &mut Vec<usize>, out: &mut Vec<usize>) {
+        if used.len() >= min {
+            out.push(at);
+        }
+        if used.len() == max {
+            return;
+        }
+        for (k, nb) in self.step(at, types, dir) {
+            if used.contains(&k) {
+                continue;
+            }
+            used.push(k);
+            self.dfs(nb, types, dir, min, max, used, out);
+            used.pop();
+        }
+    }
+
+    fn bfs_dist(&self, a: usize, b: usize, types: &[&str]) -> Option<usize> {
+        let mut dist = vec![usize::MAX; self.n];
+        dist[a] = 0;
+        let mut q = VecDeque::from([a]);
+        while let Some(u) = q.pop_front() {
+            for (_, v) in self.step(u, types, 1) {
+                if dist[v] == usize::MAX {
+                    dist[v] = dist[u] + 1;
+                    q.push_back(v);
+                }
+            }
+        }
+        (dist[b] != usize::MAX).then_some(dist[b])
+    }
+}
+
+#[test]
+fn patterns_match_the_model() {
+    for seed in [11u64, 12] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model(seed, 40, 160);
+        let db_path = write_and_import(dir.path(), &m);
+        let db = Database::open(&db_path, OpenMode::Mapped).unwrap();
+        let all = ["R", "S"];
+        for a in [0usize, 1, 7, 13, 39] {
+            let p = params(&[("x", a as i64)]);
+            let q = |text: &str| query(&db, text, &p).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+            // One hop, each direction and undirected.
+            let got = ints(&q("MATCH (a {id: $x})-[:R]->(b) RETURN b.id"), 0);
+            assert_eq!(got, m.trails(a, &["R"], 1, 1, 1), "1 hop out from {a}");
+            let got = ints(&q("MATCH (a {id: $x})<--(b) RETURN b.id"), 0);
+            assert_eq!(got, m.trails(a, &all, -1, 1, 1), "1 hop in to {a}");
+            let got = ints(&q("MATCH (a {id: $x})--(b) RETURN b.id"), 0);
+            assert_eq!(got, m.trails(a, &all, 0, 1, 1), "undirected from {a}");
+            // Fixed k-hop: every trail, and DISTINCT ends.
+            let got = ints(&q("MATCH (a {id: $x})-->()-->()-->(c) RETURN c.id"), 0);
+            assert_eq!(got, m.trails(a, &all, 1, 3, 3), "3-hop trails from {a}");
+            let got = ints(&q("MATCH (a {id: $x})-->()-->(c:A) RETURN DISTINCT c.id"), 0);
+            let want: BTreeSet<i64> = m
+                .trails(a, &all, 1, 2, 2)
+                .into_iter()
+                .filter(|&c| m.labels[c as usize] == "A")
+                .collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop distinct :A");
+            // Variable length, both ways.
+            let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN c.id"), 0);
+            assert_eq!(got, m.trails(a, &all, 1, 1, 3), "*1..3 from {a}");
+            let got = ints(&q("MATCH (c)-[:S*0..2]->(a {id: $x}) RETURN c.id"), 0);
+            assert_eq!(got, m.trails(a, &["S"], -1, 0, 2), "leftward *0..2 into {a}");
+            // Path length agrees with the relationships listed.
+            for r in q("MATCH p = (a {id: $x})-[rs*2]->(c) RETURN length(p), size(rs), size(nodes(p))") {
+                assert_eq!((r[0].clone(), r[1].clone(), r[2].clone()).0.eq3(&Value::Int(2)), Some(true));
+                assert_eq!(r[1].eq3(&Value::Int(2)), Some(true));
+                assert_eq!(r[2].eq3(&Value::Int(3)), Some(true));
+            }
+            // Shortest paths against BFS distances.
+            for b in [2usize, 5, 21, 30] {
+                let p = params(&[("x", a as i64), ("y", b as i64)]);
+                let rows = query(&db, "MATCH p = shortestPath((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
+                let want = if a == b { None } else { m.bfs_dist(a, b, &all) };
+                match want {
+                    None => assert!(rows.is_empty(), "no path {a}->{b}, got {rows:?}"),
+                    Some(d) => assert_eq!(ints(&rows, 0), vec![d as i64], "shortest {a}->{b}"),
+                }
+                let rows = query(&db, "MATCH p = (a {id: $x})-[*BFS ..15]->(b {id: $y}) RETURN [n IN nodes(p) | n.id]", &p).unwrap().1;
+                if let (Some(d), Some(r)) = (want, rows.first()) {
+                    let Value::List(l) = &r[0] else { panic!() };
+                    assert_eq!(l.len(), d + 1);
+                    assert!(l[0].eq3(&Value::Int(a as i64)) == Some(true) && l[d].eq3(&Value::Int(b as i64)) == Some(true));
+                }
+                let all_rows = query(&db, "MATCH p = allShortestPaths((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
+                if let Some(d) = want {
+                    assert!(!all_rows.is_empty() && ints(&all_rows, 0).iter().all(|&l| l == d as i64));
+                }
+            }
+        }
+        // A relationship has one identity whichever side it is reached from.
+        let out = ints(&query(&db, "MATCH (a)-[r:S]->(b) RETURN id(r)", &Params::new()).unwrap().1, 0);
+        let inc = ints(&query(&db, "MATCH (b)<-[r:S]-(a) RETURN id(r)", &Params::new()).unwrap().1, 0);
+        assert_eq!(out, inc);
+        assert_eq!(out.len(), m.edges.iter().filter(|e| e.2 == "S").count());
+        // Relationship properties.
+        let w = ints(&query(&db, "MATCH ()-[r:R]->() RETURN r.w", &Params::new()).unwrap().1, 0);
+        let mut want: Vec<i64> = m.edges.iter().enumerate().filter(|e| e.1 .2 == "R").map(|e| e.0 as i64).collect();
+        want.sort();
+        assert_eq!(w, want);
+    }
+}
+
+#[test]
+fn aggregation_optional_and_nulls_match_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(5, 60, 150);
+    let db_path = write_and_import(dir.path(), &m);
+    let db = Database::open(&db_path, OpenMode::Loaded).unwrap();
+    let q = |text: &str| query(&db, text, &Params::new()).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+    // Group by label: count, count(v) (skips nulls), sum, min, max, avg.
+    let rows = q("MATCH (n) RETURN labels(n)[0] AS l, count(*), count(n.v), sum(n.v), min(n.v), max(n.v), avg(n.v) ORDER BY l");
+    for (li, l) in ["A", "B"].iter().enumerate() {
+        let vs: Vec<i64> = (0..m.n).filter(|&i| m.labels[i] == *l).filter_map(|i| m.v[i]).collect();
+        let all = (0..m.n).filter(|&i| m.labels[i] == *l).count();
+        let r = &rows[li];
+        assert_eq!(r[0].eq3(&Value::str(l)), Some(true));
+        assert_eq!(r[1].eq3(&Value::Int(all as i64)), Some(true));
+        assert_eq!(r[2].eq3(&Value::Int(vs.len() as i64)), Some(true));
+        assert_eq!(r[3].eq3(&Value::Int(vs.iter().sum())), Some(true));
+        assert_eq!(r[4].eq3(&Value::Int(*vs.iter().min().unwrap())), Some(true));
+        assert_eq!(r[5].eq3(&Value::Int(*vs.iter().max().unwrap())), Some(true));
+        let avg = vs.iter().sum::<i64>() as f64 / vs.len() as f64;
+        assert_eq!(r[6].eq3(&Value::Float(avg)), Some(true));
+    }
+    // OPTIONAL MATCH keeps nodes without S-out-edges with a zero count.
+    let rows = q("MATCH (a) OPTIONAL MATCH (a)-[:S]->(b) RETURN a.id, count(b) ORDER BY a.id");
+    assert_eq!(rows.len(), m.n);
+    for (i, r) in rows.iter().enumerate() {
+        let want = m.step(i, &["S"], 1).len() as i64;
+        assert_eq!(r[1].eq3(&Value::Int(want)), Some(true), "node {i}");
+    }
+    // Null handling: comparisons with null filter rows out; IS NULL finds them.
+    let gt = q("MATCH (n) WHERE n.v > 4 RETURN count(*)");
+    let want = m.v.iter().filter(|v| v.is_some_and(|x| x > 4)).count() as i64;
+    assert_eq!(gt[0][0].eq3(&Value::Int(want)), Some(true));
+    let nulls = q("MATCH (n) WHERE n.v IS NULL RETURN count(*)");
+    assert_eq!(nulls[0][0].eq3(&Value::Int((m.n / 5) as i64)), Some(true));
+    let not = q("MATCH (n) WHERE NOT n.v > 4 RETURN count(*)");
+    let want_not = m.v.iter().filter(|v| v.is_some_and(|x| x <= 4)).count() as i64;
+    assert_eq!(not[0][0].eq3(&Value::Int(want_not)), Some(true));
+    // ORDER BY + LIMIT (top-k) agrees with a full sort; null sorts after every value
+    // (last ascending, first descending).
+    let first = q("MATCH (n) RETURN n.v ORDER BY n.v DESC LIMIT 1");
+    assert!(first[0][0].is_null());
+    let top = q("MATCH (n) WHERE n.v IS NOT NULL RETURN n.id, n.v ORDER BY n.v DESC, n.id LIMIT 7");
+    let mut want: Vec<(i64, i64)> = (0..m.n).filter_map(|i| m.v[i].map(|v| (-v, i as i64))).collect();
+    want.sort();
+    let got: Vec<(i64, i64)> = top.iter().map(|r| match (&r[1], &r[0]) {
+        (Value::Int(v), Value::Int(i)) => (-v, *i),
+        x => panic!("{x:?}"),
+    }).collect();
+    assert_eq!(got, want[..7].to_vec());
+    let last = q("MATCH (n) RETURN n.v ORDER BY n.v");
+    assert!(last.last().unwrap()[0].is_null());
+    // WITH, UNWIND, collect, DISTINCT, UNION.
+    let r = q("MATCH (n:A) WITH n.v AS v, count(*) AS c WHERE v IS NOT NULL RETURN sum(c)");
+    let want = (0..m.n).filter(|&i| m.labels[i] == "A" && m.v[i].is_some()).count() as i64;
+    assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
+    let r = q("UNWIND [3, 1, 2, 1, null] AS x RETURN DISTINCT x ORDER BY x");
+    assert_eq!(r.len(), 4);
+    let r = q("RETURN 1 AS x UNION RETURN 1 AS x UNION ALL RETURN 2 AS x");
+    assert_eq!(r.len(), 2);
+    let r = q("MATCH (n) WHERE n.id < 3 RETURN collect(n.id) AS ids");
+    let Value::List(l) = &r[0][0] else { panic!() };
+    assert_eq!(l.len(), 3);
+    // Pattern predicates.
+    let r = q("MATCH (a) WHERE (a)-[:R]->() RETURN count(*)");
+    let want = (0..m.n).filter(|&i| !m.step(i, &["R"], 1).is_empty()).count() as i64;
+    assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
+    let r = q("MATCH (a) WHERE NOT exists((a)<-[:S]-()) RETURN count(*)");
+    let want = (0..m.n).filter(|&i| m.step(i, &["S"], -1).is_empty()).count() as i64;
+    assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
+}
+
+#[test]
+fn expressions_and_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(3, 5, 5);
+    let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
+    let one = |text: &str| -> Value {
+        let rows = query(&db, text, &Params::new()).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+        rows[0][0].clone()
+    };
+    let cases: &[(&str, Value)] = &[
+        ("RETURN 1 + 2 * 3", Value::Int(7)),
+        ("RETURN 7 / 2", Value::Int(3)),
+        ("RETURN 2 ^ 3", Value::Float(8.0)),
+        ("RETURN null AND false", Value::Bool(false)),
+        ("RETURN null OR true", Value::Bool(true)),
+        ("RETURN null = null", Value::Null),
+        ("RETURN 2 IN [1, null, 2]", Value::Bool(true)),
+        ("RETURN 3 IN [1, null, 2]", Value::Null),
+        ("RETURN 'abc' STARTS WITH 'ab'", Value::Bool(true)),
+        ("RETURN 'abc' =~ 'a.c'", Value::Bool(true)),
+        ("RETURN CASE 2 WHEN 1 THEN 'a' WHEN 2 THEN 'b' END", Value::str("b")),
+        ("RETURN [x IN range(1, 10) WHERE x % 2 = 0 | x * x][1..3]", Value::list(vec![Value::Int(16), Value::Int(36)])),
+        ("RETURN size([1, 2, 3])", Value::Int(3)),
+        ("RETURN head([4, 5])", Value::Int(4)),
+        ("RETURN coalesce(null, 3)", Value::Int(3)),
+        ("RETURN toInteger('42')", Value::Int(42)),
+        ("RETURN toUpper(substring('quiver', 1, 3))", Value::str("UIV")),
+        ("RETURN split('a,b', ',')[1]", Value::str("b")),
+        ("RETURN date('2024-02-29').month", Value::Int(2)),
+        ("RETURN localdatetime('2024-02-29T10:11:12').hour", Value::Int(10)),
+        ("RETURN round(2.5)", Value::Float(3.0)),
+        ("RETURN abs(-3)", Value::Int(3)),
+        ("RETURN reverse('abc')", Value::str("cba")),
+    ];
+    for (q, want) in cases {
+        let got = one(q);
+        assert!(
+            quiver_query::value::Key(got.clone()) == quiver_query::value::Key(want.clone()),
+            "{q}: got {got:?}, want {want:?}"
+        );
+    }
+    let got = one("UNWIND [1, 2, 3, 4] AS x RETURN percentileDisc(x, 0.5), stDev(x)");
+    assert_eq!(got.eq3(&Value::Int(2)), Some(true));
+    // Graph values.
+    let rows = query(&db, "MATCH (n {id: 1}) RETURN n, labels(n), properties(n).id, keys(n)", &Params::new()).unwrap().1;
+    assert!(matches!(rows[0][0], Value::Node(_)));
+    // Errors are values, with a clear message.
+    for (q, needle) in [
+        ("RETURN 1 / 0", "division by zero"),
+        ("RETURN nosuch(1)", "unknown function"),
+        ("RETURN $missing", "parameter $missing"),
+        ("RETURN 'a' - 1", "type error"),
+        ("MATCH (n) RETURN m", "not defined"),
+        ("MATCH (n RETURN n", "expected"),
+    ] {
+        let e = query(&db, q, &Params::new()).expect_err(q).to_string();
+        assert!(e.contains(needle), "{q}: {e}");
+    }
+}
+
+#[test]
+fn property_index_seeks_and_agrees_with_scans() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(9, 200, 100);
+    let db_path = write_and_import(dir.path(), &m);
+    let mut s = Session::open(&db_path, OpenMode::Mapped).unwrap();
+    let mut rows = Vec::new();
+    let mut collect = |q: &str, s: &mut Session| {
+        rows.clear();
+        let sum = s
+            .run(q, &Params::new(), &mut |_, b| {
+                for r in 0..b.len {
+                    rows.push(b.row(r));
+                }
+                Ok(())
+            })
+            .unwrap();
+        (sum, rows.clone())
+    };
+    let (_, before) = collect("MATCH (n:A {v: 3}) RETURN n.id ORDER BY n.id", &mut s);
+    let (sum, _) = collect("CREATE INDEX ON :A(v)", &mut s);
+    assert!(sum.changed);
+    let (plan, _) = collect("EXPLAIN MATCH (n:A {v: 3}) RETURN n.id", &mut s);
+    assert!(plan.plan.unwrap().contains("NodeIndexSeek"));
+    let (_, after) = collect("MATCH (n:A {v: 3}) RETURN n.id ORDER BY n.id", &mut s);
+    assert_eq!(format!("{before:?}"), format!("{after:?}"));
+    let want = (0..m.n).filter(|&i| m.labels[i] == "A" && m.v[i] == Some(3)).count();
+    assert_eq!(after.len(), want);
+    let (_, shown) = collect("SHOW INDEXES", &mut s);
+    assert!(shown.iter().any(|r| r[0].eq3(&Value::str("A")) == Some(true) && r[1].eq3(&Value::str("v")) == Some(true)));
+    // The index survives reopening; the data files it sits beside are still there.
+    drop(s);
+    let mut s = Session::open(&db_path, OpenMode::Loaded).unwrap();
+    let (_, again) = collect("MATCH (n:A {v: 3}) RETURN n.id ORDER BY n.id", &mut s);
+    assert_eq!(format!("{again:?}"), format!("{before:?}"));
+    let err = s.run("CREATE INDEX ON :A(v)", &Params::new(), &mut |_, _| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("exists already"));
+    collect("DROP INDEX ON :A(v)", &mut s);
+    let (plan, _) = collect("EXPLAIN MATCH (n:A {v: 3}) RETURN n.id", &mut s);
+    assert!(!plan.plan.unwrap().contains("NodeIndexSeek"));
+}
+
+#[test]
+fn memory_limit_fails_with_the_operator_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(4, 300, 3000);
+    let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
+    let ix = quiver_query::index::IndexSet::load(&db);
+    let opts = QueryOptions { memory_limit: 64 << 10, cancel: None };
+    let err = quiver_query::run(&db, &ix, "MATCH (a)-->(b)-->(c) RETURN a.id, b.id, c.id ORDER BY c.id", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    match err {
+        QueryError::Memory { operator, .. } => assert_eq!(operator, "Sort"),
+        e => panic!("expected a memory error, got {e}"),
+    }
+    let err = quiver_query::run(&db, &ix, "MATCH (a)-->(b)-->(c) RETURN DISTINCT a.id, c.id", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("Distinct"), "{err}");
+}
+
+#[test]
+fn concurrent_readers_see_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(8, 100, 600);
+    let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
+    let q = "MATCH (a)-->()-->(c) RETURN a.id, count(DISTINCT c) ORDER BY a.id";
+    let want = query(&db, q, &Params::new()).unwrap().1;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4).map(|_| s.spawn(|| query(&db, q, &Params::new()).unwrap().1)).collect();
+        for h in hs {
+            let got = h.join().unwrap();
+            assert_eq!(got.len(), want.len());
+            for (a, b) in got.iter().zip(want.iter()) {
+                assert_eq!(a[1].eq3(&b[1]), Some(true));
+            }
+        }
+    });
+}
+
+const TOKENS: &[&str] = &[
+    "MATCH", "(", ")", "n", "m", ":A", ":B", "-", "->", "<-", "[", "]", "*", "..", "2", "{",
+    "}", "id:", "1", "RETURN", "WITH", "WHERE", "=", "<", "AND", "OR", "NOT", ",", ".", "v",
+    "count(*)", "DISTINCT", "ORDER BY", "LIMIT", "UNWIND", "AS", "x", "null", "'s'", "+",
+    "OPTIONAL", "shortestPath", "collect(", "size(", "[x IN", "|", "CASE", "WHEN", "THEN", "END",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #[test]
+    fn random_queries_never_panic(toks in proptest::collection::vec(0..TOKENS.len(), 1..25)) {
+        thread_local! {
+            static DB: (tempfile::TempDir, Database) = {
+                let dir = tempfile::tempdir().unwrap();
+                let m = model(2, 20, 60);
+                let p = write_and_import(dir.path(), &m);
+                let db = Database::open(&p, OpenMode::Mapped).unwrap();
+                (dir, db)
+            };
+        }
+        let text: Vec<&str> = toks.iter().map(|&i| TOKENS[i]).collect();
+        let text = text.join(" ");
+        DB.with(|(_, db)| {
+            let _ = query(db, &text, &BTreeMap::new());
+        });
+    }
+}
