@@ -16,3 +16,9 @@ $Q import --db data/demo/demo.qdb --id-type integer --memory-budget 256MiB \
 $Q info --db data/demo/demo.qdb --open mapped
 $Q export --db data/demo/demo.qdb --out data/demo/export
 head -3 data/demo/export/nodes-0000-User.csv data/demo/export/rels-0000-FOLLOWS.csv
+# Query it: an aggregation, a 2-hop expansion from one user, and a shortest path.
+$Q query --db data/demo/demo.qdb 'MATCH (n:User) RETURN n.gender AS gender, count(*) AS users, avg(n.age) AS age ORDER BY gender'
+$Q query --db data/demo/demo.qdb --param id=1 --timing \
+  'MATCH (s:User {id: $id})-->()-->(n:User) RETURN count(DISTINCT n) AS two_hop'
+$Q query --db data/demo/demo.qdb --param a=1 --param b=2 \
+  'MATCH p = shortestPath((a:User {id: $a})-[*..15]->(b:User {id: $b})) RETURN [n IN nodes(p) | n.id] AS path'
