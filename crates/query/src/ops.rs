@@ -1173,6 +1173,181 @@ struct Group {
     seen: Vec<HashSet<Key>>,
 }
 
+/// Groups and their aggregate states, in first-seen order. One grouping key (the common
+/// case) is hashed without building a vector per row; small integer keys index a table.
+pub struct GroupTable {
+    groups: Vec<(Vec<Key>, Group)>,
+    index1: HashMap<Key, usize>,
+    index_n: HashMap<Vec<Key>, usize>,
+    dense: Vec<u32>,
+    extras: Vec<Option<Value>>,
+    /// Approximate bytes held.
+    pub bytes: u64,
+}
+
+fn new_group(aggs: &[AggSpec]) -> Group {
+    Group {
+        states: aggs.iter().map(|a| agg_init(a.func)).collect(),
+        seen: aggs.iter().map(|_| HashSet::new()).collect(),
+    }
+}
+
+impl GroupTable {
+    pub fn new(n_keys: usize, aggs: &[AggSpec]) -> GroupTable {
+        let mut groups = Vec::new();
+        if n_keys == 0 {
+            groups.push((Vec::new(), new_group(aggs)));
+        }
+        GroupTable {
+            groups,
+            index1: HashMap::new(),
+            index_n: HashMap::new(),
+            dense: if n_keys == 1 { vec![u32::MAX; DENSE_KEYS] } else { Vec::new() },
+            extras: vec![None; aggs.len()],
+            bytes: 0,
+        }
+    }
+
+    fn group_of(&mut self, keys: &[Vec<Value>], row: usize, aggs: &[AggSpec]) -> usize {
+        match keys.len() {
+            0 => 0,
+            1 if matches!(keys[0][row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
+                let Value::Int(i) = keys[0][row] else { return 0 };
+                let slot = self.dense[i as usize];
+                if slot != u32::MAX {
+                    return slot as usize;
+                }
+                self.bytes += 96 + aggs.len() as u64 * 48;
+                self.groups.push((vec![Key(Value::Int(i))], new_group(aggs)));
+                self.dense[i as usize] = (self.groups.len() - 1) as u32;
+                self.groups.len() - 1
+            }
+            1 => {
+                let k = Key(keys[0][row].clone());
+                if let Some(&g) = self.index1.get(&k) {
+                    return g;
+                }
+                self.bytes += 96 + crate::value::heap_bytes(&k.0) as u64 + aggs.len() as u64 * 48;
+                self.groups.push((vec![k.clone()], new_group(aggs)));
+                self.index1.insert(k, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+            _ => {
+                let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
+                if let Some(&g) = self.index_n.get(&key) {
+                    return g;
+                }
+                self.bytes += 64
+                    + key.iter().map(|k| 64 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
+                    + aggs.len() as u64 * 48;
+                self.groups.push((key.clone(), new_group(aggs)));
+                self.index_n.insert(key, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        }
+    }
+
+    /// Adds the rows of `b`.
+    pub fn add(&mut self, env: &Env, key_exprs: &[CExpr], aggs: &[AggSpec], b: &Batch) -> Result<(), QueryError> {
+        let keys: Vec<Vec<Value>> = key_exprs
+            .iter()
+            .map(|k| eval_col(env, k, b))
+            .collect::<Result<_, _>>()?;
+        let args: Vec<Option<Vec<Value>>> = aggs
+            .iter()
+            .map(|a| a.arg.as_ref().map(|e| eval_col(env, e, b)).transpose())
+            .collect::<Result<_, _>>()?;
+        for (i, a) in aggs.iter().enumerate() {
+            if let (Some(e), None) = (&a.extra, &self.extras[i]) {
+                if b.len > 0 {
+                    self.extras[i] = Some(eval(env, e, b, 0, &mut Vec::new())?);
+                }
+            }
+        }
+        let only_count_star = aggs.iter().all(|a| a.func == AggFn::CountStar);
+        let t = Value::Bool(true);
+        for row in 0..b.len {
+            let gi = self.group_of(&keys, row, aggs);
+            let g = &mut self.groups[gi].1;
+            if only_count_star {
+                for s in &mut g.states {
+                    if let AggState::Count(c) = s {
+                        *c += 1;
+                    }
+                }
+                continue;
+            }
+            for (i, a) in aggs.iter().enumerate() {
+                let v = match &args[i] {
+                    Some(col) => &col[row],
+                    None => &t,
+                };
+                if a.distinct && !v.is_null() {
+                    if !g.seen[i].insert(Key(v.clone())) {
+                        continue;
+                    }
+                    self.bytes += 48 + crate::value::heap_bytes(v) as u64;
+                }
+                self.bytes += agg_update(a.func, &mut g.states[i], v)? as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds `other` (built from other rows, without DISTINCT aggregates) into `self`.
+    pub fn merge(&mut self, mut other: GroupTable, aggs: &[AggSpec]) -> Result<(), QueryError> {
+        for (i, e) in other.extras.iter_mut().enumerate() {
+            if self.extras[i].is_none() {
+                self.extras[i] = e.take();
+            }
+        }
+        let n_keys = other.groups.first().map_or(0, |g| g.0.len());
+        for (key, g) in other.groups {
+            let cols: Vec<Vec<Value>> = key.iter().map(|k| vec![k.0.clone()]).collect();
+            let gi = if n_keys == 0 { 0 } else { self.group_of(&cols, 0, aggs) };
+            let mine = &mut self.groups[gi].1;
+            for (i, (s, o)) in mine.states.iter_mut().zip(g.states).enumerate() {
+                match (s, o) {
+                    (AggState::Count(a), AggState::Count(b)) => *a += b,
+                    (AggState::Avg(a, n), AggState::Avg(b, m)) => {
+                        *a += b;
+                        *n += m;
+                    }
+                    (AggState::List(a), AggState::List(b)) => a.extend(b),
+                    // Sum adds; min and max keep the better value (null is skipped).
+                    (s, AggState::Sum(b) | AggState::Best(b)) => {
+                        agg_update(aggs[i].func, s, &b)?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.bytes += other.bytes;
+        Ok(())
+    }
+
+    /// The result rows: keys, then one value per aggregate.
+    pub fn finish(self, aggs: &[AggSpec], n_keys: usize) -> Result<Vec<Batch>, QueryError> {
+        let width = n_keys + aggs.len();
+        let mut batches = Vec::new();
+        let mut out = Batch::empty(width);
+        for (key, g) in self.groups {
+            let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
+            for (i, (a, s)) in aggs.iter().zip(g.states).enumerate() {
+                row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
+            }
+            out.push_row(row);
+            if out.len == BATCH_ROWS {
+                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
+            }
+        }
+        if out.len > 0 {
+            batches.push(out);
+        }
+        Ok(batches)
+    }
+}
+
 /// Hash aggregation: outputs the key columns, then one column per aggregate.
 pub struct Aggregate {
     pub input: BoxOp,
@@ -1191,127 +1366,99 @@ impl Op for Aggregate {
             return Ok(it.next());
         }
         let mut grant = cx.budget.empty_grant("Aggregate");
-        // Groups in first-seen order; the index maps a key to its group. One grouping
-        // key (the common case) is hashed without building a vector per row.
-        let mut groups: Vec<(Vec<Key>, Group)> = Vec::new();
-        let mut index1: HashMap<Key, usize> = HashMap::new();
-        let mut dense: Vec<u32> = if self.keys.len() == 1 { vec![u32::MAX; DENSE_KEYS] } else { Vec::new() };
-        let mut index_n: HashMap<Vec<Key>, usize> = HashMap::new();
-        let mut bytes = 0u64;
-        let mut extras: Vec<Option<Value>> = vec![None; self.aggs.len()];
-        let new_group = |aggs: &[AggSpec]| Group {
-            states: aggs.iter().map(|a| agg_init(a.func)).collect(),
-            seen: aggs.iter().map(|_| HashSet::new()).collect(),
-        };
-        if self.keys.is_empty() {
-            groups.push((Vec::new(), new_group(&self.aggs)));
-        }
-        let only_count_star = self.aggs.iter().all(|a| a.func == AggFn::CountStar);
-        let t = Value::Bool(true);
+        let mut table = GroupTable::new(self.keys.len(), &self.aggs);
         while let Some(b) = self.input.next(cx)? {
-            let keys: Vec<Vec<Value>> = self
-                .keys
-                .iter()
-                .map(|k| eval_col(&cx.env, k, &b))
-                .collect::<Result<_, _>>()?;
-            let args: Vec<Option<Vec<Value>>> = self
-                .aggs
-                .iter()
-                .map(|a| a.arg.as_ref().map(|e| eval_col(&cx.env, e, &b)).transpose())
-                .collect::<Result<_, _>>()?;
-            for (i, a) in self.aggs.iter().enumerate() {
-                if let (Some(e), None) = (&a.extra, &extras[i]) {
-                    if b.len > 0 {
-                        extras[i] = Some(eval(&cx.env, e, &b, 0, &mut Vec::new())?);
-                    }
-                }
-            }
-            for row in 0..b.len {
-                let gi = match keys.len() {
-                    0 => 0,
-                    1 if matches!(keys[0][row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
-                        // Small non-negative integer keys index a table directly.
-                        let Value::Int(i) = keys[0][row] else { unreachable!() };
-                        let slot = &mut dense[i as usize];
-                        if *slot == u32::MAX {
-                            bytes += 96 + self.aggs.len() as u64 * 48;
-                            groups.push((vec![Key(Value::Int(i))], new_group(&self.aggs)));
-                            *slot = (groups.len() - 1) as u32;
-                        }
-                        *slot as usize
-                    }
-                    1 => {
-                        let k = Key(keys[0][row].clone());
-                        match index1.get(&k) {
-                            Some(&g) => g,
-                            None => {
-                                bytes += 96 + crate::value::heap_bytes(&k.0) as u64 + self.aggs.len() as u64 * 48;
-                                groups.push((vec![k.clone()], new_group(&self.aggs)));
-                                index1.insert(k, groups.len() - 1);
-                                groups.len() - 1
-                            }
-                        }
-                    }
-                    _ => {
-                        let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
-                        match index_n.get(&key) {
-                            Some(&g) => g,
-                            None => {
-                                bytes += 64
-                                    + key.iter().map(|k| 64 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
-                                    + self.aggs.len() as u64 * 48;
-                                groups.push((key.clone(), new_group(&self.aggs)));
-                                index_n.insert(key, groups.len() - 1);
-                                groups.len() - 1
-                            }
-                        }
-                    }
-                };
-                let g = &mut groups[gi].1;
-                if only_count_star {
-                    for s in &mut g.states {
-                        if let AggState::Count(c) = s {
-                            *c += 1;
-                        }
-                    }
-                    continue;
-                }
-                for (i, a) in self.aggs.iter().enumerate() {
-                    let v = match &args[i] {
-                        Some(col) => &col[row],
-                        None => &t,
-                    };
-                    if a.distinct && !v.is_null() {
-                        if !g.seen[i].insert(Key(v.clone())) {
-                            continue;
-                        }
-                        bytes += 48 + crate::value::heap_bytes(v) as u64;
-                    }
-                    bytes += agg_update(a.func, &mut g.states[i], v)? as u64;
-                }
-            }
-            account(&mut grant, bytes, "Aggregate")?;
-        }
-        let width = self.keys.len() + self.aggs.len();
-        let mut batches = Vec::new();
-        let mut out = Batch::empty(width);
-        drop(index1);
-        drop(index_n);
-        for (key, g) in groups {
-            let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
-            for (i, (a, s)) in self.aggs.iter().zip(g.states).enumerate() {
-                row.push(agg_final(a.func, s, extras[i].as_ref())?);
-            }
-            out.push_row(row);
-            if out.len == BATCH_ROWS {
-                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
-            }
-        }
-        if out.len > 0 {
-            batches.push(out);
+            table.add(&cx.env, &self.keys, &self.aggs, &b)?;
+            account(&mut grant, table.bytes, "Aggregate")?;
         }
         self.peak = grant.bytes();
-        let mut it = batches.into_iter();
+        let mut it = table.finish(&self.aggs, self.keys.len())?.into_iter();
+        let first = it.next();
+        self.out = Some(it);
+        Ok(first)
+    }
+}
+
+/// A label scan (with its filter) feeding an aggregation, run on all cores: each worker
+/// scans morsels of node ids into its own group table; the tables are merged. Chosen by
+/// the planner when no aggregate is DISTINCT (partial tables would count twice).
+pub struct ParallelAggregate {
+    pub ranges: Vec<ScanRange>,
+    pub filter: Option<CExpr>,
+    pub keys: Vec<CExpr>,
+    pub aggs: Vec<AggSpec>,
+    pub out: Option<std::vec::IntoIter<Batch>>,
+    pub peak: u64,
+}
+
+/// Nodes per unit of parallel work.
+const MORSEL_NODES: u64 = 64 * 1024;
+
+impl Op for ParallelAggregate {
+    fn mem_peak(&self) -> u64 {
+        self.peak
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        use rayon::prelude::*;
+        if let Some(it) = &mut self.out {
+            return Ok(it.next());
+        }
+        let mut morsels = Vec::new();
+        for r in &self.ranges {
+            let mut lo = r.lo;
+            while lo < r.hi {
+                let hi = (lo + MORSEL_NODES).min(r.hi);
+                morsels.push(ScanRange { lo, hi, label: r.label });
+                lo = hi;
+            }
+        }
+        let env = &cx.env;
+        let budget = &cx.budget;
+        let cancel = cx.cancel;
+        let (keys, aggs, filter) = (&self.keys, &self.aggs, &self.filter);
+        let tables: Vec<(GroupTable, u64)> = morsels
+            .par_iter()
+            .map(|m| -> Result<(GroupTable, u64), QueryError> {
+                if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
+                    return Err(QueryError::Cancelled);
+                }
+                let mut t = GroupTable::new(keys.len(), aggs);
+                let mut grant = budget.empty_grant("Aggregate");
+                let mut n = m.lo;
+                while n < m.hi {
+                    let end = (n + BATCH_ROWS as u64).min(m.hi);
+                    let mut col = Vec::with_capacity((end - n) as usize);
+                    for x in n..end {
+                        if let Some(l) = m.label {
+                            if !env.g.has_label(x, l)? {
+                                continue;
+                            }
+                        }
+                        col.push(Value::Node(x));
+                    }
+                    n = end;
+                    let len = col.len();
+                    let mut b = Batch { cols: vec![col], len };
+                    if let Some(f) = filter {
+                        let v = eval_col(env, f, &b)?;
+                        let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
+                        b.filter(&keep);
+                    }
+                    t.add(env, keys, aggs, &b)?;
+                    account(&mut grant, t.bytes, "Aggregate")?;
+                }
+                Ok((t, grant.bytes()))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut merged = GroupTable::new(self.keys.len(), &self.aggs);
+        let mut grant = cx.budget.empty_grant("Aggregate");
+        for (t, bytes) in tables {
+            self.peak = self.peak.max(bytes);
+            merged.merge(t, &self.aggs)?;
+            account(&mut grant, merged.bytes, "Aggregate")?;
+        }
+        self.peak = self.peak.max(grant.bytes());
+        let mut it = merged.finish(&self.aggs, self.keys.len())?.into_iter();
         let first = it.next();
         self.out = Some(it);
         Ok(first)

@@ -79,7 +79,17 @@ pub struct P {
     pub id: usize,
 }
 
+/// See [`Planner::fusable_scan`].
+struct Fused {
+    /// The plan node the scan (and its filters) ended at.
+    id: usize,
+    ranges: Vec<ScanRange>,
+    filter: Option<CExpr>,
+    var: String,
+}
+
 pub struct Planner<'a, 'g, 'db> {
+    fused: Option<Fused>,
     g: &'g Graph<'db>,
     params: &'a Params,
     indexes: &'a IndexSet,
@@ -266,6 +276,7 @@ fn short(e: &Expr) -> String {
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     pub fn new(g: &'g Graph<'db>, params: &'a Params, indexes: &'a IndexSet) -> Self {
         Planner {
+            fused: None,
             g,
             params,
             indexes,
@@ -331,7 +342,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     patterns,
                     where_,
                 } => {
+                    let fused = if scope.width == 0 && self.fused.is_none() {
+                        self.fusable_scan(patterns, where_)
+                    } else {
+                        None
+                    };
                     cur = self.match_clause(cur, &mut scope, patterns, where_.clone())?;
+                    self.fused = fused.map(|f| Fused { id: cur.id, ..f });
                 }
                 Clause::Match {
                     optional: true,
@@ -605,24 +622,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
             let _ = li;
         }
-        let (ranges, detail) = match labels.first() {
-            Some(&l) => {
-                let ranges = self
-                    .g
-                    .label_scan(l)
-                    .tables
-                    .iter()
-                    .map(|&(t, check)| {
-                        let (lo, hi) = self.g.table_range(t);
-                        ScanRange { lo, hi, label: check.then_some(l) }
-                    })
-                    .collect();
-                (ranges, format!("({}:{})", v.trim(), self.g.label_name(l)))
-            }
-            None => (
-                vec![ScanRange { lo: 0, hi: self.g.n_nodes(), label: None }],
-                format!("({})", v.trim()),
-            ),
+        let ranges = self.label_ranges(labels.first().copied());
+        let detail = match labels.first() {
+            Some(&l) => format!("({}:{})", v.trim(), self.g.label_name(l)),
+            None => format!("({})", v.trim()),
         };
         let name = if labels.is_empty() { "AllNodesScan" } else { "NodeByLabelScan" };
         let mut p = self.wrap(
@@ -637,6 +640,71 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             p = self.wrap("Filter", format!("{}: more labels", v.trim()), vec![p.id], Box::new(Filter { input: p.op, pred: e }));
         }
         Ok(p)
+    }
+
+    /// Node id ranges holding `label` (all nodes for `None`).
+    fn label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
+        match label {
+            Some(l) => self
+                .g
+                .label_scan(l)
+                .tables
+                .iter()
+                .map(|&(t, check)| {
+                    let (lo, hi) = self.g.table_range(t);
+                    ScanRange { lo, hi, label: check.then_some(l) }
+                })
+                .collect(),
+            None => vec![ScanRange { lo: 0, hi: self.g.n_nodes(), label: None }],
+        }
+    }
+
+    /// A first MATCH of one node pattern found by a scan: its ranges and filter, so that
+    /// an aggregation right after it can run as a parallel scan-aggregate.
+    fn fusable_scan(&mut self, patterns: &[Pattern], where_: &Option<Expr>) -> Option<Fused> {
+        let [p] = patterns else { return None };
+        if !p.steps.is_empty() || p.var.is_some() || p.kind != PathKind::Plain {
+            return None;
+        }
+        let n = &p.start;
+        let v = n.var.clone()?;
+        let labels: Vec<u32> = n.labels.iter().map(|l| self.g.label_id(l)).collect::<Option<_>>()?;
+        let mut conj = Vec::new();
+        if let Some(w) = where_ {
+            split_and(w.clone(), &mut conj);
+        }
+        if let Some(Expr::Map(m)) = &n.props {
+            for (k, e) in m {
+                conj.push(Expr::Binary(
+                    BinOp::Eq,
+                    Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k.clone())),
+                    Box::new(e.clone()),
+                ));
+            }
+        }
+        let mut scope = Scope::default();
+        if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
+            return None; // a seek is better
+        }
+        let slot = scope.bind(&v, Kind::Node);
+        let mut filter: Option<CExpr> = None;
+        let mut preds: Vec<CExpr> = Vec::new();
+        if labels.len() > 1 {
+            preds.push(CExpr::HasLabels(Box::new(CExpr::Slot(slot)), labels[1..].iter().map(|&l| Some(l)).collect()));
+        }
+        for c in &conj {
+            if vars_of(c).iter().any(|x| x != &v) {
+                return None;
+            }
+            preds.push(self.compile(c, &scope, &[]).ok()?);
+        }
+        for p in preds {
+            filter = Some(match filter {
+                None => p,
+                Some(f) => CExpr::Bin(BinOp::And, Box::new(f), Box::new(p)),
+            });
+        }
+        Some(Fused { id: usize::MAX, ranges: self.label_ranges(labels.first().copied()), filter, var: v })
     }
 
     fn rel_types(&self, r: &RelPattern) -> Vec<u32> {
@@ -934,16 +1002,31 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             for (j, a) in aggs.iter().enumerate() {
                 agg_subst.push((a.clone(), keys.len() + j));
             }
-            cur = self.wrap(
-                "Aggregate",
-                format!(
-                    "keys: [{}], aggregates: [{}]",
-                    keys.iter().map(|k| short(&k.0)).collect::<Vec<_>>().join(", "),
-                    aggs.iter().map(short).collect::<Vec<_>>().join(", ")
-                ),
-                vec![cur.id],
-                Box::new(Aggregate { input: cur.op, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+            let agg_detail = format!(
+                "keys: [{}], aggregates: [{}]",
+                keys.iter().map(|k| short(&k.0)).collect::<Vec<_>>().join(", "),
+                aggs.iter().map(short).collect::<Vec<_>>().join(", ")
             );
+            let fused = self.fused.take().filter(|f| {
+                f.id == cur.id
+                    && scope.width == 1
+                    && scope.get(&f.var).map(|s| s.0) == Some(0)
+                    && specs.iter().all(|a| !a.distinct)
+            });
+            cur = match fused {
+                Some(f) => self.wrap(
+                    "ParallelScanAggregate",
+                    format!("({}) {agg_detail}", f.var.trim()),
+                    vec![],
+                    Box::new(ParallelAggregate { ranges: f.ranges, filter: f.filter, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+                ),
+                None => self.wrap(
+                    "Aggregate",
+                    agg_detail,
+                    vec![cur.id],
+                    Box::new(Aggregate { input: cur.op, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+                ),
+            };
             // After aggregation only grouping keys and aggregates are visible.
             let agg_scope = Scope { vars: Vec::new(), width: keys.len() + aggs.len() };
             let exprs = items
