@@ -86,3 +86,30 @@ fn errors_say_what_to_do() {
     let e = fails(&["query", "--db", &db, "DROP INDEX ON :User(age)"]);
     assert!(e.contains("SHOW INDEXES"), "{e}");
 }
+
+#[test]
+fn shell_runs_multi_line_queries_and_commands() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_db(dir.path());
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["shell", "--db", &db])
+        .env("HOME", dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(b"MATCH (n:User)\nRETURN count(*) AS users;\n:param id=3\n:format csv\nMATCH (n:User {id: $id}) RETURN n.name;\nRETURN nosuch(1);\n:quit\n")
+        .unwrap();
+    let o = c.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("│ 3     │"), "{out}");
+    assert!(out.contains("n.name\ncy\n"), "{out}");
+    assert!(err.contains("unknown function nosuch()"), "{err}");
+}
