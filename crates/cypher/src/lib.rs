@@ -10,5 +10,6 @@ pub mod ast;
 pub mod bind;
 pub mod lex;
 pub mod parse;
+pub mod print;
 
 pub use parse::{parse_query, ParseError};

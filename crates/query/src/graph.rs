@@ -324,6 +324,38 @@ impl<'db> Graph<'db> {
         Ok(())
     }
 
+    /// `out` gets property `name` of nodes `lo..hi` (null where a table lacks it), read
+    /// column chunk by column chunk.
+    pub fn node_prop_range(&self, lo: u64, hi: u64, name: &str, out: &mut Vec<Value>) -> Result<(), QueryError> {
+        let mut n = lo;
+        while n < hi {
+            let (t, row) = self.locate(n)?;
+            let ti = &self.tables[t];
+            let rg = rg_of(&ti.rg_first, row);
+            let rg_end = ti.rg_first.get(rg + 1).copied().unwrap_or(ti.n_rows);
+            let end_row = rg_end.min(row + (hi - n));
+            let count = (end_row - row) as usize;
+            match ti.props.get(name) {
+                None => out.extend(std::iter::repeat_n(Value::Null, count)),
+                Some(&col) => {
+                    let dtype = ti.dtypes[col];
+                    let base = ti.rg_first[rg];
+                    self.db.with_node_chunk(t, rg, col, |c| {
+                        let (a, b) = ((row - base) as usize, (end_row - base) as usize);
+                        match dtype {
+                            DataType::Scalar(
+                                ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+                            ) => out.extend((a..b).map(|i| c.get_i64(i).map_or(Value::Null, Value::Int))),
+                            _ => out.extend((a..b).map(|i| chunk_value(c, i, dtype))),
+                        }
+                    })?;
+                }
+            }
+            n += count as u64;
+        }
+        Ok(())
+    }
+
     /// Every property of a node that is not null, in column order.
     pub fn node_props(&self, node: u64) -> Result<Vec<(String, Value)>, QueryError> {
         let (t, row) = self.locate(node)?;

@@ -1180,6 +1180,8 @@ pub struct GroupTable {
     index1: HashMap<Key, usize>,
     index_n: HashMap<Vec<Key>, usize>,
     dense: Vec<u32>,
+    /// The group of the null key (one key).
+    null_group: u32,
     extras: Vec<Option<Value>>,
     /// Approximate bytes held.
     pub bytes: u64,
@@ -1203,16 +1205,18 @@ impl GroupTable {
             index1: HashMap::new(),
             index_n: HashMap::new(),
             dense: if n_keys == 1 { vec![u32::MAX; DENSE_KEYS] } else { Vec::new() },
+            null_group: u32::MAX,
             extras: vec![None; aggs.len()],
             bytes: 0,
         }
     }
 
-    fn group_of(&mut self, keys: &[Vec<Value>], row: usize, aggs: &[AggSpec]) -> usize {
+    fn group_of<K: AsRef<[Value]>>(&mut self, keys: &[K], row: usize, aggs: &[AggSpec]) -> usize {
         match keys.len() {
             0 => 0,
-            1 if matches!(keys[0][row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
-                let Value::Int(i) = keys[0][row] else { return 0 };
+            1 if keys[0].as_ref()[row].is_null() && self.null_group != u32::MAX => self.null_group as usize,
+            1 if matches!(keys[0].as_ref()[row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
+                let Value::Int(i) = keys[0].as_ref()[row] else { return 0 };
                 let slot = self.dense[i as usize];
                 if slot != u32::MAX {
                     return slot as usize;
@@ -1223,9 +1227,12 @@ impl GroupTable {
                 self.groups.len() - 1
             }
             1 => {
-                let k = Key(keys[0][row].clone());
+                let k = Key(keys[0].as_ref()[row].clone());
                 if let Some(&g) = self.index1.get(&k) {
                     return g;
+                }
+                if k.0.is_null() {
+                    self.null_group = self.groups.len() as u32;
                 }
                 self.bytes += 96 + crate::value::heap_bytes(&k.0) as u64 + aggs.len() as u64 * 48;
                 self.groups.push((vec![k.clone()], new_group(aggs)));
@@ -1233,7 +1240,7 @@ impl GroupTable {
                 self.groups.len() - 1
             }
             _ => {
-                let key: Vec<Key> = keys.iter().map(|c| Key(c[row].clone())).collect();
+                let key: Vec<Key> = keys.iter().map(|c| Key(c.as_ref()[row].clone())).collect();
                 if let Some(&g) = self.index_n.get(&key) {
                     return g;
                 }
@@ -1249,10 +1256,14 @@ impl GroupTable {
 
     /// Adds the rows of `b`.
     pub fn add(&mut self, env: &Env, key_exprs: &[CExpr], aggs: &[AggSpec], b: &Batch) -> Result<(), QueryError> {
-        let keys: Vec<Vec<Value>> = key_exprs
+        // Slots are read in place.
+        let keys: Vec<std::borrow::Cow<[Value]>> = key_exprs
             .iter()
-            .map(|k| eval_col(env, k, b))
-            .collect::<Result<_, _>>()?;
+            .map(|k| match k {
+                CExpr::Slot(i) => Ok(std::borrow::Cow::Borrowed(&b.cols[*i][..])),
+                k => eval_col(env, k, b).map(std::borrow::Cow::Owned),
+            })
+            .collect::<Result<_, QueryError>>()?;
         let args: Vec<Option<Vec<Value>>> = aggs
             .iter()
             .map(|a| a.arg.as_ref().map(|e| eval_col(env, e, b)).transpose())
@@ -1383,12 +1394,45 @@ impl Op for Aggregate {
 /// scans morsels of node ids into its own group table; the tables are merged. Chosen by
 /// the planner when no aggregate is DISTINCT (partial tables would count twice).
 pub struct ParallelAggregate {
+    /// When every expression reads the node only through properties: those properties,
+    /// and the expressions rewritten to read them as columns (no node column is built).
+    pub direct: Option<(Vec<Arc<str>>, Option<CExpr>, Vec<CExpr>, Vec<AggSpec>)>,
     pub ranges: Vec<ScanRange>,
     pub filter: Option<CExpr>,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
     pub out: Option<std::vec::IntoIter<Batch>>,
     pub peak: u64,
+}
+
+/// `e` with every `Prop(Slot(0), p)` read from a column of `props` instead; `None` when
+/// `e` uses the node in another way.
+pub fn rewrite_props(e: &CExpr, props: &mut Vec<Arc<str>>) -> Option<CExpr> {
+    let mut rec = |x: &CExpr| rewrite_props(x, props).map(Box::new);
+    Some(match e {
+        CExpr::Const(v) => CExpr::Const(v.clone()),
+        CExpr::Prop(x, name) if matches!(**x, CExpr::Slot(0)) => {
+            let i = match props.iter().position(|p| p == name) {
+                Some(i) => i,
+                None => {
+                    props.push(name.clone());
+                    props.len() - 1
+                }
+            };
+            CExpr::Slot(i)
+        }
+        CExpr::Bin(op, a, b) => CExpr::Bin(*op, rec(a)?, rec(b)?),
+        CExpr::Not(x) => CExpr::Not(rec(x)?),
+        CExpr::Neg(x) => CExpr::Neg(rec(x)?),
+        CExpr::IsNull(x, f) => CExpr::IsNull(rec(x)?, *f),
+        CExpr::Func(f, args) => CExpr::Func(
+            *f,
+            args.iter()
+                .map(|a| rewrite_props(a, props))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
 }
 
 /// Nodes per unit of parallel work.
@@ -1415,7 +1459,11 @@ impl Op for ParallelAggregate {
         let env = &cx.env;
         let budget = &cx.budget;
         let cancel = cx.cancel;
-        let (keys, aggs, filter) = (&self.keys, &self.aggs, &self.filter);
+        let direct = self.direct.as_ref().filter(|_| self.ranges.iter().all(|r| r.label.is_none()));
+        let (keys, aggs, filter) = match direct {
+            Some((_, f, k, a)) => (k, a, f),
+            None => (&self.keys, &self.aggs, &self.filter),
+        };
         let tables: Vec<(GroupTable, u64)> = morsels
             .par_iter()
             .map(|m| -> Result<(GroupTable, u64), QueryError> {
@@ -1427,6 +1475,24 @@ impl Op for ParallelAggregate {
                 let mut n = m.lo;
                 while n < m.hi {
                     let end = (n + BATCH_ROWS as u64).min(m.hi);
+                    if let Some((props, ..)) = direct {
+                        let mut cols = Vec::with_capacity(props.len());
+                        for p in props {
+                            let mut c = Vec::with_capacity((end - n) as usize);
+                            env.g.node_prop_range(n, end, p, &mut c)?;
+                            cols.push(c);
+                        }
+                        let mut b = Batch { cols, len: (end - n) as usize };
+                        n = end;
+                        if let Some(f) = filter {
+                            let v = eval_col(env, f, &b)?;
+                            let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
+                            b.filter(&keep);
+                        }
+                        t.add(env, keys, aggs, &b)?;
+                        account(&mut grant, t.bytes, "Aggregate")?;
+                        continue;
+                    }
                     let mut col = Vec::with_capacity((end - n) as usize);
                     for x in n..end {
                         if let Some(l) = m.label {

@@ -257,20 +257,7 @@ fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
 }
 
 fn short(e: &Expr) -> String {
-    match e {
-        Expr::Var(n, _) => n.trim().to_string(),
-        Expr::Prop(x, k) => format!("{}.{k}", short(x)),
-        Expr::Param(p) => format!("${p}"),
-        Expr::Int(i) => i.to_string(),
-        Expr::Str(s) => format!("'{s}'"),
-        Expr::CountStar => "count(*)".into(),
-        Expr::Call { name, args, .. } => format!(
-            "{name}({})",
-            args.iter().map(short).collect::<Vec<_>>().join(", ")
-        ),
-        Expr::Binary(op, a, b) => format!("{} {op:?} {}", short(a), short(b)),
-        _ => "…".into(),
-    }
+    quiver_cypher::print::expr(e)
 }
 
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
@@ -1018,7 +1005,32 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     "ParallelScanAggregate",
                     format!("({}) {agg_detail}", f.var.trim()),
                     vec![],
-                    Box::new(ParallelAggregate { ranges: f.ranges, filter: f.filter, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+                    Box::new({
+                        let mut props = Vec::new();
+                        let direct = (|| {
+                            let filter = match &f.filter {
+                                Some(x) => Some(rewrite_props(x, &mut props)?),
+                                None => None,
+                            };
+                            let keys = key_exprs.iter().map(|k| rewrite_props(k, &mut props)).collect::<Option<Vec<_>>>()?;
+                            let aggs = specs
+                                .iter()
+                                .map(|a| {
+                                    Some(AggSpec {
+                                        func: a.func,
+                                        distinct: a.distinct,
+                                        arg: match &a.arg {
+                                            Some(x) => Some(rewrite_props(x, &mut props)?),
+                                            None => None,
+                                        },
+                                        extra: a.extra.clone(),
+                                    })
+                                })
+                                .collect::<Option<Vec<_>>>()?;
+                            Some((std::mem::take(&mut props), filter, keys, aggs))
+                        })();
+                        ParallelAggregate { direct, ranges: f.ranges, filter: f.filter, keys: key_exprs, aggs: specs, out: None, peak: 0 }
+                    }),
                 ),
                 None => self.wrap(
                     "Aggregate",
