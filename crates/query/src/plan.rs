@@ -256,6 +256,42 @@ fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
     }
 }
 
+/// `(v {k: e, ...})` or `(v $map)` as conjuncts `v.k = e`.
+fn prop_conjuncts(v: &str, props: Expr, params: &Params, conj: &mut Vec<Expr>) -> Result<(), QueryError> {
+    let eq = |k: String, e: Expr| {
+        Expr::Binary(
+            BinOp::Eq,
+            Box::new(Expr::Prop(Box::new(Expr::Var(v.to_string(), 0)), k)),
+            Box::new(e),
+        )
+    };
+    match props {
+        Expr::Map(m) => conj.extend(m.into_iter().map(|(k, e)| eq(k, e))),
+        Expr::Param(p) => match params.get(&p) {
+            Some(Value::Map(m)) => {
+                for (k, _) in m.iter() {
+                    let e = Expr::Index(Box::new(Expr::Param(p.clone())), Box::new(Expr::Str(k.clone())));
+                    conj.push(eq(k.clone(), e));
+                }
+            }
+            Some(other) => {
+                return Err(QueryError::Type(format!(
+                    "properties in a pattern must be a map; ${p} is {}",
+                    other.type_name()
+                )))
+            }
+            None => return Err(QueryError::MissingParam(p)),
+        },
+        other => {
+            return Err(QueryError::Unsupported(format!(
+                "properties in a pattern must be a map or a parameter, not {}",
+                short(&other)
+            )))
+        }
+    }
+    Ok(())
+}
+
 fn short(e: &Expr) -> String {
     quiver_cypher::print::expr(e)
 }
@@ -422,14 +458,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     n.var = Some(format!(" anon{}", self.anon));
                 }
                 let v = n.var.clone().expect("named above");
-                if let Some(Expr::Map(m)) = n.props.take() {
-                    for (k, e) in m {
-                        conj.push(Expr::Binary(
-                            BinOp::Eq,
-                            Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k)),
-                            Box::new(e),
-                        ));
-                    }
+                if let Some(props) = n.props.take() {
+                    prop_conjuncts(&v, props, self.params, &mut conj)?;
                 }
                 for l in &n.labels {
                     if self.g.label_id(l).is_none() {
@@ -441,19 +471,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
                     r.var = Some(self.anon_name());
                 }
-                if let Some(Expr::Map(m)) = r.props.take() {
+                if let Some(props) = r.props.take() {
                     let v = r.var.clone().unwrap_or_else(|| {
                         self.anon += 1;
                         format!(" anon{}", self.anon)
                     });
                     r.var = Some(v.clone());
-                    for (k, e) in m {
-                        conj.push(Expr::Binary(
-                            BinOp::Eq,
-                            Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k)),
-                            Box::new(e),
-                        ));
-                    }
+                    prop_conjuncts(&v, props, self.params, &mut conj)?;
                 }
             }
         }
@@ -660,14 +684,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if let Some(w) = where_ {
             split_and(w.clone(), &mut conj);
         }
-        if let Some(Expr::Map(m)) = &n.props {
-            for (k, e) in m {
-                conj.push(Expr::Binary(
-                    BinOp::Eq,
-                    Box::new(Expr::Prop(Box::new(Expr::Var(v.clone(), 0)), k.clone())),
-                    Box::new(e.clone()),
-                ));
-            }
+        if let Some(props) = &n.props {
+            prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
         }
         let mut scope = Scope::default();
         if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {

@@ -456,3 +456,22 @@ proptest! {
         });
     }
 }
+
+#[test]
+fn property_maps_from_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(6, 50, 100);
+    let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
+    let mut p = Params::new();
+    p.insert(
+        "props".into(),
+        Value::Map(std::sync::Arc::new(vec![("v".into(), Value::Int(3))])),
+    );
+    let want = m.v.iter().filter(|v| **v == Some(3)).count() as i64;
+    for q in ["MATCH (n $props) RETURN count(*)", "MATCH (n $props) RETURN count(n.id)", "MATCH (n {v: $props.v}) RETURN count(*)"] {
+        let rows = query(&db, q, &p).unwrap_or_else(|e| panic!("{q}: {e}")).1;
+        assert_eq!(rows[0][0].eq3(&Value::Int(want)), Some(true), "{q}");
+    }
+    p.insert("props".into(), Value::Int(1));
+    assert!(query(&db, "MATCH (n $props) RETURN n", &p).is_err());
+}
