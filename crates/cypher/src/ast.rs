@@ -141,6 +141,51 @@ pub enum Expr {
     PatternPred(Box<Pattern>),
 }
 
+impl Expr {
+    /// The direct sub-expressions, in source order (a comprehension's list, predicate and
+    /// mapping; none for a pattern predicate).
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::List(xs) => xs.iter().collect(),
+            Expr::Map(xs) => xs.iter().map(|(_, x)| x).collect(),
+            Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+                vec![x]
+            }
+            Expr::Index(a, b) | Expr::Binary(_, a, b) => vec![a, b],
+            Expr::Slice(a, b, c) => std::iter::once(&**a)
+                .chain(b.as_deref())
+                .chain(c.as_deref())
+                .collect(),
+            Expr::Call { args, .. } => args.iter().collect(),
+            Expr::Case {
+                subject,
+                arms,
+                default,
+            } => subject
+                .as_deref()
+                .into_iter()
+                .chain(arms.iter().flat_map(|(a, b)| [a, b]))
+                .chain(default.as_deref())
+                .collect(),
+            Expr::ListComp {
+                list, pred, map, ..
+            } => std::iter::once(&**list)
+                .chain(pred.as_deref())
+                .chain(map.as_deref())
+                .collect(),
+            Expr::Null
+            | Expr::Bool(_)
+            | Expr::Int(_)
+            | Expr::Float(_)
+            | Expr::Str(_)
+            | Expr::Param(_)
+            | Expr::Var(..)
+            | Expr::CountStar
+            | Expr::PatternPred(_) => Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnOp {
     Not,

@@ -861,6 +861,11 @@ fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool 
     rels.iter().any(|r| rel_used(r, b, row, uniq))
 }
 
+/// Which rows a predicate column keeps: true, not false or null.
+fn holds(v: &[Value]) -> Vec<bool> {
+    v.iter().map(|x| x.truth() == Some(true)).collect()
+}
+
 /// Keeps rows where the predicate is true.
 pub struct Filter {
     pub input: BoxOp,
@@ -870,9 +875,7 @@ pub struct Filter {
 impl Op for Filter {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         while let Some(mut b) = self.input.next(cx)? {
-            let v = eval_col(&cx.env, &self.pred, &b)?;
-            let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
-            b.filter(&keep);
+            b.filter(&holds(&eval_col(&cx.env, &self.pred, &b)?));
             if b.len > 0 {
                 return Ok(Some(b));
             }
@@ -1485,9 +1488,7 @@ impl Op for ParallelAggregate {
                         let mut b = Batch { cols, len: (end - n) as usize };
                         n = end;
                         if let Some(f) = filter {
-                            let v = eval_col(env, f, &b)?;
-                            let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
-                            b.filter(&keep);
+                            b.filter(&holds(&eval_col(env, f, &b)?));
                         }
                         t.add(env, keys, aggs, &b)?;
                         account(&mut grant, t.bytes, "Aggregate")?;
@@ -1506,9 +1507,7 @@ impl Op for ParallelAggregate {
                     let len = col.len();
                     let mut b = Batch { cols: vec![col], len };
                     if let Some(f) = filter {
-                        let v = eval_col(env, f, &b)?;
-                        let keep: Vec<bool> = v.iter().map(|x| x.truth() == Some(true)).collect();
-                        b.filter(&keep);
+                        b.filter(&holds(&eval_col(env, f, &b)?));
                     }
                     t.add(env, keys, aggs, &b)?;
                     account(&mut grant, t.bytes, "Aggregate")?;

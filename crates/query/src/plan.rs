@@ -116,46 +116,10 @@ fn split_and(e: Expr, out: &mut Vec<Expr>) {
 
 /// Variables an expression reads (excluding list-comprehension variables).
 fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
-    let mut rec = |x: &Expr, out: &mut Vec<String>| free_vars(x, bound, out);
     match e {
         Expr::Var(n, _) => {
             if !bound.contains(n) {
                 out.push(n.clone())
-            }
-        }
-        Expr::List(xs) => xs.iter().for_each(|x| rec(x, out)),
-        Expr::Map(xs) => xs.iter().for_each(|(_, x)| rec(x, out)),
-        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
-            rec(x, out)
-        }
-        Expr::Index(a, b) | Expr::Binary(_, a, b) => {
-            rec(a, out);
-            rec(b, out);
-        }
-        Expr::Slice(a, b, c) => {
-            rec(a, out);
-            if let Some(b) = b {
-                rec(b, out)
-            }
-            if let Some(c) = c {
-                rec(c, out)
-            }
-        }
-        Expr::Call { args, .. } => args.iter().for_each(|x| rec(x, out)),
-        Expr::Case {
-            subject,
-            arms,
-            default,
-        } => {
-            if let Some(s) = subject {
-                rec(s, out)
-            }
-            for (a, b) in arms {
-                rec(a, out);
-                rec(b, out);
-            }
-            if let Some(d) = default {
-                rec(d, out)
             }
         }
         Expr::ListComp {
@@ -164,7 +128,7 @@ fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
             pred,
             map,
         } => {
-            rec(list, out);
+            free_vars(list, bound, out);
             bound.push(var.clone());
             for x in [pred, map].into_iter().flatten() {
                 free_vars(x, bound, out);
@@ -178,7 +142,7 @@ fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
                 }
             }
         }
-        _ => {}
+        e => e.children().into_iter().for_each(|x| free_vars(x, bound, out)),
     }
 }
 
@@ -188,71 +152,22 @@ fn vars_of(e: &Expr) -> Vec<String> {
     out
 }
 
-fn contains_agg(e: &Expr) -> bool {
-    match e {
-        Expr::CountStar => true,
-        Expr::Call { name, args, .. } => is_aggregate(name) || args.iter().any(contains_agg),
-        Expr::List(xs) => xs.iter().any(contains_agg),
-        Expr::Map(xs) => xs.iter().any(|(_, x)| contains_agg(x)),
-        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
-            contains_agg(x)
-        }
-        Expr::Index(a, b) | Expr::Binary(_, a, b) => contains_agg(a) || contains_agg(b),
-        Expr::Case {
-            subject,
-            arms,
-            default,
-        } => {
-            subject.as_deref().is_some_and(contains_agg)
-                || arms.iter().any(|(a, b)| contains_agg(a) || contains_agg(b))
-                || default.as_deref().is_some_and(contains_agg)
-        }
-        _ => false,
-    }
+fn is_agg_call(e: &Expr) -> bool {
+    matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
 }
 
+fn contains_agg(e: &Expr) -> bool {
+    is_agg_call(e) || e.children().into_iter().any(contains_agg)
+}
+
+/// The aggregate calls in `e` (outermost), each once.
 fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::CountStar => {
-            if !out.iter().any(|x| same(x, e)) {
-                out.push(e.clone())
-            }
+    if is_agg_call(e) {
+        if !out.iter().any(|x| same(x, e)) {
+            out.push(e.clone())
         }
-        Expr::Call { name, args, .. } => {
-            if is_aggregate(name) {
-                if !out.iter().any(|x| same(x, e)) {
-                    out.push(e.clone())
-                }
-            } else {
-                args.iter().for_each(|a| collect_aggs(a, out))
-            }
-        }
-        Expr::List(xs) => xs.iter().for_each(|a| collect_aggs(a, out)),
-        Expr::Map(xs) => xs.iter().for_each(|(_, a)| collect_aggs(a, out)),
-        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
-            collect_aggs(x, out)
-        }
-        Expr::Index(a, b) | Expr::Binary(_, a, b) => {
-            collect_aggs(a, out);
-            collect_aggs(b, out);
-        }
-        Expr::Case {
-            subject,
-            arms,
-            default,
-        } => {
-            if let Some(s) = subject {
-                collect_aggs(s, out)
-            }
-            for (a, b) in arms {
-                collect_aggs(a, out);
-                collect_aggs(b, out);
-            }
-            if let Some(d) = default {
-                collect_aggs(d, out)
-            }
-        }
-        _ => {}
+    } else {
+        e.children().into_iter().for_each(|x| collect_aggs(x, out))
     }
 }
 
