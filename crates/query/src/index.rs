@@ -24,23 +24,66 @@ pub struct PropIndex {
     pub kind: IndexKeyKind,
 }
 
+/// Which end of a range a bound is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Lo,
+    Hi,
+}
+
 impl PropIndex {
+    /// `key` as a key of this index (`None` when it can match nothing), adjusting a
+    /// fractional bound of an integer index to the integers it admits.
+    fn key<'v>(&self, v: &'v Value, inclusive: bool, end: Option<End>) -> Option<(IndexKey<'v>, bool)> {
+        Some(match (self.kind, v) {
+            (IndexKeyKind::Integer, Value::Int(i)) => (IndexKey::Int(*i), inclusive),
+            (IndexKeyKind::Integer, Value::Float(f)) if f.fract() == 0.0 => (IndexKey::Int(*f as i64), inclusive),
+            (IndexKeyKind::Integer, Value::Float(f)) if f.is_finite() => match end? {
+                End::Lo => (IndexKey::Int(f.ceil() as i64), true),
+                End::Hi => (IndexKey::Int(f.floor() as i64), true),
+            },
+            (IndexKeyKind::Integer, Value::Bool(b)) => (IndexKey::Int(*b as i64), inclusive),
+            (IndexKeyKind::Integer, Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d)) => {
+                (IndexKey::Int(*d), inclusive)
+            }
+            (IndexKeyKind::Float, Value::Float(f)) if !f.is_nan() => (IndexKey::Float(*f), inclusive),
+            (IndexKeyKind::Float, Value::Int(i)) => (IndexKey::Float(*i as f64), inclusive),
+            (IndexKeyKind::String, Value::Str(s)) => (IndexKey::Str(s.as_bytes()), inclusive),
+            _ => return None,
+        })
+    }
+
     /// Nodes whose property equals `key` (none for a key of another type, or null).
     pub fn lookup(&self, g: &Graph, key: &Value) -> Result<Vec<u64>, QueryError> {
-        let k = match (self.kind, key) {
-            (IndexKeyKind::Integer, Value::Int(i)) => IndexKey::Int(*i),
-            (IndexKeyKind::Integer, Value::Float(f)) if f.fract() == 0.0 => IndexKey::Int(*f as i64),
-            (IndexKeyKind::Integer, Value::Bool(b)) => IndexKey::Int(*b as i64),
-            (
-                IndexKeyKind::Integer,
-                Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d),
-            ) => IndexKey::Int(*d),
-            (IndexKeyKind::Float, Value::Float(f)) => IndexKey::Float(*f),
-            (IndexKeyKind::Float, Value::Int(i)) => IndexKey::Float(*i as f64),
-            (IndexKeyKind::String, Value::Str(s)) => IndexKey::Str(s.as_bytes()),
-            _ => return Ok(Vec::new()),
+        match self.key(key, true, None) {
+            Some((k, _)) => Ok(g.db.index_lookup(self.pos, k)?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Nodes whose property lies in the range (each bound `(value, inclusive)`); a
+    /// superset is fine, the planner keeps the predicates as a filter.
+    pub fn range(
+        &self,
+        g: &Graph,
+        lo: Option<(&Value, bool)>,
+        hi: Option<(&Value, bool)>,
+    ) -> Result<Vec<u64>, QueryError> {
+        let lo = match lo {
+            Some((v, inc)) => match self.key(v, inc, Some(End::Lo)) {
+                Some(k) => Some(k),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
         };
-        Ok(g.db.index_lookup(self.pos, k)?)
+        let hi = match hi {
+            Some((v, inc)) => match self.key(v, inc, Some(End::Hi)) {
+                Some(k) => Some(k),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        Ok(g.db.index_range(self.pos, lo, hi)?)
     }
 }
 

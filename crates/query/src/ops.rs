@@ -263,6 +263,86 @@ impl Op for IndexSeek {
     }
 }
 
+/// For each input row, the nodes a declared index finds in a range of its property.
+pub struct IndexRangeSeek {
+    pub input: BoxOp,
+    pub lo: Option<(CExpr, bool)>,
+    pub hi: Option<(CExpr, bool)>,
+    pub index: Arc<crate::index::PropIndex>,
+    pub labels: Vec<u32>,
+}
+
+impl Op for IndexRangeSeek {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let lo = self.lo.as_ref().map(|(e, _)| eval_col(&cx.env, e, &b)).transpose()?;
+            let hi = self.hi.as_ref().map(|(e, _)| eval_col(&cx.env, e, &b)).transpose()?;
+            let mut out = Batch::empty(b.width() + 1);
+            for row in 0..b.len {
+                let l = lo.as_ref().zip(self.lo.as_ref()).map(|(c, (_, inc))| (&c[row], *inc));
+                let h = hi.as_ref().zip(self.hi.as_ref()).map(|(c, (_, inc))| (&c[row], *inc));
+                if l.is_some_and(|x| x.0.is_null()) || h.is_some_and(|x| x.0.is_null()) {
+                    continue;
+                }
+                for n in self.index.range(cx.env.g, l, h)? {
+                    let mut ok = true;
+                    for &lb in &self.labels {
+                        ok &= cx.env.g.has_label(n, lb)?;
+                    }
+                    if ok {
+                        out.push_row_from(&b, row, &[Value::Node(n)]);
+                    }
+                }
+                cx.check_cancel()?;
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// For each input row, the node whose internal id `id(n)` equals `key`.
+pub struct NodeByIdSeek {
+    pub input: BoxOp,
+    pub key: CExpr,
+    pub labels: Vec<u32>,
+}
+
+impl Op for NodeByIdSeek {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let keys = eval_col(&cx.env, &self.key, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, k) in keys.iter().enumerate() {
+                let ids: Vec<i64> = match k {
+                    Value::Int(i) => vec![*i],
+                    Value::List(l) => l.iter().filter_map(|v| if let Value::Int(i) = v { Some(*i) } else { None }).collect(),
+                    _ => continue,
+                };
+                for i in ids {
+                    if i < 0 || i as u64 >= cx.env.g.n_nodes() {
+                        continue;
+                    }
+                    let n = i as u64;
+                    let mut ok = true;
+                    for &l in &self.labels {
+                        ok &= cx.env.g.has_label(n, l)?;
+                    }
+                    if ok {
+                        out.push_row_from(&b, row, &[Value::Node(n)]);
+                    }
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
 fn rel_used(r: &RelRef, b: &Batch, row: usize, uniq: &[usize]) -> bool {
     uniq.iter().any(|&s| match &b.cols[s][row] {
         Value::Rel(x) => x == r,

@@ -459,6 +459,79 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Some(e)
     }
 
+    /// A conjunct `id(var) = e` or `id(var) IN list` with `e` computable now: removes it
+    /// and returns `e`.
+    fn take_id_eq(conj: &mut Vec<Expr>, scope: &Scope, var: &str) -> Option<Expr> {
+        let is_id = |x: &Expr| {
+            matches!(x, Expr::Call { name, args, .. } if name == "id" && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var))
+        };
+        let ready = |y: &Expr| vars_of(y).iter().all(|v| scope.get(v).is_some());
+        let i = conj.iter().position(|c| match c {
+            Expr::Binary(BinOp::Eq, a, b) => (is_id(a) && ready(b)) || (is_id(b) && ready(a)),
+            Expr::Binary(BinOp::In, a, b) => is_id(a) && ready(b),
+            _ => false,
+        })?;
+        match conj.remove(i) {
+            Expr::Binary(_, a, b) => Some(if is_id(&a) { *b } else { *a }),
+            _ => None,
+        }
+    }
+
+    /// Bounds on `var.prop` from conjuncts `var.prop < e` and the like (either side),
+    /// with `e` computable now: (lower, upper), each `(e, inclusive)`. The conjuncts stay:
+    /// they remain filters after the seek.
+    fn range_bounds(conj: &[Expr], scope: &Scope, var: &str, prop: &str) -> (Option<(Expr, bool)>, Option<(Expr, bool)>) {
+        let (mut lo, mut hi) = (None, None);
+        let is_prop = |x: &Expr| matches!(x, Expr::Prop(v, k) if k == prop && matches!(&**v, Expr::Var(n, _) if n == var));
+        for c in conj {
+            let Expr::Binary(op, a, b) = c else { continue };
+            let (op, e) = if is_prop(a) {
+                (*op, b)
+            } else if is_prop(b) {
+                (
+                    match op {
+                        BinOp::Lt => BinOp::Gt,
+                        BinOp::Le => BinOp::Ge,
+                        BinOp::Gt => BinOp::Lt,
+                        BinOp::Ge => BinOp::Le,
+                        o => *o,
+                    },
+                    a,
+                )
+            } else {
+                continue;
+            };
+            if !vars_of(e).iter().all(|v| scope.get(v).is_some()) {
+                continue;
+            }
+            match op {
+                BinOp::Gt if lo.is_none() => lo = Some(((**e).clone(), false)),
+                BinOp::Ge if lo.is_none() => lo = Some(((**e).clone(), true)),
+                BinOp::Lt if hi.is_none() => hi = Some(((**e).clone(), false)),
+                BinOp::Le if hi.is_none() => hi = Some(((**e).clone(), true)),
+                _ => {}
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Properties of `var` that some comparison conjunct bounds.
+    fn range_props(conj: &[Expr], var: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in conj {
+            if let Expr::Binary(BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, a, b) = c {
+                for x in [a, b] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var) && !out.contains(k) {
+                            out.push(k.clone());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// How a node could be found on its own: (cost class, label rows).
     fn anchor_cost(&self, n: &NodePattern, scope: &Scope, conj: &[Expr]) -> (u32, u64) {
         let v = n.var.as_deref().unwrap_or("");
@@ -466,6 +539,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             return (0, 0);
         }
         let mut best = (4, self.g.n_nodes());
+        if Self::take_id_eq(&mut conj.to_vec(), scope, v).is_some() {
+            return (1, 1);
+        }
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 return (1, 0);
@@ -479,6 +555,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
                 if self.indexes.get(l, &prop).is_some() && Self::take_eq(&mut c, scope, v, &prop).is_some() {
                     best = best.min((2, 1));
+                }
+            }
+            for prop in Self::range_props(conj, v) {
+                if self.indexes.get(l, &prop).is_some() {
+                    let (lo, hi) = Self::range_bounds(conj, scope, v, &prop);
+                    if lo.is_some() || hi.is_some() {
+                        best = best.min((3, 0));
+                    }
                 }
             }
             let rows: u64 = self
@@ -547,6 +631,45 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             let _ = li;
+        }
+        if let Some(key) = Self::take_id_eq(conj, scope, &v) {
+            let k = self.compile(&key, scope, &[])?;
+            let p = self.wrap(
+                "NodeByIdSeek",
+                format!("({}) id = {}", v.trim(), short(&key)),
+                vec![cur.id],
+                Box::new(NodeByIdSeek { input: cur.op, key: k, labels: labels.clone() }),
+            );
+            scope.bind(&v, Kind::Node);
+            return Ok(p);
+        }
+        for l in &n.labels {
+            for prop in Self::range_props(conj, &v) {
+                let Some(ix) = self.indexes.get(l, &prop) else { continue };
+                let (lo, hi) = Self::range_bounds(conj, scope, &v, &prop);
+                if lo.is_none() && hi.is_none() {
+                    continue;
+                }
+                let show = |b: &Option<(Expr, bool)>, open: &str, closed: &str| {
+                    b.as_ref().map(|(e, inc)| format!(" {} {}", if *inc { closed } else { open }, short(e))).unwrap_or_default()
+                };
+                let detail = format!(
+                    "({}:{l}) by index on {l}({prop}){}{}",
+                    v.trim(),
+                    show(&lo, ">", ">="),
+                    show(&hi, "<", "<=")
+                );
+                let lo = lo.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc))).transpose()?;
+                let hi = hi.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc))).transpose()?;
+                let p = self.wrap(
+                    "NodeIndexRangeSeek",
+                    detail,
+                    vec![cur.id],
+                    Box::new(IndexRangeSeek { input: cur.op, lo, hi, index: ix, labels: labels.clone() }),
+                );
+                scope.bind(&v, Kind::Node);
+                return Ok(p);
+            }
         }
         let ranges = self.label_ranges(labels.first().copied());
         let detail = match labels.first() {

@@ -380,6 +380,33 @@ fn property_index_seeks_and_agrees_with_scans() {
     assert_eq!(format!("{before:?}"), format!("{after:?}"));
     let want = (0..m.n).filter(|&i| m.labels[i] == "A" && m.v[i] == Some(3)).count();
     assert_eq!(after.len(), want);
+    // Range seeks return what a scan returns, with the predicates still applied.
+    for q in [
+        "MATCH (n:A) WHERE n.v > 6 RETURN n.id ORDER BY n.id",
+        "MATCH (n:A) WHERE 2 <= n.v AND n.v < 5 RETURN n.id ORDER BY n.id",
+        "MATCH (n:A) WHERE n.v <= 3.5 RETURN n.id ORDER BY n.id",
+        "MATCH (n:A) WHERE n.v > 'x' RETURN n.id ORDER BY n.id",
+    ] {
+        let (plan, _) = collect(&format!("EXPLAIN {q}"), &mut s);
+        assert!(plan.plan.unwrap().contains("NodeIndexRangeSeek"), "{q}");
+        let (_, got) = collect(q, &mut s);
+        let want: Vec<i64> = (0..m.n)
+            .filter(|&i| m.labels[i] == "A")
+            .filter(|&i| match (q.contains("> 6"), q.contains("2 <="), q.contains("3.5")) {
+                (true, _, _) => m.v[i].is_some_and(|v| v > 6),
+                (_, true, _) => m.v[i].is_some_and(|v| (2..5).contains(&v)),
+                (_, _, true) => m.v[i].is_some_and(|v| v <= 3),
+                _ => false,
+            })
+            .map(|i| i as i64)
+            .collect();
+        assert_eq!(ints(&got, 0), want, "{q}");
+    }
+    // id(n) is a seek too.
+    let (plan, _) = collect("EXPLAIN MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN n.id", &mut s);
+    assert!(plan.plan.unwrap().contains("NodeByIdSeek"));
+    let (_, got) = collect("MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN id(n)", &mut s);
+    assert_eq!(ints(&got, 0), vec![3, 4]);
     let (_, shown) = collect("SHOW INDEXES", &mut s);
     assert!(shown.iter().any(|r| r[0].eq3(&Value::str("A")) == Some(true) && r[1].eq3(&Value::str("v")) == Some(true)));
     // The index survives reopening; the data files it sits beside are still there.

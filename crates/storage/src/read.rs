@@ -924,6 +924,19 @@ impl Database {
     /// Nodes whose indexed property equals `key` in declared index `index` (position in
     /// `manifest().indexes`), in node order. O(log n) in the index size.
     pub fn index_lookup(&self, index: usize, key: IndexKey<'_>) -> Result<Vec<u64>, ReadError> {
+        self.index_range(index, Some((key, true)), Some((key, true)))
+    }
+
+    /// Nodes whose indexed property lies between `lo` and `hi` (each `(key, inclusive)`,
+    /// `None` for unbounded), in node order. Keys of another type than the index's match
+    /// nothing.
+    pub fn index_range(
+        &self,
+        index: usize,
+        lo: Option<(IndexKey<'_>, bool)>,
+        hi: Option<(IndexKey<'_>, bool)>,
+    ) -> Result<Vec<u64>, ReadError> {
+        use std::cmp::Ordering;
         let ix = self.prop_idx.get(index).ok_or_else(|| ReadError::NotFound {
             kind: "index",
             name: index.to_string(),
@@ -947,28 +960,36 @@ impl Database {
         )
         .ok_or_else(|| corrupted(&ix.file.path, "index nodes"))?;
         let n = keys.len().min(f.n_entries as usize);
-        let cmp = |i: usize| -> std::cmp::Ordering {
-            match (f.kind, key) {
-                (IndexKeyKind::Integer, IndexKey::Int(k)) => {
-                    keys.get_i64(i).unwrap_or(i64::MIN).cmp(&k)
-                }
-                (IndexKeyKind::Float, IndexKey::Float(k)) => keys
-                    .get_f64(i)
-                    .unwrap_or(f64::NEG_INFINITY)
-                    .total_cmp(&k),
-                (IndexKeyKind::String, IndexKey::Str(k)) => {
-                    keys.get_bytes(i).unwrap_or(&[]).cmp(k)
-                }
-                _ => std::cmp::Ordering::Greater,
-            }
-        };
-        let lo = partition(n, |i| cmp(i) == std::cmp::Ordering::Less);
-        let mut out = Vec::new();
-        let mut i = lo;
-        while i < n && cmp(i) == std::cmp::Ordering::Equal {
-            out.push(nodes.get(i));
-            i += 1;
+        if n == 0 {
+            return Ok(Vec::new());
         }
+        // Entry i compared with a key; None when the key's type is not the index's.
+        let cmp = |i: usize, key: IndexKey<'_>| -> Option<Ordering> {
+            Some(match (f.kind, key) {
+                (IndexKeyKind::Integer, IndexKey::Int(k)) => keys.get_i64(i).unwrap_or(i64::MIN).cmp(&k),
+                (IndexKeyKind::Float, IndexKey::Float(k)) => {
+                    keys.get_f64(i).unwrap_or(f64::NEG_INFINITY).total_cmp(&k)
+                }
+                (IndexKeyKind::String, IndexKey::Str(k)) => keys.get_bytes(i).unwrap_or(&[]).cmp(k),
+                _ => return None,
+            })
+        };
+        for (k, _) in lo.iter().chain(hi.iter()) {
+            if cmp(0, *k).is_none() {
+                return Ok(Vec::new());
+            }
+        }
+        let start = match lo {
+            None => 0,
+            Some((k, true)) => partition(n, |i| cmp(i, k) == Some(Ordering::Less)),
+            Some((k, false)) => partition(n, |i| cmp(i, k) != Some(Ordering::Greater)),
+        };
+        let end = match hi {
+            None => n,
+            Some((k, true)) => partition(n, |i| cmp(i, k) != Some(Ordering::Greater)),
+            Some((k, false)) => partition(n, |i| cmp(i, k) == Some(Ordering::Less)),
+        };
+        let mut out: Vec<u64> = (start..end.max(start)).map(|i| nodes.get(i)).collect();
         out.sort_unstable();
         Ok(out)
     }
