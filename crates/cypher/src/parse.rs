@@ -225,6 +225,15 @@ impl<'t> Parser<'t> {
                 break;
             }
         }
+        for w in ["CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "LOAD", "FOREACH", "CALL"] {
+            if self.is_kw(w) {
+                return Err(error_at(
+                    self.text,
+                    self.toks[self.pos].offset,
+                    format!("{w} is not supported yet: this version of Quiver runs read queries (writes and LOAD CSV come later; import data with `quiver import`)"),
+                ));
+            }
+        }
         if clauses.is_empty() {
             return self.err("MATCH, OPTIONAL MATCH, UNWIND, WITH or RETURN");
         }

@@ -7,9 +7,9 @@ use quiver_storage::ReadError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum QueryError {
-    #[error("{0}")]
+    #[error(transparent)]
     Parse(#[from] ParseError),
-    #[error("{0}")]
+    #[error(transparent)]
     Read(#[from] ReadError),
     /// A value of the wrong type reached an operator or function.
     #[error("type error: {0}")]
