@@ -107,6 +107,10 @@ funcs! {
     Exp = "exp", E = "e", Pi = "pi", Timestamp = "timestamp", Exists2 = "isempty",
 }
 
+/// Longest list `range()` builds (320 MiB of values): lists made by expressions are not
+/// accounted against the query memory limit one by one, so they are capped instead.
+const RANGE_MAX: u128 = 10_000_000;
+
 /// What evaluation needs besides the row.
 pub struct Env<'g, 'db> {
     pub g: &'g Graph<'db>,
@@ -904,8 +908,10 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             } else {
                 0
             };
-            if n > 100_000_000 {
-                return Err(QueryError::Argument(format!("range() of {n} values is too long")));
+            if n > RANGE_MAX {
+                return Err(QueryError::Argument(format!(
+                    "range() of {n} values is longer than the {RANGE_MAX} allowed; UNWIND smaller ranges"
+                )));
             }
             Value::list((0..n as i64).map(|i| Value::Int(lo + i * step)).collect())
         }
