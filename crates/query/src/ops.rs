@@ -366,9 +366,41 @@ pub struct Expand {
     pub uniq: Vec<usize>,
     pub cur: Option<Batch>,
     pub row: usize,
+    /// Set by the planner when only distinct neighbours matter downstream (a DISTINCT
+    /// projection of the new node): emit the first row per neighbour only.
+    pub distinct: DistinctTargets,
+}
+
+/// The first-row-per-node filter of [`Expand`] and [`VarExpand`], switched on by the
+/// planner after the operator is built (through the shared flag).
+#[derive(Default)]
+pub struct DistinctTargets {
+    pub on: Rc<std::cell::Cell<bool>>,
+    seen: HashSet<u64>,
+    grant: Option<Grant>,
+}
+
+impl DistinctTargets {
+    /// Whether `node` is new (always true when off).
+    #[inline]
+    fn first(&mut self, node: u64) -> bool {
+        !self.on.get() || self.seen.insert(node)
+    }
+
+    fn account(&mut self, cx: &Cx) -> Result<u64, QueryError> {
+        if !self.on.get() {
+            return Ok(0);
+        }
+        let g = self.grant.get_or_insert_with(|| cx.budget.empty_grant("Expand"));
+        account(g, (self.seen.capacity() * 16) as u64, "Expand (distinct targets)")?;
+        Ok(g.bytes())
+    }
 }
 
 impl Op for Expand {
+    fn mem_peak(&self) -> u64 {
+        self.distinct.grant.as_ref().map_or(0, |g| g.bytes())
+    }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         let g = cx.env.g;
         let need_rel = self.emit_rel || !self.uniq.is_empty();
@@ -452,6 +484,9 @@ impl Op for Expand {
                                     ext.push(Value::Rel(r));
                                 }
                             }
+                            if target.is_none() && !self.distinct.first(nb64) {
+                                return;
+                            }
                             out.push_row_from(cur, row, &ext);
                         })?;
                         if let Some(e) = err {
@@ -463,6 +498,7 @@ impl Op for Expand {
             if self.row >= cur.len {
                 self.cur = None;
             }
+            self.distinct.account(cx)?;
             if out.len > 0 {
                 return Ok(Some(out));
             }
@@ -531,6 +567,7 @@ pub struct VarExpand {
     pub pool: Vec<Vec<(u64, RelRef)>>,
     /// Emit the relationship list last-hop first (the pattern was expanded leftwards).
     pub reverse: bool,
+    pub distinct: DistinctTargets,
 }
 
 impl VarExpand {
@@ -564,10 +601,11 @@ impl VarExpand {
             started: false,
             pool: Vec::new(),
             reverse: false,
+            distinct: DistinctTargets::default(),
         }
     }
 
-    fn emit(&self, cx: &Cx, node: u64, out: &mut Batch) -> Result<(), QueryError> {
+    fn emit(&mut self, cx: &Cx, node: u64, out: &mut Batch) -> Result<(), QueryError> {
         let cur = self.cur.as_ref().expect("row in progress");
         let depth = self.path.len() as u32;
         if depth < self.min {
@@ -585,6 +623,9 @@ impl VarExpand {
                     if !cx.env.g.has_label(node, l)? {
                         return Ok(());
                     }
+                }
+                if !self.distinct.first(node) {
+                    return Ok(());
                 }
                 ext.push(Value::Node(node));
             }
@@ -612,6 +653,9 @@ impl VarExpand {
 }
 
 impl Op for VarExpand {
+    fn mem_peak(&self) -> u64 {
+        self.distinct.grant.as_ref().map_or(0, |g| g.bytes())
+    }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {
             if self.cur.is_none() {
@@ -676,6 +720,7 @@ impl Op for VarExpand {
             if self.row >= cur_len {
                 self.cur = None;
             }
+            self.distinct.account(cx)?;
             if out.len > 0 {
                 return Ok(Some(out));
             }

@@ -90,6 +90,9 @@ struct Fused {
 
 pub struct Planner<'a, 'g, 'db> {
     fused: Option<Fused>,
+    /// The last expansion that bound a new node: (plan node, node slot, its distinct
+    /// switch), for pushing a DISTINCT on that node into it.
+    last_expand: Option<(usize, usize, Rc<std::cell::Cell<bool>>)>,
     g: &'g Graph<'db>,
     params: &'a Params,
     indexes: &'a IndexSet,
@@ -215,6 +218,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     pub fn new(g: &'g Graph<'db>, params: &'a Params, indexes: &'a IndexSet) -> Self {
         Planner {
             fused: None,
+            last_expand: None,
             g,
             params,
             indexes,
@@ -826,6 +830,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         to_var.trim(),
                         to_n.labels.iter().map(|l| format!(":{l}")).collect::<String>()
                     );
+                    let distinct = DistinctTargets::default();
+                    let flag = distinct.on.clone();
                     cur = self.wrap(
                         if into.is_some() { "ExpandInto" } else { "Expand" },
                         detail,
@@ -841,10 +847,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             uniq,
                             cur: None,
                             row: 0,
+                            distinct,
                         }),
                     );
                     if into.is_none() {
-                        scope.bind(&to_var, Kind::Node);
+                        let s = scope.bind(&to_var, Kind::Node);
+                        self.last_expand = Some((cur.id, s, flag));
                     }
                     if let Some(rv) = &rvar {
                         let s = scope.bind(rv, Kind::Rel);
@@ -882,9 +890,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         uniq,
                     );
                     ve.reverse = !rightward;
+                    let flag = ve.distinct.on.clone();
                     cur = self.wrap("VarLengthExpand", detail, vec![cur.id], Box::new(ve));
                     if into.is_none() {
-                        scope.bind(&to_var, Kind::Node);
+                        let s = scope.bind(&to_var, Kind::Node);
+                        self.last_expand = Some((cur.id, s, flag));
                     }
                     if let Some(rv) = &rvar {
                         let s = scope.bind(rv, Kind::Other);
@@ -1143,7 +1153,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             }
                         }
                     }
-                    if only_nodes && !node_slots.is_empty() {
+                    let pushed = match &self.last_expand {
+                        Some((id, slot, flag)) if only_nodes && *id == cur.id && node_slots == [*slot] => {
+                            // The expansion itself emits each new node once.
+                            flag.set(true);
+                            self.descs[*id].detail.push_str(" (distinct targets)");
+                            true
+                        }
+                        _ => false,
+                    };
+                    if only_nodes && !node_slots.is_empty() && !pushed {
                         let d = node_slots.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
                         cur = self.wrap(
                             "DistinctNodes",
