@@ -178,6 +178,12 @@ fn patterns_match_the_model() {
             // Variable length, both ways.
             let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN c.id"), 0);
             assert_eq!(got, m.trails(a, &all, 1, 1, 3), "*1..3 from {a}");
+            let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN DISTINCT c.id"), 0);
+            let want: BTreeSet<i64> = m.trails(a, &all, 1, 1, 3).into_iter().collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "*1..3 DISTINCT from {a}");
+            let got = ints(&q("MATCH (a {id: $x})-->(b)-->(c) RETURN DISTINCT c.id"), 0);
+            let want: BTreeSet<i64> = m.trails(a, &all, 1, 2, 2).into_iter().collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop DISTINCT from {a}");
             let got = ints(&q("MATCH (c)-[:S*0..2]->(a {id: $x}) RETURN c.id"), 0);
             assert_eq!(got, m.trails(a, &["S"], -1, 0, 2), "leftward *0..2 into {a}");
             // Path length agrees with the relationships listed.
