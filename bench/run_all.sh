@@ -17,3 +17,5 @@ $B --workload dolt --rows 10000000 --order sorted --runs 2
 $B --workload dolt --rows 10000000 --order random --runs 2
 # The memory bound at 512 MiB on the largest inputs (Quiver only).
 $B --workload dolt --rows 10000000 --order random --runs 1 --budget 512MiB --peers none
+# Seed 003's read queries on the social graph, against Kùzu.
+python3 bench/query_bench.py --scale 1 --runs 200

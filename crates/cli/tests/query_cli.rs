@@ -61,6 +61,8 @@ fn indexes_and_bench_mode() {
     let shown = ok(&["query", "--db", &db, "--format", "csv", "SHOW INDEXES"]);
     assert!(shown.contains("User,name,property,3") && shown.contains("User,id,id (automatic),3"), "{shown}");
     ok(&["check", "--db", &db]);
+    let info = ok(&["info", "--db", &db]);
+    assert!(info.contains("index :User(name)  3 entries"), "{info}");
     let p = write(dir.path(), "p.csv", "id\n1\n2\n3\n");
     let out = ok(&["query", "--db", &db, "--bench-params", p.to_str().unwrap(), "--warmup", "1",
         "MATCH (a:User {id: $id})-->(b) RETURN b.id"]);

@@ -66,6 +66,11 @@ pub fn run(a: Args) -> Result<()> {
         .iter()
         .map(|s| serde_json::json!({"name": s.name, "id_type": format!("{:?}", s.id_type).to_lowercase(), "ids": s.n_ids, "bytes": s.index.bytes}))
         .collect();
+    let indexes: Vec<_> = m
+        .indexes
+        .iter()
+        .map(|i| serde_json::json!({"label": i.label, "property": i.property, "entries": i.n_entries, "bytes": i.segment.bytes}))
+        .collect();
     let labels: Vec<_> = m
         .labels
         .iter()
@@ -86,6 +91,7 @@ pub fn run(a: Args) -> Result<()> {
         "rss_before_open_bytes": rss_before, "rss_after_open_bytes": rss_after, "resident_segment_bytes": db.resident_bytes(),
         "nodes": db.n_nodes(), "relationships": m.rel_types.iter().map(|r| r.n_edges).sum::<u64>(),
         "disk_bytes": db.disk_bytes(), "labels": labels, "node_tables": tables, "relationship_types": rels, "id_spaces": spaces,
+        "indexes": indexes,
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
@@ -149,6 +155,15 @@ pub fn run(a: Args) -> Result<()> {
             s["ids"],
             s["id_type"].as_str().unwrap_or(""),
             human_bytes(s["bytes"].as_u64().unwrap_or(0))
+        );
+    }
+    for i in &indexes {
+        println!(
+            "index :{}({})  {} entries  {}",
+            i["label"].as_str().unwrap_or(""),
+            i["property"].as_str().unwrap_or(""),
+            i["entries"],
+            human_bytes(i["bytes"].as_u64().unwrap_or(0))
         );
     }
     Ok(())
