@@ -568,6 +568,10 @@ pub struct VarExpand {
     /// Emit the relationship list last-hop first (the pattern was expanded leftwards).
     pub reverse: bool,
     pub distinct: DistinctTargets,
+    /// Bytes of neighbour lists held by the frames and in the pool, and their grant.
+    stack_bytes: u64,
+    stack_granted: u64,
+    stack_grant: Option<Grant>,
 }
 
 impl VarExpand {
@@ -602,6 +606,9 @@ impl VarExpand {
             pool: Vec::new(),
             reverse: false,
             distinct: DistinctTargets::default(),
+            stack_bytes: 0,
+            stack_granted: 0,
+            stack_grant: None,
         }
     }
 
@@ -644,17 +651,26 @@ impl VarExpand {
     fn push_frame(&mut self, cx: &Cx, node: u64) -> Result<(), QueryError> {
         let mut nbrs = self.pool.pop().unwrap_or_default();
         nbrs.clear();
+        let before = nbrs.capacity();
         if (self.path.len() as u32) < self.max {
             step_rels(&cx.env, &self.types, self.dir, node, &mut nbrs)?;
         }
+        // Frames and pooled lists keep their capacity: count what grew.
+        self.stack_bytes += ((nbrs.capacity() - before) * std::mem::size_of::<(u64, RelRef)>()) as u64;
         self.stack.push(Frame { nbrs, i: 0 });
+        // Deep paths (`*` without a bound) hold a frame per hop: account them.
+        if self.stack_bytes > self.stack_granted {
+            let g = self.stack_grant.get_or_insert_with(|| cx.budget.empty_grant("VarLengthExpand"));
+            account(g, self.stack_bytes, "VarLengthExpand")?;
+            self.stack_granted = g.bytes();
+        }
         Ok(())
     }
 }
 
 impl Op for VarExpand {
     fn mem_peak(&self) -> u64 {
-        self.distinct.grant.as_ref().map_or(0, |g| g.bytes())
+        self.distinct.grant.as_ref().map_or(0, |g| g.bytes()) + self.stack_granted
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {

@@ -441,6 +441,9 @@ fn memory_limit_fails_with_the_operator_named() {
     }
     let err = quiver_query::run(&db, &ix, "MATCH (a)-->(b)-->(c) RETURN DISTINCT a.id, c.id", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
     assert!(err.to_string().contains("Distinct"), "{err}");
+    // Unbounded variable length goes deep: its stack is accounted too.
+    let err = quiver_query::run(&db, &ix, "MATCH (a {id: 0})-[*]->(b) RETURN count(*)", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("VarLengthExpand"), "{err}");
 }
 
 #[test]
