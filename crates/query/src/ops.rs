@@ -1786,49 +1786,112 @@ pub struct Sort {
     pub peak: u64,
 }
 
+/// Most rows a top-k keeps in its heap; a larger LIMIT sorts everything.
+const TOP_K_MAX: usize = 1 << 16;
+
+/// A row held by Sort: its key values and its columns.
+type SortRow = (Vec<Value>, Vec<Value>);
+
+fn row_bytes(r: &SortRow) -> u64 {
+    48 + (r.0.len() + r.1.len()) as u64 * 32
+        + r.0.iter().chain(r.1.iter()).map(|v| crate::value::heap_bytes(v) as u64).sum::<u64>()
+}
+
 impl Op for Sort {
     fn mem_peak(&self) -> u64 {
         self.peak
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        use std::cmp::Ordering;
         if let Some(it) = &mut self.out {
             return Ok(it.next());
         }
         let mut grant = cx.budget.empty_grant("Sort");
-        let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        let mut rows: Vec<SortRow> = Vec::new();
         let mut width = 0;
         let mut bytes = 0u64;
         let desc: Vec<bool> = self.keys.iter().map(|k| k.1).collect();
-        let cmp = |a: &Vec<Value>, b: &Vec<Value>| {
-            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-                let o = order(x, y);
+        // Key of row `row` of the batch's key columns against a held key.
+        let cmp_at = |keys: &[std::borrow::Cow<[Value]>], row: usize, held: &[Value]| {
+            for (i, c) in keys.iter().enumerate() {
+                let o = order(&c[row], &held[i]);
                 let o = if desc[i] { o.reverse() } else { o };
-                if o != std::cmp::Ordering::Equal {
+                if o != Ordering::Equal {
                     return o;
                 }
             }
-            std::cmp::Ordering::Equal
+            Ordering::Equal
+        };
+        let cmp = |a: &[Value], b: &[Value]| {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                let o = order(x, y);
+                let o = if desc[i] { o.reverse() } else { o };
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            Ordering::Equal
+        };
+        // Top-k keeps a max-heap of the k best rows (the worst on top); a row that beats
+        // the top overwrites it in place, reusing its allocations.
+        let top_k = self.limit.filter(|&k| k <= TOP_K_MAX);
+        let sift_down = |h: &mut Vec<SortRow>, mut i: usize| loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < h.len() && cmp(&h[l].0, &h[m].0) == Ordering::Greater {
+                m = l;
+            }
+            if r < h.len() && cmp(&h[r].0, &h[m].0) == Ordering::Greater {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            h.swap(i, m);
+            i = m;
         };
         while let Some(b) = self.input.next(cx)? {
             width = b.width();
-            let keys: Vec<Vec<Value>> = self
+            let keys: Vec<std::borrow::Cow<[Value]>> = self
                 .keys
                 .iter()
-                .map(|(k, _)| eval_col(&cx.env, k, &b))
+                .map(|(k, _)| crate::expr::col(&cx.env, k, &b))
                 .collect::<Result<_, _>>()?;
             for row in 0..b.len {
-                let k: Vec<Value> = keys.iter().map(|c| c[row].clone()).collect();
-                let r = b.row(row);
-                bytes += 48 + (r.len() + k.len()) as u64 * 32
-                    + r.iter().chain(k.iter()).map(|v| crate::value::heap_bytes(v) as u64).sum::<u64>();
-                rows.push((k, r));
-            }
-            if let Some(l) = self.limit {
-                // Top-k: keep the best `l` rows, compacting when twice as many are held.
-                if rows.len() >= 2 * l.max(512) {
-                    rows.sort_by(|a, b| cmp(&a.0, &b.0));
-                    rows.truncate(l);
-                    bytes = bytes * l as u64 / (2 * l.max(512)) as u64;
+                match top_k {
+                    Some(0) => {}
+                    Some(k) if rows.len() == k => {
+                        if cmp_at(&keys, row, &rows[0].0) != Ordering::Less {
+                            continue;
+                        }
+                        bytes = bytes.saturating_sub(row_bytes(&rows[0]));
+                        let top = &mut rows[0];
+                        for (i, c) in keys.iter().enumerate() {
+                            top.0[i].clone_from(&c[row]);
+                        }
+                        for (j, c) in b.cols.iter().enumerate() {
+                            top.1[j].clone_from(&c[row]);
+                        }
+                        bytes += row_bytes(&rows[0]);
+                        sift_down(&mut rows, 0);
+                    }
+                    _ => {
+                        let r: SortRow = (keys.iter().map(|c| c[row].clone()).collect(), b.row(row));
+                        bytes += row_bytes(&r);
+                        rows.push(r);
+                        if top_k.is_some() {
+                            // Sift up.
+                            let mut i = rows.len() - 1;
+                            while i > 0 {
+                                let p = (i - 1) / 2;
+                                if cmp(&rows[i].0, &rows[p].0) != Ordering::Greater {
+                                    break;
+                                }
+                                rows.swap(i, p);
+                                i = p;
+                            }
+                        }
+                    }
                 }
             }
             account(&mut grant, bytes, "Sort")?;
