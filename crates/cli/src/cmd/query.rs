@@ -53,6 +53,10 @@ pub struct Args {
     warmup: usize,
 }
 
+/// Rows a table shows; the rest are counted (a table needs every row before it can
+/// print, so it is bounded; CSV and JSON stream any number).
+const TABLE_ROWS_MAX: usize = 10_000;
+
 /// Formats result batches as they come (CSV, JSON lines) or collects them (table).
 pub struct Printer<W: Write> {
     pub format: Format,
@@ -60,6 +64,8 @@ pub struct Printer<W: Write> {
     pub header_done: bool,
     pub columns: Vec<String>,
     pub cells: Vec<Vec<String>>,
+    /// Table rows beyond [`TABLE_ROWS_MAX`], not shown.
+    pub hidden: u64,
 }
 
 impl<W: Write> Printer<W> {
@@ -70,6 +76,7 @@ impl<W: Write> Printer<W> {
             header_done: false,
             columns: Vec::new(),
             cells: Vec::new(),
+            hidden: 0,
         }
     }
 
@@ -77,6 +84,7 @@ impl<W: Write> Printer<W> {
         let io = |e: std::io::Error| QueryError::Argument(format!("writing output: {e}"));
         for r in 0..b.len {
             match self.format {
+                Format::Table if self.cells.len() >= TABLE_ROWS_MAX => self.hidden += 1,
                 Format::Table => {
                     let row = b.cols.iter().map(|c| render::text(g, &c[r])).collect::<Result<Vec<_>, _>>()?;
                     self.cells.push(row);
@@ -112,8 +120,16 @@ impl<W: Write> Printer<W> {
         if self.format == Format::Table && !columns.is_empty() {
             let t = render::table(columns, &self.cells);
             self.out.write_all(t.as_bytes())?;
+            if self.hidden > 0 {
+                writeln!(
+                    self.out,
+                    "({} more rows not shown; --format csv or json streams every row)",
+                    self.hidden
+                )?;
+            }
         }
         self.cells.clear();
+        self.hidden = 0;
         self.out.flush()
     }
 }
