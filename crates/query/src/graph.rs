@@ -281,45 +281,44 @@ impl<'db> Graph<'db> {
         }
     }
 
-    /// `out[i] = nodes[i].name` for a batch (non-nodes give null); one chunk open per run
-    /// of nodes in the same row group.
+    /// `out[i] = nodes[i].name` for a batch (non-nodes give null). Nodes are grouped by
+    /// the column chunk that holds them, so each chunk is opened once per batch whatever
+    /// the order of the nodes (expansions produce them in neighbour order).
     pub fn node_prop_batch(
         &self,
         nodes: &[Value],
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
-        let mut i = 0;
-        while i < nodes.len() {
-            let Value::Node(n) = nodes[i] else {
-                out.push(Value::Null);
-                i += 1;
-                continue;
-            };
+        let base = out.len();
+        out.resize(base + nodes.len(), Value::Null);
+        // Column of `name` per table, looked up once.
+        let mut cols: Vec<Option<Option<usize>>> = vec![None; self.tables.len()];
+        // (table, row group) -> (position in the batch, index in the chunk).
+        let mut groups: Vec<((usize, usize), Vec<(usize, usize)>)> = Vec::new();
+        for (pos, v) in nodes.iter().enumerate() {
+            let Value::Node(n) = *v else { continue };
             let (t, row) = self.locate(n)?;
             let ti = &self.tables[t];
-            let Some(&col) = ti.props.get(name) else {
-                out.push(Value::Null);
-                i += 1;
+            let col = *cols[t].get_or_insert_with(|| ti.props.get(name).copied());
+            if col.is_none() {
                 continue;
-            };
+            }
             let rg = rg_of(&ti.rg_first, row);
-            let lo = ti.first_node + ti.rg_first[rg];
-            let hi = ti.first_node + ti.rg_first.get(rg + 1).copied().unwrap_or(ti.n_rows);
-            let dtype = ti.dtypes[col];
-            let mut j = i;
+            let idx = (row - ti.rg_first[rg]) as usize;
+            match groups.iter_mut().find(|g| g.0 == (t, rg)) {
+                Some(g) => g.1.push((pos, idx)),
+                None => groups.push(((t, rg), vec![(pos, idx)])),
+            }
+        }
+        for ((t, rg), items) in groups {
+            let Some(Some(col)) = cols[t] else { continue };
+            let dtype = self.tables[t].dtypes[col];
             self.db.with_node_chunk(t, rg, col, |c| {
-                while j < nodes.len() {
-                    match nodes[j] {
-                        Value::Node(m) if m >= lo && m < hi => {
-                            out.push(chunk_value(c, (m - lo) as usize, dtype));
-                            j += 1;
-                        }
-                        _ => break,
-                    }
+                for (pos, idx) in items {
+                    out[base + pos] = chunk_value(c, idx, dtype);
                 }
             })?;
-            i = j;
         }
         Ok(())
     }

@@ -371,12 +371,89 @@ pub struct Expand {
     pub distinct: DistinctTargets,
 }
 
+/// A set of node ids: a hash set while small, then a bitmap over all node ids (a 1.6M-node
+/// graph's bitmap is 200 KiB, and a bit test is one cache line where a large hash set
+/// misses the cache on most probes).
+#[derive(Debug, Default)]
+pub enum NodeSet {
+    #[default]
+    Empty,
+    Small(HashSet<u64>),
+    Bits(Vec<u64>),
+}
+
+/// Entries at which a [`NodeSet`] turns into a bitmap (when the bitmap is at most
+/// [`NODE_BITMAP_MAX_BYTES`]).
+const NODE_SET_SMALL: usize = 4096;
+const NODE_BITMAP_MAX_BYTES: u64 = 64 << 20;
+
+impl NodeSet {
+    /// Inserts `n`; true when it was absent. `n_nodes` bounds the ids.
+    #[inline]
+    pub fn insert(&mut self, n: u64, n_nodes: u64) -> bool {
+        match self {
+            NodeSet::Bits(b) => {
+                let (w, m) = ((n / 64) as usize, 1u64 << (n % 64));
+                match b.get_mut(w) {
+                    Some(x) => {
+                        let new = *x & m == 0;
+                        *x |= m;
+                        new
+                    }
+                    None => false,
+                }
+            }
+            NodeSet::Small(h) => {
+                let new = h.insert(n);
+                if new
+                    && h.len() > NODE_SET_SMALL
+                    && n_nodes > 0
+                    && n_nodes.div_ceil(8) <= NODE_BITMAP_MAX_BYTES
+                    && h.iter().all(|&x| x < n_nodes)
+                {
+                    let mut b = vec![0u64; n_nodes.div_ceil(64) as usize];
+                    for &x in h.iter() {
+                        if let Some(w) = b.get_mut((x / 64) as usize) {
+                            *w |= 1 << (x % 64);
+                        }
+                    }
+                    *self = NodeSet::Bits(b);
+                }
+                new
+            }
+            NodeSet::Empty => {
+                *self = NodeSet::Small(HashSet::new());
+                self.insert(n, n_nodes)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, n: u64) -> bool {
+        match self {
+            NodeSet::Bits(b) => b.get((n / 64) as usize).is_some_and(|x| x & (1 << (n % 64)) != 0),
+            NodeSet::Small(h) => h.contains(&n),
+            NodeSet::Empty => false,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            NodeSet::Bits(b) => b.len() as u64 * 8,
+            NodeSet::Small(h) => h.capacity() as u64 * 16,
+            NodeSet::Empty => 0,
+        }
+    }
+}
+
 /// The first-row-per-node filter of [`Expand`] and [`VarExpand`], switched on by the
 /// planner after the operator is built (through the shared flag).
 #[derive(Default)]
 pub struct DistinctTargets {
     pub on: Rc<std::cell::Cell<bool>>,
-    seen: HashSet<u64>,
+    seen: NodeSet,
+    n_nodes: u64,
     grant: Option<Grant>,
 }
 
@@ -384,15 +461,22 @@ impl DistinctTargets {
     /// Whether `node` is new (always true when off).
     #[inline]
     fn first(&mut self, node: u64) -> bool {
-        !self.on.get() || self.seen.insert(node)
+        !self.on.get() || self.seen.insert(node, self.n_nodes)
+    }
+
+    /// Whether `node` was emitted already (a cheap test before any per-edge work).
+    #[inline]
+    fn done(&self, node: u64) -> bool {
+        self.on.get() && self.seen.contains(node)
     }
 
     fn account(&mut self, cx: &Cx) -> Result<u64, QueryError> {
+        self.n_nodes = cx.env.g.n_nodes();
         if !self.on.get() {
             return Ok(0);
         }
         let g = self.grant.get_or_insert_with(|| cx.budget.empty_grant("Expand"));
-        account(g, (self.seen.capacity() * 16) as u64, "Expand (distinct targets)")?;
+        account(g, self.seen.bytes(), "Expand (distinct targets)")?;
         Ok(g.bytes())
     }
 }
@@ -403,6 +487,7 @@ impl Op for Expand {
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         let g = cx.env.g;
+        self.distinct.n_nodes = g.n_nodes();
         let need_rel = self.emit_rel || !self.uniq.is_empty();
         loop {
             if self.cur.is_none() {
@@ -449,6 +534,9 @@ impl Op for Expand {
                             }
                             let nb64 = nb as u64;
                             if want.is_some_and(|w| w != nb64) {
+                                return;
+                            }
+                            if target.is_none() && self.distinct.done(nb64) {
                                 return;
                             }
                             // An undirected pattern meets a self-loop once, not twice.
@@ -673,6 +761,7 @@ impl Op for VarExpand {
         self.distinct.grant.as_ref().map_or(0, |g| g.bytes()) + self.stack_granted
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        self.distinct.n_nodes = cx.env.g.n_nodes();
         loop {
             if self.cur.is_none() {
                 match self.input.next(cx)? {
@@ -1676,7 +1765,11 @@ pub struct Distinct {
     pub input: BoxOp,
     pub width: usize,
     pub seen: HashSet<Vec<Key>>,
-    pub seen_nodes: HashSet<u64>,
+    pub seen_nodes: NodeSet,
+    /// One column: integer values (and integral floats, which are equivalent to them),
+    /// and every other value.
+    pub seen_ints: HashSet<i64>,
+    pub seen_one: HashSet<Key>,
     pub grant: Option<Grant>,
     pub bytes: u64,
 }
@@ -1687,7 +1780,9 @@ impl Distinct {
             input,
             width,
             seen: HashSet::new(),
-            seen_nodes: HashSet::new(),
+            seen_nodes: NodeSet::default(),
+            seen_ints: HashSet::new(),
+            seen_one: HashSet::new(),
             grant: None,
             bytes: 0,
         }
@@ -1708,12 +1803,27 @@ impl Op for Distinct {
                 // One node column (DISTINCT n, or the node pre-pass): a set of ids.
                 if self.width == 1 {
                     if let Value::Node(n) = b.cols[0][row] {
-                        *k = self.seen_nodes.insert(n);
+                        *k = self.seen_nodes.insert(n, cx.env.g.n_nodes());
                         if *k {
                             self.bytes += 16;
                         }
                         continue;
                     }
+                }
+                if self.width == 1 {
+                    // One column: integers in a set of i64, anything else as one key.
+                    let v = &b.cols[0][row];
+                    *k = match v {
+                        Value::Int(i) => self.seen_ints.insert(*i),
+                        Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => {
+                            self.seen_ints.insert(*f as i64)
+                        }
+                        v => self.seen_one.insert(Key(v.clone())),
+                    };
+                    if *k {
+                        self.bytes += 40 + crate::value::heap_bytes(v) as u64;
+                    }
+                    continue;
                 }
                 let key: Vec<Key> = (0..self.width).map(|c| Key(b.cols[c][row].clone())).collect();
                 let sz = 32 + key.iter().map(|k| 32 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>();
@@ -1968,5 +2078,29 @@ impl Op for Union {
             self.i += 1;
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeSet;
+    use rand::{Rng, SeedableRng};
+
+    /// The set answers like a hash set through the switch to a bitmap.
+    #[test]
+    fn node_set_switches_to_a_bitmap_and_agrees() {
+        let mut r = rand::rngs::StdRng::seed_from_u64(3);
+        let n_nodes = 100_000;
+        let mut s = NodeSet::default();
+        let mut h = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let x = r.random_range(0..n_nodes);
+            assert_eq!(s.insert(x, n_nodes), h.insert(x), "insert {x}");
+        }
+        assert!(matches!(s, NodeSet::Bits(_)));
+        for x in 0..n_nodes {
+            assert_eq!(s.contains(x), h.contains(&x));
+        }
+        assert_eq!(s.bytes(), n_nodes.div_ceil(64) * 8);
     }
 }
