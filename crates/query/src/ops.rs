@@ -1849,6 +1849,9 @@ pub struct DistinctNodes {
     pub input: BoxOp,
     pub slots: Vec<usize>,
     pub seen: HashSet<Vec<u64>>,
+    /// With one slot: the nodes seen, and whether a null row was.
+    pub one: NodeSet,
+    pub null_seen: bool,
     pub grant: Option<Grant>,
 }
 
@@ -1862,7 +1865,16 @@ impl Op for DistinctNodes {
             .get_or_insert_with(|| cx.budget.empty_grant("DistinctNodes"));
         while let Some(mut b) = self.input.next(cx)? {
             let mut keep = vec![false; b.len];
+            let n_nodes = cx.env.g.n_nodes();
             for (row, k) in keep.iter_mut().enumerate() {
+                if let [s] = self.slots[..] {
+                    // One node column: a node set (null rows: one of them is kept).
+                    *k = match b.cols[s][row] {
+                        Value::Node(n) => self.one.insert(n, n_nodes),
+                        _ => !std::mem::replace(&mut self.null_seen, true),
+                    };
+                    continue;
+                }
                 let key: Vec<u64> = self
                     .slots
                     .iter()
@@ -1875,7 +1887,7 @@ impl Op for DistinctNodes {
             }
             account(
                 grant,
-                (self.seen.len() * (24 + 8 * self.slots.len())) as u64,
+                (self.seen.len() * (24 + 8 * self.slots.len())) as u64 + self.one.bytes(),
                 "DistinctNodes",
             )?;
             b.filter(&keep);

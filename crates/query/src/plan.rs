@@ -92,6 +92,8 @@ pub struct Planner<'a, 'g, 'db> {
     fused: Option<Fused>,
     /// The last expansion that bound a new node: (plan node, node slot, its distinct
     /// switch), for pushing a DISTINCT on that node into it.
+    /// A filter on that node alone keeps the push-down valid (it rejects every row of a
+    /// node or none), so the plan node moves up past it.
     last_expand: Option<(usize, usize, Rc<std::cell::Cell<bool>>)>,
     g: &'g Graph<'db>,
     params: &'a Params,
@@ -428,10 +430,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     fn push_filters(&mut self, mut cur: P, scope: &Scope, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
         let mut i = 0;
         while i < conj.len() {
-            if vars_of(&conj[i]).iter().all(|v| scope.get(v).is_some()) {
+            let vars = vars_of(&conj[i]);
+            if vars.iter().all(|v| scope.get(v).is_some()) {
                 let c = conj.remove(i);
                 let e = self.compile(&c, scope, &[])?;
+                let before = cur.id;
                 cur = self.filter(cur, e, &c);
+                if let Some(le) = &mut self.last_expand {
+                    let only_target = vars.iter().all(|v| scope.get(v).map(|s| s.0) == Some(le.1));
+                    if le.0 == before && only_target && !vars.is_empty() {
+                        le.0 = cur.id;
+                    }
+                }
             } else {
                 i += 1;
             }
@@ -1157,7 +1167,15 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Some((id, slot, flag)) if only_nodes && *id == cur.id && node_slots == [*slot] => {
                             // The expansion itself emits each new node once.
                             flag.set(true);
-                            self.descs[*id].detail.push_str(" (distinct targets)");
+                            let mut d = *id;
+                            // The push-down lands on the expansion below any filters.
+                            while !matches!(self.descs[d].name, "Expand" | "VarLengthExpand") {
+                                match self.descs[d].children.first() {
+                                    Some(&c) => d = c,
+                                    None => break,
+                                }
+                            }
+                            self.descs[d].detail.push_str(" (distinct targets)");
                             true
                         }
                         _ => false,
@@ -1168,7 +1186,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             "DistinctNodes",
                             format!("slots {d}"),
                             vec![cur.id],
-                            Box::new(DistinctNodes { input: cur.op, slots: node_slots, seen: Default::default(), grant: None }),
+                            Box::new(DistinctNodes {
+                                input: cur.op,
+                                slots: node_slots,
+                                seen: Default::default(),
+                                one: NodeSet::default(),
+                                null_seen: false,
+                                grant: None,
+                            }),
                         );
                     }
                 }

@@ -181,6 +181,13 @@ fn patterns_match_the_model() {
             let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN DISTINCT c.id"), 0);
             let want: BTreeSet<i64> = m.trails(a, &all, 1, 1, 3).into_iter().collect();
             assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "*1..3 DISTINCT from {a}");
+            let got = ints(&q("MATCH (a {id: $x})-->()-->(c) WHERE c.v > 3 RETURN DISTINCT c.id"), 0);
+            let want: BTreeSet<i64> = m
+                .trails(a, &all, 1, 2, 2)
+                .into_iter()
+                .filter(|&c| m.v[c as usize].is_some_and(|v| v > 3))
+                .collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop DISTINCT with a filter from {a}");
             let got = ints(&q("MATCH (a {id: $x})-->(b)-->(c) RETURN DISTINCT c.id"), 0);
             let want: BTreeSet<i64> = m.trails(a, &all, 1, 2, 2).into_iter().collect();
             assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop DISTINCT from {a}");
