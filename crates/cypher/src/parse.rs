@@ -728,26 +728,7 @@ impl<'t> Parser<'t> {
             && matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
             && self.is_kw_at(1, "IN")
         {
-            let var = self.name("a variable")?;
-            self.bump();
-            let list = Box::new(self.expr()?);
-            let pred = if self.eat_kw("WHERE") {
-                Some(Box::new(self.expr()?))
-            } else {
-                None
-            };
-            let map = if self.eat_p("|") {
-                Some(Box::new(self.expr()?))
-            } else {
-                None
-            };
-            self.expect_p(")")?;
-            return Ok(Expr::ListComp {
-                var,
-                list,
-                pred,
-                map,
-            });
+            return self.comprehension(")");
         }
         let distinct = self.eat_kw("DISTINCT");
         let mut args = Vec::new();
@@ -797,30 +778,35 @@ impl<'t> Parser<'t> {
         })
     }
 
+    /// `x IN list [WHERE p] [| e]` and the closing `close`.
+    fn comprehension(&mut self, close: &str) -> R<Expr> {
+        let var = self.name("a variable")?;
+        self.bump();
+        let list = Box::new(self.expr()?);
+        let pred = if self.eat_kw("WHERE") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        let map = if self.eat_p("|") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        self.expect_p(close)?;
+        Ok(Expr::ListComp {
+            var,
+            list,
+            pred,
+            map,
+        })
+    }
+
     fn list_or_comprehension(&mut self) -> R<Expr> {
         self.expect_p("[")?;
         // `[x IN list ...]` is a comprehension.
         if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && self.is_kw_at(1, "IN") {
-            let var = self.name("a variable")?;
-            self.bump();
-            let list = Box::new(self.expr()?);
-            let pred = if self.eat_kw("WHERE") {
-                Some(Box::new(self.expr()?))
-            } else {
-                None
-            };
-            let map = if self.eat_p("|") {
-                Some(Box::new(self.expr()?))
-            } else {
-                None
-            };
-            self.expect_p("]")?;
-            return Ok(Expr::ListComp {
-                var,
-                list,
-                pred,
-                map,
-            });
+            return self.comprehension("]");
         }
         let mut items = Vec::new();
         if !self.is_p("]") {

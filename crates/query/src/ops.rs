@@ -198,54 +198,92 @@ impl Op for Scan {
     }
 }
 
-/// For each input row, the node whose imported id equals `key` (id-index seek).
+/// How a seek finds nodes from an input row.
+pub enum SeekBy {
+    /// The imported `:ID` column's index, in an id space.
+    Id { space: usize, key: CExpr },
+    /// A declared index, equality.
+    Index { index: Arc<crate::index::PropIndex>, key: CExpr },
+    /// A declared index, a range (each bound `(expr, inclusive)`).
+    Range {
+        index: Arc<crate::index::PropIndex>,
+        lo: Option<(CExpr, bool)>,
+        hi: Option<(CExpr, bool)>,
+    },
+    /// Internal node ids: `id(n) = x` or `id(n) IN list`.
+    NodeId { key: CExpr },
+}
+
+/// For each input row, the nodes an index (or the internal id) finds, that carry
+/// `labels`.
 pub struct Seek {
     pub input: BoxOp,
-    pub key: CExpr,
-    pub space: usize,
+    pub by: SeekBy,
     pub labels: Vec<u32>,
+}
+
+impl Seek {
+    /// Candidate nodes of every row of `b`.
+    fn candidates(&self, cx: &Cx, b: &Batch) -> Result<Vec<Vec<u64>>, QueryError> {
+        let g = cx.env.g;
+        let opt_col = |e: &Option<(CExpr, bool)>| {
+            e.as_ref().map(|(x, inc)| eval_col(&cx.env, x, b).map(|c| (c, *inc))).transpose()
+        };
+        let mut out = Vec::with_capacity(b.len);
+        match &self.by {
+            SeekBy::Id { space, key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    out.push(g.id_lookup(*space, &k)?.into_iter().collect());
+                }
+            }
+            SeekBy::Index { index, key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    out.push(index.lookup(g, &k)?);
+                }
+            }
+            SeekBy::Range { index, lo, hi } => {
+                let (lo, hi) = (opt_col(lo)?, opt_col(hi)?);
+                for row in 0..b.len {
+                    let l = lo.as_ref().map(|(c, inc)| (&c[row], *inc));
+                    let h = hi.as_ref().map(|(c, inc)| (&c[row], *inc));
+                    // A null bound compares to nothing.
+                    if l.is_some_and(|x| x.0.is_null()) || h.is_some_and(|x| x.0.is_null()) {
+                        out.push(Vec::new());
+                    } else {
+                        out.push(index.range(g, l, h)?);
+                    }
+                }
+            }
+            SeekBy::NodeId { key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    let ids: Vec<i64> = match k {
+                        Value::Int(i) => vec![i],
+                        Value::List(l) => l
+                            .iter()
+                            .filter_map(|v| if let Value::Int(i) = v { Some(*i) } else { None })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    out.push(
+                        ids.into_iter()
+                            .filter(|&i| i >= 0 && (i as u64) < g.n_nodes())
+                            .map(|i| i as u64)
+                            .collect(),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Op for Seek {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         while let Some(b) = self.input.next(cx)? {
-            let keys = eval_col(&cx.env, &self.key, &b)?;
+            let found = self.candidates(cx, &b)?;
             let mut out = Batch::empty(b.width() + 1);
-            for (row, k) in keys.iter().enumerate() {
-                let Some(n) = cx.env.g.id_lookup(self.space, k)? else {
-                    continue;
-                };
-                let mut ok = true;
-                for &l in &self.labels {
-                    ok &= cx.env.g.has_label(n, l)?;
-                }
-                if ok {
-                    out.push_row_from(&b, row, &[Value::Node(n)]);
-                }
-            }
-            if out.len > 0 {
-                return Ok(Some(out));
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// For each input row, the nodes a declared property index finds for `key`.
-pub struct IndexSeek {
-    pub input: BoxOp,
-    pub key: CExpr,
-    pub index: Arc<crate::index::PropIndex>,
-    pub labels: Vec<u32>,
-}
-
-impl Op for IndexSeek {
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(b) = self.input.next(cx)? {
-            let keys = eval_col(&cx.env, &self.key, &b)?;
-            let mut out = Batch::empty(b.width() + 1);
-            for (row, k) in keys.iter().enumerate() {
-                for n in self.index.lookup(cx.env.g, k)? {
+            for (row, nodes) in found.into_iter().enumerate() {
+                for n in nodes {
                     let mut ok = true;
                     for &l in &self.labels {
                         ok &= cx.env.g.has_label(n, l)?;
@@ -255,86 +293,7 @@ impl Op for IndexSeek {
                     }
                 }
             }
-            if out.len > 0 {
-                return Ok(Some(out));
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// For each input row, the nodes a declared index finds in a range of its property.
-pub struct IndexRangeSeek {
-    pub input: BoxOp,
-    pub lo: Option<(CExpr, bool)>,
-    pub hi: Option<(CExpr, bool)>,
-    pub index: Arc<crate::index::PropIndex>,
-    pub labels: Vec<u32>,
-}
-
-impl Op for IndexRangeSeek {
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(b) = self.input.next(cx)? {
-            let lo = self.lo.as_ref().map(|(e, _)| eval_col(&cx.env, e, &b)).transpose()?;
-            let hi = self.hi.as_ref().map(|(e, _)| eval_col(&cx.env, e, &b)).transpose()?;
-            let mut out = Batch::empty(b.width() + 1);
-            for row in 0..b.len {
-                let l = lo.as_ref().zip(self.lo.as_ref()).map(|(c, (_, inc))| (&c[row], *inc));
-                let h = hi.as_ref().zip(self.hi.as_ref()).map(|(c, (_, inc))| (&c[row], *inc));
-                if l.is_some_and(|x| x.0.is_null()) || h.is_some_and(|x| x.0.is_null()) {
-                    continue;
-                }
-                for n in self.index.range(cx.env.g, l, h)? {
-                    let mut ok = true;
-                    for &lb in &self.labels {
-                        ok &= cx.env.g.has_label(n, lb)?;
-                    }
-                    if ok {
-                        out.push_row_from(&b, row, &[Value::Node(n)]);
-                    }
-                }
-                cx.check_cancel()?;
-            }
-            if out.len > 0 {
-                return Ok(Some(out));
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// For each input row, the node whose internal id `id(n)` equals `key`.
-pub struct NodeByIdSeek {
-    pub input: BoxOp,
-    pub key: CExpr,
-    pub labels: Vec<u32>,
-}
-
-impl Op for NodeByIdSeek {
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(b) = self.input.next(cx)? {
-            let keys = eval_col(&cx.env, &self.key, &b)?;
-            let mut out = Batch::empty(b.width() + 1);
-            for (row, k) in keys.iter().enumerate() {
-                let ids: Vec<i64> = match k {
-                    Value::Int(i) => vec![*i],
-                    Value::List(l) => l.iter().filter_map(|v| if let Value::Int(i) = v { Some(*i) } else { None }).collect(),
-                    _ => continue,
-                };
-                for i in ids {
-                    if i < 0 || i as u64 >= cx.env.g.n_nodes() {
-                        continue;
-                    }
-                    let n = i as u64;
-                    let mut ok = true;
-                    for &l in &self.labels {
-                        ok &= cx.env.g.has_label(n, l)?;
-                    }
-                    if ok {
-                        out.push_row_from(&b, row, &[Value::Node(n)]);
-                    }
-                }
-            }
+            cx.check_cancel()?;
             if out.len > 0 {
                 return Ok(Some(out));
             }

@@ -624,7 +624,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             "NodeSeek",
                             format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key)),
                             vec![cur.id],
-                            Box::new(Seek { input: cur.op, key: k, space, labels: labels.clone() }),
+                            Box::new(Seek { input: cur.op, by: SeekBy::Id { space, key: k }, labels: labels.clone() }),
                         );
                         scope.bind(&v, Kind::Node);
                         return Ok(p);
@@ -637,7 +637,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             "NodeIndexSeek",
                             format!("({}:{l}) by index on {l}({prop}) = {}", v.trim(), short(&key)),
                             vec![cur.id],
-                            Box::new(IndexSeek { input: cur.op, key: k, index: ix, labels: labels.clone() }),
+                            Box::new(Seek { input: cur.op, by: SeekBy::Index { index: ix, key: k }, labels: labels.clone() }),
                         );
                         scope.bind(&v, Kind::Node);
                         return Ok(p);
@@ -652,7 +652,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 "NodeByIdSeek",
                 format!("({}) id = {}", v.trim(), short(&key)),
                 vec![cur.id],
-                Box::new(NodeByIdSeek { input: cur.op, key: k, labels: labels.clone() }),
+                Box::new(Seek { input: cur.op, by: SeekBy::NodeId { key: k }, labels: labels.clone() }),
             );
             scope.bind(&v, Kind::Node);
             return Ok(p);
@@ -679,7 +679,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     "NodeIndexRangeSeek",
                     detail,
                     vec![cur.id],
-                    Box::new(IndexRangeSeek { input: cur.op, lo, hi, index: ix, labels: labels.clone() }),
+                    Box::new(Seek { input: cur.op, by: SeekBy::Range { index: ix, lo, hi }, labels: labels.clone() }),
                 );
                 scope.bind(&v, Kind::Node);
                 return Ok(p);
