@@ -463,10 +463,11 @@ fn walk(
     at: u64,
     used: &mut Vec<RelRef>,
 ) -> Result<bool, QueryError> {
-    let Some(s) = p.steps.get(step) else {
+    if step >= p.steps.len() {
         return Ok(true);
-    };
+    }
     // Depth-first over 1..=max hops of this step.
+    #[allow(clippy::too_many_arguments)]
     fn hop(
         env: &Env,
         p: &PatternPred,
@@ -516,7 +517,6 @@ fn walk(
         }
         Ok(false)
     }
-    let _ = s;
     hop(env, p, b, row, step, at, 0, used)
 }
 

@@ -295,7 +295,8 @@ impl<'db> Graph<'db> {
         // Column of `name` per table, looked up once.
         let mut cols: Vec<Option<Option<usize>>> = vec![None; self.tables.len()];
         // (table, row group) -> (position in the batch, index in the chunk).
-        let mut groups: Vec<((usize, usize), Vec<(usize, usize)>)> = Vec::new();
+        type Group = ((usize, usize), Vec<(usize, usize)>);
+        let mut groups: Vec<Group> = Vec::new();
         for (pos, v) in nodes.iter().enumerate() {
             let Value::Node(n) = *v else { continue };
             let (t, row) = self.locate(n)?;

@@ -1582,13 +1582,16 @@ impl Op for Aggregate {
     }
 }
 
+/// Properties read as columns, and the filter, keys and aggregates rewritten to them.
+pub type DirectColumns = (Vec<Arc<str>>, Option<CExpr>, Vec<CExpr>, Vec<AggSpec>);
+
 /// A label scan (with its filter) feeding an aggregation, run on all cores: each worker
 /// scans morsels of node ids into its own group table; the tables are merged. Chosen by
 /// the planner when no aggregate is DISTINCT (partial tables would count twice).
 pub struct ParallelAggregate {
     /// When every expression reads the node only through properties: those properties,
     /// and the expressions rewritten to read them as columns (no node column is built).
-    pub direct: Option<(Vec<Arc<str>>, Option<CExpr>, Vec<CExpr>, Vec<AggSpec>)>,
+    pub direct: Option<DirectColumns>,
     pub ranges: Vec<ScanRange>,
     pub filter: Option<CExpr>,
     pub keys: Vec<CExpr>,

@@ -29,6 +29,9 @@ use std::sync::Arc;
 
 pub type Params = BTreeMap<String, Value>;
 
+/// A range bound: the expression and whether it is inclusive.
+type Bound = (Expr, bool);
+
 /// One operator in the plan description.
 #[derive(Debug, Clone)]
 pub struct Desc {
@@ -494,7 +497,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// Bounds on `var.prop` from conjuncts `var.prop < e` and the like (either side),
     /// with `e` computable now: (lower, upper), each `(e, inclusive)`. The conjuncts stay:
     /// they remain filters after the seek.
-    fn range_bounds(conj: &[Expr], scope: &Scope, var: &str, prop: &str) -> (Option<(Expr, bool)>, Option<(Expr, bool)>) {
+    fn range_bounds(conj: &[Expr], scope: &Scope, var: &str, prop: &str) -> (Option<Bound>, Option<Bound>) {
         let (mut lo, mut hi) = (None, None);
         let is_prop = |x: &Expr| matches!(x, Expr::Prop(v, k) if k == prop && matches!(&**v, Expr::Var(n, _) if n == var));
         for c in conj {
@@ -614,7 +617,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     fn bind_node(&mut self, cur: P, scope: &mut Scope, n: &NodePattern, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
         let v = n.var.clone().expect("named");
         let labels: Vec<u32> = n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
-        for (li, l) in n.labels.iter().enumerate() {
+        for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else { continue };
             for prop in self.eq_props(conj, &v) {
                 if let Some(space) = self.g.id_seek_space(lid, &prop) {
@@ -644,7 +647,6 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     }
                 }
             }
-            let _ = li;
         }
         if let Some(key) = Self::take_id_eq(conj, scope, &v) {
             let k = self.compile(&key, scope, &[])?;
