@@ -5,13 +5,28 @@ mod common;
 use common::*;
 
 fn small_db(dir: &std::path::Path) -> String {
-    let n = write(dir, "n.csv", "id:ID(User),name,age:int\n1,ann,30\n2,bob,\n3,cy,41\n");
-    let e = write(dir, "e.csv", ":START_ID(User),:END_ID(User),since:int\n1,2,2020\n2,3,2021\n1,3,2022\n");
+    let n = write(
+        dir,
+        "n.csv",
+        "id:ID(User),name,age:int\n1,ann,30\n2,bob,\n3,cy,41\n",
+    );
+    let e = write(
+        dir,
+        "e.csv",
+        ":START_ID(User),:END_ID(User),since:int\n1,2,2020\n2,3,2021\n1,3,2022\n",
+    );
     let db = dir.join("q.qdb");
     ok(&[
-        "import", "--db", db.to_str().unwrap(), "--id-type", "integer", "--quiet",
-        "--nodes", &format!("User={}", n.display()),
-        "--relationships", &format!("KNOWS={}", e.display()),
+        "import",
+        "--db",
+        db.to_str().unwrap(),
+        "--id-type",
+        "integer",
+        "--quiet",
+        "--nodes",
+        &format!("User={}", n.display()),
+        "--relationships",
+        &format!("KNOWS={}", e.display()),
     ]);
     db.to_str().unwrap().to_string()
 }
@@ -20,19 +35,55 @@ fn small_db(dir: &std::path::Path) -> String {
 fn formats_params_and_plans() {
     let dir = tempfile::tempdir().unwrap();
     let db = small_db(dir.path());
-    let csv = ok(&["query", "--db", &db, "--format", "csv", "--param", "id=1",
-        "MATCH (a:User {id: $id})-[k:KNOWS]->(b) RETURN b.name AS name, k.since ORDER BY name"]);
+    let csv = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--format",
+        "csv",
+        "--param",
+        "id=1",
+        "MATCH (a:User {id: $id})-[k:KNOWS]->(b) RETURN b.name AS name, k.since ORDER BY name",
+    ]);
     assert_eq!(csv, "name,k.since\nbob,2020\ncy,2022\n");
-    let json = ok(&["query", "--db", &db, "--format", "json", "MATCH (a:User {id: 2}) RETURN a"]);
+    let json = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--format",
+        "json",
+        "MATCH (a:User {id: 2}) RETURN a",
+    ]);
     let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(v["a"]["labels"][0], "User");
     assert_eq!(v["a"]["properties"]["name"], "bob");
-    assert!(v["a"]["properties"].get("age").is_none(), "null properties are absent");
-    let table = ok(&["query", "--db", &db, "MATCH (n:User) RETURN count(*) AS users, avg(n.age) AS age"]);
+    assert!(
+        v["a"]["properties"].get("age").is_none(),
+        "null properties are absent"
+    );
+    let table = ok(&[
+        "query",
+        "--db",
+        &db,
+        "MATCH (n:User) RETURN count(*) AS users, avg(n.age) AS age",
+    ]);
     assert!(table.contains("users") && table.contains("35.5"), "{table}");
-    let plan = ok(&["query", "--db", &db, "EXPLAIN MATCH (a:User {id: 1})-->(b) RETURN b"]);
-    assert!(plan.contains("NodeSeek") && plan.contains("Expand"), "{plan}");
-    let prof = ok(&["query", "--db", &db, "PROFILE MATCH (a:User)-->(b) RETURN count(*)"]);
+    let plan = ok(&[
+        "query",
+        "--db",
+        &db,
+        "EXPLAIN MATCH (a:User {id: 1})-->(b) RETURN b",
+    ]);
+    assert!(
+        plan.contains("NodeSeek") && plan.contains("Expand"),
+        "{plan}"
+    );
+    let prof = ok(&[
+        "query",
+        "--db",
+        &db,
+        "PROFILE MATCH (a:User)-->(b) RETURN count(*)",
+    ]);
     assert!(prof.contains("rows 3") && prof.contains("time"), "{prof}");
     let stdin_q = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args(["query", "--db", &db, "--format", "csv", "-"])
@@ -54,19 +105,45 @@ fn indexes_and_bench_mode() {
     let db = small_db(dir.path());
     let out = ok(&["query", "--db", &db, "CREATE INDEX ON :User(name)"]);
     assert!(out.contains("created, 3 entries"), "{out}");
-    let plan = ok(&["query", "--db", &db, "EXPLAIN MATCH (n:User {name: 'cy'}) RETURN n.id"]);
+    let plan = ok(&[
+        "query",
+        "--db",
+        &db,
+        "EXPLAIN MATCH (n:User {name: 'cy'}) RETURN n.id",
+    ]);
     assert!(plan.contains("NodeIndexSeek"), "{plan}");
-    let got = ok(&["query", "--db", &db, "--format", "csv", "MATCH (n:User) WHERE n.name = 'cy' RETURN n.id"]);
+    let got = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--format",
+        "csv",
+        "MATCH (n:User) WHERE n.name = 'cy' RETURN n.id",
+    ]);
     assert_eq!(got, "n.id\n3\n");
     let shown = ok(&["query", "--db", &db, "--format", "csv", "SHOW INDEXES"]);
-    assert!(shown.contains("User,name,property,3") && shown.contains("User,id,id (automatic),3"), "{shown}");
+    assert!(
+        shown.contains("User,name,property,3") && shown.contains("User,id,id (automatic),3"),
+        "{shown}"
+    );
     ok(&["check", "--db", &db]);
     let info = ok(&["info", "--db", &db]);
     assert!(info.contains("index :User(name)  3 entries"), "{info}");
     let p = write(dir.path(), "p.csv", "id\n1\n2\n3\n");
-    let out = ok(&["query", "--db", &db, "--bench-params", p.to_str().unwrap(), "--warmup", "1",
-        "MATCH (a:User {id: $id})-->(b) RETURN b.id"]);
-    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--bench-params",
+        p.to_str().unwrap(),
+        "--warmup",
+        "1",
+        "MATCH (a:User {id: $id})-->(b) RETURN b.id",
+    ]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4);
     assert_eq!(lines[0]["rows"], 2);
     assert_eq!(lines[3]["runs"], 3);
@@ -81,9 +158,21 @@ fn errors_say_what_to_do() {
     assert!(e.contains("expected"), "{e}");
     let e = fails(&["query", "--db", &db, "MATCH (n {id: $id}) RETURN n"]);
     assert!(e.contains("--param id="), "{e}");
-    let e = fails(&["query", "--db", dir.path().join("nope").to_str().unwrap(), "RETURN 1"]);
+    let e = fails(&[
+        "query",
+        "--db",
+        dir.path().join("nope").to_str().unwrap(),
+        "RETURN 1",
+    ]);
     assert!(e.contains("quiver import"), "{e}");
-    let e = fails(&["query", "--db", &db, "--query-memory-limit", "1KiB", "UNWIND range(1, 100000) AS x RETURN x ORDER BY x DESC"]);
+    let e = fails(&[
+        "query",
+        "--db",
+        &db,
+        "--query-memory-limit",
+        "1KiB",
+        "UNWIND range(1, 100000) AS x RETURN x ORDER BY x DESC",
+    ]);
     assert!(e.contains("memory limit") && e.contains("Sort"), "{e}");
     let e = fails(&["query", "--db", &db, "DROP INDEX ON :User(age)"]);
     assert!(e.contains("SHOW INDEXES"), "{e}");

@@ -225,7 +225,9 @@ impl<'t> Parser<'t> {
                 break;
             }
         }
-        for w in ["CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "LOAD", "FOREACH", "CALL"] {
+        for w in [
+            "CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "LOAD", "FOREACH", "CALL",
+        ] {
             if self.is_kw(w) {
                 return Err(error_at(
                     self.text,

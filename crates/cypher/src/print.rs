@@ -7,7 +7,10 @@ use crate::ast::*;
 use std::fmt::Write;
 
 fn name(s: &str) -> String {
-    let plain = s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    let plain = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_alphanumeric() || c == '_');
     if plain {
         s.to_string()
@@ -91,7 +94,9 @@ pub fn expr(e: &Expr) -> String {
         Expr::HasLabels(x, ls) => format!(
             "{}{}",
             postfix_base(x),
-            ls.iter().map(|l| format!(":{}", name(l))).collect::<String>()
+            ls.iter()
+                .map(|l| format!(":{}", name(l)))
+                .collect::<String>()
         ),
         Expr::Unary(UnOp::Not, x) => format!("(NOT {})", expr(x)),
         Expr::Unary(UnOp::Neg, x) => format!("(-{})", expr(x)),
@@ -189,7 +194,11 @@ fn rel(r: &RelPattern) -> String {
         let _ = write!(
             body,
             ":{}",
-            r.types.iter().map(|t| name(t)).collect::<Vec<_>>().join("|")
+            r.types
+                .iter()
+                .map(|t| name(t))
+                .collect::<Vec<_>>()
+                .join("|")
         );
     }
     if let Some((lo, hi)) = r.range {

@@ -30,17 +30,22 @@ fn corpus_parses_with_both() {
         assert!(oracle(q), "the openCypher grammar rejects {q}");
     }
     // The oracle does reject what is not Cypher.
-    for bad in ["MATCH RETURN n", "MATCH (n RETURN n", "RETURN 1 +", "MATCH (a)-[->(b) RETURN a"] {
+    for bad in [
+        "MATCH RETURN n",
+        "MATCH (n RETURN n",
+        "RETURN 1 +",
+        "MATCH (a)-[->(b) RETURN a",
+    ] {
         assert!(!oracle(bad), "the oracle accepts {bad}");
         assert!(parse_query(bad).is_err(), "quiver accepts {bad}");
     }
 }
 
 const TOKENS: &[&str] = &[
-    "MATCH", "(", ")", "n", "m", ":A", "-", "->", "<-", "[", "]", "*", "..", "2", "{", "}",
-    "id:", "1", "RETURN", "WITH", "WHERE", "=", "<", "AND", "OR", "NOT", ",", ".", "v",
-    "count(*)", "DISTINCT", "ORDER BY", "LIMIT", "UNWIND", "AS", "x", "null", "'s'", "+",
-    "OPTIONAL", "[x IN", "|", "CASE", "WHEN", "THEN", "END", "IS NULL", "SKIP",
+    "MATCH", "(", ")", "n", "m", ":A", "-", "->", "<-", "[", "]", "*", "..", "2", "{", "}", "id:",
+    "1", "RETURN", "WITH", "WHERE", "=", "<", "AND", "OR", "NOT", ",", ".", "v", "count(*)",
+    "DISTINCT", "ORDER BY", "LIMIT", "UNWIND", "AS", "x", "null", "'s'", "+", "OPTIONAL", "[x IN",
+    "|", "CASE", "WHEN", "THEN", "END", "IS NULL", "SKIP",
 ];
 
 /// Generated read queries: patterns of 1-4 nodes with labels, property maps, typed and
@@ -57,7 +62,10 @@ fn query() -> impl Strategy<Value = String> {
         Just("[1, 2]".to_string()),
         Just("null".to_string()),
     ];
-    let props = prop_oneof![Just(String::new()), lit.clone().prop_map(|l| format!(" {{k: {l}}}"))];
+    let props = prop_oneof![
+        Just(String::new()),
+        lit.clone().prop_map(|l| format!(" {{k: {l}}}"))
+    ];
     let node = (var.clone(), label, props).prop_map(|(v, l, p)| format!("({v}{l}{p})"));
     let range = prop_oneof![Just(""), Just("*"), Just("*2"), Just("*1..3"), Just("*..2")];
     let rel = (
@@ -73,30 +81,49 @@ fn query() -> impl Strategy<Value = String> {
                 _ => format!("-[{body}]-"),
             }
         });
-    let pattern = (node.clone(), proptest::collection::vec((rel, node), 0..3)).prop_map(|(n, steps)| {
-        let mut s = n;
-        for (r, m) in steps {
-            s.push_str(&r);
-            s.push_str(&m);
-        }
-        s
-    });
-    let cmp = (var.clone(), prop_oneof![Just("="), Just("<>"), Just("<"), Just(">="), Just("STARTS WITH"), Just("IN")], lit)
-        .prop_map(|(v, op, l)| format!("{v}.x {op} {l}"));
-    let pred = proptest::collection::vec((cmp, prop_oneof![Just(" AND "), Just(" OR "), Just(" XOR ")], any::<bool>()), 1..4)
-        .prop_map(|parts| {
-            let mut s = String::new();
-            for (i, (c, op, not)) in parts.iter().enumerate() {
-                if i > 0 {
-                    s.push_str(op);
-                }
-                if *not {
-                    s.push_str("NOT ");
-                }
-                s.push_str(c);
+    let pattern =
+        (node.clone(), proptest::collection::vec((rel, node), 0..3)).prop_map(|(n, steps)| {
+            let mut s = n;
+            for (r, m) in steps {
+                s.push_str(&r);
+                s.push_str(&m);
             }
             s
         });
+    let cmp = (
+        var.clone(),
+        prop_oneof![
+            Just("="),
+            Just("<>"),
+            Just("<"),
+            Just(">="),
+            Just("STARTS WITH"),
+            Just("IN")
+        ],
+        lit,
+    )
+        .prop_map(|(v, op, l)| format!("{v}.x {op} {l}"));
+    let pred = proptest::collection::vec(
+        (
+            cmp,
+            prop_oneof![Just(" AND "), Just(" OR "), Just(" XOR ")],
+            any::<bool>(),
+        ),
+        1..4,
+    )
+    .prop_map(|parts| {
+        let mut s = String::new();
+        for (i, (c, op, not)) in parts.iter().enumerate() {
+            if i > 0 {
+                s.push_str(op);
+            }
+            if *not {
+                s.push_str("NOT ");
+            }
+            s.push_str(c);
+        }
+        s
+    });
     let item = prop_oneof![
         var.clone().prop_map(|v| v.to_string()),
         var.clone().prop_map(|v| format!("{v}.x AS x_{v}")),
@@ -117,7 +144,11 @@ fn query() -> impl Strategy<Value = String> {
             if let Some(w) = wh {
                 q.push_str(&format!(" WHERE {w}"));
             }
-            q.push_str(&format!(" RETURN {}{}", if distinct { "DISTINCT " } else { "" }, items.join(", ")));
+            q.push_str(&format!(
+                " RETURN {}{}",
+                if distinct { "DISTINCT " } else { "" },
+                items.join(", ")
+            ));
             match tail {
                 Some(0) => q.push_str(" ORDER BY a DESC"),
                 Some(1) => q.push_str(" SKIP 1 LIMIT 5"),

@@ -92,7 +92,9 @@ impl Batch {
     pub fn bytes(&self) -> usize {
         self.cols
             .iter()
-            .map(|c| c.len() * std::mem::size_of::<Value>() + c.iter().map(heap_bytes).sum::<usize>())
+            .map(|c| {
+                c.len() * std::mem::size_of::<Value>() + c.iter().map(heap_bytes).sum::<usize>()
+            })
             .sum()
     }
 }

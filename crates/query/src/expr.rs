@@ -117,7 +117,11 @@ pub struct Env<'g, 'db> {
 }
 
 fn type_err<T>(what: &str, v: &Value) -> Result<T, QueryError> {
-    Err(QueryError::ty(format!("{what}, got {} ({})", v.type_name(), show(v))))
+    Err(QueryError::ty(format!(
+        "{what}, got {} ({})",
+        v.type_name(),
+        show(v)
+    )))
 }
 
 fn show(v: &Value) -> String {
@@ -132,7 +136,11 @@ fn show(v: &Value) -> String {
 }
 
 /// A column of `e` over `b`, borrowed when `e` is a slot.
-pub fn col<'b>(env: &Env, e: &CExpr, b: &'b Batch) -> Result<std::borrow::Cow<'b, [Value]>, QueryError> {
+pub fn col<'b>(
+    env: &Env,
+    e: &CExpr,
+    b: &'b Batch,
+) -> Result<std::borrow::Cow<'b, [Value]>, QueryError> {
     Ok(match e {
         CExpr::Slot(i) => std::borrow::Cow::Borrowed(&b.cols[*i][..]),
         e => std::borrow::Cow::Owned(eval_col(env, e, b)?),
@@ -155,7 +163,10 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
                     &owned
                 }
             };
-            if base.iter().all(|v| matches!(v, Value::Node(_) | Value::Null)) {
+            if base
+                .iter()
+                .all(|v| matches!(v, Value::Node(_) | Value::Null))
+            {
                 let mut out = Vec::with_capacity(n);
                 env.g.node_prop_batch(base, name, &mut out)?;
                 return Ok(out);
@@ -316,7 +327,9 @@ pub fn eval(
             _ => Value::Null,
         },
         // `true`: IS NULL; `false`: IS NOT NULL.
-        CExpr::IsNull(x, is_null) => Value::Bool(eval(env, x, b, row, locals)?.is_null() == *is_null),
+        CExpr::IsNull(x, is_null) => {
+            Value::Bool(eval(env, x, b, row, locals)?.is_null() == *is_null)
+        }
         CExpr::Func(f, args) => {
             if *f == Func::Coalesce {
                 for a in args {
@@ -500,7 +513,8 @@ fn walk(
         for &ty in &s.types {
             for &d in dirs(s.dir) {
                 let mut next = Vec::new();
-                env.g.for_each_neighbour(ty, at, d, |nb, eid| next.push((nb, eid)))?;
+                env.g
+                    .for_each_neighbour(ty, at, d, |nb, eid| next.push((nb, eid)))?;
                 for (nb, eid) in next {
                     let r = env.g.rel_ref(ty, at, nb, eid, d)?;
                     if used.contains(&r) {
@@ -692,15 +706,23 @@ pub fn binary(op: BinOp, l: &Value, r: &Value) -> Result<Value, QueryError> {
             _ => Value::Null,
         },
         Add => match (l, r) {
-            (Value::Int(a), Value::Int(b)) => Value::Int(a.checked_add(*b).ok_or_else(|| overflow("+"))?),
+            (Value::Int(a), Value::Int(b)) => {
+                Value::Int(a.checked_add(*b).ok_or_else(|| overflow("+"))?)
+            }
             (Value::Str(a), Value::Str(b)) => Value::str(&format!("{a}{b}")),
-            (Value::Str(a), b) if !matches!(b, Value::List(_)) => Value::str(&format!("{a}{}", to_string(b))),
-            (a, Value::Str(b)) if !matches!(a, Value::List(_)) => Value::str(&format!("{}{b}", to_string(a))),
+            (Value::Str(a), b) if !matches!(b, Value::List(_)) => {
+                Value::str(&format!("{a}{}", to_string(b)))
+            }
+            (a, Value::Str(b)) if !matches!(a, Value::List(_)) => {
+                Value::str(&format!("{}{b}", to_string(a)))
+            }
             (Value::List(a), Value::List(b)) => {
                 Value::list(a.iter().chain(b.iter()).cloned().collect())
             }
             (Value::List(a), b) => Value::list(a.iter().cloned().chain([b.clone()]).collect()),
-            (a, Value::List(b)) => Value::list([a.clone()].into_iter().chain(b.iter().cloned()).collect()),
+            (a, Value::List(b)) => {
+                Value::list([a.clone()].into_iter().chain(b.iter().cloned()).collect())
+            }
             _ => arith(op, l, r)?,
         },
         _ => arith(op, l, r)?,
@@ -842,10 +864,40 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
     let first = a.first().cloned().unwrap_or(Value::Null);
     let unary = matches!(
         f,
-        Id | ElementId | Labels | Type | Properties | Keys | StartNode | EndNode | Nodes
-            | Relationships | Length | Size | Head | Last | Tail | Reverse | ToInteger
-            | ToFloat | ToString | ToBoolean | Abs | Ceil | Floor | Sqrt | Sign | ToUpper
-            | ToLower | Trim | LTrim | RTrim | Exists | Log | Log10 | Exp | Exists2
+        Id | ElementId
+            | Labels
+            | Type
+            | Properties
+            | Keys
+            | StartNode
+            | EndNode
+            | Nodes
+            | Relationships
+            | Length
+            | Size
+            | Head
+            | Last
+            | Tail
+            | Reverse
+            | ToInteger
+            | ToFloat
+            | ToString
+            | ToBoolean
+            | Abs
+            | Ceil
+            | Floor
+            | Sqrt
+            | Sign
+            | ToUpper
+            | ToLower
+            | Trim
+            | LTrim
+            | RTrim
+            | Exists
+            | Log
+            | Log10
+            | Exp
+            | Exists2
     );
     if unary {
         argc(f, a, 1, 1)?;
@@ -962,7 +1014,11 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             }
             Value::list((0..n as i64).map(|i| Value::Int(lo + i * step)).collect())
         }
-        Coalesce => a.iter().find(|v| !v.is_null()).cloned().unwrap_or(Value::Null),
+        Coalesce => a
+            .iter()
+            .find(|v| !v.is_null())
+            .cloned()
+            .unwrap_or(Value::Null),
         ToInteger => match first {
             Value::Int(i) => Value::Int(i),
             Value::Float(x) if x.is_finite() => Value::Int(x.trunc() as i64),
@@ -991,9 +1047,11 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             v => return type_err("toFloat() needs a number or string", &v),
         },
         ToString => match first {
-            v @ (Value::List(_) | Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_)) => {
-                return type_err("toString() needs a scalar", &v)
-            }
+            v @ (Value::List(_)
+            | Value::Map(_)
+            | Value::Node(_)
+            | Value::Rel(_)
+            | Value::Path(_)) => return type_err("toString() needs a scalar", &v),
             v => Value::str(&to_string(&v)),
         },
         ToBoolean => match first {

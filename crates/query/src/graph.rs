@@ -326,7 +326,13 @@ impl<'db> Graph<'db> {
 
     /// `out` gets property `name` of nodes `lo..hi` (null where a table lacks it), read
     /// column chunk by column chunk.
-    pub fn node_prop_range(&self, lo: u64, hi: u64, name: &str, out: &mut Vec<Value>) -> Result<(), QueryError> {
+    pub fn node_prop_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut Vec<Value>,
+    ) -> Result<(), QueryError> {
         let mut n = lo;
         while n < hi {
             let (t, row) = self.locate(n)?;
@@ -344,8 +350,13 @@ impl<'db> Graph<'db> {
                         let (a, b) = ((row - base) as usize, (end_row - base) as usize);
                         match dtype {
                             DataType::Scalar(
-                                ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
-                            ) => out.extend((a..b).map(|i| c.get_i64(i).map_or(Value::Null, Value::Int))),
+                                ScalarType::Byte
+                                | ScalarType::Short
+                                | ScalarType::Int
+                                | ScalarType::Long,
+                            ) => out.extend(
+                                (a..b).map(|i| c.get_i64(i).map_or(Value::Null, Value::Int)),
+                            ),
                             _ => out.extend((a..b).map(|i| chunk_value(c, i, dtype))),
                         }
                     })?;
@@ -475,7 +486,8 @@ impl<'db> Graph<'db> {
             Direction::In => (nb, node as u32),
         };
         let eid = if dir == Direction::In && !self.rel_has_props(ty) {
-            self.db.canonical_edge_id(ty as usize, node as u32, nb, eid)?
+            self.db
+                .canonical_edge_id(ty as usize, node as u32, nb, eid)?
         } else {
             eid
         };

@@ -34,19 +34,29 @@ enum End {
 impl PropIndex {
     /// `key` as a key of this index (`None` when it can match nothing), adjusting a
     /// fractional bound of an integer index to the integers it admits.
-    fn key<'v>(&self, v: &'v Value, inclusive: bool, end: Option<End>) -> Option<(IndexKey<'v>, bool)> {
+    fn key<'v>(
+        &self,
+        v: &'v Value,
+        inclusive: bool,
+        end: Option<End>,
+    ) -> Option<(IndexKey<'v>, bool)> {
         Some(match (self.kind, v) {
             (IndexKeyKind::Integer, Value::Int(i)) => (IndexKey::Int(*i), inclusive),
-            (IndexKeyKind::Integer, Value::Float(f)) if f.fract() == 0.0 => (IndexKey::Int(*f as i64), inclusive),
+            (IndexKeyKind::Integer, Value::Float(f)) if f.fract() == 0.0 => {
+                (IndexKey::Int(*f as i64), inclusive)
+            }
             (IndexKeyKind::Integer, Value::Float(f)) if f.is_finite() => match end? {
                 End::Lo => (IndexKey::Int(f.ceil() as i64), true),
                 End::Hi => (IndexKey::Int(f.floor() as i64), true),
             },
             (IndexKeyKind::Integer, Value::Bool(b)) => (IndexKey::Int(*b as i64), inclusive),
-            (IndexKeyKind::Integer, Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d)) => {
-                (IndexKey::Int(*d), inclusive)
+            (
+                IndexKeyKind::Integer,
+                Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d),
+            ) => (IndexKey::Int(*d), inclusive),
+            (IndexKeyKind::Float, Value::Float(f)) if !f.is_nan() => {
+                (IndexKey::Float(*f), inclusive)
             }
-            (IndexKeyKind::Float, Value::Float(f)) if !f.is_nan() => (IndexKey::Float(*f), inclusive),
             (IndexKeyKind::Float, Value::Int(i)) => (IndexKey::Float(*i as f64), inclusive),
             (IndexKeyKind::String, Value::Str(s)) => (IndexKey::Str(s.as_bytes()), inclusive),
             _ => return None,
@@ -117,7 +127,11 @@ impl IndexSet {
                 .find(|c| c.name == ix.property)
                 .and_then(|c| key_kind(c.dtype));
             if let Some(kind) = kind {
-                entries.push((ix.label.clone(), ix.property.clone(), Arc::new(PropIndex { pos, kind })));
+                entries.push((
+                    ix.label.clone(),
+                    ix.property.clone(),
+                    Arc::new(PropIndex { pos, kind }),
+                ));
             }
         }
         IndexSet { entries }
@@ -145,8 +159,15 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
     let mut out = Vec::new();
     for t in &m.node_tables {
         if let (Some(c), Some(s)) = (t.id_column, t.id_space) {
-            let label = t.labels.first().map(|&l| m.labels[l as usize].clone()).unwrap_or_default();
-            if !out.iter().any(|i: &IndexInfo| i.label == label && i.property == t.columns[c].name) {
+            let label = t
+                .labels
+                .first()
+                .map(|&l| m.labels[l as usize].clone())
+                .unwrap_or_default();
+            if !out
+                .iter()
+                .any(|i: &IndexInfo| i.label == label && i.property == t.columns[c].name)
+            {
                 out.push(IndexInfo {
                     label,
                     property: t.columns[c].name.clone(),
@@ -171,8 +192,13 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
 /// number of entries.
 pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64, QueryError> {
     let m = db.manifest();
-    if m.indexes.iter().any(|i| i.label == label && i.property == prop) {
-        return Err(QueryError::Index(format!("an index on :{label}({prop}) exists already")));
+    if m.indexes
+        .iter()
+        .any(|i| i.label == label && i.property == prop)
+    {
+        return Err(QueryError::Index(format!(
+            "an index on :{label}({prop}) exists already"
+        )));
     }
     let g = Graph::new(db);
     let lid = g
@@ -212,9 +238,10 @@ pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64,
                     continue;
                 }
                 match v {
-                    Value::Int(x) | Value::Date(x) | Value::LocalDateTime(x) | Value::DateTime(x) => {
-                        pairs_i.push((x, node))
-                    }
+                    Value::Int(x)
+                    | Value::Date(x)
+                    | Value::LocalDateTime(x)
+                    | Value::DateTime(x) => pairs_i.push((x, node)),
                     Value::Bool(b) => pairs_i.push((b as i64, node)),
                     Value::Float(f) if !f.is_nan() => pairs_f.push((f, node)),
                     Value::Str(s) => pairs_s.push((s.as_bytes().to_vec(), node)),
@@ -224,7 +251,9 @@ pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64,
         }
     }
     let kind = kind.ok_or_else(|| {
-        QueryError::Index(format!("no node with label :{label} has a property `{prop}`"))
+        QueryError::Index(format!(
+            "no node with label :{label} has a property `{prop}`"
+        ))
     })?;
     let (keys, nodes) = match kind {
         IndexKeyKind::Integer => {
@@ -265,7 +294,9 @@ pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64,
         n_entries: n,
         segment: seg,
     });
-    staging.publish(&man).map_err(|e| QueryError::Index(e.to_string()))?;
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
     Ok(n)
 }
 
@@ -278,13 +309,22 @@ fn sanitize(s: &str) -> String {
 /// Removes `:label(prop)` from the database.
 pub fn drop(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<(), QueryError> {
     let m = db.manifest();
-    if !m.indexes.iter().any(|i| i.label == label && i.property == prop) {
-        return Err(QueryError::Index(format!("there is no index on :{label}({prop}); SHOW INDEXES lists them")));
+    if !m
+        .indexes
+        .iter()
+        .any(|i| i.label == label && i.property == prop)
+    {
+        return Err(QueryError::Index(format!(
+            "there is no index on :{label}({prop}); SHOW INDEXES lists them"
+        )));
     }
     let staging = Staging::begin(dir, true).map_err(|e| QueryError::Index(e.to_string()))?;
     let mut man = m.clone();
     man.generation = staging.generation();
-    man.indexes.retain(|i| !(i.label == label && i.property == prop));
-    staging.publish(&man).map_err(|e| QueryError::Index(e.to_string()))?;
+    man.indexes
+        .retain(|i| !(i.label == label && i.property == prop));
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
     Ok(())
 }

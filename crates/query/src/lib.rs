@@ -182,12 +182,19 @@ pub fn query(
 ) -> Result<(Vec<String>, Vec<Vec<Value>>), QueryError> {
     let mut rows = Vec::new();
     let ix = IndexSet::load(db);
-    let s = run(db, &ix, text, params, &QueryOptions::default(), &mut |_, b| {
-        for r in 0..b.len {
-            rows.push(b.row(r));
-        }
-        Ok(())
-    })?;
+    let s = run(
+        db,
+        &ix,
+        text,
+        params,
+        &QueryOptions::default(),
+        &mut |_, b| {
+            for r in 0..b.len {
+                rows.push(b.row(r));
+            }
+            Ok(())
+        },
+    )?;
     Ok((s.columns, rows))
 }
 
@@ -217,7 +224,9 @@ fn words(text: &str) -> Vec<String> {
     if !cur.is_empty() {
         out.push(cur);
     }
-    out.into_iter().map(|w| w.trim_matches('`').to_string()).collect()
+    out.into_iter()
+        .map(|w| w.trim_matches('`').to_string())
+        .collect()
 }
 
 /// Recognises `CREATE INDEX ON :L(p)`, `CREATE INDEX [name] FOR (n:L) ON (n.p)`,
@@ -241,7 +250,12 @@ pub fn parse_schema(text: &str) -> Option<Result<Schema, QueryError>> {
     };
     // ON : L ( p )
     let on = |i: usize| -> Option<(String, String)> {
-        if u.get(i) == Some(&"ON") && u.get(i + 1) == Some(&":") && u.get(i + 3) == Some(&"(") && u.get(i + 5) == Some(&")") && u.len() == i + 6 {
+        if u.get(i) == Some(&"ON")
+            && u.get(i + 1) == Some(&":")
+            && u.get(i + 3) == Some(&"(")
+            && u.get(i + 5) == Some(&")")
+            && u.len() == i + 6
+        {
             Some((w[i + 2].clone(), w[i + 4].clone()))
         } else {
             None
@@ -258,8 +272,19 @@ pub fn parse_schema(text: &str) -> Option<Result<Schema, QueryError>> {
     if is_create {
         let f = u.iter().position(|x| *x == "FOR")?;
         let t = &u[f..];
-        if t.len() == 12 && t[1] == "(" && t[3] == ":" && t[5] == ")" && t[6] == "ON" && t[7] == "(" && t[9] == "." && t[11] == ")" {
-            return Some(Ok(Schema::Create { label: w[f + 4].clone(), prop: w[f + 10].clone() }));
+        if t.len() == 12
+            && t[1] == "("
+            && t[3] == ":"
+            && t[5] == ")"
+            && t[6] == "ON"
+            && t[7] == "("
+            && t[9] == "."
+            && t[11] == ")"
+        {
+            return Some(Ok(Schema::Create {
+                label: w[f + 4].clone(),
+                prop: w[f + 10].clone(),
+            }));
         }
     }
     bad()
@@ -299,7 +324,12 @@ impl Session {
     }
 
     /// Runs a query or an index command.
-    pub fn run(&mut self, text: &str, params: &Params, sink: &mut Sink) -> Result<Summary, QueryError> {
+    pub fn run(
+        &mut self,
+        text: &str,
+        params: &Params,
+        sink: &mut Sink,
+    ) -> Result<Summary, QueryError> {
         let Some(schema) = parse_schema(text) else {
             return run(&self.db, &self.indexes, text, params, &self.opts, sink);
         };
@@ -321,7 +351,12 @@ impl Session {
                     sink(&g, &b)?;
                 }
                 Ok(Summary {
-                    columns: vec!["label".into(), "property".into(), "kind".into(), "entries".into()],
+                    columns: vec![
+                        "label".into(),
+                        "property".into(),
+                        "kind".into(),
+                        "entries".into(),
+                    ],
                     rows,
                     elapsed: t0.elapsed(),
                     ..Summary::default()
@@ -357,7 +392,10 @@ pub fn parse_param(s: &str) -> Result<(String, Value), String> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("--param {s}: expected name=value"))?;
-    Ok((k.trim().trim_start_matches('$').to_string(), parse_value(v.trim())))
+    Ok((
+        k.trim().trim_start_matches('$').to_string(),
+        parse_value(v.trim()),
+    ))
 }
 
 /// A parameter value from text (see [`parse_param`]).
@@ -366,7 +404,9 @@ pub fn parse_value(v: &str) -> Value {
         return Value::Int(i);
     }
     if let Ok(f) = v.parse::<f64>() {
-        if v.contains(['.', 'e', 'E']) && !v.chars().any(|c| c.is_alphabetic() && c != 'e' && c != 'E') {
+        if v.contains(['.', 'e', 'E'])
+            && !v.chars().any(|c| c.is_alphabetic() && c != 'e' && c != 'E')
+        {
             return Value::Float(f);
         }
     }

@@ -65,13 +65,14 @@ fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), 
     }
     // Grow in steps of 1/8 so that accounting is not paid per row.
     let want = bytes.max(grant.bytes() + grant.bytes() / 8);
-    grant.try_resize(want).or_else(|_| grant.try_resize(bytes)).map_err(|e| {
-        QueryError::Memory {
+    grant
+        .try_resize(want)
+        .or_else(|_| grant.try_resize(bytes))
+        .map_err(|e| QueryError::Memory {
             operator,
             limit: human_bytes(e.limit_bytes),
             asked: human_bytes(e.asked_bytes),
-        }
-    })
+        })
 }
 
 /// Records rows and time of the operator below it.
@@ -203,7 +204,10 @@ pub enum SeekBy {
     /// The imported `:ID` column's index, in an id space.
     Id { space: usize, key: CExpr },
     /// A declared index, equality.
-    Index { index: Arc<crate::index::PropIndex>, key: CExpr },
+    Index {
+        index: Arc<crate::index::PropIndex>,
+        key: CExpr,
+    },
     /// A declared index, a range (each bound `(expr, inclusive)`).
     Range {
         index: Arc<crate::index::PropIndex>,
@@ -227,7 +231,9 @@ impl Seek {
     fn candidates(&self, cx: &Cx, b: &Batch) -> Result<Vec<Vec<u64>>, QueryError> {
         let g = cx.env.g;
         let opt_col = |e: &Option<(CExpr, bool)>| {
-            e.as_ref().map(|(x, inc)| eval_col(&cx.env, x, b).map(|c| (c, *inc))).transpose()
+            e.as_ref()
+                .map(|(x, inc)| eval_col(&cx.env, x, b).map(|c| (c, *inc)))
+                .transpose()
         };
         let mut out = Vec::with_capacity(b.len);
         match &self.by {
@@ -260,7 +266,13 @@ impl Seek {
                         Value::Int(i) => vec![i],
                         Value::List(l) => l
                             .iter()
-                            .filter_map(|v| if let Value::Int(i) = v { Some(*i) } else { None })
+                            .filter_map(|v| {
+                                if let Value::Int(i) = v {
+                                    Some(*i)
+                                } else {
+                                    None
+                                }
+                            })
                             .collect(),
                         _ => Vec::new(),
                     };
@@ -390,7 +402,9 @@ impl NodeSet {
     #[inline]
     pub fn contains(&self, n: u64) -> bool {
         match self {
-            NodeSet::Bits(b) => b.get((n / 64) as usize).is_some_and(|x| x & (1 << (n % 64)) != 0),
+            NodeSet::Bits(b) => b
+                .get((n / 64) as usize)
+                .is_some_and(|x| x & (1 << (n % 64)) != 0),
             NodeSet::Small(h) => h.contains(&n),
             NodeSet::Empty => false,
         }
@@ -434,7 +448,9 @@ impl DistinctTargets {
         if !self.on.get() {
             return Ok(0);
         }
-        let g = self.grant.get_or_insert_with(|| cx.budget.empty_grant("Expand"));
+        let g = self
+            .grant
+            .get_or_insert_with(|| cx.budget.empty_grant("Expand"));
         account(g, self.seen.bytes(), "Expand (distinct targets)")?;
         Ok(g.bytes())
     }
@@ -703,11 +719,14 @@ impl VarExpand {
             step_rels(&cx.env, &self.types, self.dir, node, &mut nbrs)?;
         }
         // Frames and pooled lists keep their capacity: count what grew.
-        self.stack_bytes += ((nbrs.capacity() - before) * std::mem::size_of::<(u64, RelRef)>()) as u64;
+        self.stack_bytes +=
+            ((nbrs.capacity() - before) * std::mem::size_of::<(u64, RelRef)>()) as u64;
         self.stack.push(Frame { nbrs, i: 0 });
         // Deep paths (`*` without a bound) hold a frame per hop: account them.
         if self.stack_bytes > self.stack_granted {
-            let g = self.stack_grant.get_or_insert_with(|| cx.budget.empty_grant("VarLengthExpand"));
+            let g = self
+                .stack_grant
+                .get_or_insert_with(|| cx.budget.empty_grant("VarLengthExpand"));
             account(g, self.stack_bytes, "VarLengthExpand")?;
             self.stack_granted = g.bytes();
         }
@@ -743,9 +762,7 @@ impl Op for VarExpand {
                 }
                 if !self.started {
                     self.started = true;
-                    let start = match self.cur.as_ref().expect("row")
-                        .cols[self.from][self.row]
-                    {
+                    let start = match self.cur.as_ref().expect("row").cols[self.from][self.row] {
                         Value::Node(n) => n,
                         _ => {
                             self.row += 1;
@@ -822,7 +839,13 @@ type Parents = HashMap<u64, Vec<(u64, RelRef)>>;
 
 impl ShortestPath {
     /// Bidirectional BFS; all shortest paths when `self.all`.
-    fn between(&self, cx: &Cx, grant: &mut Grant, s: u64, t: u64) -> Result<Vec<PathVal>, QueryError> {
+    fn between(
+        &self,
+        cx: &Cx,
+        grant: &mut Grant,
+        s: u64,
+        t: u64,
+    ) -> Result<Vec<PathVal>, QueryError> {
         if s == t {
             return Ok(if self.min == 0 {
                 vec![PathVal {
@@ -991,7 +1014,10 @@ impl ShortestPath {
         let mut front = vec![s];
         let mut depth = 0;
         let mut nbrs = Vec::new();
-        let emit = |node: u64, parent: &HashMap<u64, (u64, RelRef)>, out: &mut Batch| -> Result<(), QueryError> {
+        let emit = |node: u64,
+                    parent: &HashMap<u64, (u64, RelRef)>,
+                    out: &mut Batch|
+         -> Result<(), QueryError> {
             for &l in &self.labels {
                 if !cx.env.g.has_label(node, l)? {
                     return Ok(());
@@ -1013,7 +1039,10 @@ impl ShortestPath {
             out.push_row_from(
                 b,
                 row,
-                &[Value::Node(node), Value::Path(Arc::new(PathVal { nodes, rels }))],
+                &[
+                    Value::Node(node),
+                    Value::Path(Arc::new(PathVal { nodes, rels })),
+                ],
             );
             Ok(())
         };
@@ -1092,7 +1121,8 @@ impl Op for Optional {
                 let Some(mut b) = self.input.next(cx)? else {
                     return Ok(None);
                 };
-                b.cols.push((0..b.len).map(|i| Value::Int(i as i64)).collect());
+                b.cols
+                    .push((0..b.len).map(|i| Value::Int(i as i64)).collect());
                 self.covered = vec![false; b.len];
                 *self.arg.borrow_mut() = Some(b.clone());
                 self.cur = Some(b);
@@ -1254,7 +1284,12 @@ fn agg_update(f: AggFn, s: &mut AggState, v: &Value) -> Result<usize, QueryError
                 (Value::Int(a), Value::Float(b)) => Value::Float(*a as f64 + b),
                 (Value::Float(a), Value::Int(b)) => Value::Float(a + *b as f64),
                 (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
-                _ => return Err(QueryError::ty(format!("sum() needs numbers, got {}", v.type_name()))),
+                _ => {
+                    return Err(QueryError::ty(format!(
+                        "sum() needs numbers, got {}",
+                        v.type_name()
+                    )))
+                }
             }
         }
         (AggState::Avg(sum, n), _) => match v {
@@ -1266,7 +1301,12 @@ fn agg_update(f: AggFn, s: &mut AggState, v: &Value) -> Result<usize, QueryError
                 *sum += x;
                 *n += 1
             }
-            _ => return Err(QueryError::ty(format!("avg() needs numbers, got {}", v.type_name()))),
+            _ => {
+                return Err(QueryError::ty(format!(
+                    "avg() needs numbers, got {}",
+                    v.type_name()
+                )))
+            }
         },
         (AggState::Best(b), f) => {
             let better = b.is_null()
@@ -1315,17 +1355,25 @@ fn agg_final(f: AggFn, s: AggState, p: Option<&Value>) -> Result<Value, QueryErr
                     Value::Float(0.0)
                 } else {
                     let mean = xs.iter().sum::<f64>() / n;
-                    Value::Float((xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / denom).sqrt())
+                    Value::Float(
+                        (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / denom).sqrt(),
+                    )
                 }
             }
             _ => {
                 let p = match p {
                     Some(Value::Int(i)) => *i as f64,
                     Some(Value::Float(x)) => *x,
-                    _ => return Err(QueryError::Argument("percentile needs a number in 0..1".into())),
+                    _ => {
+                        return Err(QueryError::Argument(
+                            "percentile needs a number in 0..1".into(),
+                        ))
+                    }
                 };
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(QueryError::Argument(format!("percentile {p} is not in 0..1")));
+                    return Err(QueryError::Argument(format!(
+                        "percentile {p} is not in 0..1"
+                    )));
                 }
                 let mut xs: Vec<f64> = l
                     .iter()
@@ -1396,7 +1444,11 @@ impl GroupTable {
             groups,
             index1: HashMap::new(),
             index_n: HashMap::new(),
-            dense: if n_keys == 1 { vec![u32::MAX; DENSE_KEYS] } else { Vec::new() },
+            dense: if n_keys == 1 {
+                vec![u32::MAX; DENSE_KEYS]
+            } else {
+                Vec::new()
+            },
             null_group: u32::MAX,
             extras: vec![None; aggs.len()],
             bytes: 0,
@@ -1406,15 +1458,21 @@ impl GroupTable {
     fn group_of<K: AsRef<[Value]>>(&mut self, keys: &[K], row: usize, aggs: &[AggSpec]) -> usize {
         match keys.len() {
             0 => 0,
-            1 if keys[0].as_ref()[row].is_null() && self.null_group != u32::MAX => self.null_group as usize,
-            1 if matches!(keys[0].as_ref()[row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) => {
-                let Value::Int(i) = keys[0].as_ref()[row] else { return 0 };
+            1 if keys[0].as_ref()[row].is_null() && self.null_group != u32::MAX => {
+                self.null_group as usize
+            }
+            1 if matches!(keys[0].as_ref()[row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) =>
+            {
+                let Value::Int(i) = keys[0].as_ref()[row] else {
+                    return 0;
+                };
                 let slot = self.dense[i as usize];
                 if slot != u32::MAX {
                     return slot as usize;
                 }
                 self.bytes += 96 + aggs.len() as u64 * 48;
-                self.groups.push((vec![Key(Value::Int(i))], new_group(aggs)));
+                self.groups
+                    .push((vec![Key(Value::Int(i))], new_group(aggs)));
                 self.dense[i as usize] = (self.groups.len() - 1) as u32;
                 self.groups.len() - 1
             }
@@ -1437,7 +1495,10 @@ impl GroupTable {
                     return g;
                 }
                 self.bytes += 64
-                    + key.iter().map(|k| 64 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>()
+                    + key
+                        .iter()
+                        .map(|k| 64 + crate::value::heap_bytes(&k.0) as u64)
+                        .sum::<u64>()
                     + aggs.len() as u64 * 48;
                 self.groups.push((key.clone(), new_group(aggs)));
                 self.index_n.insert(key, self.groups.len() - 1);
@@ -1447,7 +1508,13 @@ impl GroupTable {
     }
 
     /// Adds the rows of `b`.
-    pub fn add(&mut self, env: &Env, key_exprs: &[CExpr], aggs: &[AggSpec], b: &Batch) -> Result<(), QueryError> {
+    pub fn add(
+        &mut self,
+        env: &Env,
+        key_exprs: &[CExpr],
+        aggs: &[AggSpec],
+        b: &Batch,
+    ) -> Result<(), QueryError> {
         // Slots are read in place.
         let keys: Vec<std::borrow::Cow<[Value]>> = key_exprs
             .iter()
@@ -1507,7 +1574,11 @@ impl GroupTable {
         let n_keys = other.groups.first().map_or(0, |g| g.0.len());
         for (key, g) in other.groups {
             let cols: Vec<Vec<Value>> = key.iter().map(|k| vec![k.0.clone()]).collect();
-            let gi = if n_keys == 0 { 0 } else { self.group_of(&cols, 0, aggs) };
+            let gi = if n_keys == 0 {
+                0
+            } else {
+                self.group_of(&cols, 0, aggs)
+            };
             let mine = &mut self.groups[gi].1;
             for (i, (s, o)) in mine.states.iter_mut().zip(g.states).enumerate() {
                 match (s, o) {
@@ -1647,14 +1718,21 @@ impl Op for ParallelAggregate {
             let mut lo = r.lo;
             while lo < r.hi {
                 let hi = (lo + MORSEL_NODES).min(r.hi);
-                morsels.push(ScanRange { lo, hi, label: r.label });
+                morsels.push(ScanRange {
+                    lo,
+                    hi,
+                    label: r.label,
+                });
                 lo = hi;
             }
         }
         let env = &cx.env;
         let budget = &cx.budget;
         let cancel = cx.cancel;
-        let direct = self.direct.as_ref().filter(|_| self.ranges.iter().all(|r| r.label.is_none()));
+        let direct = self
+            .direct
+            .as_ref()
+            .filter(|_| self.ranges.iter().all(|r| r.label.is_none()));
         let (keys, aggs, filter) = match direct {
             Some((_, f, k, a)) => (k, a, f),
             None => (&self.keys, &self.aggs, &self.filter),
@@ -1677,7 +1755,10 @@ impl Op for ParallelAggregate {
                             env.g.node_prop_range(n, end, p, &mut c)?;
                             cols.push(c);
                         }
-                        let mut b = Batch { cols, len: (end - n) as usize };
+                        let mut b = Batch {
+                            cols,
+                            len: (end - n) as usize,
+                        };
                         n = end;
                         if let Some(f) = filter {
                             b.filter(&holds(&eval_col(env, f, &b)?));
@@ -1697,7 +1778,10 @@ impl Op for ParallelAggregate {
                     }
                     n = end;
                     let len = col.len();
-                    let mut b = Batch { cols: vec![col], len };
+                    let mut b = Batch {
+                        cols: vec![col],
+                        len,
+                    };
                     if let Some(f) = filter {
                         b.filter(&holds(&eval_col(env, f, &b)?));
                     }
@@ -1787,8 +1871,14 @@ impl Op for Distinct {
                     }
                     continue;
                 }
-                let key: Vec<Key> = (0..self.width).map(|c| Key(b.cols[c][row].clone())).collect();
-                let sz = 32 + key.iter().map(|k| 32 + crate::value::heap_bytes(&k.0) as u64).sum::<u64>();
+                let key: Vec<Key> = (0..self.width)
+                    .map(|c| Key(b.cols[c][row].clone()))
+                    .collect();
+                let sz = 32
+                    + key
+                        .iter()
+                        .map(|k| 32 + crate::value::heap_bytes(&k.0) as u64)
+                        .sum::<u64>();
                 *k = self.seen.insert(key);
                 if *k {
                     self.bytes += sz;
@@ -1878,7 +1968,11 @@ type SortRow = (Vec<Value>, Vec<Value>);
 
 fn row_bytes(r: &SortRow) -> u64 {
     48 + (r.0.len() + r.1.len()) as u64 * 32
-        + r.0.iter().chain(r.1.iter()).map(|v| crate::value::heap_bytes(v) as u64).sum::<u64>()
+        + r.0
+            .iter()
+            .chain(r.1.iter())
+            .map(|v| crate::value::heap_bytes(v) as u64)
+            .sum::<u64>()
 }
 
 impl Op for Sort {
@@ -1960,7 +2054,8 @@ impl Op for Sort {
                         sift_down(&mut rows, 0);
                     }
                     _ => {
-                        let r: SortRow = (keys.iter().map(|c| c[row].clone()).collect(), b.row(row));
+                        let r: SortRow =
+                            (keys.iter().map(|c| c[row].clone()).collect(), b.row(row));
                         bytes += row_bytes(&r);
                         rows.push(r);
                         if top_k.is_some() {

@@ -150,7 +150,10 @@ fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
                 }
             }
         }
-        e => e.children().into_iter().for_each(|x| free_vars(x, bound, out)),
+        e => e
+            .children()
+            .into_iter()
+            .for_each(|x| free_vars(x, bound, out)),
     }
 }
 
@@ -180,7 +183,12 @@ fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
 }
 
 /// `(v {k: e, ...})` or `(v $map)` as conjuncts `v.k = e`.
-fn prop_conjuncts(v: &str, props: Expr, params: &Params, conj: &mut Vec<Expr>) -> Result<(), QueryError> {
+fn prop_conjuncts(
+    v: &str,
+    props: Expr,
+    params: &Params,
+    conj: &mut Vec<Expr>,
+) -> Result<(), QueryError> {
     let eq = |k: String, e: Expr| {
         Expr::Binary(
             BinOp::Eq,
@@ -193,7 +201,10 @@ fn prop_conjuncts(v: &str, props: Expr, params: &Params, conj: &mut Vec<Expr>) -
         Expr::Param(p) => match params.get(&p) {
             Some(Value::Map(m)) => {
                 for (k, _) in m.iter() {
-                    let e = Expr::Index(Box::new(Expr::Param(p.clone())), Box::new(Expr::Str(k.clone())));
+                    let e = Expr::Index(
+                        Box::new(Expr::Param(p.clone())),
+                        Box::new(Expr::Str(k.clone())),
+                    );
                     conj.push(eq(k.clone(), e));
                 }
             }
@@ -272,14 +283,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         );
         if distinct {
             let w = names.len();
-            let d = self.wrap("Distinct", String::new(), vec![u.id], Box::new(Distinct::new(u.op, w)));
+            let d = self.wrap(
+                "Distinct",
+                String::new(),
+                vec![u.id],
+                Box::new(Distinct::new(u.op, w)),
+            );
             return Ok((d, names));
         }
         Ok((u, names))
     }
 
     fn single(&mut self, q: &SingleQuery) -> Result<(P, Vec<String>), QueryError> {
-        let mut cur = self.wrap("Once", String::new(), vec![], Box::new(Once { done: false }));
+        let mut cur = self.wrap(
+            "Once",
+            String::new(),
+            vec![],
+            Box::new(Once { done: false }),
+        );
         let mut scope = Scope::default();
         let mut names = Vec::new();
         for c in &q.clauses {
@@ -303,7 +324,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     where_,
                 } => {
                     let cell: ArgCell = Rc::new(RefCell::new(None));
-                    let arg = self.wrap("Argument", String::new(), vec![], Box::new(Argument { cell: cell.clone() }));
+                    let arg = self.wrap(
+                        "Argument",
+                        String::new(),
+                        vec![],
+                        Box::new(Argument { cell: cell.clone() }),
+                    );
                     let mut sub_scope = scope.clone();
                     sub_scope.hidden();
                     let sub = self.match_clause(arg, &mut sub_scope, patterns, where_.clone())?;
@@ -330,7 +356,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         "Unwind",
                         format!("{} AS {var}", short(expr)),
                         vec![cur.id],
-                        Box::new(Unwind { input: cur.op, expr: e }),
+                        Box::new(Unwind {
+                            input: cur.op,
+                            expr: e,
+                        }),
                     );
                     scope.bind(var, Kind::Other);
                 }
@@ -425,12 +454,20 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             "Filter",
             short(src),
             vec![cur.id],
-            Box::new(Filter { input: cur.op, pred }),
+            Box::new(Filter {
+                input: cur.op,
+                pred,
+            }),
         )
     }
 
     /// Applies every conjunct whose variables are all bound.
-    fn push_filters(&mut self, mut cur: P, scope: &Scope, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
+    fn push_filters(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        conj: &mut Vec<Expr>,
+    ) -> Result<P, QueryError> {
         let mut i = 0;
         while i < conj.len() {
             let vars = vars_of(&conj[i]);
@@ -479,9 +516,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// A conjunct `id(var) = e` or `id(var) IN list` with `e` computable now: removes it
     /// and returns `e`.
     fn take_id_eq(conj: &mut Vec<Expr>, scope: &Scope, var: &str) -> Option<Expr> {
-        let is_id = |x: &Expr| {
-            matches!(x, Expr::Call { name, args, .. } if name == "id" && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var))
-        };
+        let is_id = |x: &Expr| matches!(x, Expr::Call { name, args, .. } if name == "id" && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var));
         let ready = |y: &Expr| vars_of(y).iter().all(|v| scope.get(v).is_some());
         let i = conj.iter().position(|c| match c {
             Expr::Binary(BinOp::Eq, a, b) => (is_id(a) && ready(b)) || (is_id(b) && ready(a)),
@@ -497,7 +532,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// Bounds on `var.prop` from conjuncts `var.prop < e` and the like (either side),
     /// with `e` computable now: (lower, upper), each `(e, inclusive)`. The conjuncts stay:
     /// they remain filters after the seek.
-    fn range_bounds(conj: &[Expr], scope: &Scope, var: &str, prop: &str) -> (Option<Bound>, Option<Bound>) {
+    fn range_bounds(
+        conj: &[Expr],
+        scope: &Scope,
+        var: &str,
+        prop: &str,
+    ) -> (Option<Bound>, Option<Bound>) {
         let (mut lo, mut hi) = (None, None);
         let is_prop = |x: &Expr| matches!(x, Expr::Prop(v, k) if k == prop && matches!(&**v, Expr::Var(n, _) if n == var));
         for c in conj {
@@ -570,7 +610,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 {
                     return (1, 1);
                 }
-                if self.indexes.get(l, &prop).is_some() && Self::take_eq(&mut c, scope, v, &prop).is_some() {
+                if self.indexes.get(l, &prop).is_some()
+                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                {
                     best = best.min((2, 1));
                 }
             }
@@ -614,11 +656,19 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     }
 
     /// Binds node `n` on its own (seek or scan), for each row of `cur`.
-    fn bind_node(&mut self, cur: P, scope: &mut Scope, n: &NodePattern, conj: &mut Vec<Expr>) -> Result<P, QueryError> {
+    fn bind_node(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        n: &NodePattern,
+        conj: &mut Vec<Expr>,
+    ) -> Result<P, QueryError> {
         let v = n.var.clone().expect("named");
         let labels: Vec<u32> = n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
         for l in &n.labels {
-            let Some(lid) = self.g.label_id(l) else { continue };
+            let Some(lid) = self.g.label_id(l) else {
+                continue;
+            };
             for prop in self.eq_props(conj, &v) {
                 if let Some(space) = self.g.id_seek_space(lid, &prop) {
                     if let Some(key) = Self::take_eq(conj, scope, &v, &prop) {
@@ -627,7 +677,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             "NodeSeek",
                             format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key)),
                             vec![cur.id],
-                            Box::new(Seek { input: cur.op, by: SeekBy::Id { space, key: k }, labels: labels.clone() }),
+                            Box::new(Seek {
+                                input: cur.op,
+                                by: SeekBy::Id { space, key: k },
+                                labels: labels.clone(),
+                            }),
                         );
                         scope.bind(&v, Kind::Node);
                         return Ok(p);
@@ -638,9 +692,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         let k = self.compile(&key, scope, &[])?;
                         let p = self.wrap(
                             "NodeIndexSeek",
-                            format!("({}:{l}) by index on {l}({prop}) = {}", v.trim(), short(&key)),
+                            format!(
+                                "({}:{l}) by index on {l}({prop}) = {}",
+                                v.trim(),
+                                short(&key)
+                            ),
                             vec![cur.id],
-                            Box::new(Seek { input: cur.op, by: SeekBy::Index { index: ix, key: k }, labels: labels.clone() }),
+                            Box::new(Seek {
+                                input: cur.op,
+                                by: SeekBy::Index { index: ix, key: k },
+                                labels: labels.clone(),
+                            }),
                         );
                         scope.bind(&v, Kind::Node);
                         return Ok(p);
@@ -654,20 +716,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 "NodeByIdSeek",
                 format!("({}) id = {}", v.trim(), short(&key)),
                 vec![cur.id],
-                Box::new(Seek { input: cur.op, by: SeekBy::NodeId { key: k }, labels: labels.clone() }),
+                Box::new(Seek {
+                    input: cur.op,
+                    by: SeekBy::NodeId { key: k },
+                    labels: labels.clone(),
+                }),
             );
             scope.bind(&v, Kind::Node);
             return Ok(p);
         }
         for l in &n.labels {
             for prop in Self::range_props(conj, &v) {
-                let Some(ix) = self.indexes.get(l, &prop) else { continue };
+                let Some(ix) = self.indexes.get(l, &prop) else {
+                    continue;
+                };
                 let (lo, hi) = Self::range_bounds(conj, scope, &v, &prop);
                 if lo.is_none() && hi.is_none() {
                     continue;
                 }
                 let show = |b: &Option<(Expr, bool)>, open: &str, closed: &str| {
-                    b.as_ref().map(|(e, inc)| format!(" {} {}", if *inc { closed } else { open }, short(e))).unwrap_or_default()
+                    b.as_ref()
+                        .map(|(e, inc)| {
+                            format!(" {} {}", if *inc { closed } else { open }, short(e))
+                        })
+                        .unwrap_or_default()
                 };
                 let detail = format!(
                     "({}:{l}) by index on {l}({prop}){}{}",
@@ -675,13 +747,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     show(&lo, ">", ">="),
                     show(&hi, "<", "<=")
                 );
-                let lo = lo.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc))).transpose()?;
-                let hi = hi.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc))).transpose()?;
+                let lo = lo
+                    .map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
+                    .transpose()?;
+                let hi = hi
+                    .map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
+                    .transpose()?;
                 let p = self.wrap(
                     "NodeIndexRangeSeek",
                     detail,
                     vec![cur.id],
-                    Box::new(Seek { input: cur.op, by: SeekBy::Range { index: ix, lo, hi }, labels: labels.clone() }),
+                    Box::new(Seek {
+                        input: cur.op,
+                        by: SeekBy::Range { index: ix, lo, hi },
+                        labels: labels.clone(),
+                    }),
                 );
                 scope.bind(&v, Kind::Node);
                 return Ok(p);
@@ -692,17 +772,39 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Some(&l) => format!("({}:{})", v.trim(), self.g.label_name(l)),
             None => format!("({})", v.trim()),
         };
-        let name = if labels.is_empty() { "AllNodesScan" } else { "NodeByLabelScan" };
+        let name = if labels.is_empty() {
+            "AllNodesScan"
+        } else {
+            "NodeByLabelScan"
+        };
         let mut p = self.wrap(
             name,
             detail,
             vec![cur.id],
-            Box::new(Scan { input: cur.op, ranges, cur: None, row: 0, range: 0, node: 0 }),
+            Box::new(Scan {
+                input: cur.op,
+                ranges,
+                cur: None,
+                row: 0,
+                range: 0,
+                node: 0,
+            }),
         );
         let slot = scope.bind(&v, Kind::Node);
         if labels.len() > 1 {
-            let e = CExpr::HasLabels(Box::new(CExpr::Slot(slot)), labels[1..].iter().map(|&l| Some(l)).collect());
-            p = self.wrap("Filter", format!("{}: more labels", v.trim()), vec![p.id], Box::new(Filter { input: p.op, pred: e }));
+            let e = CExpr::HasLabels(
+                Box::new(CExpr::Slot(slot)),
+                labels[1..].iter().map(|&l| Some(l)).collect(),
+            );
+            p = self.wrap(
+                "Filter",
+                format!("{}: more labels", v.trim()),
+                vec![p.id],
+                Box::new(Filter {
+                    input: p.op,
+                    pred: e,
+                }),
+            );
         }
         Ok(p)
     }
@@ -717,10 +819,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 .iter()
                 .map(|&(t, check)| {
                     let (lo, hi) = self.g.table_range(t);
-                    ScanRange { lo, hi, label: check.then_some(l) }
+                    ScanRange {
+                        lo,
+                        hi,
+                        label: check.then_some(l),
+                    }
                 })
                 .collect(),
-            None => vec![ScanRange { lo: 0, hi: self.g.n_nodes(), label: None }],
+            None => vec![ScanRange {
+                lo: 0,
+                hi: self.g.n_nodes(),
+                label: None,
+            }],
         }
     }
 
@@ -733,7 +843,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         }
         let n = &p.start;
         let v = n.var.clone()?;
-        let labels: Vec<u32> = n.labels.iter().map(|l| self.g.label_id(l)).collect::<Option<_>>()?;
+        let labels: Vec<u32> = n
+            .labels
+            .iter()
+            .map(|l| self.g.label_id(l))
+            .collect::<Option<_>>()?;
         let mut conj = Vec::new();
         if let Some(w) = where_ {
             split_and(w.clone(), &mut conj);
@@ -749,7 +863,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut filter: Option<CExpr> = None;
         let mut preds: Vec<CExpr> = Vec::new();
         if labels.len() > 1 {
-            preds.push(CExpr::HasLabels(Box::new(CExpr::Slot(slot)), labels[1..].iter().map(|&l| Some(l)).collect()));
+            preds.push(CExpr::HasLabels(
+                Box::new(CExpr::Slot(slot)),
+                labels[1..].iter().map(|&l| Some(l)).collect(),
+            ));
         }
         for c in &conj {
             if vars_of(c).iter().any(|x| x != &v) {
@@ -763,14 +880,22 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Some(f) => CExpr::Bin(BinOp::And, Box::new(f), Box::new(p)),
             });
         }
-        Some(Fused { id: usize::MAX, ranges: self.label_ranges(labels.first().copied()), filter, var: v })
+        Some(Fused {
+            id: usize::MAX,
+            ranges: self.label_ranges(labels.first().copied()),
+            filter,
+            var: v,
+        })
     }
 
     fn rel_types(&self, r: &RelPattern) -> Vec<u32> {
         if r.types.is_empty() {
             (0..self.g.n_rel_types() as u32).collect()
         } else {
-            r.types.iter().filter_map(|t| self.g.rel_type_id(t)).collect()
+            r.types
+                .iter()
+                .filter_map(|t| self.g.rel_type_id(t))
+                .collect()
         }
     }
 
@@ -782,7 +907,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         conj: &mut Vec<Expr>,
         rel_slots: &mut Vec<usize>,
     ) -> Result<P, QueryError> {
-        let nodes: Vec<&NodePattern> = std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)).collect();
+        let nodes: Vec<&NodePattern> = std::iter::once(&p.start)
+            .chain(p.steps.iter().map(|s| &s.1))
+            .collect();
         if p.kind != PathKind::Plain || (p.steps.len() == 1 && p.steps[0].0.bfs) {
             return self.shortest(cur, scope, p, conj, rel_slots);
         }
@@ -809,7 +936,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             .collect();
         for (i, rightward) in order {
             let (r, _) = &p.steps[i];
-            let (from_n, to_n) = if rightward { (nodes[i], nodes[i + 1]) } else { (nodes[i + 1], nodes[i]) };
+            let (from_n, to_n) = if rightward {
+                (nodes[i], nodes[i + 1])
+            } else {
+                (nodes[i + 1], nodes[i])
+            };
             let dir = if rightward {
                 r.dir
             } else {
@@ -819,12 +950,23 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     Dir::Both => Dir::Both,
                 }
             };
-            let from = scope.get(from_n.var.as_deref().expect("named")).expect("bound").0;
+            let from = scope
+                .get(from_n.var.as_deref().expect("named"))
+                .expect("bound")
+                .0;
             let to_var = to_n.var.clone().expect("named");
             let into = scope.get(&to_var).map(|s| s.0);
-            let labels: Vec<u32> = to_n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+            let labels: Vec<u32> = to_n
+                .labels
+                .iter()
+                .filter_map(|l| self.g.label_id(l))
+                .collect();
             let types = self.rel_types(r);
-            let type_names = if r.types.is_empty() { String::new() } else { format!(":{}", r.types.join("|")) };
+            let type_names = if r.types.is_empty() {
+                String::new()
+            } else {
+                format!(":{}", r.types.join("|"))
+            };
             let arrow = |d: Dir, body: String| match d {
                 Dir::Out => format!("-[{body}]->"),
                 Dir::In => format!("<-[{body}]-"),
@@ -838,14 +980,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let detail = format!(
                         "({}){}({}{})",
                         from_n.var.as_deref().unwrap_or("").trim(),
-                        arrow(dir, format!("{}{}", rvar.as_deref().unwrap_or("").trim(), type_names)),
+                        arrow(
+                            dir,
+                            format!("{}{}", rvar.as_deref().unwrap_or("").trim(), type_names)
+                        ),
                         to_var.trim(),
-                        to_n.labels.iter().map(|l| format!(":{l}")).collect::<String>()
+                        to_n.labels
+                            .iter()
+                            .map(|l| format!(":{l}"))
+                            .collect::<String>()
                     );
                     let distinct = DistinctTargets::default();
                     let flag = distinct.on.clone();
                     cur = self.wrap(
-                        if into.is_some() { "ExpandInto" } else { "Expand" },
+                        if into.is_some() {
+                            "ExpandInto"
+                        } else {
+                            "Expand"
+                        },
                         detail,
                         vec![cur.id],
                         Box::new(Expand {
@@ -874,7 +1026,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     if into.is_some() {
                         // Labels of a bound endpoint are a filter.
                         for l in &to_n.labels {
-                            conj.push(Expr::HasLabels(Box::new(Expr::Var(to_var.clone(), 0)), vec![l.clone()]));
+                            conj.push(Expr::HasLabels(
+                                Box::new(Expr::Var(to_var.clone(), 0)),
+                                vec![l.clone()],
+                            ));
                         }
                     }
                 }
@@ -885,10 +1040,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let detail = format!(
                         "({}){}({}) {}..{}",
                         from_n.var.as_deref().unwrap_or("").trim(),
-                        arrow(dir, format!("{}{}*", rvar.as_deref().unwrap_or("").trim(), type_names)),
+                        arrow(
+                            dir,
+                            format!("{}{}*", rvar.as_deref().unwrap_or("").trim(), type_names)
+                        ),
                         to_var.trim(),
                         min,
-                        if max == u32::MAX { String::new() } else { max.to_string() }
+                        if max == u32::MAX {
+                            String::new()
+                        } else {
+                            max.to_string()
+                        }
                     );
                     let mut ve = VarExpand::new(
                         cur.op,
@@ -915,7 +1077,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     }
                     if into.is_some() {
                         for l in &to_n.labels {
-                            conj.push(Expr::HasLabels(Box::new(Expr::Var(to_var.clone(), 0)), vec![l.clone()]));
+                            conj.push(Expr::HasLabels(
+                                Box::new(Expr::Var(to_var.clone(), 0)),
+                                vec![l.clone()],
+                            ));
                         }
                     }
                 }
@@ -923,13 +1088,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             cur = self.push_filters(cur, scope, conj)?;
         }
         if let Some(pv) = &p.var {
-            let mut parts = vec![PathPart::Node(scope.get(p.start.var.as_deref().expect("named")).expect("bound").0)];
+            let mut parts = vec![PathPart::Node(
+                scope
+                    .get(p.start.var.as_deref().expect("named"))
+                    .expect("bound")
+                    .0,
+            )];
             parts.extend(step_slots.into_iter().flatten());
             cur = self.wrap(
                 "ProjectPath",
                 pv.clone(),
                 vec![cur.id],
-                Box::new(Extend { input: cur.op, exprs: vec![CExpr::MakePath(parts)] }),
+                Box::new(Extend {
+                    input: cur.op,
+                    exprs: vec![CExpr::MakePath(parts)],
+                }),
             );
             scope.bind(pv, Kind::Other);
             cur = self.push_filters(cur, scope, conj)?;
@@ -975,18 +1148,36 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let min = lo.unwrap_or(1).min(1) as u32;
         let max = hi.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32;
         let from = scope.get(&sv).expect("bound").0;
-        let labels: Vec<u32> = end.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+        let labels: Vec<u32> = end
+            .labels
+            .iter()
+            .filter_map(|l| self.g.label_id(l))
+            .collect();
         let all = p.kind == PathKind::AllShortest;
         let detail = format!(
             "({})-[*{}..{}]-({}){}",
             sv.trim(),
             min,
-            if max == u32::MAX { String::new() } else { max.to_string() },
+            if max == u32::MAX {
+                String::new()
+            } else {
+                max.to_string()
+            },
             ev.trim(),
-            if to.is_some() { " bidirectional" } else { " single source" }
+            if to.is_some() {
+                " bidirectional"
+            } else {
+                " single source"
+            }
         );
         cur = self.wrap(
-            if all { "AllShortestPaths" } else if to.is_some() { "ShortestPath" } else { "BFS" },
+            if all {
+                "AllShortestPaths"
+            } else if to.is_some() {
+                "ShortestPath"
+            } else {
+                "BFS"
+            },
             detail,
             vec![cur.id],
             Box::new(ShortestPath {
@@ -1012,7 +1203,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 "Extend",
                 format!("{} = relationships(path)", rv.trim()),
                 vec![cur.id],
-                Box::new(Extend { input: cur.op, exprs: vec![CExpr::Func(Func::Relationships, vec![CExpr::Slot(path_slot)])] }),
+                Box::new(Extend {
+                    input: cur.op,
+                    exprs: vec![CExpr::Func(
+                        Func::Relationships,
+                        vec![CExpr::Slot(path_slot)],
+                    )],
+                }),
             );
             let s = scope.bind(rv, Kind::Other);
             rel_slots.push(s);
@@ -1023,7 +1220,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     // -------------------------------------------------------------------------------
     // WITH / RETURN
 
-    fn projection(&mut self, mut cur: P, scope: &Scope, p: &Projection) -> Result<(P, Scope, Vec<String>), QueryError> {
+    fn projection(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        p: &Projection,
+    ) -> Result<(P, Scope, Vec<String>), QueryError> {
         let mut items: Vec<(Expr, String)> = Vec::new();
         if p.star {
             for (n, _, _) in &scope.vars {
@@ -1033,7 +1235,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
         }
         for (i, (e, alias)) in p.items.iter().enumerate() {
-            let name = alias.clone().unwrap_or_else(|| p.texts.get(i).cloned().unwrap_or_else(|| short(e)));
+            let name = alias
+                .clone()
+                .unwrap_or_else(|| p.texts.get(i).cloned().unwrap_or_else(|| short(e)));
             items.push((e.clone(), name));
         }
         let names: Vec<String> = items.iter().map(|i| i.1.clone()).collect();
@@ -1054,12 +1258,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             for (e, _) in &p.order {
                 collect_aggs(e, &mut aggs);
             }
-            let keys: Vec<&(Expr, String)> = items.iter().filter(|(e, _)| !contains_agg(e)).collect();
+            let keys: Vec<&(Expr, String)> =
+                items.iter().filter(|(e, _)| !contains_agg(e)).collect();
             let key_exprs = keys
                 .iter()
                 .map(|(e, _)| self.compile(e, scope, &[]))
                 .collect::<Result<Vec<_>, _>>()?;
-            let specs = aggs.iter().map(|a| self.agg_spec(a, scope)).collect::<Result<Vec<_>, _>>()?;
+            let specs = aggs
+                .iter()
+                .map(|a| self.agg_spec(a, scope))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut agg_subst: Vec<(Expr, usize)> = Vec::new();
             for (i, (e, _)) in keys.iter().enumerate() {
                 agg_subst.push((e.clone(), i));
@@ -1069,7 +1277,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
             let agg_detail = format!(
                 "keys: [{}], aggregates: [{}]",
-                keys.iter().map(|k| short(&k.0)).collect::<Vec<_>>().join(", "),
+                keys.iter()
+                    .map(|k| short(&k.0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 aggs.iter().map(short).collect::<Vec<_>>().join(", ")
             );
             let fused = self.fused.take().filter(|f| {
@@ -1090,7 +1301,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                                 Some(x) => Some(rewrite_props(x, &mut props)?),
                                 None => None,
                             };
-                            let keys = key_exprs.iter().map(|k| rewrite_props(k, &mut props)).collect::<Option<Vec<_>>>()?;
+                            let keys = key_exprs
+                                .iter()
+                                .map(|k| rewrite_props(k, &mut props))
+                                .collect::<Option<Vec<_>>>()?;
                             let aggs = specs
                                 .iter()
                                 .map(|a| {
@@ -1107,18 +1321,35 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                                 .collect::<Option<Vec<_>>>()?;
                             Some((std::mem::take(&mut props), filter, keys, aggs))
                         })();
-                        ParallelAggregate { direct, ranges: f.ranges, filter: f.filter, keys: key_exprs, aggs: specs, out: None, peak: 0 }
+                        ParallelAggregate {
+                            direct,
+                            ranges: f.ranges,
+                            filter: f.filter,
+                            keys: key_exprs,
+                            aggs: specs,
+                            out: None,
+                            peak: 0,
+                        }
                     }),
                 ),
                 None => self.wrap(
                     "Aggregate",
                     agg_detail,
                     vec![cur.id],
-                    Box::new(Aggregate { input: cur.op, keys: key_exprs, aggs: specs, out: None, peak: 0 }),
+                    Box::new(Aggregate {
+                        input: cur.op,
+                        keys: key_exprs,
+                        aggs: specs,
+                        out: None,
+                        peak: 0,
+                    }),
                 ),
             };
             // After aggregation only grouping keys and aggregates are visible.
-            let agg_scope = Scope { vars: Vec::new(), width: keys.len() + aggs.len() };
+            let agg_scope = Scope {
+                vars: Vec::new(),
+                width: keys.len() + aggs.len(),
+            };
             let exprs = items
                 .iter()
                 .map(|(e, _)| self.compile(e, &agg_scope, &agg_subst))
@@ -1127,7 +1358,15 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let n_items = exprs.len();
             let mut all = exprs;
             all.extend((0..agg_scope.width).map(CExpr::Slot));
-            cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs: all }));
+            cur = self.wrap(
+                "Project",
+                detail,
+                vec![cur.id],
+                Box::new(Project {
+                    input: cur.op,
+                    exprs: all,
+                }),
+            );
             for (i, (e, n)) in items.iter().enumerate() {
                 new_scope.vars.push((n.clone(), i, kind_of(e)));
                 subst.push((e.clone(), i));
@@ -1137,7 +1376,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
             new_scope.width = n_items + agg_scope.width;
             if p.distinct {
-                cur = self.wrap("Distinct", String::new(), vec![cur.id], Box::new(Distinct::new(cur.op, n_items)));
+                cur = self.wrap(
+                    "Distinct",
+                    String::new(),
+                    vec![cur.id],
+                    Box::new(Distinct::new(cur.op, n_items)),
+                );
             }
             cur = self.order_limit(cur, &new_scope, p, &subst)?;
             cur = self.trim(cur, &mut new_scope, n_items);
@@ -1166,7 +1410,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         }
                     }
                     let pushed = match &self.last_expand {
-                        Some((id, slot, flag)) if only_nodes && *id == cur.id && node_slots == [*slot] => {
+                        Some((id, slot, flag))
+                            if only_nodes && *id == cur.id && node_slots == [*slot] =>
+                        {
                             // The expansion itself emits each new node once.
                             flag.set(true);
                             let mut d = *id;
@@ -1183,7 +1429,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         _ => false,
                     };
                     if only_nodes && !node_slots.is_empty() && !pushed {
-                        let d = node_slots.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+                        let d = node_slots
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ");
                         cur = self.wrap(
                             "DistinctNodes",
                             format!("slots {d}"),
@@ -1199,22 +1449,46 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         );
                     }
                 }
-                cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs }));
+                cur = self.wrap(
+                    "Project",
+                    detail,
+                    vec![cur.id],
+                    Box::new(Project {
+                        input: cur.op,
+                        exprs,
+                    }),
+                );
                 for (i, (e, n)) in items.iter().enumerate() {
                     new_scope.vars.push((n.clone(), i, kind_of(e)));
                     subst.push((e.clone(), i));
                 }
                 new_scope.width = n_items;
                 if p.distinct {
-                    cur = self.wrap("Distinct", String::new(), vec![cur.id], Box::new(Distinct::new(cur.op, n_items)));
+                    cur = self.wrap(
+                        "Distinct",
+                        String::new(),
+                        vec![cur.id],
+                        Box::new(Distinct::new(cur.op, n_items)),
+                    );
                 }
                 cur = self.order_limit(cur, &new_scope, p, &subst)?;
             } else {
                 // ORDER BY may use the old variables: items first, old columns after.
                 let mut all = exprs;
                 all.extend((0..scope.width).map(CExpr::Slot));
-                cur = self.wrap("Project", detail, vec![cur.id], Box::new(Project { input: cur.op, exprs: all }));
-                let mut sort_scope = Scope { vars: Vec::new(), width: n_items + scope.width };
+                cur = self.wrap(
+                    "Project",
+                    detail,
+                    vec![cur.id],
+                    Box::new(Project {
+                        input: cur.op,
+                        exprs: all,
+                    }),
+                );
+                let mut sort_scope = Scope {
+                    vars: Vec::new(),
+                    width: n_items + scope.width,
+                };
                 for (n, s, k) in &scope.vars {
                     sort_scope.vars.push((n.clone(), n_items + s, *k));
                 }
@@ -1251,7 +1525,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             "Project",
             format!("first {n} columns"),
             vec![cur.id],
-            Box::new(Project { input: cur.op, exprs: (0..n).map(CExpr::Slot).collect() }),
+            Box::new(Project {
+                input: cur.op,
+                exprs: (0..n).map(CExpr::Slot).collect(),
+            }),
         )
     }
 
@@ -1259,13 +1536,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let c = self.compile(e, &Scope::default(), &[])?;
         match c {
             CExpr::Const(Value::Int(i)) if i >= 0 => Ok(i as usize),
-            _ => Err(QueryError::Argument(format!("{what} needs a non-negative integer constant or parameter"))),
+            _ => Err(QueryError::Argument(format!(
+                "{what} needs a non-negative integer constant or parameter"
+            ))),
         }
     }
 
-    fn order_limit(&mut self, mut cur: P, scope: &Scope, p: &Projection, subst: &[(Expr, usize)]) -> Result<P, QueryError> {
-        let skip = p.skip.as_ref().map(|e| self.const_usize(e, "SKIP")).transpose()?.unwrap_or(0);
-        let limit = p.limit.as_ref().map(|e| self.const_usize(e, "LIMIT")).transpose()?;
+    fn order_limit(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        p: &Projection,
+        subst: &[(Expr, usize)],
+    ) -> Result<P, QueryError> {
+        let skip = p
+            .skip
+            .as_ref()
+            .map(|e| self.const_usize(e, "SKIP"))
+            .transpose()?
+            .unwrap_or(0);
+        let limit = p
+            .limit
+            .as_ref()
+            .map(|e| self.const_usize(e, "LIMIT"))
+            .transpose()?;
         if !p.order.is_empty() {
             let keys = p
                 .order
@@ -1286,15 +1580,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 if top.is_some() { "Top" } else { "Sort" },
                 detail,
                 vec![cur.id],
-                Box::new(Sort { input: cur.op, keys, limit: top, out: None, peak: 0 }),
+                Box::new(Sort {
+                    input: cur.op,
+                    keys,
+                    limit: top,
+                    out: None,
+                    peak: 0,
+                }),
             );
         }
         if skip > 0 || limit.is_some() {
             cur = self.wrap(
                 "Limit",
-                format!("skip {skip}{}", limit.map(|l| format!(", limit {l}")).unwrap_or_default()),
+                format!(
+                    "skip {skip}{}",
+                    limit.map(|l| format!(", limit {l}")).unwrap_or_default()
+                ),
                 vec![cur.id],
-                Box::new(SkipLimit { input: cur.op, skip, limit, seen: 0, emitted: 0 }),
+                Box::new(SkipLimit {
+                    input: cur.op,
+                    skip,
+                    limit,
+                    seen: 0,
+                    emitted: 0,
+                }),
             );
         }
         Ok(cur)
@@ -1302,8 +1611,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 
     fn agg_spec(&mut self, a: &Expr, scope: &Scope) -> Result<AggSpec, QueryError> {
         match a {
-            Expr::CountStar => Ok(AggSpec { func: AggFn::CountStar, distinct: false, arg: None, extra: None }),
-            Expr::Call { name, distinct, args } => {
+            Expr::CountStar => Ok(AggSpec {
+                func: AggFn::CountStar,
+                distinct: false,
+                arg: None,
+                extra: None,
+            }),
+            Expr::Call {
+                name,
+                distinct,
+                args,
+            } => {
                 let func = match name.as_str() {
                     "count" => AggFn::Count,
                     "sum" => AggFn::Sum,
@@ -1316,13 +1634,29 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     "percentilecont" => AggFn::PercentileCont,
                     _ => AggFn::PercentileDisc,
                 };
-                let want = if matches!(func, AggFn::PercentileCont | AggFn::PercentileDisc) { 2 } else { 1 };
+                let want = if matches!(func, AggFn::PercentileCont | AggFn::PercentileDisc) {
+                    2
+                } else {
+                    1
+                };
                 if args.len() != want {
-                    return Err(QueryError::Argument(format!("{name}() takes {want} argument(s), got {}", args.len())));
+                    return Err(QueryError::Argument(format!(
+                        "{name}() takes {want} argument(s), got {}",
+                        args.len()
+                    )));
                 }
                 let arg = Some(self.compile(&args[0], scope, &[])?);
-                let extra = if want == 2 { Some(self.compile(&args[1], scope, &[])?) } else { None };
-                Ok(AggSpec { func, distinct: *distinct, arg, extra })
+                let extra = if want == 2 {
+                    Some(self.compile(&args[1], scope, &[])?)
+                } else {
+                    None
+                };
+                Ok(AggSpec {
+                    func,
+                    distinct: *distinct,
+                    arg,
+                    extra,
+                })
             }
             _ => Err(QueryError::Unsupported("not an aggregate".into())),
         }
@@ -1333,7 +1667,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 
     /// Compiles `e` against `scope`; expressions structurally equal to an entry of
     /// `subst` read that slot instead (grouping keys and aggregates after aggregation).
-    fn compile(&mut self, e: &Expr, scope: &Scope, subst: &[(Expr, usize)]) -> Result<CExpr, QueryError> {
+    fn compile(
+        &mut self,
+        e: &Expr,
+        scope: &Scope,
+        subst: &[(Expr, usize)],
+    ) -> Result<CExpr, QueryError> {
         if let Some((_, s)) = subst.iter().find(|(x, _)| same(x, e)) {
             return Ok(CExpr::Slot(*s));
         }
@@ -1344,7 +1683,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Expr::Int(i) => CExpr::Const(Value::Int(*i)),
             Expr::Float(f) => CExpr::Const(Value::Float(*f)),
             Expr::Str(s) => CExpr::Const(Value::str(s)),
-            Expr::Param(p) => CExpr::Const(self.params.get(p).cloned().ok_or_else(|| QueryError::MissingParam(p.clone()))?),
+            Expr::Param(p) => CExpr::Const(
+                self.params
+                    .get(p)
+                    .cloned()
+                    .ok_or_else(|| QueryError::MissingParam(p.clone()))?,
+            ),
             Expr::Var(n, _) => {
                 if let Some(i) = self.locals.iter().rposition(|l| l == n) {
                     CExpr::Local(i)
@@ -1357,16 +1701,32 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             Expr::List(xs) => {
-                let items = xs.iter().map(|x| c(x, self)).collect::<Result<Vec<_>, _>>()?;
+                let items = xs
+                    .iter()
+                    .map(|x| c(x, self))
+                    .collect::<Result<Vec<_>, _>>()?;
                 if items.iter().all(|i| matches!(i, CExpr::Const(_))) {
                     CExpr::Const(Value::list(
-                        items.into_iter().map(|i| if let CExpr::Const(v) = i { v } else { Value::Null }).collect(),
+                        items
+                            .into_iter()
+                            .map(|i| {
+                                if let CExpr::Const(v) = i {
+                                    v
+                                } else {
+                                    Value::Null
+                                }
+                            })
+                            .collect(),
                     ))
                 } else {
                     CExpr::List(items)
                 }
             }
-            Expr::Map(xs) => CExpr::Map(xs.iter().map(|(k, x)| Ok((k.clone(), c(x, self)?))).collect::<Result<_, QueryError>>()?),
+            Expr::Map(xs) => CExpr::Map(
+                xs.iter()
+                    .map(|(k, x)| Ok((k.clone(), c(x, self)?)))
+                    .collect::<Result<_, QueryError>>()?,
+            ),
             Expr::Prop(x, k) => CExpr::Prop(Box::new(c(x, self)?), Arc::from(k.as_str())),
             Expr::Index(x, i) => CExpr::Index(Box::new(c(x, self)?), Box::new(c(i, self)?)),
             Expr::Slice(x, a, b) => CExpr::Slice(
@@ -1374,7 +1734,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 a.as_ref().map(|a| c(a, self).map(Box::new)).transpose()?,
                 b.as_ref().map(|b| c(b, self).map(Box::new)).transpose()?,
             ),
-            Expr::HasLabels(x, ls) => CExpr::HasLabels(Box::new(c(x, self)?), ls.iter().map(|l| self.g.label_id(l)).collect()),
+            Expr::HasLabels(x, ls) => CExpr::HasLabels(
+                Box::new(c(x, self)?),
+                ls.iter().map(|l| self.g.label_id(l)).collect(),
+            ),
             Expr::Unary(UnOp::Not, x) => CExpr::Not(Box::new(c(x, self)?)),
             Expr::Unary(UnOp::Neg, x) => match c(x, self)? {
                 CExpr::Const(Value::Int(i)) if i != i64::MIN => CExpr::Const(Value::Int(-i)),
@@ -1384,14 +1747,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Expr::Binary(BinOp::Regex, x, p) => {
                 let x = c(x, self)?;
                 match c(p, self)? {
-                    CExpr::Const(Value::Str(s)) => CExpr::RegexConst(Box::new(x), Arc::new(compile_regex(&s)?)),
+                    CExpr::Const(Value::Str(s)) => {
+                        CExpr::RegexConst(Box::new(x), Arc::new(compile_regex(&s)?))
+                    }
                     p => CExpr::Bin(BinOp::Regex, Box::new(x), Box::new(p)),
                 }
             }
             Expr::Binary(op, a, b) => CExpr::Bin(*op, Box::new(c(a, self)?), Box::new(c(b, self)?)),
             Expr::IsNull(x, neg) => CExpr::IsNull(Box::new(c(x, self)?), *neg),
             Expr::CountStar => {
-                return Err(QueryError::Unsupported("count(*) is only allowed in WITH and RETURN".into()))
+                return Err(QueryError::Unsupported(
+                    "count(*) is only allowed in WITH and RETURN".into(),
+                ))
             }
             Expr::Call { name, args, .. } => {
                 if is_aggregate(name) {
@@ -1402,37 +1769,70 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 if name == "exists" && matches!(args.first(), Some(Expr::PatternPred(_))) {
                     return c(&args[0], self);
                 }
-                let f = Func::from_name(name).ok_or_else(|| QueryError::UnknownFunction(name.clone()))?;
-                CExpr::Func(f, args.iter().map(|x| c(x, self)).collect::<Result<_, _>>()?)
+                let f = Func::from_name(name)
+                    .ok_or_else(|| QueryError::UnknownFunction(name.clone()))?;
+                CExpr::Func(
+                    f,
+                    args.iter().map(|x| c(x, self)).collect::<Result<_, _>>()?,
+                )
             }
-            Expr::Case { subject, arms, default } => CExpr::Case {
-                subject: subject.as_ref().map(|s| c(s, self).map(Box::new)).transpose()?,
-                arms: arms.iter().map(|(w, t)| Ok((c(w, self)?, c(t, self)?))).collect::<Result<_, QueryError>>()?,
-                default: default.as_ref().map(|d| c(d, self).map(Box::new)).transpose()?,
+            Expr::Case {
+                subject,
+                arms,
+                default,
+            } => CExpr::Case {
+                subject: subject
+                    .as_ref()
+                    .map(|s| c(s, self).map(Box::new))
+                    .transpose()?,
+                arms: arms
+                    .iter()
+                    .map(|(w, t)| Ok((c(w, self)?, c(t, self)?)))
+                    .collect::<Result<_, QueryError>>()?,
+                default: default
+                    .as_ref()
+                    .map(|d| c(d, self).map(Box::new))
+                    .transpose()?,
             },
-            Expr::ListComp { var, list, pred, map } => {
+            Expr::ListComp {
+                var,
+                list,
+                pred,
+                map,
+            } => {
                 let list = Box::new(c(list, self)?);
                 self.locals.push(var.clone());
                 let local = self.locals.len() - 1;
                 self.max_locals = self.max_locals.max(self.locals.len());
-                let pred = pred.as_ref().map(|p| self.compile(p, scope, subst).map(Box::new)).transpose();
-                let map = map.as_ref().map(|m| self.compile(m, scope, subst).map(Box::new)).transpose();
+                let pred = pred
+                    .as_ref()
+                    .map(|p| self.compile(p, scope, subst).map(Box::new))
+                    .transpose();
+                let map = map
+                    .as_ref()
+                    .map(|m| self.compile(m, scope, subst).map(Box::new))
+                    .transpose();
                 self.locals.pop();
-                CExpr::ListComp { local, list, pred: pred?, map: map? }
+                CExpr::ListComp {
+                    local,
+                    list,
+                    pred: pred?,
+                    map: map?,
+                }
             }
             Expr::PatternPred(p) => CExpr::Pattern(Arc::new(self.pattern_pred(p, scope)?)),
         })
     }
 
     fn pattern_pred(&mut self, p: &Pattern, scope: &Scope) -> Result<PatternPred, QueryError> {
-        let start = match p.start.var.as_deref().and_then(|v| scope.get(v)) {
-            Some((s, _)) => s,
-            None => {
-                return Err(QueryError::Unsupported(
-                    "a pattern predicate must start at a bound variable, e.g. WHERE (a)-->(:User)".into(),
-                ))
-            }
-        };
+        let start =
+            match p.start.var.as_deref().and_then(|v| scope.get(v)) {
+                Some((s, _)) => s,
+                None => return Err(QueryError::Unsupported(
+                    "a pattern predicate must start at a bound variable, e.g. WHERE (a)-->(:User)"
+                        .into(),
+                )),
+            };
         let mut impossible = p.start.labels.iter().any(|l| self.g.label_id(l).is_none());
         let mut steps = Vec::new();
         for (r, n) in &p.steps {
@@ -1443,7 +1843,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
             let (min, max) = match r.range {
                 None => (1, 1),
-                Some((a, b)) => (a.unwrap_or(1) as u32, b.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32),
+                Some((a, b)) => (
+                    a.unwrap_or(1) as u32,
+                    b.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32,
+                ),
             };
             impossible |= n.labels.iter().any(|l| self.g.label_id(l).is_none());
             let bound = match n.var.as_deref() {
@@ -1466,7 +1869,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 bound,
             });
         }
-        let start_labels = p.start.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
-        Ok(PatternPred { start, start_labels, steps, impossible })
+        let start_labels = p
+            .start
+            .labels
+            .iter()
+            .filter_map(|l| self.g.label_id(l))
+            .collect();
+        Ok(PatternPred {
+            start,
+            start_labels,
+            steps,
+            impossible,
+        })
     }
 }

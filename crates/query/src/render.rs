@@ -93,9 +93,12 @@ pub fn csv_cell(g: &Graph, v: &Value) -> Result<String, QueryError> {
     Ok(match v {
         Value::Null => String::new(),
         Value::Str(s) => s.to_string(),
-        Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Date(_) | Value::LocalDateTime(_) | Value::DateTime(_) => {
-            to_string(v)
-        }
+        Value::Int(_)
+        | Value::Float(_)
+        | Value::Bool(_)
+        | Value::Date(_)
+        | Value::LocalDateTime(_)
+        | Value::DateTime(_) => to_string(v),
         _ => json(g, v)?.to_string(),
     })
 }

@@ -333,7 +333,12 @@ mod tests {
         assert_eq!(l1.eq3(&l2), Some(false));
         assert_eq!(l1.eq3(&l1.clone()), None);
         assert_eq!(Value::Int(1).cmp3(&Value::str("a")), None);
-        let mut v = vec![Value::Null, Value::Int(3), Value::str("x"), Value::Float(1.5)];
+        let mut v = vec![
+            Value::Null,
+            Value::Int(3),
+            Value::str("x"),
+            Value::Float(1.5),
+        ];
         v.sort_by(order);
         assert!(matches!(v[0], Value::Str(_)));
         assert!(matches!(v[3], Value::Null));

@@ -27,21 +27,32 @@ struct Model {
 
 fn model(seed: u64, n: usize, m: usize) -> Model {
     let mut r = rand::rngs::StdRng::seed_from_u64(seed);
-    let labels = (0..n).map(|_| if r.random_bool(0.6) { "A" } else { "B" }).collect();
+    let labels = (0..n)
+        .map(|_| if r.random_bool(0.6) { "A" } else { "B" })
+        .collect();
     let v = (0..n)
         .map(|i| (i % 5 != 0).then(|| r.random_range(0..10)))
         .collect();
     let mut edges = Vec::new();
     for _ in 0..m {
         let a = r.random_range(0..n);
-        let b = if r.random_bool(0.05) { a } else { r.random_range(0..n) };
+        let b = if r.random_bool(0.05) {
+            a
+        } else {
+            r.random_range(0..n)
+        };
         let t = if r.random_bool(0.5) { "R" } else { "S" };
         edges.push((a, b, t));
         if r.random_bool(0.05) {
             edges.push((a, b, t)); // a parallel edge
         }
     }
-    Model { n, labels, v, edges }
+    Model {
+        n,
+        labels,
+        v,
+        edges,
+    }
 }
 
 fn write_and_import(dir: &Path, m: &Model) -> std::path::PathBuf {
@@ -52,7 +63,11 @@ fn write_and_import(dir: &Path, m: &Model) -> std::path::PathBuf {
     }
     let mut edges = String::from(":START_ID,:END_ID,:TYPE,w:int\n");
     for (k, (a, b, t)) in m.edges.iter().enumerate() {
-        let w = if *t == "R" { k.to_string() } else { String::new() };
+        let w = if *t == "R" {
+            k.to_string()
+        } else {
+            String::new()
+        };
         writeln!(edges, "{a},{b},{t},{w}").unwrap();
     }
     std::fs::write(dir.join("n.csv"), nodes).unwrap();
@@ -70,7 +85,9 @@ fn write_and_import(dir: &Path, m: &Model) -> std::path::PathBuf {
 }
 
 fn params(kv: &[(&str, i64)]) -> Params {
-    kv.iter().map(|(k, v)| (k.to_string(), Value::Int(*v))).collect()
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+        .collect()
 }
 
 fn ints(rows: &[Vec<Value>], col: usize) -> Vec<i64> {
@@ -114,7 +131,16 @@ impl Model {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn dfs(&self, at: usize, types: &[&str], dir: i8, min: usize, max: usize, used: &mut Vec<usize>, out: &mut Vec<usize>) {
+    fn dfs(
+        &self,
+        at: usize,
+        types: &[&str],
+        dir: i8,
+        min: usize,
+        max: usize,
+        used: &mut Vec<usize>,
+        out: &mut Vec<usize>,
+    ) {
         if used.len() >= min {
             out.push(at);
         }
@@ -157,7 +183,11 @@ fn patterns_match_the_model() {
         let all = ["R", "S"];
         for a in [0usize, 1, 7, 13, 39] {
             let p = params(&[("x", a as i64)]);
-            let q = |text: &str| query(&db, text, &p).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+            let q = |text: &str| {
+                query(&db, text, &p)
+                    .unwrap_or_else(|e| panic!("{text}: {e}"))
+                    .1
+            };
             // One hop, each direction and undirected.
             let got = ints(&q("MATCH (a {id: $x})-[:R]->(b) RETURN b.id"), 0);
             assert_eq!(got, m.trails(a, &["R"], 1, 1, 1), "1 hop out from {a}");
@@ -168,41 +198,83 @@ fn patterns_match_the_model() {
             // Fixed k-hop: every trail, and DISTINCT ends.
             let got = ints(&q("MATCH (a {id: $x})-->()-->()-->(c) RETURN c.id"), 0);
             assert_eq!(got, m.trails(a, &all, 1, 3, 3), "3-hop trails from {a}");
-            let got = ints(&q("MATCH (a {id: $x})-->()-->(c:A) RETURN DISTINCT c.id"), 0);
+            let got = ints(
+                &q("MATCH (a {id: $x})-->()-->(c:A) RETURN DISTINCT c.id"),
+                0,
+            );
             let want: BTreeSet<i64> = m
                 .trails(a, &all, 1, 2, 2)
                 .into_iter()
                 .filter(|&c| m.labels[c as usize] == "A")
                 .collect();
-            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop distinct :A");
+            assert_eq!(
+                got,
+                want.into_iter().collect::<Vec<_>>(),
+                "2-hop distinct :A"
+            );
             // Variable length, both ways.
             let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN c.id"), 0);
             assert_eq!(got, m.trails(a, &all, 1, 1, 3), "*1..3 from {a}");
-            let got = ints(&q("MATCH (a {id: $x})-[*1..3]->(c) RETURN DISTINCT c.id"), 0);
+            let got = ints(
+                &q("MATCH (a {id: $x})-[*1..3]->(c) RETURN DISTINCT c.id"),
+                0,
+            );
             let want: BTreeSet<i64> = m.trails(a, &all, 1, 1, 3).into_iter().collect();
-            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "*1..3 DISTINCT from {a}");
-            let got = ints(&q("MATCH (a {id: $x})-->()-->(c) WHERE c.v > 3 RETURN DISTINCT c.id"), 0);
+            assert_eq!(
+                got,
+                want.into_iter().collect::<Vec<_>>(),
+                "*1..3 DISTINCT from {a}"
+            );
+            let got = ints(
+                &q("MATCH (a {id: $x})-->()-->(c) WHERE c.v > 3 RETURN DISTINCT c.id"),
+                0,
+            );
             let want: BTreeSet<i64> = m
                 .trails(a, &all, 1, 2, 2)
                 .into_iter()
                 .filter(|&c| m.v[c as usize].is_some_and(|v| v > 3))
                 .collect();
-            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop DISTINCT with a filter from {a}");
+            assert_eq!(
+                got,
+                want.into_iter().collect::<Vec<_>>(),
+                "2-hop DISTINCT with a filter from {a}"
+            );
             let got = ints(&q("MATCH (a {id: $x})-->(b)-->(c) RETURN DISTINCT c.id"), 0);
             let want: BTreeSet<i64> = m.trails(a, &all, 1, 2, 2).into_iter().collect();
-            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "2-hop DISTINCT from {a}");
+            assert_eq!(
+                got,
+                want.into_iter().collect::<Vec<_>>(),
+                "2-hop DISTINCT from {a}"
+            );
             let got = ints(&q("MATCH (c)-[:S*0..2]->(a {id: $x}) RETURN c.id"), 0);
-            assert_eq!(got, m.trails(a, &["S"], -1, 0, 2), "leftward *0..2 into {a}");
+            assert_eq!(
+                got,
+                m.trails(a, &["S"], -1, 0, 2),
+                "leftward *0..2 into {a}"
+            );
             // Path length agrees with the relationships listed.
-            for r in q("MATCH p = (a {id: $x})-[rs*2]->(c) RETURN length(p), size(rs), size(nodes(p))") {
-                assert_eq!((r[0].clone(), r[1].clone(), r[2].clone()).0.eq3(&Value::Int(2)), Some(true));
+            for r in
+                q("MATCH p = (a {id: $x})-[rs*2]->(c) RETURN length(p), size(rs), size(nodes(p))")
+            {
+                assert_eq!(
+                    (r[0].clone(), r[1].clone(), r[2].clone())
+                        .0
+                        .eq3(&Value::Int(2)),
+                    Some(true)
+                );
                 assert_eq!(r[1].eq3(&Value::Int(2)), Some(true));
                 assert_eq!(r[2].eq3(&Value::Int(3)), Some(true));
             }
             // Shortest paths against BFS distances.
             for b in [2usize, 5, 21, 30] {
                 let p = params(&[("x", a as i64), ("y", b as i64)]);
-                let rows = query(&db, "MATCH p = shortestPath((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
+                let rows = query(
+                    &db,
+                    "MATCH p = shortestPath((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)",
+                    &p,
+                )
+                .unwrap()
+                .1;
                 let want = if a == b { None } else { m.bfs_dist(a, b, &all) };
                 match want {
                     None => assert!(rows.is_empty(), "no path {a}->{b}, got {rows:?}"),
@@ -212,22 +284,48 @@ fn patterns_match_the_model() {
                 if let (Some(d), Some(r)) = (want, rows.first()) {
                     let Value::List(l) = &r[0] else { panic!() };
                     assert_eq!(l.len(), d + 1);
-                    assert!(l[0].eq3(&Value::Int(a as i64)) == Some(true) && l[d].eq3(&Value::Int(b as i64)) == Some(true));
+                    assert!(
+                        l[0].eq3(&Value::Int(a as i64)) == Some(true)
+                            && l[d].eq3(&Value::Int(b as i64)) == Some(true)
+                    );
                 }
                 let all_rows = query(&db, "MATCH p = allShortestPaths((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
                 if let Some(d) = want {
-                    assert!(!all_rows.is_empty() && ints(&all_rows, 0).iter().all(|&l| l == d as i64));
+                    assert!(
+                        !all_rows.is_empty() && ints(&all_rows, 0).iter().all(|&l| l == d as i64)
+                    );
                 }
             }
         }
         // A relationship has one identity whichever side it is reached from.
-        let out = ints(&query(&db, "MATCH (a)-[r:S]->(b) RETURN id(r)", &Params::new()).unwrap().1, 0);
-        let inc = ints(&query(&db, "MATCH (b)<-[r:S]-(a) RETURN id(r)", &Params::new()).unwrap().1, 0);
+        let out = ints(
+            &query(&db, "MATCH (a)-[r:S]->(b) RETURN id(r)", &Params::new())
+                .unwrap()
+                .1,
+            0,
+        );
+        let inc = ints(
+            &query(&db, "MATCH (b)<-[r:S]-(a) RETURN id(r)", &Params::new())
+                .unwrap()
+                .1,
+            0,
+        );
         assert_eq!(out, inc);
         assert_eq!(out.len(), m.edges.iter().filter(|e| e.2 == "S").count());
         // Relationship properties.
-        let w = ints(&query(&db, "MATCH ()-[r:R]->() RETURN r.w", &Params::new()).unwrap().1, 0);
-        let mut want: Vec<i64> = m.edges.iter().enumerate().filter(|e| e.1 .2 == "R").map(|e| e.0 as i64).collect();
+        let w = ints(
+            &query(&db, "MATCH ()-[r:R]->() RETURN r.w", &Params::new())
+                .unwrap()
+                .1,
+            0,
+        );
+        let mut want: Vec<i64> = m
+            .edges
+            .iter()
+            .enumerate()
+            .filter(|e| e.1 .2 == "R")
+            .map(|e| e.0 as i64)
+            .collect();
         want.sort();
         assert_eq!(w, want);
     }
@@ -239,11 +337,18 @@ fn aggregation_optional_and_nulls_match_the_model() {
     let m = model(5, 60, 150);
     let db_path = write_and_import(dir.path(), &m);
     let db = Database::open(&db_path, OpenMode::Loaded).unwrap();
-    let q = |text: &str| query(&db, text, &Params::new()).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+    let q = |text: &str| {
+        query(&db, text, &Params::new())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .1
+    };
     // Group by label: count, count(v) (skips nulls), sum, min, max, avg.
     let rows = q("MATCH (n) RETURN labels(n)[0] AS l, count(*), count(n.v), sum(n.v), min(n.v), max(n.v), avg(n.v) ORDER BY l");
     for (li, l) in ["A", "B"].iter().enumerate() {
-        let vs: Vec<i64> = (0..m.n).filter(|&i| m.labels[i] == *l).filter_map(|i| m.v[i]).collect();
+        let vs: Vec<i64> = (0..m.n)
+            .filter(|&i| m.labels[i] == *l)
+            .filter_map(|i| m.v[i])
+            .collect();
         let all = (0..m.n).filter(|&i| m.labels[i] == *l).count();
         let r = &rows[li];
         assert_eq!(r[0].eq3(&Value::str(l)), Some(true));
@@ -276,18 +381,25 @@ fn aggregation_optional_and_nulls_match_the_model() {
     let first = q("MATCH (n) RETURN n.v ORDER BY n.v DESC LIMIT 1");
     assert!(first[0][0].is_null());
     let top = q("MATCH (n) WHERE n.v IS NOT NULL RETURN n.id, n.v ORDER BY n.v DESC, n.id LIMIT 7");
-    let mut want: Vec<(i64, i64)> = (0..m.n).filter_map(|i| m.v[i].map(|v| (-v, i as i64))).collect();
+    let mut want: Vec<(i64, i64)> = (0..m.n)
+        .filter_map(|i| m.v[i].map(|v| (-v, i as i64)))
+        .collect();
     want.sort();
-    let got: Vec<(i64, i64)> = top.iter().map(|r| match (&r[1], &r[0]) {
-        (Value::Int(v), Value::Int(i)) => (-v, *i),
-        x => panic!("{x:?}"),
-    }).collect();
+    let got: Vec<(i64, i64)> = top
+        .iter()
+        .map(|r| match (&r[1], &r[0]) {
+            (Value::Int(v), Value::Int(i)) => (-v, *i),
+            x => panic!("{x:?}"),
+        })
+        .collect();
     assert_eq!(got, want[..7].to_vec());
     let last = q("MATCH (n) RETURN n.v ORDER BY n.v");
     assert!(last.last().unwrap()[0].is_null());
     // WITH, UNWIND, collect, DISTINCT, UNION.
     let r = q("MATCH (n:A) WITH n.v AS v, count(*) AS c WHERE v IS NOT NULL RETURN sum(c)");
-    let want = (0..m.n).filter(|&i| m.labels[i] == "A" && m.v[i].is_some()).count() as i64;
+    let want = (0..m.n)
+        .filter(|&i| m.labels[i] == "A" && m.v[i].is_some())
+        .count() as i64;
     assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
     let r = q("UNWIND [3, 1, 2, 1, null] AS x RETURN DISTINCT x ORDER BY x");
     assert_eq!(r.len(), 4);
@@ -298,10 +410,14 @@ fn aggregation_optional_and_nulls_match_the_model() {
     assert_eq!(l.len(), 3);
     // Pattern predicates.
     let r = q("MATCH (a) WHERE (a)-[:R]->() RETURN count(*)");
-    let want = (0..m.n).filter(|&i| !m.step(i, &["R"], 1).is_empty()).count() as i64;
+    let want = (0..m.n)
+        .filter(|&i| !m.step(i, &["R"], 1).is_empty())
+        .count() as i64;
     assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
     let r = q("MATCH (a) WHERE NOT exists((a)<-[:S]-()) RETURN count(*)");
-    let want = (0..m.n).filter(|&i| m.step(i, &["S"], -1).is_empty()).count() as i64;
+    let want = (0..m.n)
+        .filter(|&i| m.step(i, &["S"], -1).is_empty())
+        .count() as i64;
     assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
 }
 
@@ -311,7 +427,9 @@ fn expressions_and_functions() {
     let m = model(3, 5, 5);
     let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
     let one = |text: &str| -> Value {
-        let rows = query(&db, text, &Params::new()).unwrap_or_else(|e| panic!("{text}: {e}")).1;
+        let rows = query(&db, text, &Params::new())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .1;
         rows[0][0].clone()
     };
     let cases: &[(&str, Value)] = &[
@@ -325,16 +443,28 @@ fn expressions_and_functions() {
         ("RETURN 3 IN [1, null, 2]", Value::Null),
         ("RETURN 'abc' STARTS WITH 'ab'", Value::Bool(true)),
         ("RETURN 'abc' =~ 'a.c'", Value::Bool(true)),
-        ("RETURN CASE 2 WHEN 1 THEN 'a' WHEN 2 THEN 'b' END", Value::str("b")),
-        ("RETURN [x IN range(1, 10) WHERE x % 2 = 0 | x * x][1..3]", Value::list(vec![Value::Int(16), Value::Int(36)])),
+        (
+            "RETURN CASE 2 WHEN 1 THEN 'a' WHEN 2 THEN 'b' END",
+            Value::str("b"),
+        ),
+        (
+            "RETURN [x IN range(1, 10) WHERE x % 2 = 0 | x * x][1..3]",
+            Value::list(vec![Value::Int(16), Value::Int(36)]),
+        ),
         ("RETURN size([1, 2, 3])", Value::Int(3)),
         ("RETURN head([4, 5])", Value::Int(4)),
         ("RETURN coalesce(null, 3)", Value::Int(3)),
         ("RETURN toInteger('42')", Value::Int(42)),
-        ("RETURN toUpper(substring('quiver', 1, 3))", Value::str("UIV")),
+        (
+            "RETURN toUpper(substring('quiver', 1, 3))",
+            Value::str("UIV"),
+        ),
         ("RETURN split('a,b', ',')[1]", Value::str("b")),
         ("RETURN date('2024-02-29').month", Value::Int(2)),
-        ("RETURN localdatetime('2024-02-29T10:11:12').hour", Value::Int(10)),
+        (
+            "RETURN localdatetime('2024-02-29T10:11:12').hour",
+            Value::Int(10),
+        ),
         ("RETURN round(2.5)", Value::Float(3.0)),
         ("RETURN abs(-3)", Value::Int(3)),
         ("RETURN reverse('abc')", Value::str("cba")),
@@ -349,7 +479,13 @@ fn expressions_and_functions() {
     let got = one("UNWIND [1, 2, 3, 4] AS x RETURN percentileDisc(x, 0.5), stDev(x)");
     assert_eq!(got.eq3(&Value::Int(2)), Some(true));
     // Graph values.
-    let rows = query(&db, "MATCH (n {id: 1}) RETURN n, labels(n), properties(n).id, keys(n)", &Params::new()).unwrap().1;
+    let rows = query(
+        &db,
+        "MATCH (n {id: 1}) RETURN n, labels(n), properties(n).id, keys(n)",
+        &Params::new(),
+    )
+    .unwrap()
+    .1;
     assert!(matches!(rows[0][0], Value::Node(_)));
     // Errors are values, with a clear message.
     for (q, needle) in [
@@ -391,7 +527,9 @@ fn property_index_seeks_and_agrees_with_scans() {
     assert!(plan.plan.unwrap().contains("NodeIndexSeek"));
     let (_, after) = collect("MATCH (n:A {v: 3}) RETURN n.id ORDER BY n.id", &mut s);
     assert_eq!(format!("{before:?}"), format!("{after:?}"));
-    let want = (0..m.n).filter(|&i| m.labels[i] == "A" && m.v[i] == Some(3)).count();
+    let want = (0..m.n)
+        .filter(|&i| m.labels[i] == "A" && m.v[i] == Some(3))
+        .count();
     assert_eq!(after.len(), want);
     // Range seeks return what a scan returns, with the predicates still applied.
     for q in [
@@ -405,29 +543,42 @@ fn property_index_seeks_and_agrees_with_scans() {
         let (_, got) = collect(q, &mut s);
         let want: Vec<i64> = (0..m.n)
             .filter(|&i| m.labels[i] == "A")
-            .filter(|&i| match (q.contains("> 6"), q.contains("2 <="), q.contains("3.5")) {
-                (true, _, _) => m.v[i].is_some_and(|v| v > 6),
-                (_, true, _) => m.v[i].is_some_and(|v| (2..5).contains(&v)),
-                (_, _, true) => m.v[i].is_some_and(|v| v <= 3),
-                _ => false,
-            })
+            .filter(
+                |&i| match (q.contains("> 6"), q.contains("2 <="), q.contains("3.5")) {
+                    (true, _, _) => m.v[i].is_some_and(|v| v > 6),
+                    (_, true, _) => m.v[i].is_some_and(|v| (2..5).contains(&v)),
+                    (_, _, true) => m.v[i].is_some_and(|v| v <= 3),
+                    _ => false,
+                },
+            )
             .map(|i| i as i64)
             .collect();
         assert_eq!(ints(&got, 0), want, "{q}");
     }
     // id(n) is a seek too.
-    let (plan, _) = collect("EXPLAIN MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN n.id", &mut s);
+    let (plan, _) = collect(
+        "EXPLAIN MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN n.id",
+        &mut s,
+    );
     assert!(plan.plan.unwrap().contains("NodeByIdSeek"));
-    let (_, got) = collect("MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN id(n)", &mut s);
+    let (_, got) = collect(
+        "MATCH (n) WHERE id(n) IN [3, 4, 999999] RETURN id(n)",
+        &mut s,
+    );
     assert_eq!(ints(&got, 0), vec![3, 4]);
     let (_, shown) = collect("SHOW INDEXES", &mut s);
-    assert!(shown.iter().any(|r| r[0].eq3(&Value::str("A")) == Some(true) && r[1].eq3(&Value::str("v")) == Some(true)));
+    assert!(shown
+        .iter()
+        .any(|r| r[0].eq3(&Value::str("A")) == Some(true)
+            && r[1].eq3(&Value::str("v")) == Some(true)));
     // The index survives reopening; the data files it sits beside are still there.
     drop(s);
     let mut s = Session::open(&db_path, OpenMode::Loaded).unwrap();
     let (_, again) = collect("MATCH (n:A {v: 3}) RETURN n.id ORDER BY n.id", &mut s);
     assert_eq!(format!("{again:?}"), format!("{before:?}"));
-    let err = s.run("CREATE INDEX ON :A(v)", &Params::new(), &mut |_, _| Ok(())).unwrap_err();
+    let err = s
+        .run("CREATE INDEX ON :A(v)", &Params::new(), &mut |_, _| Ok(()))
+        .unwrap_err();
     assert!(err.to_string().contains("exists already"));
     collect("DROP INDEX ON :A(v)", &mut s);
     let (plan, _) = collect("EXPLAIN MATCH (n:A {v: 3}) RETURN n.id", &mut s);
@@ -440,16 +591,43 @@ fn memory_limit_fails_with_the_operator_named() {
     let m = model(4, 300, 3000);
     let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
     let ix = quiver_query::index::IndexSet::load(&db);
-    let opts = QueryOptions { memory_limit: 64 << 10, cancel: None };
-    let err = quiver_query::run(&db, &ix, "MATCH (a)-->(b)-->(c) RETURN a.id, b.id, c.id ORDER BY c.id", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    let opts = QueryOptions {
+        memory_limit: 64 << 10,
+        cancel: None,
+    };
+    let err = quiver_query::run(
+        &db,
+        &ix,
+        "MATCH (a)-->(b)-->(c) RETURN a.id, b.id, c.id ORDER BY c.id",
+        &Params::new(),
+        &opts,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap_err();
     match err {
         QueryError::Memory { operator, .. } => assert_eq!(operator, "Sort"),
         e => panic!("expected a memory error, got {e}"),
     }
-    let err = quiver_query::run(&db, &ix, "MATCH (a)-->(b)-->(c) RETURN DISTINCT a.id, c.id", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    let err = quiver_query::run(
+        &db,
+        &ix,
+        "MATCH (a)-->(b)-->(c) RETURN DISTINCT a.id, c.id",
+        &Params::new(),
+        &opts,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("Distinct"), "{err}");
     // Unbounded variable length goes deep: its stack is accounted too.
-    let err = quiver_query::run(&db, &ix, "MATCH (a {id: 0})-[*]->(b) RETURN count(*)", &Params::new(), &opts, &mut |_, _| Ok(())).unwrap_err();
+    let err = quiver_query::run(
+        &db,
+        &ix,
+        "MATCH (a {id: 0})-[*]->(b) RETURN count(*)",
+        &Params::new(),
+        &opts,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("VarLengthExpand"), "{err}");
 }
 
@@ -461,7 +639,9 @@ fn concurrent_readers_see_the_same_results() {
     let q = "MATCH (a)-->()-->(c) RETURN a.id, count(DISTINCT c) ORDER BY a.id";
     let want = query(&db, q, &Params::new()).unwrap().1;
     std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4).map(|_| s.spawn(|| query(&db, q, &Params::new()).unwrap().1)).collect();
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| query(&db, q, &Params::new()).unwrap().1))
+            .collect();
         for h in hs {
             let got = h.join().unwrap();
             assert_eq!(got.len(), want.len());
@@ -473,10 +653,56 @@ fn concurrent_readers_see_the_same_results() {
 }
 
 const TOKENS: &[&str] = &[
-    "MATCH", "(", ")", "n", "m", ":A", ":B", "-", "->", "<-", "[", "]", "*", "..", "2", "{",
-    "}", "id:", "1", "RETURN", "WITH", "WHERE", "=", "<", "AND", "OR", "NOT", ",", ".", "v",
-    "count(*)", "DISTINCT", "ORDER BY", "LIMIT", "UNWIND", "AS", "x", "null", "'s'", "+",
-    "OPTIONAL", "shortestPath", "collect(", "size(", "[x IN", "|", "CASE", "WHEN", "THEN", "END",
+    "MATCH",
+    "(",
+    ")",
+    "n",
+    "m",
+    ":A",
+    ":B",
+    "-",
+    "->",
+    "<-",
+    "[",
+    "]",
+    "*",
+    "..",
+    "2",
+    "{",
+    "}",
+    "id:",
+    "1",
+    "RETURN",
+    "WITH",
+    "WHERE",
+    "=",
+    "<",
+    "AND",
+    "OR",
+    "NOT",
+    ",",
+    ".",
+    "v",
+    "count(*)",
+    "DISTINCT",
+    "ORDER BY",
+    "LIMIT",
+    "UNWIND",
+    "AS",
+    "x",
+    "null",
+    "'s'",
+    "+",
+    "OPTIONAL",
+    "shortestPath",
+    "collect(",
+    "size(",
+    "[x IN",
+    "|",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "END",
 ];
 
 proptest! {
@@ -511,7 +737,11 @@ fn property_maps_from_parameters() {
         Value::Map(std::sync::Arc::new(vec![("v".into(), Value::Int(3))])),
     );
     let want = m.v.iter().filter(|v| **v == Some(3)).count() as i64;
-    for q in ["MATCH (n $props) RETURN count(*)", "MATCH (n $props) RETURN count(n.id)", "MATCH (n {v: $props.v}) RETURN count(*)"] {
+    for q in [
+        "MATCH (n $props) RETURN count(*)",
+        "MATCH (n $props) RETURN count(n.id)",
+        "MATCH (n {v: $props.v}) RETURN count(*)",
+    ] {
         let rows = query(&db, q, &p).unwrap_or_else(|e| panic!("{q}: {e}")).1;
         assert_eq!(rows[0][0].eq3(&Value::Int(want)), Some(true), "{q}");
     }

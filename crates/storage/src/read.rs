@@ -856,14 +856,16 @@ impl Database {
             }
             let pos = (in_eid - s.first_edge) as usize;
             let inc = s.inc.neighbours(node, 0)?;
-            let first = inc.pos + partition(inc.end - inc.pos, |i| {
-                (inc.targets.get(inc.pos + i) as u32) < nb
-            });
+            let first = inc.pos
+                + partition(inc.end - inc.pos, |i| {
+                    (inc.targets.get(inc.pos + i) as u32) < nb
+                });
             let k = pos.saturating_sub(first);
             let out = s.out.neighbours(nb, 0)?;
-            let lb = out.pos + partition(out.end - out.pos, |i| {
-                (out.targets.get(out.pos + i) as u32) < node
-            });
+            let lb = out.pos
+                + partition(out.end - out.pos, |i| {
+                    (out.targets.get(out.pos + i) as u32) < node
+                });
             return Ok(s.first_edge + (lb + k) as u64);
         }
         Ok(in_eid)
@@ -937,10 +939,13 @@ impl Database {
         hi: Option<(IndexKey<'_>, bool)>,
     ) -> Result<Vec<u64>, ReadError> {
         use std::cmp::Ordering;
-        let ix = self.prop_idx.get(index).ok_or_else(|| ReadError::NotFound {
-            kind: "index",
-            name: index.to_string(),
-        })?;
+        let ix = self
+            .prop_idx
+            .get(index)
+            .ok_or_else(|| ReadError::NotFound {
+                kind: "index",
+                name: index.to_string(),
+            })?;
         let f = &ix.footer;
         let bytes = ix.file.bytes("index lookup")?;
         let fmt = |source| ReadError::Format {
@@ -966,7 +971,9 @@ impl Database {
         // Entry i compared with a key; None when the key's type is not the index's.
         let cmp = |i: usize, key: IndexKey<'_>| -> Option<Ordering> {
             Some(match (f.kind, key) {
-                (IndexKeyKind::Integer, IndexKey::Int(k)) => keys.get_i64(i).unwrap_or(i64::MIN).cmp(&k),
+                (IndexKeyKind::Integer, IndexKey::Int(k)) => {
+                    keys.get_i64(i).unwrap_or(i64::MIN).cmp(&k)
+                }
                 (IndexKeyKind::Float, IndexKey::Float(k)) => {
                     keys.get_f64(i).unwrap_or(f64::NEG_INFINITY).total_cmp(&k)
                 }

@@ -86,18 +86,34 @@ impl<W: Write> Printer<W> {
             match self.format {
                 Format::Table if self.cells.len() >= TABLE_ROWS_MAX => self.hidden += 1,
                 Format::Table => {
-                    let row = b.cols.iter().map(|c| render::text(g, &c[r])).collect::<Result<Vec<_>, _>>()?;
+                    let row = b
+                        .cols
+                        .iter()
+                        .map(|c| render::text(g, &c[r]))
+                        .collect::<Result<Vec<_>, _>>()?;
                     self.cells.push(row);
                 }
                 Format::Csv => {
-                    let row = b.cols.iter().map(|c| render::csv_cell(g, &c[r])).collect::<Result<Vec<_>, _>>()?;
-                    let line = row.iter().map(|c| csv_quote(c)).collect::<Vec<_>>().join(",");
+                    let row = b
+                        .cols
+                        .iter()
+                        .map(|c| render::csv_cell(g, &c[r]))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let line = row
+                        .iter()
+                        .map(|c| csv_quote(c))
+                        .collect::<Vec<_>>()
+                        .join(",");
                     writeln!(self.out, "{line}").map_err(io)?;
                 }
                 Format::Json => {
                     let mut m = serde_json::Map::new();
                     for (i, c) in b.cols.iter().enumerate() {
-                        let name = self.columns.get(i).cloned().unwrap_or_else(|| format!("col{i}"));
+                        let name = self
+                            .columns
+                            .get(i)
+                            .cloned()
+                            .unwrap_or_else(|| format!("col{i}"));
                         m.insert(name, render::json(g, &c[r])?);
                     }
                     writeln!(self.out, "{}", serde_json::Value::Object(m)).map_err(io)?;
@@ -109,7 +125,12 @@ impl<W: Write> Printer<W> {
 
     pub fn header(&mut self) -> std::io::Result<()> {
         if self.format == Format::Csv && !self.header_done {
-            let line = self.columns.iter().map(|c| csv_quote(c)).collect::<Vec<_>>().join(",");
+            let line = self
+                .columns
+                .iter()
+                .map(|c| csv_quote(c))
+                .collect::<Vec<_>>()
+                .join(",");
             writeln!(self.out, "{line}")?;
         }
         self.header_done = true;
@@ -172,7 +193,13 @@ pub fn run(a: Args) -> Result<()> {
     }
     let stdout = std::io::stdout();
     let mut printer = Printer::new(a.format, BufWriter::new(stdout.lock()));
-    if a.format != Format::Table && quiver_query::parse_schema(&text).is_none() && !text.trim_start().to_ascii_uppercase().starts_with("EXPLAIN") {
+    if a.format != Format::Table
+        && quiver_query::parse_schema(&text).is_none()
+        && !text
+            .trim_start()
+            .to_ascii_uppercase()
+            .starts_with("EXPLAIN")
+    {
         printer.columns = columns_of(&mut session, &text, &params);
         printer.header()?;
     }
@@ -199,8 +226,15 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-fn bench(session: &mut Session, text: &str, base: &Params, file: &PathBuf, warmup: usize) -> Result<()> {
-    let mut rdr = csv::Reader::from_path(file).with_context(|| format!("reading {}", file.display()))?;
+fn bench(
+    session: &mut Session,
+    text: &str,
+    base: &Params,
+    file: &PathBuf,
+    warmup: usize,
+) -> Result<()> {
+    let mut rdr =
+        csv::Reader::from_path(file).with_context(|| format!("reading {}", file.display()))?;
     let names: Vec<String> = rdr.headers()?.iter().map(|h| h.to_string()).collect();
     let mut runs: Vec<Params> = Vec::new();
     for rec in rdr.records() {
@@ -238,12 +272,21 @@ fn bench(session: &mut Session, text: &str, base: &Params, file: &PathBuf, warmu
         let shown: serde_json::Map<String, serde_json::Value> = p
             .iter()
             .filter(|(k, _)| names.contains(k))
-            .map(|(k, v)| (k.clone(), match v {
-                Value::Int(i) => serde_json::json!(i),
-                v => serde_json::json!(format!("{v:?}")),
-            }))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    match v {
+                        Value::Int(i) => serde_json::json!(i),
+                        v => serde_json::json!(format!("{v:?}")),
+                    },
+                )
+            })
             .collect();
-        writeln!(out, "{}", serde_json::json!({"ms": ms, "rows": s.rows, "params": shown}))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"ms": ms, "rows": s.rows, "params": shown})
+        )?;
     }
     let total = t_all.elapsed().as_secs_f64();
     lat.sort_by(|a, b| a.total_cmp(b));

@@ -62,7 +62,11 @@ pub fn run(a: Args) -> Result<()> {
     );
     let mut buf = String::new();
     loop {
-        let prompt = if buf.is_empty() { "quiver> " } else { "   ...> " };
+        let prompt = if buf.is_empty() {
+            "quiver> "
+        } else {
+            "   ...> "
+        };
         let line = match rl.readline(prompt) {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => {
@@ -125,7 +129,8 @@ pub fn run(a: Args) -> Result<()> {
             printer.columns = super::query::columns_of(&mut session, &text, &params);
             let _ = printer.header();
         }
-        let res: Result<_, QueryError> = session.run(&text, &params, &mut |g, b| printer.batch(g, b));
+        let res: Result<_, QueryError> =
+            session.run(&text, &params, &mut |g, b| printer.batch(g, b));
         match res {
             Ok(s) => {
                 printer.columns = s.columns.clone();
