@@ -827,7 +827,8 @@ pub struct ShortestPath {
     pub peak: u64,
 }
 
-fn reverse_dir(d: Dir) -> Dir {
+/// The opposite direction of a pattern step.
+pub fn reverse_dir(d: Dir) -> Dir {
     match d {
         Dir::Out => Dir::In,
         Dir::In => Dir::Out,

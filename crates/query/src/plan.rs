@@ -226,6 +226,12 @@ fn prop_conjuncts(
     Ok(())
 }
 
+/// Hop bounds of `*min..max` (an absent minimum is 1; an absent maximum is unbounded).
+fn hop_bounds((lo, hi): (Option<u64>, Option<u64>)) -> (u32, u32) {
+    let clamp = |x: u64| x.min(u32::MAX as u64) as u32;
+    (clamp(lo.unwrap_or(1)), clamp(hi.unwrap_or(u64::MAX)))
+}
+
 fn short(e: &Expr) -> String {
     quiver_cypher::print::expr(e)
 }
@@ -664,7 +670,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         conj: &mut Vec<Expr>,
     ) -> Result<P, QueryError> {
         let v = n.var.clone().expect("named");
-        let labels: Vec<u32> = n.labels.iter().filter_map(|l| self.g.label_id(l)).collect();
+        let labels: Vec<u32> = self.label_ids(n);
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 continue;
@@ -809,6 +815,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(p)
     }
 
+    /// Label ids of a node pattern (labels the database lacks are dropped; the planner
+    /// has already made such a pattern match nothing).
+    fn label_ids(&self, n: &NodePattern) -> Vec<u32> {
+        n.labels.iter().filter_map(|l| self.g.label_id(l)).collect()
+    }
+
     /// Node id ranges holding `label` (all nodes for `None`).
     fn label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
         match label {
@@ -941,149 +953,127 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             } else {
                 (nodes[i + 1], nodes[i])
             };
-            let dir = if rightward {
-                r.dir
-            } else {
-                match r.dir {
-                    Dir::Out => Dir::In,
-                    Dir::In => Dir::Out,
-                    Dir::Both => Dir::Both,
-                }
-            };
+            let dir = if rightward { r.dir } else { reverse_dir(r.dir) };
             let from = scope
                 .get(from_n.var.as_deref().expect("named"))
                 .expect("bound")
                 .0;
             let to_var = to_n.var.clone().expect("named");
             let into = scope.get(&to_var).map(|s| s.0);
-            let labels: Vec<u32> = to_n
-                .labels
-                .iter()
-                .filter_map(|l| self.g.label_id(l))
-                .collect();
+            // A bound endpoint's labels are a filter; a new one's are checked as it is found.
+            let labels = if into.is_some() {
+                vec![]
+            } else {
+                self.label_ids(to_n)
+            };
             let types = self.rel_types(r);
             let type_names = if r.types.is_empty() {
                 String::new()
             } else {
                 format!(":{}", r.types.join("|"))
             };
-            let arrow = |d: Dir, body: String| match d {
-                Dir::Out => format!("-[{body}]->"),
-                Dir::In => format!("<-[{body}]-"),
-                Dir::Both => format!("-[{body}]-"),
-            };
             let rvar = r.var.clone();
             let uniq = rel_slots.clone();
-            match r.range {
-                None => {
-                    let emit_rel = rvar.is_some();
-                    let detail = format!(
-                        "({}){}({}{})",
-                        from_n.var.as_deref().unwrap_or("").trim(),
-                        arrow(
-                            dir,
-                            format!("{}{}", rvar.as_deref().unwrap_or("").trim(), type_names)
-                        ),
-                        to_var.trim(),
-                        to_n.labels
-                            .iter()
-                            .map(|l| format!(":{l}"))
-                            .collect::<String>()
-                    );
-                    let distinct = DistinctTargets::default();
-                    let flag = distinct.on.clone();
-                    cur = self.wrap(
-                        if into.is_some() {
-                            "ExpandInto"
-                        } else {
-                            "Expand"
-                        },
-                        detail,
-                        vec![cur.id],
-                        Box::new(Expand {
+            let input = cur.id;
+            // The operator, its description, its DISTINCT switch, and how its relationship
+            // (one, or a list for variable length) is bound and enters a named path.
+            let (name, body, op, flag, rel_kind, part): (_, _, BoxOp, _, _, fn(usize) -> PathPart) =
+                match r.range {
+                    None => {
+                        let distinct = DistinctTargets::default();
+                        let flag = distinct.on.clone();
+                        let op = Expand {
                             input: cur.op,
                             from,
                             into,
-                            emit_rel,
+                            emit_rel: rvar.is_some(),
                             types,
                             dir,
-                            labels: if into.is_some() { vec![] } else { labels },
+                            labels,
                             uniq,
                             cur: None,
                             row: 0,
                             distinct,
-                        }),
-                    );
-                    if into.is_none() {
-                        let s = scope.bind(&to_var, Kind::Node);
-                        self.last_expand = Some((cur.id, s, flag));
+                        };
+                        let name = if into.is_some() {
+                            "ExpandInto"
+                        } else {
+                            "Expand"
+                        };
+                        (
+                            name,
+                            type_names,
+                            Box::new(op),
+                            flag,
+                            Kind::Rel,
+                            PathPart::Rel,
+                        )
                     }
-                    if let Some(rv) = &rvar {
-                        let s = scope.bind(rv, Kind::Rel);
-                        rel_slots.push(s);
-                        step_slots[i] = Some(PathPart::Rel(s));
-                    }
-                    if into.is_some() {
-                        // Labels of a bound endpoint are a filter.
-                        for l in &to_n.labels {
-                            conj.push(Expr::HasLabels(
-                                Box::new(Expr::Var(to_var.clone(), 0)),
-                                vec![l.clone()],
-                            ));
-                        }
-                    }
-                }
-                Some((lo, hi)) => {
-                    let min = lo.unwrap_or(1).min(u32::MAX as u64) as u32;
-                    let max = hi.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32;
-                    let emit_rels = rvar.is_some();
-                    let detail = format!(
-                        "({}){}({}) {}..{}",
-                        from_n.var.as_deref().unwrap_or("").trim(),
-                        arrow(
+                    Some(range) => {
+                        let (min, max) = hop_bounds(range);
+                        let mut ve = VarExpand::new(
+                            cur.op,
+                            from,
+                            into,
+                            rvar.is_some(),
+                            types,
                             dir,
-                            format!("{}{}*", rvar.as_deref().unwrap_or("").trim(), type_names)
-                        ),
-                        to_var.trim(),
-                        min,
-                        if max == u32::MAX {
+                            (min, max),
+                            labels,
+                            uniq,
+                        );
+                        ve.reverse = !rightward;
+                        let flag = ve.distinct.on.clone();
+                        let max = if max == u32::MAX {
                             String::new()
                         } else {
                             max.to_string()
-                        }
-                    );
-                    let mut ve = VarExpand::new(
-                        cur.op,
-                        from,
-                        into,
-                        emit_rels,
-                        types,
-                        dir,
-                        (min, max),
-                        if into.is_some() { vec![] } else { labels },
-                        uniq,
-                    );
-                    ve.reverse = !rightward;
-                    let flag = ve.distinct.on.clone();
-                    cur = self.wrap("VarLengthExpand", detail, vec![cur.id], Box::new(ve));
-                    if into.is_none() {
-                        let s = scope.bind(&to_var, Kind::Node);
-                        self.last_expand = Some((cur.id, s, flag));
+                        };
+                        let body = format!("{type_names}*{min}..{max}");
+                        (
+                            "VarLengthExpand",
+                            body,
+                            Box::new(ve),
+                            flag,
+                            Kind::Other,
+                            PathPart::Rels,
+                        )
                     }
-                    if let Some(rv) = &rvar {
-                        let s = scope.bind(rv, Kind::Other);
-                        rel_slots.push(s);
-                        step_slots[i] = Some(PathPart::Rels(s));
-                    }
-                    if into.is_some() {
-                        for l in &to_n.labels {
-                            conj.push(Expr::HasLabels(
-                                Box::new(Expr::Var(to_var.clone(), 0)),
-                                vec![l.clone()],
-                            ));
-                        }
+                };
+            let rel = format!("{}{body}", rvar.as_deref().unwrap_or("").trim());
+            let detail = format!(
+                "({}){}({}{})",
+                from_n.var.as_deref().unwrap_or("").trim(),
+                match dir {
+                    Dir::Out => format!("-[{rel}]->"),
+                    Dir::In => format!("<-[{rel}]-"),
+                    Dir::Both => format!("-[{rel}]-"),
+                },
+                to_var.trim(),
+                to_n.labels
+                    .iter()
+                    .map(|l| format!(":{l}"))
+                    .collect::<String>()
+            );
+            cur = self.wrap(name, detail, vec![input], op);
+            match into {
+                None => {
+                    let s = scope.bind(&to_var, Kind::Node);
+                    self.last_expand = Some((cur.id, s, flag));
+                }
+                Some(_) => {
+                    for l in &to_n.labels {
+                        conj.push(Expr::HasLabels(
+                            Box::new(Expr::Var(to_var.clone(), 0)),
+                            vec![l.clone()],
+                        ));
                     }
                 }
+            }
+            if let Some(rv) = &rvar {
+                let s = scope.bind(rv, rel_kind);
+                rel_slots.push(s);
+                step_slots[i] = Some(part(s));
             }
             cur = self.push_filters(cur, scope, conj)?;
         }
@@ -1144,15 +1134,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         } else {
             None
         };
-        let (lo, hi) = r.range.unwrap_or((Some(1), None));
-        let min = lo.unwrap_or(1).min(1) as u32;
-        let max = hi.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32;
+        // A shortest path starts at length 0 or 1.
+        let (min, max) = hop_bounds(r.range.unwrap_or((Some(1), None)));
+        let min = min.min(1);
         let from = scope.get(&sv).expect("bound").0;
-        let labels: Vec<u32> = end
-            .labels
-            .iter()
-            .filter_map(|l| self.g.label_id(l))
-            .collect();
+        let labels: Vec<u32> = self.label_ids(end);
         let all = p.kind == PathKind::AllShortest;
         let detail = format!(
             "({})-[*{}..{}]-({}){}",
@@ -1841,13 +1827,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     "property maps inside a pattern predicate; move them to WHERE".into(),
                 ));
             }
-            let (min, max) = match r.range {
-                None => (1, 1),
-                Some((a, b)) => (
-                    a.unwrap_or(1) as u32,
-                    b.unwrap_or(u32::MAX as u64).min(u32::MAX as u64) as u32,
-                ),
-            };
+            let (min, max) = r.range.map_or((1, 1), hop_bounds);
             impossible |= n.labels.iter().any(|l| self.g.label_id(l).is_none());
             let bound = match n.var.as_deref() {
                 Some(v) => match scope.get(v) {
@@ -1865,16 +1845,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 dir: r.dir,
                 min,
                 max,
-                labels: n.labels.iter().filter_map(|l| self.g.label_id(l)).collect(),
+                labels: self.label_ids(n),
                 bound,
             });
         }
-        let start_labels = p
-            .start
-            .labels
-            .iter()
-            .filter_map(|l| self.g.label_id(l))
-            .collect();
+        let start_labels = self.label_ids(&p.start);
         Ok(PatternPred {
             start,
             start_labels,
