@@ -1080,6 +1080,23 @@ fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool 
     rels.iter().any(|r| rel_used(r, b, row, uniq))
 }
 
+/// The next non-empty batch of `input` after dropping the rows `keep` marks false: the
+/// loop of every operator that removes rows (filters, distinct).
+fn next_kept(
+    input: &mut BoxOp,
+    cx: &mut Cx,
+    mut keep: impl FnMut(&mut Cx, &Batch) -> Result<Vec<bool>, QueryError>,
+) -> Result<Option<Batch>, QueryError> {
+    while let Some(mut b) = input.next(cx)? {
+        let k = keep(cx, &b)?;
+        b.filter(&k);
+        if b.len > 0 {
+            return Ok(Some(b));
+        }
+    }
+    Ok(None)
+}
+
 /// Which rows a predicate column keeps: true, not false or null.
 fn holds(v: &[Value]) -> Vec<bool> {
     v.iter().map(|x| x.truth() == Some(true)).collect()
@@ -1093,13 +1110,10 @@ pub struct Filter {
 
 impl Op for Filter {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(mut b) = self.input.next(cx)? {
-            b.filter(&holds(&eval_col(&cx.env, &self.pred, &b)?));
-            if b.len > 0 {
-                return Ok(Some(b));
-            }
-        }
-        Ok(None)
+        let pred = &self.pred;
+        next_kept(&mut self.input, cx, |cx, b| {
+            Ok(holds(&eval_col(&cx.env, pred, b)?))
+        })
     }
 }
 
@@ -1841,57 +1855,53 @@ impl Op for Distinct {
         self.grant.as_ref().map_or(0, |g| g.bytes())
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        let grant = self
-            .grant
-            .get_or_insert_with(|| cx.budget.empty_grant("Distinct"));
-        while let Some(mut b) = self.input.next(cx)? {
+        let Distinct {
+            input,
+            width,
+            seen,
+            seen_nodes,
+            seen_ints,
+            seen_one,
+            grant,
+            bytes,
+        } = self;
+        let width = *width;
+        next_kept(input, cx, |cx, b| {
+            let n_nodes = cx.env.g.n_nodes();
             let mut keep = vec![false; b.len];
             for (row, k) in keep.iter_mut().enumerate() {
-                // One node column (DISTINCT n, or the node pre-pass): a set of ids.
-                if self.width == 1 {
-                    if let Value::Node(n) = b.cols[0][row] {
-                        *k = self.seen_nodes.insert(n, cx.env.g.n_nodes());
-                        if *k {
-                            self.bytes += 16;
-                        }
-                        continue;
-                    }
-                }
-                if self.width == 1 {
-                    // One column: integers in a set of i64, anything else as one key.
+                if width == 1 {
+                    // One column: node ids in a node set, integers (and the integral
+                    // floats equivalent to them) in a set of i64, anything else as a key.
                     let v = &b.cols[0][row];
                     *k = match v {
-                        Value::Int(i) => self.seen_ints.insert(*i),
+                        Value::Node(n) => seen_nodes.insert(*n, n_nodes),
+                        Value::Int(i) => seen_ints.insert(*i),
                         Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => {
-                            self.seen_ints.insert(*f as i64)
+                            seen_ints.insert(*f as i64)
                         }
-                        v => self.seen_one.insert(Key(v.clone())),
+                        v => seen_one.insert(Key(v.clone())),
                     };
-                    if *k {
-                        self.bytes += 40 + crate::value::heap_bytes(v) as u64;
+                    if *k && !matches!(v, Value::Node(_)) {
+                        *bytes += 40 + crate::value::heap_bytes(v) as u64;
                     }
                     continue;
                 }
-                let key: Vec<Key> = (0..self.width)
-                    .map(|c| Key(b.cols[c][row].clone()))
-                    .collect();
+                let key: Vec<Key> = (0..width).map(|c| Key(b.cols[c][row].clone())).collect();
                 let sz = 32
                     + key
                         .iter()
                         .map(|k| 32 + crate::value::heap_bytes(&k.0) as u64)
                         .sum::<u64>();
-                *k = self.seen.insert(key);
+                *k = seen.insert(key);
                 if *k {
-                    self.bytes += sz;
+                    *bytes += sz;
                 }
             }
-            account(grant, self.bytes, "Distinct")?;
-            b.filter(&keep);
-            if b.len > 0 {
-                return Ok(Some(b));
-            }
-        }
-        Ok(None)
+            let g = grant.get_or_insert_with(|| cx.budget.empty_grant("Distinct"));
+            account(g, *bytes + seen_nodes.bytes(), "Distinct")?;
+            Ok(keep)
+        })
     }
 }
 
@@ -1913,42 +1923,40 @@ impl Op for DistinctNodes {
         self.grant.as_ref().map_or(0, |g| g.bytes())
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        let grant = self
-            .grant
-            .get_or_insert_with(|| cx.budget.empty_grant("DistinctNodes"));
-        while let Some(mut b) = self.input.next(cx)? {
-            let mut keep = vec![false; b.len];
+        let DistinctNodes {
+            input,
+            slots,
+            seen,
+            one,
+            null_seen,
+            grant,
+        } = self;
+        next_kept(input, cx, |cx, b| {
             let n_nodes = cx.env.g.n_nodes();
+            let mut keep = vec![false; b.len];
             for (row, k) in keep.iter_mut().enumerate() {
-                if let [s] = self.slots[..] {
+                if let [s] = slots[..] {
                     // One node column: a node set (null rows: one of them is kept).
                     *k = match b.cols[s][row] {
-                        Value::Node(n) => self.one.insert(n, n_nodes),
-                        _ => !std::mem::replace(&mut self.null_seen, true),
+                        Value::Node(n) => one.insert(n, n_nodes),
+                        _ => !std::mem::replace(null_seen, true),
                     };
                     continue;
                 }
-                let key: Vec<u64> = self
-                    .slots
+                let key: Vec<u64> = slots
                     .iter()
                     .map(|&s| match b.cols[s][row] {
                         Value::Node(n) => n,
                         _ => u64::MAX,
                     })
                     .collect();
-                *k = self.seen.insert(key);
+                *k = seen.insert(key);
             }
-            account(
-                grant,
-                (self.seen.len() * (24 + 8 * self.slots.len())) as u64 + self.one.bytes(),
-                "DistinctNodes",
-            )?;
-            b.filter(&keep);
-            if b.len > 0 {
-                return Ok(Some(b));
-            }
-        }
-        Ok(None)
+            let g = grant.get_or_insert_with(|| cx.budget.empty_grant("DistinctNodes"));
+            let held = (seen.len() * (24 + 8 * slots.len())) as u64 + one.bytes();
+            account(g, held, "DistinctNodes")?;
+            Ok(keep)
+        })
     }
 }
 

@@ -232,6 +232,38 @@ fn hop_bounds((lo, hi): (Option<u64>, Option<u64>)) -> (u32, u32) {
     (clamp(lo.unwrap_or(1)), clamp(hi.unwrap_or(u64::MAX)))
 }
 
+/// For a scan-aggregate whose filter, keys and aggregate arguments read the scanned node
+/// only through properties: those properties and the expressions rewritten to read
+/// them as columns (see [`rewrite_props`]); `None` otherwise.
+fn direct_columns(
+    filter: Option<&CExpr>,
+    keys: &[CExpr],
+    specs: &[AggSpec],
+) -> Option<DirectColumns> {
+    let mut props = Vec::new();
+    let filter = match filter {
+        Some(x) => Some(rewrite_props(x, &mut props)?),
+        None => None,
+    };
+    let keys = keys
+        .iter()
+        .map(|k| rewrite_props(k, &mut props))
+        .collect::<Option<Vec<_>>>()?;
+    let aggs = specs
+        .iter()
+        .map(|a| {
+            Some(AggSpec {
+                arg: match &a.arg {
+                    Some(x) => Some(rewrite_props(x, &mut props)?),
+                    None => None,
+                },
+                ..a.clone()
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((props, filter, keys, aggs))
+}
+
 fn short(e: &Expr) -> String {
     quiver_cypher::print::expr(e)
 }
@@ -1228,277 +1260,234 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         }
         let names: Vec<String> = items.iter().map(|i| i.1.clone()).collect();
         let aggregating = items.iter().any(|(e, _)| contains_agg(e));
-        let mut new_scope = Scope::default();
         let kind_of = |e: &Expr| match e {
             Expr::Var(n, _) => scope.get(n).map_or(Kind::Other, |s| s.1),
             _ => Kind::Other,
         };
         let detail = names.join(", ");
-        // Expressions equal to an item, for ORDER BY after the projection.
+        // What the items are computed from: the input rows, or after aggregation the
+        // grouping keys and aggregates (reached through `src_subst`, by expression).
+        let (src_scope, src_subst) = if aggregating {
+            let (c, src) = self.aggregate(cur, scope, &items, p)?;
+            cur = c;
+            src
+        } else {
+            cur = self.distinct_nodes(cur, scope, &items, p);
+            (scope.clone(), Vec::new())
+        };
+        let n_items = items.len();
+        // ORDER BY may use what the items were computed from: keep those columns after
+        // the items until it has run.
+        let keep_src = !p.order.is_empty() && (aggregating || !p.distinct);
+        let mut exprs = items
+            .iter()
+            .map(|(e, _)| self.compile(e, &src_scope, &src_subst))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut new_scope = Scope {
+            vars: Vec::new(),
+            width: n_items,
+        };
         let mut subst: Vec<(Expr, usize)> = Vec::new();
-        if aggregating {
-            let mut aggs = Vec::new();
-            for (e, _) in &items {
-                collect_aggs(e, &mut aggs);
+        if keep_src {
+            exprs.extend((0..src_scope.width).map(CExpr::Slot));
+            new_scope.width += src_scope.width;
+            for (n, s, k) in &src_scope.vars {
+                new_scope.vars.push((n.clone(), n_items + s, *k));
             }
-            for (e, _) in &p.order {
-                collect_aggs(e, &mut aggs);
-            }
-            let keys: Vec<&(Expr, String)> =
-                items.iter().filter(|(e, _)| !contains_agg(e)).collect();
-            let key_exprs = keys
-                .iter()
-                .map(|(e, _)| self.compile(e, scope, &[]))
-                .collect::<Result<Vec<_>, _>>()?;
-            let specs = aggs
-                .iter()
-                .map(|a| self.agg_spec(a, scope))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut agg_subst: Vec<(Expr, usize)> = Vec::new();
-            for (i, (e, _)) in keys.iter().enumerate() {
-                agg_subst.push((e.clone(), i));
-            }
-            for (j, a) in aggs.iter().enumerate() {
-                agg_subst.push((a.clone(), keys.len() + j));
-            }
-            let agg_detail = format!(
-                "keys: [{}], aggregates: [{}]",
-                keys.iter()
-                    .map(|k| short(&k.0))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                aggs.iter().map(short).collect::<Vec<_>>().join(", ")
-            );
-            let fused = self.fused.take().filter(|f| {
-                f.id == cur.id
-                    && scope.width == 1
-                    && scope.get(&f.var).map(|s| s.0) == Some(0)
-                    && specs.iter().all(|a| !a.distinct)
-            });
-            cur = match fused {
-                Some(f) => self.wrap(
-                    "ParallelScanAggregate",
-                    format!("({}) {agg_detail}", f.var.trim()),
-                    vec![],
-                    Box::new({
-                        let mut props = Vec::new();
-                        let direct = (|| {
-                            let filter = match &f.filter {
-                                Some(x) => Some(rewrite_props(x, &mut props)?),
-                                None => None,
-                            };
-                            let keys = key_exprs
-                                .iter()
-                                .map(|k| rewrite_props(k, &mut props))
-                                .collect::<Option<Vec<_>>>()?;
-                            let aggs = specs
-                                .iter()
-                                .map(|a| {
-                                    Some(AggSpec {
-                                        func: a.func,
-                                        distinct: a.distinct,
-                                        arg: match &a.arg {
-                                            Some(x) => Some(rewrite_props(x, &mut props)?),
-                                            None => None,
-                                        },
-                                        extra: a.extra.clone(),
-                                    })
-                                })
-                                .collect::<Option<Vec<_>>>()?;
-                            Some((std::mem::take(&mut props), filter, keys, aggs))
-                        })();
-                        ParallelAggregate {
-                            direct,
-                            ranges: f.ranges,
-                            filter: f.filter,
-                            keys: key_exprs,
-                            aggs: specs,
-                            out: None,
-                            peak: 0,
-                        }
-                    }),
-                ),
-                None => self.wrap(
-                    "Aggregate",
-                    agg_detail,
-                    vec![cur.id],
-                    Box::new(Aggregate {
-                        input: cur.op,
-                        keys: key_exprs,
-                        aggs: specs,
-                        out: None,
-                        peak: 0,
-                    }),
-                ),
-            };
-            // After aggregation only grouping keys and aggregates are visible.
-            let agg_scope = Scope {
-                vars: Vec::new(),
-                width: keys.len() + aggs.len(),
-            };
-            let exprs = items
-                .iter()
-                .map(|(e, _)| self.compile(e, &agg_scope, &agg_subst))
-                .collect::<Result<Vec<_>, _>>()?;
-            // Keep the aggregate columns after the items so ORDER BY can use them.
-            let n_items = exprs.len();
-            let mut all = exprs;
-            all.extend((0..agg_scope.width).map(CExpr::Slot));
-            cur = self.wrap(
-                "Project",
-                detail,
-                vec![cur.id],
-                Box::new(Project {
-                    input: cur.op,
-                    exprs: all,
-                }),
-            );
-            for (i, (e, n)) in items.iter().enumerate() {
-                new_scope.vars.push((n.clone(), i, kind_of(e)));
-                subst.push((e.clone(), i));
-            }
-            for (e, s) in &agg_subst {
+            for (e, s) in &src_subst {
                 subst.push((e.clone(), n_items + s));
             }
-            new_scope.width = n_items + agg_scope.width;
-            if p.distinct {
-                cur = self.wrap(
-                    "Distinct",
-                    String::new(),
-                    vec![cur.id],
-                    Box::new(Distinct::new(cur.op, n_items)),
-                );
-            }
-            cur = self.order_limit(cur, &new_scope, p, &subst)?;
-            cur = self.trim(cur, &mut new_scope, n_items);
-        } else {
-            let exprs = items
-                .iter()
-                .map(|(e, _)| self.compile(e, scope, &[]))
-                .collect::<Result<Vec<_>, _>>()?;
-            let n_items = exprs.len();
-            if p.distinct || p.order.is_empty() {
-                if p.distinct {
-                    // Items that depend only on node variables: drop duplicate nodes
-                    // while they are still integers, before reading properties.
-                    let mut node_slots = Vec::new();
-                    let mut only_nodes = true;
-                    for (e, _) in &items {
-                        for v in vars_of(e) {
-                            match scope.get(&v) {
-                                Some((s, Kind::Node)) => {
-                                    if !node_slots.contains(&s) {
-                                        node_slots.push(s)
-                                    }
-                                }
-                                _ => only_nodes = false,
-                            }
-                        }
-                    }
-                    let pushed = match &self.last_expand {
-                        Some((id, slot, flag))
-                            if only_nodes && *id == cur.id && node_slots == [*slot] =>
-                        {
-                            // The expansion itself emits each new node once.
-                            flag.set(true);
-                            let mut d = *id;
-                            // The push-down lands on the expansion below any filters.
-                            while !matches!(self.descs[d].name, "Expand" | "VarLengthExpand") {
-                                match self.descs[d].children.first() {
-                                    Some(&c) => d = c,
-                                    None => break,
-                                }
-                            }
-                            self.descs[d].detail.push_str(" (distinct targets)");
-                            true
-                        }
-                        _ => false,
-                    };
-                    if only_nodes && !node_slots.is_empty() && !pushed {
-                        let d = node_slots
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        cur = self.wrap(
-                            "DistinctNodes",
-                            format!("slots {d}"),
-                            vec![cur.id],
-                            Box::new(DistinctNodes {
-                                input: cur.op,
-                                slots: node_slots,
-                                seen: Default::default(),
-                                one: NodeSet::default(),
-                                null_seen: false,
-                                grant: None,
-                            }),
-                        );
-                    }
-                }
-                cur = self.wrap(
-                    "Project",
-                    detail,
-                    vec![cur.id],
-                    Box::new(Project {
-                        input: cur.op,
-                        exprs,
-                    }),
-                );
-                for (i, (e, n)) in items.iter().enumerate() {
-                    new_scope.vars.push((n.clone(), i, kind_of(e)));
-                    subst.push((e.clone(), i));
-                }
-                new_scope.width = n_items;
-                if p.distinct {
-                    cur = self.wrap(
-                        "Distinct",
-                        String::new(),
-                        vec![cur.id],
-                        Box::new(Distinct::new(cur.op, n_items)),
-                    );
-                }
-                cur = self.order_limit(cur, &new_scope, p, &subst)?;
-            } else {
-                // ORDER BY may use the old variables: items first, old columns after.
-                let mut all = exprs;
-                all.extend((0..scope.width).map(CExpr::Slot));
-                cur = self.wrap(
-                    "Project",
-                    detail,
-                    vec![cur.id],
-                    Box::new(Project {
-                        input: cur.op,
-                        exprs: all,
-                    }),
-                );
-                let mut sort_scope = Scope {
-                    vars: Vec::new(),
-                    width: n_items + scope.width,
-                };
-                for (n, s, k) in &scope.vars {
-                    sort_scope.vars.push((n.clone(), n_items + s, *k));
-                }
-                for (i, (e, n)) in items.iter().enumerate() {
-                    sort_scope.vars.push((n.clone(), i, kind_of(e)));
-                    subst.push((e.clone(), i));
-                }
-                cur = self.order_limit(cur, &sort_scope, p, &subst)?;
-                new_scope = sort_scope;
-                cur = self.trim(cur, &mut new_scope, n_items);
-                new_scope.vars.clear();
-                for (i, (e, n)) in items.iter().enumerate() {
-                    new_scope.vars.push((n.clone(), i, kind_of(e)));
-                }
-            }
-            if new_scope.width > n_items {
-                cur = self.trim(cur, &mut new_scope, n_items);
-            }
         }
+        // Items shadow the names they were computed from.
+        for (i, (e, n)) in items.iter().enumerate() {
+            new_scope.vars.push((n.clone(), i, kind_of(e)));
+            subst.push((e.clone(), i));
+        }
+        cur = self.wrap(
+            "Project",
+            detail,
+            vec![cur.id],
+            Box::new(Project {
+                input: cur.op,
+                exprs,
+            }),
+        );
+        if p.distinct {
+            cur = self.wrap(
+                "Distinct",
+                String::new(),
+                vec![cur.id],
+                Box::new(Distinct::new(cur.op, n_items)),
+            );
+        }
+        cur = self.order_limit(cur, &new_scope, p, &subst)?;
+        cur = self.trim(cur, &mut new_scope, n_items);
         if let Some(w) = &p.where_ {
             let e = self.compile(w, &new_scope, &[])?;
             cur = self.filter(cur, e, w);
         }
         Ok((cur, new_scope, names))
+    }
+
+    /// The aggregation of a projection (serial, or a parallel scan-aggregate right after
+    /// a fusable scan): the operator, and the scope and substitutions its output is read
+    /// through (grouping keys first, then aggregates).
+    #[allow(clippy::type_complexity)]
+    fn aggregate(
+        &mut self,
+        cur: P,
+        scope: &Scope,
+        items: &[(Expr, String)],
+        p: &Projection,
+    ) -> Result<(P, (Scope, Vec<(Expr, usize)>)), QueryError> {
+        let mut aggs = Vec::new();
+        for e in items
+            .iter()
+            .map(|i| &i.0)
+            .chain(p.order.iter().map(|o| &o.0))
+        {
+            collect_aggs(e, &mut aggs);
+        }
+        let keys: Vec<&Expr> = items
+            .iter()
+            .map(|i| &i.0)
+            .filter(|e| !contains_agg(e))
+            .collect();
+        let key_exprs = keys
+            .iter()
+            .map(|e| self.compile(e, scope, &[]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let specs = aggs
+            .iter()
+            .map(|a| self.agg_spec(a, scope))
+            .collect::<Result<Vec<_>, _>>()?;
+        let subst: Vec<(Expr, usize)> = keys
+            .iter()
+            .map(|e| (*e).clone())
+            .chain(aggs.iter().cloned())
+            .enumerate()
+            .map(|(i, e)| (e, i))
+            .collect();
+        let detail = format!(
+            "keys: [{}], aggregates: [{}]",
+            keys.iter().map(|k| short(k)).collect::<Vec<_>>().join(", "),
+            aggs.iter().map(short).collect::<Vec<_>>().join(", ")
+        );
+        let fused = self.fused.take().filter(|f| {
+            f.id == cur.id
+                && scope.width == 1
+                && scope.get(&f.var).map(|s| s.0) == Some(0)
+                && specs.iter().all(|a| !a.distinct)
+        });
+        let op = match fused {
+            Some(f) => {
+                let direct = direct_columns(f.filter.as_ref(), &key_exprs, &specs);
+                self.wrap(
+                    "ParallelScanAggregate",
+                    format!("({}) {detail}", f.var.trim()),
+                    vec![],
+                    Box::new(ParallelAggregate {
+                        direct,
+                        ranges: f.ranges,
+                        filter: f.filter,
+                        keys: key_exprs,
+                        aggs: specs,
+                        out: None,
+                        peak: 0,
+                    }),
+                )
+            }
+            None => self.wrap(
+                "Aggregate",
+                detail,
+                vec![cur.id],
+                Box::new(Aggregate {
+                    input: cur.op,
+                    keys: key_exprs,
+                    aggs: specs,
+                    out: None,
+                    peak: 0,
+                }),
+            ),
+        };
+        // After aggregation only grouping keys and aggregates are visible.
+        let width = subst.len();
+        Ok((
+            op,
+            (
+                Scope {
+                    vars: Vec::new(),
+                    width,
+                },
+                subst,
+            ),
+        ))
+    }
+
+    /// Before a DISTINCT projection whose items depend only on node variables, duplicate
+    /// nodes are dropped while they are still integers: inside the expansion that binds
+    /// the node when it is the only one (see `last_expand`), else by DistinctNodes.
+    fn distinct_nodes(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        items: &[(Expr, String)],
+        p: &Projection,
+    ) -> P {
+        if !p.distinct {
+            return cur;
+        }
+        let mut node_slots = Vec::new();
+        for (e, _) in items {
+            for v in vars_of(e) {
+                match scope.get(&v) {
+                    Some((s, Kind::Node)) => {
+                        if !node_slots.contains(&s) {
+                            node_slots.push(s)
+                        }
+                    }
+                    _ => return cur,
+                }
+            }
+        }
+        if node_slots.is_empty() {
+            return cur;
+        }
+        if let Some((id, slot, flag)) = &self.last_expand {
+            if *id == cur.id && node_slots == [*slot] {
+                // The expansion itself emits each new node once.
+                flag.set(true);
+                let mut d = *id;
+                // The push-down lands on the expansion below any filters.
+                while !matches!(self.descs[d].name, "Expand" | "VarLengthExpand") {
+                    match self.descs[d].children.first() {
+                        Some(&c) => d = c,
+                        None => break,
+                    }
+                }
+                self.descs[d].detail.push_str(" (distinct targets)");
+                return cur;
+            }
+        }
+        let d = node_slots
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        cur = self.wrap(
+            "DistinctNodes",
+            format!("slots {d}"),
+            vec![cur.id],
+            Box::new(DistinctNodes {
+                input: cur.op,
+                slots: node_slots,
+                seen: Default::default(),
+                one: NodeSet::default(),
+                null_seen: false,
+                grant: None,
+            }),
+        );
+        cur
     }
 
     fn trim(&mut self, cur: P, scope: &mut Scope, n: usize) -> P {
