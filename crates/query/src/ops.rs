@@ -1972,8 +1972,9 @@ pub struct Sort {
 /// Most rows a top-k keeps in its heap; a larger LIMIT sorts everything.
 const TOP_K_MAX: usize = 1 << 16;
 
-/// A row held by Sort: its key values and its columns.
-type SortRow = (Vec<Value>, Vec<Value>);
+/// A row held by Sort: its key values, its columns, and its arrival number (rows with
+/// equal keys keep their input order, with or without a limit).
+type SortRow = (Vec<Value>, Vec<Value>, u64);
 
 fn row_bytes(r: &SortRow) -> u64 {
     48 + (r.0.len() + r.1.len()) as u64 * 32
@@ -2019,16 +2020,18 @@ impl Op for Sort {
             }
             Ordering::Equal
         };
+        let cmp_rows = |a: &SortRow, b: &SortRow| cmp(&a.0, &b.0).then(a.2.cmp(&b.2));
+        let mut seq = 0u64;
         // Top-k keeps a max-heap of the k best rows (the worst on top); a row that beats
         // the top overwrites it in place, reusing its allocations.
         let top_k = self.limit.filter(|&k| k <= TOP_K_MAX);
         let sift_down = |h: &mut Vec<SortRow>, mut i: usize| loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut m = i;
-            if l < h.len() && cmp(&h[l].0, &h[m].0) == Ordering::Greater {
+            if l < h.len() && cmp_rows(&h[l], &h[m]) == Ordering::Greater {
                 m = l;
             }
-            if r < h.len() && cmp(&h[r].0, &h[m].0) == Ordering::Greater {
+            if r < h.len() && cmp_rows(&h[r], &h[m]) == Ordering::Greater {
                 m = r;
             }
             if m == i {
@@ -2045,6 +2048,7 @@ impl Op for Sort {
                 .map(|(k, _)| crate::expr::col(&cx.env, k, &b))
                 .collect::<Result<_, _>>()?;
             for row in 0..b.len {
+                seq += 1;
                 match top_k {
                     Some(0) => {}
                     Some(k) if rows.len() == k => {
@@ -2053,6 +2057,7 @@ impl Op for Sort {
                         }
                         bytes = bytes.saturating_sub(row_bytes(&rows[0]));
                         let top = &mut rows[0];
+                        top.2 = seq;
                         for (i, c) in keys.iter().enumerate() {
                             top.0[i].clone_from(&c[row]);
                         }
@@ -2063,8 +2068,11 @@ impl Op for Sort {
                         sift_down(&mut rows, 0);
                     }
                     _ => {
-                        let r: SortRow =
-                            (keys.iter().map(|c| c[row].clone()).collect(), b.row(row));
+                        let r: SortRow = (
+                            keys.iter().map(|c| c[row].clone()).collect(),
+                            b.row(row),
+                            seq,
+                        );
                         bytes += row_bytes(&r);
                         rows.push(r);
                         if top_k.is_some() {
@@ -2072,7 +2080,7 @@ impl Op for Sort {
                             let mut i = rows.len() - 1;
                             while i > 0 {
                                 let p = (i - 1) / 2;
-                                if cmp(&rows[i].0, &rows[p].0) != Ordering::Greater {
+                                if cmp_rows(&rows[i], &rows[p]) != Ordering::Greater {
                                     break;
                                 }
                                 rows.swap(i, p);
@@ -2085,13 +2093,13 @@ impl Op for Sort {
             account(&mut grant, bytes, "Sort")?;
             self.peak = self.peak.max(grant.bytes());
         }
-        rows.sort_by(|a, b| cmp(&a.0, &b.0));
+        rows.sort_by(cmp_rows);
         if let Some(l) = self.limit {
             rows.truncate(l);
         }
         let mut batches = Vec::new();
         let mut out = Batch::empty(width);
-        for (_, r) in rows {
+        for (_, r, _) in rows {
             out.push_row(r);
             if out.len == BATCH_ROWS {
                 batches.push(std::mem::replace(&mut out, Batch::empty(width)));

@@ -393,6 +393,9 @@ fn aggregation_optional_and_nulls_match_the_model() {
         })
         .collect();
     assert_eq!(got, want[..7].to_vec());
+    // Rows with equal keys keep their input order, with or without a limit.
+    let tied = q("MATCH (n) WHERE n.v IS NULL RETURN n.id ORDER BY n.v LIMIT 3");
+    assert_eq!(ints(&tied, 0), vec![0, 5, 10]);
     let last = q("MATCH (n) RETURN n.v ORDER BY n.v");
     assert!(last.last().unwrap()[0].is_null());
     // WITH, UNWIND, collect, DISTINCT, UNION.
