@@ -395,7 +395,8 @@ fn aggregation_optional_and_nulls_match_the_model() {
     assert_eq!(got, want[..7].to_vec());
     // Rows with equal keys keep their input order, with or without a limit.
     let tied = q("MATCH (n) WHERE n.v IS NULL RETURN n.id ORDER BY n.v LIMIT 3");
-    assert_eq!(ints(&tied, 0), vec![0, 5, 10]);
+    let in_order: Vec<String> = tied.iter().map(|r| format!("{:?}", r[0])).collect();
+    assert_eq!(in_order, ["Int(0)", "Int(5)", "Int(10)"]);
     let last = q("MATCH (n) RETURN n.v ORDER BY n.v");
     assert!(last.last().unwrap()[0].is_null());
     // WITH, UNWIND, collect, DISTINCT, UNION.
