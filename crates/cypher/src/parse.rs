@@ -83,13 +83,17 @@ impl<'t> Parser<'t> {
         matches!(self.peek_at(k), Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
     }
 
-    fn eat_kw(&mut self, kw: &str) -> bool {
-        if self.is_kw(kw) {
+    /// Consumes the current token when `hit` (the result of a test on it).
+    fn eat(&mut self, hit: bool) -> bool {
+        if hit {
             self.bump();
-            true
-        } else {
-            false
         }
+        hit
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        let hit = self.is_kw(kw);
+        self.eat(hit)
     }
 
     fn expect_kw(&mut self, kw: &str) -> R<()> {
@@ -105,12 +109,8 @@ impl<'t> Parser<'t> {
     }
 
     fn eat_p(&mut self, p: &str) -> bool {
-        if self.is_p(p) {
-            self.bump();
-            true
-        } else {
-            false
-        }
+        let hit = self.is_p(p);
+        self.eat(hit)
     }
 
     fn expect_p(&mut self, p: &str) -> R<()> {

@@ -88,6 +88,22 @@ impl Batch {
         self.len += 1;
     }
 
+    /// Rows of `width` values as batches of up to [`BATCH_ROWS`].
+    pub fn chunks(width: usize, rows: impl IntoIterator<Item = Vec<Value>>) -> Vec<Batch> {
+        let mut batches = Vec::new();
+        let mut out = Batch::empty(width);
+        for r in rows {
+            out.push_row(r);
+            if out.len == BATCH_ROWS {
+                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
+            }
+        }
+        if out.len > 0 {
+            batches.push(out);
+        }
+        batches
+    }
+
     /// Approximate bytes the batch holds.
     pub fn bytes(&self) -> usize {
         self.cols

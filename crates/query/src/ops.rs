@@ -58,6 +58,15 @@ pub trait Op {
 
 pub type BoxOp = Box<dyn Op>;
 
+/// The first of `batches` now; the rest from `out` on later calls (blocking operators
+/// compute everything, then hand it out batch by batch).
+fn emit(out: &mut Option<std::vec::IntoIter<Batch>>, batches: Vec<Batch>) -> Option<Batch> {
+    let mut it = batches.into_iter();
+    let first = it.next();
+    *out = Some(it);
+    first
+}
+
 /// Grows `grant` to `bytes`, or fails naming `operator`.
 fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), QueryError> {
     if bytes <= grant.bytes() {
@@ -1617,23 +1626,18 @@ impl GroupTable {
 
     /// The result rows: keys, then one value per aggregate.
     pub fn finish(self, aggs: &[AggSpec], n_keys: usize) -> Result<Vec<Batch>, QueryError> {
-        let width = n_keys + aggs.len();
-        let mut batches = Vec::new();
-        let mut out = Batch::empty(width);
-        for (key, g) in self.groups {
-            let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
-            for (i, (a, s)) in aggs.iter().zip(g.states).enumerate() {
-                row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
-            }
-            out.push_row(row);
-            if out.len == BATCH_ROWS {
-                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
-            }
-        }
-        if out.len > 0 {
-            batches.push(out);
-        }
-        Ok(batches)
+        let rows = self
+            .groups
+            .into_iter()
+            .map(|(key, g)| {
+                let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
+                for (i, (a, s)) in aggs.iter().zip(g.states).enumerate() {
+                    row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
+                }
+                Ok(row)
+            })
+            .collect::<Result<Vec<_>, QueryError>>()?;
+        Ok(Batch::chunks(n_keys + aggs.len(), rows))
     }
 }
 
@@ -1661,10 +1665,10 @@ impl Op for Aggregate {
             account(&mut grant, table.bytes, "Aggregate")?;
         }
         self.peak = grant.bytes();
-        let mut it = table.finish(&self.aggs, self.keys.len())?.into_iter();
-        let first = it.next();
-        self.out = Some(it);
-        Ok(first)
+        Ok(emit(
+            &mut self.out,
+            table.finish(&self.aggs, self.keys.len())?,
+        ))
     }
 }
 
@@ -1814,10 +1818,10 @@ impl Op for ParallelAggregate {
             account(&mut grant, merged.bytes, "Aggregate")?;
         }
         self.peak = self.peak.max(grant.bytes());
-        let mut it = merged.finish(&self.aggs, self.keys.len())?.into_iter();
-        let first = it.next();
-        self.out = Some(it);
-        Ok(first)
+        Ok(emit(
+            &mut self.out,
+            merged.finish(&self.aggs, self.keys.len())?,
+        ))
     }
 }
 
@@ -2097,21 +2101,8 @@ impl Op for Sort {
         if let Some(l) = self.limit {
             rows.truncate(l);
         }
-        let mut batches = Vec::new();
-        let mut out = Batch::empty(width);
-        for (_, r, _) in rows {
-            out.push_row(r);
-            if out.len == BATCH_ROWS {
-                batches.push(std::mem::replace(&mut out, Batch::empty(width)));
-            }
-        }
-        if out.len > 0 {
-            batches.push(out);
-        }
-        let mut it = batches.into_iter();
-        let first = it.next();
-        self.out = Some(it);
-        Ok(first)
+        let batches = Batch::chunks(width, rows.into_iter().map(|r| r.1));
+        Ok(emit(&mut self.out, batches))
     }
 }
 

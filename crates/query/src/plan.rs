@@ -693,86 +693,62 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         out
     }
 
-    /// Binds node `n` on its own (seek or scan), for each row of `cur`.
-    fn bind_node(
+    /// The seek that finds node `n` (variable `v`) from the conjuncts, best first: the
+    /// `:ID` index, a declared index's equality, `id(v)`, a declared index's range. Takes
+    /// the conjuncts a seek enforces exactly (ranges stay as filters). `None`: scan.
+    #[allow(clippy::type_complexity)]
+    fn seek_for(
         &mut self,
-        cur: P,
-        scope: &mut Scope,
         n: &NodePattern,
+        v: &str,
+        scope: &Scope,
         conj: &mut Vec<Expr>,
-    ) -> Result<P, QueryError> {
-        let v = n.var.clone().expect("named");
-        let labels: Vec<u32> = self.label_ids(n);
+    ) -> Result<Option<(&'static str, String, SeekBy)>, QueryError> {
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 continue;
             };
-            for prop in self.eq_props(conj, &v) {
+            for prop in self.eq_props(conj, v) {
                 if let Some(space) = self.g.id_seek_space(lid, &prop) {
-                    if let Some(key) = Self::take_eq(conj, scope, &v, &prop) {
-                        let k = self.compile(&key, scope, &[])?;
-                        let p = self.wrap(
-                            "NodeSeek",
-                            format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key)),
-                            vec![cur.id],
-                            Box::new(Seek {
-                                input: cur.op,
-                                by: SeekBy::Id { space, key: k },
-                                labels: labels.clone(),
-                            }),
-                        );
-                        scope.bind(&v, Kind::Node);
-                        return Ok(p);
+                    if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
+                        let detail =
+                            format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key));
+                        let key = self.compile(&key, scope, &[])?;
+                        return Ok(Some(("NodeSeek", detail, SeekBy::Id { space, key })));
                     }
                 }
-                if let Some(ix) = self.indexes.get(l, &prop) {
-                    if let Some(key) = Self::take_eq(conj, scope, &v, &prop) {
-                        let k = self.compile(&key, scope, &[])?;
-                        let p = self.wrap(
-                            "NodeIndexSeek",
-                            format!(
-                                "({}:{l}) by index on {l}({prop}) = {}",
-                                v.trim(),
-                                short(&key)
-                            ),
-                            vec![cur.id],
-                            Box::new(Seek {
-                                input: cur.op,
-                                by: SeekBy::Index { index: ix, key: k },
-                                labels: labels.clone(),
-                            }),
+                if let Some(index) = self.indexes.get(l, &prop) {
+                    if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
+                        let detail = format!(
+                            "({}:{l}) by index on {l}({prop}) = {}",
+                            v.trim(),
+                            short(&key)
                         );
-                        scope.bind(&v, Kind::Node);
-                        return Ok(p);
+                        let key = self.compile(&key, scope, &[])?;
+                        return Ok(Some((
+                            "NodeIndexSeek",
+                            detail,
+                            SeekBy::Index { index, key },
+                        )));
                     }
                 }
             }
         }
-        if let Some(key) = Self::take_id_eq(conj, scope, &v) {
-            let k = self.compile(&key, scope, &[])?;
-            let p = self.wrap(
-                "NodeByIdSeek",
-                format!("({}) id = {}", v.trim(), short(&key)),
-                vec![cur.id],
-                Box::new(Seek {
-                    input: cur.op,
-                    by: SeekBy::NodeId { key: k },
-                    labels: labels.clone(),
-                }),
-            );
-            scope.bind(&v, Kind::Node);
-            return Ok(p);
+        if let Some(key) = Self::take_id_eq(conj, scope, v) {
+            let detail = format!("({}) id = {}", v.trim(), short(&key));
+            let key = self.compile(&key, scope, &[])?;
+            return Ok(Some(("NodeByIdSeek", detail, SeekBy::NodeId { key })));
         }
         for l in &n.labels {
-            for prop in Self::range_props(conj, &v) {
-                let Some(ix) = self.indexes.get(l, &prop) else {
+            for prop in Self::range_props(conj, v) {
+                let Some(index) = self.indexes.get(l, &prop) else {
                     continue;
                 };
-                let (lo, hi) = Self::range_bounds(conj, scope, &v, &prop);
+                let (lo, hi) = Self::range_bounds(conj, scope, v, &prop);
                 if lo.is_none() && hi.is_none() {
                     continue;
                 }
-                let show = |b: &Option<(Expr, bool)>, open: &str, closed: &str| {
+                let show = |b: &Option<Bound>, open: &str, closed: &str| {
                     b.as_ref()
                         .map(|(e, inc)| {
                             format!(" {} {}", if *inc { closed } else { open }, short(e))
@@ -785,25 +761,44 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     show(&lo, ">", ">="),
                     show(&hi, "<", "<=")
                 );
-                let lo = lo
-                    .map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
-                    .transpose()?;
-                let hi = hi
-                    .map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
-                    .transpose()?;
-                let p = self.wrap(
+                let mut compile = |b: Option<Bound>| {
+                    b.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
+                        .transpose()
+                };
+                let (lo, hi) = (compile(lo)?, compile(hi)?);
+                return Ok(Some((
                     "NodeIndexRangeSeek",
                     detail,
-                    vec![cur.id],
-                    Box::new(Seek {
-                        input: cur.op,
-                        by: SeekBy::Range { index: ix, lo, hi },
-                        labels: labels.clone(),
-                    }),
-                );
-                scope.bind(&v, Kind::Node);
-                return Ok(p);
+                    SeekBy::Range { index, lo, hi },
+                )));
             }
+        }
+        Ok(None)
+    }
+
+    /// Binds node `n` on its own (seek or scan), for each row of `cur`.
+    fn bind_node(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        n: &NodePattern,
+        conj: &mut Vec<Expr>,
+    ) -> Result<P, QueryError> {
+        let v = n.var.clone().expect("named");
+        let labels: Vec<u32> = self.label_ids(n);
+        if let Some((name, detail, by)) = self.seek_for(n, &v, scope, conj)? {
+            let p = self.wrap(
+                name,
+                detail,
+                vec![cur.id],
+                Box::new(Seek {
+                    input: cur.op,
+                    by,
+                    labels,
+                }),
+            );
+            scope.bind(&v, Kind::Node);
+            return Ok(p);
         }
         let ranges = self.label_ranges(labels.first().copied());
         let detail = match labels.first() {

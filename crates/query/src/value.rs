@@ -107,40 +107,19 @@ impl Value {
                 if a.len() != b.len() {
                     return Some(false);
                 }
-                let mut unknown = false;
-                for (x, y) in a.iter().zip(b.iter()) {
-                    match x.eq3(y) {
-                        Some(false) => return Some(false),
-                        None => unknown = true,
-                        Some(true) => {}
-                    }
-                }
-                if unknown {
-                    None
-                } else {
-                    Some(true)
-                }
+                all3(a.iter().zip(b.iter()).map(|(x, y)| x.eq3(y)))
             }
             (Value::Map(a), Value::Map(b)) => {
                 if a.len() != b.len() {
                     return Some(false);
                 }
-                let mut unknown = false;
-                for (k, x) in a.iter() {
-                    match b.iter().find(|(kb, _)| kb == k) {
-                        None => return Some(false),
-                        Some((_, y)) => match x.eq3(y) {
-                            Some(false) => return Some(false),
-                            None => unknown = true,
-                            Some(true) => {}
-                        },
-                    }
-                }
-                if unknown {
-                    None
-                } else {
-                    Some(true)
-                }
+                all3(
+                    a.iter()
+                        .map(|(k, x)| match b.iter().find(|(kb, _)| kb == k) {
+                            None => Some(false),
+                            Some((_, y)) => x.eq3(y),
+                        }),
+                )
             }
             _ => Some(self.kind() == other.kind() && order(self, other) == Ordering::Equal),
         }
@@ -189,6 +168,20 @@ impl Value {
             Value::Null => 11,
         }
     }
+}
+
+/// Three-valued AND of element comparisons: false if any is false, else null if any is
+/// null, else true.
+fn all3(items: impl Iterator<Item = Option<bool>>) -> Option<bool> {
+    let mut unknown = false;
+    for x in items {
+        match x {
+            Some(false) => return Some(false),
+            None => unknown = true,
+            Some(true) => {}
+        }
+    }
+    (!unknown).then_some(true)
 }
 
 /// Cypher's total order for ORDER BY: types by rank, values within a type; numbers compare

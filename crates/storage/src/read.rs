@@ -68,6 +68,28 @@ struct SegFile {
 }
 
 impl SegFile {
+    /// The two blobs of an index (id or property): sorted keys as a column chunk and the
+    /// node of each key bit-packed; also how many entries both hold.
+    fn sorted_keys(
+        &self,
+        what: &'static str,
+        (keys, scalar): (BlobRef, quiver_common::ScalarType),
+        (nodes, width): (BlobRef, u32),
+        n_entries: u64,
+    ) -> Result<(ColumnChunk<'_>, Packed<'_>, usize), ReadError> {
+        let bytes = self.bytes(what)?;
+        let fmt = |source| ReadError::Format {
+            file: self.path.clone(),
+            source,
+        };
+        let dtype = quiver_common::DataType::Scalar(scalar);
+        let keys = ColumnChunk::open(keys.slice(bytes).map_err(fmt)?, dtype).map_err(fmt)?;
+        let nodes = Packed::new(nodes.slice(bytes).map_err(fmt)?, width, n_entries as usize)
+            .ok_or_else(|| corrupted(&self.path, "index nodes"))?;
+        let n = keys.len().min(n_entries as usize);
+        Ok((keys, nodes, n))
+    }
+
     fn open<F: serde::de::DeserializeOwned>(
         dir: &Path,
         rel: &str,
@@ -892,24 +914,16 @@ impl Database {
                 _ => None,
             });
         }
-        let bytes = idx.file.bytes("id lookup")?;
-        let fmt = |source| ReadError::Format {
-            file: idx.file.path.clone(),
-            source,
+        let scalar = match f.id_type {
+            IdType::Integer => quiver_common::ScalarType::Long,
+            IdType::String => quiver_common::ScalarType::String,
         };
-        let kb = f.keys.slice(bytes).map_err(fmt)?;
-        let dtype = match f.id_type {
-            IdType::Integer => quiver_common::DataType::Scalar(quiver_common::ScalarType::Long),
-            IdType::String => quiver_common::DataType::Scalar(quiver_common::ScalarType::String),
-        };
-        let keys = ColumnChunk::open(kb, dtype).map_err(fmt)?;
-        let nodes = Packed::new(
-            f.nodes.slice(bytes).map_err(fmt)?,
-            f.nodes_width,
-            f.n_ids as usize,
-        )
-        .ok_or_else(|| corrupted(&idx.file.path, "id index nodes"))?;
-        let n = keys.len().min(f.n_ids as usize);
+        let (keys, nodes, n) = idx.file.sorted_keys(
+            "id lookup",
+            (f.keys, scalar),
+            (f.nodes, f.nodes_width),
+            f.n_ids,
+        )?;
         let pos = match key {
             IdKey::Int(k) => {
                 let p = partition(n, |i| keys.get_i64(i).unwrap_or(i64::MIN) < k);
@@ -947,24 +961,17 @@ impl Database {
                 name: index.to_string(),
             })?;
         let f = &ix.footer;
-        let bytes = ix.file.bytes("index lookup")?;
-        let fmt = |source| ReadError::Format {
-            file: ix.file.path.clone(),
-            source,
-        };
-        let dtype = quiver_common::DataType::Scalar(match f.kind {
+        let scalar = match f.kind {
             IndexKeyKind::Integer => quiver_common::ScalarType::Long,
             IndexKeyKind::Float => quiver_common::ScalarType::Double,
             IndexKeyKind::String => quiver_common::ScalarType::String,
-        });
-        let keys = ColumnChunk::open(f.keys.slice(bytes).map_err(fmt)?, dtype).map_err(fmt)?;
-        let nodes = Packed::new(
-            f.nodes.slice(bytes).map_err(fmt)?,
-            f.nodes_width,
-            f.n_entries as usize,
-        )
-        .ok_or_else(|| corrupted(&ix.file.path, "index nodes"))?;
-        let n = keys.len().min(f.n_entries as usize);
+        };
+        let (keys, nodes, n) = ix.file.sorted_keys(
+            "index lookup",
+            (f.keys, scalar),
+            (f.nodes, f.nodes_width),
+            f.n_entries,
+        )?;
         if n == 0 {
             return Ok(Vec::new());
         }

@@ -546,6 +546,25 @@ impl Write for WriterSink<'_> {
     }
 }
 
+/// The two blobs of an index: the sorted keys as a column chunk, and the node of each
+/// key bit-packed; returns their references and the node width.
+fn write_sorted_keys(
+    w: &mut SegmentWriter<BufWriter<File>>,
+    path: &Path,
+    keys: &ColumnBuilder,
+    nodes: impl Iterator<Item = u64>,
+    n_nodes_total: u64,
+) -> Result<(BlobRef, BlobRef, u32), WriteError> {
+    let mut kb = Vec::new();
+    keys.encode(&mut kb);
+    let keys_ref = w.write_blob(&kb).at(path)?;
+    drop(kb);
+    let width = bits_for(n_nodes_total.saturating_sub(1));
+    let mut nb = Vec::new();
+    quiver_format::bitpack::pack(nodes, width, &mut nb);
+    Ok((keys_ref, w.write_blob(&nb).at(path)?, width))
+}
+
 /// Writes an id index from keys sorted ascending and their node ids.
 pub fn write_id_index(
     staging: &Staging,
@@ -572,14 +591,8 @@ pub fn write_id_index(
     let (keys_ref, nodes_ref, width) = if dense.is_some() {
         (BlobRef::default(), BlobRef::default(), 0)
     } else {
-        let mut kb = Vec::new();
-        keys.encode(&mut kb);
-        let keys_ref = w.write_blob(&kb).at(&path)?;
-        drop(kb);
-        let width = bits_for(n_nodes_total.saturating_sub(1));
-        let mut nb = Vec::new();
-        quiver_format::bitpack::pack(nodes.iter().map(|&x| x as u64), width, &mut nb);
-        (keys_ref, w.write_blob(&nb).at(&path)?, width)
+        let nodes = nodes.iter().map(|&x| x as u64);
+        write_sorted_keys(&mut w, &path, keys, nodes, n_nodes_total)?
     };
     let footer = IdIndexFooter {
         id_type,
@@ -604,14 +617,8 @@ pub fn write_prop_index(
 ) -> Result<SegmentMeta, WriteError> {
     let (path, rel) = staging.file(name);
     let mut w = create(&path)?;
-    let mut kb = Vec::new();
-    keys.encode(&mut kb);
-    let keys_ref = w.write_blob(&kb).at(&path)?;
-    drop(kb);
-    let width = bits_for(n_nodes_total.saturating_sub(1));
-    let mut nb = Vec::new();
-    quiver_format::bitpack::pack(nodes.iter().copied(), width, &mut nb);
-    let nodes_ref = w.write_blob(&nb).at(&path)?;
+    let (keys_ref, nodes_ref, width) =
+        write_sorted_keys(&mut w, &path, keys, nodes.iter().copied(), n_nodes_total)?;
     let footer = crate::manifest::PropIndexFooter {
         kind,
         n_entries: nodes.len() as u64,
