@@ -23,12 +23,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-QUIVER = ROOT / "target" / "release" / "quiver"
-
-USERS_KUZU = ("CREATE NODE TABLE User(id INT64, age INT64, gender INT64, region STRING, "
-              "completion_percentage INT64, public INT64, last_login TIMESTAMP, "
-              "registration TIMESTAMP, PRIMARY KEY(id))")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The social graph's Kùzu schema and the paths are the import benchmark's.
+from import_bench import QUIVER, ROOT, USERS_KUZU  # noqa: E402
 
 # name, Quiver (seed 003's text), Kùzu (the same query in Kùzu's dialect), params, runs
 # factor (heavier queries run fewer times).

@@ -464,84 +464,59 @@ fn pattern_exists(env: &Env, p: &PatternPred, b: &Batch, row: usize) -> Result<V
         }
     }
     let mut used = Vec::new();
-    Ok(Value::Bool(walk(env, p, b, row, 0, start, &mut used)?))
+    Ok(Value::Bool(matches_from(
+        env, p, b, row, 0, start, 0, &mut used,
+    )?))
 }
 
-fn walk(
+/// Whether the pattern matches from node `at`, `depth` hops into step `step`, without
+/// reusing a relationship in `used` (depth-first, stops at the first match).
+#[allow(clippy::too_many_arguments)]
+fn matches_from(
     env: &Env,
     p: &PatternPred,
     b: &Batch,
     row: usize,
     step: usize,
     at: u64,
+    depth: u32,
     used: &mut Vec<RelRef>,
 ) -> Result<bool, QueryError> {
-    if step >= p.steps.len() {
+    let Some(s) = p.steps.get(step) else {
         return Ok(true);
-    }
-    // Depth-first over 1..=max hops of this step.
-    #[allow(clippy::too_many_arguments)]
-    fn hop(
-        env: &Env,
-        p: &PatternPred,
-        b: &Batch,
-        row: usize,
-        step: usize,
-        at: u64,
-        depth: u32,
-        used: &mut Vec<RelRef>,
-    ) -> Result<bool, QueryError> {
-        let s = &p.steps[step];
-        if depth >= s.min {
-            let ok_end = match s.bound {
-                Some(slot) => matches!(b.cols[slot][row], Value::Node(n) if n == at),
-                None => {
-                    let mut ok = true;
-                    for l in &s.labels {
-                        ok &= env.g.has_label(at, *l)?;
-                    }
-                    ok
+    };
+    if depth >= s.min {
+        let ok_end = match s.bound {
+            Some(slot) => matches!(b.cols[slot][row], Value::Node(n) if n == at),
+            None => {
+                let mut ok = true;
+                for l in &s.labels {
+                    ok &= env.g.has_label(at, *l)?;
                 }
-            };
-            if ok_end && walk(env, p, b, row, step + 1, at, used)? {
-                return Ok(true);
+                ok
             }
+        };
+        if ok_end && matches_from(env, p, b, row, step + 1, at, 0, used)? {
+            return Ok(true);
         }
-        if depth >= s.max {
-            return Ok(false);
-        }
-        for &ty in &s.types {
-            for &d in dirs(s.dir) {
-                let mut next = Vec::new();
-                env.g
-                    .for_each_neighbour(ty, at, d, |nb, eid| next.push((nb, eid)))?;
-                for (nb, eid) in next {
-                    let r = env.g.rel_ref(ty, at, nb, eid, d)?;
-                    if used.contains(&r) {
-                        continue;
-                    }
-                    used.push(r);
-                    let found = hop(env, p, b, row, step, nb as u64, depth + 1, used)?;
-                    used.pop();
-                    if found {
-                        return Ok(true);
-                    }
-                }
-            }
-        }
-        Ok(false)
     }
-    hop(env, p, b, row, step, at, 0, used)
-}
-
-/// The storage directions a pattern direction walks.
-pub fn dirs(d: Dir) -> &'static [quiver_storage::Direction] {
-    use quiver_storage::Direction as D;
-    match d {
-        Dir::Out => &[D::Out],
-        Dir::In => &[D::In],
-        Dir::Both => &[D::Out, D::In],
+    if depth >= s.max {
+        return Ok(false);
     }
+    let mut next = Vec::new();
+    env.g.step_rels(&s.types, s.dir, at, &mut next)?;
+    for (nb, r) in next {
+        if used.contains(&r) {
+            continue;
+        }
+        used.push(r);
+        let found = matches_from(env, p, b, row, step, nb, depth + 1, used)?;
+        used.pop();
+        if found {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `v.name`: node and relationship properties, map entries, temporal fields.

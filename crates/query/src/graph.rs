@@ -10,6 +10,7 @@ use crate::error::QueryError;
 use crate::value::{RelRef, Value};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, ScalarType};
+use quiver_cypher::ast::Dir;
 use quiver_format::column::ColumnChunk;
 use quiver_storage::manifest::IdType;
 use quiver_storage::read::{Database, Direction, IdKey};
@@ -57,6 +58,15 @@ fn rg_starts(footer: &quiver_storage::manifest::TableFooter) -> Vec<u64> {
 
 fn rg_of(starts: &[u64], row: u64) -> usize {
     starts.partition_point(|&f| f <= row).saturating_sub(1)
+}
+
+/// The storage directions a pattern direction walks.
+pub fn dirs(d: Dir) -> &'static [Direction] {
+    match d {
+        Dir::Out => &[Direction::Out],
+        Dir::In => &[Direction::In],
+        Dir::Both => &[Direction::Out, Direction::In],
+    }
 }
 
 /// Decodes row `i` of a chunk as a query value.
@@ -175,29 +185,15 @@ impl<'db> Graph<'db> {
         self.rels[ty as usize].name.clone()
     }
 
-    pub fn n_tables(&self) -> usize {
-        self.tables.len()
-    }
-
     /// Node id range of table `t`.
     pub fn table_range(&self, t: usize) -> (u64, u64) {
         let ti = &self.tables[t];
         (ti.first_node, ti.first_node + ti.n_rows)
     }
 
+    /// The table and row of a node (storage's lookup).
     fn locate(&self, node: u64) -> Result<(usize, u64), QueryError> {
-        let t = self
-            .tables
-            .partition_point(|t| t.first_node + t.n_rows <= node);
-        match self.tables.get(t) {
-            Some(ti) if node >= ti.first_node => Ok((t, node - ti.first_node)),
-            _ => Err(QueryError::Read(
-                quiver_storage::ReadError::NodeOutOfRange {
-                    id: node,
-                    n_nodes: self.n_nodes(),
-                },
-            )),
-        }
+        Ok(self.db.node_location(node)?)
     }
 
     /// Tables whose nodes may carry `label`.
@@ -256,11 +252,6 @@ impl<'db> Graph<'db> {
                 })
             }
         }
-    }
-
-    /// Whether every node of table `t` has `label` without looking at rows.
-    pub fn table_has_label(&self, t: usize, label: u32) -> bool {
-        self.tables[t].labels.contains(&label)
     }
 
     fn cell(&self, t: usize, row: u64, col: usize) -> Result<Value, QueryError> {
@@ -467,6 +458,33 @@ impl<'db> Graph<'db> {
         Ok(())
     }
 
+    /// Neighbours of `node` over every type and direction of a pattern step, as
+    /// relationships (with the edge id both directions agree on); an undirected step
+    /// meets a self-loop once.
+    pub fn step_rels(
+        &self,
+        types: &[u32],
+        dir: Dir,
+        node: u64,
+        out: &mut Vec<(u64, RelRef)>,
+    ) -> Result<(), QueryError> {
+        for &ty in types {
+            for &d in dirs(dir) {
+                let both_in = dir == Dir::Both && d == Direction::In;
+                let mut raw = Vec::new();
+                self.for_each_neighbour(ty, node, d, |nb, eid| {
+                    if !(both_in && nb as u64 == node) {
+                        raw.push((nb, eid))
+                    }
+                })?;
+                for (nb, eid) in raw {
+                    out.push((nb as u64, self.rel_ref(ty, node, nb, eid, d)?));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn degree(&self, ty: u32, node: u64, dir: Direction) -> Result<u64, QueryError> {
         Ok(self.db.degree(ty as usize, node as u32, dir)?)
     }
@@ -492,10 +510,5 @@ impl<'db> Graph<'db> {
             eid
         };
         Ok(RelRef { ty, src, dst, eid })
-    }
-
-    /// Property names used by any node table (for `keys()` style checks and EXPLAIN).
-    pub fn node_property_exists(&self, name: &str) -> bool {
-        self.tables.iter().any(|t| t.props.contains_key(name))
     }
 }

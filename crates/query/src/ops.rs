@@ -9,7 +9,8 @@
 
 use crate::batch::{Batch, BATCH_ROWS};
 use crate::error::QueryError;
-use crate::expr::{dirs, eval, eval_col, CExpr, Env};
+use crate::expr::{eval, eval_col, CExpr, Env};
+use crate::graph::dirs;
 use crate::value::{order, Key, PathVal, RelRef, Value};
 use hashbrown::{HashMap, HashSet};
 use quiver_common::memory::{Grant, MemoryBudget};
@@ -585,33 +586,6 @@ fn flip(d: Direction) -> Direction {
     }
 }
 
-/// Neighbours of `node` over every type and direction of a pattern step, as
-/// relationships (with the edge id both directions agree on).
-fn step_rels(
-    env: &Env,
-    types: &[u32],
-    dir: Dir,
-    node: u64,
-    out: &mut Vec<(u64, RelRef)>,
-) -> Result<(), QueryError> {
-    let g = env.g;
-    for &ty in types {
-        for &d in dirs(dir) {
-            let both_in = dir == Dir::Both && d == Direction::In;
-            let mut raw = Vec::new();
-            g.for_each_neighbour(ty, node, d, |nb, eid| {
-                if !(both_in && nb as u64 == node) {
-                    raw.push((nb, eid))
-                }
-            })?;
-            for (nb, eid) in raw {
-                out.push((nb as u64, g.rel_ref(ty, node, nb, eid, d)?));
-            }
-        }
-    }
-    Ok(())
-}
-
 pub struct Frame {
     nbrs: Vec<(u64, RelRef)>,
     i: usize,
@@ -725,7 +699,7 @@ impl VarExpand {
         nbrs.clear();
         let before = nbrs.capacity();
         if (self.path.len() as u32) < self.max {
-            step_rels(&cx.env, &self.types, self.dir, node, &mut nbrs)?;
+            cx.env.g.step_rels(&self.types, self.dir, node, &mut nbrs)?;
         }
         // Frames and pooled lists keep their capacity: count what grew.
         self.stack_bytes +=
@@ -887,7 +861,7 @@ impl ShortestPath {
             let mut level: Parents = HashMap::new();
             for &u in front.iter() {
                 nbrs.clear();
-                step_rels(&cx.env, &self.types, dir, u, &mut nbrs)?;
+                cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
                 for &(v, r) in &nbrs {
                     if seen.contains_key(&v) {
                         continue;
@@ -1064,7 +1038,7 @@ impl ShortestPath {
             let mut next = Vec::new();
             for &u in &front {
                 nbrs.clear();
-                step_rels(&cx.env, &self.types, self.dir, u, &mut nbrs)?;
+                cx.env.g.step_rels(&self.types, self.dir, u, &mut nbrs)?;
                 for &(v, r) in &nbrs {
                     if seen.insert(v) {
                         parent.insert(v, (u, r));
