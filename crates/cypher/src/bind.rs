@@ -42,35 +42,6 @@ impl Checker<'_> {
                     return self.fail(*at, format!("variable `{name}` is not defined here"));
                 }
             }
-            Expr::Null
-            | Expr::Bool(_)
-            | Expr::Int(_)
-            | Expr::Float(_)
-            | Expr::Str(_)
-            | Expr::Param(_) => {}
-            Expr::List(items) => {
-                for i in items {
-                    has_agg |= self.expr(i, scope, agg_ok)?;
-                }
-            }
-            Expr::Map(entries) => {
-                for (_, v) in entries {
-                    has_agg |= self.expr(v, scope, agg_ok)?;
-                }
-            }
-            Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
-                has_agg |= self.expr(x, scope, agg_ok)?;
-            }
-            Expr::Index(a, b) | Expr::Binary(_, a, b) => {
-                has_agg |= self.expr(a, scope, agg_ok)?;
-                has_agg |= self.expr(b, scope, agg_ok)?;
-            }
-            Expr::Slice(a, lo, hi) => {
-                has_agg |= self.expr(a, scope, agg_ok)?;
-                for x in [lo, hi].into_iter().flatten() {
-                    has_agg |= self.expr(x, scope, agg_ok)?;
-                }
-            }
             Expr::CountStar => {
                 if !agg_ok {
                     return self.fail(0, "count(*) is an aggregate; it belongs in WITH or RETURN, not inside another aggregate or in WHERE".into());
@@ -90,22 +61,6 @@ impl Checker<'_> {
                     self.expr(a, scope, agg_ok && !agg)?;
                 }
                 has_agg |= agg;
-            }
-            Expr::Case {
-                subject,
-                arms,
-                default,
-            } => {
-                if let Some(s) = subject {
-                    has_agg |= self.expr(s, scope, agg_ok)?;
-                }
-                for (w, t) in arms {
-                    has_agg |= self.expr(w, scope, agg_ok)?;
-                    has_agg |= self.expr(t, scope, agg_ok)?;
-                }
-                if let Some(d) = default {
-                    has_agg |= self.expr(d, scope, agg_ok)?;
-                }
             }
             Expr::ListComp {
                 var,
@@ -128,6 +83,12 @@ impl Checker<'_> {
                     if !scope.contains(&n) {
                         return self.fail(0, format!("variable `{n}` in a pattern predicate is not defined; a pattern in WHERE cannot introduce new variables"));
                     }
+                }
+            }
+            // Everything else: its sub-expressions, in the same scope.
+            e => {
+                for x in e.children() {
+                    has_agg |= self.expr(x, scope, agg_ok)?;
                 }
             }
         }
