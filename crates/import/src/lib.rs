@@ -543,6 +543,7 @@ fn run(
         node_tables: tables,
         rel_types: rel_metas,
         indexes: Vec::new(),
+        base_ops: None,
     };
     Ok((manifest, summary))
 }

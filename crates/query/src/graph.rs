@@ -8,10 +8,13 @@
 
 use crate::error::QueryError;
 use crate::value::{RelRef, Value};
+use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::Dir;
-use quiver_format::column::ColumnChunk;
+use quiver_engine::delta::{prop_get, KeyVal};
+pub use quiver_engine::segments::chunk_value;
+use quiver_engine::{Delta, View};
 use quiver_storage::manifest::IdType;
 use quiver_storage::read::{Database, Direction, IdKey};
 use std::sync::Arc;
@@ -44,6 +47,10 @@ pub struct Graph<'db> {
     tables: Vec<TableInfo>,
     rels: Vec<RelInfo>,
     label_ids: HashMap<String, u32>,
+    /// The delta merged into every read; `None` when there is none (a database as
+    /// imported, read at segment speed). A writing statement publishes its
+    /// transaction's newest delta here after each batch of writes.
+    delta: Option<ArcSwap<Delta>>,
 }
 
 /// Where the nodes carrying a label are.
@@ -67,35 +74,6 @@ pub fn dirs(d: Dir) -> &'static [Direction] {
         Dir::In => &[Direction::In],
         Dir::Both => &[Direction::Out, Direction::In],
     }
-}
-
-/// Decodes row `i` of a chunk as a query value.
-pub fn chunk_value(c: &ColumnChunk<'_>, i: usize, dtype: DataType) -> Value {
-    match dtype {
-        DataType::Scalar(s) => scalar_value(c, i, s),
-        DataType::Array(s) => match (c.get_list(i), c.list_child()) {
-            (Some((a, b)), Some(child)) => {
-                Value::list((a..b).map(|j| scalar_value(child, j, s)).collect())
-            }
-            _ => Value::Null,
-        },
-    }
-}
-
-fn scalar_value(c: &ColumnChunk<'_>, i: usize, s: ScalarType) -> Value {
-    use ScalarType::*;
-    let v = match s {
-        Byte | Short | Int | Long => c.get_i64(i).map(Value::Int),
-        Date => c.get_i64(i).map(Value::Date),
-        LocalDateTime => c.get_i64(i).map(Value::LocalDateTime),
-        DateTime => c.get_i64(i).map(Value::DateTime),
-        Float | Double => c.get_f64(i).map(Value::Float),
-        Boolean => c.get_bool(i).map(Value::Bool),
-        String | Char => c
-            .get_bytes(i)
-            .map(|b| Value::Str(Arc::from(std::string::String::from_utf8_lossy(b)))),
-    };
-    v.unwrap_or(Value::Null)
 }
 
 impl<'db> Graph<'db> {
@@ -158,31 +136,96 @@ impl<'db> Graph<'db> {
             tables,
             rels,
             label_ids,
+            delta: None,
         }
     }
 
+    /// The graph of segments plus `delta` (`None` or an empty delta: segments only,
+    /// unless `writing`, when the statement's writes will be published here).
+    pub fn with_delta(db: &'db Database, delta: Option<Arc<Delta>>, writing: bool) -> Graph<'db> {
+        let mut g = Graph::new(db);
+        g.delta = delta
+            .filter(|d| writing || !d.is_empty())
+            .map(ArcSwap::new);
+        g
+    }
+
+    /// Makes `d` the delta later reads see (a writing statement's newest state).
+    pub fn publish(&self, d: Arc<Delta>) {
+        if let Some(a) = &self.delta {
+            a.store(d);
+        }
+    }
+
+    /// The delta now, if reads merge one.
+    #[inline]
+    pub fn delta(&self) -> Option<Guard<Arc<Delta>>> {
+        self.delta.as_ref().map(|a| a.load())
+    }
+
+    pub fn has_delta(&self) -> bool {
+        self.delta.is_some()
+    }
+
     pub fn n_nodes(&self) -> u64 {
-        self.db.n_nodes()
+        match self.delta() {
+            Some(d) => d.next_node,
+            None => self.db.n_nodes(),
+        }
+    }
+
+    /// Ids of nodes created since the segments (`base..next`; holes are skipped by
+    /// [`node_live`](Self::node_live)).
+    pub fn created_range(&self) -> Option<(u64, u64)> {
+        let d = self.delta()?;
+        (d.next_node > d.base_nodes).then_some((d.base_nodes, d.next_node))
+    }
+
+    /// Whether node `n` exists (always for segment nodes without a delta).
+    #[inline]
+    pub fn node_live(&self, n: u64) -> bool {
+        match self.delta() {
+            Some(d) => d.node_exists(n),
+            None => n < self.db.n_nodes(),
+        }
     }
 
     pub fn label_id(&self, name: &str) -> Option<u32> {
-        self.label_ids.get(name).copied()
+        match self.delta() {
+            Some(d) => d.label_id(name),
+            None => self.label_ids.get(name).copied(),
+        }
     }
 
-    pub fn label_name(&self, id: u32) -> &str {
-        &self.db.labels()[id as usize]
+    pub fn label_name(&self, id: u32) -> Arc<str> {
+        match self.delta() {
+            Some(d) => d.labels.get(id as usize).cloned().unwrap_or_else(|| Arc::from("")),
+            None => Arc::from(self.db.labels()[id as usize].as_str()),
+        }
     }
 
     pub fn rel_type_id(&self, name: &str) -> Option<u32> {
-        self.db.rel_type_index(name).map(|i| i as u32)
+        match self.delta() {
+            Some(d) => d.type_id(name),
+            None => self.db.rel_type_index(name).map(|i| i as u32),
+        }
     }
 
     pub fn n_rel_types(&self) -> usize {
-        self.rels.len()
+        match self.delta() {
+            Some(d) => d.types.len(),
+            None => self.rels.len(),
+        }
     }
 
     pub fn rel_type_name(&self, ty: u32) -> Arc<str> {
-        self.rels[ty as usize].name.clone()
+        match self.rels.get(ty as usize) {
+            Some(r) => r.name.clone(),
+            None => self
+                .delta()
+                .and_then(|d| d.types.get(ty as usize).cloned())
+                .unwrap_or_else(|| Arc::from("")),
+        }
     }
 
     /// Node id range of table `t`.
@@ -215,12 +258,17 @@ impl<'db> Graph<'db> {
 
     /// The labels of a node (table labels, then its own `:LABEL` values).
     pub fn labels(&self, node: u64) -> Result<Vec<Arc<str>>, QueryError> {
+        if let Some(d) = self.delta() {
+            if let Some(r) = d.node(node) {
+                return Ok(r.map(|r| r.labels.clone()).unwrap_or_default());
+            }
+        }
         let (t, row) = self.locate(node)?;
         let ti = &self.tables[t];
         let mut out: Vec<Arc<str>> = ti
             .labels
             .iter()
-            .map(|&l| Arc::from(self.label_name(l)))
+            .map(|&l| Arc::from(self.db.labels()[l as usize].as_str()))
             .collect();
         if let Some(c) = ti.label_column {
             if let Value::List(l) = self.cell(t, row, c)? {
@@ -237,6 +285,16 @@ impl<'db> Graph<'db> {
     }
 
     pub fn has_label(&self, node: u64, label: u32) -> Result<bool, QueryError> {
+        if let Some(d) = self.delta() {
+            if let Some(r) = d.node(node) {
+                let Some(r) = r else { return Ok(false) };
+                let name = d.labels.get(label as usize);
+                return Ok(name.is_some_and(|n| r.labels.contains(n)));
+            }
+            if label as usize >= self.db.labels().len() {
+                return Ok(false);
+            }
+        }
         let (t, row) = self.locate(node)?;
         let ti = &self.tables[t];
         if ti.labels.contains(&label) {
@@ -245,7 +303,7 @@ impl<'db> Graph<'db> {
         match ti.label_column {
             None => Ok(false),
             Some(c) => {
-                let name = self.label_name(label);
+                let name = &self.db.labels()[label as usize];
                 Ok(match self.cell(t, row, c)? {
                     Value::List(l) => l.iter().any(|v| matches!(v, Value::Str(s) if &**s == name)),
                     _ => false,
@@ -265,6 +323,13 @@ impl<'db> Graph<'db> {
     }
 
     pub fn node_prop(&self, node: u64, name: &str) -> Result<Value, QueryError> {
+        if let Some(d) = self.delta() {
+            if let Some(r) = d.node(node) {
+                return Ok(r
+                    .and_then(|r| prop_get(&r.props, name).cloned())
+                    .unwrap_or(Value::Null));
+            }
+        }
         let (t, row) = self.locate(node)?;
         match self.tables[t].props.get(name) {
             Some(&c) => self.cell(t, row, c),
@@ -283,6 +348,7 @@ impl<'db> Graph<'db> {
     ) -> Result<(), QueryError> {
         let base = out.len();
         out.resize(base + nodes.len(), Value::Null);
+        let d = self.delta();
         // Column of `name` per table, looked up once.
         let mut cols: Vec<Option<Option<usize>>> = vec![None; self.tables.len()];
         // (table, row group) -> (position in the batch, index in the chunk).
@@ -290,6 +356,12 @@ impl<'db> Graph<'db> {
         let mut groups: Vec<Group> = Vec::new();
         for (pos, v) in nodes.iter().enumerate() {
             let Value::Node(n) = *v else { continue };
+            if let Some(r) = d.as_ref().and_then(|d| d.node(n)) {
+                if let Some(v) = r.and_then(|r| prop_get(&r.props, name)) {
+                    out[base + pos] = v.clone();
+                }
+                continue;
+            }
             let (t, row) = self.locate(n)?;
             let ti = &self.tables[t];
             let col = *cols[t].get_or_insert_with(|| ti.props.get(name).copied());
@@ -324,6 +396,12 @@ impl<'db> Graph<'db> {
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
+        if self.has_delta() {
+            for n in lo..hi {
+                out.push(self.node_prop(n, name)?);
+            }
+            return Ok(());
+        }
         let mut n = lo;
         while n < hi {
             let (t, row) = self.locate(n)?;
@@ -360,6 +438,13 @@ impl<'db> Graph<'db> {
 
     /// Every property of a node that is not null, in column order.
     pub fn node_props(&self, node: u64) -> Result<Vec<(String, Value)>, QueryError> {
+        if let Some(d) = self.delta() {
+            if let Some(r) = d.node(node) {
+                return Ok(r
+                    .map(|r| r.props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+                    .unwrap_or_default());
+            }
+        }
         let (t, row) = self.locate(node)?;
         let mut out = Vec::new();
         for (name, c) in &self.tables[t].prop_list {
@@ -372,7 +457,16 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
-        let ri = &self.rels[r.ty as usize];
+        if let Some(d) = self.delta() {
+            if let Some(rec) = d.rel(r.ty, r.eid) {
+                return Ok(rec
+                    .and_then(|rec| prop_get(&rec.props, name).cloned())
+                    .unwrap_or(Value::Null));
+            }
+        }
+        let Some(ri) = self.rels.get(r.ty as usize) else {
+            return Ok(Value::Null);
+        };
         match ri.props.get(name) {
             Some(&c) => self.rel_cell(r, c),
             None => Ok(Value::Null),
@@ -390,7 +484,16 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(String, Value)>, QueryError> {
-        let ri = &self.rels[r.ty as usize];
+        if let Some(d) = self.delta() {
+            if let Some(rec) = d.rel(r.ty, r.eid) {
+                return Ok(rec
+                    .map(|rec| rec.props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+                    .unwrap_or_default());
+            }
+        }
+        let Some(ri) = self.rels.get(r.ty as usize) else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for (name, c) in &ri.prop_list {
             let v = self.rel_cell(r, *c)?;
@@ -404,7 +507,9 @@ impl<'db> Graph<'db> {
     /// Whether relationship type `ty` stores properties (its edge ids are then the same
     /// from both directions).
     pub fn rel_has_props(&self, ty: u32) -> bool {
-        !self.rels[ty as usize].prop_list.is_empty()
+        self.rels
+            .get(ty as usize)
+            .is_none_or(|r| !r.prop_list.is_empty())
     }
 
     /// An id-index seek for `MATCH (n:Label {prop: key})` when `prop` is the imported
@@ -452,10 +557,55 @@ impl<'db> Graph<'db> {
         dir: Direction,
         mut f: impl FnMut(u32, u64),
     ) -> Result<(), QueryError> {
+        if let Some(d) = self.delta() {
+            // Edge ids come out canonical (see `rel_ref`).
+            View::new(self.db, &d).for_each_rel(ty, node, dir, |nb, eid| f(nb as u32, eid))?;
+            return Ok(());
+        }
         for (nb, eid) in self.db.neighbours(ty as usize, node as u32, dir)? {
             f(nb, eid);
         }
         Ok(())
+    }
+
+    /// Every relationship at `node`, each once (for DETACH DELETE and `size()`).
+    pub fn node_rels(&self, node: u64) -> Result<Vec<RelRef>, QueryError> {
+        match self.delta() {
+            Some(d) => Ok(View::new(self.db, &d).node_rels(node)?),
+            None => {
+                let types: Vec<u32> = (0..self.n_rel_types() as u32).collect();
+                let mut v = Vec::new();
+                self.step_rels(&types, Dir::Both, node, &mut v)?;
+                Ok(v.into_iter().map(|(_, r)| r).collect())
+            }
+        }
+    }
+
+    /// Nodes whose property `key` equals `v` among those the delta holds, and whether
+    /// segment candidate `n` still has that value (`None`: the delta does not know n).
+    pub fn delta_key_nodes(&self, key: &str, v: &Value) -> Vec<u64> {
+        self.delta()
+            .map(|d| d.index_lookup(key, v))
+            .unwrap_or_default()
+    }
+
+    /// Whether a segment index's candidate `n` for `key = v` still holds.
+    pub fn still_matches(&self, n: u64, key: &str, v: &Value) -> bool {
+        match self.delta().as_ref().and_then(|d| d.node(n)) {
+            None => true,
+            Some(None) => false,
+            Some(Some(r)) => {
+                let cur = prop_get(&r.props, key);
+                cur.and_then(KeyVal::of) == KeyVal::of(v) && cur.is_some()
+            }
+        }
+    }
+
+    /// Nodes the delta holds (created or changed), for range seeks over it.
+    pub fn delta_nodes(&self) -> Vec<u64> {
+        self.delta()
+            .map(|d| d.nodes.iter().filter(|(_, r)| !r.deleted).map(|(k, _)| *k).collect())
+            .unwrap_or_default()
     }
 
     /// Neighbours of `node` over every type and direction of a pattern step, as
@@ -486,6 +636,11 @@ impl<'db> Graph<'db> {
     }
 
     pub fn degree(&self, ty: u32, node: u64, dir: Direction) -> Result<u64, QueryError> {
+        if self.has_delta() {
+            let mut n = 0;
+            self.for_each_neighbour(ty, node, dir, |_, _| n += 1)?;
+            return Ok(n);
+        }
         Ok(self.db.degree(ty as usize, node as u32, dir)?)
     }
 
@@ -503,7 +658,8 @@ impl<'db> Graph<'db> {
             Direction::Out => (node as u32, nb),
             Direction::In => (nb, node as u32),
         };
-        let eid = if dir == Direction::In && !self.rel_has_props(ty) {
+        // With a delta, `for_each_neighbour` has made edge ids canonical already.
+        let eid = if dir == Direction::In && !self.rel_has_props(ty) && !self.has_delta() {
             self.db
                 .canonical_edge_id(ty as usize, node as u32, nb, eid)?
         } else {

@@ -21,7 +21,8 @@ pub mod index;
 pub mod ops;
 pub mod plan;
 pub mod render;
-pub mod value;
+/// The value type lives in the engine (the delta stores values); re-exported here.
+pub use quiver_engine::value;
 
 pub use error::QueryError;
 pub use graph::Graph;

@@ -23,6 +23,10 @@ pub struct Manifest {
     /// Declared property indexes (`CREATE INDEX ON :Label(prop)`).
     #[serde(default)]
     pub indexes: Vec<IndexMeta>,
+    /// Changes to entities of earlier segments that a checkpoint carried over as ops
+    /// (the log's encoding), replayed at every open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ops: Option<SegmentMeta>,
 }
 
 impl Manifest {
@@ -41,6 +45,7 @@ impl Manifest {
         }
         v.extend(self.id_spaces.iter().map(|s| s.index.file.as_str()));
         v.extend(self.indexes.iter().map(|i| i.segment.file.as_str()));
+        v.extend(self.base_ops.iter().map(|s| s.file.as_str()));
         v
     }
 }

@@ -823,9 +823,13 @@ impl Database {
             cur: None,
             rest: Vec::new(),
         };
-        for (i, s) in r.segs.iter().enumerate() {
+        for s in &r.segs {
+            // A segment written before later nodes were added does not know them.
+            if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
+                continue;
+            }
             let p = s.csr(dir).neighbours(node, s.first_edge)?;
-            if i == 0 {
+            if it.cur.is_none() {
                 it.cur = Some(p);
             } else {
                 it.rest.push(p);
@@ -837,6 +841,9 @@ impl Database {
     pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {
         let mut d = 0;
         for s in &self.rels[rel].segs {
+            if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
+                continue;
+            }
             d += s.csr(dir).degree(node)?;
         }
         Ok(d)
@@ -873,7 +880,11 @@ impl Database {
             if s.inc.footer.edge_ids.is_some() {
                 return Ok(in_eid);
             }
-            if in_eid < s.first_edge || in_eid >= s.first_edge + s.inc.footer.n_edges {
+            if in_eid < s.first_edge
+                || in_eid >= s.first_edge + s.inc.footer.n_edges
+                || node as u64 >= s.inc.footer.n_nodes
+                || nb as u64 >= s.out.footer.n_nodes
+            {
                 continue;
             }
             let pos = (in_eid - s.first_edge) as usize;

@@ -46,6 +46,12 @@ fn lock_file(path: &Path) -> Result<File, WriteError> {
     Ok(f)
 }
 
+/// Takes the database's writer lock (held while the returned file is open); fails with
+/// [`WriteError::Locked`] when another writer holds it.
+pub fn lock_database(db: &Path) -> Result<File, WriteError> {
+    lock_file(&db.join(LOCK))
+}
+
 fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks for existence.
     unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() != libc::ESRCH }
@@ -84,7 +90,8 @@ pub struct Staging {
     root: PathBuf,
     generation: u64,
     gen_dir_name: String,
-    _lock: File,
+    /// `None` when the caller holds the database's lock (an open writable store).
+    _lock: Option<File>,
     published: bool,
 }
 
@@ -134,7 +141,7 @@ impl Staging {
                     target: Target::Existing { db },
                     generation,
                     gen_dir_name,
-                    _lock: lock,
+                    _lock: Some(lock),
                     published: false,
                 });
             }
@@ -154,7 +161,28 @@ impl Staging {
             },
             generation: 1,
             gen_dir_name,
-            _lock: lock,
+            _lock: Some(lock),
+            published: false,
+        })
+    }
+
+    /// Starts a new generation of the existing database `db` whose `LOCK` the caller
+    /// already holds (see [`lock_database`]).
+    pub fn begin_held(db: &Path) -> Result<Staging, WriteError> {
+        let generation = match read_current(db).at(db)? {
+            Some((m, _)) => parse_generation(&m).unwrap_or(0) + 1,
+            None => return Err(WriteError::NotEmpty { path: db.to_path_buf() }),
+        };
+        remove_unreferenced(db);
+        let gen_dir_name = format!("g{generation:06}");
+        let _ = fs::remove_dir_all(db.join(&gen_dir_name));
+        fs::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
+        Ok(Staging {
+            root: db.to_path_buf(),
+            target: Target::Existing { db: db.to_path_buf() },
+            generation,
+            gen_dir_name,
+            _lock: None,
             published: false,
         })
     }

@@ -99,6 +99,7 @@ fn segments_read_as_one() {
             end_space: None,
         }],
         indexes: vec![],
+        base_ops: None,
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {

@@ -339,3 +339,27 @@ mod tests {
         assert!(Key(Value::Null) == Key(Value::Null));
     }
 }
+
+/// Structural identity (same type, same contents; floats by their bits): what a stored
+/// property "is", as opposed to Cypher's three-valued `=` ([`Value::eq3`]).
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (Bool(a), Bool(b)) => a == b,
+            (Int(a), Int(b)) => a == b,
+            (Float(a), Float(b)) => a.to_bits() == b.to_bits(),
+            (Str(a), Str(b)) => a == b,
+            (List(a), List(b)) => a == b,
+            (Map(a), Map(b)) => a == b,
+            (Node(a), Node(b)) => a == b,
+            (Rel(a), Rel(b)) => a == b,
+            (Path(a), Path(b)) => a == b,
+            (Date(a), Date(b)) => a == b,
+            (LocalDateTime(a), LocalDateTime(b)) => a == b,
+            (DateTime(a), DateTime(b)) => a == b,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! Checkpoint: the delta into a new generation of segments, published with the atomic
+//! switch, and a fresh log.
+//!
+//! What goes where:
+//! - nodes created since the segments: one new node table over their id range
+//!   (`delta-<generation>`), in row groups of up to 1,048,576 rows; labels every node
+//!   has are table labels, the others go in a `:LABEL` column; a property whose values
+//!   all share a type is a typed column;
+//! - relationships created since: per type, one new relationship segment (CSR out and
+//!   in, with explicit edge ids) and its property rows;
+//! - what is left — changes to entities of earlier segments (property and label
+//!   changes, deletions), ids of created nodes that were never committed or were
+//!   deleted, values whose type differs from their column's — is written as a small op
+//!   file (`base.ops`, the log's encoding) that the manifest names and every open
+//!   replays before the log.
+//!
+//! Created relationships are renumbered to close the gaps left by rolled-back or
+//! deleted ones, so a checkpoint runs only when no other transaction has written.
+
+use crate::delta::{prop_get, Delta, Op, Props};
+use crate::segments;
+use crate::store::{indexed_names, Current, EngineError, Store};
+use crate::value::Value;
+use quiver_common::limits::ROW_GROUP_ROWS_MAX;
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ColumnBuilder;
+use quiver_storage::manifest::{
+    Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta, SegmentMeta,
+};
+use quiver_storage::write::{CsrWriter, Staging, TableWriter};
+use quiver_storage::{Database, Direction};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a checkpoint did.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointReport {
+    pub generation: u64,
+    pub nodes_written: u64,
+    pub relationships_written: u64,
+    /// Ops carried in the op file (changes to earlier segments).
+    pub carried_ops: u64,
+    pub log_bytes_freed: u64,
+    pub elapsed: Duration,
+}
+
+fn dtype_of(v: &Value) -> Option<DataType> {
+    let s = |v: &Value| {
+        Some(match v {
+            Value::Int(_) => ScalarType::Long,
+            Value::Float(_) => ScalarType::Double,
+            Value::Str(_) => ScalarType::String,
+            Value::Bool(_) => ScalarType::Boolean,
+            Value::Date(_) => ScalarType::Date,
+            Value::LocalDateTime(_) => ScalarType::LocalDateTime,
+            Value::DateTime(_) => ScalarType::DateTime,
+            _ => return None,
+        })
+    };
+    match v {
+        Value::List(l) => {
+            let first = s(l.first()?)?;
+            l.iter()
+                .all(|x| s(x) == Some(first))
+                .then_some(DataType::Array(first))
+        }
+        v => s(v).map(DataType::Scalar),
+    }
+}
+
+fn push_scalar(b: &mut ColumnBuilder, v: &Value) {
+    match v {
+        Value::Int(i) | Value::Date(i) | Value::LocalDateTime(i) | Value::DateTime(i) => {
+            b.push_i64(*i)
+        }
+        Value::Float(f) => b.push_f64(*f),
+        Value::Bool(x) => b.push_bool(*x),
+        Value::Str(s) => b.push_bytes(s.as_bytes()),
+        _ => b.push_null(),
+    }
+}
+
+/// Appends `v` (of type `dtype`, or null).
+fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
+    match v {
+        None => b.push_null(),
+        Some(Value::List(l)) => {
+            if let Some(child) = b.list_child() {
+                for x in l.iter() {
+                    push_scalar(child, x);
+                }
+            }
+            b.end_list();
+        }
+        Some(v) => push_scalar(b, v),
+    }
+}
+
+/// Columns for a set of property maps: each key gets the type most of its values have.
+fn choose_columns<'p>(maps: impl Iterator<Item = &'p Props>) -> Vec<PropertyMeta> {
+    let mut counts: BTreeMap<(Arc<str>, String), (DataType, u64, usize)> = BTreeMap::new();
+    let mut order: Vec<Arc<str>> = Vec::new();
+    for p in maps {
+        for (k, v) in p {
+            if let Some(t) = dtype_of(v) {
+                if !order.contains(k) {
+                    order.push(k.clone());
+                }
+                let e = counts
+                    .entry((k.clone(), format!("{t:?}")))
+                    .or_insert((t, 0, order.len()));
+                e.1 += 1;
+            }
+        }
+    }
+    order
+        .iter()
+        .filter_map(|k| {
+            counts
+                .iter()
+                .filter(|((kk, _), _)| kk == k)
+                .max_by_key(|(_, (_, n, _))| *n)
+                .map(|(_, (t, _, _))| PropertyMeta {
+                    name: k.to_string(),
+                    dtype: *t,
+                })
+        })
+        .collect()
+}
+
+/// Writes rows of property maps as a table; values that do not fit their column are
+/// returned as `(row, key, value)` for the op file.
+fn write_rows(
+    staging: &Staging,
+    name: &str,
+    columns: &[PropertyMeta],
+    extra_label_column: bool,
+    rows: &mut dyn Iterator<Item = (Option<&Props>, Option<Vec<Arc<str>>>)>,
+    misfits: &mut Vec<(u64, Arc<str>, Value)>,
+) -> Result<SegmentMeta, EngineError> {
+    let mut metas = columns.to_vec();
+    if extra_label_column {
+        metas.push(PropertyMeta {
+            name: ":LABEL".into(),
+            dtype: DataType::Array(ScalarType::String),
+        });
+    }
+    let mut w = TableWriter::create(staging, name, metas.clone())?;
+    let new_builders = || -> Vec<ColumnBuilder> {
+        metas.iter().map(|m| ColumnBuilder::new(m.dtype)).collect()
+    };
+    let mut b = new_builders();
+    let mut row = 0u64;
+    for (props, labels) in rows {
+        for (c, col) in columns.iter().enumerate() {
+            let v = props.and_then(|p| prop_get(p, &col.name));
+            match v {
+                Some(v) if dtype_of(v) == Some(col.dtype) => push_value(&mut b[c], Some(v)),
+                _ => push_value(&mut b[c], None),
+            }
+        }
+        if let Some(p) = props {
+            for (k, v) in p {
+                let fits = columns
+                    .iter()
+                    .any(|c| *c.name == **k && dtype_of(v) == Some(c.dtype));
+                if !fits {
+                    misfits.push((row, k.clone(), v.clone()));
+                }
+            }
+        }
+        if extra_label_column {
+            let l = labels.map(|l| Value::list(l.into_iter().map(Value::Str).collect()));
+            let c = columns.len();
+            push_value(&mut b[c], l.as_ref());
+        }
+        row += 1;
+        if b[0].len() >= ROW_GROUP_ROWS_MAX {
+            w.write_row_group(&b)?;
+            b = new_builders();
+        }
+    }
+    if !b.is_empty() && !b[0].is_empty() {
+        w.write_row_group(&b)?;
+    }
+    Ok(w.finish()?)
+}
+
+impl Store {
+    /// Merges the delta into a new generation of segments and starts a fresh log.
+    /// Refused while another transaction holds uncommitted writes.
+    pub fn checkpoint(&self) -> Result<CheckpointReport, EngineError> {
+        let t0 = Instant::now();
+        if !self.is_writable() {
+            return Err(EngineError::Refused(format!(
+                "{} is open for writing by another process; this one cannot checkpoint",
+                self.dir().display()
+            )));
+        }
+        let mut commit = self.commit_lock();
+        if self.has_uncommitted_writers() {
+            return Err(EngineError::Refused(
+                "cannot checkpoint while another transaction has uncommitted writes; commit or roll it back first".into(),
+            ));
+        }
+        let cur = self.snapshot();
+        let log_before = commit.wal.as_ref().map_or(0, |w| w.bytes);
+        let (db, delta) = (&*cur.db, &*cur.delta);
+        let staging = Staging::begin_held(self.dir())?;
+        let mut m: Manifest = db.manifest().clone();
+        m.generation = staging.generation();
+        m.written_by = format!("quiver {}", env!("CARGO_PKG_VERSION"));
+        for l in delta.labels.iter().skip(m.labels.len()) {
+            m.labels.push(l.to_string());
+        }
+        let mut carried: Vec<Op> = Vec::new();
+        let mut report = CheckpointReport {
+            generation: m.generation,
+            ..Default::default()
+        };
+
+        // Created nodes: one table over their id range.
+        if delta.next_node > delta.base_nodes {
+            let lo = delta.base_nodes;
+            let live = |id: u64| {
+                delta
+                    .nodes
+                    .get(&id)
+                    .filter(|r| r.created && !r.deleted)
+                    .cloned()
+            };
+            let recs: Vec<_> = (lo..delta.next_node).map(live).collect();
+            let columns = choose_columns(recs.iter().flatten().map(|r| &r.props));
+            let mut common: Option<Vec<Arc<str>>> = None;
+            for r in recs.iter().flatten() {
+                common = Some(match common {
+                    None => r.labels.clone(),
+                    Some(c) => c.into_iter().filter(|l| r.labels.contains(l)).collect(),
+                });
+            }
+            let common = common.unwrap_or_default();
+            let extra = recs
+                .iter()
+                .flatten()
+                .any(|r| r.labels.iter().any(|l| !common.contains(l)));
+            let mut misfits = Vec::new();
+            let seg = write_rows(
+                &staging,
+                "nodes-delta.seg",
+                &columns,
+                extra,
+                &mut recs.iter().map(|r| match r {
+                    Some(r) => (
+                        Some(&r.props),
+                        Some(
+                            r.labels
+                                .iter()
+                                .filter(|l| !common.contains(l))
+                                .cloned()
+                                .collect(),
+                        ),
+                    ),
+                    None => (None, None),
+                }),
+                &mut misfits,
+            )?;
+            for (row, key, value) in misfits {
+                carried.push(Op::SetNodeProp {
+                    id: lo + row,
+                    key,
+                    value,
+                });
+            }
+            for (i, r) in recs.iter().enumerate() {
+                if r.is_none() {
+                    carried.push(Op::DeleteNode { id: lo + i as u64 });
+                } else {
+                    report.nodes_written += 1;
+                }
+            }
+            let n_cols = columns.len();
+            let mut metas = columns;
+            if extra {
+                metas.push(PropertyMeta {
+                    name: ":LABEL".into(),
+                    dtype: DataType::Array(ScalarType::String),
+                });
+            }
+            m.node_tables.push(NodeTableMeta {
+                name: format!("delta-{}", m.generation),
+                first_node: lo,
+                n_rows: delta.next_node - lo,
+                labels: common
+                    .iter()
+                    .filter_map(|l| m.labels.iter().position(|x| **x == **l))
+                    .map(|i| i as u32)
+                    .collect(),
+                label_column: extra.then_some(n_cols),
+                id_column: None,
+                id_space: None,
+                columns: metas,
+                segments: vec![seg],
+            });
+            m.n_nodes = delta.next_node;
+        }
+
+        // Changes to segment nodes.
+        for (&id, r) in delta.nodes.range(..delta.base_nodes) {
+            if r.deleted {
+                carried.push(Op::DeleteNode { id });
+                continue;
+            }
+            let (labels, props) = segments::node_state(db, id)?;
+            diff_node(id, &labels, &props, &r.labels, &r.props, &mut carried);
+        }
+
+        // Created relationships, per type: a new segment each.
+        let n_nodes = m.n_nodes;
+        for (t, name) in delta.types.iter().enumerate() {
+            let t32 = t as u32;
+            let base = delta.base_edges[t];
+            let created: Vec<_> = delta
+                .rels
+                .range((t32, base)..(t32 + 1, 0))
+                .filter(|(_, r)| r.created && !r.deleted)
+                .map(|(_, r)| r.clone())
+                .collect();
+            // Segment relationships changed or deleted.
+            for (&(_, eid), r) in delta.rels.range((t32, 0)..(t32, base)) {
+                if r.deleted {
+                    carried.push(Op::DeleteRel {
+                        ty: name.clone(),
+                        eid,
+                        src: r.src,
+                        dst: r.dst,
+                    });
+                } else {
+                    let old = segments::rel_props(db, t, eid)?;
+                    diff_rel(name, eid, r.src, r.dst, &old, &r.props, &mut carried);
+                }
+            }
+            if created.is_empty() {
+                continue;
+            }
+            let existing = m.rel_types.iter().position(|r| *r.name == **name);
+            let first_edge = existing.map_or(0, |i| m.rel_types[i].n_edges);
+            let columns = match existing {
+                Some(i) => m.rel_types[i].columns.clone(),
+                None => choose_columns(created.iter().map(|r| &r.props)),
+            };
+            let k = created.len() as u64;
+            let seg = write_csr(&staging, t, n_nodes, &created)?;
+            let props = if columns.is_empty() {
+                for (i, r) in created.iter().enumerate() {
+                    for (key, value) in &r.props {
+                        carried.push(Op::SetRelProp {
+                            ty: name.clone(),
+                            eid: first_edge + i as u64,
+                            src: r.src,
+                            dst: r.dst,
+                            key: key.clone(),
+                            value: value.clone(),
+                        });
+                    }
+                }
+                None
+            } else {
+                let mut misfits = Vec::new();
+                let seg = write_rows(
+                    &staging,
+                    &format!("rels-{t:04}-delta-props.seg"),
+                    &columns,
+                    false,
+                    &mut created.iter().map(|r| (Some(&r.props), None)),
+                    &mut misfits,
+                )?;
+                for (row, key, value) in misfits {
+                    let r = &created[row as usize];
+                    carried.push(Op::SetRelProp {
+                        ty: name.clone(),
+                        eid: first_edge + row,
+                        src: r.src,
+                        dst: r.dst,
+                        key,
+                        value,
+                    });
+                }
+                Some(seg)
+            };
+            let rs = RelSegmentMeta {
+                n_edges: k,
+                out: seg.0,
+                r#in: seg.1,
+                props,
+            };
+            match existing {
+                Some(i) => {
+                    m.rel_types[i].n_edges += k;
+                    m.rel_types[i].segments.push(rs);
+                }
+                None => m.rel_types.push(RelTypeMeta {
+                    name: name.to_string(),
+                    n_edges: k,
+                    columns,
+                    segments: vec![rs],
+                    start_space: None,
+                    end_space: None,
+                }),
+            }
+            report.relationships_written += k;
+        }
+
+        // Ops carried from the previous generation's op file are in the delta as
+        // changes to segment entities: they were re-derived above.
+        m.base_ops = if carried.is_empty() {
+            None
+        } else {
+            let (path, rel) = staging.file("base.ops");
+            let bytes = crate::wal::write_ops_file(&path, &carried)?;
+            Some(SegmentMeta { file: rel, bytes })
+        };
+        report.carried_ops = carried.len() as u64;
+        staging.publish(&m)?;
+
+        // Reopen on the new generation; the old one's log is now stale.
+        let new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+        let new_delta = base_delta(&new_db)?;
+        self.reset_after_checkpoint(&mut commit, &new_delta, m.generation)?;
+        self.replace_current(Current {
+            db: new_db,
+            delta: Arc::new(new_delta),
+            ts: cur.ts,
+        });
+        self.unlogged.store(false, Ordering::SeqCst);
+        report.log_bytes_freed = log_before;
+        report.elapsed = t0.elapsed();
+        Ok(report)
+    }
+}
+
+/// The delta a generation starts with: its op file replayed.
+pub(crate) fn base_delta(db: &Database) -> Result<Delta, EngineError> {
+    let mut d = Delta::new(db, indexed_names(db.manifest()));
+    if let Some(seg) = &db.manifest().base_ops {
+        for op in crate::wal::read_ops_file(&db.dir().join(&seg.file))? {
+            d.apply(db, &op, 0)?;
+        }
+        d.changes = 0;
+    }
+    Ok(d)
+}
+
+fn diff_node(
+    id: u64,
+    old_labels: &[Arc<str>],
+    old: &Props,
+    labels: &[Arc<str>],
+    props: &Props,
+    out: &mut Vec<Op>,
+) {
+    for l in labels {
+        if !old_labels.contains(l) {
+            out.push(Op::AddLabel {
+                id,
+                label: l.clone(),
+            });
+        }
+    }
+    for l in old_labels {
+        if !labels.contains(l) {
+            out.push(Op::RemoveLabel {
+                id,
+                label: l.clone(),
+            });
+        }
+    }
+    for (k, v) in props {
+        if prop_get(old, k) != Some(v) {
+            out.push(Op::SetNodeProp {
+                id,
+                key: k.clone(),
+                value: v.clone(),
+            });
+        }
+    }
+    for (k, _) in old {
+        if prop_get(props, k).is_none() {
+            out.push(Op::SetNodeProp {
+                id,
+                key: k.clone(),
+                value: Value::Null,
+            });
+        }
+    }
+}
+
+fn diff_rel(ty: &Arc<str>, eid: u64, src: u64, dst: u64, old: &Props, new: &Props, out: &mut Vec<Op>) {
+    let set = |key: &Arc<str>, value: Value| Op::SetRelProp {
+        ty: ty.clone(),
+        eid,
+        src,
+        dst,
+        key: key.clone(),
+        value,
+    };
+    for (k, v) in new {
+        if prop_get(old, k) != Some(v) {
+            out.push(set(k, v.clone()));
+        }
+    }
+    for (k, _) in old {
+        if prop_get(new, k).is_none() {
+            out.push(set(k, Value::Null));
+        }
+    }
+}
+
+/// The CSR both ways of `rels` (renumbered `0..`, relative to the segment).
+fn write_csr(
+    staging: &Staging,
+    t: usize,
+    n_nodes: u64,
+    rels: &[Arc<crate::delta::RelRec>],
+) -> Result<(SegmentMeta, SegmentMeta), EngineError> {
+    let mut metas = Vec::new();
+    for dir in [Direction::Out, Direction::In] {
+        let mut entries: Vec<(u64, u64, u64)> = rels
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match dir {
+                Direction::Out => (r.src, r.dst, i as u64),
+                Direction::In => (r.dst, r.src, i as u64),
+            })
+            .collect();
+        entries.sort_unstable();
+        let mut degrees = vec![0u32; n_nodes as usize];
+        for e in &entries {
+            degrees[e.0 as usize] += 1;
+        }
+        let name = match dir {
+            Direction::Out => format!("rels-{t:04}-delta-out.seg"),
+            Direction::In => format!("rels-{t:04}-delta-in.seg"),
+        };
+        let mut w = CsrWriter::create(staging, &name, &degrees, entries.len() as u64, true)?;
+        for (_, nb, eid) in entries {
+            w.push(nb as u32, eid)?;
+        }
+        metas.push(w.finish()?);
+    }
+    let inc = metas.pop().expect("two directions");
+    let out = metas.pop().expect("two directions");
+    Ok((out, inc))
+}

@@ -1,0 +1,533 @@
+//! The delta layer: what changed since the segments were written.
+//!
+//! A [`Delta`] is a persistent (structure-sharing) value: cloning it is O(1), and a
+//! change copies only the paths it touches. That is the whole MVCC scheme:
+//! - the store's head is an `Arc<Delta>`; a transaction's snapshot is the head it saw at
+//!   begin, which nothing ever mutates, so readers never block and never see a
+//!   half-applied commit;
+//! - a transaction works on its own clone, so it sees its own writes and nobody else
+//!   does;
+//! - a commit replays the transaction's [`Op`]s onto the head under the commit lock
+//!   (the same function replays the write-ahead log at open) and swaps the new head in.
+//!
+//! Entities:
+//! - nodes created since the segments get ids from `base_nodes` up (an aborted
+//!   transaction's ids stay unused: scans skip ids without a record);
+//! - a segment node that a transaction changes is copied whole into a [`NodeRec`] on its
+//!   first change; reads then take the record and never the segment;
+//! - relationships likewise, keyed by (type, edge id); created ones are also listed per
+//!   endpoint in `out` / `inc` for expansion.
+//!
+//! Every record carries the commit timestamp of its last change (`ts`, [`UNCOMMITTED`]
+//! inside a transaction); a writer whose snapshot is older than an entity's `ts` has lost
+//! the race and fails with a retryable conflict.
+
+use crate::segments;
+use crate::value::Value;
+use imbl::{HashMap as PMap, OrdMap, OrdSet, Vector};
+use quiver_storage::{Database, ReadError};
+use std::sync::Arc;
+
+/// `ts` of a record changed by a transaction that has not committed.
+pub const UNCOMMITTED: u64 = u64::MAX;
+
+/// Property maps: keys in first-set order, no nulls.
+pub type Props = Vec<(Arc<str>, Value)>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRec {
+    pub labels: Vec<Arc<str>>,
+    pub props: Props,
+    pub deleted: bool,
+    /// Created in the delta (not a segment node).
+    pub created: bool,
+    pub ts: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelRec {
+    pub src: u64,
+    pub dst: u64,
+    pub props: Props,
+    pub deleted: bool,
+    pub created: bool,
+    pub ts: u64,
+}
+
+/// What a transaction wrote, by name (so that the log does not depend on the ids a
+/// process gave labels and types), replayable onto any head.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    CreateNode {
+        id: u64,
+        labels: Vec<Arc<str>>,
+        props: Props,
+    },
+    DeleteNode {
+        id: u64,
+    },
+    /// `Value::Null` removes the property.
+    SetNodeProp {
+        id: u64,
+        key: Arc<str>,
+        value: Value,
+    },
+    AddLabel {
+        id: u64,
+        label: Arc<str>,
+    },
+    RemoveLabel {
+        id: u64,
+        label: Arc<str>,
+    },
+    CreateRel {
+        ty: Arc<str>,
+        eid: u64,
+        src: u64,
+        dst: u64,
+        props: Props,
+    },
+    /// Endpoints are carried so that a segment relationship needs no reverse lookup.
+    DeleteRel {
+        ty: Arc<str>,
+        eid: u64,
+        src: u64,
+        dst: u64,
+    },
+    SetRelProp {
+        ty: Arc<str>,
+        eid: u64,
+        src: u64,
+        dst: u64,
+        key: Arc<str>,
+        value: Value,
+    },
+}
+
+/// An entity a transaction writes (the unit of conflicts and locks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Entity {
+    Node(u64),
+    Rel(u32, u64),
+}
+
+/// A property value as an index key (integral floats equal integers, as in Cypher).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyVal {
+    Int(i64),
+    Float(u64),
+    Str(Arc<str>),
+    Bool(bool),
+    Temporal(u8, i64),
+}
+
+impl KeyVal {
+    pub fn of(v: &Value) -> Option<KeyVal> {
+        Some(match v {
+            Value::Int(i) => KeyVal::Int(*i),
+            Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => KeyVal::Int(*f as i64),
+            Value::Float(f) if !f.is_nan() => KeyVal::Float(f.to_bits()),
+            Value::Str(s) => KeyVal::Str(s.clone()),
+            Value::Bool(b) => KeyVal::Bool(*b),
+            Value::Date(d) => KeyVal::Temporal(0, *d),
+            Value::LocalDateTime(d) => KeyVal::Temporal(1, *d),
+            Value::DateTime(d) => KeyVal::Temporal(2, *d),
+            _ => return None,
+        })
+    }
+}
+
+/// Adjacency of created relationships at one node: (type, edge id, other end).
+pub type Adj = Arc<Vec<(u32, u64, u64)>>;
+
+#[derive(Clone)]
+pub struct Delta {
+    /// Nodes in the segments; created nodes have ids from here.
+    pub base_nodes: u64,
+    /// One past the highest node id in use.
+    pub next_node: u64,
+    /// Labels and relationship types the manifest has, then new ones in order of first
+    /// use (ids are positions).
+    pub labels: Vector<Arc<str>>,
+    pub types: Vector<Arc<str>>,
+    /// Edges in the segments per type (created edges of a type get ids from there).
+    pub base_edges: Vector<u64>,
+    pub nodes: OrdMap<u64, Arc<NodeRec>>,
+    pub rels: OrdMap<(u32, u64), Arc<RelRec>>,
+    pub out: PMap<u64, Adj>,
+    pub inc: PMap<u64, Adj>,
+    /// Property names indexed in the segments (`:ID` columns, declared indexes): the
+    /// delta indexes them too, so that seeks find created and changed nodes.
+    pub indexed: Arc<Vec<Arc<str>>>,
+    pub index: PMap<(Arc<str>, KeyVal), OrdSet<u64>>,
+    pub deleted_nodes: u64,
+    pub deleted_rels: u64,
+    /// Approximate bytes the records hold.
+    pub bytes: u64,
+    /// Changes since the segments (records written), for SHOW STORAGE INFO and the
+    /// automatic checkpoint.
+    pub changes: u64,
+}
+
+/// Why an op could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("node {0} does not exist")]
+    NoNode(u64),
+    #[error("relationship {1} of type {0} does not exist")]
+    NoRel(Arc<str>, u64),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}
+
+fn props_bytes(p: &Props) -> u64 {
+    p.iter()
+        .map(|(k, v)| 16 + k.len() as u64 + 16 + crate::value::heap_bytes(v) as u64)
+        .sum()
+}
+
+fn node_bytes(r: &NodeRec) -> u64 {
+    96 + r.labels.iter().map(|l| 16 + l.len() as u64).sum::<u64>() + props_bytes(&r.props)
+}
+
+fn rel_bytes(r: &RelRec) -> u64 {
+    96 + props_bytes(&r.props)
+}
+
+pub fn prop_get<'p>(props: &'p Props, key: &str) -> Option<&'p Value> {
+    props.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
+}
+
+fn prop_set(props: &mut Props, key: &Arc<str>, value: Value) {
+    match props.iter().position(|(k, _)| k == key) {
+        Some(i) if value.is_null() => {
+            props.remove(i);
+        }
+        Some(i) => props[i].1 = value,
+        None if value.is_null() => {}
+        None => props.push((key.clone(), value)),
+    }
+}
+
+impl Delta {
+    /// An empty delta over `db` (indexing `indexed` property names).
+    pub fn new(db: &Database, indexed: Vec<Arc<str>>) -> Delta {
+        Delta {
+            base_nodes: db.n_nodes(),
+            next_node: db.n_nodes(),
+            labels: db.labels().iter().map(|l| Arc::from(l.as_str())).collect(),
+            types: db
+                .rel_types()
+                .iter()
+                .map(|r| Arc::from(r.meta.name.as_str()))
+                .collect(),
+            base_edges: db.rel_types().iter().map(|r| r.meta.n_edges).collect(),
+            nodes: OrdMap::new(),
+            rels: OrdMap::new(),
+            out: PMap::new(),
+            inc: PMap::new(),
+            indexed: Arc::new(indexed),
+            index: PMap::new(),
+            deleted_nodes: 0,
+            deleted_rels: 0,
+            bytes: 0,
+            changes: 0,
+        }
+    }
+
+    /// Nothing changed since the segments.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.rels.is_empty() && self.next_node == self.base_nodes
+    }
+
+    pub fn label_id(&self, name: &str) -> Option<u32> {
+        self.labels.iter().position(|l| &**l == name).map(|i| i as u32)
+    }
+
+    pub fn type_id(&self, name: &str) -> Option<u32> {
+        self.types.iter().position(|l| &**l == name).map(|i| i as u32)
+    }
+
+    pub fn intern_label(&mut self, name: &Arc<str>) -> u32 {
+        match self.label_id(name) {
+            Some(i) => i,
+            None => {
+                self.labels.push_back(name.clone());
+                (self.labels.len() - 1) as u32
+            }
+        }
+    }
+
+    pub fn intern_type(&mut self, name: &Arc<str>) -> u32 {
+        match self.type_id(name) {
+            Some(i) => i,
+            None => {
+                self.types.push_back(name.clone());
+                self.base_edges.push_back(0);
+                (self.types.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Commit timestamp of an entity's last change (0: never changed since the segments).
+    pub fn version(&self, e: Entity) -> u64 {
+        match e {
+            Entity::Node(n) => self.nodes.get(&n).map_or(0, |r| r.ts),
+            Entity::Rel(t, e) => self.rels.get(&(t, e)).map_or(0, |r| r.ts),
+        }
+    }
+
+    /// Whether node `n` exists (segment nodes unless deleted; created ones with a live
+    /// record).
+    pub fn node_exists(&self, n: u64) -> bool {
+        match self.nodes.get(&n) {
+            Some(r) => !r.deleted,
+            None => n < self.base_nodes,
+        }
+    }
+
+    fn index_update(&mut self, id: u64, old: Option<&Props>, new: Option<&Props>) {
+        if self.indexed.is_empty() {
+            return;
+        }
+        let indexed = self.indexed.clone();
+        for key in indexed.iter() {
+            let a = old.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
+            let b = new.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
+            if a == b {
+                continue;
+            }
+            if let Some(a) = a {
+                let k = (key.clone(), a);
+                if let Some(set) = self.index.get_mut(&k) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.index.remove(&k);
+                    }
+                }
+            }
+            if let Some(b) = b {
+                self.index.entry((key.clone(), b)).or_default().insert(id);
+            }
+        }
+    }
+
+    /// Nodes of the delta whose property `key` equals `v` (created or changed nodes; a
+    /// segment index still answers for the others).
+    pub fn index_lookup(&self, key: &str, v: &Value) -> Vec<u64> {
+        match KeyVal::of(v) {
+            Some(kv) => self
+                .index
+                .get(&(Arc::from(key), kv))
+                .map(|s| s.iter().copied().collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether `key` is indexed in the delta.
+    pub fn is_indexed(&self, key: &str) -> bool {
+        self.indexed.iter().any(|k| &**k == key)
+    }
+
+    /// The record of node `id`, copied from the segments on first use.
+    fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {
+        if let Some(r) = self.nodes.get(&id) {
+            if r.deleted {
+                return Err(ApplyError::NoNode(id));
+            }
+            return Ok((**r).clone());
+        }
+        if id >= self.base_nodes {
+            return Err(ApplyError::NoNode(id));
+        }
+        let (labels, props) = segments::node_state(db, id)?;
+        Ok(NodeRec {
+            labels,
+            props,
+            deleted: false,
+            created: false,
+            ts: 0,
+        })
+    }
+
+    fn put_node(&mut self, id: u64, old: Option<&NodeRec>, rec: NodeRec) {
+        let old_props = old.filter(|o| !o.deleted).map(|o| &o.props);
+        let new_props = (!rec.deleted).then_some(&rec.props);
+        self.index_update(id, old_props, new_props);
+        self.bytes = self.bytes + node_bytes(&rec) - old.map_or(0, node_bytes).min(self.bytes);
+        self.changes += 1;
+        self.nodes.insert(id, Arc::new(rec));
+    }
+
+    fn rel_rec(
+        &self,
+        db: &Database,
+        ty: u32,
+        eid: u64,
+        (src, dst): (u64, u64),
+    ) -> Result<RelRec, ApplyError> {
+        let no = || {
+            let name = self.types.get(ty as usize).cloned();
+            ApplyError::NoRel(name.unwrap_or_else(|| Arc::from("?")), eid)
+        };
+        if let Some(r) = self.rels.get(&(ty, eid)) {
+            return if r.deleted { Err(no()) } else { Ok((**r).clone()) };
+        }
+        let in_segments = (ty as usize) < db.rel_types().len()
+            && self.base_edges.get(ty as usize).is_some_and(|&b| eid < b);
+        if !in_segments {
+            return Err(no());
+        }
+        Ok(RelRec {
+            src,
+            dst,
+            props: segments::rel_props(db, ty as usize, eid)?,
+            deleted: false,
+            created: false,
+            ts: 0,
+        })
+    }
+
+    fn adj_push(map: &mut PMap<u64, Adj>, node: u64, entry: (u32, u64, u64)) {
+        let a = map.entry(node).or_default();
+        Arc::make_mut(a).push(entry);
+    }
+
+    fn adj_remove(map: &mut PMap<u64, Adj>, node: u64, ty: u32, eid: u64) {
+        if let Some(a) = map.get_mut(&node) {
+            Arc::make_mut(a).retain(|&(t, e, _)| !(t == ty && e == eid));
+        }
+    }
+
+    /// Applies one op, stamping what it changes with `ts`.
+    pub fn apply(&mut self, db: &Database, op: &Op, ts: u64) -> Result<(), ApplyError> {
+        match op {
+            Op::CreateNode { id, labels, props } => {
+                for l in labels {
+                    self.intern_label(l);
+                }
+                let rec = NodeRec {
+                    labels: labels.clone(),
+                    props: props.clone(),
+                    deleted: false,
+                    created: true,
+                    ts,
+                };
+                self.next_node = self.next_node.max(id + 1);
+                self.put_node(*id, None, rec);
+            }
+            Op::DeleteNode { id } => {
+                let old = self.node_rec(db, *id)?;
+                let mut rec = old.clone();
+                rec.deleted = true;
+                rec.ts = ts;
+                rec.props.clear();
+                self.deleted_nodes += 1;
+                self.put_node(*id, Some(&old), rec);
+            }
+            Op::SetNodeProp { id, key, value } => {
+                let old = self.node_rec(db, *id)?;
+                let mut rec = old.clone();
+                prop_set(&mut rec.props, key, value.clone());
+                rec.ts = ts;
+                self.put_node(*id, Some(&old), rec);
+            }
+            Op::AddLabel { id, label } | Op::RemoveLabel { id, label } => {
+                let old = self.node_rec(db, *id)?;
+                let mut rec = old.clone();
+                rec.labels.retain(|l| l != label);
+                if matches!(op, Op::AddLabel { .. }) {
+                    self.intern_label(label);
+                    rec.labels.push(label.clone());
+                }
+                rec.ts = ts;
+                self.put_node(*id, Some(&old), rec);
+            }
+            Op::CreateRel {
+                ty,
+                eid,
+                src,
+                dst,
+                props,
+            } => {
+                let t = self.intern_type(ty);
+                let rec = RelRec {
+                    src: *src,
+                    dst: *dst,
+                    props: props.clone(),
+                    deleted: false,
+                    created: true,
+                    ts,
+                };
+                self.bytes += rel_bytes(&rec) + 48;
+                self.changes += 1;
+                self.rels.insert((t, *eid), Arc::new(rec));
+                Self::adj_push(&mut self.out, *src, (t, *eid, *dst));
+                Self::adj_push(&mut self.inc, *dst, (t, *eid, *src));
+            }
+            Op::DeleteRel { ty, eid, src, dst } => {
+                let t = self.type_id(ty).ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
+                let old = self.rel_rec(db, t, *eid, (*src, *dst))?;
+                if old.created {
+                    Self::adj_remove(&mut self.out, old.src, t, *eid);
+                    Self::adj_remove(&mut self.inc, old.dst, t, *eid);
+                }
+                let mut rec = old.clone();
+                rec.deleted = true;
+                rec.props.clear();
+                rec.ts = ts;
+                self.deleted_rels += 1;
+                self.changes += 1;
+                self.bytes += rel_bytes(&rec);
+                self.rels.insert((t, *eid), Arc::new(rec));
+            }
+            Op::SetRelProp {
+                ty,
+                eid,
+                src,
+                dst,
+                key,
+                value,
+            } => {
+                let t = self.type_id(ty).ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
+                let mut rec = self.rel_rec(db, t, *eid, (*src, *dst))?;
+                prop_set(&mut rec.props, key, value.clone());
+                rec.ts = ts;
+                self.changes += 1;
+                self.bytes += rel_bytes(&rec);
+                self.rels.insert((t, *eid), Arc::new(rec));
+            }
+        }
+        Ok(())
+    }
+
+    /// The live record of node `id`, if the delta holds one (`Some(None)`: deleted or a
+    /// hole among created ids; `None`: read the segments).
+    #[inline]
+    pub fn node(&self, id: u64) -> Option<Option<&NodeRec>> {
+        if id >= self.base_nodes {
+            return Some(self.nodes.get(&id).filter(|r| !r.deleted).map(|r| &**r));
+        }
+        self.nodes
+            .get(&id)
+            .map(|r| (!r.deleted).then_some(&**r))
+    }
+
+    /// Like [`node`](Self::node) for relationships.
+    #[inline]
+    pub fn rel(&self, ty: u32, eid: u64) -> Option<Option<&RelRec>> {
+        self.rels
+            .get(&(ty, eid))
+            .map(|r| (!r.deleted).then_some(&**r))
+    }
+
+    /// Created relationships at `node`: outgoing (`out`) or incoming.
+    pub fn adjacency(&self, node: u64, out: bool) -> Option<&Adj> {
+        if out {
+            self.out.get(&node)
+        } else {
+            self.inc.get(&node)
+        }
+    }
+}

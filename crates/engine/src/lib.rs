@@ -1,0 +1,27 @@
+//! An open Quiver database: the immutable segments, the delta layer over them, the
+//! write-ahead log, transactions with snapshot isolation, the two storage modes, and
+//! checkpoints.
+//!
+//! - [`value`]: the values queries and properties are made of.
+//! - [`delta`]: the persistent delta (created and changed entities) and its ops.
+//! - [`view`]: reads that merge the delta with the segments.
+//! - [`wal`]: the log.
+//! - [`store`]: [`Store`] (an open database) and [`Txn`] (a transaction).
+//! - [`checkpoint`]: the delta into new segments.
+//!
+//! **Invariant:** segments never change; only a checkpoint writes new ones, as a new
+//! generation, and a snapshot keeps the generation it was taken on.
+
+pub mod checkpoint;
+pub mod delta;
+pub mod segments;
+pub mod store;
+pub mod value;
+pub mod view;
+pub mod wal;
+
+pub use checkpoint::CheckpointReport;
+pub use delta::Delta;
+pub use store::{Counters, EngineError, Snapshot, StorageMode, Store, StoreOptions, Txn};
+pub use value::Value;
+pub use view::View;

@@ -1,0 +1,98 @@
+//! Reading one node's or relationship's whole state from the immutable segments: what
+//! the delta layer copies when a transaction first changes an entity that lives in a
+//! segment, and how query values are decoded from column chunks.
+
+use crate::value::Value;
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ColumnChunk;
+use quiver_storage::manifest::TableFooter;
+use quiver_storage::{Database, ReadError};
+use std::sync::Arc;
+
+/// Decodes row `i` of a chunk as a query value.
+pub fn chunk_value(c: &ColumnChunk<'_>, i: usize, dtype: DataType) -> Value {
+    match dtype {
+        DataType::Scalar(s) => scalar_value(c, i, s),
+        DataType::Array(s) => match (c.get_list(i), c.list_child()) {
+            (Some((a, b)), Some(child)) => {
+                Value::list((a..b).map(|j| scalar_value(child, j, s)).collect())
+            }
+            _ => Value::Null,
+        },
+    }
+}
+
+fn scalar_value(c: &ColumnChunk<'_>, i: usize, s: ScalarType) -> Value {
+    use ScalarType::*;
+    let v = match s {
+        Byte | Short | Int | Long => c.get_i64(i).map(Value::Int),
+        Date => c.get_i64(i).map(Value::Date),
+        LocalDateTime => c.get_i64(i).map(Value::LocalDateTime),
+        DateTime => c.get_i64(i).map(Value::DateTime),
+        Float | Double => c.get_f64(i).map(Value::Float),
+        Boolean => c.get_bool(i).map(Value::Bool),
+        String | Char => c
+            .get_bytes(i)
+            .map(|b| Value::Str(Arc::from(std::string::String::from_utf8_lossy(b)))),
+    };
+    v.unwrap_or(Value::Null)
+}
+
+/// The row group holding `row` and the row's index inside it.
+pub fn row_group_of(footer: &TableFooter, row: u64) -> (usize, usize) {
+    let rg = footer
+        .row_groups
+        .partition_point(|g| g.first_row <= row)
+        .saturating_sub(1);
+    let first = footer.row_groups.get(rg).map_or(0, |g| g.first_row);
+    (rg, (row - first) as usize)
+}
+
+/// A segment node's labels (table labels, then its `:LABEL` values) and its non-null
+/// properties in column order.
+pub fn node_state(db: &Database, node: u64) -> Result<(Vec<Arc<str>>, Vec<(Arc<str>, Value)>), ReadError> {
+    let (t, row) = db.node_location(node)?;
+    let table = &db.node_tables()[t];
+    let meta = &table.meta;
+    let (rg, i) = row_group_of(&table.footer, row);
+    let mut labels: Vec<Arc<str>> = meta
+        .labels
+        .iter()
+        .map(|&l| Arc::from(db.labels()[l as usize].as_str()))
+        .collect();
+    let mut props = Vec::new();
+    for (c, col) in meta.columns.iter().enumerate() {
+        let v = db.with_node_chunk(t, rg, c, |ch| chunk_value(ch, i, col.dtype))?;
+        if Some(c) == meta.label_column {
+            if let Value::List(l) = v {
+                for x in l.iter() {
+                    if let Value::Str(s) = x {
+                        if !labels.contains(s) {
+                            labels.push(s.clone());
+                        }
+                    }
+                }
+            }
+        } else if !v.is_null() {
+            props.push((Arc::from(col.name.as_str()), v));
+        }
+    }
+    Ok((labels, props))
+}
+
+/// A segment relationship's non-null properties, in column order.
+pub fn rel_props(db: &Database, ty: usize, eid: u64) -> Result<Vec<(Arc<str>, Value)>, ReadError> {
+    let r = &db.rel_types()[ty];
+    let Some(footer) = r.props_footer() else {
+        return Ok(Vec::new());
+    };
+    let (rg, i) = row_group_of(footer, eid);
+    let mut out = Vec::new();
+    for (c, col) in r.meta.columns.iter().enumerate() {
+        let v = db.with_rel_chunk(ty, rg, c, |ch| chunk_value(ch, i, col.dtype))?;
+        if !v.is_null() {
+            out.push((Arc::from(col.name.as_str()), v));
+        }
+    }
+    Ok(out)
+}

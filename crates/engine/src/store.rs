@@ -1,0 +1,773 @@
+//! An open database: the current segments, the delta over them, the log, and the
+//! transactions that read and write them.
+//!
+//! **Invariant:** segments never change; only a checkpoint writes new ones (a new
+//! generation), and readers holding a [`Snapshot`] of the old one keep reading it.
+//!
+//! Concurrency:
+//! - the current state is an `Arc<Current>` behind an [`ArcSwap`]: a snapshot is one
+//!   atomic load, readers take no lock at all;
+//! - a writer locks each entity it writes (node or relationship) in a lock table; an
+//!   entity locked by another open transaction, or changed by a commit after this
+//!   transaction's snapshot, is a conflict, reported at once as [`EngineError::Conflict`]
+//!   (retryable): the later writer fails, nobody waits;
+//! - commits are serialised by the commit lock: replay the ops onto the head, append
+//!   them to the log and fsync, swap the head in.
+
+use crate::delta::{ApplyError, Delta, Entity, Op, Props, UNCOMMITTED};
+use crate::value::{RelRef, Value};
+use crate::view::View;
+use crate::wal::{Wal, WalError};
+use arc_swap::ArcSwap;
+use hashbrown::HashMap;
+use quiver_storage::manifest::Manifest;
+use quiver_storage::write::{lock_database, Staging};
+use quiver_storage::{Database, OpenError, OpenMode, ReadError, WriteError};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("write-ahead log: {0}")]
+    Wal(#[from] WalError),
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
+    /// Another transaction changed the same entity: retry the transaction.
+    #[error("{0} (a transient conflict: retry the transaction)")]
+    Conflict(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Constraint(String),
+}
+
+impl EngineError {
+    /// Whether retrying the transaction can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, EngineError::Conflict(_))
+    }
+}
+
+/// How writes are kept (seed 000's two modes, with Memgraph's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageMode {
+    /// MVCC, snapshot isolation, every commit in the log.
+    InMemoryTransactional,
+    /// No log, no locks, one writer at a time; durable after a CHECKPOINT.
+    InMemoryAnalytical,
+}
+
+impl StorageMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageMode::InMemoryTransactional => "IN_MEMORY_TRANSACTIONAL",
+            StorageMode::InMemoryAnalytical => "IN_MEMORY_ANALYTICAL",
+        }
+    }
+}
+
+/// The state readers see: segments, and the committed delta over them.
+pub struct Current {
+    pub db: Arc<Database>,
+    pub delta: Arc<Delta>,
+    /// Commit timestamp of the last commit in `delta`.
+    pub ts: u64,
+}
+
+/// A consistent view for one query or transaction.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub db: Arc<Database>,
+    pub delta: Arc<Delta>,
+    pub ts: u64,
+}
+
+impl Snapshot {
+    pub fn view(&self) -> View<'_> {
+        View::new(&self.db, &self.delta)
+    }
+}
+
+pub(crate) struct CommitState {
+    pub(crate) wal: Option<Wal>,
+    clock: u64,
+}
+
+/// The write counters of a statement or transaction (what Neo4j's drivers show).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub nodes_created: u64,
+    pub nodes_deleted: u64,
+    pub relationships_created: u64,
+    pub relationships_deleted: u64,
+    pub properties_set: u64,
+    pub labels_added: u64,
+    pub labels_removed: u64,
+}
+
+impl Counters {
+    pub fn is_empty(&self) -> bool {
+        *self == Counters::default()
+    }
+
+    pub fn add(&mut self, o: &Counters) {
+        self.nodes_created += o.nodes_created;
+        self.nodes_deleted += o.nodes_deleted;
+        self.relationships_created += o.relationships_created;
+        self.relationships_deleted += o.relationships_deleted;
+        self.properties_set += o.properties_set;
+        self.labels_added += o.labels_added;
+        self.labels_removed += o.labels_removed;
+    }
+
+    /// `(name, value)` of each non-zero counter.
+    pub fn items(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("nodes created", self.nodes_created),
+            ("nodes deleted", self.nodes_deleted),
+            ("relationships created", self.relationships_created),
+            ("relationships deleted", self.relationships_deleted),
+            ("properties set", self.properties_set),
+            ("labels added", self.labels_added),
+            ("labels removed", self.labels_removed),
+        ]
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .collect()
+    }
+}
+
+/// Settings of an open store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub open_mode: OpenMode,
+    /// A checkpoint runs after a commit once the log is this large.
+    pub checkpoint_log_bytes: u64,
+    /// ... or the delta holds this much.
+    pub checkpoint_delta_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            open_mode: OpenMode::Mapped,
+            checkpoint_log_bytes: 256 << 20,
+            checkpoint_delta_bytes: 512 << 20,
+        }
+    }
+}
+
+pub struct Store {
+    dir: PathBuf,
+    pub opts: StoreOptions,
+    current: ArcSwap<Current>,
+    commit: Mutex<CommitState>,
+    locks: Mutex<HashMap<Entity, u64>>,
+    /// Open transactions: id -> snapshot timestamp.
+    active: Mutex<HashMap<u64, u64>>,
+    next_tx: AtomicU64,
+    next_node: AtomicU64,
+    next_edge: Mutex<HashMap<Arc<str>, u64>>,
+    mode: Mutex<StorageMode>,
+    /// Analytical mode: the one writing transaction holds this.
+    analytical_writer: AtomicBool,
+    /// Analytical writes not yet made durable by a checkpoint.
+    pub(crate) unlogged: AtomicBool,
+    /// The database's writer lock; `None` when another process holds it (read only).
+    _lock: Option<File>,
+    /// Bytes cut from a torn log tail at open.
+    pub log_cut_bytes: u64,
+}
+
+/// Property names the segments index: `:ID` columns and declared indexes.
+pub(crate) fn indexed_names(m: &Manifest) -> Vec<Arc<str>> {
+    let mut v: Vec<Arc<str>> = Vec::new();
+    for t in &m.node_tables {
+        if let Some(c) = t.id_column {
+            v.push(Arc::from(t.columns[c].name.as_str()));
+        }
+    }
+    for i in &m.indexes {
+        v.push(Arc::from(i.property.as_str()));
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Creates an empty database at `dir` (which must not hold one).
+pub fn create_empty(dir: &Path) -> Result<(), EngineError> {
+    let staging = Staging::begin(dir, false)?;
+    let m = Manifest {
+        format_version: quiver_format::FORMAT_VERSION,
+        generation: staging.generation(),
+        written_by: format!("quiver {}", env!("CARGO_PKG_VERSION")),
+        n_nodes: 0,
+        labels: Vec::new(),
+        id_spaces: Vec::new(),
+        node_tables: Vec::new(),
+        rel_types: Vec::new(),
+        indexes: Vec::new(),
+        base_ops: None,
+    };
+    staging.publish(&m)?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens the database at `dir`, replaying its log. With `create`, a directory that
+    /// does not exist (or is empty) becomes an empty database.
+    pub fn open(dir: &Path, create: bool, opts: StoreOptions) -> Result<Arc<Store>, EngineError> {
+        let is_empty_dir = dir.is_dir()
+            && std::fs::read_dir(dir)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+        if create && (!dir.exists() || is_empty_dir) {
+            create_empty(dir)?;
+        }
+        let lock = match lock_database(dir) {
+            Ok(f) => Some(f),
+            Err(WriteError::Locked { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let db = Arc::new(Database::open(dir, opts.open_mode)?);
+        let generation = db.manifest().generation;
+        let mut delta = crate::checkpoint::base_delta(&db)?;
+        let (wal, replay) = if lock.is_some() {
+            let (w, r) = Wal::open(dir, generation)?;
+            (Some(w), r)
+        } else {
+            (None, crate::wal::read_only(dir, generation)?)
+        };
+        let mut clock = 0;
+        for (ts, ops) in &replay.records {
+            for op in ops {
+                delta.apply(&db, op, *ts)?;
+            }
+            clock = clock.max(*ts);
+        }
+        let mut next_edge = HashMap::new();
+        for (i, t) in delta.types.iter().enumerate() {
+            let base = delta.base_edges[i];
+            let top = delta
+                .rels
+                .range((i as u32, 0)..(i as u32 + 1, 0))
+                .next_back()
+                .map_or(base, |((_, e), _)| (*e + 1).max(base));
+            next_edge.insert(t.clone(), top);
+        }
+        Ok(Arc::new(Store {
+            dir: dir.to_path_buf(),
+            next_node: AtomicU64::new(delta.next_node),
+            current: ArcSwap::from_pointee(Current {
+                db,
+                delta: Arc::new(delta),
+                ts: clock,
+            }),
+            commit: Mutex::new(CommitState { wal, clock }),
+            locks: Mutex::new(HashMap::new()),
+            active: Mutex::new(HashMap::new()),
+            next_tx: AtomicU64::new(1),
+            next_edge: Mutex::new(next_edge),
+            mode: Mutex::new(StorageMode::InMemoryTransactional),
+            analytical_writer: AtomicBool::new(false),
+            unlogged: AtomicBool::new(false),
+            _lock: lock,
+            log_cut_bytes: replay.cut_bytes,
+            opts,
+        }))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self._lock.is_some()
+    }
+
+    /// The committed state now.
+    pub fn snapshot(&self) -> Snapshot {
+        let c = self.current.load();
+        Snapshot {
+            db: c.db.clone(),
+            delta: c.delta.clone(),
+            ts: c.ts,
+        }
+    }
+
+    pub fn mode(&self) -> StorageMode {
+        *lock(&self.mode)
+    }
+
+    /// Bytes in the log now.
+    pub fn log_bytes(&self) -> u64 {
+        lock(&self.commit).wal.as_ref().map_or(0, |w| w.bytes)
+    }
+
+    /// Number of open transactions.
+    pub fn active_transactions(&self) -> usize {
+        lock(&self.active).len()
+    }
+
+    /// Switches the storage mode. Refused while other transactions are open; leaving
+    /// analytical mode first checkpoints its unlogged writes.
+    pub fn set_mode(&self, mode: StorageMode, own_open: usize) -> Result<(), EngineError> {
+        let others = self.active_transactions().saturating_sub(own_open);
+        if others > 0 {
+            return Err(EngineError::Refused(format!(
+                "cannot switch the storage mode while {others} other transaction(s) are open; commit or roll them back first"
+            )));
+        }
+        if mode == StorageMode::InMemoryTransactional && self.unlogged.load(Ordering::SeqCst) {
+            self.checkpoint()?;
+        }
+        *lock(&self.mode) = mode;
+        Ok(())
+    }
+
+    /// Starts a transaction on the current snapshot.
+    pub fn begin(self: &Arc<Store>) -> Txn {
+        let snap = self.snapshot();
+        let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
+        lock(&self.active).insert(id, snap.ts);
+        Txn {
+            store: self.clone(),
+            id,
+            work: (*snap.delta).clone(),
+            snap,
+            ops: Vec::new(),
+            locked: hashbrown::HashSet::new(),
+            counters: Counters::default(),
+            writer: false,
+            done: false,
+        }
+    }
+
+    pub(crate) fn replace_current(&self, c: Current) {
+        self.current.store(Arc::new(c));
+    }
+
+    pub(crate) fn commit_lock(&self) -> MutexGuard<'_, CommitState> {
+        lock(&self.commit)
+    }
+
+    /// Whether a transaction holds uncommitted writes.
+    pub(crate) fn has_uncommitted_writers(&self) -> bool {
+        !lock(&self.locks).is_empty() || self.analytical_writer.load(Ordering::Acquire)
+    }
+
+    /// After a checkpoint (commit lock held): the new generation's log, and edge ids
+    /// continuing from the renumbered segments.
+    pub(crate) fn reset_after_checkpoint(
+        &self,
+        c: &mut CommitState,
+        delta: &Delta,
+        generation: u64,
+    ) -> Result<(), EngineError> {
+        if c.wal.is_some() {
+            let (w, _) = Wal::open(&self.dir, generation)?;
+            c.wal = Some(w);
+        }
+        let mut m = lock(&self.next_edge);
+        m.clear();
+        for (i, t) in delta.types.iter().enumerate() {
+            m.insert(t.clone(), delta.base_edges[i]);
+        }
+        Ok(())
+    }
+
+    fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {
+        let mut m = lock(&self.next_edge);
+        let e = m.entry(ty.clone()).or_insert(base);
+        *e = (*e).max(base);
+        let id = *e;
+        *e += 1;
+        id
+    }
+}
+
+/// Locks a mutex, recovering from a panic elsewhere (the data is a plain map).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A transaction: its snapshot, its working copy of the delta (what it reads, its own
+/// writes included), and the ops it will log. Dropping it rolls it back.
+pub struct Txn {
+    store: Arc<Store>,
+    pub id: u64,
+    pub snap: Snapshot,
+    pub work: Delta,
+    ops: Vec<Op>,
+    locked: hashbrown::HashSet<Entity>,
+    pub counters: Counters,
+    /// Holds the analytical writer token.
+    writer: bool,
+    done: bool,
+}
+
+fn check_value(key: &str, v: &Value) -> Result<(), EngineError> {
+    let ok = match v {
+        Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_) => false,
+        Value::List(l) => l.iter().all(|x| {
+            !matches!(
+                x,
+                Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_) | Value::List(_)
+            )
+        }),
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::Constraint(format!(
+            "property '{key}': a property value is a boolean, number, string, temporal or a list of those, not a {}",
+            v.type_name().to_lowercase()
+        )))
+    }
+}
+
+impl Txn {
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The database this transaction reads: its snapshot's segments and its own delta.
+    pub fn view(&self) -> View<'_> {
+        View::new(&self.snap.db, &self.work)
+    }
+
+    pub fn has_writes(&self) -> bool {
+        !self.ops.is_empty() || self.writer
+    }
+
+    fn analytical(&self) -> bool {
+        self.store.mode() == StorageMode::InMemoryAnalytical
+    }
+
+    /// Takes the write right on `e`: a conflict if another open transaction holds it or
+    /// a commit changed `e` after this transaction's snapshot.
+    fn claim(&mut self, e: Entity) -> Result<(), EngineError> {
+        if self.analytical() {
+            if !self.writer {
+                let w = &self.store.analytical_writer;
+                while w
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                self.writer = true;
+                // Analytical mode has no isolation: write on the newest state.
+                let snap = self.store.snapshot();
+                self.work = (*snap.delta).clone();
+                self.snap = snap;
+            }
+            return Ok(());
+        }
+        if self.locked.contains(&e) {
+            return Ok(());
+        }
+        let generation = self.store.current.load().db.manifest().generation;
+        if self.snap.db.manifest().generation != generation {
+            return Err(EngineError::Conflict(
+                "a checkpoint ran since this transaction started".into(),
+            ));
+        }
+        if !self.store.is_writable() {
+            return Err(EngineError::Refused(format!(
+                "{} is open for writing by another process; this one can only read",
+                self.store.dir.display()
+            )));
+        }
+        {
+            let mut locks = lock(&self.store.locks);
+            match locks.get(&e) {
+                Some(&owner) if owner != self.id => {
+                    return Err(EngineError::Conflict(format!(
+                        "{} is being changed by another open transaction",
+                        describe(e)
+                    )))
+                }
+                _ => {
+                    locks.insert(e, self.id);
+                }
+            }
+        }
+        self.locked.insert(e);
+        let head = self.store.current.load();
+        if head.delta.version(e) > self.snap.ts {
+            return Err(EngineError::Conflict(format!(
+                "{} was changed by a transaction that committed after this one started",
+                describe(e)
+            )));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, op: Op) -> Result<(), EngineError> {
+        if self.writer {
+            // Analytical: no versions, no log.
+            self.work.apply(&self.snap.db, &op, 0)?;
+        } else {
+            self.work.apply(&self.snap.db, &op, UNCOMMITTED)?;
+            self.ops.push(op);
+        }
+        Ok(())
+    }
+
+    pub fn create_node(&mut self, labels: Vec<Arc<str>>, props: Props) -> Result<u64, EngineError> {
+        for (k, v) in &props {
+            check_value(k, v)?;
+        }
+        let id = self.store.next_node.fetch_add(1, Ordering::Relaxed);
+        self.claim(Entity::Node(id))?;
+        self.counters.nodes_created += 1;
+        self.counters.labels_added += labels.len() as u64;
+        self.counters.properties_set += props.len() as u64;
+        self.push(Op::CreateNode { id, labels, props })?;
+        Ok(id)
+    }
+
+    fn live_node(&self, id: u64) -> Result<(), EngineError> {
+        if self.work.node_exists(id) {
+            Ok(())
+        } else {
+            Err(EngineError::Constraint(format!(
+                "node {id} has been deleted in this transaction"
+            )))
+        }
+    }
+
+    pub fn set_node_prop(&mut self, id: u64, key: &Arc<str>, value: Value) -> Result<(), EngineError> {
+        check_value(key, &value)?;
+        if !self.work.node_exists(id) {
+            return Ok(()); // setting on a deleted node is a no-op, as in Neo4j
+        }
+        self.claim(Entity::Node(id))?;
+        self.counters.properties_set += 1;
+        self.push(Op::SetNodeProp {
+            id,
+            key: key.clone(),
+            value,
+        })
+    }
+
+    /// Adds (`add`) or removes a label; a no-op when already so.
+    pub fn set_label(&mut self, id: u64, label: &Arc<str>, add: bool) -> Result<(), EngineError> {
+        self.live_node(id)?;
+        let has = self.view().node_labels(id)?.contains(label);
+        if has == add {
+            return Ok(());
+        }
+        self.claim(Entity::Node(id))?;
+        if add {
+            self.counters.labels_added += 1;
+            self.push(Op::AddLabel {
+                id,
+                label: label.clone(),
+            })
+        } else {
+            self.counters.labels_removed += 1;
+            self.push(Op::RemoveLabel {
+                id,
+                label: label.clone(),
+            })
+        }
+    }
+
+    /// Deletes a node; with `detach` its relationships first, otherwise it must have none.
+    pub fn delete_node(&mut self, id: u64, detach: bool) -> Result<(), EngineError> {
+        if !self.work.node_exists(id) {
+            return Ok(()); // deleted already (twice in one statement is fine)
+        }
+        let rels = self.view().node_rels(id)?;
+        if !rels.is_empty() {
+            if !detach {
+                return Err(EngineError::Constraint(format!(
+                    "cannot delete node {id}: it still has {} relationship(s); delete them first or use DETACH DELETE",
+                    rels.len()
+                )));
+            }
+            for r in rels {
+                self.delete_rel(&r)?;
+            }
+        }
+        self.claim(Entity::Node(id))?;
+        self.counters.nodes_deleted += 1;
+        self.push(Op::DeleteNode { id })
+    }
+
+    pub fn create_rel(
+        &mut self,
+        ty: &Arc<str>,
+        src: u64,
+        dst: u64,
+        props: Props,
+    ) -> Result<RelRef, EngineError> {
+        for (k, v) in &props {
+            check_value(k, v)?;
+        }
+        for n in [src, dst] {
+            if !self.work.node_exists(n) {
+                return Err(EngineError::Constraint(format!(
+                    "cannot create a relationship to node {n}: it has been deleted"
+                )));
+            }
+        }
+        // Locking both ends keeps a concurrent DETACH DELETE from leaving this
+        // relationship dangling.
+        self.claim(Entity::Node(src))?;
+        self.claim(Entity::Node(dst))?;
+        let t = self.work.intern_type(ty);
+        let base = self.work.base_edges[t as usize];
+        let eid = self.store.alloc_edge(ty, base);
+        self.claim(Entity::Rel(t, eid))?;
+        self.counters.relationships_created += 1;
+        self.counters.properties_set += props.len() as u64;
+        self.push(Op::CreateRel {
+            ty: ty.clone(),
+            eid,
+            src,
+            dst,
+            props,
+        })?;
+        Ok(RelRef {
+            ty: t,
+            src: src as u32,
+            dst: dst as u32,
+            eid,
+        })
+    }
+
+    pub fn delete_rel(&mut self, r: &RelRef) -> Result<(), EngineError> {
+        if self.work.rel(r.ty, r.eid) == Some(None) {
+            return Ok(()); // deleted already
+        }
+        self.claim(Entity::Rel(r.ty, r.eid))?;
+        let ty = self.work.types[r.ty as usize].clone();
+        self.counters.relationships_deleted += 1;
+        self.push(Op::DeleteRel {
+            ty,
+            eid: r.eid,
+            src: r.src as u64,
+            dst: r.dst as u64,
+        })
+    }
+
+    pub fn set_rel_prop(&mut self, r: &RelRef, key: &Arc<str>, value: Value) -> Result<(), EngineError> {
+        check_value(key, &value)?;
+        if self.work.rel(r.ty, r.eid) == Some(None) {
+            return Ok(());
+        }
+        self.claim(Entity::Rel(r.ty, r.eid))?;
+        let ty = self.work.types[r.ty as usize].clone();
+        self.counters.properties_set += 1;
+        self.push(Op::SetRelProp {
+            ty,
+            eid: r.eid,
+            src: r.src as u64,
+            dst: r.dst as u64,
+            key: key.clone(),
+            value,
+        })
+    }
+
+    /// Makes the transaction's writes durable and visible; returns the commit timestamp
+    /// (the snapshot's for a read-only transaction).
+    pub fn commit(mut self) -> Result<u64, EngineError> {
+        let r = self.commit_inner();
+        self.finish();
+        r
+    }
+
+    fn commit_inner(&mut self) -> Result<u64, EngineError> {
+        let store = self.store.clone();
+        if self.writer {
+            // Analytical: the working copy is the newest state (one writer at a time).
+            let mut c = lock(&store.commit);
+            let cur = store.current.load();
+            c.clock += 1;
+            // Its records carry timestamp 0: analytical mode keeps no versions.
+            let work = std::mem::replace(&mut self.work, (*cur.delta).clone());
+            store.replace_current(Current {
+                db: cur.db.clone(),
+                delta: Arc::new(work),
+                ts: c.clock,
+            });
+            store.unlogged.store(true, Ordering::SeqCst);
+            return Ok(c.clock);
+        }
+        if self.ops.is_empty() {
+            return Ok(self.snap.ts);
+        }
+        let ts = {
+            let mut c = lock(&store.commit);
+            let ts = c.clock + 1;
+            let cur = store.current.load();
+            let mut d = (*cur.delta).clone();
+            for op in &self.ops {
+                d.apply(&cur.db, op, ts)?;
+            }
+            if let Some(w) = c.wal.as_mut() {
+                w.append(ts, &self.ops)?;
+            }
+            c.clock = ts;
+            store.replace_current(Current {
+                db: cur.db.clone(),
+                delta: Arc::new(d),
+                ts,
+            });
+            ts
+        };
+        self.ops.clear();
+        Ok(ts)
+    }
+
+    /// Discards the transaction's writes.
+    pub fn rollback(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if !self.locked.is_empty() {
+            let mut locks = lock(&self.store.locks);
+            for e in self.locked.drain() {
+                if locks.get(&e) == Some(&self.id) {
+                    locks.remove(&e);
+                }
+            }
+        }
+        if self.writer {
+            self.store.analytical_writer.store(false, Ordering::Release);
+            self.writer = false;
+        }
+        lock(&self.store.active).remove(&self.id);
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn describe(e: Entity) -> String {
+    match e {
+        Entity::Node(n) => format!("node {n}"),
+        Entity::Rel(_, r) => format!("relationship {r}"),
+    }
+}
