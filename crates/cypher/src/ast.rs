@@ -1,9 +1,30 @@
-//! The syntax tree of a read query: what the text says, before names are bound.
+//! The syntax tree of a query: what the text says, before names are bound.
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Statement {
     pub explain: Option<Explain>,
     pub query: Query,
+}
+
+impl SingleQuery {
+    /// Whether a clause (or a `CALL { }` body) writes.
+    pub fn writes(&self) -> bool {
+        self.clauses.iter().any(|c| match c {
+            Clause::Create(_)
+            | Clause::Merge { .. }
+            | Clause::Set(_)
+            | Clause::Remove(_)
+            | Clause::Delete { .. } => true,
+            Clause::CallInTx { body, .. } => body.writes(),
+            _ => false,
+        })
+    }
+}
+
+impl Query {
+    pub fn writes(&self) -> bool {
+        self.parts.iter().any(|p| p.writes())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +58,70 @@ pub enum Clause {
     },
     With(Projection),
     Return(Projection),
+    /// `CREATE p, ...`
+    Create(Vec<Pattern>),
+    /// `MERGE p [ON CREATE SET ...] [ON MATCH SET ...]`
+    Merge {
+        pattern: Pattern,
+        on_create: Vec<SetItem>,
+        on_match: Vec<SetItem>,
+    },
+    Set(Vec<SetItem>),
+    Remove(Vec<RemoveItem>),
+    Delete {
+        detach: bool,
+        exprs: Vec<Expr>,
+    },
+    LoadCsv(LoadCsv),
+    /// `CALL { ... } IN TRANSACTIONS [OF n ROWS]`: the body commits every `n` input rows.
+    CallInTx {
+        body: Box<SingleQuery>,
+        rows: Option<Expr>,
+        on_error: OnError,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    Fail,
+    Continue,
+    Break,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SetItem {
+    /// `SET x.key = value`
+    Prop {
+        target: Expr,
+        key: String,
+        value: Expr,
+    },
+    /// `SET n = map` (replace all properties)
+    Replace { var: String, value: Expr },
+    /// `SET n += map`
+    Merge { var: String, value: Expr },
+    /// `SET n:A:B`
+    Labels { var: String, labels: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoveItem {
+    Prop { target: Expr, key: String },
+    Labels { var: String, labels: Vec<String> },
+}
+
+/// `LOAD CSV` in Neo4j's and Memgraph's spellings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadCsv {
+    pub source: Expr,
+    pub header: bool,
+    pub var: String,
+    pub delimiter: Option<u8>,
+    pub quote: Option<u8>,
+    pub null_if: Option<String>,
+    pub ignore_bad: bool,
+    /// Byte offset of the clause (for error messages).
+    pub offset: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -214,4 +299,27 @@ pub enum BinOp {
     Div,
     Mod,
     Pow,
+}
+
+/// Statements that are not queries: transactions, storage and schema commands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Begin,
+    Commit,
+    Rollback,
+    Checkpoint,
+    FreeMemory,
+    ShowStorageInfo,
+    /// `STORAGE MODE IN_MEMORY_TRANSACTIONAL | IN_MEMORY_ANALYTICAL`
+    StorageMode(String),
+    CreateIndex { label: String, prop: String },
+    DropIndex { label: String, prop: String },
+    ShowIndexes,
+}
+
+/// What a statement is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    Query(Statement),
+    Command(Command),
 }

@@ -149,7 +149,31 @@ impl Checker<'_> {
     }
 
     fn single(&self, q: &SingleQuery) -> Result<Vec<String>, ParseError> {
-        let mut scope: BTreeSet<String> = BTreeSet::new();
+        self.single_in(q, BTreeSet::new())
+    }
+
+    fn set_item(&self, i: &SetItem, scope: &BTreeSet<String>) -> Result<(), ParseError> {
+        match i {
+            SetItem::Prop { target, value, .. } => {
+                self.expr(target, scope, false)?;
+                self.expr(value, scope, false)?;
+            }
+            SetItem::Replace { var, value } | SetItem::Merge { var, value } => {
+                self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
+                self.expr(value, scope, false)?;
+            }
+            SetItem::Labels { var, .. } => {
+                self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn single_in(
+        &self,
+        q: &SingleQuery,
+        mut scope: BTreeSet<String>,
+    ) -> Result<Vec<String>, ParseError> {
         let mut columns = Vec::new();
         for c in &q.clauses {
             match c {
@@ -177,6 +201,60 @@ impl Checker<'_> {
                     scope.insert(var.clone());
                 }
                 Clause::With(p) => scope = self.projection(p, &scope, "WITH")?,
+                Clause::Create(patterns) => {
+                    for p in patterns {
+                        for props in pattern_props(p) {
+                            self.expr(props, &scope, false)?;
+                        }
+                        let mut names = Vec::new();
+                        pattern_vars(p, &mut names);
+                        scope.extend(names);
+                    }
+                }
+                Clause::Merge {
+                    pattern,
+                    on_create,
+                    on_match,
+                } => {
+                    let mut names = Vec::new();
+                    pattern_vars(pattern, &mut names);
+                    scope.extend(names);
+                    for props in pattern_props(pattern) {
+                        self.expr(props, &scope, false)?;
+                    }
+                    for i in on_create.iter().chain(on_match) {
+                        self.set_item(i, &scope)?;
+                    }
+                }
+                Clause::Set(items) => {
+                    for i in items {
+                        self.set_item(i, &scope)?;
+                    }
+                }
+                Clause::Remove(items) => {
+                    for i in items {
+                        let e = match i {
+                            RemoveItem::Prop { target, .. } => target.clone(),
+                            RemoveItem::Labels { var, .. } => Expr::Var(var.clone(), 0),
+                        };
+                        self.expr(&e, &scope, false)?;
+                    }
+                }
+                Clause::Delete { exprs, .. } => {
+                    for e in exprs {
+                        self.expr(e, &scope, false)?;
+                    }
+                }
+                Clause::LoadCsv(l) => {
+                    self.expr(&l.source, &scope, false)?;
+                    scope.insert(l.var.clone());
+                }
+                Clause::CallInTx { body, rows, .. } => {
+                    if let Some(r) = rows {
+                        self.expr(r, &BTreeSet::new(), false)?;
+                    }
+                    self.single_in(body, scope.clone())?;
+                }
                 Clause::Return(p) => {
                     self.projection(p, &scope, "RETURN")?;
                     columns = p

@@ -12,4 +12,4 @@ pub mod lex;
 pub mod parse;
 pub mod print;
 
-pub use parse::{parse_query, ParseError};
+pub use parse::{parse, parse_query, ParseError};

@@ -178,8 +178,9 @@ impl<'t> Parser<'t> {
         }
         self.eat_p(";");
         if !matches!(self.peek(), Tok::Eof) {
-            return self
-                .err("a clause (MATCH, WITH, RETURN, UNWIND, UNION) or the end of the query");
+            return self.err(
+                "a clause (MATCH, WITH, RETURN, UNWIND, CREATE, MERGE, SET, DELETE, UNION) or the end of the query",
+            );
         }
         Ok(Statement {
             explain,
@@ -187,7 +188,7 @@ impl<'t> Parser<'t> {
         })
     }
 
-    fn single_query(&mut self) -> R<SingleQuery> {
+    fn clauses(&mut self) -> R<Vec<Clause>> {
         let mut clauses = Vec::new();
         loop {
             if self.is_kw("MATCH") || (self.is_kw("OPTIONAL") && self.is_kw_at(1, "MATCH")) {
@@ -221,28 +222,271 @@ impl<'t> Parser<'t> {
             } else if self.eat_kw("RETURN") {
                 clauses.push(Clause::Return(self.projection()?));
                 break;
+            } else if self.eat_kw("CREATE") {
+                let mut patterns = vec![self.pattern()?];
+                while self.eat_p(",") {
+                    patterns.push(self.pattern()?);
+                }
+                clauses.push(Clause::Create(patterns));
+            } else if self.eat_kw("MERGE") {
+                let pattern = self.pattern()?;
+                let (mut on_create, mut on_match) = (Vec::new(), Vec::new());
+                while self.is_kw("ON") {
+                    self.bump();
+                    let create = if self.eat_kw("CREATE") {
+                        true
+                    } else if self.eat_kw("MATCH") {
+                        false
+                    } else {
+                        return self.err("CREATE or MATCH after ON");
+                    };
+                    self.expect_kw("SET")?;
+                    let items = self.set_items()?;
+                    if create {
+                        on_create.extend(items);
+                    } else {
+                        on_match.extend(items);
+                    }
+                }
+                clauses.push(Clause::Merge {
+                    pattern,
+                    on_create,
+                    on_match,
+                });
+            } else if self.eat_kw("SET") {
+                clauses.push(Clause::Set(self.set_items()?));
+            } else if self.eat_kw("REMOVE") {
+                let mut items = Vec::new();
+                loop {
+                    if matches!(self.peek_at(1), Tok::Punct(":")) {
+                        let var = self.name("a variable")?;
+                        items.push(RemoveItem::Labels {
+                            var,
+                            labels: self.label_list()?,
+                        });
+                    } else {
+                        let (target, key) = self.prop_target()?;
+                        items.push(RemoveItem::Prop { target, key });
+                    }
+                    if !self.eat_p(",") {
+                        break;
+                    }
+                }
+                clauses.push(Clause::Remove(items));
+            } else if self.is_kw("DELETE") || (self.is_kw("DETACH") && self.is_kw_at(1, "DELETE")) {
+                let detach = self.eat_kw("DETACH");
+                self.expect_kw("DELETE")?;
+                let mut exprs = vec![self.expr()?];
+                while self.eat_p(",") {
+                    exprs.push(self.expr()?);
+                }
+                clauses.push(Clause::Delete { detach, exprs });
+            } else if self.is_kw("LOAD") && self.is_kw_at(1, "CSV") {
+                clauses.push(Clause::LoadCsv(self.load_csv()?));
+            } else if self.is_kw("CALL") && matches!(self.peek_at(1), Tok::Punct("{")) {
+                self.bump();
+                self.bump();
+                let body = self.single_query_inner()?;
+                self.expect_p("}")?;
+                let mut rows = None;
+                let mut on_error = OnError::Fail;
+                if self.eat_kw("IN") {
+                    self.expect_kw("TRANSACTIONS")?;
+                    if self.eat_kw("OF") {
+                        rows = Some(self.expr()?);
+                        if !self.eat_kw("ROWS") {
+                            self.expect_kw("ROW")?;
+                        }
+                    }
+                    if self.eat_kw("ON") {
+                        self.expect_kw("ERROR")?;
+                        on_error = if self.eat_kw("CONTINUE") {
+                            OnError::Continue
+                        } else if self.eat_kw("BREAK") {
+                            OnError::Break
+                        } else {
+                            self.expect_kw("FAIL")?;
+                            OnError::Fail
+                        };
+                    }
+                } else {
+                    return self.err("IN TRANSACTIONS after CALL { ... } (other subqueries are not supported yet)");
+                }
+                clauses.push(Clause::CallInTx {
+                    body: Box::new(body),
+                    rows,
+                    on_error,
+                });
             } else {
                 break;
             }
         }
-        for w in [
-            "CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "LOAD", "FOREACH", "CALL",
-        ] {
-            if self.is_kw(w) {
-                return Err(error_at(
-                    self.text,
-                    self.toks[self.pos].offset,
-                    format!("{w} is not supported yet: this version of Quiver runs read queries (writes and LOAD CSV come later; import data with `quiver import`)"),
-                ));
+        Ok(clauses)
+    }
+
+    fn single_query(&mut self) -> R<SingleQuery> {
+        let q = self.single_query_inner()?;
+        if q.clauses.is_empty() {
+            return self.err("MATCH, OPTIONAL MATCH, UNWIND, WITH, RETURN, CREATE, MERGE or LOAD CSV");
+        }
+        let last = q.clauses.last();
+        let ends_ok = matches!(
+            last,
+            Some(
+                Clause::Return(_)
+                    | Clause::Create(_)
+                    | Clause::Merge { .. }
+                    | Clause::Set(_)
+                    | Clause::Remove(_)
+                    | Clause::Delete { .. }
+                    | Clause::CallInTx { .. }
+            )
+        );
+        if !ends_ok && !self.is_kw("UNION") {
+            return self.err("RETURN or an updating clause (a query ends with RETURN, CREATE, MERGE, SET, REMOVE or DELETE) or another clause");
+        }
+        Ok(q)
+    }
+
+    fn single_query_inner(&mut self) -> R<SingleQuery> {
+        let clauses = self.clauses()?;
+        Ok(SingleQuery { clauses })
+    }
+
+    /// `x.key` (or `(expr).key`) as the target of SET / REMOVE.
+    fn prop_target(&mut self) -> R<(Expr, String)> {
+        let at = self.toks[self.pos].offset;
+        match self.postfix()? {
+            Expr::Prop(target, key) => Ok((*target, key)),
+            _ => Err(error_at(
+                self.text,
+                at,
+                "expected a property like n.name".into(),
+            )),
+        }
+    }
+
+    fn label_list(&mut self) -> R<Vec<String>> {
+        let mut labels = Vec::new();
+        while self.eat_p(":") {
+            labels.push(self.any_name("a label")?);
+        }
+        if labels.is_empty() {
+            return self.err("':' and a label");
+        }
+        Ok(labels)
+    }
+
+    fn set_items(&mut self) -> R<Vec<SetItem>> {
+        let mut items = Vec::new();
+        loop {
+            if matches!(self.peek_at(1), Tok::Punct(":")) {
+                let var = self.name("a variable")?;
+                items.push(SetItem::Labels {
+                    var,
+                    labels: self.label_list()?,
+                });
+            } else if matches!(self.peek_at(1), Tok::Punct("=") | Tok::Punct("+=")) {
+                let var = self.name("a variable")?;
+                if self.eat_p("+=") {
+                    items.push(SetItem::Merge {
+                        var,
+                        value: self.expr()?,
+                    });
+                } else {
+                    self.expect_p("=")?;
+                    items.push(SetItem::Replace {
+                        var,
+                        value: self.expr()?,
+                    });
+                }
+            } else {
+                let (target, key) = self.prop_target()?;
+                self.expect_p("=")?;
+                items.push(SetItem::Prop {
+                    target,
+                    key,
+                    value: self.expr()?,
+                });
+            }
+            if !self.eat_p(",") {
+                break;
             }
         }
-        if clauses.is_empty() {
-            return self.err("MATCH, OPTIONAL MATCH, UNWIND, WITH or RETURN");
+        Ok(items)
+    }
+
+    fn one_char(&mut self, what: &str) -> R<u8> {
+        let at = self.toks[self.pos].offset;
+        match self.bump() {
+            Tok::Str(s) if s.len() == 1 => Ok(s.as_bytes()[0]),
+            Tok::Str(s) if s == "\\t" || s == "\t" => Ok(b'\t'),
+            _ => Err(error_at(
+                self.text,
+                at,
+                format!("expected {what} as a one-character string like ','"),
+            )),
         }
-        if !matches!(clauses.last(), Some(Clause::Return(_))) && !self.is_kw("UNION") {
-            return self.err("RETURN (a read query ends with RETURN) or another clause");
+    }
+
+    /// Neo4j: `LOAD CSV [WITH HEADERS] FROM 'file:///x.csv' AS row [FIELDTERMINATOR ';']`;
+    /// Memgraph: `LOAD CSV FROM 'x.csv' WITH HEADER|NO HEADER [IGNORE BAD] [DELIMITER ',']
+    /// [QUOTE '"'] [NULLIF 'NA'] AS row`. Both: any order of the options before `AS`.
+    fn load_csv(&mut self) -> R<LoadCsv> {
+        let offset = self.toks[self.pos].offset;
+        self.expect_kw("LOAD")?;
+        self.expect_kw("CSV")?;
+        let mut l = LoadCsv {
+            source: Expr::Null,
+            header: false,
+            var: String::new(),
+            delimiter: None,
+            quote: None,
+            null_if: None,
+            ignore_bad: false,
+            offset,
+        };
+        if self.eat_kw("WITH") {
+            if !self.eat_kw("HEADERS") {
+                self.expect_kw("HEADER")?;
+            }
+            l.header = true;
         }
-        Ok(SingleQuery { clauses })
+        self.expect_kw("FROM")?;
+        l.source = self.expr()?;
+        loop {
+            if self.eat_kw("WITH") {
+                if !self.eat_kw("HEADER") {
+                    self.expect_kw("HEADERS")?;
+                }
+                l.header = true;
+            } else if self.is_kw("NO") && self.is_kw_at(1, "HEADER") {
+                self.bump();
+                self.bump();
+                l.header = false;
+            } else if self.is_kw("IGNORE") && self.is_kw_at(1, "BAD") {
+                self.bump();
+                self.bump();
+                l.ignore_bad = true;
+            } else if self.eat_kw("DELIMITER") || self.eat_kw("FIELDTERMINATOR") {
+                l.delimiter = Some(self.one_char("a delimiter")?);
+            } else if self.eat_kw("QUOTE") {
+                l.quote = Some(self.one_char("a quote character")?);
+            } else if self.eat_kw("NULLIF") {
+                match self.bump() {
+                    Tok::Str(s) => l.null_if = Some(s),
+                    _ => return self.err("a string after NULLIF"),
+                }
+            } else if self.eat_kw("AS") && l.var.is_empty() {
+                l.var = self.name("a variable name after AS")?;
+            } else {
+                break;
+            }
+        }
+        if l.var.is_empty() {
+            return self.err("AS and a row variable");
+        }
+        Ok(l)
     }
 
     fn projection(&mut self) -> R<Projection> {
@@ -825,6 +1069,111 @@ impl<'t> Parser<'t> {
 }
 
 /// Parses one statement (a read query, optionally under EXPLAIN or PROFILE).
+impl Parser<'_> {
+    fn end(&mut self) -> R<()> {
+        self.eat_p(";");
+        if matches!(self.peek(), Tok::Eof) {
+            Ok(())
+        } else {
+            self.err("the end of the statement")
+        }
+    }
+
+    /// `:L(p)` or `FOR (n:L) ON (n.p)` after CREATE/DROP INDEX [name].
+    fn index_target(&mut self) -> R<(String, String)> {
+        if self.eat_kw("ON") {
+            self.expect_p(":")?;
+            let label = self.any_name("a label")?;
+            self.expect_p("(")?;
+            let prop = self.any_name("a property")?;
+            self.expect_p(")")?;
+            return Ok((label, prop));
+        }
+        if !self.is_kw("FOR") {
+            // an index name
+            self.bump();
+        }
+        self.expect_kw("FOR")?;
+        self.expect_p("(")?;
+        let v = self.name("a variable")?;
+        self.expect_p(":")?;
+        let label = self.any_name("a label")?;
+        self.expect_p(")")?;
+        self.expect_kw("ON")?;
+        self.expect_p("(")?;
+        let v2 = self.name("a variable")?;
+        if v2 != v {
+            return self.err(&format!("the variable {v}"));
+        }
+        self.expect_p(".")?;
+        let prop = self.any_name("a property")?;
+        self.expect_p(")")?;
+        Ok((label, prop))
+    }
+
+    fn command(&mut self) -> R<Option<Command>> {
+        let c = if self.is_kw("BEGIN") {
+            self.bump();
+            Command::Begin
+        } else if self.is_kw("COMMIT") {
+            self.bump();
+            Command::Commit
+        } else if self.is_kw("ROLLBACK") {
+            self.bump();
+            Command::Rollback
+        } else if self.is_kw("CHECKPOINT") {
+            self.bump();
+            Command::Checkpoint
+        } else if self.is_kw("FREE") && self.is_kw_at(1, "MEMORY") {
+            self.bump();
+            self.bump();
+            Command::FreeMemory
+        } else if self.is_kw("SHOW") && self.is_kw_at(1, "STORAGE") {
+            self.bump();
+            self.bump();
+            self.expect_kw("INFO")?;
+            Command::ShowStorageInfo
+        } else if self.is_kw("SHOW") && (self.is_kw_at(1, "INDEXES") || self.is_kw_at(1, "INDEX")) {
+            self.bump();
+            self.bump();
+            Command::ShowIndexes
+        } else if self.is_kw("STORAGE") && self.is_kw_at(1, "MODE") {
+            self.bump();
+            self.bump();
+            Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
+        } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "INDEX") {
+            let create = self.is_kw("CREATE");
+            self.bump();
+            self.bump();
+            let (label, prop) = self.index_target()?;
+            if create {
+                Command::CreateIndex { label, prop }
+            } else {
+                Command::DropIndex { label, prop }
+            }
+        } else {
+            return Ok(None);
+        };
+        self.end()?;
+        Ok(Some(c))
+    }
+}
+
+/// Parses a query or a command (transactions, storage, index DDL).
+pub fn parse(text: &str) -> Result<Parsed, ParseError> {
+    let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
+    let mut p = Parser {
+        text,
+        toks,
+        pos: 0,
+        depth: 0,
+    };
+    if let Some(c) = p.command()? {
+        return Ok(Parsed::Command(c));
+    }
+    Ok(Parsed::Query(parse_query(text)?))
+}
+
 pub fn parse_query(text: &str) -> Result<Statement, ParseError> {
     let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
     let mut p = Parser {

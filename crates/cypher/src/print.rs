@@ -322,6 +322,7 @@ pub fn statement(st: &Statement) -> String {
                     s.push_str("RETURN");
                     projection(&mut s, p);
                 }
+                other => s.push_str(&update_clause(other)),
             }
         }
     }
@@ -361,5 +362,108 @@ mod tests {
             let s2 = super::statement(&parse_query(&s1).unwrap_or_else(|e| panic!("{s1}: {e}")));
             assert_eq!(s1, s2, "\noriginal: {q}");
         }
+    }
+}
+
+fn set_item(i: &SetItem) -> String {
+    match i {
+        SetItem::Prop { target, key, value } => {
+            format!("{}.{} = {}", expr(target), name(key), expr(value))
+        }
+        SetItem::Replace { var, value } => format!("{} = {}", name(var), expr(value)),
+        SetItem::Merge { var, value } => format!("{} += {}", name(var), expr(value)),
+        SetItem::Labels { var, labels } => format!(
+            "{}{}",
+            name(var),
+            labels.iter().map(|l| format!(":{}", name(l))).collect::<String>()
+        ),
+    }
+}
+
+fn items(v: &[SetItem]) -> String {
+    v.iter().map(set_item).collect::<Vec<_>>().join(", ")
+}
+
+/// An updating clause (or LOAD CSV / CALL IN TRANSACTIONS) as text.
+fn update_clause(c: &Clause) -> String {
+    match c {
+        Clause::Create(ps) => format!(
+            "CREATE {}",
+            ps.iter().map(pattern).collect::<Vec<_>>().join(", ")
+        ),
+        Clause::Merge {
+            pattern: p,
+            on_create,
+            on_match,
+        } => {
+            let mut s = format!("MERGE {}", pattern(p));
+            if !on_create.is_empty() {
+                s.push_str(&format!(" ON CREATE SET {}", items(on_create)));
+            }
+            if !on_match.is_empty() {
+                s.push_str(&format!(" ON MATCH SET {}", items(on_match)));
+            }
+            s
+        }
+        Clause::Set(v) => format!("SET {}", items(v)),
+        Clause::Remove(v) => format!(
+            "REMOVE {}",
+            v.iter()
+                .map(|i| match i {
+                    RemoveItem::Prop { target, key } => format!("{}.{}", expr(target), name(key)),
+                    RemoveItem::Labels { var, labels } => format!(
+                        "{}{}",
+                        name(var),
+                        labels.iter().map(|l| format!(":{}", name(l))).collect::<String>()
+                    ),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Clause::Delete { detach, exprs } => format!(
+            "{}DELETE {}",
+            if *detach { "DETACH " } else { "" },
+            exprs.iter().map(expr).collect::<Vec<_>>().join(", ")
+        ),
+        Clause::LoadCsv(l) => {
+            let mut s = format!(
+                "LOAD CSV FROM {} {}",
+                expr(&l.source),
+                if l.header { "WITH HEADER" } else { "NO HEADER" }
+            );
+            if l.ignore_bad {
+                s.push_str(" IGNORE BAD");
+            }
+            if let Some(d) = l.delimiter {
+                s.push_str(&format!(" DELIMITER {}", expr(&Expr::Str((d as char).to_string()))));
+            }
+            if let Some(q) = l.quote {
+                s.push_str(&format!(" QUOTE {}", expr(&Expr::Str((q as char).to_string()))));
+            }
+            if let Some(n) = &l.null_if {
+                s.push_str(&format!(" NULLIF {}", expr(&Expr::Str(n.clone()))));
+            }
+            format!("{s} AS {}", name(&l.var))
+        }
+        Clause::CallInTx { body, rows, on_error } => {
+            let inner = statement(&Statement {
+                explain: None,
+                query: Query {
+                    parts: vec![(**body).clone()],
+                    union_all: vec![],
+                },
+            });
+            let mut s = format!("CALL {{ {inner} }} IN TRANSACTIONS");
+            if let Some(r) = rows {
+                s.push_str(&format!(" OF {} ROWS", expr(r)));
+            }
+            match on_error {
+                OnError::Fail => {}
+                OnError::Continue => s.push_str(" ON ERROR CONTINUE"),
+                OnError::Break => s.push_str(" ON ERROR BREAK"),
+            }
+            s
+        }
+        _ => String::new(),
     }
 }

@@ -360,6 +360,22 @@ impl Store {
         lock(&self.commit)
     }
 
+    /// Reopens on the newest generation after something else published one (index DDL);
+    /// the delta must have been checkpointed first.
+    pub fn reload(&self) -> Result<(), EngineError> {
+        let mut c = lock(&self.commit);
+        let db = Arc::new(Database::open(&self.dir, self.opts.open_mode)?);
+        let delta = crate::checkpoint::base_delta(&db)?;
+        self.reset_after_checkpoint(&mut c, &delta, db.manifest().generation)?;
+        let ts = c.clock;
+        self.replace_current(Current {
+            db,
+            delta: Arc::new(delta),
+            ts,
+        });
+        Ok(())
+    }
+
     /// Whether a transaction holds uncommitted writes.
     pub(crate) fn has_uncommitted_writers(&self) -> bool {
         !lock(&self.locks).is_empty() || self.analytical_writer.load(Ordering::Acquire)

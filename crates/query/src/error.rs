@@ -33,6 +33,19 @@ pub enum QueryError {
     Index(String),
     #[error("query cancelled")]
     Cancelled,
+    /// A write failed: a conflict (retryable), a constraint, the log.
+    #[error(transparent)]
+    Engine(#[from] quiver_engine::EngineError),
+    /// A LOAD CSV row or file failed.
+    #[error("{0}")]
+    Csv(String),
+}
+
+impl QueryError {
+    /// Whether retrying the transaction can succeed (a write conflict).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, QueryError::Engine(e) if e.is_retryable())
+    }
 }
 
 impl QueryError {

@@ -191,6 +191,17 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
 /// Builds `:label(prop)` over every node carrying the label and publishes it. Returns the
 /// number of entries.
 pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64, QueryError> {
+    create_in(dir, db, label, prop, false)
+}
+
+/// [`create`]; `held` when the caller holds the database's lock (an open store).
+pub fn create_in(
+    dir: &Path,
+    db: &Database,
+    label: &str,
+    prop: &str,
+    held: bool,
+) -> Result<u64, QueryError> {
     let m = db.manifest();
     if m.indexes
         .iter()
@@ -275,7 +286,12 @@ pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64,
             (b, pairs_s.iter().map(|p| p.1).collect())
         }
     };
-    let staging = Staging::begin(dir, true).map_err(|e| QueryError::Index(e.to_string()))?;
+    let staging = if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))?;
     let n = nodes.len() as u64;
     let seg = write_prop_index(
         &staging,
@@ -308,6 +324,17 @@ fn sanitize(s: &str) -> String {
 
 /// Removes `:label(prop)` from the database.
 pub fn drop(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<(), QueryError> {
+    drop_in(dir, db, label, prop, false)
+}
+
+/// [`drop`]; `held` as for [`create_in`].
+pub fn drop_in(
+    dir: &Path,
+    db: &Database,
+    label: &str,
+    prop: &str,
+    held: bool,
+) -> Result<(), QueryError> {
     let m = db.manifest();
     if !m
         .indexes
@@ -318,7 +345,12 @@ pub fn drop(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<(), Qu
             "there is no index on :{label}({prop}); SHOW INDEXES lists them"
         )));
     }
-    let staging = Staging::begin(dir, true).map_err(|e| QueryError::Index(e.to_string()))?;
+    let staging = if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))?;
     let mut man = m.clone();
     man.generation = staging.generation();
     man.indexes

@@ -21,6 +21,7 @@ pub mod index;
 pub mod ops;
 pub mod plan;
 pub mod render;
+pub mod write;
 /// The value type lives in the engine (the delta stores values); re-exported here.
 pub use quiver_engine::value;
 
@@ -35,8 +36,10 @@ use ops::{Cx, OpStats};
 use quiver_common::memory::MemoryBudget;
 use quiver_common::size::human_bytes;
 use quiver_cypher::ast::Explain;
-use quiver_storage::{Database, OpenError, OpenMode};
-use std::path::{Path, PathBuf};
+use quiver_cypher::ast::{Command, Parsed};
+use quiver_engine::{StorageMode, Store, StoreOptions, Txn};
+use quiver_storage::{Database, OpenMode};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +83,8 @@ pub struct Summary {
     /// Set by index DDL: the database changed on disk.
     pub changed: bool,
     pub message: Option<String>,
+    /// What the statement wrote.
+    pub counters: quiver_engine::Counters,
 }
 
 /// Receives result batches as they are produced.
@@ -134,10 +139,32 @@ pub fn run(
     opts: &QueryOptions,
     sink: &mut Sink,
 ) -> Result<Summary, QueryError> {
-    let t0 = Instant::now();
     let stmt = quiver_cypher::parse_query(text)?;
-    quiver_cypher::bind::check(text, &stmt)?;
-    let g = Graph::new(db);
+    run_statement(db, None, None, indexes, text, &stmt, params, opts, sink)
+}
+
+/// Runs a parsed statement on `db` plus `delta`, writing through `tx` when given.
+#[allow(clippy::too_many_arguments)]
+pub fn run_statement(
+    db: &Database,
+    delta: Option<Arc<quiver_engine::Delta>>,
+    tx: Option<&mut quiver_engine::Txn>,
+    indexes: &IndexSet,
+    text: &str,
+    stmt: &quiver_cypher::ast::Statement,
+    params: &Params,
+    opts: &QueryOptions,
+    sink: &mut Sink,
+) -> Result<Summary, QueryError> {
+    let t0 = Instant::now();
+    quiver_cypher::bind::check(text, stmt)?;
+    let writes = stmt.query.writes();
+    if writes && tx.is_none() {
+        return Err(QueryError::Unsupported(
+            "this statement writes; run it through a session (quiver query / shell)".into(),
+        ));
+    }
+    let g = Graph::with_delta(db, delta, writes);
     let mut planner = plan::Planner::new(&g, params, indexes);
     let (root, columns) = planner.plan(&stmt.query)?;
     let descs = std::mem::take(&mut planner.descs);
@@ -150,12 +177,14 @@ pub fn run(
             ..Summary::default()
         });
     }
+    let before = tx.as_ref().map(|t| t.counters).unwrap_or_default();
     let budget = MemoryBudget::new(opts.memory_limit);
     let mut cx = Cx {
         env: expr::Env { g: &g },
         budget: budget.clone(),
         stats: vec![OpStats::default(); descs.len()],
         cancel: opts.cancel.as_deref(),
+        tx,
     };
     let mut op = root.op;
     let mut rows = 0u64;
@@ -165,12 +194,21 @@ pub fn run(
     }
     let plan = (stmt.explain == Some(Explain::Profile))
         .then(|| render_plan(&descs, root.id, Some(&cx.stats)));
+    let mut counters = cx.tx.as_ref().map(|t| t.counters).unwrap_or_default();
+    counters.nodes_created -= before.nodes_created;
+    counters.nodes_deleted -= before.nodes_deleted;
+    counters.relationships_created -= before.relationships_created;
+    counters.relationships_deleted -= before.relationships_deleted;
+    counters.properties_set -= before.properties_set;
+    counters.labels_added -= before.labels_added;
+    counters.labels_removed -= before.labels_removed;
     Ok(Summary {
         columns,
         rows,
         elapsed: t0.elapsed(),
         peak_bytes: budget.peak_bytes(),
         plan,
+        counters,
         ..Summary::default()
     })
 }
@@ -199,147 +237,310 @@ pub fn query(
     Ok((s.columns, rows))
 }
 
-/// Index DDL, recognised before the Cypher parser.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Schema {
-    Create { label: String, prop: String },
-    Drop { label: String, prop: String },
-    Show,
-}
-
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    for c in text.trim().trim_end_matches(';').chars() {
-        if c.is_alphanumeric() || c == '_' || c == '`' {
-            cur.push(c);
-        } else {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            if !c.is_whitespace() {
-                out.push(c.to_string());
-            }
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out.into_iter()
-        .map(|w| w.trim_matches('`').to_string())
-        .collect()
-}
-
-/// Recognises `CREATE INDEX ON :L(p)`, `CREATE INDEX [name] FOR (n:L) ON (n.p)`,
-/// `DROP INDEX ON :L(p)` and `SHOW INDEXES`; `None` for anything else.
-pub fn parse_schema(text: &str) -> Option<Result<Schema, QueryError>> {
-    let w = words(text);
-    let up: Vec<String> = w.iter().map(|x| x.to_ascii_uppercase()).collect();
-    let u: Vec<&str> = up.iter().map(|s| s.as_str()).collect();
-    if u.len() == 2 && u[0] == "SHOW" && (u[1] == "INDEXES" || u[1] == "INDEX") {
-        return Some(Ok(Schema::Show));
-    }
-    let is_create = u.first() == Some(&"CREATE") && u.get(1) == Some(&"INDEX");
-    let is_drop = u.first() == Some(&"DROP") && u.get(1) == Some(&"INDEX");
-    if !is_create && !is_drop {
-        return None;
-    }
-    let bad = || {
-        Some(Err(QueryError::Argument(
-            "index syntax: CREATE INDEX ON :Label(property), DROP INDEX ON :Label(property), SHOW INDEXES".into(),
-        )))
-    };
-    // ON : L ( p )
-    let on = |i: usize| -> Option<(String, String)> {
-        if u.get(i) == Some(&"ON")
-            && u.get(i + 1) == Some(&":")
-            && u.get(i + 3) == Some(&"(")
-            && u.get(i + 5) == Some(&")")
-            && u.len() == i + 6
-        {
-            Some((w[i + 2].clone(), w[i + 4].clone()))
-        } else {
-            None
-        }
-    };
-    if let Some((label, prop)) = on(2) {
-        return Some(Ok(if is_create {
-            Schema::Create { label, prop }
-        } else {
-            Schema::Drop { label, prop }
-        }));
-    }
-    // CREATE INDEX [name] FOR ( n : L ) ON ( n . p )
-    if is_create {
-        let f = u.iter().position(|x| *x == "FOR")?;
-        let t = &u[f..];
-        if t.len() == 12
-            && t[1] == "("
-            && t[3] == ":"
-            && t[5] == ")"
-            && t[6] == "ON"
-            && t[7] == "("
-            && t[9] == "."
-            && t[11] == ")"
-        {
-            return Some(Ok(Schema::Create {
-                label: w[f + 4].clone(),
-                prop: w[f + 10].clone(),
-            }));
-        }
-    }
-    bad()
-}
-
-/// An open database with its indexes: what the CLI and the shell use.
+/// An open database and the session's state: an explicit transaction, the indexes,
+/// options. What the CLI and the shell (and later the server) talk to.
 pub struct Session {
-    dir: PathBuf,
-    mode: OpenMode,
-    db: Database,
+    store: Arc<Store>,
+    tx: Option<Txn>,
     indexes: IndexSet,
+    /// Generation the indexes were loaded for.
+    indexes_gen: u64,
     pub opts: QueryOptions,
 }
 
+fn summary_msg(t0: Instant, msg: String) -> Summary {
+    Summary {
+        elapsed: t0.elapsed(),
+        message: Some(msg),
+        ..Summary::default()
+    }
+}
+
 impl Session {
-    pub fn open(dir: &Path, mode: OpenMode) -> Result<Session, OpenError> {
-        let db = Database::open(dir, mode)?;
-        let indexes = IndexSet::load(&db);
-        Ok(Session {
-            dir: dir.to_path_buf(),
-            mode,
-            db,
-            indexes,
+    /// Opens the database at `dir` (which must exist).
+    pub fn open(dir: &Path, mode: OpenMode) -> Result<Session, QueryError> {
+        Self::open_with(dir, mode, false)
+    }
+
+    /// Opens the database at `dir`; with `create`, a missing directory becomes an empty
+    /// database.
+    pub fn open_with(dir: &Path, mode: OpenMode, create: bool) -> Result<Session, QueryError> {
+        let opts = StoreOptions {
+            open_mode: mode,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(dir, create, opts)?;
+        Ok(Self::on(store))
+    }
+
+    /// A session on an already open store (several sessions may share one).
+    pub fn on(store: Arc<Store>) -> Session {
+        let snap = store.snapshot();
+        Session {
+            indexes: IndexSet::load(&snap.db),
+            indexes_gen: snap.db.manifest().generation,
+            store,
+            tx: None,
             opts: QueryOptions::default(),
-        })
+        }
     }
 
-    pub fn db(&self) -> &Database {
-        &self.db
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
-    fn reopen(&mut self) -> Result<(), QueryError> {
-        self.db = Database::open(&self.dir, self.mode)
-            .map_err(|e| QueryError::Index(format!("reopening after the change: {e}")))?;
-        self.indexes = IndexSet::load(&self.db);
-        Ok(())
+    /// The segments as of now (the committed delta is not in it).
+    pub fn db(&self) -> Arc<Database> {
+        self.store.snapshot().db
     }
 
-    /// Runs a query or an index command.
+    pub fn in_transaction(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    fn refresh_indexes(&mut self, db: &Database) {
+        if db.manifest().generation != self.indexes_gen {
+            self.indexes = IndexSet::load(db);
+            self.indexes_gen = db.manifest().generation;
+        }
+    }
+
+    /// Runs a query or a command.
     pub fn run(
         &mut self,
         text: &str,
         params: &Params,
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
-        let Some(schema) = parse_schema(text) else {
-            return run(&self.db, &self.indexes, text, params, &self.opts, sink);
-        };
         let t0 = Instant::now();
-        match schema? {
-            Schema::Show => {
-                let g = Graph::new(&self.db);
+        match quiver_cypher::parse(text)? {
+            Parsed::Command(c) => self.command(c, t0, sink),
+            Parsed::Query(stmt) => self.query(text, &stmt, params, sink),
+        }
+    }
+
+    fn query(
+        &mut self,
+        text: &str,
+        stmt: &quiver_cypher::ast::Statement,
+        params: &Params,
+        sink: &mut Sink,
+    ) -> Result<Summary, QueryError> {
+        let writes = stmt.query.writes();
+        if let Some(mut tx) = self.tx.take() {
+            let db = tx.snap.db.clone();
+            self.refresh_indexes(&db);
+            let delta = Arc::new(tx.work.clone());
+            let r = run_statement(
+                &db,
+                Some(delta),
+                writes.then_some(&mut tx),
+                &self.indexes,
+                text,
+                stmt,
+                params,
+                &self.opts,
+                sink,
+            );
+            match r {
+                Ok(s) => {
+                    self.tx = Some(tx);
+                    Ok(s)
+                }
+                Err(e) => {
+                    tx.rollback();
+                    Err(QueryError::Argument(format!(
+                        "{e}\nthe transaction was rolled back"
+                    )))
+                }
+            }
+        } else if writes {
+            let mut tx = self.store.begin();
+            let db = tx.snap.db.clone();
+            self.refresh_indexes(&db);
+            let delta = Arc::new(tx.work.clone());
+            let mut s = run_statement(
+                &db,
+                Some(delta),
+                Some(&mut tx),
+                &self.indexes,
+                text,
+                stmt,
+                params,
+                &self.opts,
+                sink,
+            )?;
+            tx.commit()?;
+            self.maybe_checkpoint();
+            s.elapsed = s.elapsed.max(Duration::ZERO);
+            Ok(s)
+        } else {
+            let snap = self.store.snapshot();
+            self.refresh_indexes(&snap.db);
+            run_statement(
+                &snap.db,
+                Some(snap.delta.clone()),
+                None,
+                &self.indexes,
+                text,
+                stmt,
+                params,
+                &self.opts,
+                sink,
+            )
+        }
+    }
+
+    /// Checkpoints when the log or the delta has grown past its threshold and nothing
+    /// else is writing.
+    fn maybe_checkpoint(&mut self) {
+        let st = &self.store;
+        let snap = st.snapshot();
+        if st.log_bytes() >= st.opts.checkpoint_log_bytes
+            || snap.delta.bytes >= st.opts.checkpoint_delta_bytes
+        {
+            // A refusal (another writer) just defers it to a later commit.
+            let _ = st.checkpoint();
+        }
+    }
+
+    fn command(&mut self, c: Command, t0: Instant, sink: &mut Sink) -> Result<Summary, QueryError> {
+        enum CKind {
+            Create,
+            Other,
+        }
+        let c_kind = if matches!(c, Command::CreateIndex { .. }) {
+            CKind::Create
+        } else {
+            CKind::Other
+        };
+        let no_tx = |s: &Session, what: &str| -> Result<(), QueryError> {
+            if s.tx.is_some() {
+                Err(QueryError::Argument(format!(
+                    "{what} cannot run inside a transaction; COMMIT or ROLLBACK first"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        match c {
+            Command::Begin => {
+                if self.tx.is_some() {
+                    return Err(QueryError::Argument(
+                        "a transaction is already open; COMMIT or ROLLBACK it first".into(),
+                    ));
+                }
+                self.tx = Some(self.store.begin());
+                Ok(summary_msg(t0, "transaction started".into()))
+            }
+            Command::Commit => {
+                let tx = self.tx.take().ok_or_else(|| {
+                    QueryError::Argument("no transaction is open (BEGIN starts one)".into())
+                })?;
+                let counters = tx.counters;
+                tx.commit()?;
+                self.maybe_checkpoint();
+                let mut s = summary_msg(t0, "committed".into());
+                s.counters = counters;
+                Ok(s)
+            }
+            Command::Rollback => {
+                let tx = self.tx.take().ok_or_else(|| {
+                    QueryError::Argument("no transaction is open (BEGIN starts one)".into())
+                })?;
+                tx.rollback();
+                Ok(summary_msg(t0, "rolled back".into()))
+            }
+            Command::Checkpoint => {
+                no_tx(self, "CHECKPOINT")?;
+                let r = self.store.checkpoint()?;
+                Ok(summary_msg(
+                    t0,
+                    format!(
+                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} changes carried as ops, {} of log freed, {:.1} ms",
+                        r.generation,
+                        r.nodes_written,
+                        r.relationships_written,
+                        r.carried_ops,
+                        human_bytes(r.log_bytes_freed),
+                        r.elapsed.as_secs_f64() * 1e3
+                    ),
+                ))
+            }
+            Command::StorageMode(name) => {
+                let mode = match name.to_ascii_uppercase().as_str() {
+                    "IN_MEMORY_TRANSACTIONAL" => StorageMode::InMemoryTransactional,
+                    "IN_MEMORY_ANALYTICAL" => StorageMode::InMemoryAnalytical,
+                    _ => {
+                        return Err(QueryError::Argument(format!(
+                            "unknown storage mode {name}: IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL"
+                        )))
+                    }
+                };
+                self.store.set_mode(mode, usize::from(self.tx.is_some()))?;
+                Ok(summary_msg(t0, format!("storage mode: {}", mode.name())))
+            }
+            Command::FreeMemory => {
+                // Old versions live in snapshots; they are freed when the last
+                // transaction holding one ends. What remains is the live delta.
+                let snap = self.store.snapshot();
+                Ok(summary_msg(
+                    t0,
+                    format!(
+                        "versions no open transaction can see are released as their snapshots close ({} open); the live delta holds {}",
+                        self.store.active_transactions(),
+                        human_bytes(snap.delta.bytes)
+                    ),
+                ))
+            }
+            Command::ShowStorageInfo => {
+                let snap = self.store.snapshot();
+                let g = Graph::with_delta(&snap.db, Some(snap.delta.clone()), false);
+                let d = &snap.delta;
+                let live_nodes = snap.db.n_nodes() - d.nodes.range(..d.base_nodes).filter(|(_, r)| r.deleted).count() as u64
+                    + d.nodes.range(d.base_nodes..).filter(|(_, r)| !r.deleted).count() as u64;
+                let seg_edges: u64 = snap.db.rel_types().iter().map(|r| r.meta.n_edges).sum();
+                let created_rels = d.rels.iter().filter(|(_, r)| r.created && !r.deleted).count() as u64;
+                let deleted_seg_rels = d.rels.iter().filter(|(_, r)| !r.created && r.deleted).count() as u64;
+                let mode = self.store.mode();
+                let rows: Vec<(&str, Value)> = vec![
+                    ("storage_mode", Value::str(mode.name())),
+                    (
+                        "durability",
+                        Value::str(match mode {
+                            StorageMode::InMemoryTransactional => "every commit is in the write-ahead log (fsync)",
+                            StorageMode::InMemoryAnalytical => "writes are durable after CHECKPOINT (no log, no rollback across statements, no isolation)",
+                        }),
+                    ),
+                    ("nodes", Value::Int(live_nodes as i64)),
+                    ("relationships", Value::Int((seg_edges + created_rels - deleted_seg_rels) as i64)),
+                    ("generation", Value::Int(snap.db.manifest().generation as i64)),
+                    ("segment_bytes", Value::Int(snap.db.disk_bytes() as i64)),
+                    ("segment_resident_bytes", Value::Int(snap.db.resident_bytes() as i64)),
+                    ("delta_bytes", Value::Int(d.bytes as i64)),
+                    ("delta_changes", Value::Int(d.changes as i64)),
+                    ("log_bytes", Value::Int(self.store.log_bytes() as i64)),
+                    ("open_transactions", Value::Int(self.store.active_transactions() as i64)),
+                    ("query_memory_limit", Value::Int(self.opts.memory_limit as i64)),
+                ];
+                let mut b = Batch::empty(2);
+                for (k, v) in rows {
+                    b.push_row(vec![Value::str(k), v]);
+                }
+                let n = b.len as u64;
+                sink(&g, &b)?;
+                Ok(Summary {
+                    columns: vec!["key".into(), "value".into()],
+                    rows: n,
+                    elapsed: t0.elapsed(),
+                    ..Summary::default()
+                })
+            }
+            Command::ShowIndexes => {
+                let db = self.db();
+                let g = Graph::new(&db);
                 let mut b = Batch::empty(4);
-                for i in index::show(&self.db) {
+                for i in index::show(&db) {
                     b.push_row(vec![
                         Value::str(&i.label),
                         Value::str(&i.property),
@@ -363,28 +564,45 @@ impl Session {
                     ..Summary::default()
                 })
             }
-            Schema::Create { label, prop } => {
-                let n = index::create(&self.dir, &self.db, &label, &prop)?;
-                self.reopen()?;
-                Ok(Summary {
-                    elapsed: t0.elapsed(),
-                    changed: true,
-                    message: Some(format!("index on :{label}({prop}) created, {n} entries")),
-                    ..Summary::default()
-                })
-            }
-            Schema::Drop { label, prop } => {
-                index::drop(&self.dir, &self.db, &label, &prop)?;
-                self.reopen()?;
-                Ok(Summary {
-                    elapsed: t0.elapsed(),
-                    changed: true,
-                    message: Some(format!("index on :{label}({prop}) dropped")),
-                    ..Summary::default()
-                })
+            Command::CreateIndex { label, prop } | Command::DropIndex { label, prop } => {
+                no_tx(self, "index DDL")?;
+                let create = matches!(c_kind, CKind::Create);
+                // An index is built over segments: fold the delta in first.
+                if !self.store.snapshot().delta.is_empty() {
+                    self.store.checkpoint()?;
+                }
+                let db = self.db();
+                let msg = if create {
+                    let n = index::create_in(self.store.dir(), &db, &label, &prop, true)?;
+                    format!("index on :{label}({prop}) created, {n} entries")
+                } else {
+                    index::drop_in(self.store.dir(), &db, &label, &prop, true)?;
+                    format!("index on :{label}({prop}) dropped")
+                };
+                self.store.reload()?;
+                let mut s = summary_msg(t0, msg);
+                s.changed = true;
+                Ok(s)
             }
         }
     }
+}
+
+/// Whether `text` is a command (transaction, storage, index DDL) rather than a query.
+pub fn is_command(text: &str) -> bool {
+    matches!(quiver_cypher::parse(text), Ok(Parsed::Command(_)))
+}
+
+/// The write counters as one line, Neo4j style ("2 nodes created, 3 properties set").
+pub fn counters_line(c: &quiver_engine::Counters) -> Option<String> {
+    let items = c.items();
+    (!items.is_empty()).then(|| {
+        items
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// Parses `--param name=value`: integers, floats, true/false/null, JSON lists and maps,

@@ -38,10 +38,12 @@ pub struct Cx<'g, 'db> {
     pub budget: MemoryBudget,
     pub stats: Vec<OpStats>,
     pub cancel: Option<&'g AtomicBool>,
+    /// The transaction a writing statement writes in (`None`: read only).
+    pub tx: Option<&'g mut quiver_engine::Txn>,
 }
 
 impl Cx<'_, '_> {
-    fn check_cancel(&self) -> Result<(), QueryError> {
+    pub(crate) fn check_cancel(&self) -> Result<(), QueryError> {
         match self.cancel {
             Some(c) if c.load(AtOrd::Relaxed) => Err(QueryError::Cancelled),
             _ => Ok(()),
@@ -69,7 +71,7 @@ fn emit(out: &mut Option<std::vec::IntoIter<Batch>>, batches: Vec<Batch>) -> Opt
 }
 
 /// Grows `grant` to `bytes`, or fails naming `operator`.
-fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), QueryError> {
+pub(crate) fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), QueryError> {
     if bytes <= grant.bytes() {
         return Ok(());
     }
@@ -181,11 +183,14 @@ impl Op for Scan {
                 };
                 let end = r.hi.min(self.node + (BATCH_ROWS - out.len) as u64);
                 let w = cur.width();
+                let check_live = cx.env.g.has_delta();
                 for n in self.node..end {
                     if let Some(l) = r.label {
                         if !cx.env.g.has_label(n, l)? {
                             continue;
                         }
+                    } else if check_live && !cx.env.g.node_live(n) {
+                        continue;
                     }
                     for c in 0..w {
                         out.cols[c].push(cur.cols[c][self.row].clone());
@@ -212,15 +217,21 @@ impl Op for Scan {
 /// How a seek finds nodes from an input row.
 pub enum SeekBy {
     /// The imported `:ID` column's index, in an id space.
-    Id { space: usize, key: CExpr },
+    Id {
+        space: usize,
+        prop: Arc<str>,
+        key: CExpr,
+    },
     /// A declared index, equality.
     Index {
         index: Arc<crate::index::PropIndex>,
+        prop: Arc<str>,
         key: CExpr,
     },
     /// A declared index, a range (each bound `(expr, inclusive)`).
     Range {
         index: Arc<crate::index::PropIndex>,
+        prop: Arc<str>,
         lo: Option<(CExpr, bool)>,
         hi: Option<(CExpr, bool)>,
     },
@@ -247,17 +258,19 @@ impl Seek {
         };
         let mut out = Vec::with_capacity(b.len);
         match &self.by {
-            SeekBy::Id { space, key } => {
+            SeekBy::Id { space, prop, key } => {
                 for k in eval_col(&cx.env, key, b)? {
-                    out.push(g.id_lookup(*space, &k)?.into_iter().collect());
+                    let found: Vec<u64> = g.id_lookup(*space, &k)?.into_iter().collect();
+                    out.push(with_delta(g, found, prop, &k));
                 }
             }
-            SeekBy::Index { index, key } => {
+            SeekBy::Index { index, prop, key } => {
                 for k in eval_col(&cx.env, key, b)? {
-                    out.push(index.lookup(g, &k)?);
+                    let found = index.lookup(g, &k)?;
+                    out.push(with_delta(g, found, prop, &k));
                 }
             }
-            SeekBy::Range { index, lo, hi } => {
+            SeekBy::Range { index, prop, lo, hi } => {
                 let (lo, hi) = (opt_col(lo)?, opt_col(hi)?);
                 for row in 0..b.len {
                     let l = lo.as_ref().map(|(c, inc)| (&c[row], *inc));
@@ -266,7 +279,25 @@ impl Seek {
                     if l.is_some_and(|x| x.0.is_null()) || h.is_some_and(|x| x.0.is_null()) {
                         out.push(Vec::new());
                     } else {
-                        out.push(index.range(g, l, h)?);
+                        let mut found = index.range(g, l, h)?;
+                        if g.has_delta() {
+                            // Changed nodes answer from the delta, not the index.
+                            let held = g.delta_nodes();
+                            found.retain(|n| held.binary_search(n).is_err() && g.node_live(*n));
+                            for n in held {
+                                let v = g.node_prop(n, prop)?;
+                                let ok_lo = l.is_none_or(|(b, inc)| {
+                                    v.cmp3(b).is_some_and(|o| o.is_gt() || (inc && o.is_eq()))
+                                });
+                                let ok_hi = h.is_none_or(|(b, inc)| {
+                                    v.cmp3(b).is_some_and(|o| o.is_lt() || (inc && o.is_eq()))
+                                });
+                                if ok_lo && ok_hi {
+                                    found.push(n);
+                                }
+                            }
+                        }
+                        out.push(found);
                     }
                 }
             }
@@ -288,7 +319,7 @@ impl Seek {
                     };
                     out.push(
                         ids.into_iter()
-                            .filter(|&i| i >= 0 && (i as u64) < g.n_nodes())
+                            .filter(|&i| i >= 0 && g.node_live(i as u64))
                             .map(|i| i as u64)
                             .collect(),
                     );
@@ -297,6 +328,21 @@ impl Seek {
         }
         Ok(out)
     }
+}
+
+/// Index candidates corrected by the delta: nodes it changed are checked again, nodes
+/// it holds with that key are added.
+fn with_delta(g: &crate::Graph, mut found: Vec<u64>, prop: &str, key: &Value) -> Vec<u64> {
+    if !g.has_delta() {
+        return found;
+    }
+    found.retain(|&n| g.still_matches(n, prop, key));
+    for n in g.delta_key_nodes(prop, key) {
+        if !found.contains(&n) {
+            found.push(n);
+        }
+    }
+    found
 }
 
 impl Op for Seek {

@@ -105,6 +105,8 @@ pub struct Planner<'a, 'g, 'db> {
     locals: Vec<String>,
     max_locals: usize,
     anon: usize,
+    /// An operator planned so far scans or expands (writes after it must be eager).
+    reads_graph: bool,
 }
 
 /// Names of anonymous pattern parts start with a space, which no user variable can.
@@ -280,10 +282,23 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             locals: Vec::new(),
             max_locals: 0,
             anon: 0,
+            reads_graph: false,
         }
     }
 
     fn wrap(&mut self, name: &'static str, detail: String, children: Vec<usize>, op: BoxOp) -> P {
+        if matches!(
+            name,
+            "AllNodesScan"
+                | "NodeByLabelScan"
+                | "Expand"
+                | "ExpandInto"
+                | "VarLengthExpand"
+                | "ShortestPath"
+                | "AllShortestPaths"
+        ) {
+            self.reads_graph = true;
+        }
         let id = self.descs.len();
         self.descs.push(Desc {
             name,
@@ -348,7 +363,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     patterns,
                     where_,
                 } => {
-                    let fused = if scope.width == 0 && self.fused.is_none() {
+                    let fused = if scope.width == 0 && self.fused.is_none() && !self.g.has_delta() {
                         self.fusable_scan(patterns, where_)
                     } else {
                         None
@@ -412,9 +427,298 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     scope = s;
                     names = n;
                 }
+                Clause::Create(patterns) => {
+                    let mut steps = Vec::new();
+                    for p in patterns {
+                        self.create_steps(p, &mut scope, &mut steps)?;
+                    }
+                    let eager = self.reads_graph;
+                    cur = self.wrap(
+                        "Create",
+                        patterns.iter().map(quiver_cypher::print::pattern).collect::<Vec<_>>().join(", "),
+                        vec![cur.id],
+                        Box::new(crate::write::Create {
+                            feed: crate::write::Feed::new(cur.op, eager, "Create"),
+                            steps,
+                            width: scope.width,
+                        }),
+                    );
+                }
+                Clause::Set(items) => {
+                    let ops = self.set_ops(items, &scope)?;
+                    let eager = self.reads_graph;
+                    cur = self.wrap(
+                        "SetProperties",
+                        String::new(),
+                        vec![cur.id],
+                        Box::new(crate::write::SetProps {
+                            feed: crate::write::Feed::new(cur.op, eager, "SetProperties"),
+                            items: ops,
+                        }),
+                    );
+                }
+                Clause::Remove(items) => {
+                    let mut ops = Vec::new();
+                    for i in items {
+                        ops.push(match i {
+                            RemoveItem::Prop { target, key } => crate::write::SetOp::Prop {
+                                target: self.compile(target, &scope, &[])?,
+                                key: Arc::from(key.as_str()),
+                                value: CExpr::Const(Value::Null),
+                            },
+                            RemoveItem::Labels { var, labels } => crate::write::SetOp::Labels {
+                                target: self.compile(&Expr::Var(var.clone(), 0), &scope, &[])?,
+                                labels: labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                                add: false,
+                            },
+                        });
+                    }
+                    let eager = self.reads_graph;
+                    cur = self.wrap(
+                        "Remove",
+                        String::new(),
+                        vec![cur.id],
+                        Box::new(crate::write::SetProps {
+                            feed: crate::write::Feed::new(cur.op, eager, "Remove"),
+                            items: ops,
+                        }),
+                    );
+                }
+                Clause::Delete { detach, exprs } => {
+                    let mut cs = Vec::new();
+                    for e in exprs {
+                        cs.push(self.compile(e, &scope, &[])?);
+                    }
+                    let eager = self.reads_graph;
+                    cur = self.wrap(
+                        if *detach { "DetachDelete" } else { "Delete" },
+                        exprs.iter().map(short).collect::<Vec<_>>().join(", "),
+                        vec![cur.id],
+                        Box::new(crate::write::Delete {
+                            feed: crate::write::Feed::new(cur.op, eager, "Delete"),
+                            exprs: cs,
+                            detach: *detach,
+                        }),
+                    );
+                }
+                Clause::Merge {
+                    pattern,
+                    on_create,
+                    on_match,
+                } => {
+                    cur = self.merge(cur, &mut scope, pattern, on_create, on_match)?;
+                }
+                Clause::LoadCsv(_) | Clause::CallInTx { .. } => {
+                    return Err(QueryError::Unsupported(
+                        "LOAD CSV and CALL { } IN TRANSACTIONS are not supported yet".into(),
+                    ))
+                }
             }
         }
         Ok((cur, names))
+    }
+
+    // -------------------------------------------------------------------------------
+    // Updating clauses
+
+    /// The create steps of one pattern: bound nodes are reused, the rest created.
+    fn create_steps(
+        &mut self,
+        p: &Pattern,
+        scope: &mut Scope,
+        steps: &mut Vec<crate::write::CreateStep>,
+    ) -> Result<(), QueryError> {
+        use crate::write::CreateStep;
+        if p.kind != PathKind::Plain {
+            return Err(QueryError::Argument("CREATE and MERGE take plain patterns, not shortestPath".into()));
+        }
+        let mut node_slots = Vec::new();
+        let mut rel_slots = Vec::new();
+        let node = |this: &mut Self, n: &NodePattern, scope: &mut Scope, steps: &mut Vec<CreateStep>| -> Result<usize, QueryError> {
+            if let Some(v) = &n.var {
+                if let Some((slot, kind)) = scope.get(v) {
+                    if kind != Kind::Node && kind != Kind::Other {
+                        return Err(QueryError::ty(format!("variable {v} is not a node")));
+                    }
+                    if !n.labels.is_empty() || n.props.is_some() {
+                        return Err(QueryError::Argument(format!(
+                            "variable {v} is already bound: CREATE cannot add labels or properties to it (use SET)"
+                        )));
+                    }
+                    return Ok(slot);
+                }
+            }
+            let props = match &n.props {
+                Some(e) => Some(this.compile(e, scope, &[])?),
+                None => None,
+            };
+            let name = n.var.clone().unwrap_or_else(|| this.anon_name());
+            let slot = scope.bind(&name, Kind::Node);
+            steps.push(CreateStep::Node {
+                slot,
+                labels: n.labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                props,
+            });
+            Ok(slot)
+        };
+        let mut prev = node(self, &p.start, scope, steps)?;
+        node_slots.push(prev);
+        for (r, n) in &p.steps {
+            let next = node(self, n, scope, steps)?;
+            if r.range.is_some() {
+                return Err(QueryError::Argument("CREATE and MERGE cannot create variable-length relationships".into()));
+            }
+            let [ty] = r.types.as_slice() else {
+                return Err(QueryError::Argument(
+                    "a created relationship needs exactly one type, like -[:KNOWS]->".into(),
+                ));
+            };
+            let (src, dst) = match r.dir {
+                Dir::Out => (prev, next),
+                Dir::In => (next, prev),
+                Dir::Both => {
+                    return Err(QueryError::Argument(
+                        "a created relationship needs a direction: -[:T]-> or <-[:T]-".into(),
+                    ))
+                }
+            };
+            let props = match &r.props {
+                Some(e) => Some(self.compile(e, scope, &[])?),
+                None => None,
+            };
+            let name = r.var.clone().unwrap_or_else(|| self.anon_name());
+            if r.var.is_some() && scope.get(&name).is_some() {
+                return Err(QueryError::Argument(format!(
+                    "variable {name} is already bound: CREATE makes new relationships"
+                )));
+            }
+            let slot = scope.bind(&name, Kind::Rel);
+            steps.push(CreateStep::Rel {
+                slot,
+                ty: Arc::from(ty.as_str()),
+                src,
+                dst,
+                props,
+            });
+            rel_slots.push(slot);
+            node_slots.push(next);
+            prev = next;
+        }
+        if let Some(v) = &p.var {
+            let slot = scope.bind(v, Kind::Other);
+            steps.push(CreateStep::Path {
+                slot,
+                nodes: node_slots,
+                rels: rel_slots,
+            });
+        }
+        Ok(())
+    }
+
+    fn set_ops(&mut self, items: &[SetItem], scope: &Scope) -> Result<Vec<crate::write::SetOp>, QueryError> {
+        use crate::write::SetOp;
+        let mut ops = Vec::new();
+        for i in items {
+            ops.push(match i {
+                SetItem::Prop { target, key, value } => SetOp::Prop {
+                    target: self.compile(target, scope, &[])?,
+                    key: Arc::from(key.as_str()),
+                    value: self.compile(value, scope, &[])?,
+                },
+                SetItem::Replace { var, value } | SetItem::Merge { var, value } => SetOp::Map {
+                    target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
+                    value: self.compile(value, scope, &[])?,
+                    replace: matches!(i, SetItem::Replace { .. }),
+                },
+                SetItem::Labels { var, labels } => SetOp::Labels {
+                    target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
+                    labels: labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                    add: true,
+                },
+            });
+        }
+        Ok(ops)
+    }
+
+    fn merge(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        pattern: &Pattern,
+        on_create: &[SetItem],
+        on_match: &[SetItem],
+    ) -> Result<P, QueryError> {
+        // Name every part so that the match and the create branch agree on slots.
+        let mut pat = pattern.clone();
+        if pat.start.var.is_none() {
+            pat.start.var = Some(self.anon_name());
+        }
+        for (r, n) in &mut pat.steps {
+            if r.var.is_none() {
+                r.var = Some(self.anon_name());
+            }
+            if n.var.is_none() {
+                n.var = Some(self.anon_name());
+            }
+        }
+        let eager = self.reads_graph;
+        let cell: ArgCell = Rc::new(RefCell::new(None));
+        let arg = self.wrap(
+            "Argument",
+            String::new(),
+            vec![],
+            Box::new(Argument { cell: cell.clone() }),
+        );
+        let mut sub_scope = scope.clone();
+        let sub = self.match_clause(arg, &mut sub_scope, std::slice::from_ref(&pat), None)?;
+        // The create branch binds the same names in the same slots.
+        let mut create_scope = scope.clone();
+        let mut steps = Vec::new();
+        self.create_steps(&pat, &mut create_scope, &mut steps)?;
+        let remap: Vec<(usize, usize)> = create_scope
+            .vars
+            .iter()
+            .filter(|(n, _, _)| scope.get(n).is_none())
+            .filter_map(|(n, s, _)| sub_scope.get(n).map(|(t, _)| (*s, t)))
+            .collect();
+        for st in &mut steps {
+            let fix = |x: &mut usize| {
+                if let Some(&(_, t)) = remap.iter().find(|(s, _)| s == x) {
+                    *x = t;
+                }
+            };
+            match st {
+                crate::write::CreateStep::Node { slot, .. } => fix(slot),
+                crate::write::CreateStep::Rel { slot, src, dst, .. } => {
+                    fix(slot);
+                    fix(src);
+                    fix(dst);
+                }
+                crate::write::CreateStep::Path { slot, nodes, rels } => {
+                    fix(slot);
+                    nodes.iter_mut().for_each(fix);
+                    rels.iter_mut().for_each(fix);
+                }
+            }
+        }
+        let on_create = self.set_ops(on_create, &sub_scope)?;
+        let on_match = self.set_ops(on_match, &sub_scope)?;
+        *scope = sub_scope;
+        Ok(self.wrap(
+            "Merge",
+            quiver_cypher::print::pattern(pattern),
+            vec![cur.id, sub.id],
+            Box::new(crate::write::Merge {
+                feed: crate::write::Feed::new(cur.op, eager, "Merge"),
+                arg: cell,
+                sub: sub.op,
+                create: steps,
+                on_create,
+                on_match,
+                width: scope.width,
+                out: Default::default(),
+            }),
+        ))
     }
 
     // -------------------------------------------------------------------------------
@@ -714,7 +1018,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         let detail =
                             format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key));
                         let key = self.compile(&key, scope, &[])?;
-                        return Ok(Some(("NodeSeek", detail, SeekBy::Id { space, key })));
+                        let prop = Arc::from(prop.as_str());
+                        return Ok(Some(("NodeSeek", detail, SeekBy::Id { space, prop, key })));
                     }
                 }
                 if let Some(index) = self.indexes.get(l, &prop) {
@@ -728,7 +1033,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         return Ok(Some((
                             "NodeIndexSeek",
                             detail,
-                            SeekBy::Index { index, key },
+                            SeekBy::Index {
+                                index,
+                                prop: Arc::from(prop.as_str()),
+                                key,
+                            },
                         )));
                     }
                 }
@@ -769,7 +1078,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 return Ok(Some((
                     "NodeIndexRangeSeek",
                     detail,
-                    SeekBy::Range { index, lo, hi },
+                    SeekBy::Range {
+                        index,
+                        prop: Arc::from(prop.as_str()),
+                        lo,
+                        hi,
+                    },
                 )));
             }
         }
@@ -848,8 +1162,20 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         n.labels.iter().filter_map(|l| self.g.label_id(l)).collect()
     }
 
-    /// Node id ranges holding `label` (all nodes for `None`).
+    /// Node id ranges holding `label` (all nodes for `None`); created nodes last.
     fn label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
+        let mut v = self.segment_label_ranges(label);
+        if let (Some(l), Some((lo, hi))) = (label, self.g.created_range()) {
+            v.push(ScanRange {
+                lo,
+                hi,
+                label: Some(l),
+            });
+        }
+        v
+    }
+
+    fn segment_label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
         match label {
             Some(l) => self
                 .g

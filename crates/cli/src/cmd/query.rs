@@ -184,7 +184,8 @@ pub fn run(a: Args) -> Result<()> {
         let (k, v) = parse_param(p).map_err(anyhow::Error::msg)?;
         params.insert(k, v);
     }
-    let mut session = Session::open(&a.db, a.open)?;
+    // A directory that does not exist yet becomes an empty database.
+    let mut session = Session::open_with(&a.db, a.open, true)?;
     if let Some(l) = a.query_memory_limit {
         session.opts.memory_limit = l;
     }
@@ -194,7 +195,7 @@ pub fn run(a: Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut printer = Printer::new(a.format, BufWriter::new(stdout.lock()));
     if a.format != Format::Table
-        && quiver_query::parse_schema(&text).is_none()
+        && !quiver_query::is_command(&text)
         && !text
             .trim_start()
             .to_ascii_uppercase()
@@ -210,6 +211,13 @@ pub fn run(a: Args) -> Result<()> {
     drop(printer);
     if let Some(m) = &summary.message {
         println!("{m}");
+    }
+    if let Some(c) = quiver_query::counters_line(&summary.counters) {
+        if a.format == Format::Table {
+            println!("{c}");
+        } else {
+            eprintln!("{c}");
+        }
     }
     if let Some(plan) = &summary.plan {
         println!("{plan}");

@@ -34,7 +34,7 @@ Also: EXPLAIN <query>, PROFILE <query>, CREATE INDEX ON :Label(prop), DROP INDEX
 :Label(prop), SHOW INDEXES.";
 
 pub fn run(a: Args) -> Result<()> {
-    let mut session = Session::open(&a.db, a.open)?;
+    let mut session = Session::open_with(&a.db, a.open, true)?;
     if let Some(l) = a.query_memory_limit {
         session.opts.memory_limit = l;
     }
@@ -125,7 +125,7 @@ pub fn run(a: Args) -> Result<()> {
         cancel.store(false, Ordering::Relaxed);
         let stdout = std::io::stdout();
         let mut printer = Printer::new(format, stdout.lock());
-        if format != Format::Table && quiver_query::parse_schema(&text).is_none() {
+        if format != Format::Table && !quiver_query::is_command(&text) {
             printer.columns = super::query::columns_of(&mut session, &text, &params);
             let _ = printer.header();
         }
@@ -140,6 +140,9 @@ pub fn run(a: Args) -> Result<()> {
                 drop(printer);
                 if let Some(m) = &s.message {
                     println!("{m}");
+                }
+                if let Some(c) = quiver_query::counters_line(&s.counters) {
+                    println!("{c}");
                 }
                 if let Some(p) = &s.plan {
                     println!("{p}");

@@ -1,0 +1,468 @@
+//! Updating operators: CREATE, MERGE, SET, REMOVE, DELETE.
+//!
+//! Each writes through the statement's transaction ([`Cx::tx`]) and, after a batch of
+//! rows, publishes the transaction's newest delta to the [`Graph`](crate::Graph) so that
+//! later clauses (and RETURN) read what was written.
+//!
+//! When an earlier clause of the statement reads the graph by scanning or expanding, the
+//! operator is *eager*: it takes all of its input before writing anything, so that the
+//! reads see the graph as it was when they started (openCypher's clause-at-a-time
+//! semantics: `MATCH (a)-->(b) CREATE (b)-[:X]->(a)` must not meet its own edges). Input
+//! that reads nothing of the graph (LOAD CSV, UNWIND, seeks by key) streams.
+
+use crate::batch::Batch;
+use crate::error::QueryError;
+use crate::expr::{eval, CExpr, Env};
+use crate::ops::{account, ArgCell, BoxOp, Cx, Op};
+use crate::value::{PathVal, Value};
+use quiver_common::memory::Grant;
+use quiver_engine::delta::Props;
+use quiver_engine::Txn;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// The input of an updating operator, taken whole first when `eager`.
+pub struct Feed {
+    pub input: BoxOp,
+    pub eager: bool,
+    buffered: Option<VecDeque<Batch>>,
+    grant: Option<Grant>,
+    name: &'static str,
+}
+
+impl Feed {
+    pub fn new(input: BoxOp, eager: bool, name: &'static str) -> Feed {
+        Feed {
+            input,
+            eager,
+            buffered: None,
+            grant: None,
+            name,
+        }
+    }
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if !self.eager {
+            return self.input.next(cx);
+        }
+        if self.buffered.is_none() {
+            let mut q = VecDeque::new();
+            let mut bytes = 0u64;
+            let mut grant = cx
+                .budget
+                .try_grant(0, self.name)
+                .map_err(|_| QueryError::Argument("memory budget".into()))?;
+            while let Some(b) = self.input.next(cx)? {
+                bytes += b.bytes() as u64;
+                account(&mut grant, bytes, self.name)?;
+                q.push_back(b);
+            }
+            self.grant = Some(grant);
+            self.buffered = Some(q);
+        }
+        Ok(self.buffered.as_mut().and_then(|q| q.pop_front()))
+    }
+
+    fn peak(&self) -> u64 {
+        self.grant.as_ref().map_or(0, |g| g.bytes())
+    }
+}
+
+fn tx<'a>(cx: &'a mut Cx) -> Result<&'a mut Txn, QueryError> {
+    cx.tx.as_deref_mut().ok_or_else(|| {
+        QueryError::Unsupported("this statement cannot write here (a read-only context)".into())
+    })
+}
+
+/// Makes the transaction's writes visible to the rest of the statement.
+fn publish(cx: &mut Cx) {
+    if let Some(t) = cx.tx.as_deref() {
+        cx.env.g.publish(Arc::new(t.work.clone()));
+    }
+}
+
+/// A property map from a map value (nulls dropped; a node or relationship gives its
+/// properties, as in `SET n = m`).
+fn to_props(env: &Env, v: Value, what: &str) -> Result<Props, QueryError> {
+    let pairs: Vec<(String, Value)> = match v {
+        Value::Null => Vec::new(),
+        Value::Map(m) => (*m).clone(),
+        Value::Node(n) => env.g.node_props(n)?,
+        Value::Rel(r) => env.g.rel_props(&r)?,
+        other => {
+            return Err(QueryError::ty(format!(
+                "{what} expects a map of properties, got {}",
+                other.type_name()
+            )))
+        }
+    };
+    let mut out: Props = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        if !v.is_null() {
+            let k: Arc<str> = Arc::from(k.as_str());
+            match out.iter_mut().find(|(x, _)| *x == k) {
+                Some(e) => e.1 = v,
+                None => out.push((k, v)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One node or relationship of a CREATE (or of MERGE's create branch).
+pub enum CreateStep {
+    Node {
+        slot: usize,
+        labels: Vec<Arc<str>>,
+        props: Option<CExpr>,
+    },
+    Rel {
+        slot: usize,
+        ty: Arc<str>,
+        src: usize,
+        dst: usize,
+        props: Option<CExpr>,
+    },
+    Path {
+        slot: usize,
+        nodes: Vec<usize>,
+        rels: Vec<usize>,
+    },
+}
+
+fn node_of(v: &Value, what: &str) -> Result<u64, QueryError> {
+    match v {
+        Value::Node(n) => Ok(*n),
+        other => Err(QueryError::ty(format!(
+            "{what} must be a node, got {}",
+            other.type_name()
+        ))),
+    }
+}
+
+fn create_row(cx: &mut Cx, steps: &[CreateStep], b: &mut Batch, row: usize) -> Result<(), QueryError> {
+    let mut locals = Vec::new();
+    for s in steps {
+        match s {
+            CreateStep::Node {
+                slot,
+                labels,
+                props,
+            } => {
+                let p = match props {
+                    Some(e) => {
+                        let v = eval(&cx.env, e, b, row, &mut locals)?;
+                        to_props(&cx.env, v, "CREATE")?
+                    }
+                    None => Vec::new(),
+                };
+                let id = tx(cx)?.create_node(labels.clone(), p)?;
+                b.cols[*slot][row] = Value::Node(id);
+            }
+            CreateStep::Rel {
+                slot,
+                ty,
+                src,
+                dst,
+                props,
+            } => {
+                let p = match props {
+                    Some(e) => {
+                        let v = eval(&cx.env, e, b, row, &mut locals)?;
+                        to_props(&cx.env, v, "CREATE")?
+                    }
+                    None => Vec::new(),
+                };
+                let a = node_of(&b.cols[*src][row], "the start of a created relationship")?;
+                let z = node_of(&b.cols[*dst][row], "the end of a created relationship")?;
+                let r = tx(cx)?.create_rel(ty, a, z, p)?;
+                b.cols[*slot][row] = Value::Rel(r);
+            }
+            CreateStep::Path { slot, nodes, rels } => {
+                let mut p = PathVal {
+                    nodes: Vec::new(),
+                    rels: Vec::new(),
+                };
+                for &n in nodes {
+                    p.nodes.push(node_of(&b.cols[n][row], "a path node")?);
+                }
+                for &r in rels {
+                    if let Value::Rel(x) = b.cols[r][row] {
+                        p.rels.push(x);
+                    }
+                }
+                b.cols[*slot][row] = Value::Path(Arc::new(p));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Widens `b` to `width` columns of nulls.
+fn widen(b: &mut Batch, width: usize) {
+    while b.cols.len() < width {
+        b.cols.push(vec![Value::Null; b.len]);
+    }
+}
+
+pub struct Create {
+    pub feed: Feed,
+    pub steps: Vec<CreateStep>,
+    pub width: usize,
+}
+
+impl Op for Create {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(mut b) = self.feed.next(cx)? else {
+            return Ok(None);
+        };
+        widen(&mut b, self.width);
+        for row in 0..b.len {
+            create_row(cx, &self.steps, &mut b, row)?;
+        }
+        publish(cx);
+        cx.check_cancel()?;
+        Ok(Some(b))
+    }
+    fn mem_peak(&self) -> u64 {
+        self.feed.peak()
+    }
+}
+
+/// A compiled SET or REMOVE item.
+pub enum SetOp {
+    Prop {
+        target: CExpr,
+        key: Arc<str>,
+        value: CExpr,
+    },
+    /// `n = map` (`replace`) or `n += map`.
+    Map {
+        target: CExpr,
+        value: CExpr,
+        replace: bool,
+    },
+    Labels {
+        target: CExpr,
+        labels: Vec<Arc<str>>,
+        add: bool,
+    },
+}
+
+fn set_prop(cx: &mut Cx, target: &Value, key: &Arc<str>, v: Value) -> Result<(), QueryError> {
+    match target {
+        Value::Null => Ok(()),
+        Value::Node(n) => Ok(tx(cx)?.set_node_prop(*n, key, v)?),
+        Value::Rel(r) => Ok(tx(cx)?.set_rel_prop(r, key, v)?),
+        other => Err(QueryError::ty(format!(
+            "SET and REMOVE need a node or relationship, got {}",
+            other.type_name()
+        ))),
+    }
+}
+
+fn current_props(cx: &Cx, target: &Value) -> Result<Vec<(String, Value)>, QueryError> {
+    Ok(match target {
+        Value::Node(n) => cx.env.g.node_props(*n)?,
+        Value::Rel(r) => cx.env.g.rel_props(r)?,
+        _ => Vec::new(),
+    })
+}
+
+pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<(), QueryError> {
+    let mut locals = Vec::new();
+    for it in items {
+        match it {
+            SetOp::Prop { target, key, value } => {
+                let t = eval(&cx.env, target, b, row, &mut locals)?;
+                let v = eval(&cx.env, value, b, row, &mut locals)?;
+                set_prop(cx, &t, key, v)?;
+            }
+            SetOp::Map {
+                target,
+                value,
+                replace,
+            } => {
+                let t = eval(&cx.env, target, b, row, &mut locals)?;
+                if t.is_null() {
+                    continue;
+                }
+                let raw = eval(&cx.env, value, b, row, &mut locals)?;
+                // `+=` with a null value removes the key; keep the nulls for that.
+                let pairs: Vec<(Arc<str>, Value)> = match &raw {
+                    Value::Map(m) => m.iter().map(|(k, v)| (Arc::from(k.as_str()), v.clone())).collect(),
+                    _ => to_props(&cx.env, raw.clone(), "SET")?,
+                };
+                if *replace {
+                    for (k, _) in current_props(cx, &t)? {
+                        if !pairs.iter().any(|(x, v)| **x == *k && !v.is_null()) {
+                            set_prop(cx, &t, &Arc::from(k.as_str()), Value::Null)?;
+                        }
+                    }
+                }
+                for (k, v) in pairs {
+                    if *replace && v.is_null() {
+                        continue;
+                    }
+                    set_prop(cx, &t, &k, v)?;
+                }
+            }
+            SetOp::Labels {
+                target,
+                labels,
+                add,
+            } => match eval(&cx.env, target, b, row, &mut locals)? {
+                Value::Null => {}
+                Value::Node(n) => {
+                    for l in labels {
+                        tx(cx)?.set_label(n, l, *add)?;
+                    }
+                }
+                other => {
+                    return Err(QueryError::ty(format!(
+                        "labels can be set on nodes only, got {}",
+                        other.type_name()
+                    )))
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+pub struct SetProps {
+    pub feed: Feed,
+    pub items: Vec<SetOp>,
+}
+
+impl Op for SetProps {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(b) = self.feed.next(cx)? else {
+            return Ok(None);
+        };
+        for row in 0..b.len {
+            apply_set(cx, &self.items, &b, row)?;
+        }
+        publish(cx);
+        cx.check_cancel()?;
+        Ok(Some(b))
+    }
+    fn mem_peak(&self) -> u64 {
+        self.feed.peak()
+    }
+}
+
+pub struct Delete {
+    pub feed: Feed,
+    pub exprs: Vec<CExpr>,
+    pub detach: bool,
+}
+
+fn delete_value(cx: &mut Cx, v: Value, detach: bool) -> Result<(), QueryError> {
+    match v {
+        Value::Null => Ok(()),
+        Value::Node(n) => Ok(tx(cx)?.delete_node(n, detach)?),
+        Value::Rel(r) => Ok(tx(cx)?.delete_rel(&r)?),
+        Value::Path(p) => {
+            for r in &p.rels {
+                tx(cx)?.delete_rel(r)?;
+            }
+            for &n in &p.nodes {
+                tx(cx)?.delete_node(n, detach)?;
+            }
+            Ok(())
+        }
+        Value::List(l) => {
+            for x in l.iter() {
+                delete_value(cx, x.clone(), detach)?;
+            }
+            Ok(())
+        }
+        other => Err(QueryError::ty(format!(
+            "DELETE needs a node, relationship or path, got {}",
+            other.type_name()
+        ))),
+    }
+}
+
+impl Op for Delete {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(b) = self.feed.next(cx)? else {
+            return Ok(None);
+        };
+        let mut locals = Vec::new();
+        for row in 0..b.len {
+            for e in &self.exprs {
+                let v = eval(&cx.env, e, &b, row, &mut locals)?;
+                delete_value(cx, v, self.detach)?;
+            }
+        }
+        publish(cx);
+        cx.check_cancel()?;
+        Ok(Some(b))
+    }
+    fn mem_peak(&self) -> u64 {
+        self.feed.peak()
+    }
+}
+
+/// MERGE: per input row, the pattern's matches (with ON MATCH SET) or, when there are
+/// none, the pattern created (with ON CREATE SET). Each row sees what earlier rows
+/// created, so `UNWIND [1, 1] AS x MERGE (:N {v: x})` creates one node.
+pub struct Merge {
+    pub feed: Feed,
+    pub arg: ArgCell,
+    pub sub: BoxOp,
+    pub create: Vec<CreateStep>,
+    pub on_create: Vec<SetOp>,
+    pub on_match: Vec<SetOp>,
+    pub width: usize,
+    pub out: VecDeque<Batch>,
+}
+
+impl Op for Merge {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Ok(Some(b));
+            }
+            let Some(input) = self.feed.next(cx)? else {
+                return Ok(None);
+            };
+            let mut out = Batch::empty(self.width);
+            for row in 0..input.len {
+                let mut one = Batch::empty(input.width());
+                one.push_row_from(&input, row, &[]);
+                *self.arg.borrow_mut() = Some(one.clone());
+                let mut found = false;
+                while let Some(m) = self.sub.next(cx)? {
+                    let mut m = m;
+                    widen(&mut m, self.width);
+                    for r in 0..m.len {
+                        apply_set(cx, &self.on_match, &m, r)?;
+                    }
+                    found |= m.len > 0;
+                    for r in 0..m.len {
+                        out.push_row_from(&m, r, &[]);
+                    }
+                }
+                if !found {
+                    widen(&mut one, self.width);
+                    create_row(cx, &self.create, &mut one, 0)?;
+                    publish(cx);
+                    apply_set(cx, &self.on_create, &one, 0)?;
+                    out.push_row_from(&one, 0, &[]);
+                }
+                publish(cx);
+            }
+            cx.check_cancel()?;
+            if out.len > 0 {
+                self.out.extend(Batch::chunks(self.width, (0..out.len).map(|r| out.row(r))));
+            }
+        }
+    }
+    fn mem_peak(&self) -> u64 {
+        self.feed.peak()
+    }
+}
+
