@@ -248,6 +248,45 @@ pub struct Session {
     pub opts: QueryOptions,
 }
 
+/// Labels and relationship types a writing statement names, so that the planner knows
+/// them before the statement creates them (a MERGE must find what an earlier row made).
+fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delta) {
+    use quiver_cypher::ast::{Clause, Pattern, SetItem};
+    let pat = |p: &Pattern, d: &mut quiver_engine::Delta| {
+        for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
+            for l in &n.labels {
+                d.intern_label(&Arc::from(l.as_str()));
+            }
+        }
+        for (r, _) in &p.steps {
+            for t in &r.types {
+                d.intern_type(&Arc::from(t.as_str()));
+            }
+        }
+    };
+    for c in &q.clauses {
+        match c {
+            Clause::Match { patterns, .. } | Clause::Create(patterns) => {
+                for p in patterns {
+                    pat(p, d);
+                }
+            }
+            Clause::Merge { pattern, .. } => pat(pattern, d),
+            Clause::Set(items) => {
+                for i in items {
+                    if let SetItem::Labels { labels, .. } = i {
+                        for l in labels {
+                            d.intern_label(&Arc::from(l.as_str()));
+                        }
+                    }
+                }
+            }
+            Clause::CallInTx { body, .. } => intern_names(body, d),
+            _ => {}
+        }
+    }
+}
+
 fn summary_msg(t0: Instant, msg: String) -> Summary {
     Summary {
         elapsed: t0.elapsed(),
@@ -330,6 +369,11 @@ impl Session {
         if let Some(mut tx) = self.tx.take() {
             let db = tx.snap.db.clone();
             self.refresh_indexes(&db);
+            if writes {
+                for p in &stmt.query.parts {
+                    intern_names(p, &mut tx.work);
+                }
+            }
             let delta = Arc::new(tx.work.clone());
             let r = run_statement(
                 &db,
@@ -358,6 +402,9 @@ impl Session {
             let mut tx = self.store.begin();
             let db = tx.snap.db.clone();
             self.refresh_indexes(&db);
+            for p in &stmt.query.parts {
+                intern_names(p, &mut tx.work);
+            }
             let delta = Arc::new(tx.work.clone());
             let mut s = run_statement(
                 &db,

@@ -181,7 +181,8 @@ impl Op for Scan {
                     self.node = self.ranges.first().map_or(0, |r| r.lo);
                     continue;
                 };
-                let end = r.hi.min(self.node + (BATCH_ROWS - out.len) as u64);
+                let hi = r.hi.min(cx.env.g.n_nodes());
+                let end = hi.min(self.node + (BATCH_ROWS - out.len) as u64).max(self.node);
                 let w = cur.width();
                 let check_live = cx.env.g.has_delta();
                 for n in self.node..end {
@@ -199,7 +200,7 @@ impl Op for Scan {
                     out.len += 1;
                 }
                 self.node = end;
-                if end >= r.hi {
+                if end >= hi {
                     self.range += 1;
                     self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
                 }

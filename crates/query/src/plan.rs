@@ -1165,12 +1165,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// Node id ranges holding `label` (all nodes for `None`); created nodes last.
     fn label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
         let mut v = self.segment_label_ranges(label);
-        if let (Some(l), Some((lo, hi))) = (label, self.g.created_range()) {
-            v.push(ScanRange {
-                lo,
-                hi,
-                label: Some(l),
-            });
+        // Created nodes: up to whatever exists when the scan runs (a MERGE scans again
+        // after each row it created).
+        if let Some(d) = self.g.delta() {
+            match label {
+                Some(l) => v.push(ScanRange {
+                    lo: d.base_nodes,
+                    hi: u64::MAX,
+                    label: Some(l),
+                }),
+                None => {
+                    if let Some(r) = v.last_mut() {
+                        r.hi = u64::MAX;
+                    }
+                }
+            }
         }
         v
     }
