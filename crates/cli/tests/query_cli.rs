@@ -158,13 +158,16 @@ fn errors_say_what_to_do() {
     assert!(e.contains("expected"), "{e}");
     let e = fails(&["query", "--db", &db, "MATCH (n {id: $id}) RETURN n"]);
     assert!(e.contains("--param id="), "{e}");
-    let e = fails(&[
-        "query",
-        "--db",
-        dir.path().join("nope").to_str().unwrap(),
-        "RETURN 1",
-    ]);
+    // A missing directory becomes an empty database; one holding other files is refused.
+    let fresh = dir.path().join("fresh");
+    ok_args(&["query".to_string(), "--db".into(), fresh.to_string_lossy().into(), "RETURN 1".into()]);
+    assert!(fresh.join("CURRENT").exists());
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let e = fails(&["query", "--db", other.to_str().unwrap(), "RETURN 1"]);
     assert!(e.contains("quiver import"), "{e}");
+    assert!(!other.join("LOCK").exists());
     let e = fails(&[
         "query",
         "--db",

@@ -233,12 +233,13 @@ impl Store {
         if create && (!dir.exists() || is_empty_dir) {
             create_empty(dir)?;
         }
+        // Open first: a directory that is not a database gets no LOCK file.
+        let db = Arc::new(Database::open(dir, opts.open_mode)?);
         let lock = match lock_database(dir) {
             Ok(f) => Some(f),
             Err(WriteError::Locked { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let db = Arc::new(Database::open(dir, opts.open_mode)?);
         let generation = db.manifest().generation;
         let mut delta = crate::checkpoint::base_delta(&db)?;
         let (wal, replay) = if lock.is_some() {

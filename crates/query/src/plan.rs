@@ -1168,6 +1168,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // Created nodes: up to whatever exists when the scan runs (a MERGE scans again
         // after each row it created).
         if let Some(d) = self.g.delta() {
+            // Segment nodes that gained the label outside the tables that carry it.
+            if let (Some(l), Some(name)) = (label, label.and_then(|l| d.labels.get(l as usize))) {
+                for (&n, r) in d.nodes.range(..d.base_nodes) {
+                    if !r.deleted
+                        && r.labels.contains(name)
+                        && !v.iter().any(|x| x.lo <= n && n < x.hi)
+                    {
+                        v.push(ScanRange {
+                            lo: n,
+                            hi: n + 1,
+                            label: Some(l),
+                        });
+                    }
+                }
+            }
             match label {
                 Some(l) => v.push(ScanRange {
                     lo: d.base_nodes,

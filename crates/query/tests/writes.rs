@@ -1,0 +1,250 @@
+//! Writes, transactions, the log and checkpoints, through `Session` as the CLI uses it.
+
+use quiver_query::{QueryError, Session, Value};
+use quiver_storage::OpenMode;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn open(dir: &Path) -> Session {
+    Session::open_with(dir, OpenMode::Mapped, true).unwrap()
+}
+
+fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    s.run(q, &BTreeMap::new(), &mut |_, b| {
+        for r in 0..b.len {
+            out.push(b.row(r));
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{q}: {e}"));
+    out
+}
+
+fn run(s: &mut Session, q: &str) -> Result<quiver_query::Summary, QueryError> {
+    s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
+}
+
+fn ints(s: &mut Session, q: &str) -> Vec<i64> {
+    rows(s, q)
+        .into_iter()
+        .map(|r| match r[0] {
+            Value::Int(i) => i,
+            ref v => panic!("{q}: not an int: {v:?}"),
+        })
+        .collect()
+}
+
+fn count(s: &mut Session, q: &str) -> i64 {
+    ints(s, q)[0]
+}
+
+#[test]
+fn create_set_remove_delete_and_counters() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    let sum = run(
+        &mut s,
+        "CREATE (a:User {id: 1, name: 'Ada'})-[:FOLLOWS {since: 2020}]->(b:User {id: 2})",
+    )
+    .unwrap();
+    assert_eq!(sum.counters.nodes_created, 2);
+    assert_eq!(sum.counters.relationships_created, 1);
+    assert_eq!(sum.counters.properties_set, 4);
+    assert_eq!(sum.counters.labels_added, 2);
+    run(&mut s, "MATCH (u:User {id: 1}) SET u.age = 36, u:Admin").unwrap();
+    assert_eq!(count(&mut s, "MATCH (u:Admin) RETURN u.age"), 36);
+    run(&mut s, "MATCH (u:User {id: 1}) SET u += {age: null, city: 'Paris'}").unwrap();
+    let r = rows(&mut s, "MATCH (u:User {id: 1}) RETURN u.age, u.city");
+    assert!(r[0][0].is_null());
+    assert_eq!(r[0][1], Value::str("Paris"));
+    run(&mut s, "MATCH (u:User {id: 1}) REMOVE u.city, u:Admin").unwrap();
+    assert_eq!(count(&mut s, "MATCH (u:Admin) RETURN count(u)"), 0);
+    assert_eq!(count(&mut s, "MATCH ()-[r:FOLLOWS]->() RETURN r.since"), 2020);
+    // A node with relationships needs DETACH.
+    let e = run(&mut s, "MATCH (u:User {id: 1}) DELETE u").unwrap_err();
+    assert!(e.to_string().contains("DETACH DELETE"), "{e}");
+    let sum = run(&mut s, "MATCH (u:User {id: 1}) DETACH DELETE u").unwrap();
+    assert_eq!(sum.counters.nodes_deleted, 1);
+    assert_eq!(sum.counters.relationships_deleted, 1);
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 1);
+    assert_eq!(count(&mut s, "MATCH ()-[r]->() RETURN count(r)"), 0);
+    // Property values must be storable.
+    let e = run(&mut s, "CREATE (:X {m: {a: 1}})").unwrap_err();
+    assert!(e.to_string().contains("property"), "{e}");
+}
+
+#[test]
+fn merge_creates_once_and_matches_after() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(&d.path().join("g.qdb"));
+    run(
+        &mut s,
+        "UNWIND [1, 1, 2, 3, 2] AS x MERGE (n:N {v: x}) ON CREATE SET n.created = true ON MATCH SET n.seen = true",
+    )
+    .unwrap();
+    assert_eq!(ints(&mut s, "MATCH (n:N) RETURN n.v ORDER BY n.v"), vec![1, 2, 3]);
+    assert_eq!(count(&mut s, "MATCH (n:N) WHERE n.seen RETURN count(n)"), 2);
+    run(&mut s, "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)").unwrap();
+    run(&mut s, "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)").unwrap();
+    assert_eq!(count(&mut s, "MATCH ()-[r:T]->() RETURN count(r)"), 1);
+}
+
+#[test]
+fn reads_before_a_write_are_eager() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(&d.path().join("g.qdb"));
+    run(&mut s, "UNWIND range(1, 3000) AS i CREATE (:A {i: i})").unwrap();
+    // The scan must not meet the nodes this statement creates.
+    run(&mut s, "MATCH (a:A) CREATE (:A {i: a.i + 10000})").unwrap();
+    assert_eq!(count(&mut s, "MATCH (a:A) RETURN count(a)"), 6000);
+}
+
+#[test]
+fn transactions_commit_rollback_and_isolation() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut a = open(&db);
+    run(&mut a, "CREATE (:C {id: 1, n: 0})").unwrap();
+    let mut b = Session::on(a.store().clone());
+    run(&mut a, "BEGIN").unwrap();
+    run(&mut a, "MATCH (c:C {id: 1}) SET c.n = 1").unwrap();
+    run(&mut a, "CREATE (:C {id: 2, n: 0})").unwrap();
+    // A transaction sees its own writes; others do not until it commits.
+    assert_eq!(count(&mut a, "MATCH (c:C) RETURN count(c)"), 2);
+    assert_eq!(count(&mut b, "MATCH (c:C) RETURN count(c)"), 1);
+    assert_eq!(count(&mut b, "MATCH (c:C {id: 1}) RETURN c.n"), 0);
+    // A second writer of the same node conflicts, retryably.
+    let e = run(&mut b, "MATCH (c:C {id: 1}) SET c.n = 2").unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    // b's snapshot stays while a commits.
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut a, "COMMIT").unwrap();
+    assert_eq!(count(&mut b, "MATCH (c:C) RETURN count(c)"), 1);
+    // Writing what a committed after b began is a conflict too.
+    let e = run(&mut b, "MATCH (c:C {id: 1}) SET c.n = 3").unwrap_err();
+    assert!(e.to_string().contains("conflict"), "{e}");
+    assert!(!b.in_transaction());
+    // Retried, it succeeds.
+    run(&mut b, "MATCH (c:C {id: 1}) SET c.n = c.n + 10").unwrap();
+    assert_eq!(count(&mut a, "MATCH (c:C {id: 1}) RETURN c.n"), 11);
+    // Rollback leaves nothing.
+    run(&mut a, "BEGIN").unwrap();
+    run(&mut a, "CREATE (:C {id: 3})").unwrap();
+    run(&mut a, "ROLLBACK").unwrap();
+    assert_eq!(count(&mut b, "MATCH (c:C) RETURN count(c)"), 2);
+}
+
+#[test]
+fn concurrent_increments_lose_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(&mut s, "CREATE (:K {id: 1, n: 0})").unwrap();
+    let store = s.store().clone();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut s = Session::on(store);
+                let mut done = 0;
+                while done < 25 {
+                    match run(&mut s, "MATCH (k:K {id: 1}) SET k.n = k.n + 1") {
+                        Ok(_) => done += 1,
+                        Err(e) if e.is_retryable() => std::thread::yield_now(),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(count(&mut s, "MATCH (k:K) RETURN k.n"), 100);
+}
+
+#[test]
+fn commits_survive_reopen_and_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let check = |s: &mut Session| {
+        assert_eq!(
+            ints(s, "MATCH (u:U) RETURN u.i ORDER BY u.i"),
+            vec![1, 3, 4, 5]
+        );
+        assert_eq!(
+            ints(s, "MATCH (a:U)-[r:R]->(b:U) RETURN a.i * 10 + b.i ORDER BY a.i"),
+            vec![13, 34]
+        );
+        assert_eq!(count(s, "MATCH (u:U {i: 3}) RETURN u.x"), 7);
+    };
+    {
+        let mut s = open(&db);
+        run(&mut s, "UNWIND range(1, 5) AS i CREATE (:U {i: i})").unwrap();
+        run(&mut s, "MATCH (a:U {i: 1}), (b:U {i: 3}) CREATE (a)-[:R {w: 1}]->(b)").unwrap();
+        run(&mut s, "MATCH (a:U {i: 3}), (b:U {i: 4}) CREATE (a)-[:R]->(b)").unwrap();
+        run(&mut s, "MATCH (u:U {i: 2}) DELETE u").unwrap();
+        run(&mut s, "MATCH (u:U {i: 3}) SET u.x = 7").unwrap();
+        check(&mut s);
+    }
+    // The log is replayed.
+    let mut s = open(&db);
+    check(&mut s);
+    run(&mut s, "CHECKPOINT").unwrap();
+    check(&mut s);
+    // Changes on checkpointed nodes, then another checkpoint and a reopen.
+    run(&mut s, "MATCH (u:U {i: 5}) SET u.y = 'five'").unwrap();
+    run(&mut s, "MATCH (u:U {i: 4}) SET u:V").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    drop(s);
+    let mut s = open(&db);
+    check(&mut s);
+    assert_eq!(rows(&mut s, "MATCH (u:U {i: 5}) RETURN u.y")[0][0], Value::str("five"));
+    assert_eq!(count(&mut s, "MATCH (v:V) RETURN v.i"), 4);
+    assert_eq!(count(&mut s, "MATCH ()-[r:R]->() WHERE r.w = 1 RETURN count(r)"), 1);
+}
+
+#[test]
+fn a_torn_log_tail_is_cut_and_the_rest_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    {
+        let mut s = open(&db);
+        for i in 0..5 {
+            run(&mut s, &format!("CREATE (:T {{i: {i}}})")).unwrap();
+        }
+    }
+    let log = std::fs::read_dir(&db)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("wal-"))
+        .unwrap()
+        .path();
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..bytes.len() - 3]).unwrap();
+    let mut s = open(&db);
+    assert_eq!(ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"), vec![0, 1, 2, 3]);
+    // And the log takes new commits after the cut.
+    run(&mut s, "CREATE (:T {i: 9})").unwrap();
+    drop(s);
+    let mut s = open(&db);
+    assert_eq!(ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"), vec![0, 1, 2, 3, 9]);
+}
+
+#[test]
+fn analytical_mode_writes_without_log_until_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(&mut s, "STORAGE MODE IN_MEMORY_ANALYTICAL").unwrap();
+    run(&mut s, "UNWIND range(1, 100) AS i CREATE (:P {i: i})").unwrap();
+    assert_eq!(count(&mut s, "MATCH (p:P) RETURN count(p)"), 100);
+    assert_eq!(s.store().log_bytes(), 24, "analytical writes are not logged");
+    // Back to transactional: the analytical writes are checkpointed first.
+    run(&mut s, "STORAGE MODE IN_MEMORY_TRANSACTIONAL").unwrap();
+    drop(s);
+    let mut s = open(&db);
+    assert_eq!(count(&mut s, "MATCH (p:P) RETURN count(p)"), 100);
+}
