@@ -23,7 +23,7 @@ $Q query --db data/demo/demo.qdb --param id=1 --timing \
 $Q query --db data/demo/demo.qdb --param a=1 --param b=2 \
   'MATCH p = shortestPath((a:User {id: $a})-[*..15]->(b:User {id: $b})) RETURN [n IN nodes(p) | n.id] AS path'
 # Write: a transaction-backed CREATE and SET, a MERGE, then a checkpoint.
-$Q query --db data/demo/demo.qdb "CREATE (a:User {id: 9000001, name: 'Ada'})-[:FOLLOWS {since: 2020}]->(b:User {id: 1})"
+$Q query --db data/demo/demo.qdb "MATCH (b:User {id: 1}) CREATE (a:User {id: 9000001, name: 'Ada'})-[:FOLLOWS {since: 2020}]->(b)"
 $Q query --db data/demo/demo.qdb "MATCH (u:User {id: 9000001}) SET u.age = 36 RETURN u.name, u.age"
 $Q query --db data/demo/demo.qdb "UNWIND [1, 1, 2] AS v MERGE (t:Tag {v: v}) RETURN count(*) AS rows"
 $Q query --db data/demo/demo.qdb "CHECKPOINT"
