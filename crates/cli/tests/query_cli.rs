@@ -160,7 +160,12 @@ fn errors_say_what_to_do() {
     assert!(e.contains("--param id="), "{e}");
     // A missing directory becomes an empty database; one holding other files is refused.
     let fresh = dir.path().join("fresh");
-    ok_args(&["query".to_string(), "--db".into(), fresh.to_string_lossy().into(), "RETURN 1".into()]);
+    ok_args(&[
+        "query".to_string(),
+        "--db".into(),
+        fresh.to_string_lossy().into(),
+        "RETURN 1".into(),
+    ]);
     assert!(fresh.join("CURRENT").exists());
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();

@@ -312,8 +312,14 @@ pub enum Command {
     ShowStorageInfo,
     /// `STORAGE MODE IN_MEMORY_TRANSACTIONAL | IN_MEMORY_ANALYTICAL`
     StorageMode(String),
-    CreateIndex { label: String, prop: String },
-    DropIndex { label: String, prop: String },
+    CreateIndex {
+        label: String,
+        prop: String,
+    },
+    DropIndex {
+        label: String,
+        prop: String,
+    },
     ShowIndexes,
 }
 

@@ -327,7 +327,8 @@ impl<'t> Parser<'t> {
     fn single_query(&mut self) -> R<SingleQuery> {
         let q = self.single_query_inner()?;
         if q.clauses.is_empty() {
-            return self.err("MATCH, OPTIONAL MATCH, UNWIND, WITH, RETURN, CREATE, MERGE or LOAD CSV");
+            return self
+                .err("MATCH, OPTIONAL MATCH, UNWIND, WITH, RETURN, CREATE, MERGE or LOAD CSV");
         }
         let last = q.clauses.last();
         let ends_ok = matches!(

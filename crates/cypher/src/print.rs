@@ -375,7 +375,10 @@ fn set_item(i: &SetItem) -> String {
         SetItem::Labels { var, labels } => format!(
             "{}{}",
             name(var),
-            labels.iter().map(|l| format!(":{}", name(l))).collect::<String>()
+            labels
+                .iter()
+                .map(|l| format!(":{}", name(l)))
+                .collect::<String>()
         ),
     }
 }
@@ -414,7 +417,10 @@ fn update_clause(c: &Clause) -> String {
                     RemoveItem::Labels { var, labels } => format!(
                         "{}{}",
                         name(var),
-                        labels.iter().map(|l| format!(":{}", name(l))).collect::<String>()
+                        labels
+                            .iter()
+                            .map(|l| format!(":{}", name(l)))
+                            .collect::<String>()
                     ),
                 })
                 .collect::<Vec<_>>()
@@ -435,17 +441,27 @@ fn update_clause(c: &Clause) -> String {
                 s.push_str(" IGNORE BAD");
             }
             if let Some(d) = l.delimiter {
-                s.push_str(&format!(" DELIMITER {}", expr(&Expr::Str((d as char).to_string()))));
+                s.push_str(&format!(
+                    " DELIMITER {}",
+                    expr(&Expr::Str((d as char).to_string()))
+                ));
             }
             if let Some(q) = l.quote {
-                s.push_str(&format!(" QUOTE {}", expr(&Expr::Str((q as char).to_string()))));
+                s.push_str(&format!(
+                    " QUOTE {}",
+                    expr(&Expr::Str((q as char).to_string()))
+                ));
             }
             if let Some(n) = &l.null_if {
                 s.push_str(&format!(" NULLIF {}", expr(&Expr::Str(n.clone()))));
             }
             format!("{s} AS {}", name(&l.var))
         }
-        Clause::CallInTx { body, rows, on_error } => {
+        Clause::CallInTx {
+            body,
+            rows,
+            on_error,
+        } => {
             let inner = statement(&Statement {
                 explain: None,
                 query: Query {

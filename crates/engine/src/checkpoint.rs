@@ -148,9 +148,8 @@ fn write_rows(
         });
     }
     let mut w = TableWriter::create(staging, name, metas.clone())?;
-    let new_builders = || -> Vec<ColumnBuilder> {
-        metas.iter().map(|m| ColumnBuilder::new(m.dtype)).collect()
-    };
+    let new_builders =
+        || -> Vec<ColumnBuilder> { metas.iter().map(|m| ColumnBuilder::new(m.dtype)).collect() };
     let mut b = new_builders();
     let mut row = 0u64;
     for (props, labels) in rows {
@@ -496,7 +495,15 @@ fn diff_node(
     }
 }
 
-fn diff_rel(ty: &Arc<str>, eid: u64, src: u64, dst: u64, old: &Props, new: &Props, out: &mut Vec<Op>) {
+fn diff_rel(
+    ty: &Arc<str>,
+    eid: u64,
+    src: u64,
+    dst: u64,
+    old: &Props,
+    new: &Props,
+    out: &mut Vec<Op>,
+) {
     let set = |key: &Arc<str>, value: Value| Op::SetRelProp {
         ty: ty.clone(),
         eid,

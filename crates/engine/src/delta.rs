@@ -241,11 +241,17 @@ impl Delta {
     }
 
     pub fn label_id(&self, name: &str) -> Option<u32> {
-        self.labels.iter().position(|l| &**l == name).map(|i| i as u32)
+        self.labels
+            .iter()
+            .position(|l| &**l == name)
+            .map(|i| i as u32)
     }
 
     pub fn type_id(&self, name: &str) -> Option<u32> {
-        self.types.iter().position(|l| &**l == name).map(|i| i as u32)
+        self.types
+            .iter()
+            .position(|l| &**l == name)
+            .map(|i| i as u32)
     }
 
     pub fn intern_label(&mut self, name: &Arc<str>) -> u32 {
@@ -372,7 +378,11 @@ impl Delta {
             ApplyError::NoRel(name.unwrap_or_else(|| Arc::from("?")), eid)
         };
         if let Some(r) = self.rels.get(&(ty, eid)) {
-            return if r.deleted { Err(no()) } else { Ok((**r).clone()) };
+            return if r.deleted {
+                Err(no())
+            } else {
+                Ok((**r).clone())
+            };
         }
         let in_segments = (ty as usize) < db.rel_types().len()
             && self.base_edges.get(ty as usize).is_some_and(|&b| eid < b);
@@ -467,7 +477,9 @@ impl Delta {
                 Self::adj_push(&mut self.inc, *dst, (t, *eid, *src));
             }
             Op::DeleteRel { ty, eid, src, dst } => {
-                let t = self.type_id(ty).ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
+                let t = self
+                    .type_id(ty)
+                    .ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
                 let old = self.rel_rec(db, t, *eid, (*src, *dst))?;
                 if old.created {
                     Self::adj_remove(&mut self.out, old.src, t, *eid);
@@ -490,7 +502,9 @@ impl Delta {
                 key,
                 value,
             } => {
-                let t = self.type_id(ty).ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
+                let t = self
+                    .type_id(ty)
+                    .ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
                 let mut rec = self.rel_rec(db, t, *eid, (*src, *dst))?;
                 prop_set(&mut rec.props, key, value.clone());
                 rec.ts = ts;
@@ -509,9 +523,7 @@ impl Delta {
         if id >= self.base_nodes {
             return Some(self.nodes.get(&id).filter(|r| !r.deleted).map(|r| &**r));
         }
-        self.nodes
-            .get(&id)
-            .map(|r| (!r.deleted).then_some(&**r))
+        self.nodes.get(&id).map(|r| (!r.deleted).then_some(&**r))
     }
 
     /// Like [`node`](Self::node) for relationships.

@@ -50,7 +50,10 @@ pub fn row_group_of(footer: &TableFooter, row: u64) -> (usize, usize) {
 
 /// A segment node's labels (table labels, then its `:LABEL` values) and its non-null
 /// properties in column order.
-pub fn node_state(db: &Database, node: u64) -> Result<(Vec<Arc<str>>, Vec<(Arc<str>, Value)>), ReadError> {
+pub fn node_state(
+    db: &Database,
+    node: u64,
+) -> Result<(Vec<Arc<str>>, Vec<(Arc<str>, Value)>), ReadError> {
     let (t, row) = db.node_location(node)?;
     let table = &db.node_tables()[t];
     let meta = &table.meta;

@@ -565,7 +565,12 @@ impl Txn {
         }
     }
 
-    pub fn set_node_prop(&mut self, id: u64, key: &Arc<str>, value: Value) -> Result<(), EngineError> {
+    pub fn set_node_prop(
+        &mut self,
+        id: u64,
+        key: &Arc<str>,
+        value: Value,
+    ) -> Result<(), EngineError> {
         check_value(key, &value)?;
         if !self.work.node_exists(id) {
             return Ok(()); // setting on a deleted node is a no-op, as in Neo4j
@@ -681,7 +686,12 @@ impl Txn {
         })
     }
 
-    pub fn set_rel_prop(&mut self, r: &RelRef, key: &Arc<str>, value: Value) -> Result<(), EngineError> {
+    pub fn set_rel_prop(
+        &mut self,
+        r: &RelRef,
+        key: &Arc<str>,
+        value: Value,
+    ) -> Result<(), EngineError> {
         check_value(key, &value)?;
         if self.work.rel(r.ty, r.eid) == Some(None) {
             return Ok(());

@@ -50,7 +50,14 @@ impl<'a> View<'a> {
     }
 
     /// The edge id both directions agree on for a segment edge read from `dir`'s CSR.
-    pub fn canonical(&self, ty: u32, node: u64, nb: u32, eid: u64, dir: Direction) -> Result<u64, ReadError> {
+    pub fn canonical(
+        &self,
+        ty: u32,
+        node: u64,
+        nb: u32,
+        eid: u64,
+        dir: Direction,
+    ) -> Result<u64, ReadError> {
         let t = ty as usize;
         if dir == Direction::In
             && t < self.db.rel_types().len()

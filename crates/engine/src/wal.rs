@@ -140,7 +140,11 @@ impl Wal {
         put_u32(&mut rec, crc32fast::hash(&payload));
         rec.extend_from_slice(&payload);
         let p = self.path.clone();
-        if let Err(e) = self.file.write_all(&rec).and_then(|_| self.file.sync_data()) {
+        if let Err(e) = self
+            .file
+            .write_all(&rec)
+            .and_then(|_| self.file.sync_data())
+        {
             // Leave no half record behind for the next commit to follow.
             let _ = self.file.set_len(self.bytes);
             return Err(io(&p)(e));
@@ -559,7 +563,10 @@ mod tests {
             std::fs::write(&p, &full[..full.len() - cut]).unwrap();
             let (_, r) = Wal::open(d.path(), 3).unwrap();
             assert_eq!(r.records.len(), 9, "cut {cut}");
-            assert_eq!(std::fs::metadata(&p).unwrap().len() as usize, full.len() - last_len);
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().len() as usize,
+                full.len() - last_len
+            );
         }
         // A flipped byte in record 6 ends the log there.
         let mut bad = full.clone();

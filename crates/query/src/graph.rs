@@ -144,9 +144,7 @@ impl<'db> Graph<'db> {
     /// unless `writing`, when the statement's writes will be published here).
     pub fn with_delta(db: &'db Database, delta: Option<Arc<Delta>>, writing: bool) -> Graph<'db> {
         let mut g = Graph::new(db);
-        g.delta = delta
-            .filter(|d| writing || !d.is_empty())
-            .map(ArcSwap::new);
+        g.delta = delta.filter(|d| writing || !d.is_empty()).map(ArcSwap::new);
         g
     }
 
@@ -199,7 +197,11 @@ impl<'db> Graph<'db> {
 
     pub fn label_name(&self, id: u32) -> Arc<str> {
         match self.delta() {
-            Some(d) => d.labels.get(id as usize).cloned().unwrap_or_else(|| Arc::from("")),
+            Some(d) => d
+                .labels
+                .get(id as usize)
+                .cloned()
+                .unwrap_or_else(|| Arc::from("")),
             None => Arc::from(self.db.labels()[id as usize].as_str()),
         }
     }
@@ -441,7 +443,12 @@ impl<'db> Graph<'db> {
         if let Some(d) = self.delta() {
             if let Some(r) = d.node(node) {
                 return Ok(r
-                    .map(|r| r.props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+                    .map(|r| {
+                        r.props
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.clone()))
+                            .collect()
+                    })
                     .unwrap_or_default());
             }
         }
@@ -487,7 +494,12 @@ impl<'db> Graph<'db> {
         if let Some(d) = self.delta() {
             if let Some(rec) = d.rel(r.ty, r.eid) {
                 return Ok(rec
-                    .map(|rec| rec.props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+                    .map(|rec| {
+                        rec.props
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.clone()))
+                            .collect()
+                    })
                     .unwrap_or_default());
             }
         }
@@ -604,7 +616,13 @@ impl<'db> Graph<'db> {
     /// Nodes the delta holds (created or changed), for range seeks over it.
     pub fn delta_nodes(&self) -> Vec<u64> {
         self.delta()
-            .map(|d| d.nodes.iter().filter(|(_, r)| !r.deleted).map(|(k, _)| *k).collect())
+            .map(|d| {
+                d.nodes
+                    .iter()
+                    .filter(|(_, r)| !r.deleted)
+                    .map(|(k, _)| *k)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

@@ -544,11 +544,26 @@ impl Session {
                 let snap = self.store.snapshot();
                 let g = Graph::with_delta(&snap.db, Some(snap.delta.clone()), false);
                 let d = &snap.delta;
-                let live_nodes = snap.db.n_nodes() - d.nodes.range(..d.base_nodes).filter(|(_, r)| r.deleted).count() as u64
-                    + d.nodes.range(d.base_nodes..).filter(|(_, r)| !r.deleted).count() as u64;
+                let live_nodes = snap.db.n_nodes()
+                    - d.nodes
+                        .range(..d.base_nodes)
+                        .filter(|(_, r)| r.deleted)
+                        .count() as u64
+                    + d.nodes
+                        .range(d.base_nodes..)
+                        .filter(|(_, r)| !r.deleted)
+                        .count() as u64;
                 let seg_edges: u64 = snap.db.rel_types().iter().map(|r| r.meta.n_edges).sum();
-                let created_rels = d.rels.iter().filter(|(_, r)| r.created && !r.deleted).count() as u64;
-                let deleted_seg_rels = d.rels.iter().filter(|(_, r)| !r.created && r.deleted).count() as u64;
+                let created_rels = d
+                    .rels
+                    .iter()
+                    .filter(|(_, r)| r.created && !r.deleted)
+                    .count() as u64;
+                let deleted_seg_rels = d
+                    .rels
+                    .iter()
+                    .filter(|(_, r)| !r.created && r.deleted)
+                    .count() as u64;
                 let mode = self.store.mode();
                 let rows: Vec<(&str, Value)> = vec![
                     ("storage_mode", Value::str(mode.name())),

@@ -71,7 +71,11 @@ fn emit(out: &mut Option<std::vec::IntoIter<Batch>>, batches: Vec<Batch>) -> Opt
 }
 
 /// Grows `grant` to `bytes`, or fails naming `operator`.
-pub(crate) fn account(grant: &mut Grant, bytes: u64, operator: &'static str) -> Result<(), QueryError> {
+pub(crate) fn account(
+    grant: &mut Grant,
+    bytes: u64,
+    operator: &'static str,
+) -> Result<(), QueryError> {
     if bytes <= grant.bytes() {
         return Ok(());
     }
@@ -182,7 +186,9 @@ impl Op for Scan {
                     continue;
                 };
                 let hi = r.hi.min(cx.env.g.n_nodes());
-                let end = hi.min(self.node + (BATCH_ROWS - out.len) as u64).max(self.node);
+                let end = hi
+                    .min(self.node + (BATCH_ROWS - out.len) as u64)
+                    .max(self.node);
                 let w = cur.width();
                 let check_live = cx.env.g.has_delta();
                 for n in self.node..end {
@@ -271,7 +277,12 @@ impl Seek {
                     out.push(with_delta(g, found, prop, &k));
                 }
             }
-            SeekBy::Range { index, prop, lo, hi } => {
+            SeekBy::Range {
+                index,
+                prop,
+                lo,
+                hi,
+            } => {
                 let (lo, hi) = (opt_col(lo)?, opt_col(hi)?);
                 for row in 0..b.len {
                     let l = lo.as_ref().map(|(c, inc)| (&c[row], *inc));

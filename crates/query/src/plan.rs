@@ -435,7 +435,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let eager = self.reads_graph;
                     cur = self.wrap(
                         "Create",
-                        patterns.iter().map(quiver_cypher::print::pattern).collect::<Vec<_>>().join(", "),
+                        patterns
+                            .iter()
+                            .map(quiver_cypher::print::pattern)
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         vec![cur.id],
                         Box::new(crate::write::Create {
                             feed: crate::write::Feed::new(cur.op, eager, "Create"),
@@ -530,11 +534,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     ) -> Result<(), QueryError> {
         use crate::write::CreateStep;
         if p.kind != PathKind::Plain {
-            return Err(QueryError::Argument("CREATE and MERGE take plain patterns, not shortestPath".into()));
+            return Err(QueryError::Argument(
+                "CREATE and MERGE take plain patterns, not shortestPath".into(),
+            ));
         }
         let mut node_slots = Vec::new();
         let mut rel_slots = Vec::new();
-        let node = |this: &mut Self, n: &NodePattern, scope: &mut Scope, steps: &mut Vec<CreateStep>| -> Result<usize, QueryError> {
+        let node = |this: &mut Self,
+                    n: &NodePattern,
+                    scope: &mut Scope,
+                    steps: &mut Vec<CreateStep>|
+         -> Result<usize, QueryError> {
             if let Some(v) = &n.var {
                 if let Some((slot, kind)) = scope.get(v) {
                     if kind != Kind::Node && kind != Kind::Other {
@@ -566,7 +576,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         for (r, n) in &p.steps {
             let next = node(self, n, scope, steps)?;
             if r.range.is_some() {
-                return Err(QueryError::Argument("CREATE and MERGE cannot create variable-length relationships".into()));
+                return Err(QueryError::Argument(
+                    "CREATE and MERGE cannot create variable-length relationships".into(),
+                ));
             }
             let [ty] = r.types.as_slice() else {
                 return Err(QueryError::Argument(
@@ -615,7 +627,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(())
     }
 
-    fn set_ops(&mut self, items: &[SetItem], scope: &Scope) -> Result<Vec<crate::write::SetOp>, QueryError> {
+    fn set_ops(
+        &mut self,
+        items: &[SetItem],
+        scope: &Scope,
+    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
         use crate::write::SetOp;
         let mut ops = Vec::new();
         for i in items {

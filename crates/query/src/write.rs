@@ -140,7 +140,12 @@ fn node_of(v: &Value, what: &str) -> Result<u64, QueryError> {
     }
 }
 
-fn create_row(cx: &mut Cx, steps: &[CreateStep], b: &mut Batch, row: usize) -> Result<(), QueryError> {
+fn create_row(
+    cx: &mut Cx,
+    steps: &[CreateStep],
+    b: &mut Batch,
+    row: usize,
+) -> Result<(), QueryError> {
     let mut locals = Vec::new();
     for s in steps {
         match s {
@@ -290,7 +295,10 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                 let raw = eval(&cx.env, value, b, row, &mut locals)?;
                 // `+=` with a null value removes the key; keep the nulls for that.
                 let pairs: Vec<(Arc<str>, Value)> = match &raw {
-                    Value::Map(m) => m.iter().map(|(k, v)| (Arc::from(k.as_str()), v.clone())).collect(),
+                    Value::Map(m) => m
+                        .iter()
+                        .map(|(k, v)| (Arc::from(k.as_str()), v.clone()))
+                        .collect(),
                     _ => to_props(&cx.env, raw.clone(), "SET")?,
                 };
                 if *replace {
@@ -457,7 +465,8 @@ impl Op for Merge {
             }
             cx.check_cancel()?;
             if out.len > 0 {
-                self.out.extend(Batch::chunks(self.width, (0..out.len).map(|r| out.row(r))));
+                self.out
+                    .extend(Batch::chunks(self.width, (0..out.len).map(|r| out.row(r))));
             }
         }
     }
@@ -465,4 +474,3 @@ impl Op for Merge {
         self.feed.peak()
     }
 }
-

@@ -55,13 +55,20 @@ fn create_set_remove_delete_and_counters() {
     assert_eq!(sum.counters.labels_added, 2);
     run(&mut s, "MATCH (u:User {id: 1}) SET u.age = 36, u:Admin").unwrap();
     assert_eq!(count(&mut s, "MATCH (u:Admin) RETURN u.age"), 36);
-    run(&mut s, "MATCH (u:User {id: 1}) SET u += {age: null, city: 'Paris'}").unwrap();
+    run(
+        &mut s,
+        "MATCH (u:User {id: 1}) SET u += {age: null, city: 'Paris'}",
+    )
+    .unwrap();
     let r = rows(&mut s, "MATCH (u:User {id: 1}) RETURN u.age, u.city");
     assert!(r[0][0].is_null());
     assert_eq!(r[0][1], Value::str("Paris"));
     run(&mut s, "MATCH (u:User {id: 1}) REMOVE u.city, u:Admin").unwrap();
     assert_eq!(count(&mut s, "MATCH (u:Admin) RETURN count(u)"), 0);
-    assert_eq!(count(&mut s, "MATCH ()-[r:FOLLOWS]->() RETURN r.since"), 2020);
+    assert_eq!(
+        count(&mut s, "MATCH ()-[r:FOLLOWS]->() RETURN r.since"),
+        2020
+    );
     // A node with relationships needs DETACH.
     let e = run(&mut s, "MATCH (u:User {id: 1}) DELETE u").unwrap_err();
     assert!(e.to_string().contains("DETACH DELETE"), "{e}");
@@ -84,10 +91,21 @@ fn merge_creates_once_and_matches_after() {
         "UNWIND [1, 1, 2, 3, 2] AS x MERGE (n:N {v: x}) ON CREATE SET n.created = true ON MATCH SET n.seen = true",
     )
     .unwrap();
-    assert_eq!(ints(&mut s, "MATCH (n:N) RETURN n.v ORDER BY n.v"), vec![1, 2, 3]);
+    assert_eq!(
+        ints(&mut s, "MATCH (n:N) RETURN n.v ORDER BY n.v"),
+        vec![1, 2, 3]
+    );
     assert_eq!(count(&mut s, "MATCH (n:N) WHERE n.seen RETURN count(n)"), 2);
-    run(&mut s, "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)").unwrap();
-    run(&mut s, "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)").unwrap();
+    run(
+        &mut s,
+        "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)",
+    )
+    .unwrap();
+    run(
+        &mut s,
+        "MATCH (a:N {v: 1}), (b:N {v: 2}) MERGE (a)-[:T]->(b)",
+    )
+    .unwrap();
     assert_eq!(count(&mut s, "MATCH ()-[r:T]->() RETURN count(r)"), 1);
 }
 
@@ -175,7 +193,10 @@ fn commits_survive_reopen_and_checkpoint() {
             vec![1, 3, 4, 5]
         );
         assert_eq!(
-            ints(s, "MATCH (a:U)-[r:R]->(b:U) RETURN a.i * 10 + b.i ORDER BY a.i"),
+            ints(
+                s,
+                "MATCH (a:U)-[r:R]->(b:U) RETURN a.i * 10 + b.i ORDER BY a.i"
+            ),
             vec![13, 34]
         );
         assert_eq!(count(s, "MATCH (u:U {i: 3}) RETURN u.x"), 7);
@@ -183,8 +204,16 @@ fn commits_survive_reopen_and_checkpoint() {
     {
         let mut s = open(&db);
         run(&mut s, "UNWIND range(1, 5) AS i CREATE (:U {i: i})").unwrap();
-        run(&mut s, "MATCH (a:U {i: 1}), (b:U {i: 3}) CREATE (a)-[:R {w: 1}]->(b)").unwrap();
-        run(&mut s, "MATCH (a:U {i: 3}), (b:U {i: 4}) CREATE (a)-[:R]->(b)").unwrap();
+        run(
+            &mut s,
+            "MATCH (a:U {i: 1}), (b:U {i: 3}) CREATE (a)-[:R {w: 1}]->(b)",
+        )
+        .unwrap();
+        run(
+            &mut s,
+            "MATCH (a:U {i: 3}), (b:U {i: 4}) CREATE (a)-[:R]->(b)",
+        )
+        .unwrap();
         run(&mut s, "MATCH (u:U {i: 2}) DELETE u").unwrap();
         run(&mut s, "MATCH (u:U {i: 3}) SET u.x = 7").unwrap();
         check(&mut s);
@@ -201,9 +230,15 @@ fn commits_survive_reopen_and_checkpoint() {
     drop(s);
     let mut s = open(&db);
     check(&mut s);
-    assert_eq!(rows(&mut s, "MATCH (u:U {i: 5}) RETURN u.y")[0][0], Value::str("five"));
+    assert_eq!(
+        rows(&mut s, "MATCH (u:U {i: 5}) RETURN u.y")[0][0],
+        Value::str("five")
+    );
     assert_eq!(count(&mut s, "MATCH (v:V) RETURN v.i"), 4);
-    assert_eq!(count(&mut s, "MATCH ()-[r:R]->() WHERE r.w = 1 RETURN count(r)"), 1);
+    assert_eq!(
+        count(&mut s, "MATCH ()-[r:R]->() WHERE r.w = 1 RETURN count(r)"),
+        1
+    );
 }
 
 #[test]
@@ -225,12 +260,18 @@ fn a_torn_log_tail_is_cut_and_the_rest_kept() {
     let bytes = std::fs::read(&log).unwrap();
     std::fs::write(&log, &bytes[..bytes.len() - 3]).unwrap();
     let mut s = open(&db);
-    assert_eq!(ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"), vec![0, 1, 2, 3]);
+    assert_eq!(
+        ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"),
+        vec![0, 1, 2, 3]
+    );
     // And the log takes new commits after the cut.
     run(&mut s, "CREATE (:T {i: 9})").unwrap();
     drop(s);
     let mut s = open(&db);
-    assert_eq!(ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"), vec![0, 1, 2, 3, 9]);
+    assert_eq!(
+        ints(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.i"),
+        vec![0, 1, 2, 3, 9]
+    );
 }
 
 #[test]
@@ -241,7 +282,11 @@ fn analytical_mode_writes_without_log_until_checkpoint() {
     run(&mut s, "STORAGE MODE IN_MEMORY_ANALYTICAL").unwrap();
     run(&mut s, "UNWIND range(1, 100) AS i CREATE (:P {i: i})").unwrap();
     assert_eq!(count(&mut s, "MATCH (p:P) RETURN count(p)"), 100);
-    assert_eq!(s.store().log_bytes(), 24, "analytical writes are not logged");
+    assert_eq!(
+        s.store().log_bytes(),
+        24,
+        "analytical writes are not logged"
+    );
     // Back to transactional: the analytical writes are checkpointed first.
     run(&mut s, "STORAGE MODE IN_MEMORY_TRANSACTIONAL").unwrap();
     drop(s);

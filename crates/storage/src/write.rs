@@ -171,7 +171,11 @@ impl Staging {
     pub fn begin_held(db: &Path) -> Result<Staging, WriteError> {
         let generation = match read_current(db).at(db)? {
             Some((m, _)) => parse_generation(&m).unwrap_or(0) + 1,
-            None => return Err(WriteError::NotEmpty { path: db.to_path_buf() }),
+            None => {
+                return Err(WriteError::NotEmpty {
+                    path: db.to_path_buf(),
+                })
+            }
         };
         remove_unreferenced(db);
         let gen_dir_name = format!("g{generation:06}");
@@ -179,7 +183,9 @@ impl Staging {
         fs::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
         Ok(Staging {
             root: db.to_path_buf(),
-            target: Target::Existing { db: db.to_path_buf() },
+            target: Target::Existing {
+                db: db.to_path_buf(),
+            },
             generation,
             gen_dir_name,
             _lock: None,
