@@ -51,6 +51,16 @@ const RESERVED: [&str; 26] = [
 ];
 
 impl<'t> Parser<'t> {
+    fn new(text: &'t str) -> R<Parser<'t>> {
+        let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
+        Ok(Parser {
+            text,
+            toks,
+            pos: 0,
+            depth: 0,
+        })
+    }
+
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].tok
     }
@@ -86,6 +96,16 @@ impl<'t> Parser<'t> {
     /// Consumes the current token when `hit` (the result of a test on it).
     fn eat(&mut self, hit: bool) -> bool {
         if hit {
+            self.bump();
+        }
+        hit
+    }
+
+    /// Consumes two keywords in a row (`NO HEADER`, `STORAGE MODE`), or nothing.
+    fn eat_kws(&mut self, a: &str, b: &str) -> bool {
+        let hit = self.is_kw(a) && self.is_kw_at(1, b);
+        if hit {
+            self.bump();
             self.bump();
         }
         hit
@@ -258,12 +278,8 @@ impl<'t> Parser<'t> {
             } else if self.eat_kw("REMOVE") {
                 let mut items = Vec::new();
                 loop {
-                    if matches!(self.peek_at(1), Tok::Punct(":")) {
-                        let var = self.name("a variable")?;
-                        items.push(RemoveItem::Labels {
-                            var,
-                            labels: self.label_list()?,
-                        });
+                    if let Some((var, labels)) = self.labels_item()? {
+                        items.push(RemoveItem::Labels { var, labels });
                     } else {
                         let (target, key) = self.prop_target()?;
                         items.push(RemoveItem::Prop { target, key });
@@ -367,6 +383,15 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// `n:A:B` in SET or REMOVE, when the next item is one.
+    fn labels_item(&mut self) -> R<Option<(String, Vec<String>)>> {
+        if !matches!(self.peek_at(1), Tok::Punct(":")) {
+            return Ok(None);
+        }
+        let var = self.name("a variable")?;
+        Ok(Some((var, self.label_list()?)))
+    }
+
     fn label_list(&mut self) -> R<Vec<String>> {
         let mut labels = Vec::new();
         while self.eat_p(":") {
@@ -381,12 +406,8 @@ impl<'t> Parser<'t> {
     fn set_items(&mut self) -> R<Vec<SetItem>> {
         let mut items = Vec::new();
         loop {
-            if matches!(self.peek_at(1), Tok::Punct(":")) {
-                let var = self.name("a variable")?;
-                items.push(SetItem::Labels {
-                    var,
-                    labels: self.label_list()?,
-                });
+            if let Some((var, labels)) = self.labels_item()? {
+                items.push(SetItem::Labels { var, labels });
             } else if matches!(self.peek_at(1), Tok::Punct("=") | Tok::Punct("+=")) {
                 let var = self.name("a variable")?;
                 if self.eat_p("+=") {
@@ -461,13 +482,9 @@ impl<'t> Parser<'t> {
                     self.expect_kw("HEADERS")?;
                 }
                 l.header = true;
-            } else if self.is_kw("NO") && self.is_kw_at(1, "HEADER") {
-                self.bump();
-                self.bump();
+            } else if self.eat_kws("NO", "HEADER") {
                 l.header = false;
-            } else if self.is_kw("IGNORE") && self.is_kw_at(1, "BAD") {
-                self.bump();
-                self.bump();
+            } else if self.eat_kws("IGNORE", "BAD") {
                 l.ignore_bad = true;
             } else if self.eat_kw("DELIMITER") || self.eat_kw("FIELDTERMINATOR") {
                 l.delimiter = Some(self.one_char("a delimiter")?);
@@ -1113,34 +1130,22 @@ impl Parser<'_> {
     }
 
     fn command(&mut self) -> R<Option<Command>> {
-        let c = if self.is_kw("BEGIN") {
-            self.bump();
+        let c = if self.eat_kw("BEGIN") {
             Command::Begin
-        } else if self.is_kw("COMMIT") {
-            self.bump();
+        } else if self.eat_kw("COMMIT") {
             Command::Commit
-        } else if self.is_kw("ROLLBACK") {
-            self.bump();
+        } else if self.eat_kw("ROLLBACK") {
             Command::Rollback
-        } else if self.is_kw("CHECKPOINT") {
-            self.bump();
+        } else if self.eat_kw("CHECKPOINT") {
             Command::Checkpoint
-        } else if self.is_kw("FREE") && self.is_kw_at(1, "MEMORY") {
-            self.bump();
-            self.bump();
+        } else if self.eat_kws("FREE", "MEMORY") {
             Command::FreeMemory
-        } else if self.is_kw("SHOW") && self.is_kw_at(1, "STORAGE") {
-            self.bump();
-            self.bump();
+        } else if self.eat_kws("SHOW", "STORAGE") {
             self.expect_kw("INFO")?;
             Command::ShowStorageInfo
-        } else if self.is_kw("SHOW") && (self.is_kw_at(1, "INDEXES") || self.is_kw_at(1, "INDEX")) {
-            self.bump();
-            self.bump();
+        } else if self.eat_kws("SHOW", "INDEXES") || self.eat_kws("SHOW", "INDEX") {
             Command::ShowIndexes
-        } else if self.is_kw("STORAGE") && self.is_kw_at(1, "MODE") {
-            self.bump();
-            self.bump();
+        } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
         } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "INDEX") {
             let create = self.is_kw("CREATE");
@@ -1162,28 +1167,16 @@ impl Parser<'_> {
 
 /// Parses a query or a command (transactions, storage, index DDL).
 pub fn parse(text: &str) -> Result<Parsed, ParseError> {
-    let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
-    let mut p = Parser {
-        text,
-        toks,
-        pos: 0,
-        depth: 0,
-    };
-    if let Some(c) = p.command()? {
-        return Ok(Parsed::Command(c));
+    let mut p = Parser::new(text)?;
+    // `command` consumes nothing unless it matched, so the query parse starts at 0.
+    match p.command()? {
+        Some(c) => Ok(Parsed::Command(c)),
+        None => Ok(Parsed::Query(p.statement()?)),
     }
-    Ok(Parsed::Query(parse_query(text)?))
 }
 
 pub fn parse_query(text: &str) -> Result<Statement, ParseError> {
-    let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
-    let mut p = Parser {
-        text,
-        toks,
-        pos: 0,
-        depth: 0,
-    };
-    p.statement()
+    Parser::new(text)?.statement()
 }
 
 #[cfg(test)]

@@ -91,13 +91,7 @@ pub fn expr(e: &Expr) -> String {
             a.as_deref().map(expr).unwrap_or_default(),
             b.as_deref().map(expr).unwrap_or_default()
         ),
-        Expr::HasLabels(x, ls) => format!(
-            "{}{}",
-            postfix_base(x),
-            ls.iter()
-                .map(|l| format!(":{}", name(l)))
-                .collect::<String>()
-        ),
+        Expr::HasLabels(x, ls) => format!("{}{}", postfix_base(x), labels(ls)),
         Expr::Unary(UnOp::Not, x) => format!("(NOT {})", expr(x)),
         Expr::Unary(UnOp::Neg, x) => format!("(-{})", expr(x)),
         Expr::Binary(op, a, b) => format!("({} {} {})", expr(a), binop(*op), expr(b)),
@@ -170,14 +164,17 @@ fn postfix_base(x: &Expr) -> String {
     }
 }
 
+/// `:A:B`
+fn labels(ls: &[String]) -> String {
+    ls.iter().map(|l| format!(":{}", name(l))).collect()
+}
+
 fn node(n: &NodePattern) -> String {
     let mut s = String::from("(");
     if let Some(v) = &n.var {
         s.push_str(&name(v));
     }
-    for l in &n.labels {
-        let _ = write!(s, ":{}", name(l));
-    }
+    s.push_str(&labels(&n.labels));
     if let Some(p) = &n.props {
         let _ = write!(s, " {}", expr(p));
     }
@@ -372,14 +369,7 @@ fn set_item(i: &SetItem) -> String {
         }
         SetItem::Replace { var, value } => format!("{} = {}", name(var), expr(value)),
         SetItem::Merge { var, value } => format!("{} += {}", name(var), expr(value)),
-        SetItem::Labels { var, labels } => format!(
-            "{}{}",
-            name(var),
-            labels
-                .iter()
-                .map(|l| format!(":{}", name(l)))
-                .collect::<String>()
-        ),
+        SetItem::Labels { var, labels: ls } => format!("{}{}", name(var), labels(ls)),
     }
 }
 
@@ -414,14 +404,9 @@ fn update_clause(c: &Clause) -> String {
             v.iter()
                 .map(|i| match i {
                     RemoveItem::Prop { target, key } => format!("{}.{}", expr(target), name(key)),
-                    RemoveItem::Labels { var, labels } => format!(
-                        "{}{}",
-                        name(var),
-                        labels
-                            .iter()
-                            .map(|l| format!(":{}", name(l)))
-                            .collect::<String>()
-                    ),
+                    RemoveItem::Labels { var, labels: ls } => {
+                        format!("{}{}", name(var), labels(ls))
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

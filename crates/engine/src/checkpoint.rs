@@ -29,7 +29,6 @@ use quiver_storage::manifest::{
 };
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
 use quiver_storage::{Database, Direction};
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,50 +97,50 @@ fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
     }
 }
 
-/// Columns for a set of property maps: each key gets the type most of its values have.
+/// Columns for a set of property maps: each key, in first-seen order, gets the type
+/// most of its values have.
 fn choose_columns<'p>(maps: impl Iterator<Item = &'p Props>) -> Vec<PropertyMeta> {
-    let mut counts: BTreeMap<(Arc<str>, String), (DataType, u64, usize)> = BTreeMap::new();
-    let mut order: Vec<Arc<str>> = Vec::new();
+    let mut tally: Vec<(Arc<str>, Vec<(DataType, u64)>)> = Vec::new();
+    let mut at: hashbrown::HashMap<Arc<str>, usize> = hashbrown::HashMap::new();
     for p in maps {
         for (k, v) in p {
-            if let Some(t) = dtype_of(v) {
-                if !order.contains(k) {
-                    order.push(k.clone());
-                }
-                let e = counts
-                    .entry((k.clone(), format!("{t:?}")))
-                    .or_insert((t, 0, order.len()));
-                e.1 += 1;
+            let Some(t) = dtype_of(v) else { continue };
+            let i = *at.entry(k.clone()).or_insert_with(|| {
+                tally.push((k.clone(), Vec::new()));
+                tally.len() - 1
+            });
+            let types = &mut tally[i].1;
+            match types.iter_mut().find(|(x, _)| *x == t) {
+                Some(e) => e.1 += 1,
+                None => types.push((t, 1)),
             }
         }
     }
-    order
-        .iter()
-        .filter_map(|k| {
-            counts
-                .iter()
-                .filter(|((kk, _), _)| kk == k)
-                .max_by_key(|(_, (_, n, _))| *n)
-                .map(|(_, (t, _, _))| PropertyMeta {
-                    name: k.to_string(),
-                    dtype: *t,
-                })
+    tally
+        .into_iter()
+        .filter_map(|(k, types)| {
+            let (dtype, _) = types.into_iter().max_by_key(|(_, n)| *n)?;
+            Some(PropertyMeta {
+                name: k.to_string(),
+                dtype,
+            })
         })
         .collect()
 }
 
-/// Writes rows of property maps as a table; values that do not fit their column are
-/// returned as `(row, key, value)` for the op file.
+/// Writes rows of property maps as a table (with a trailing `:LABEL` column when
+/// `label_column`); returns the segment and the columns written. Values that do not fit
+/// their column go to `misfits` as `(row, key, value)` for the op file.
 fn write_rows(
     staging: &Staging,
     name: &str,
     columns: &[PropertyMeta],
-    extra_label_column: bool,
+    label_column: bool,
     rows: &mut dyn Iterator<Item = (Option<&Props>, Option<Vec<Arc<str>>>)>,
     misfits: &mut Vec<(u64, Arc<str>, Value)>,
-) -> Result<SegmentMeta, EngineError> {
+) -> Result<(SegmentMeta, Vec<PropertyMeta>), EngineError> {
     let mut metas = columns.to_vec();
-    if extra_label_column {
+    if label_column {
         metas.push(PropertyMeta {
             name: ":LABEL".into(),
             dtype: DataType::Array(ScalarType::String),
@@ -170,7 +169,7 @@ fn write_rows(
                 }
             }
         }
-        if extra_label_column {
+        if label_column {
             let l = labels.map(|l| Value::list(l.into_iter().map(Value::Str).collect()));
             let c = columns.len();
             push_value(&mut b[c], l.as_ref());
@@ -184,7 +183,7 @@ fn write_rows(
     if !b.is_empty() && !b[0].is_empty() {
         w.write_row_group(&b)?;
     }
-    Ok(w.finish()?)
+    Ok((w.finish()?, metas))
 }
 
 impl Store {
@@ -245,7 +244,7 @@ impl Store {
                 .flatten()
                 .any(|r| r.labels.iter().any(|l| !common.contains(l)));
             let mut misfits = Vec::new();
-            let seg = write_rows(
+            let (seg, metas) = write_rows(
                 &staging,
                 "nodes-delta.seg",
                 &columns,
@@ -280,13 +279,6 @@ impl Store {
                 }
             }
             let n_cols = columns.len();
-            let mut metas = columns;
-            if extra {
-                metas.push(PropertyMeta {
-                    name: ":LABEL".into(),
-                    dtype: DataType::Array(ScalarType::String),
-                });
-            }
             m.node_tables.push(NodeTableMeta {
                 name: format!("delta-{}", m.generation),
                 first_node: lo,
@@ -367,7 +359,7 @@ impl Store {
                 None
             } else {
                 let mut misfits = Vec::new();
-                let seg = write_rows(
+                let (seg, _) = write_rows(
                     &staging,
                     &format!("rels-{t:04}-delta-props.seg"),
                     &columns,

@@ -331,11 +331,6 @@ impl Delta {
         }
     }
 
-    /// Whether `key` is indexed in the delta.
-    pub fn is_indexed(&self, key: &str) -> bool {
-        self.indexed.iter().any(|k| &**k == key)
-    }
-
     /// The record of node `id`, copied from the segments on first use.
     fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {
         if let Some(r) = self.nodes.get(&id) {
@@ -366,22 +361,22 @@ impl Delta {
         self.nodes.insert(id, Arc::new(rec));
     }
 
+    /// The type id and live record of relationship `eid` of type `name`, copied from
+    /// the segments on first use.
     fn rel_rec(
         &self,
         db: &Database,
-        ty: u32,
+        name: &Arc<str>,
         eid: u64,
         (src, dst): (u64, u64),
-    ) -> Result<RelRec, ApplyError> {
-        let no = || {
-            let name = self.types.get(ty as usize).cloned();
-            ApplyError::NoRel(name.unwrap_or_else(|| Arc::from("?")), eid)
-        };
+    ) -> Result<(u32, RelRec), ApplyError> {
+        let no = || ApplyError::NoRel(name.clone(), eid);
+        let ty = self.type_id(name).ok_or_else(no)?;
         if let Some(r) = self.rels.get(&(ty, eid)) {
             return if r.deleted {
                 Err(no())
             } else {
-                Ok((**r).clone())
+                Ok((ty, (**r).clone()))
             };
         }
         let in_segments = (ty as usize) < db.rel_types().len()
@@ -389,14 +384,21 @@ impl Delta {
         if !in_segments {
             return Err(no());
         }
-        Ok(RelRec {
+        let rec = RelRec {
             src,
             dst,
             props: segments::rel_props(db, ty as usize, eid)?,
             deleted: false,
             created: false,
             ts: 0,
-        })
+        };
+        Ok((ty, rec))
+    }
+
+    fn put_rel(&mut self, ty: u32, eid: u64, rec: RelRec) {
+        self.bytes += rel_bytes(&rec);
+        self.changes += 1;
+        self.rels.insert((ty, eid), Arc::new(rec));
     }
 
     fn adj_push(map: &mut PMap<u64, Adj>, node: u64, entry: (u32, u64, u64)) {
@@ -470,17 +472,13 @@ impl Delta {
                     created: true,
                     ts,
                 };
-                self.bytes += rel_bytes(&rec) + 48;
-                self.changes += 1;
-                self.rels.insert((t, *eid), Arc::new(rec));
+                self.bytes += 48; // two adjacency entries
+                self.put_rel(t, *eid, rec);
                 Self::adj_push(&mut self.out, *src, (t, *eid, *dst));
                 Self::adj_push(&mut self.inc, *dst, (t, *eid, *src));
             }
             Op::DeleteRel { ty, eid, src, dst } => {
-                let t = self
-                    .type_id(ty)
-                    .ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
-                let old = self.rel_rec(db, t, *eid, (*src, *dst))?;
+                let (t, old) = self.rel_rec(db, ty, *eid, (*src, *dst))?;
                 if old.created {
                     Self::adj_remove(&mut self.out, old.src, t, *eid);
                     Self::adj_remove(&mut self.inc, old.dst, t, *eid);
@@ -490,9 +488,7 @@ impl Delta {
                 rec.props.clear();
                 rec.ts = ts;
                 self.deleted_rels += 1;
-                self.changes += 1;
-                self.bytes += rel_bytes(&rec);
-                self.rels.insert((t, *eid), Arc::new(rec));
+                self.put_rel(t, *eid, rec);
             }
             Op::SetRelProp {
                 ty,
@@ -502,15 +498,10 @@ impl Delta {
                 key,
                 value,
             } => {
-                let t = self
-                    .type_id(ty)
-                    .ok_or_else(|| ApplyError::NoRel(ty.clone(), *eid))?;
-                let mut rec = self.rel_rec(db, t, *eid, (*src, *dst))?;
+                let (t, mut rec) = self.rel_rec(db, ty, *eid, (*src, *dst))?;
                 prop_set(&mut rec.props, key, value.clone());
                 rec.ts = ts;
-                self.changes += 1;
-                self.bytes += rel_bytes(&rec);
-                self.rels.insert((t, *eid), Arc::new(rec));
+                self.put_rel(t, *eid, rec);
             }
         }
         Ok(())

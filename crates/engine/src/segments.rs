@@ -6,7 +6,7 @@ use crate::value::Value;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnChunk;
 use quiver_storage::manifest::TableFooter;
-use quiver_storage::{Database, ReadError};
+use quiver_storage::{Database, Direction, ReadError};
 use std::sync::Arc;
 
 /// Decodes row `i` of a chunk as a query value.
@@ -46,6 +46,26 @@ pub fn row_group_of(footer: &TableFooter, row: u64) -> (usize, usize) {
         .saturating_sub(1);
     let first = footer.row_groups.get(rg).map_or(0, |g| g.first_row);
     (rg, (row - first) as usize)
+}
+
+/// The edge id both directions agree on for a segment edge read from `dir`'s CSR:
+/// property-less types number edges by out-CSR position, so an edge met from its target
+/// is renumbered (see `Database::canonical_edge_id`).
+pub fn canonical_edge_id(
+    db: &Database,
+    ty: u32,
+    node: u64,
+    nb: u32,
+    eid: u64,
+    dir: Direction,
+) -> Result<u64, ReadError> {
+    let t = ty as usize;
+    match db.rel_types().get(t) {
+        Some(r) if dir == Direction::In && r.meta.columns.is_empty() => {
+            db.canonical_edge_id(t, node as u32, nb, eid)
+        }
+        _ => Ok(eid),
+    }
 }
 
 /// A segment node's labels (table labels, then its `:LABEL` values) and its non-null

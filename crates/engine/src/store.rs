@@ -90,12 +90,7 @@ pub struct Snapshot {
     pub ts: u64,
 }
 
-impl Snapshot {
-    pub fn view(&self) -> View<'_> {
-        View::new(&self.db, &self.delta)
-    }
-}
-
+/// The log and the commit clock, behind the commit lock.
 pub(crate) struct CommitState {
     pub(crate) wal: Option<Wal>,
     clock: u64,
@@ -118,14 +113,17 @@ impl Counters {
         *self == Counters::default()
     }
 
-    pub fn add(&mut self, o: &Counters) {
-        self.nodes_created += o.nodes_created;
-        self.nodes_deleted += o.nodes_deleted;
-        self.relationships_created += o.relationships_created;
-        self.relationships_deleted += o.relationships_deleted;
-        self.properties_set += o.properties_set;
-        self.labels_added += o.labels_added;
-        self.labels_removed += o.labels_removed;
+    /// What was counted since `before` (a statement's share of its transaction).
+    pub fn since(&self, before: &Counters) -> Counters {
+        Counters {
+            nodes_created: self.nodes_created - before.nodes_created,
+            nodes_deleted: self.nodes_deleted - before.nodes_deleted,
+            relationships_created: self.relationships_created - before.relationships_created,
+            relationships_deleted: self.relationships_deleted - before.relationships_deleted,
+            properties_set: self.properties_set - before.properties_set,
+            labels_added: self.labels_added - before.labels_added,
+            labels_removed: self.labels_removed - before.labels_removed,
+        }
     }
 
     /// `(name, value)` of each non-zero counter.
@@ -183,8 +181,6 @@ pub struct Store {
     pub(crate) unlogged: AtomicBool,
     /// The database's writer lock; `None` when another process holds it (read only).
     _lock: Option<File>,
-    /// Bytes cut from a torn log tail at open.
-    pub log_cut_bytes: u64,
 }
 
 /// Property names the segments index: `:ID` columns and declared indexes.
@@ -255,16 +251,7 @@ impl Store {
             }
             clock = clock.max(*ts);
         }
-        let mut next_edge = HashMap::new();
-        for (i, t) in delta.types.iter().enumerate() {
-            let base = delta.base_edges[i];
-            let top = delta
-                .rels
-                .range((i as u32, 0)..(i as u32 + 1, 0))
-                .next_back()
-                .map_or(base, |((_, e), _)| (*e + 1).max(base));
-            next_edge.insert(t.clone(), top);
-        }
+        let next_edge = next_edges(&delta);
         Ok(Arc::new(Store {
             dir: dir.to_path_buf(),
             next_node: AtomicU64::new(delta.next_node),
@@ -282,7 +269,6 @@ impl Store {
             analytical_writer: AtomicBool::new(false),
             unlogged: AtomicBool::new(false),
             _lock: lock,
-            log_cut_bytes: replay.cut_bytes,
             opts,
         }))
     }
@@ -394,11 +380,7 @@ impl Store {
             let (w, _) = Wal::open(&self.dir, generation)?;
             c.wal = Some(w);
         }
-        let mut m = lock(&self.next_edge);
-        m.clear();
-        for (i, t) in delta.types.iter().enumerate() {
-            m.insert(t.clone(), delta.base_edges[i]);
-        }
+        *lock(&self.next_edge) = next_edges(delta);
         Ok(())
     }
 
@@ -410,6 +392,21 @@ impl Store {
         *e += 1;
         id
     }
+}
+
+/// The next edge id of each type: past the segments and past every created edge.
+fn next_edges(delta: &Delta) -> HashMap<Arc<str>, u64> {
+    let mut m = HashMap::new();
+    for (i, t) in delta.types.iter().enumerate() {
+        let base = delta.base_edges[i];
+        let top = delta
+            .rels
+            .range((i as u32, 0)..(i as u32 + 1, 0))
+            .next_back()
+            .map_or(base, |((_, e), _)| (*e + 1).max(base));
+        m.insert(t.clone(), top);
+    }
+    m
 }
 
 /// Locks a mutex, recovering from a panic elsewhere (the data is a plain map).
@@ -461,10 +458,6 @@ impl Txn {
     /// The database this transaction reads: its snapshot's segments and its own delta.
     pub fn view(&self) -> View<'_> {
         View::new(&self.snap.db, &self.work)
-    }
-
-    pub fn has_writes(&self) -> bool {
-        !self.ops.is_empty() || self.writer
     }
 
     fn analytical(&self) -> bool {
@@ -592,19 +585,15 @@ impl Txn {
             return Ok(());
         }
         self.claim(Entity::Node(id))?;
-        if add {
+        let label = label.clone();
+        let op = if add {
             self.counters.labels_added += 1;
-            self.push(Op::AddLabel {
-                id,
-                label: label.clone(),
-            })
+            Op::AddLabel { id, label }
         } else {
             self.counters.labels_removed += 1;
-            self.push(Op::RemoveLabel {
-                id,
-                label: label.clone(),
-            })
-        }
+            Op::RemoveLabel { id, label }
+        };
+        self.push(op)
     }
 
     /// Deletes a node; with `detach` its relationships first, otherwise it must have none.
@@ -671,12 +660,20 @@ impl Txn {
         })
     }
 
-    pub fn delete_rel(&mut self, r: &RelRef) -> Result<(), EngineError> {
+    /// Claims relationship `r` for a write and gives its type's name; `None` when this
+    /// transaction has deleted it.
+    fn claim_rel(&mut self, r: &RelRef) -> Result<Option<Arc<str>>, EngineError> {
         if self.work.rel(r.ty, r.eid) == Some(None) {
-            return Ok(()); // deleted already
+            return Ok(None);
         }
         self.claim(Entity::Rel(r.ty, r.eid))?;
-        let ty = self.work.types[r.ty as usize].clone();
+        Ok(Some(self.work.types[r.ty as usize].clone()))
+    }
+
+    pub fn delete_rel(&mut self, r: &RelRef) -> Result<(), EngineError> {
+        let Some(ty) = self.claim_rel(r)? else {
+            return Ok(()); // deleted already
+        };
         self.counters.relationships_deleted += 1;
         self.push(Op::DeleteRel {
             ty,
@@ -693,11 +690,9 @@ impl Txn {
         value: Value,
     ) -> Result<(), EngineError> {
         check_value(key, &value)?;
-        if self.work.rel(r.ty, r.eid) == Some(None) {
-            return Ok(());
-        }
-        self.claim(Entity::Rel(r.ty, r.eid))?;
-        let ty = self.work.types[r.ty as usize].clone();
+        let Some(ty) = self.claim_rel(r)? else {
+            return Ok(()); // setting on a deleted relationship is a no-op
+        };
         self.counters.properties_set += 1;
         self.push(Op::SetRelProp {
             ty,

@@ -89,14 +89,8 @@ impl Wal {
             .map_err(io(&p))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io(&p))?;
-        let mut good = 0usize;
-        if bytes.len() >= HEADER && bytes[..HEADER] == header(generation) {
-            good = HEADER;
-            while let Some((ts, ops, next)) = read_record(&bytes, good) {
-                replay.records.push((ts, ops));
-                good = next;
-            }
-        } else if exists && !bytes.is_empty() && bytes.len() >= HEADER {
+        let mut good = records(&bytes, generation, &mut replay.records);
+        if good == 0 && exists && bytes.len() >= HEADER {
             return Err(WalError::Corrupt {
                 path: p,
                 what: "not a log of this database generation (bad header)".into(),
@@ -129,16 +123,8 @@ impl Wal {
 
     /// Appends one committed transaction and waits until it is on disk.
     pub fn append(&mut self, ts: u64, ops: &[Op]) -> Result<(), WalError> {
-        let mut payload = Vec::with_capacity(64 * ops.len() + 16);
-        put_u64(&mut payload, ts);
-        put_u32(&mut payload, ops.len() as u32);
-        for op in ops {
-            encode_op(&mut payload, op);
-        }
-        let mut rec = Vec::with_capacity(payload.len() + 8);
-        put_u32(&mut rec, payload.len() as u32);
-        put_u32(&mut rec, crc32fast::hash(&payload));
-        rec.extend_from_slice(&payload);
+        let mut rec = Vec::with_capacity(64 * ops.len() + 24);
+        encode_record(&mut rec, ts, ops);
         let p = self.path.clone();
         if let Err(e) = self
             .file
@@ -171,29 +157,44 @@ pub fn read_only(dir: &Path, generation: u64) -> Result<Replay, WalError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(replay),
         Err(e) => return Err(io(&p)(e)),
     };
-    if bytes.len() >= HEADER && bytes[..HEADER] == header(generation) {
-        let mut at = HEADER;
-        while let Some((ts, ops, next)) = read_record(&bytes, at) {
-            replay.records.push((ts, ops));
-            at = next;
-        }
-    }
+    records(&bytes, generation, &mut replay.records);
     Ok(replay)
+}
+
+/// Decodes the records of a log of `generation` up to the first incomplete or damaged
+/// one; returns where they end (0 when the header is not this generation's).
+fn records(bytes: &[u8], generation: u64, out: &mut Vec<(u64, Vec<Op>)>) -> usize {
+    if bytes.len() < HEADER || bytes[..HEADER] != header(generation) {
+        return 0;
+    }
+    let mut at = HEADER;
+    while let Some((ts, ops, next)) = read_record(bytes, at) {
+        out.push((ts, ops));
+        at = next;
+    }
+    at
+}
+
+/// Appends one record: `[payload length][CRC-32][ts, op count, ops]`.
+fn encode_record(out: &mut Vec<u8>, ts: u64, ops: &[Op]) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    put_u64(out, ts);
+    put_u32(out, ops.len() as u32);
+    for op in ops {
+        encode_op(out, op);
+    }
+    let payload = &out[start + 8..];
+    let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Writes `ops` as a one-record file in the log's format (a generation's op file);
 /// returns its size.
 pub fn write_ops_file(p: &Path, ops: &[Op]) -> Result<u64, WalError> {
-    let mut payload = Vec::new();
-    put_u64(&mut payload, 0);
-    put_u32(&mut payload, ops.len() as u32);
-    for op in ops {
-        encode_op(&mut payload, op);
-    }
     let mut out = header(0).to_vec();
-    put_u32(&mut out, payload.len() as u32);
-    put_u32(&mut out, crc32fast::hash(&payload));
-    out.extend_from_slice(&payload);
+    encode_record(&mut out, 0, ops);
     std::fs::write(p, &out).map_err(io(p))?;
     Ok(out.len() as u64)
 }
@@ -202,17 +203,13 @@ pub fn write_ops_file(p: &Path, ops: &[Op]) -> Result<u64, WalError> {
 /// of a published generation).
 pub fn read_ops_file(p: &Path) -> Result<Vec<Op>, WalError> {
     let bytes = std::fs::read(p).map_err(io(p))?;
-    if bytes.len() < HEADER || bytes[..HEADER] != header(0) {
-        return Err(WalError::Corrupt {
-            path: p.to_path_buf(),
-            what: "bad header".into(),
-        });
-    }
-    match read_record(&bytes, HEADER) {
-        Some((_, ops, end)) if end == bytes.len() => Ok(ops),
+    let mut recs = Vec::new();
+    let end = records(&bytes, 0, &mut recs);
+    match recs.pop() {
+        Some((_, ops)) if recs.is_empty() && end == bytes.len() => Ok(ops),
         _ => Err(WalError::Corrupt {
             path: p.to_path_buf(),
-            what: "checksum mismatch or truncated".into(),
+            what: "bad header, checksum mismatch or truncated".into(),
         }),
     }
 }

@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::Dir;
-use quiver_engine::delta::{prop_get, KeyVal};
+use quiver_engine::delta::{prop_get, KeyVal, NodeRec, Props, RelRec};
 pub use quiver_engine::segments::chunk_value;
 use quiver_engine::{Delta, View};
 use quiver_storage::manifest::IdType;
@@ -74,6 +74,18 @@ pub fn dirs(d: Dir) -> &'static [Direction] {
         Dir::In => &[Direction::In],
         Dir::Both => &[Direction::Out, Direction::In],
     }
+}
+
+/// Property `name` of a delta record (null when absent or deleted).
+fn prop_of(p: Option<&Props>, name: &str) -> Value {
+    p.and_then(|p| prop_get(p, name).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// A delta record's properties as query pairs.
+fn pairs(p: Option<&Props>) -> Vec<(String, Value)> {
+    p.map(|p| p.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        .unwrap_or_default()
 }
 
 impl<'db> Graph<'db> {
@@ -165,18 +177,26 @@ impl<'db> Graph<'db> {
         self.delta.is_some()
     }
 
+    /// `Some(f(record))` when the delta holds node `n` (a `None` record: deleted, or an
+    /// unused created id); `None` when the segments answer.
+    #[inline]
+    fn delta_node<R>(&self, n: u64, f: impl FnOnce(Option<&NodeRec>) -> R) -> Option<R> {
+        let d = self.delta()?;
+        d.node(n).map(f)
+    }
+
+    /// Like [`delta_node`](Self::delta_node) for a relationship.
+    #[inline]
+    fn delta_rel<R>(&self, r: &RelRef, f: impl FnOnce(Option<&RelRec>) -> R) -> Option<R> {
+        let d = self.delta()?;
+        d.rel(r.ty, r.eid).map(f)
+    }
+
     pub fn n_nodes(&self) -> u64 {
         match self.delta() {
             Some(d) => d.next_node,
             None => self.db.n_nodes(),
         }
-    }
-
-    /// Ids of nodes created since the segments (`base..next`; holes are skipped by
-    /// [`node_live`](Self::node_live)).
-    pub fn created_range(&self) -> Option<(u64, u64)> {
-        let d = self.delta()?;
-        (d.next_node > d.base_nodes).then_some((d.base_nodes, d.next_node))
     }
 
     /// Whether node `n` exists (always for segment nodes without a delta).
@@ -260,10 +280,9 @@ impl<'db> Graph<'db> {
 
     /// The labels of a node (table labels, then its own `:LABEL` values).
     pub fn labels(&self, node: u64) -> Result<Vec<Arc<str>>, QueryError> {
-        if let Some(d) = self.delta() {
-            if let Some(r) = d.node(node) {
-                return Ok(r.map(|r| r.labels.clone()).unwrap_or_default());
-            }
+        if let Some(v) = self.delta_node(node, |r| r.map(|r| r.labels.clone()).unwrap_or_default())
+        {
+            return Ok(v);
         }
         let (t, row) = self.locate(node)?;
         let ti = &self.tables[t];
@@ -325,12 +344,8 @@ impl<'db> Graph<'db> {
     }
 
     pub fn node_prop(&self, node: u64, name: &str) -> Result<Value, QueryError> {
-        if let Some(d) = self.delta() {
-            if let Some(r) = d.node(node) {
-                return Ok(r
-                    .and_then(|r| prop_get(&r.props, name).cloned())
-                    .unwrap_or(Value::Null));
-            }
+        if let Some(v) = self.delta_node(node, |r| prop_of(r.map(|r| &r.props), name)) {
+            return Ok(v);
         }
         let (t, row) = self.locate(node)?;
         match self.tables[t].props.get(name) {
@@ -359,9 +374,7 @@ impl<'db> Graph<'db> {
         for (pos, v) in nodes.iter().enumerate() {
             let Value::Node(n) = *v else { continue };
             if let Some(r) = d.as_ref().and_then(|d| d.node(n)) {
-                if let Some(v) = r.and_then(|r| prop_get(&r.props, name)) {
-                    out[base + pos] = v.clone();
-                }
+                out[base + pos] = prop_of(r.map(|r| &r.props), name);
                 continue;
             }
             let (t, row) = self.locate(n)?;
@@ -440,17 +453,8 @@ impl<'db> Graph<'db> {
 
     /// Every property of a node that is not null, in column order.
     pub fn node_props(&self, node: u64) -> Result<Vec<(String, Value)>, QueryError> {
-        if let Some(d) = self.delta() {
-            if let Some(r) = d.node(node) {
-                return Ok(r
-                    .map(|r| {
-                        r.props
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default());
-            }
+        if let Some(v) = self.delta_node(node, |r| pairs(r.map(|r| &r.props))) {
+            return Ok(v);
         }
         let (t, row) = self.locate(node)?;
         let mut out = Vec::new();
@@ -464,12 +468,8 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
-        if let Some(d) = self.delta() {
-            if let Some(rec) = d.rel(r.ty, r.eid) {
-                return Ok(rec
-                    .and_then(|rec| prop_get(&rec.props, name).cloned())
-                    .unwrap_or(Value::Null));
-            }
+        if let Some(v) = self.delta_rel(r, |rec| prop_of(rec.map(|r| &r.props), name)) {
+            return Ok(v);
         }
         let Some(ri) = self.rels.get(r.ty as usize) else {
             return Ok(Value::Null);
@@ -491,17 +491,8 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(String, Value)>, QueryError> {
-        if let Some(d) = self.delta() {
-            if let Some(rec) = d.rel(r.ty, r.eid) {
-                return Ok(rec
-                    .map(|rec| {
-                        rec.props
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default());
-            }
+        if let Some(v) = self.delta_rel(r, |rec| pairs(rec.map(|r| &r.props))) {
+            return Ok(v);
         }
         let Some(ri) = self.rels.get(r.ty as usize) else {
             return Ok(Vec::new());
@@ -514,14 +505,6 @@ impl<'db> Graph<'db> {
             }
         }
         Ok(out)
-    }
-
-    /// Whether relationship type `ty` stores properties (its edge ids are then the same
-    /// from both directions).
-    pub fn rel_has_props(&self, ty: u32) -> bool {
-        self.rels
-            .get(ty as usize)
-            .is_none_or(|r| !r.prop_list.is_empty())
     }
 
     /// An id-index seek for `MATCH (n:Label {prop: key})` when `prop` is the imported
@@ -580,21 +563,7 @@ impl<'db> Graph<'db> {
         Ok(())
     }
 
-    /// Every relationship at `node`, each once (for DETACH DELETE and `size()`).
-    pub fn node_rels(&self, node: u64) -> Result<Vec<RelRef>, QueryError> {
-        match self.delta() {
-            Some(d) => Ok(View::new(self.db, &d).node_rels(node)?),
-            None => {
-                let types: Vec<u32> = (0..self.n_rel_types() as u32).collect();
-                let mut v = Vec::new();
-                self.step_rels(&types, Dir::Both, node, &mut v)?;
-                Ok(v.into_iter().map(|(_, r)| r).collect())
-            }
-        }
-    }
-
-    /// Nodes whose property `key` equals `v` among those the delta holds, and whether
-    /// segment candidate `n` still has that value (`None`: the delta does not know n).
+    /// Nodes whose property `key` equals `v` among those the delta holds.
     pub fn delta_key_nodes(&self, key: &str, v: &Value) -> Vec<u64> {
         self.delta()
             .map(|d| d.index_lookup(key, v))
@@ -603,14 +572,11 @@ impl<'db> Graph<'db> {
 
     /// Whether a segment index's candidate `n` for `key = v` still holds.
     pub fn still_matches(&self, n: u64, key: &str, v: &Value) -> bool {
-        match self.delta().as_ref().and_then(|d| d.node(n)) {
-            None => true,
-            Some(None) => false,
-            Some(Some(r)) => {
-                let cur = prop_get(&r.props, key);
-                cur.and_then(KeyVal::of) == KeyVal::of(v) && cur.is_some()
-            }
-        }
+        self.delta_node(n, |r| {
+            let cur = r.and_then(|r| prop_get(&r.props, key));
+            cur.is_some() && cur.and_then(KeyVal::of) == KeyVal::of(v)
+        })
+        .unwrap_or(true)
     }
 
     /// Nodes the delta holds (created or changed), for range seeks over it.
@@ -677,11 +643,10 @@ impl<'db> Graph<'db> {
             Direction::In => (nb, node as u32),
         };
         // With a delta, `for_each_neighbour` has made edge ids canonical already.
-        let eid = if dir == Direction::In && !self.rel_has_props(ty) && !self.has_delta() {
-            self.db
-                .canonical_edge_id(ty as usize, node as u32, nb, eid)?
-        } else {
+        let eid = if self.has_delta() {
             eid
+        } else {
+            quiver_engine::segments::canonical_edge_id(self.db, ty, node, nb, eid, dir)?
         };
         Ok(RelRef { ty, src, dst, eid })
     }

@@ -194,14 +194,11 @@ pub fn run_statement(
     }
     let plan = (stmt.explain == Some(Explain::Profile))
         .then(|| render_plan(&descs, root.id, Some(&cx.stats)));
-    let mut counters = cx.tx.as_ref().map(|t| t.counters).unwrap_or_default();
-    counters.nodes_created -= before.nodes_created;
-    counters.nodes_deleted -= before.nodes_deleted;
-    counters.relationships_created -= before.relationships_created;
-    counters.relationships_deleted -= before.relationships_deleted;
-    counters.properties_set -= before.properties_set;
-    counters.labels_added -= before.labels_added;
-    counters.labels_removed -= before.labels_removed;
+    let counters = cx
+        .tx
+        .as_ref()
+        .map(|t| t.counters.since(&before))
+        .unwrap_or_default();
     Ok(Summary {
         columns,
         rows,
@@ -366,75 +363,58 @@ impl Session {
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
         let writes = stmt.query.writes();
-        if let Some(mut tx) = self.tx.take() {
-            let db = tx.snap.db.clone();
-            self.refresh_indexes(&db);
-            if writes {
-                for p in &stmt.query.parts {
-                    intern_names(p, &mut tx.work);
+        let explicit = self.tx.is_some();
+        // A read outside a transaction runs on the committed snapshot, registering
+        // nothing; anything else runs in the open transaction or a new one.
+        let mut tx = match self.tx.take() {
+            Some(tx) => Some(tx),
+            None if writes => Some(self.store.begin()),
+            None => None,
+        };
+        let (db, delta) = match &mut tx {
+            Some(tx) => {
+                if writes {
+                    for p in &stmt.query.parts {
+                        intern_names(p, &mut tx.work);
+                    }
                 }
+                (tx.snap.db.clone(), Arc::new(tx.work.clone()))
             }
-            let delta = Arc::new(tx.work.clone());
-            let r = run_statement(
-                &db,
-                Some(delta),
-                writes.then_some(&mut tx),
-                &self.indexes,
-                text,
-                stmt,
-                params,
-                &self.opts,
-                sink,
-            );
-            match r {
-                Ok(s) => {
-                    self.tx = Some(tx);
-                    Ok(s)
-                }
-                Err(e) => {
-                    tx.rollback();
-                    Err(QueryError::Argument(format!(
-                        "{e}\nthe transaction was rolled back"
-                    )))
-                }
+            None => {
+                let snap = self.store.snapshot();
+                (snap.db, snap.delta)
             }
-        } else if writes {
-            let mut tx = self.store.begin();
-            let db = tx.snap.db.clone();
-            self.refresh_indexes(&db);
-            for p in &stmt.query.parts {
-                intern_names(p, &mut tx.work);
-            }
-            let delta = Arc::new(tx.work.clone());
-            let mut s = run_statement(
-                &db,
-                Some(delta),
-                Some(&mut tx),
-                &self.indexes,
-                text,
-                stmt,
-                params,
-                &self.opts,
-                sink,
-            )?;
+        };
+        self.refresh_indexes(&db);
+        let r = run_statement(
+            &db,
+            Some(delta),
+            tx.as_mut().filter(|_| writes),
+            &self.indexes,
+            text,
+            stmt,
+            params,
+            &self.opts,
+            sink,
+        );
+        let Some(tx) = tx else { return r };
+        if !explicit {
+            let s = r?;
             tx.commit()?;
             self.maybe_checkpoint();
-            s.elapsed = s.elapsed.max(Duration::ZERO);
-            Ok(s)
-        } else {
-            let snap = self.store.snapshot();
-            self.refresh_indexes(&snap.db);
-            run_statement(
-                &snap.db,
-                Some(snap.delta.clone()),
-                None,
-                &self.indexes,
-                text,
-                stmt,
-                params,
-                &self.opts,
-                sink,
-            )
+            return Ok(s);
+        }
+        match r {
+            Ok(s) => {
+                self.tx = Some(tx);
+                Ok(s)
+            }
+            Err(e) => {
+                tx.rollback();
+                Err(QueryError::Argument(format!(
+                    "{e}\nthe transaction was rolled back"
+                )))
+            }
         }
     }
 
@@ -452,24 +432,6 @@ impl Session {
     }
 
     fn command(&mut self, c: Command, t0: Instant, sink: &mut Sink) -> Result<Summary, QueryError> {
-        enum CKind {
-            Create,
-            Other,
-        }
-        let c_kind = if matches!(c, Command::CreateIndex { .. }) {
-            CKind::Create
-        } else {
-            CKind::Other
-        };
-        let no_tx = |s: &Session, what: &str| -> Result<(), QueryError> {
-            if s.tx.is_some() {
-                Err(QueryError::Argument(format!(
-                    "{what} cannot run inside a transaction; COMMIT or ROLLBACK first"
-                )))
-            } else {
-                Ok(())
-            }
-        };
         match c {
             Command::Begin => {
                 if self.tx.is_some() {
@@ -499,7 +461,7 @@ impl Session {
                 Ok(summary_msg(t0, "rolled back".into()))
             }
             Command::Checkpoint => {
-                no_tx(self, "CHECKPOINT")?;
+                self.no_tx("CHECKPOINT")?;
                 let r = self.store.checkpoint()?;
                 Ok(summary_msg(
                     t0,
@@ -542,7 +504,6 @@ impl Session {
             }
             Command::ShowStorageInfo => {
                 let snap = self.store.snapshot();
-                let g = Graph::with_delta(&snap.db, Some(snap.delta.clone()), false);
                 let d = &snap.delta;
                 let live_nodes = snap.db.n_nodes()
                     - d.nodes
@@ -585,69 +546,97 @@ impl Session {
                     ("open_transactions", Value::Int(self.store.active_transactions() as i64)),
                     ("query_memory_limit", Value::Int(self.opts.memory_limit as i64)),
                 ];
-                let mut b = Batch::empty(2);
-                for (k, v) in rows {
-                    b.push_row(vec![Value::str(k), v]);
-                }
-                let n = b.len as u64;
-                sink(&g, &b)?;
-                Ok(Summary {
-                    columns: vec!["key".into(), "value".into()],
-                    rows: n,
-                    elapsed: t0.elapsed(),
-                    ..Summary::default()
-                })
+                let rows = rows
+                    .into_iter()
+                    .map(|(k, v)| vec![Value::str(k), v])
+                    .collect();
+                table(&snap.db, &["key", "value"], rows, t0, sink)
             }
             Command::ShowIndexes => {
                 let db = self.db();
-                let g = Graph::new(&db);
-                let mut b = Batch::empty(4);
-                for i in index::show(&db) {
-                    b.push_row(vec![
-                        Value::str(&i.label),
-                        Value::str(&i.property),
-                        Value::str(i.kind),
-                        Value::Int(i.entries as i64),
-                    ]);
-                }
-                let rows = b.len as u64;
-                if rows > 0 {
-                    sink(&g, &b)?;
-                }
-                Ok(Summary {
-                    columns: vec![
-                        "label".into(),
-                        "property".into(),
-                        "kind".into(),
-                        "entries".into(),
-                    ],
+                let rows = index::show(&db)
+                    .into_iter()
+                    .map(|i| {
+                        vec![
+                            Value::str(&i.label),
+                            Value::str(&i.property),
+                            Value::str(i.kind),
+                            Value::Int(i.entries as i64),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &db,
+                    &["label", "property", "kind", "entries"],
                     rows,
-                    elapsed: t0.elapsed(),
-                    ..Summary::default()
-                })
+                    t0,
+                    sink,
+                )
             }
-            Command::CreateIndex { label, prop } | Command::DropIndex { label, prop } => {
-                no_tx(self, "index DDL")?;
-                let create = matches!(c_kind, CKind::Create);
-                // An index is built over segments: fold the delta in first.
-                if !self.store.snapshot().delta.is_empty() {
-                    self.store.checkpoint()?;
-                }
-                let db = self.db();
-                let msg = if create {
-                    let n = index::create_in(self.store.dir(), &db, &label, &prop, true)?;
-                    format!("index on :{label}({prop}) created, {n} entries")
-                } else {
-                    index::drop_in(self.store.dir(), &db, &label, &prop, true)?;
-                    format!("index on :{label}({prop}) dropped")
-                };
-                self.store.reload()?;
-                let mut s = summary_msg(t0, msg);
-                s.changed = true;
-                Ok(s)
-            }
+            Command::CreateIndex { label, prop } => self.index_ddl(true, &label, &prop, t0),
+            Command::DropIndex { label, prop } => self.index_ddl(false, &label, &prop, t0),
         }
     }
+
+    fn no_tx(&self, what: &str) -> Result<(), QueryError> {
+        match self.tx {
+            Some(_) => Err(QueryError::Argument(format!(
+                "{what} cannot run inside a transaction; COMMIT or ROLLBACK first"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// CREATE INDEX (`create`) or DROP INDEX: a new generation over the segments.
+    fn index_ddl(
+        &mut self,
+        create: bool,
+        label: &str,
+        prop: &str,
+        t0: Instant,
+    ) -> Result<Summary, QueryError> {
+        self.no_tx("index DDL")?;
+        // An index is built over segments: fold the delta in first.
+        if !self.store.snapshot().delta.is_empty() {
+            self.store.checkpoint()?;
+        }
+        let db = self.db();
+        let msg = if create {
+            let n = index::create_in(self.store.dir(), &db, label, prop, true)?;
+            format!("index on :{label}({prop}) created, {n} entries")
+        } else {
+            index::drop_in(self.store.dir(), &db, label, prop, true)?;
+            format!("index on :{label}({prop}) dropped")
+        };
+        self.store.reload()?;
+        let mut s = summary_msg(t0, msg);
+        s.changed = true;
+        Ok(s)
+    }
+}
+
+/// A command's result rows (plain values) as one batch to `sink`.
+fn table(
+    db: &Database,
+    columns: &[&str],
+    rows: Vec<Vec<Value>>,
+    t0: Instant,
+    sink: &mut Sink,
+) -> Result<Summary, QueryError> {
+    let n = rows.len() as u64;
+    if n > 0 {
+        let mut b = Batch::empty(columns.len());
+        for r in rows {
+            b.push_row(r);
+        }
+        sink(&Graph::new(db), &b)?;
+    }
+    Ok(Summary {
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows: n,
+        elapsed: t0.elapsed(),
+        ..Summary::default()
+    })
 }
 
 /// Whether `text` is a command (transaction, storage, index DDL) rather than a query.

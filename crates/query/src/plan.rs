@@ -432,78 +432,43 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     for p in patterns {
                         self.create_steps(p, &mut scope, &mut steps)?;
                     }
-                    let eager = self.reads_graph;
-                    cur = self.wrap(
-                        "Create",
-                        patterns
-                            .iter()
-                            .map(quiver_cypher::print::pattern)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        vec![cur.id],
-                        Box::new(crate::write::Create {
-                            feed: crate::write::Feed::new(cur.op, eager, "Create"),
-                            steps,
-                            width: scope.width,
-                        }),
-                    );
+                    let detail = patterns
+                        .iter()
+                        .map(quiver_cypher::print::pattern)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let width = scope.width;
+                    cur = self.updating(cur, "Create", detail, |feed| {
+                        Box::new(crate::write::Create { feed, steps, width })
+                    });
                 }
                 Clause::Set(items) => {
-                    let ops = self.set_ops(items, &scope)?;
-                    let eager = self.reads_graph;
-                    cur = self.wrap(
-                        "SetProperties",
-                        String::new(),
-                        vec![cur.id],
-                        Box::new(crate::write::SetProps {
-                            feed: crate::write::Feed::new(cur.op, eager, "SetProperties"),
-                            items: ops,
-                        }),
-                    );
+                    let items = self.set_ops(items, &scope)?;
+                    cur = self.updating(cur, "SetProperties", String::new(), |feed| {
+                        Box::new(crate::write::SetProps { feed, items })
+                    });
                 }
                 Clause::Remove(items) => {
-                    let mut ops = Vec::new();
-                    for i in items {
-                        ops.push(match i {
-                            RemoveItem::Prop { target, key } => crate::write::SetOp::Prop {
-                                target: self.compile(target, &scope, &[])?,
-                                key: Arc::from(key.as_str()),
-                                value: CExpr::Const(Value::Null),
-                            },
-                            RemoveItem::Labels { var, labels } => crate::write::SetOp::Labels {
-                                target: self.compile(&Expr::Var(var.clone(), 0), &scope, &[])?,
-                                labels: labels.iter().map(|l| Arc::from(l.as_str())).collect(),
-                                add: false,
-                            },
-                        });
-                    }
-                    let eager = self.reads_graph;
-                    cur = self.wrap(
-                        "Remove",
-                        String::new(),
-                        vec![cur.id],
-                        Box::new(crate::write::SetProps {
-                            feed: crate::write::Feed::new(cur.op, eager, "Remove"),
-                            items: ops,
-                        }),
-                    );
+                    let items = self.remove_ops(items, &scope)?;
+                    cur = self.updating(cur, "Remove", String::new(), |feed| {
+                        Box::new(crate::write::SetProps { feed, items })
+                    });
                 }
                 Clause::Delete { detach, exprs } => {
                     let mut cs = Vec::new();
                     for e in exprs {
                         cs.push(self.compile(e, &scope, &[])?);
                     }
-                    let eager = self.reads_graph;
-                    cur = self.wrap(
-                        if *detach { "DetachDelete" } else { "Delete" },
-                        exprs.iter().map(short).collect::<Vec<_>>().join(", "),
-                        vec![cur.id],
+                    let detail = exprs.iter().map(short).collect::<Vec<_>>().join(", ");
+                    let name = if *detach { "DetachDelete" } else { "Delete" };
+                    let detach = *detach;
+                    cur = self.updating(cur, name, detail, |feed| {
                         Box::new(crate::write::Delete {
-                            feed: crate::write::Feed::new(cur.op, eager, "Delete"),
+                            feed,
                             exprs: cs,
-                            detach: *detach,
-                        }),
-                    );
+                            detach,
+                        })
+                    });
                 }
                 Clause::Merge {
                     pattern,
@@ -625,6 +590,49 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             });
         }
         Ok(())
+    }
+
+    /// An updating operator over `cur`: its input is eager when an earlier operator
+    /// scanned or expanded.
+    fn updating(
+        &mut self,
+        cur: P,
+        name: &'static str,
+        detail: String,
+        make: impl FnOnce(crate::write::Feed) -> BoxOp,
+    ) -> P {
+        let feed = crate::write::Feed::new(cur.op, self.reads_graph, name);
+        self.wrap(name, detail, vec![cur.id], make(feed))
+    }
+
+    /// REMOVE items as the SET items they amount to: a property set to null, labels
+    /// taken away.
+    fn remove_ops(
+        &mut self,
+        items: &[RemoveItem],
+        scope: &Scope,
+    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
+        let as_set: Vec<SetItem> = items
+            .iter()
+            .map(|i| match i {
+                RemoveItem::Prop { target, key } => SetItem::Prop {
+                    target: target.clone(),
+                    key: key.clone(),
+                    value: Expr::Null,
+                },
+                RemoveItem::Labels { var, labels } => SetItem::Labels {
+                    var: var.clone(),
+                    labels: labels.clone(),
+                },
+            })
+            .collect();
+        let mut ops = self.set_ops(&as_set, scope)?;
+        for op in &mut ops {
+            if let crate::write::SetOp::Labels { add, .. } = op {
+                *add = false;
+            }
+        }
+        Ok(ops)
     }
 
     fn set_ops(

@@ -140,13 +140,23 @@ fn node_of(v: &Value, what: &str) -> Result<u64, QueryError> {
     }
 }
 
+/// The property map of a created node or relationship.
+fn create_props(cx: &Cx, e: Option<&CExpr>, b: &Batch, row: usize) -> Result<Props, QueryError> {
+    match e {
+        Some(e) => {
+            let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
+            to_props(&cx.env, v, "CREATE")
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
 fn create_row(
     cx: &mut Cx,
     steps: &[CreateStep],
     b: &mut Batch,
     row: usize,
 ) -> Result<(), QueryError> {
-    let mut locals = Vec::new();
     for s in steps {
         match s {
             CreateStep::Node {
@@ -154,13 +164,7 @@ fn create_row(
                 labels,
                 props,
             } => {
-                let p = match props {
-                    Some(e) => {
-                        let v = eval(&cx.env, e, b, row, &mut locals)?;
-                        to_props(&cx.env, v, "CREATE")?
-                    }
-                    None => Vec::new(),
-                };
+                let p = create_props(cx, props.as_ref(), b, row)?;
                 let id = tx(cx)?.create_node(labels.clone(), p)?;
                 b.cols[*slot][row] = Value::Node(id);
             }
@@ -171,13 +175,7 @@ fn create_row(
                 dst,
                 props,
             } => {
-                let p = match props {
-                    Some(e) => {
-                        let v = eval(&cx.env, e, b, row, &mut locals)?;
-                        to_props(&cx.env, v, "CREATE")?
-                    }
-                    None => Vec::new(),
-                };
+                let p = create_props(cx, props.as_ref(), b, row)?;
                 let a = node_of(&b.cols[*src][row], "the start of a created relationship")?;
                 let z = node_of(&b.cols[*dst][row], "the end of a created relationship")?;
                 let r = tx(cx)?.create_rel(ty, a, z, p)?;
@@ -437,7 +435,7 @@ impl Op for Merge {
             let Some(input) = self.feed.next(cx)? else {
                 return Ok(None);
             };
-            let mut out = Batch::empty(self.width);
+            let mut rows: Vec<Vec<Value>> = Vec::new();
             for row in 0..input.len {
                 let mut one = Batch::empty(input.width());
                 one.push_row_from(&input, row, &[]);
@@ -450,24 +448,19 @@ impl Op for Merge {
                         apply_set(cx, &self.on_match, &m, r)?;
                     }
                     found |= m.len > 0;
-                    for r in 0..m.len {
-                        out.push_row_from(&m, r, &[]);
-                    }
+                    rows.extend((0..m.len).map(|r| m.row(r)));
                 }
                 if !found {
                     widen(&mut one, self.width);
                     create_row(cx, &self.create, &mut one, 0)?;
                     publish(cx);
                     apply_set(cx, &self.on_create, &one, 0)?;
-                    out.push_row_from(&one, 0, &[]);
+                    rows.push(one.row(0));
                 }
                 publish(cx);
             }
             cx.check_cancel()?;
-            if out.len > 0 {
-                self.out
-                    .extend(Batch::chunks(self.width, (0..out.len).map(|r| out.row(r))));
-            }
+            self.out.extend(Batch::chunks(self.width, rows));
         }
     }
     fn mem_peak(&self) -> u64 {
