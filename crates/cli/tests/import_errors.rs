@@ -190,3 +190,42 @@ fn skipped_rows_are_all_accounted_for() {
     );
     assert!(!db2.exists());
 }
+
+#[test]
+fn null_markers_read_as_missing_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = "id:ID,delay:int,origin\n1,12,SFO\n2,NA,\\N\n3,NULL,JFK\n";
+    let p = write(d, "flights.csv", text);
+    let nodes = format!("Flight={}", s(&p));
+    // Without markers, NA is a bad integer.
+    let err = import_err(d, &nodes, None, &[]);
+    assert!(err.contains("flights.csv:3:3: 'NA' is not an int"), "{err}");
+    let db = d.join("f.qdb");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &nodes,
+        "--null-marker",
+        "NA",
+        "--null-marker",
+        "\\N",
+        "--null-marker",
+        "NULL",
+        "--quiet",
+    ]);
+    let out = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (f:Flight) RETURN f.id, f.delay IS NULL, f.origin ORDER BY f.id",
+    ]);
+    assert_eq!(
+        out, "f.id,f.delay IS NULL,f.origin\n1,false,SFO\n2,true,\n3,true,JFK\n",
+        "{out}"
+    );
+}

@@ -9,14 +9,22 @@
 //!   field has them) and tracks line and column for error messages.
 //! - [`header`]: the Neo4j import header convention (`id:ID(User)`, `age:int`, `:LABEL`...).
 //! - [`value`]: parsing of ints, floats, booleans, dates and timestamps from bytes.
+//! - [`reader`]: files (plain or gzip) read as windows of whole records on a thread of
+//!   their own, shared by `quiver import` and LOAD CSV.
+//! - [`rejects`]: the rejects file, one CSV line per skipped row.
 //!
-//! **Invariant:** this crate knows nothing of storage or budgets; it turns bytes into
-//! fields and fields into typed values, and reports positions.
+//! **Invariant:** this crate knows nothing of storage, queries or budgets; it turns files
+//! into records, records into fields and fields into typed values, and reports positions.
 
+pub mod error;
 pub mod header;
+pub mod reader;
+pub mod rejects;
 pub mod split;
 pub mod tokenize;
 pub mod value;
+
+pub use error::ReadError;
 
 /// How a CSV file is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

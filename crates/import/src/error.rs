@@ -67,3 +67,25 @@ impl<T> IoAt<T> for std::io::Result<T> {
         })
     }
 }
+
+impl From<quiver_csv::ReadError> for ImportError {
+    fn from(e: quiver_csv::ReadError) -> Self {
+        match e {
+            quiver_csv::ReadError::Input {
+                file,
+                line,
+                column,
+                message,
+            } => ImportError::Input {
+                file,
+                line,
+                column,
+                message,
+            },
+            quiver_csv::ReadError::Io { path, source } => ImportError::Io { path, source },
+            // ReadError is non-exhaustive only towards other crates' matches.
+            #[allow(unreachable_patterns)]
+            other => ImportError::Usage(other.to_string()),
+        }
+    }
+}

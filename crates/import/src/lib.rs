@@ -18,10 +18,8 @@
 pub mod edges;
 pub mod error;
 pub mod idmap;
-pub mod input;
 pub mod parse;
 pub mod progress;
-pub mod rejects;
 
 pub use error::ImportError;
 pub use progress::{NoProgress, Phase, Progress};
@@ -29,13 +27,13 @@ pub use progress::{NoProgress, Phase, Progress};
 use crate::edges::EdgeStore;
 use crate::error::IoAt;
 use crate::idmap::{IdMapWithGrant, Key};
-use crate::input::{spawn_reader, Msg, Window};
 use crate::parse::{parse_chunk, Batch, Endpoints, Plan, Reason, Slot};
-use crate::rejects::Rejects;
 use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES, NODES_MAX, ROW_GROUP_ROWS_MAX};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_common::{Grant, MemoryBudget};
 use quiver_csv::header::{Header, HeaderKind, Role};
+use quiver_csv::reader::{spawn_reader, Msg, Window};
+use quiver_csv::rejects::Rejects;
 use quiver_csv::Dialect;
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{
@@ -95,6 +93,9 @@ pub struct ImportConfig {
     pub overwrite: bool,
     pub no_edge_properties: bool,
     pub infer_types: bool,
+    /// Field values read as "no value" in property columns, besides the empty field
+    /// (real exports write `NA`, `\N` or `NULL`).
+    pub null_markers: Vec<Vec<u8>>,
     /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
     /// `ImportError::Interrupted` within a window's time and removes what it staged.
     pub cancel: Arc<AtomicBool>,
@@ -117,6 +118,7 @@ impl ImportConfig {
             overwrite: false,
             no_edge_properties: false,
             infer_types: false,
+            null_markers: Vec::new(),
             cancel: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -595,7 +597,7 @@ fn receive_header(
 ) -> Result<(Vec<Vec<u8>>, u64), ImportError> {
     match rx.recv() {
         Ok(Msg::Header { fields, lines }) => Ok((fields, lines)),
-        Ok(Msg::Error(e)) => Err(e),
+        Ok(Msg::Error(e)) => Err(e.into()),
         Ok(Msg::Window(_)) | Err(_) => Err(ImportError::Input {
             file: first_file.to_path_buf(),
             line: 0,
@@ -638,7 +640,12 @@ fn read_header(
 }
 
 /// Infers the type of untyped columns from a sample of records (`--infer-types`).
-fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<DataType>> {
+fn infer_types(
+    data: &[u8],
+    dialect: &Dialect,
+    header: &Header,
+    null_markers: &[Vec<u8>],
+) -> Vec<Option<DataType>> {
     let n = header.columns.len();
     // Candidates, from most to least specific; a column keeps the first that parses
     // every non-empty sampled value.
@@ -660,7 +667,7 @@ fn infer_types(data: &[u8], dialect: &Dialect, header: &Header) -> Vec<Option<Da
         }
         for i in 0..n {
             let f = fields.get(data, i);
-            if f.is_empty() {
+            if f.is_empty() || null_markers.iter().any(|m| m == f) {
                 continue;
             }
             seen[i] = true;
@@ -935,7 +942,7 @@ fn parse_stage<'scope, 'env>(
                     let batches = pool.install(|| parse_window(&w, plan, endpoints));
                     Parsed::Window(w, batches)
                 }
-                Msg::Error(e) => Parsed::Error(e),
+                Msg::Error(e) => Parsed::Error(e.into()),
                 Msg::Header { .. } => continue,
             };
             if tx.send(p).is_err() {
@@ -995,11 +1002,11 @@ fn import_nodes(
         let inferred = if cfg.infer_types {
             match rx.recv() {
                 Ok(Msg::Window(w)) => {
-                    let t = infer_types(&w.data, &cfg.dialect, &header);
+                    let t = infer_types(&w.data, &cfg.dialect, &header, &cfg.null_markers);
                     first_window = Some(w);
                     t
                 }
-                Ok(Msg::Error(e)) => return Err(e),
+                Ok(Msg::Error(e)) => return Err(e.into()),
                 _ => vec![None; header.columns.len()],
             }
         } else {
@@ -1071,6 +1078,7 @@ fn import_nodes(
             out_types: out_types.clone(),
             integer_ids: integer,
             dialect: cfg.dialect,
+            null_markers: cfg.null_markers.clone().into(),
         };
         let mut fixed_labels = Vec::new();
         if let Some(spec) = &group.spec {
@@ -1237,6 +1245,7 @@ fn import_rels(
             out_types: out_types.clone(),
             integer_ids: integer,
             dialect: cfg.dialect,
+            null_markers: cfg.null_markers.clone().into(),
         };
         let endpoints = Endpoints {
             start: &spaces[ss].map,

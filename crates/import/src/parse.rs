@@ -8,6 +8,7 @@ use quiver_common::types::{DataType, ScalarType};
 use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
 use quiver_csv::{value, Dialect};
 use quiver_format::column::ColumnBuilder;
+use std::sync::Arc;
 
 /// Why a row was rejected (a closed set, written to the rejects file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +82,16 @@ pub struct Plan {
     pub out_types: Vec<DataType>,
     pub integer_ids: bool,
     pub dialect: Dialect,
+    /// Field values that mean "no value" besides the empty field (`NA`, `\N`, `NULL`).
+    pub null_markers: Arc<[Vec<u8>]>,
+}
+
+impl Plan {
+    /// Whether a property field holds no value.
+    #[inline]
+    pub fn is_null(&self, f: &[u8]) -> bool {
+        f.is_empty() || (!self.null_markers.is_empty() && self.null_markers.iter().any(|m| m == f))
+    }
 }
 
 /// Id maps for resolving relationship endpoints.
@@ -286,6 +297,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Slot::Skip => Ok(()),
                 Slot::Prop { out, name } => {
                     let dtype = plan.out_types[*out];
+                    let f = if plan.is_null(f) { &[][..] } else { f };
                     push_value(&mut batch.columns[*out], dtype, f, array_delim).map_err(|r| {
                         let msg = if r == Reason::InvalidUtf8 {
                             format!("invalid UTF-8 in column {name}")

@@ -60,6 +60,10 @@ pub struct Args {
     /// Sniff the types of untyped columns from the first records.
     #[arg(long)]
     infer_types: bool,
+    /// A property value that means "missing", besides the empty field; repeatable
+    /// (`--null-marker NA --null-marker '\N'`). R writes NA, MySQL \N.
+    #[arg(long = "null-marker", value_name = "TEXT")]
+    null_markers: Vec<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -176,6 +180,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     cfg.temp_dir = a.temp_dir.clone();
     cfg.skip_bad_rows = a.skip_bad_rows || a.bad_tolerance.is_some();
+    cfg.null_markers = a
+        .null_markers
+        .iter()
+        .map(|m| m.as_bytes().to_vec())
+        .collect();
     cfg.bad_tolerance = a.bad_tolerance;
     cfg.rejects = a.rejects.clone();
     cfg.overwrite = a.overwrite;

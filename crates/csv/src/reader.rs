@@ -6,12 +6,12 @@
 //! bounds what input costs in memory: `3 * window_bytes` at most (one being filled, two
 //! queued), plus the tail.
 
-use crate::error::{ImportError, IoAt};
+use crate::error::{IoAt, ReadError};
+use crate::split::split_records;
+use crate::tokenize::{Fields, Tokenizer};
+use crate::Dialect;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use quiver_common::limits::CSV_RECORD_BYTES_MAX;
-use quiver_csv::split::split_records;
-use quiver_csv::tokenize::{Fields, Tokenizer};
-use quiver_csv::Dialect;
 use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ pub enum Msg {
         lines: u64,
     },
     Window(Window),
-    Error(ImportError),
+    Error(ReadError),
 }
 
 /// Counts bytes read from the underlying file (for progress on compressed input).
@@ -57,8 +57,8 @@ impl<R: Read> Read for Counting<R> {
 fn open(
     path: &PathBuf,
     counter: Arc<std::sync::atomic::AtomicU64>,
-) -> Result<Box<dyn Read + Send>, ImportError> {
-    let f = File::open(path).map_err(|source| ImportError::Io {
+) -> Result<Box<dyn Read + Send>, ReadError> {
+    let f = File::open(path).map_err(|source| ReadError::Io {
         path: path.clone(),
         source,
     })?;
@@ -85,7 +85,7 @@ fn fill(
     buf: &mut Vec<u8>,
     want: usize,
     path: &PathBuf,
-) -> Result<bool, ImportError> {
+) -> Result<bool, ReadError> {
     if buf.len() >= want {
         return Ok(false);
     }
@@ -111,7 +111,7 @@ pub fn spawn_reader(
     let handle = std::thread::Builder::new()
         .name("quiver-reader".into())
         .spawn(move || {
-            let run = || -> Result<(), ImportError> {
+            let run = || -> Result<(), ReadError> {
                 for (file_idx, path) in files.iter().enumerate() {
                     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
                     let mut r = open(path, counter.clone())?;
@@ -139,7 +139,7 @@ pub fn spawn_reader(
                                     break;
                                 }
                                 Ok(None) if eof => {
-                                    return Err(ImportError::Input {
+                                    return Err(ReadError::Input {
                                         file: path.clone(),
                                         line: 0,
                                         column: 0,
@@ -147,7 +147,7 @@ pub fn spawn_reader(
                                     })
                                 }
                                 Err(f) if eof || want >= CSV_RECORD_BYTES_MAX => {
-                                    return Err(ImportError::Input {
+                                    return Err(ReadError::Input {
                                         file: path.clone(),
                                         line: f.position.line,
                                         column: f.position.column,
@@ -172,7 +172,7 @@ pub fn spawn_reader(
                                 break;
                             }
                             if want >= CSV_RECORD_BYTES_MAX {
-                                return Err(ImportError::Input {
+                                return Err(ReadError::Input {
                                     file: path.clone(),
                                     line: 0,
                                     column: 0,

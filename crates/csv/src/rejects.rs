@@ -1,7 +1,7 @@
 //! The rejects file: one CSV line per skipped row (file, line, column, reason, message,
 //! raw row), streamed to disk so that collecting rejects costs no memory.
 
-use crate::error::{ImportError, IoAt};
+use crate::error::{IoAt, ReadError};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -33,12 +33,12 @@ impl Rejects {
         reason: &str,
         message: &str,
         raw: &[u8],
-    ) -> Result<(), ImportError> {
+    ) -> Result<(), ReadError> {
         if self.writer.is_none() {
             let f = File::create(&self.path).at(&self.path)?;
             let mut w = csv::Writer::from_writer(BufWriter::new(f));
             w.write_record(["file", "line", "column", "reason", "message", "raw"])
-                .map_err(|e| ImportError::Io {
+                .map_err(|e| ReadError::Io {
                     path: self.path.clone(),
                     source: e.into(),
                 })?;
@@ -55,7 +55,7 @@ impl Rejects {
             message.as_bytes(),
             raw,
         ])
-        .map_err(|e| ImportError::Io {
+        .map_err(|e| ReadError::Io {
             path: self.path.clone(),
             source: e.into(),
         })?;
@@ -63,7 +63,7 @@ impl Rejects {
         Ok(())
     }
 
-    pub fn finish(&mut self) -> Result<(), ImportError> {
+    pub fn finish(&mut self) -> Result<(), ReadError> {
         if let Some(w) = self.writer.as_mut() {
             w.flush().at(&self.path)?;
         }
