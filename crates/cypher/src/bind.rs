@@ -253,7 +253,10 @@ impl Checker<'_> {
                     if let Some(r) = rows {
                         self.expr(r, &BTreeSet::new(), false)?;
                     }
-                    self.single_in(body, scope.clone())?;
+                    // A body that returns adds its columns to the outer rows.
+                    for c in self.single_in(body, scope.clone())? {
+                        scope.insert(c);
+                    }
                 }
                 Clause::Return(p) => {
                     self.projection(p, &scope, "RETURN")?;

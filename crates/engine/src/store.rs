@@ -334,6 +334,7 @@ impl Store {
             ops: Vec::new(),
             locked: hashbrown::HashSet::new(),
             counters: Counters::default(),
+            mark: Counters::default(),
             writer: false,
             done: false,
         }
@@ -424,6 +425,8 @@ pub struct Txn {
     ops: Vec<Op>,
     locked: hashbrown::HashSet<Entity>,
     pub counters: Counters,
+    /// The counters at the last `commit_continue` (what a `rollback_continue` returns to).
+    mark: Counters,
     /// Holds the analytical writer token.
     writer: bool,
     done: bool,
@@ -760,11 +763,39 @@ impl Txn {
         self.finish();
     }
 
-    fn finish(&mut self) {
-        if self.done {
-            return;
+    /// Commits what is written so far and goes on as a new transaction on the newest
+    /// snapshot (`CALL { } IN TRANSACTIONS`: a batch at a time). Fails when a checkpoint
+    /// published a new generation meanwhile: the statement reads the old one.
+    pub fn commit_continue(&mut self) -> Result<u64, EngineError> {
+        let ts = self.commit_inner()?;
+        self.mark = self.counters;
+        self.release_locks();
+        self.renew()?;
+        Ok(ts)
+    }
+
+    /// Discards what is written since the last commit and goes on on the newest snapshot.
+    pub fn rollback_continue(&mut self) -> Result<(), EngineError> {
+        self.ops.clear();
+        self.counters = self.mark;
+        self.release_locks();
+        self.renew()
+    }
+
+    fn renew(&mut self) -> Result<(), EngineError> {
+        let snap = self.store.snapshot();
+        if snap.db.manifest().generation != self.snap.db.manifest().generation {
+            return Err(EngineError::Conflict(
+                "a checkpoint ran between two batches of CALL { } IN TRANSACTIONS; the batches before this one are committed".into(),
+            ));
         }
-        self.done = true;
+        lock(&self.store.active).insert(self.id, snap.ts);
+        self.work = (*snap.delta).clone();
+        self.snap = snap;
+        Ok(())
+    }
+
+    fn release_locks(&mut self) {
         if !self.locked.is_empty() {
             let mut locks = lock(&self.store.locks);
             for e in self.locked.drain() {
@@ -773,6 +804,14 @@ impl Txn {
                 }
             }
         }
+    }
+
+    fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.release_locks();
         if self.writer {
             self.store.analytical_writer.store(false, Ordering::Release);
             self.writer = false;

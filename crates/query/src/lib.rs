@@ -18,6 +18,7 @@ pub mod error;
 pub mod expr;
 pub mod graph;
 pub mod index;
+pub mod load;
 pub mod ops;
 pub mod plan;
 pub mod render;
@@ -39,7 +40,7 @@ use quiver_cypher::ast::Explain;
 use quiver_cypher::ast::{Command, Parsed};
 use quiver_engine::{StorageMode, Store, StoreOptions, Txn};
 use quiver_storage::{Database, OpenMode};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,10 @@ pub struct QueryOptions {
     pub memory_limit: u64,
     /// Set to stop a running query (Ctrl-C in the shell).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Where LOAD CSV may read files (`None`: LOAD CSV is refused).
+    pub import_dir: Option<PathBuf>,
+    /// Where LOAD CSV ... IGNORE BAD writes the rows it skips (a file per statement).
+    pub rejects_dir: Option<PathBuf>,
 }
 
 /// A quarter of the machine's memory, at most 4 GiB.
@@ -64,6 +69,8 @@ impl Default for QueryOptions {
         QueryOptions {
             memory_limit: default_memory_limit(),
             cancel: None,
+            import_dir: None,
+            rejects_dir: None,
         }
     }
 }
@@ -85,6 +92,9 @@ pub struct Summary {
     pub message: Option<String>,
     /// What the statement wrote.
     pub counters: quiver_engine::Counters,
+    /// Rows LOAD CSV ... IGNORE BAD skipped, and the file they were written to.
+    pub bad_rows: u64,
+    pub rejects_path: Option<PathBuf>,
 }
 
 /// Receives result batches as they are produced.
@@ -140,7 +150,9 @@ pub fn run(
     sink: &mut Sink,
 ) -> Result<Summary, QueryError> {
     let stmt = quiver_cypher::parse_query(text)?;
-    run_statement(db, None, None, indexes, text, &stmt, params, opts, sink)
+    run_statement(
+        db, None, None, false, indexes, text, &stmt, params, opts, sink,
+    )
 }
 
 /// Runs a parsed statement on `db` plus `delta`, writing through `tx` when given.
@@ -149,6 +161,7 @@ pub fn run_statement(
     db: &Database,
     delta: Option<Arc<quiver_engine::Delta>>,
     tx: Option<&mut quiver_engine::Txn>,
+    explicit_tx: bool,
     indexes: &IndexSet,
     text: &str,
     stmt: &quiver_cypher::ast::Statement,
@@ -185,6 +198,8 @@ pub fn run_statement(
         stats: vec![OpStats::default(); descs.len()],
         cancel: opts.cancel.as_deref(),
         tx,
+        explicit_tx,
+        load: load::LoadState::new(opts.import_dir.clone(), rejects_file(opts)),
     };
     let mut op = root.op;
     let mut rows = 0u64;
@@ -199,6 +214,7 @@ pub fn run_statement(
         .as_ref()
         .map(|t| t.counters.since(&before))
         .unwrap_or_default();
+    let rejects_path = cx.load.finish()?;
     Ok(Summary {
         columns,
         rows,
@@ -206,8 +222,37 @@ pub fn run_statement(
         peak_bytes: budget.peak_bytes(),
         plan,
         counters,
+        bad_rows: cx.load.bad_rows,
+        rejects_path,
         ..Summary::default()
     })
+}
+
+/// LOAD CSV's defaults for a database at `db`: files come from the `import` folder beside
+/// it, skipped rows go to `<db>.rejects/` beside it.
+pub fn default_load_dirs(db: &Path) -> (PathBuf, PathBuf) {
+    let parent = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = db
+        .file_name()
+        .map_or_else(|| "db".into(), |n| n.to_string_lossy().to_string());
+    (
+        parent.join("import"),
+        parent.join(format!("{name}.rejects")),
+    )
+}
+
+/// A rejects file name for one statement: `load-<time>-<n>.csv` in the rejects directory.
+fn rejects_file(opts: &QueryOptions) -> Option<PathBuf> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = opts.rejects_dir.as_ref()?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(dir.join(format!("load-{secs}-{}-{n}.csv", std::process::id())))
 }
 
 /// Runs a query and collects its rows.
@@ -312,12 +357,17 @@ impl Session {
     /// A session on an already open store (several sessions may share one).
     pub fn on(store: Arc<Store>) -> Session {
         let snap = store.snapshot();
+        let (import_dir, rejects_dir) = default_load_dirs(store.dir());
         Session {
             indexes: IndexSet::load(&snap.db),
             indexes_gen: snap.db.manifest().generation,
             store,
             tx: None,
-            opts: QueryOptions::default(),
+            opts: QueryOptions {
+                import_dir: Some(import_dir),
+                rejects_dir: Some(rejects_dir),
+                ..QueryOptions::default()
+            },
         }
     }
 
@@ -390,6 +440,7 @@ impl Session {
             &db,
             Some(delta),
             tx.as_mut().filter(|_| writes),
+            explicit,
             &self.indexes,
             text,
             stmt,
@@ -644,16 +695,22 @@ pub fn is_command(text: &str) -> bool {
     matches!(quiver_cypher::parse(text), Ok(Parsed::Command(_)))
 }
 
-/// The write counters as one line, Neo4j style ("2 nodes created, 3 properties set").
-pub fn counters_line(c: &quiver_engine::Counters) -> Option<String> {
-    let items = c.items();
-    (!items.is_empty()).then(|| {
-        items
-            .iter()
-            .map(|(k, v)| format!("{v} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    })
+/// The write counters as one line, Neo4j style ("2 nodes created, 3 properties set"),
+/// and the rows LOAD CSV skipped with where they went.
+pub fn counters_line(s: &Summary) -> Option<String> {
+    let mut items: Vec<String> = s
+        .counters
+        .items()
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    if s.bad_rows > 0 {
+        items.push(match &s.rejects_path {
+            Some(p) => format!("{} bad rows skipped (see {})", s.bad_rows, p.display()),
+            None => format!("{} bad rows skipped", s.bad_rows),
+        });
+    }
+    (!items.is_empty()).then(|| items.join(", "))
 }
 
 /// Parses `--param name=value`: integers, floats, true/false/null, JSON lists and maps,

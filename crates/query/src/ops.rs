@@ -40,6 +40,10 @@ pub struct Cx<'g, 'db> {
     pub cancel: Option<&'g AtomicBool>,
     /// The transaction a writing statement writes in (`None`: read only).
     pub tx: Option<&'g mut quiver_engine::Txn>,
+    /// The statement runs inside BEGIN ... COMMIT.
+    pub explicit_tx: bool,
+    /// LOAD CSV's import directory, rejects file and bad-row count.
+    pub load: crate::load::LoadState,
 }
 
 impl Cx<'_, '_> {

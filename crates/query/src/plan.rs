@@ -348,15 +348,26 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     }
 
     fn single(&mut self, q: &SingleQuery) -> Result<(P, Vec<String>), QueryError> {
-        let mut cur = self.wrap(
+        let cur = self.wrap(
             "Once",
             String::new(),
             vec![],
             Box::new(Once { done: false }),
         );
-        let mut scope = Scope::default();
+        let (cur, _, names) = self.clauses(cur, Scope::default(), &q.clauses)?;
+        Ok((cur, names))
+    }
+
+    /// Plans `clauses` on top of `cur`, whose rows bind `scope`; the plan, the scope
+    /// after the last clause and the names of the columns a RETURN gives.
+    fn clauses(
+        &mut self,
+        mut cur: P,
+        mut scope: Scope,
+        clauses: &[Clause],
+    ) -> Result<(P, Scope, Vec<String>), QueryError> {
         let mut names = Vec::new();
-        for c in &q.clauses {
+        for c in clauses {
             match c {
                 Clause::Match {
                     optional: false,
@@ -477,14 +488,75 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 } => {
                     cur = self.merge(cur, &mut scope, pattern, on_create, on_match)?;
                 }
-                Clause::LoadCsv(_) | Clause::CallInTx { .. } => {
-                    return Err(QueryError::Unsupported(
-                        "LOAD CSV and CALL { } IN TRANSACTIONS are not supported yet".into(),
-                    ))
+                Clause::LoadCsv(l) => {
+                    let source = self.compile(&l.source, &scope, &[])?;
+                    let dialect = quiver_csv::Dialect {
+                        delimiter: l.delimiter.unwrap_or(b','),
+                        quote: Some(l.quote.unwrap_or(b'"')),
+                        ..quiver_csv::Dialect::default()
+                    };
+                    let spec = crate::load::Spec {
+                        header: l.header,
+                        dialect,
+                        null_if: l.null_if.as_ref().map(|s| s.as_bytes().into()),
+                        ignore_bad: l.ignore_bad,
+                    };
+                    let detail = format!(
+                        "{}{} AS {}",
+                        if l.header {
+                            "WITH HEADERS FROM "
+                        } else {
+                            "FROM "
+                        },
+                        short(&l.source),
+                        l.var
+                    );
+                    cur = self.wrap(
+                        "LoadCsv",
+                        detail,
+                        vec![cur.id],
+                        Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
+                    );
+                    scope.bind(&l.var, Kind::Other);
+                }
+                Clause::CallInTx {
+                    body,
+                    rows,
+                    on_error,
+                } => {
+                    let rows = match rows {
+                        Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
+                        None => None,
+                    };
+                    let cell: ArgCell = Rc::new(RefCell::new(None));
+                    let arg = self.wrap(
+                        "Argument",
+                        String::new(),
+                        vec![],
+                        Box::new(Argument { cell: cell.clone() }),
+                    );
+                    // The body's reads start from its own input.
+                    let outer_reads = std::mem::replace(&mut self.reads_graph, false);
+                    let fused = self.fused.take();
+                    let (sub, _, sub_names) = self.clauses(arg, scope.clone(), &body.clauses)?;
+                    self.reads_graph = outer_reads;
+                    self.fused = fused;
+                    let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
+                    for n in &sub_names {
+                        scope.bind(n, Kind::Other);
+                    }
+                    cur = self.wrap(
+                        "CallInTransactions",
+                        format!("{on_error:?}"),
+                        vec![cur.id, sub.id],
+                        Box::new(crate::write::CallInTx::new(
+                            cur.op, cell, sub.op, rows, *on_error, returns,
+                        )),
+                    );
                 }
             }
         }
-        Ok((cur, names))
+        Ok((cur, scope, names))
     }
 
     // -------------------------------------------------------------------------------

@@ -467,3 +467,176 @@ impl Op for Merge {
         self.feed.peak()
     }
 }
+
+/// `CALL { body } IN TRANSACTIONS OF n ROWS`: the body runs on the input rows, and the
+/// statement's transaction commits after every `n` of them and goes on as a new one, so
+/// a load of any size never holds more than a batch of uncommitted writes.
+///
+/// A body without RETURN runs on whole input batches and the input rows pass through; a
+/// body with RETURN runs once per row and each row gains its returned columns. When a
+/// batch fails, ON ERROR FAIL (the default) stops the statement (the batches before stay
+/// committed), CONTINUE rolls the batch back and goes on with the next, BREAK rolls it
+/// back and stops reading.
+pub struct CallInTx {
+    pub input: BoxOp,
+    pub arg: ArgCell,
+    pub sub: BoxOp,
+    pub rows: Option<CExpr>,
+    pub on_error: quiver_cypher::ast::OnError,
+    pub returns: bool,
+    batch_rows: u64,
+    since_commit: u64,
+    /// Input rows still to skip after a failed batch (ON ERROR CONTINUE).
+    skip: u64,
+    carry: Option<Batch>,
+    stopped: bool,
+    finished: bool,
+}
+
+impl CallInTx {
+    pub fn new(
+        input: BoxOp,
+        arg: ArgCell,
+        sub: BoxOp,
+        rows: Option<CExpr>,
+        on_error: quiver_cypher::ast::OnError,
+        returns: bool,
+    ) -> CallInTx {
+        CallInTx {
+            input,
+            arg,
+            sub,
+            rows,
+            on_error,
+            returns,
+            batch_rows: 0,
+            since_commit: 0,
+            skip: 0,
+            carry: None,
+            stopped: false,
+            finished: false,
+        }
+    }
+
+    /// Runs the body on `b`; the rows to emit.
+    fn body(&mut self, cx: &mut Cx, b: &Batch) -> Result<Batch, QueryError> {
+        if !self.returns {
+            *self.arg.borrow_mut() = Some(b.clone());
+            while self.sub.next(cx)?.is_some() {}
+            return Ok(b.clone());
+        }
+        let mut rows = Vec::new();
+        let mut width = b.width();
+        for row in 0..b.len {
+            let mut one = Batch::empty(b.width());
+            one.push_row_from(b, row, &[]);
+            *self.arg.borrow_mut() = Some(one);
+            while let Some(m) = self.sub.next(cx)? {
+                width = b.width() + m.width();
+                for r in 0..m.len {
+                    let mut v = b.row(row);
+                    v.extend(m.row(r));
+                    rows.push(v);
+                }
+            }
+        }
+        let mut out = Batch::empty(width);
+        for r in rows {
+            out.push_row(r);
+        }
+        Ok(out)
+    }
+
+    fn commit(&mut self, cx: &mut Cx) -> Result<(), QueryError> {
+        tx(cx)?.commit_continue()?;
+        publish(cx);
+        self.since_commit = 0;
+        Ok(())
+    }
+}
+
+impl Op for CallInTx {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        use quiver_cypher::ast::OnError;
+        if self.batch_rows == 0 {
+            if cx.explicit_tx {
+                return Err(QueryError::Argument(
+                    "CALL { } IN TRANSACTIONS commits as it goes, so it cannot run inside BEGIN ... COMMIT; run it on its own".into(),
+                ));
+            }
+            self.batch_rows = match &self.rows {
+                None => 1000,
+                Some(e) => match eval(&cx.env, e, &Batch::unit(), 0, &mut Vec::new())? {
+                    Value::Int(n) if n > 0 => n as u64,
+                    v => {
+                        return Err(QueryError::Argument(format!(
+                            "IN TRANSACTIONS OF n ROWS needs a positive integer, got {v:?}"
+                        )))
+                    }
+                },
+            };
+        }
+        loop {
+            if self.finished {
+                return Ok(None);
+            }
+            let next = match self.carry.take() {
+                Some(b) => Some(b),
+                None if self.stopped => None,
+                None => self.input.next(cx)?,
+            };
+            let Some(mut b) = next else {
+                // The last batch commits when the statement commits.
+                self.finished = true;
+                if self.since_commit > 0 {
+                    self.commit(cx)?;
+                }
+                return Ok(None);
+            };
+            if self.skip > 0 {
+                let n = self.skip.min(b.len as u64);
+                b.skip(n as usize);
+                self.skip -= n;
+                if b.len == 0 {
+                    continue;
+                }
+            }
+            let room = self.batch_rows - self.since_commit;
+            if b.len as u64 > room {
+                let mut rest = b.clone();
+                rest.skip(room as usize);
+                b.truncate(room as usize);
+                self.carry = Some(rest);
+            }
+            self.since_commit += b.len as u64;
+            match self.body(cx, &b) {
+                Ok(out) => {
+                    if self.since_commit >= self.batch_rows {
+                        self.commit(cx)?;
+                    }
+                    cx.check_cancel()?;
+                    if out.len > 0 {
+                        return Ok(Some(out));
+                    }
+                }
+                Err(e) if self.on_error == OnError::Fail || matches!(e, QueryError::Cancelled) => {
+                    return Err(e)
+                }
+                Err(_) => {
+                    tx(cx)?.rollback_continue()?;
+                    publish(cx);
+                    // The rest of the failed batch is not run.
+                    let left = self.batch_rows - self.since_commit;
+                    self.since_commit = 0;
+                    if self.on_error == OnError::Break {
+                        self.stopped = true;
+                        self.carry = None;
+                        self.finished = true;
+                        return Ok(None);
+                    }
+                    self.skip = left;
+                }
+            }
+        }
+    }
+}

@@ -41,6 +41,10 @@ pub struct Args {
     /// Most memory a query's operators may hold (e.g. 512MiB, 2GiB).
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<u64>,
+    /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
+    /// folder beside the database.
+    #[arg(long, value_name = "DIR")]
+    import_dir: Option<PathBuf>,
     /// Print rows, time and peak memory to standard error.
     #[arg(long)]
     timing: bool,
@@ -189,6 +193,9 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(l) = a.query_memory_limit {
         session.opts.memory_limit = l;
     }
+    if let Some(d) = &a.import_dir {
+        session.opts.import_dir = Some(d.clone());
+    }
     if let Some(f) = &a.bench_params {
         return bench(&mut session, &text, &params, f, a.warmup);
     }
@@ -212,7 +219,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(m) = &summary.message {
         println!("{m}");
     }
-    if let Some(c) = quiver_query::counters_line(&summary.counters) {
+    if let Some(c) = quiver_query::counters_line(&summary) {
         if a.format == Format::Table {
             println!("{c}");
         } else {

@@ -20,6 +20,10 @@ pub struct Args {
     open: OpenMode,
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<u64>,
+    /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
+    /// folder beside the database.
+    #[arg(long, value_name = "DIR")]
+    import_dir: Option<PathBuf>,
 }
 
 const HELP: &str = "\
@@ -37,6 +41,9 @@ pub fn run(a: Args) -> Result<()> {
     let mut session = Session::open_with(&a.db, a.open, true)?;
     if let Some(l) = a.query_memory_limit {
         session.opts.memory_limit = l;
+    }
+    if let Some(d) = &a.import_dir {
+        session.opts.import_dir = Some(d.clone());
     }
     let cancel = Arc::new(AtomicBool::new(false));
     session.opts.cancel = Some(cancel.clone());
@@ -141,7 +148,7 @@ pub fn run(a: Args) -> Result<()> {
                 if let Some(m) = &s.message {
                     println!("{m}");
                 }
-                if let Some(c) = quiver_query::counters_line(&s.counters) {
+                if let Some(c) = quiver_query::counters_line(&s) {
                     println!("{c}");
                 }
                 if let Some(p) = &s.plan {
