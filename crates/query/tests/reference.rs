@@ -597,7 +597,7 @@ fn memory_limit_fails_with_the_operator_named() {
     let ix = quiver_query::index::IndexSet::load(&db);
     let opts = QueryOptions {
         memory_limit: 64 << 10,
-        cancel: None,
+        ..QueryOptions::default()
     };
     let err = quiver_query::run(
         &db,
