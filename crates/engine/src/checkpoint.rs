@@ -151,23 +151,25 @@ fn write_rows(
         || -> Vec<ColumnBuilder> { metas.iter().map(|m| ColumnBuilder::new(m.dtype)).collect() };
     let mut b = new_builders();
     let mut row = 0u64;
+    // Column of each property name, and the value each column gets in the current row:
+    // one hash lookup per property rather than a scan of the columns per column.
+    let at: hashbrown::HashMap<&str, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mut slots: Vec<Option<&Value>> = vec![None; columns.len()];
     for (props, labels) in rows {
-        for (c, col) in columns.iter().enumerate() {
-            let v = props.and_then(|p| prop_get(p, &col.name));
-            match v {
-                Some(v) if dtype_of(v) == Some(col.dtype) => push_value(&mut b[c], Some(v)),
-                _ => push_value(&mut b[c], None),
-            }
-        }
         if let Some(p) = props {
             for (k, v) in p {
-                let fits = columns
-                    .iter()
-                    .any(|c| *c.name == **k && dtype_of(v) == Some(c.dtype));
-                if !fits {
-                    misfits.push((row, k.clone(), v.clone()));
+                match at.get(&**k) {
+                    Some(&c) if dtype_of(v) == Some(columns[c].dtype) => slots[c] = Some(v),
+                    _ => misfits.push((row, k.clone(), v.clone())),
                 }
             }
+        }
+        for (c, slot) in slots.iter_mut().enumerate() {
+            push_value(&mut b[c], slot.take());
         }
         if label_column {
             let l = labels.map(|l| Value::list(l.into_iter().map(Value::Str).collect()));

@@ -275,6 +275,27 @@ impl Delta {
         }
     }
 
+    /// Gives `e`'s record timestamp `to` when it is `from` (a commit stamping what its
+    /// transaction changed).
+    pub fn restamp(&mut self, e: Entity, from: u64, to: u64) {
+        match e {
+            Entity::Node(n) => {
+                if let Some(r) = self.nodes.get_mut(&n) {
+                    if r.ts == from {
+                        Arc::make_mut(r).ts = to;
+                    }
+                }
+            }
+            Entity::Rel(t, id) => {
+                if let Some(r) = self.rels.get_mut(&(t, id)) {
+                    if r.ts == from {
+                        Arc::make_mut(r).ts = to;
+                    }
+                }
+            }
+        }
+    }
+
     /// Commit timestamp of an entity's last change (0: never changed since the segments).
     pub fn version(&self, e: Entity) -> u64 {
         match e {

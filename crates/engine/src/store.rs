@@ -331,8 +331,9 @@ impl Store {
             id,
             work: (*snap.delta).clone(),
             snap,
-            ops: Vec::new(),
+            ops: crate::wal::OpLog::default(),
             locked: hashbrown::HashSet::new(),
+            checked: false,
             counters: Counters::default(),
             mark: Counters::default(),
             writer: false,
@@ -422,8 +423,11 @@ pub struct Txn {
     pub id: u64,
     pub snap: Snapshot,
     pub work: Delta,
-    ops: Vec<Op>,
+    /// The ops written, encoded as the log record they become.
+    ops: crate::wal::OpLog,
     locked: hashbrown::HashSet<Entity>,
+    /// The generation and writability checks passed (for lock-free creations).
+    checked: bool,
     pub counters: Counters,
     /// The counters at the last `commit_continue` (what a `rollback_continue` returns to).
     mark: Counters,
@@ -490,18 +494,7 @@ impl Txn {
         if self.locked.contains(&e) {
             return Ok(());
         }
-        let generation = self.store.current.load().db.manifest().generation;
-        if self.snap.db.manifest().generation != generation {
-            return Err(EngineError::Conflict(
-                "a checkpoint ran since this transaction started".into(),
-            ));
-        }
-        if !self.store.is_writable() {
-            return Err(EngineError::Refused(format!(
-                "{} is open for writing by another process; this one can only read",
-                self.store.dir.display()
-            )));
-        }
+        self.check_writable()?;
         {
             let mut locks = lock(&self.store.locks);
             match locks.get(&e) {
@@ -527,13 +520,53 @@ impl Txn {
         Ok(())
     }
 
+    /// The write right for an entity this transaction creates: no one else can see it
+    /// before the commit, so it takes no lock; only the checks of [`Txn::claim`].
+    fn claim_new(&mut self) -> Result<(), EngineError> {
+        if self.analytical() {
+            return self.claim(Entity::Node(u64::MAX));
+        }
+        if !self.checked {
+            self.check_writable()?;
+            self.checked = true;
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<(), EngineError> {
+        let generation = self.store.current.load().db.manifest().generation;
+        if self.snap.db.manifest().generation != generation {
+            return Err(EngineError::Conflict(
+                "a checkpoint ran since this transaction started".into(),
+            ));
+        }
+        if !self.store.is_writable() {
+            return Err(EngineError::Refused(format!(
+                "{} is open for writing by another process; this one can only read",
+                self.store.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     fn push(&mut self, op: Op) -> Result<(), EngineError> {
         if self.writer {
             // Analytical: no versions, no log.
             self.work.apply(&self.snap.db, &op, 0)?;
         } else {
-            self.work.apply(&self.snap.db, &op, UNCOMMITTED)?;
-            self.ops.push(op);
+            // What this transaction creates nobody older can reach, so it needs no version
+            // (0); what it changes is stamped at commit.
+            let ts = match op {
+                Op::CreateNode { .. } | Op::CreateRel { .. } => 0,
+                _ => UNCOMMITTED,
+            };
+            self.work.apply(&self.snap.db, &op, ts)?;
+            self.ops.push(&op);
+            if !self.ops.fits() {
+                return Err(EngineError::Refused(
+                    "the transaction's log record passed 2 GiB; commit in batches (CALL { } IN TRANSACTIONS)".into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -543,7 +576,7 @@ impl Txn {
             check_value(k, v)?;
         }
         let id = self.store.next_node.fetch_add(1, Ordering::Relaxed);
-        self.claim(Entity::Node(id))?;
+        self.claim_new()?;
         self.counters.nodes_created += 1;
         self.counters.labels_added += labels.len() as u64;
         self.counters.properties_set += props.len() as u64;
@@ -645,7 +678,7 @@ impl Txn {
         let t = self.work.intern_type(ty);
         let base = self.work.base_edges[t as usize];
         let eid = self.store.alloc_edge(ty, base);
-        self.claim(Entity::Rel(t, eid))?;
+        self.claim_new()?;
         self.counters.relationships_created += 1;
         self.counters.properties_set += props.len() as u64;
         self.push(Op::CreateRel {
@@ -739,12 +772,23 @@ impl Txn {
             let mut c = lock(&store.commit);
             let ts = c.clock + 1;
             let cur = store.current.load();
-            let mut d = (*cur.delta).clone();
-            for op in &self.ops {
-                d.apply(&cur.db, op, ts)?;
-            }
+            let d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
+                // Nothing committed since this snapshot: the working copy is the new head
+                // once what it changed carries this commit's timestamp.
+                let mut d = std::mem::replace(&mut self.work, (*cur.delta).clone());
+                for &e in &self.locked {
+                    d.restamp(e, UNCOMMITTED, ts);
+                }
+                d
+            } else {
+                let mut d = (*cur.delta).clone();
+                for op in &self.ops.ops() {
+                    d.apply(&cur.db, op, ts)?;
+                }
+                d
+            };
             if let Some(w) = c.wal.as_mut() {
-                w.append(ts, &self.ops)?;
+                w.append_record(self.ops.finish(ts))?;
             }
             c.clock = ts;
             store.replace_current(Current {
@@ -768,6 +812,7 @@ impl Txn {
     /// published a new generation meanwhile: the statement reads the old one.
     pub fn commit_continue(&mut self) -> Result<u64, EngineError> {
         let ts = self.commit_inner()?;
+        self.checked = false;
         self.mark = self.counters;
         self.release_locks();
         self.renew()?;
@@ -777,6 +822,7 @@ impl Txn {
     /// Discards what is written since the last commit and goes on on the newest snapshot.
     pub fn rollback_continue(&mut self) -> Result<(), EngineError> {
         self.ops.clear();
+        self.checked = false;
         self.counters = self.mark;
         self.release_locks();
         self.renew()

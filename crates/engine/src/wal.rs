@@ -125,6 +125,11 @@ impl Wal {
     pub fn append(&mut self, ts: u64, ops: &[Op]) -> Result<(), WalError> {
         let mut rec = Vec::with_capacity(64 * ops.len() + 24);
         encode_record(&mut rec, ts, ops);
+        self.append_record(&rec)
+    }
+
+    /// Appends a record built by an [`OpLog`] and waits until it is on disk.
+    pub fn append_record(&mut self, rec: &[u8]) -> Result<(), WalError> {
         let p = self.path.clone();
         if let Err(e) = self
             .file
@@ -173,6 +178,72 @@ fn records(bytes: &[u8], generation: u64, out: &mut Vec<(u64, Vec<Op>)>) -> usiz
         at = next;
     }
     at
+}
+
+/// A transaction's ops, encoded as they are written (a transaction holds its log record,
+/// not copies of its ops): the record is framed at commit, when its timestamp is known.
+#[derive(Debug)]
+pub struct OpLog {
+    buf: Vec<u8>,
+    n: u32,
+}
+
+impl Default for OpLog {
+    fn default() -> Self {
+        OpLog {
+            buf: vec![0; 20],
+            n: 0,
+        }
+    }
+}
+
+impl OpLog {
+    pub fn push(&mut self, op: &Op) {
+        encode_op(&mut self.buf, op);
+        self.n += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.buf.truncate(20);
+        self.n = 0;
+    }
+
+    /// Whether the record still fits the log's record size limit.
+    pub fn fits(&self) -> bool {
+        self.buf.len() - 8 <= RECORD_MAX
+    }
+
+    /// The framed record with timestamp `ts`.
+    pub fn finish(&mut self, ts: u64) -> &[u8] {
+        self.buf[8..16].copy_from_slice(&ts.to_le_bytes());
+        self.buf[16..20].copy_from_slice(&self.n.to_le_bytes());
+        let payload = &self.buf[8..];
+        let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
+        self.buf[0..4].copy_from_slice(&len.to_le_bytes());
+        self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        &self.buf
+    }
+
+    /// The ops back (to replay them on a newer head).
+    pub fn ops(&mut self) -> Vec<Op> {
+        let rec = self.finish(0).to_vec();
+        read_record(&rec, 0)
+            .map(|(_, ops, _)| ops)
+            .unwrap_or_default()
+    }
 }
 
 /// Appends one record: `[payload length][CRC-32][ts, op count, ops]`.

@@ -39,12 +39,19 @@ pub enum QueryError {
     /// A LOAD CSV row or file failed.
     #[error("{0}")]
     Csv(String),
+    /// A statement failed inside BEGIN ... COMMIT, which rolled the transaction back.
+    #[error("{0}\nthe transaction was rolled back")]
+    RolledBack(Box<QueryError>),
 }
 
 impl QueryError {
     /// Whether retrying the transaction can succeed (a write conflict).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, QueryError::Engine(e) if e.is_retryable())
+        match self {
+            QueryError::Engine(e) => e.is_retryable(),
+            QueryError::RolledBack(e) => e.is_retryable(),
+            _ => false,
+        }
     }
 }
 

@@ -462,9 +462,7 @@ impl Session {
             }
             Err(e) => {
                 tx.rollback();
-                Err(QueryError::Argument(format!(
-                    "{e}\nthe transaction was rolled back"
-                )))
+                Err(QueryError::RolledBack(Box::new(e)))
             }
         }
     }

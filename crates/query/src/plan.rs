@@ -596,7 +596,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             let props = match &n.props {
-                Some(e) => Some(this.compile(e, scope, &[])?),
+                Some(e) => Some(crate::write::PropsExpr::new(this.compile(e, scope, &[])?)),
                 None => None,
             };
             let name = n.var.clone().unwrap_or_else(|| this.anon_name());
@@ -632,7 +632,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             };
             let props = match &r.props {
-                Some(e) => Some(self.compile(e, scope, &[])?),
+                Some(e) => Some(crate::write::PropsExpr::new(self.compile(e, scope, &[])?)),
                 None => None,
             };
             let name = r.var.clone().unwrap_or_else(|| self.anon_name());

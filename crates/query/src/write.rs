@@ -114,14 +114,14 @@ pub enum CreateStep {
     Node {
         slot: usize,
         labels: Vec<Arc<str>>,
-        props: Option<CExpr>,
+        props: Option<PropsExpr>,
     },
     Rel {
         slot: usize,
         ty: Arc<str>,
         src: usize,
         dst: usize,
-        props: Option<CExpr>,
+        props: Option<PropsExpr>,
     },
     Path {
         slot: usize,
@@ -140,11 +140,55 @@ fn node_of(v: &Value, what: &str) -> Result<u64, QueryError> {
     }
 }
 
+/// The properties of a created node or relationship: a map literal's keys are made once
+/// at plan time, so that creating an entity allocates its property list once, sized, and
+/// evaluates only the values (no map value, no key strings per row).
+pub enum PropsExpr {
+    /// `{k: expr, ...}` with distinct keys (the last of a repeated key wins, as in a map).
+    Literal(Vec<(Arc<str>, CExpr)>),
+    /// Any other expression that gives a map (a parameter, `row`).
+    Any(CExpr),
+}
+
+impl PropsExpr {
+    pub fn new(e: CExpr) -> PropsExpr {
+        match e {
+            CExpr::Map(items) => {
+                let mut out: Vec<(Arc<str>, CExpr)> = Vec::with_capacity(items.len());
+                for (k, v) in items {
+                    match out.iter_mut().find(|(x, _)| **x == *k) {
+                        Some(e) => e.1 = v,
+                        None => out.push((Arc::from(k.as_str()), v)),
+                    }
+                }
+                PropsExpr::Literal(out)
+            }
+            e => PropsExpr::Any(e),
+        }
+    }
+}
+
 /// The property map of a created node or relationship.
-fn create_props(cx: &Cx, e: Option<&CExpr>, b: &Batch, row: usize) -> Result<Props, QueryError> {
+fn create_props(
+    cx: &Cx,
+    e: Option<&PropsExpr>,
+    b: &Batch,
+    row: usize,
+) -> Result<Props, QueryError> {
+    let mut locals = Vec::new();
     match e {
-        Some(e) => {
-            let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
+        Some(PropsExpr::Literal(items)) => {
+            let mut out: Props = Vec::with_capacity(items.len());
+            for (k, e) in items {
+                let v = eval(&cx.env, e, b, row, &mut locals)?;
+                if !v.is_null() {
+                    out.push((k.clone(), v));
+                }
+            }
+            Ok(out)
+        }
+        Some(PropsExpr::Any(e)) => {
+            let v = eval(&cx.env, e, b, row, &mut locals)?;
             to_props(&cx.env, v, "CREATE")
         }
         None => Ok(Vec::new()),

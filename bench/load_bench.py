@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""LOAD CSV benchmark: loading into a live database, side by side with `quiver import` and Kùzu.
+
+For the dolt table (1M rows, 10 typed columns) and the wide table (100k rows x 100 string
+columns), each system loads the same file `--runs` times in a fresh child process; the
+table gives the median wall time, rows/s, peak resident memory (the child's ru_maxrss)
+and the ratio to `quiver import` and to the file size.
+
+    pip install kuzu
+    python3 bench/load_bench.py --workload dolt --runs 3
+    python3 bench/load_bench.py --workload wide --runs 3
+
+Quiver forms:
+- `import`: `quiver import` into a new database (the bulk path, for reference);
+- `analytical`: `STORAGE MODE IN_MEMORY_ANALYTICAL; LOAD CSV ... CREATE ...; CHECKPOINT;`
+  in one shell (durable at the checkpoint, as in Memgraph's analytical mode);
+- `transactional`: `LOAD CSV ... CALL { ... } IN TRANSACTIONS OF 100000 ROWS` (each batch
+  durable in the write-ahead log as it commits).
+
+Peer: Kùzu `COPY` into an existing, empty node table of the same types (its bulk path; it
+has no LOAD CSV that creates nodes row by row). Neo4j and Memgraph do not run here.
+Every run prints one row plus a machine-readable JSON line (prefix `RESULT `).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_bench import DOLT_KUZU, QUIVER, ROOT, du, fresh, kuzu_script, timed  # noqa: E402
+
+DOLT_COLS = ["pk", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
+DOLT_PROPS = ("pk: toInteger(row.pk), c1: toInteger(row.c1), c2: row.c2, c3: localdatetime(row.c3), "
+              "c4: toFloat(row.c4), c5: toInteger(row.c5), c6: toFloat(row.c6), c7: row.c7, c8: row.c8, c9: row.c9")
+
+
+def prepare(args, data):
+    """The input files: the generated CSV, and a copy with a plain header in import/."""
+    imp = data / "import"
+    imp.mkdir(parents=True, exist_ok=True)
+    if args.workload == "dolt":
+        src = data / "dolt-1m-random.csv"
+        if not src.exists():
+            subprocess.run([str(QUIVER), "generate", "dolt", "--rows", "1000000", "--order", "random",
+                            "--out", str(data)], check=True)
+        plain = imp / "dolt-1m.csv"
+        if not plain.exists():
+            with open(src, "rb") as f, open(plain, "wb") as out:
+                f.readline()
+                out.write((",".join(DOLT_COLS) + "\n").encode())
+                while chunk := f.read(1 << 24):
+                    out.write(chunk)
+        return {"typed": src, "plain": plain, "rows": 1_000_000}
+    d = data / "wide"
+    src = d / "wide-100k.csv"
+    if not src.exists():
+        subprocess.run([str(QUIVER), "generate", "wide", "--rows", "100000", "--cols", "100",
+                        "--out", str(d)], check=True)
+    h = d / "wide-import-header.csv"
+    h.write_text(",".join(f"c{i}" for i in range(100)) + "\n")
+    plain = imp / "wide-100k.csv"
+    if not plain.exists():
+        os.link(src, plain)
+    return {"typed": src, "header": h, "plain": plain, "rows": 100_000}
+
+
+def statements(args, files):
+    name = files["plain"].name
+    if args.workload == "dolt":
+        load = f"LOAD CSV FROM '{name}' WITH HEADER NULLIF '' AS row"
+        create = f"CREATE (:Dolt {{{DOLT_PROPS}}})"
+    else:
+        load = f"LOAD CSV FROM '{name}' NO HEADER AS row"
+        a = ", ".join(f"p{i}: row[{i}]" for i in range(50))
+        b = ", ".join(f"p{i}: row[{i}]" for i in range(50, 100))
+        create = f"CREATE (:A {{{a}}}), (:B {{{b}}})"
+    analytical = f"STORAGE MODE IN_MEMORY_ANALYTICAL;\n{load} {create};\nCHECKPOINT;\n"
+    transactional = f"{load} CALL {{ WITH row {create} }} IN TRANSACTIONS OF {args.batch} ROWS;\n"
+    return analytical, transactional
+
+
+def systems(args, files, work):
+    q = work / "load.qdb"
+    imp = files["plain"].parent
+    analytical, transactional = statements(args, files)
+    shell = [str(QUIVER), "shell", "--db", str(q), "--import-dir", str(imp)]
+    out = []
+    icmd = [str(QUIVER), "import", "--db", str(q), "--threads", str(args.threads), "--quiet"]
+    if args.workload == "dolt":
+        icmd += ["--id-type", "integer", "--nodes", f"Dolt={files['typed']}"]
+    else:
+        icmd += ["--nodes", f"A={files['header']},{files['typed']}"]
+    out.append(("import", q, icmd, None))
+    out.append(("analytical", q, shell, analytical))
+    out.append(("transactional", q, shell, transactional))
+    if "kuzu" in args.peers:
+        kz = work / "load.kz"
+        if args.workload == "dolt":
+            stmts = [DOLT_KUZU, f"COPY Dolt FROM '{files['typed']}' (header=true)"]
+        else:
+            kcols = ", ".join(f"c{i} STRING" for i in range(100))
+            stmts = [f"CREATE NODE TABLE Wide(id SERIAL, {kcols}, PRIMARY KEY(id))",
+                     f"COPY Wide FROM '{files['typed']}' (header=false)"]
+        out.append(("kuzu", kz, [sys.executable, "-c", kuzu_script(kz, stmts, args.threads)], None))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", choices=["dolt", "wide"], required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=100_000)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--peers", default="kuzu")
+    ap.add_argument("--only", default=None, help="comma-separated subset of systems")
+    ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    args = ap.parse_args()
+    if not QUIVER.exists():
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
+    data = Path(args.data).resolve()
+    files = prepare(args, data)
+    work = data / "work"
+    work.mkdir(exist_ok=True)
+    rows = files["rows"]
+    size = files["plain"].stat().st_size
+    print(f"# {args.workload}: {rows} rows, {size / 2**20:.1f} MiB of CSV, {args.runs} runs (median)")
+    results = {}
+    for _ in range(args.runs):
+        for name, path, cmd, stdin in systems(args, files, work):
+            if args.only and name not in args.only.split(","):
+                continue
+            fresh(path)
+            if stdin is not None:
+                # The shell reads its statements from standard input.
+                secs, rss, out = timed_stdin(cmd, stdin)
+            else:
+                secs, rss, out = timed(cmd)
+            results.setdefault(name, []).append((secs, rss, du(path)))
+    print(f"{'system':<14} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'RSS/file':>9} {'vs import':>10}")
+    med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
+    base = med.get("import", next(iter(med.values())))[0]
+    for name, (secs, rss, disk) in med.items():
+        print(f"{name:<14} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {rss / size:>8.2f}x {base / secs:>9.2f}x")
+    for name, (secs, rss, disk) in med.items():
+        print("RESULT " + json.dumps({"workload": args.workload, "system": name, "rows": rows, "seconds": round(secs, 3),
+                                      "rows_per_s": round(rows / secs), "peak_rss_bytes": rss, "file_bytes": size,
+                                      "disk_bytes": disk, "runs": [round(r[0], 3) for r in results[name]]}))
+
+
+def timed_stdin(cmd, text):
+    """Like import_bench.timed, with `text` on standard input; fails on an error line."""
+    import tempfile
+    import time
+    with tempfile.TemporaryFile() as i, tempfile.TemporaryFile() as o:
+        i.write(text.encode())
+        i.seek(0)
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=i, stdout=o, stderr=subprocess.STDOUT)
+        _, status, ru = os.wait4(p.pid, 0)
+        secs = time.perf_counter() - t
+        o.seek(0)
+        out = o.read().decode(errors="replace")
+    if status != 0 or "error" in out.lower():
+        sys.exit(f"failed: {' '.join(cmd)}\n{out[-3000:]}")
+    return secs, ru.ru_maxrss * 1024, out
+
+
+if __name__ == "__main__":
+    main()
