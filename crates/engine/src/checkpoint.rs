@@ -139,6 +139,7 @@ fn write_rows(
     rows: &mut dyn Iterator<Item = (Option<&Props>, Option<Vec<Arc<str>>>)>,
     misfits: &mut Vec<(u64, Arc<str>, Value)>,
 ) -> Result<(SegmentMeta, Vec<PropertyMeta>), EngineError> {
+    use rayon::prelude::*;
     let mut metas = columns.to_vec();
     if label_column {
         metas.push(PropertyMeta {
@@ -147,43 +148,61 @@ fn write_rows(
         });
     }
     let mut w = TableWriter::create(staging, name, metas.clone())?;
-    let new_builders =
-        || -> Vec<ColumnBuilder> { metas.iter().map(|m| ColumnBuilder::new(m.dtype)).collect() };
-    let mut b = new_builders();
-    let mut row = 0u64;
-    // Column of each property name, and the value each column gets in the current row:
-    // one hash lookup per property rather than a scan of the columns per column.
     let at: hashbrown::HashMap<&str, usize> = columns
         .iter()
         .enumerate()
         .map(|(i, c)| (c.name.as_str(), i))
         .collect();
-    let mut slots: Vec<Option<&Value>> = vec![None; columns.len()];
-    for (props, labels) in rows {
-        if let Some(p) = props {
-            for (k, v) in p {
+    let mut first_row = 0u64;
+    let mut group: Vec<(Option<&Props>, Option<Vec<Arc<str>>>)> = Vec::new();
+    loop {
+        group.clear();
+        group.extend((&mut *rows).take(ROW_GROUP_ROWS_MAX));
+        if group.is_empty() {
+            break;
+        }
+        // Each column is built from the whole row group on its own thread; the rows'
+        // property lists are short, so a scan per row finds the column's value.
+        let group_ref = &group;
+        let b: Vec<ColumnBuilder> = metas
+            .par_iter()
+            .enumerate()
+            .map(|(c, meta)| {
+                let mut cb = ColumnBuilder::new(meta.dtype);
+                if c == columns.len() {
+                    for (_, labels) in group_ref {
+                        let l = labels
+                            .as_ref()
+                            .map(|l| Value::list(l.iter().cloned().map(Value::Str).collect()));
+                        push_value(&mut cb, l.as_ref());
+                    }
+                    return cb;
+                }
+                let key = meta.name.as_str();
+                for (props, _) in group_ref {
+                    let v = props
+                        .and_then(|p| p.iter().find(|(k, _)| &**k == key))
+                        .map(|(_, v)| v)
+                        .filter(|v| dtype_of(v) == Some(meta.dtype));
+                    push_value(&mut cb, v);
+                }
+                cb
+            })
+            .collect();
+        // Values whose key has no column or whose type is not the column's.
+        for (i, (props, _)) in group.iter().enumerate() {
+            for (k, v) in props.iter().flat_map(|p| p.iter()) {
                 match at.get(&**k) {
-                    Some(&c) if dtype_of(v) == Some(columns[c].dtype) => slots[c] = Some(v),
-                    _ => misfits.push((row, k.clone(), v.clone())),
+                    Some(&c) if dtype_of(v) == Some(columns[c].dtype) => {}
+                    _ => misfits.push((first_row + i as u64, k.clone(), v.clone())),
                 }
             }
         }
-        for (c, slot) in slots.iter_mut().enumerate() {
-            push_value(&mut b[c], slot.take());
-        }
-        if label_column {
-            let l = labels.map(|l| Value::list(l.into_iter().map(Value::Str).collect()));
-            let c = columns.len();
-            push_value(&mut b[c], l.as_ref());
-        }
-        row += 1;
-        if b[0].len() >= ROW_GROUP_ROWS_MAX {
+        // A table without columns has its rows in the manifest only.
+        if !b.is_empty() {
             w.write_row_group(&b)?;
-            b = new_builders();
         }
-    }
-    if !b.is_empty() && !b[0].is_empty() {
-        w.write_row_group(&b)?;
+        first_row += group.len() as u64;
     }
     Ok((w.finish()?, metas))
 }
@@ -429,6 +448,15 @@ impl Store {
         self.unlogged.store(false, Ordering::SeqCst);
         report.log_bytes_freed = log_before;
         report.elapsed = t0.elapsed();
+        // Freeing a big delta (millions of records) takes a while: a thread of its own
+        // does it when this was the last reference, so the checkpoint returns now.
+        drop(commit);
+        if Arc::strong_count(&cur.delta) == 1 {
+            let old = cur.delta;
+            let _ = std::thread::Builder::new()
+                .name("quiver-free-delta".into())
+                .spawn(move || drop(old));
+        }
         Ok(report)
     }
 }

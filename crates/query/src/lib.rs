@@ -471,9 +471,9 @@ impl Session {
     /// else is writing.
     fn maybe_checkpoint(&mut self) {
         let st = &self.store;
-        let snap = st.snapshot();
+        let delta_bytes = st.snapshot().delta.bytes;
         if st.log_bytes() >= st.opts.checkpoint_log_bytes
-            || snap.delta.bytes >= st.opts.checkpoint_delta_bytes
+            || delta_bytes >= st.opts.checkpoint_delta_bytes
         {
             // A refusal (another writer) just defers it to a later commit.
             let _ = st.checkpoint();
