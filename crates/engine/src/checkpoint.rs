@@ -19,7 +19,7 @@
 
 use crate::delta::{prop_get, Delta, Op, Props};
 use crate::segments;
-use crate::store::{indexed_names, Current, EngineError, Store};
+use crate::store::{indexed_names, lock, Current, EngineError, Store};
 use crate::value::Value;
 use quiver_common::limits::ROW_GROUP_ROWS_MAX;
 use quiver_common::types::{DataType, ScalarType};
@@ -437,9 +437,17 @@ impl Store {
         staging.publish(&m)?;
 
         // Reopen on the new generation; the old one's log is now stale.
-        let new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+        let mut new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+        // The new node tables go into the declared indexes (a newer generation).
+        if let Some(hook) = lock(&self.index_hook).as_ref() {
+            if hook(self.dir(), &new_db).map_err(EngineError::Refused)? {
+                new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+            }
+        }
         let new_delta = base_delta(&new_db)?;
-        self.reset_after_checkpoint(&mut commit, &new_delta, m.generation)?;
+        let generation = new_db.manifest().generation;
+        report.generation = generation;
+        self.reset_after_checkpoint(&mut commit, &new_delta, generation)?;
         self.replace_current(Current {
             db: new_db,
             delta: Arc::new(new_delta),

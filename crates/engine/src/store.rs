@@ -179,11 +179,16 @@ pub struct Store {
     analytical_writer: AtomicBool,
     /// Analytical writes not yet made durable by a checkpoint.
     pub(crate) unlogged: AtomicBool,
+    pub(crate) index_hook: Mutex<Option<IndexHook>>,
     /// The database's writer lock; `None` when another process holds it (read only).
     _lock: Option<File>,
 }
 
 /// Property names the segments index: `:ID` columns and declared indexes.
+/// Brings the declared indexes up to date with a new generation (they are built by the
+/// query layer); publishes a newer generation and says so when it changed anything.
+pub type IndexHook = Box<dyn Fn(&Path, &Database) -> Result<bool, String> + Send + Sync>;
+
 pub(crate) fn indexed_names(m: &Manifest) -> Vec<Arc<str>> {
     let mut v: Vec<Arc<str>> = Vec::new();
     for t in &m.node_tables {
@@ -263,6 +268,7 @@ impl Store {
             commit: Mutex::new(CommitState { wal, clock }),
             locks: Mutex::new(HashMap::new()),
             active: Mutex::new(HashMap::new()),
+            index_hook: Mutex::new(None),
             next_tx: AtomicU64::new(1),
             next_edge: Mutex::new(next_edge),
             mode: Mutex::new(StorageMode::InMemoryTransactional),
@@ -271,6 +277,14 @@ impl Store {
             _lock: lock,
             opts,
         }))
+    }
+
+    /// Sets what rebuilds the declared indexes after a checkpoint (once per store).
+    pub fn set_index_hook(&self, hook: IndexHook) {
+        let mut h = lock(&self.index_hook);
+        if h.is_none() {
+            *h = Some(hook);
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -412,7 +426,7 @@ fn next_edges(delta: &Delta) -> HashMap<Arc<str>, u64> {
 }
 
 /// Locks a mutex, recovering from a panic elsewhere (the data is a plain map).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

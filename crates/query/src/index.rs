@@ -211,10 +211,116 @@ pub fn create_in(
             "an index on :{label}({prop}) exists already"
         )));
     }
+    if Graph::new(db).label_id(label).is_none() {
+        return Err(QueryError::Index(format!(
+            "no label :{label} in the database"
+        )));
+    }
+    let built = build(db, label, prop)?.ok_or_else(|| {
+        QueryError::Index(format!(
+            "no node with label :{label} has a property `{prop}`"
+        ))
+    })?;
+    let staging = if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let meta = built.write(&staging, db, label, prop)?;
+    let n = meta.n_entries;
+    let mut man = m.clone();
+    man.generation = staging.generation();
+    man.indexes.push(meta);
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(n)
+}
+
+/// Rebuilds the indexes that do not cover every node (a checkpoint wrote new node
+/// tables since they were built) and publishes them as one new generation; whether it
+/// did. `held` as for [`create_in`].
+pub fn refresh_in(dir: &Path, db: &Database, held: bool) -> Result<bool, QueryError> {
+    let m = db.manifest();
+    let n = db.n_nodes();
+    if m.indexes.iter().all(|i| i.covers_nodes >= n) {
+        return Ok(false);
+    }
+    let staging = if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let mut man = m.clone();
+    man.generation = staging.generation();
+    let mut kept = Vec::new();
+    for mut meta in std::mem::take(&mut man.indexes) {
+        if meta.covers_nodes >= n {
+            kept.push(meta);
+            continue;
+        }
+        match build(db, &meta.label, &meta.property) {
+            Ok(Some(b)) => kept.push(b.write(&staging, db, &meta.label, &meta.property)?),
+            // No node has the property (any more): the old entries are corrected by the
+            // delta at every lookup.
+            Ok(None) => {
+                meta.covers_nodes = n;
+                kept.push(meta);
+            }
+            // The property no longer has one indexable type (written values of another
+            // type): a stale index would miss nodes, so it goes.
+            Err(_) => {}
+        }
+    }
+    man.indexes = kept;
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(true)
+}
+
+/// An index's sorted keys and nodes, before they are written.
+struct Built {
+    kind: IndexKeyKind,
+    keys: ColumnBuilder,
+    nodes: Vec<u64>,
+}
+
+impl Built {
+    fn write(
+        self,
+        staging: &Staging,
+        db: &Database,
+        label: &str,
+        prop: &str,
+    ) -> Result<IndexMeta, QueryError> {
+        let seg = write_prop_index(
+            staging,
+            &format!("index-{}-{}.seg", sanitize(label), sanitize(prop)),
+            self.kind,
+            &self.keys,
+            &self.nodes,
+            db.n_nodes(),
+        )
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+        Ok(IndexMeta {
+            label: label.to_string(),
+            property: prop.to_string(),
+            n_entries: self.nodes.len() as u64,
+            segment: seg,
+            covers_nodes: db.n_nodes(),
+        })
+    }
+}
+
+/// Builds `:label(prop)` over the segments; `None` when no node has it.
+fn build(db: &Database, label: &str, prop: &str) -> Result<Option<Built>, QueryError> {
     let g = Graph::new(db);
-    let lid = g
-        .label_id(label)
-        .ok_or_else(|| QueryError::Index(format!("no label :{label} in the database")))?;
+    let Some(lid) = g.label_id(label) else {
+        return Ok(None);
+    };
     let mut kind = None;
     let mut pairs_i: Vec<(i64, u64)> = Vec::new();
     let mut pairs_f: Vec<(f64, u64)> = Vec::new();
@@ -261,11 +367,9 @@ pub fn create_in(
             }
         }
     }
-    let kind = kind.ok_or_else(|| {
-        QueryError::Index(format!(
-            "no node with label :{label} has a property `{prop}`"
-        ))
-    })?;
+    let Some(kind) = kind else {
+        return Ok(None);
+    };
     let (keys, nodes) = match kind {
         IndexKeyKind::Integer => {
             pairs_i.sort_unstable();
@@ -286,34 +390,7 @@ pub fn create_in(
             (b, pairs_s.iter().map(|p| p.1).collect())
         }
     };
-    let staging = if held {
-        Staging::begin_held(dir)
-    } else {
-        Staging::begin(dir, true)
-    }
-    .map_err(|e| QueryError::Index(e.to_string()))?;
-    let n = nodes.len() as u64;
-    let seg = write_prop_index(
-        &staging,
-        &format!("index-{}-{}.seg", sanitize(label), sanitize(prop)),
-        kind,
-        &keys,
-        &nodes,
-        db.n_nodes(),
-    )
-    .map_err(|e| QueryError::Index(e.to_string()))?;
-    let mut man = m.clone();
-    man.generation = staging.generation();
-    man.indexes.push(IndexMeta {
-        label: label.to_string(),
-        property: prop.to_string(),
-        n_entries: n,
-        segment: seg,
-    });
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
-    Ok(n)
+    Ok(Some(Built { kind, keys, nodes }))
 }
 
 fn sanitize(s: &str) -> String {

@@ -356,6 +356,23 @@ impl Session {
 
     /// A session on an already open store (several sessions may share one).
     pub fn on(store: Arc<Store>) -> Session {
+        // Checkpoints write new node tables; the declared indexes follow them.
+        store.set_index_hook(Box::new(|dir, db| {
+            index::refresh_in(dir, db, true).map_err(|e| e.to_string())
+        }));
+        if store.is_writable()
+            && store
+                .snapshot()
+                .db
+                .manifest()
+                .indexes
+                .iter()
+                .any(|i| i.covers_nodes < store.snapshot().db.n_nodes())
+        {
+            // A crash between a checkpoint and its index rebuild: rebuild now. A failure
+            // leaves the indexes stale until the next checkpoint, which retries.
+            let _ = store.checkpoint();
+        }
         let snap = store.snapshot();
         let (import_dir, rejects_dir) = default_load_dirs(store.dir());
         Session {

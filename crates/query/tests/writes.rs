@@ -318,3 +318,27 @@ fn a_commit_on_an_unchanged_head_keeps_conflicts_exact() {
     let mut a = open(&d.path().join("g.qdb"));
     assert_eq!(count(&mut a, "MATCH (n:N {id: 1}) RETURN n.x"), 3);
 }
+
+#[test]
+fn declared_indexes_follow_checkpoints() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(&mut s, "UNWIND range(1, 100) AS i CREATE (:U {k: i})").unwrap();
+    run(&mut s, "CREATE INDEX ON :U(k)").unwrap();
+    run(&mut s, "UNWIND range(101, 200) AS i CREATE (:U {k: i})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // Found through the index, which now holds the nodes the checkpoint wrote.
+    assert_eq!(count(&mut s, "MATCH (u:U {k: 150}) RETURN count(u)"), 1);
+    assert_eq!(
+        count(&mut s, "MATCH (u:U) WHERE u.k >= 190 RETURN count(u)"),
+        11
+    );
+    let plan = rows(&mut s, "EXPLAIN MATCH (u:U {k: 150}) RETURN u");
+    assert!(plan.is_empty());
+    drop(s);
+    let mut s = open(&db);
+    assert_eq!(count(&mut s, "MATCH (u:U {k: 200}) RETURN count(u)"), 1);
+    let idx = rows(&mut s, "SHOW INDEXES");
+    assert_eq!(idx[0][3], Value::Int(200), "{idx:?}");
+}

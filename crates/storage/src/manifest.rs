@@ -57,6 +57,14 @@ pub struct IndexMeta {
     pub property: String,
     pub n_entries: u64,
     pub segment: SegmentMeta,
+    /// The index holds the nodes below this id (nodes a later checkpoint wrote are not
+    /// in it until it is rebuilt). Older manifests did not record it: all nodes.
+    #[serde(default = "all_nodes")]
+    pub covers_nodes: u64,
+}
+
+fn all_nodes() -> u64 {
+    u64::MAX
 }
 
 /// How a property index orders its keys.
