@@ -321,6 +321,20 @@ pub enum Command {
         prop: String,
     },
     ShowIndexes,
+    /// `CREATE CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE` (Memgraph, Neo4j 4) or
+    /// `CREATE CONSTRAINT [name] [IF NOT EXISTS] FOR (n:L) REQUIRE n.p IS UNIQUE` (Neo4j 5).
+    CreateConstraint {
+        label: String,
+        prop: String,
+        if_not_exists: bool,
+    },
+    /// `DROP CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE`
+    DropConstraint {
+        label: String,
+        prop: String,
+    },
+    /// `SHOW CONSTRAINTS` (or Memgraph's `SHOW CONSTRAINT INFO`)
+    ShowConstraints,
 }
 
 /// What a statement is.

@@ -1129,6 +1129,42 @@ impl Parser<'_> {
         Ok((label, prop))
     }
 
+    /// `ON (n:L) ASSERT n.p IS UNIQUE` or `FOR (n:L) REQUIRE n.p IS UNIQUE`, after
+    /// CREATE/DROP CONSTRAINT [name] [IF NOT EXISTS]; gives the label, the property and
+    /// whether IF NOT EXISTS was written.
+    fn constraint_target(&mut self) -> R<(String, String, bool)> {
+        if !self.is_kw("ON") && !self.is_kw("FOR") && !self.is_kw("IF") {
+            self.bump(); // a constraint name
+        }
+        let mut if_not_exists = false;
+        if self.eat_kw("IF") {
+            self.expect_kw("NOT")?;
+            self.expect_kw("EXISTS")?;
+            if_not_exists = true;
+        }
+        let neo5 = if self.eat_kw("FOR") {
+            true
+        } else {
+            self.expect_kw("ON")?;
+            false
+        };
+        self.expect_p("(")?;
+        let v = self.name("a variable")?;
+        self.expect_p(":")?;
+        let label = self.any_name("a label")?;
+        self.expect_p(")")?;
+        self.expect_kw(if neo5 { "REQUIRE" } else { "ASSERT" })?;
+        let v2 = self.name("a variable")?;
+        if v2 != v {
+            return self.err(&format!("the variable {v}"));
+        }
+        self.expect_p(".")?;
+        let prop = self.any_name("a property")?;
+        self.expect_kw("IS")?;
+        self.expect_kw("UNIQUE")?;
+        Ok((label, prop, if_not_exists))
+    }
+
     fn command(&mut self) -> R<Option<Command>> {
         let c = if self.eat_kw("BEGIN") {
             Command::Begin
@@ -1144,7 +1180,25 @@ impl Parser<'_> {
             self.expect_kw("INFO")?;
             Command::ShowStorageInfo
         } else if self.eat_kws("SHOW", "INDEXES") || self.eat_kws("SHOW", "INDEX") {
+            self.eat_kw("INFO");
             Command::ShowIndexes
+        } else if self.eat_kws("SHOW", "CONSTRAINTS") || self.eat_kws("SHOW", "CONSTRAINT") {
+            self.eat_kw("INFO");
+            Command::ShowConstraints
+        } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "CONSTRAINT") {
+            let create = self.is_kw("CREATE");
+            self.bump();
+            self.bump();
+            let (label, prop, if_not_exists) = self.constraint_target()?;
+            if create {
+                Command::CreateConstraint {
+                    label,
+                    prop,
+                    if_not_exists,
+                }
+            } else {
+                Command::DropConstraint { label, prop }
+            }
         } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
         } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "INDEX") {

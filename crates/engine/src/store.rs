@@ -14,7 +14,7 @@
 //! - commits are serialised by the commit lock: replay the ops onto the head, append
 //!   them to the log and fsync, swap the head in.
 
-use crate::delta::{ApplyError, Delta, Entity, Op, Props, UNCOMMITTED};
+use crate::delta::{ApplyError, Delta, Entity, KeyVal, Op, Props, UNCOMMITTED};
 use crate::value::{RelRef, Value};
 use crate::view::View;
 use crate::wal::{Wal, WalError};
@@ -532,6 +532,16 @@ impl Txn {
             )));
         }
         Ok(())
+    }
+
+    /// The write right on a key of a uniqueness constraint (`label`, `prop`, value): two
+    /// open transactions writing one key conflict, so a check against the newest
+    /// committed state after taking it cannot race another writer.
+    pub fn claim_key(&mut self, label: &str, prop: &str, key: &KeyVal) -> Result<(), EngineError> {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = foldhash::fast::FixedState::with_seed(0x5157).build_hasher();
+        (label, prop, key).hash(&mut h);
+        self.claim(Entity::Rel(u32::MAX, h.finish()))
     }
 
     /// The write right for an entity this transaction creates: no one else can see it

@@ -101,6 +101,8 @@ impl PropIndex {
 #[derive(Debug, Default)]
 pub struct IndexSet {
     entries: Vec<(String, String, Arc<PropIndex>)>,
+    /// Uniqueness constraints: (label, property).
+    pub unique: Vec<(Arc<str>, Arc<str>)>,
 }
 
 fn key_kind(dtype: DataType) -> Option<IndexKeyKind> {
@@ -118,6 +120,13 @@ fn key_kind(dtype: DataType) -> Option<IndexKeyKind> {
 impl IndexSet {
     pub fn load(db: &Database) -> IndexSet {
         let mut entries = Vec::new();
+        let unique = db
+            .manifest()
+            .indexes
+            .iter()
+            .filter(|i| i.unique)
+            .map(|i| (Arc::from(i.label.as_str()), Arc::from(i.property.as_str())))
+            .collect();
         for (pos, ix) in db.manifest().indexes.iter().enumerate() {
             // The kind follows the first table that has the property.
             let kind = db
@@ -125,7 +134,10 @@ impl IndexSet {
                 .iter()
                 .flat_map(|t| t.meta.columns.iter())
                 .find(|c| c.name == ix.property)
-                .and_then(|c| key_kind(c.dtype));
+                .and_then(|c| key_kind(c.dtype))
+                // No segment has the property yet (an index declared before any data):
+                // it is empty, and seeks find the nodes in the delta.
+                .or((ix.n_entries == 0).then_some(IndexKeyKind::String));
             if let Some(kind) = kind {
                 entries.push((
                     ix.label.clone(),
@@ -134,7 +146,7 @@ impl IndexSet {
                 ));
             }
         }
-        IndexSet { entries }
+        IndexSet { entries, unique }
     }
 
     pub fn get(&self, label: &str, prop: &str) -> Option<Arc<PropIndex>> {
@@ -181,7 +193,7 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
         out.push(IndexInfo {
             label: ix.label.clone(),
             property: ix.property.clone(),
-            kind: "property",
+            kind: if ix.unique { "unique" } else { "property" },
             entries: ix.n_entries,
         });
     }
@@ -227,7 +239,7 @@ pub fn create_in(
         Staging::begin(dir, true)
     }
     .map_err(|e| QueryError::Index(e.to_string()))?;
-    let meta = built.write(&staging, db, label, prop)?;
+    let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
     let mut man = m.clone();
     man.generation = staging.generation();
@@ -262,7 +274,9 @@ pub fn refresh_in(dir: &Path, db: &Database, held: bool) -> Result<bool, QueryEr
             continue;
         }
         match build(db, &meta.label, &meta.property) {
-            Ok(Some(b)) => kept.push(b.write(&staging, db, &meta.label, &meta.property)?),
+            Ok(Some(b)) => {
+                kept.push(b.write(&staging, db, &meta.label, &meta.property, meta.unique)?)
+            }
             // No node has the property (any more): the old entries are corrected by the
             // delta at every lookup.
             Ok(None) => {
@@ -286,6 +300,8 @@ struct Built {
     kind: IndexKeyKind,
     keys: ColumnBuilder,
     nodes: Vec<u64>,
+    /// Two nodes with one key, if any: (key, node, node).
+    dup: Option<(String, u64, u64)>,
 }
 
 impl Built {
@@ -295,6 +311,7 @@ impl Built {
         db: &Database,
         label: &str,
         prop: &str,
+        unique: bool,
     ) -> Result<IndexMeta, QueryError> {
         let seg = write_prop_index(
             staging,
@@ -311,6 +328,7 @@ impl Built {
             n_entries: self.nodes.len() as u64,
             segment: seg,
             covers_nodes: db.n_nodes(),
+            unique,
         })
     }
 }
@@ -370,27 +388,103 @@ fn build(db: &Database, label: &str, prop: &str) -> Result<Option<Built>, QueryE
     let Some(kind) = kind else {
         return Ok(None);
     };
+    fn first_dup<K: PartialEq>(
+        pairs: &[(K, u64)],
+        show: impl Fn(&K) -> String,
+    ) -> Option<(String, u64, u64)> {
+        pairs
+            .windows(2)
+            .find(|w| w[0].0 == w[1].0)
+            .map(|w| (show(&w[0].0), w[0].1, w[1].1))
+    }
+    let dup;
     let (keys, nodes) = match kind {
         IndexKeyKind::Integer => {
             pairs_i.sort_unstable();
+            dup = first_dup(&pairs_i, |k| k.to_string());
             let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Long));
             pairs_i.iter().for_each(|p| b.push_i64(p.0));
             (b, pairs_i.iter().map(|p| p.1).collect::<Vec<_>>())
         }
         IndexKeyKind::Float => {
             pairs_f.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            dup = first_dup(&pairs_f, |k| k.to_string());
             let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
             pairs_f.iter().for_each(|p| b.push_f64(p.0));
             (b, pairs_f.iter().map(|p| p.1).collect())
         }
         IndexKeyKind::String => {
             pairs_s.sort_unstable();
+            dup = first_dup(&pairs_s, |k| format!("'{}'", String::from_utf8_lossy(k)));
             let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
             pairs_s.iter().for_each(|p| b.push_bytes(&p.0));
             (b, pairs_s.iter().map(|p| p.1).collect())
         }
     };
-    Ok(Some(Built { kind, keys, nodes }))
+    Ok(Some(Built {
+        kind,
+        keys,
+        nodes,
+        dup,
+    }))
+}
+
+/// Adds (`unique`) or removes the uniqueness constraint on `:label(prop)`: adding one
+/// builds the index (an empty one when no node has the property yet) and refuses when
+/// two nodes already share a value. `held` as for [`create_in`].
+pub fn constrain_in(
+    dir: &Path,
+    db: &Database,
+    label: &str,
+    prop: &str,
+    unique: bool,
+    held: bool,
+) -> Result<String, QueryError> {
+    let m = db.manifest();
+    let at = m
+        .indexes
+        .iter()
+        .position(|i| i.label == label && i.property == prop);
+    if !unique && at.is_none_or(|i| !m.indexes[i].unique) {
+        return Err(QueryError::Index(format!(
+            "there is no uniqueness constraint on :{label}({prop}); SHOW CONSTRAINTS lists them"
+        )));
+    }
+    let staging = if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let mut man = m.clone();
+    man.generation = staging.generation();
+    let msg = if unique {
+        let built = build(db, label, prop)?.unwrap_or_else(|| Built {
+            kind: IndexKeyKind::String,
+            keys: ColumnBuilder::new(DataType::Scalar(ScalarType::String)),
+            nodes: Vec::new(),
+            dup: None,
+        });
+        if let Some((k, a, b)) = &built.dup {
+            return Err(QueryError::Index(format!(
+                "cannot add the constraint: nodes {a} and {b} with label :{label} both have {prop} = {k}"
+            )));
+        }
+        let meta = built.write(&staging, db, label, prop, true)?;
+        match at {
+            Some(i) => man.indexes[i] = meta,
+            None => man.indexes.push(meta),
+        }
+        format!("uniqueness constraint on :{label}({prop}) created")
+    } else {
+        let i = at.expect("checked above");
+        man.indexes[i].unique = false;
+        format!("uniqueness constraint on :{label}({prop}) dropped (its index stays; DROP INDEX removes it)")
+    };
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(msg)
 }
 
 fn sanitize(s: &str) -> String {

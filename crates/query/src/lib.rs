@@ -199,6 +199,7 @@ pub fn run_statement(
         cancel: opts.cancel.as_deref(),
         tx,
         explicit_tx,
+        indexes: Some(indexes),
         load: load::LoadState::new(opts.import_dir.clone(), rejects_file(opts)),
     };
     let mut op = root.op;
@@ -639,8 +640,58 @@ impl Session {
                     sink,
                 )
             }
-            Command::CreateIndex { label, prop } => self.index_ddl(true, &label, &prop, t0),
-            Command::DropIndex { label, prop } => self.index_ddl(false, &label, &prop, t0),
+            Command::CreateIndex { label, prop } => self.schema_ddl(t0, |dir, db| {
+                let n = index::create_in(dir, db, &label, &prop, true)?;
+                Ok(format!("index on :{label}({prop}) created, {n} entries"))
+            }),
+            Command::DropIndex { label, prop } => self.schema_ddl(t0, |dir, db| {
+                index::drop_in(dir, db, &label, &prop, true)?;
+                Ok(format!("index on :{label}({prop}) dropped"))
+            }),
+            Command::CreateConstraint {
+                label,
+                prop,
+                if_not_exists,
+            } => {
+                let exists = self
+                    .db()
+                    .manifest()
+                    .indexes
+                    .iter()
+                    .any(|i| i.unique && i.label == label && i.property == prop);
+                match (exists, if_not_exists) {
+                    (true, true) => Ok(summary_msg(
+                        t0,
+                        format!("uniqueness constraint on :{label}({prop}) exists already"),
+                    )),
+                    (true, false) => Err(QueryError::Index(format!(
+                        "a uniqueness constraint on :{label}({prop}) exists already"
+                    ))),
+                    _ => self.schema_ddl(t0, |dir, db| {
+                        index::constrain_in(dir, db, &label, &prop, true, true)
+                    }),
+                }
+            }
+            Command::DropConstraint { label, prop } => self.schema_ddl(t0, |dir, db| {
+                index::constrain_in(dir, db, &label, &prop, false, true)
+            }),
+            Command::ShowConstraints => {
+                let db = self.db();
+                let rows = db
+                    .manifest()
+                    .indexes
+                    .iter()
+                    .filter(|i| i.unique)
+                    .map(|i| {
+                        vec![
+                            Value::str(&i.label),
+                            Value::str(&i.property),
+                            Value::str("UNIQUE"),
+                        ]
+                    })
+                    .collect();
+                table(&db, &["label", "property", "type"], rows, t0, sink)
+            }
         }
     }
 
@@ -654,26 +705,19 @@ impl Session {
     }
 
     /// CREATE INDEX (`create`) or DROP INDEX: a new generation over the segments.
-    fn index_ddl(
+    /// Index and constraint DDL: the delta is folded into segments first (an index is
+    /// built over segments), `f` publishes a new generation, and the store reopens on it.
+    fn schema_ddl(
         &mut self,
-        create: bool,
-        label: &str,
-        prop: &str,
         t0: Instant,
+        f: impl FnOnce(&Path, &Database) -> Result<String, QueryError>,
     ) -> Result<Summary, QueryError> {
-        self.no_tx("index DDL")?;
-        // An index is built over segments: fold the delta in first.
+        self.no_tx("index and constraint DDL")?;
         if !self.store.snapshot().delta.is_empty() {
             self.store.checkpoint()?;
         }
         let db = self.db();
-        let msg = if create {
-            let n = index::create_in(self.store.dir(), &db, label, prop, true)?;
-            format!("index on :{label}({prop}) created, {n} entries")
-        } else {
-            index::drop_in(self.store.dir(), &db, label, prop, true)?;
-            format!("index on :{label}({prop}) dropped")
-        };
+        let msg = f(self.store.dir(), &db)?;
         self.store.reload()?;
         let mut s = summary_msg(t0, msg);
         s.changed = true;

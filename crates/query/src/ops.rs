@@ -42,6 +42,8 @@ pub struct Cx<'g, 'db> {
     pub tx: Option<&'g mut quiver_engine::Txn>,
     /// The statement runs inside BEGIN ... COMMIT.
     pub explicit_tx: bool,
+    /// The declared indexes and uniqueness constraints writes must keep.
+    pub indexes: Option<&'g crate::index::IndexSet>,
     /// LOAD CSV's import directory, rejects file and bad-row count.
     pub load: crate::load::LoadState,
 }

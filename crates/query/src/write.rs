@@ -16,7 +16,7 @@ use crate::expr::{eval, CExpr, Env};
 use crate::ops::{account, ArgCell, BoxOp, Cx, Op};
 use crate::value::{PathVal, Value};
 use quiver_common::memory::Grant;
-use quiver_engine::delta::Props;
+use quiver_engine::delta::{prop_get, KeyVal, Props};
 use quiver_engine::Txn;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -210,6 +210,9 @@ fn create_row(
             } => {
                 let p = create_props(cx, props.as_ref(), b, row)?;
                 let id = tx(cx)?.create_node(labels.clone(), p)?;
+                if cx.indexes.is_some_and(|ix| !ix.unique.is_empty()) {
+                    check_unique(cx, id)?;
+                }
                 b.cols[*slot][row] = Value::Node(id);
             }
             CreateStep::Rel {
@@ -296,10 +299,81 @@ pub enum SetOp {
     },
 }
 
+/// Refuses node `n` (as this transaction has it now) when it shares a key of a uniqueness
+/// constraint with another node: one this transaction sees (segments and its delta) or
+/// one committed since it started.
+pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
+    let Some(ix) = cx.indexes else {
+        return Ok(());
+    };
+    if ix.unique.is_empty() {
+        return Ok(());
+    }
+    let g = cx.env.g;
+    let t = tx(cx)?;
+    let Some(rec) = t.work.nodes.get(&n).cloned() else {
+        return Ok(());
+    };
+    if rec.deleted {
+        return Ok(());
+    }
+    let head = t.store().snapshot();
+    for (label, prop) in &ix.unique {
+        if !rec.labels.contains(label) {
+            continue;
+        }
+        let Some(v) = prop_get(&rec.props, prop) else {
+            continue;
+        };
+        let Some(kv) = KeyVal::of(v) else {
+            continue;
+        };
+        t.claim_key(label, prop, &kv)?;
+        let mut cands = t.work.index_lookup(prop, v);
+        cands.extend(head.delta.index_lookup(prop, v));
+        if let Some(pi) = ix.get(label, prop) {
+            cands.extend(pi.lookup(g, v)?);
+        }
+        for c in cands {
+            if c == n {
+                continue;
+            }
+            let holds = |d: &quiver_engine::Delta| -> Result<bool, QueryError> {
+                Ok(match d.nodes.get(&c) {
+                    Some(r) => {
+                        !r.deleted
+                            && r.labels.contains(label)
+                            && prop_get(&r.props, prop).and_then(KeyVal::of).as_ref() == Some(&kv)
+                    }
+                    // An unchanged segment node found through the index has the key.
+                    None => c < d.base_nodes,
+                })
+            };
+            let deleted_here = t.work.nodes.get(&c).is_some_and(|r| r.deleted);
+            if holds(&t.work)? || (!deleted_here && holds(&head.delta)?) {
+                return Err(QueryError::Engine(quiver_engine::EngineError::Constraint(format!(
+                    "node {c} already has label :{label} and {prop} = {}; the uniqueness constraint on :{label}({prop}) allows one",
+                    crate::render::text(g, v)?
+                ))));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn set_prop(cx: &mut Cx, target: &Value, key: &Arc<str>, v: Value) -> Result<(), QueryError> {
     match target {
         Value::Null => Ok(()),
-        Value::Node(n) => Ok(tx(cx)?.set_node_prop(*n, key, v)?),
+        Value::Node(n) => {
+            tx(cx)?.set_node_prop(*n, key, v)?;
+            if cx
+                .indexes
+                .is_some_and(|ix| ix.unique.iter().any(|(_, p)| p == key))
+            {
+                check_unique(cx, *n)?;
+            }
+            Ok(())
+        }
         Value::Rel(r) => Ok(tx(cx)?.set_rel_prop(r, key, v)?),
         other => Err(QueryError::ty(format!(
             "SET and REMOVE need a node or relationship, got {}",
@@ -366,6 +440,9 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                 Value::Node(n) => {
                     for l in labels {
                         tx(cx)?.set_label(n, l, *add)?;
+                    }
+                    if *add {
+                        check_unique(cx, n)?;
                     }
                 }
                 other => {

@@ -61,6 +61,9 @@ pub struct IndexMeta {
     /// in it until it is rebuilt). Older manifests did not record it: all nodes.
     #[serde(default = "all_nodes")]
     pub covers_nodes: u64,
+    /// A uniqueness constraint: no two nodes with the label share a value.
+    #[serde(default)]
+    pub unique: bool,
 }
 
 fn all_nodes() -> u64 {
