@@ -28,4 +28,12 @@ $Q query --db data/demo/demo.qdb "MATCH (u:User {id: 9000001}) SET u.age = 36 RE
 $Q query --db data/demo/demo.qdb "UNWIND [1, 1, 2] AS v MERGE (t:Tag {v: v}) RETURN count(*) AS rows"
 $Q query --db data/demo/demo.qdb "CHECKPOINT"
 $Q query --db data/demo/demo.qdb "MATCH (u:User {id: 9000001})-[:FOLLOWS]->(f) RETURN u.name, f.id"
+# LOAD CSV from the import folder beside the database, in batches of committed rows,
+# and a transaction in the shell that is rolled back.
+mkdir -p data/demo/import
+printf 'id,name,follows\n9000002,Grace,1\n9000003,Alan,NA\n9000004,Edsger,2\n' > data/demo/import/people.csv
+$Q query --db data/demo/demo.qdb "CREATE CONSTRAINT FOR (p:Person) REQUIRE p.id IS UNIQUE"
+$Q query --db data/demo/demo.qdb "LOAD CSV FROM 'people.csv' WITH HEADER NULLIF 'NA' AS row CALL { WITH row MERGE (p:Person {id: toInteger(row.id)}) SET p.name = row.name WITH p, row MATCH (u:User {id: toInteger(row.follows)}) CREATE (p)-[:FOLLOWS]->(u) } IN TRANSACTIONS OF 2 ROWS"
+$Q query --db data/demo/demo.qdb "MATCH (p:Person)-[:FOLLOWS]->(u:User) RETURN p.name, u.id ORDER BY p.name"
+printf "BEGIN;\nCREATE (:Person {id: 1});\nROLLBACK;\nMATCH (p:Person) RETURN count(p) AS people;\n" | $Q shell --db data/demo/demo.qdb
 $Q query --db data/demo/demo.qdb "SHOW STORAGE INFO"

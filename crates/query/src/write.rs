@@ -27,6 +27,7 @@ pub struct Feed {
     pub eager: bool,
     buffered: Option<VecDeque<Batch>>,
     grant: Option<Grant>,
+    peak: u64,
     name: &'static str,
 }
 
@@ -37,6 +38,7 @@ impl Feed {
             eager,
             buffered: None,
             grant: None,
+            peak: 0,
             name,
         }
     }
@@ -57,14 +59,24 @@ impl Feed {
                 account(&mut grant, bytes, self.name)?;
                 q.push_back(b);
             }
+            self.peak = self.peak.max(grant.bytes());
             self.grant = Some(grant);
             self.buffered = Some(q);
         }
-        Ok(self.buffered.as_mut().and_then(|q| q.pop_front()))
+        match self.buffered.as_mut().and_then(|q| q.pop_front()) {
+            Some(b) => Ok(Some(b)),
+            None => {
+                // Drained: under an Argument (a CALL body, a MERGE), the next argument
+                // batch is read afresh.
+                self.buffered = None;
+                self.grant = None;
+                Ok(None)
+            }
+        }
     }
 
     fn peak(&self) -> u64 {
-        self.grant.as_ref().map_or(0, |g| g.bytes())
+        self.peak
     }
 }
 

@@ -314,6 +314,21 @@ fn call_in_transactions_commits_batch_by_batch() {
             vec![Value::Int(3), Value::Int(30)]
         ]
     );
+    // A body that reads the graph before it writes (its writes are eager) runs on
+    // every batch, not only the first.
+    let sum = run(
+        &mut s,
+        "UNWIND range(0, 4) AS x CALL { WITH x MATCH (n:N {id: x}) CREATE (:M)-[:TO]->(n) } IN TRANSACTIONS OF 2 ROWS",
+    )
+    .unwrap();
+    assert_eq!(sum.counters.relationships_created, 5);
+    let sum = run(
+        &mut s,
+        "UNWIND range(0, 4) AS x CALL { WITH x MERGE (k:K2 {id: x}) SET k.seen = true } IN TRANSACTIONS OF 2 ROWS",
+    )
+    .unwrap();
+    assert_eq!(sum.counters.nodes_created, 5);
+    assert_eq!(sum.counters.properties_set, 10);
     // Not inside an explicit transaction.
     run(&mut s, "BEGIN").unwrap();
     let e = err(
