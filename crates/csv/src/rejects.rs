@@ -35,6 +35,9 @@ impl Rejects {
         raw: &[u8],
     ) -> Result<(), ReadError> {
         if self.writer.is_none() {
+            if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).at(dir)?;
+            }
             let f = File::create(&self.path).at(&self.path)?;
             let mut w = csv::Writer::from_writer(BufWriter::new(f));
             w.write_record(["file", "line", "column", "reason", "message", "raw"])

@@ -488,21 +488,7 @@ impl Txn {
     /// Takes the write right on `e`: a conflict if another open transaction holds it or
     /// a commit changed `e` after this transaction's snapshot.
     fn claim(&mut self, e: Entity) -> Result<(), EngineError> {
-        if self.analytical() {
-            if !self.writer {
-                let w = &self.store.analytical_writer;
-                while w
-                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                }
-                self.writer = true;
-                // Analytical mode has no isolation: write on the newest state.
-                let snap = self.store.snapshot();
-                self.work = (*snap.delta).clone();
-                self.snap = snap;
-            }
+        if self.take_writer() {
             return Ok(());
         }
         if self.locked.contains(&e) {
@@ -534,6 +520,29 @@ impl Txn {
         Ok(())
     }
 
+    /// In analytical mode, waits for the one writer's token (once) and says so: the
+    /// write then needs no lock, as there is no isolation.
+    fn take_writer(&mut self) -> bool {
+        if !self.analytical() {
+            return false;
+        }
+        if !self.writer {
+            let w = &self.store.analytical_writer;
+            while w
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            self.writer = true;
+            // Analytical mode has no isolation: write on the newest state.
+            let snap = self.store.snapshot();
+            self.work = (*snap.delta).clone();
+            self.snap = snap;
+        }
+        true
+    }
+
     /// The write right on a key of a uniqueness constraint (`label`, `prop`, value): two
     /// open transactions writing one key conflict, so a check against the newest
     /// committed state after taking it cannot race another writer.
@@ -547,8 +556,8 @@ impl Txn {
     /// The write right for an entity this transaction creates: no one else can see it
     /// before the commit, so it takes no lock; only the checks of [`Txn::claim`].
     fn claim_new(&mut self) -> Result<(), EngineError> {
-        if self.analytical() {
-            return self.claim(Entity::Node(u64::MAX));
+        if self.take_writer() {
+            return Ok(());
         }
         if !self.checked {
             self.check_writable()?;

@@ -123,9 +123,7 @@ impl Wal {
 
     /// Appends one committed transaction and waits until it is on disk.
     pub fn append(&mut self, ts: u64, ops: &[Op]) -> Result<(), WalError> {
-        let mut rec = Vec::with_capacity(64 * ops.len() + 24);
-        encode_record(&mut rec, ts, ops);
-        self.append_record(&rec)
+        self.append_record(OpLog::of(ops).finish(ts))
     }
 
     /// Appends a record built by an [`OpLog`] and waits until it is on disk.
@@ -180,7 +178,8 @@ fn records(bytes: &[u8], generation: u64, out: &mut Vec<(u64, Vec<Op>)>) -> usiz
     at
 }
 
-/// A transaction's ops, encoded as they are written (a transaction holds its log record,
+/// One log record, `[payload length][CRC-32][ts, op count, ops]`, built as a
+/// transaction writes: its ops encoded as they come (a transaction holds its log record,
 /// not copies of its ops): the record is framed at commit, when its timestamp is known.
 #[derive(Debug)]
 pub struct OpLog {
@@ -203,17 +202,16 @@ impl OpLog {
         self.n += 1;
     }
 
-    pub fn len(&self) -> usize {
-        self.n as usize
+    pub fn of(ops: &[Op]) -> OpLog {
+        let mut l = OpLog::default();
+        for op in ops {
+            l.push(op);
+        }
+        l
     }
 
     pub fn is_empty(&self) -> bool {
         self.n == 0
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.buf.len()
     }
 
     pub fn clear(&mut self) {
@@ -239,33 +237,17 @@ impl OpLog {
 
     /// The ops back (to replay them on a newer head).
     pub fn ops(&mut self) -> Vec<Op> {
-        let rec = self.finish(0).to_vec();
-        read_record(&rec, 0)
+        read_record(self.finish(0), 0)
             .map(|(_, ops, _)| ops)
             .unwrap_or_default()
     }
-}
-
-/// Appends one record: `[payload length][CRC-32][ts, op count, ops]`.
-fn encode_record(out: &mut Vec<u8>, ts: u64, ops: &[Op]) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 8]);
-    put_u64(out, ts);
-    put_u32(out, ops.len() as u32);
-    for op in ops {
-        encode_op(out, op);
-    }
-    let payload = &out[start + 8..];
-    let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Writes `ops` as a one-record file in the log's format (a generation's op file);
 /// returns its size.
 pub fn write_ops_file(p: &Path, ops: &[Op]) -> Result<u64, WalError> {
     let mut out = header(0).to_vec();
-    encode_record(&mut out, 0, ops);
+    out.extend_from_slice(OpLog::of(ops).finish(0));
     std::fs::write(p, &out).map_err(io(p))?;
     Ok(out.len() as u64)
 }

@@ -87,10 +87,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether a property field holds no value.
+    /// Whether a property field is one of the null markers (the empty field is null
+    /// anyway).
     #[inline]
-    pub fn is_null(&self, f: &[u8]) -> bool {
-        f.is_empty() || (!self.null_markers.is_empty() && self.null_markers.iter().any(|m| m == f))
+    pub fn is_marker(&self, f: &[u8]) -> bool {
+        !self.null_markers.is_empty() && self.null_markers.iter().any(|m| m == f)
     }
 }
 
@@ -297,7 +298,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Slot::Skip => Ok(()),
                 Slot::Prop { out, name } => {
                     let dtype = plan.out_types[*out];
-                    let f = if plan.is_null(f) { &[][..] } else { f };
+                    let f = if plan.is_marker(f) { &[][..] } else { f };
                     push_value(&mut batch.columns[*out], dtype, f, array_delim).map_err(|r| {
                         let msg = if r == Reason::InvalidUtf8 {
                             format!("invalid UTF-8 in column {name}")

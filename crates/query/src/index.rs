@@ -233,12 +233,7 @@ pub fn create_in(
             "no node with label :{label} has a property `{prop}`"
         ))
     })?;
-    let staging = if held {
-        Staging::begin_held(dir)
-    } else {
-        Staging::begin(dir, true)
-    }
-    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let staging = begin(dir, held)?;
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
     let mut man = m.clone();
@@ -254,17 +249,12 @@ pub fn create_in(
 /// tables since they were built) and publishes them as one new generation; whether it
 /// did. `held` as for [`create_in`].
 pub fn refresh_in(dir: &Path, db: &Database, held: bool) -> Result<bool, QueryError> {
-    let m = db.manifest();
-    let n = db.n_nodes();
-    if m.indexes.iter().all(|i| i.covers_nodes >= n) {
+    if !stale(db) {
         return Ok(false);
     }
-    let staging = if held {
-        Staging::begin_held(dir)
-    } else {
-        Staging::begin(dir, true)
-    }
-    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let m = db.manifest();
+    let n = db.n_nodes();
+    let staging = begin(dir, held)?;
     let mut man = m.clone();
     man.generation = staging.generation();
     let mut kept = Vec::new();
@@ -450,12 +440,7 @@ pub fn constrain_in(
             "there is no uniqueness constraint on :{label}({prop}); SHOW CONSTRAINTS lists them"
         )));
     }
-    let staging = if held {
-        Staging::begin_held(dir)
-    } else {
-        Staging::begin(dir, true)
-    }
-    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let staging = begin(dir, held)?;
     let mut man = m.clone();
     man.generation = staging.generation();
     let msg = if unique {
@@ -487,6 +472,22 @@ pub fn constrain_in(
     Ok(msg)
 }
 
+/// A staging generation for index DDL; `held` when the caller holds the database's lock.
+fn begin(dir: &Path, held: bool) -> Result<Staging, QueryError> {
+    if held {
+        Staging::begin_held(dir)
+    } else {
+        Staging::begin(dir, true)
+    }
+    .map_err(|e| QueryError::Index(e.to_string()))
+}
+
+/// Whether an index misses nodes a checkpoint wrote after it was built.
+pub fn stale(db: &Database) -> bool {
+    let n = db.n_nodes();
+    db.manifest().indexes.iter().any(|i| i.covers_nodes < n)
+}
+
 fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -516,12 +517,7 @@ pub fn drop_in(
             "there is no index on :{label}({prop}); SHOW INDEXES lists them"
         )));
     }
-    let staging = if held {
-        Staging::begin_held(dir)
-    } else {
-        Staging::begin(dir, true)
-    }
-    .map_err(|e| QueryError::Index(e.to_string()))?;
+    let staging = begin(dir, held)?;
     let mut man = m.clone();
     man.generation = staging.generation();
     man.indexes

@@ -361,15 +361,7 @@ impl Session {
         store.set_index_hook(Box::new(|dir, db| {
             index::refresh_in(dir, db, true).map_err(|e| e.to_string())
         }));
-        if store.is_writable()
-            && store
-                .snapshot()
-                .db
-                .manifest()
-                .indexes
-                .iter()
-                .any(|i| i.covers_nodes < store.snapshot().db.n_nodes())
-        {
+        if store.is_writable() && index::stale(&store.snapshot().db) {
             // A crash between a checkpoint and its index rebuild: rebuild now. A failure
             // leaves the indexes stale until the next checkpoint, which retries.
             let _ = store.checkpoint();

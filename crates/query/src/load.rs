@@ -36,8 +36,7 @@ const WINDOW_BYTES: usize = 1 << 20;
 #[derive(Default)]
 pub struct LoadState {
     pub import_dir: Option<PathBuf>,
-    /// Where the rejects file of this statement is written (created at the first bad row).
-    pub rejects_path: Option<PathBuf>,
+    /// The statement's rejects file (written from the first bad row on).
     rejects: Option<Rejects>,
     pub bad_rows: u64,
 }
@@ -46,14 +45,14 @@ impl LoadState {
     pub fn new(import_dir: Option<PathBuf>, rejects_path: Option<PathBuf>) -> LoadState {
         LoadState {
             import_dir,
-            rejects_path,
-            ..LoadState::default()
+            rejects: rejects_path.map(Rejects::new),
+            bad_rows: 0,
         }
     }
 
     /// The rejects file, when a row was written to it.
     pub fn finish(&mut self) -> Result<Option<PathBuf>, QueryError> {
-        match self.rejects.as_mut() {
+        match self.rejects.as_mut().filter(|r| r.count > 0) {
             Some(r) => {
                 r.finish().map_err(|e| QueryError::Csv(e.to_string()))?;
                 Ok(Some(r.path().to_path_buf()))
@@ -73,19 +72,12 @@ impl LoadState {
         raw: &[u8],
     ) -> Result<(), QueryError> {
         self.bad_rows += 1;
-        if self.rejects.is_none() {
-            let Some(p) = self.rejects_path.clone() else {
-                return Ok(());
-            };
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| QueryError::Csv(format!("{}: {e}", dir.display())))?;
-            }
-            self.rejects = Some(Rejects::new(p));
+        match self.rejects.as_mut() {
+            Some(r) => r
+                .write(file, line, column, reason, message, raw)
+                .map_err(|e| QueryError::Csv(e.to_string())),
+            None => Ok(()),
         }
-        let r = self.rejects.as_mut().expect("created above");
-        r.write(file, line, column, reason, message, raw)
-            .map_err(|e| QueryError::Csv(e.to_string()))
     }
 }
 

@@ -311,6 +311,19 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         }
     }
 
+    /// The input of a sub-plan (OPTIONAL MATCH, MERGE, a CALL body) and the cell its
+    /// parent fills with each batch.
+    fn argument(&mut self) -> (P, ArgCell) {
+        let cell: ArgCell = Rc::new(RefCell::new(None));
+        let arg = self.wrap(
+            "Argument",
+            String::new(),
+            vec![],
+            Box::new(Argument { cell: cell.clone() }),
+        );
+        (arg, cell)
+    }
+
     /// Plans a whole query: the operator tree and the output column names.
     pub fn plan(&mut self, q: &Query) -> Result<(P, Vec<String>), QueryError> {
         let mut parts = Vec::new();
@@ -387,13 +400,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     patterns,
                     where_,
                 } => {
-                    let cell: ArgCell = Rc::new(RefCell::new(None));
-                    let arg = self.wrap(
-                        "Argument",
-                        String::new(),
-                        vec![],
-                        Box::new(Argument { cell: cell.clone() }),
-                    );
+                    let (arg, cell) = self.argument();
                     let mut sub_scope = scope.clone();
                     sub_scope.hidden();
                     let sub = self.match_clause(arg, &mut sub_scope, patterns, where_.clone())?;
@@ -528,13 +535,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
                         None => None,
                     };
-                    let cell: ArgCell = Rc::new(RefCell::new(None));
-                    let arg = self.wrap(
-                        "Argument",
-                        String::new(),
-                        vec![],
-                        Box::new(Argument { cell: cell.clone() }),
-                    );
+                    let (arg, cell) = self.argument();
                     // The body's reads start from its own input.
                     let outer_reads = std::mem::replace(&mut self.reads_graph, false);
                     let fused = self.fused.take();
@@ -758,13 +759,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
         }
         let eager = self.reads_graph;
-        let cell: ArgCell = Rc::new(RefCell::new(None));
-        let arg = self.wrap(
-            "Argument",
-            String::new(),
-            vec![],
-            Box::new(Argument { cell: cell.clone() }),
-        );
+        let (arg, cell) = self.argument();
         let mut sub_scope = scope.clone();
         let sub = self.match_clause(arg, &mut sub_scope, std::slice::from_ref(&pat), None)?;
         // The create branch binds the same names in the same slots.

@@ -222,9 +222,7 @@ fn create_row(
             } => {
                 let p = create_props(cx, props.as_ref(), b, row)?;
                 let id = tx(cx)?.create_node(labels.clone(), p)?;
-                if cx.indexes.is_some_and(|ix| !ix.unique.is_empty()) {
-                    check_unique(cx, id)?;
-                }
+                check_unique(cx, id)?;
                 b.cols[*slot][row] = Value::Node(id);
             }
             CreateStep::Rel {
@@ -622,7 +620,6 @@ pub struct CallInTx {
     /// Input rows still to skip after a failed batch (ON ERROR CONTINUE).
     skip: u64,
     carry: Option<Batch>,
-    stopped: bool,
     finished: bool,
 }
 
@@ -646,7 +643,6 @@ impl CallInTx {
             since_commit: 0,
             skip: 0,
             carry: None,
-            stopped: false,
             finished: false,
         }
     }
@@ -715,7 +711,6 @@ impl Op for CallInTx {
             }
             let next = match self.carry.take() {
                 Some(b) => Some(b),
-                None if self.stopped => None,
                 None => self.input.next(cx)?,
             };
             let Some(mut b) = next else {
@@ -762,7 +757,6 @@ impl Op for CallInTx {
                     let left = self.batch_rows - self.since_commit;
                     self.since_commit = 0;
                     if self.on_error == OnError::Break {
-                        self.stopped = true;
                         self.carry = None;
                         self.finished = true;
                         return Ok(None);
