@@ -477,10 +477,9 @@ impl<'t> Parser<'t> {
         self.expect_kw("FROM")?;
         l.source = self.expr()?;
         loop {
-            if self.eat_kw("WITH") {
-                if !self.eat_kw("HEADER") {
-                    self.expect_kw("HEADERS")?;
-                }
+            // `WITH` here only as `WITH HEADER[S]`: `... AS row WITH row.x AS x` is the
+            // next clause.
+            if self.eat_kws("WITH", "HEADER") || self.eat_kws("WITH", "HEADERS") {
                 l.header = true;
             } else if self.eat_kws("NO", "HEADER") {
                 l.header = false;
@@ -495,7 +494,7 @@ impl<'t> Parser<'t> {
                     Tok::Str(s) => l.null_if = Some(s),
                     _ => return self.err("a string after NULLIF"),
                 }
-            } else if self.eat_kw("AS") && l.var.is_empty() {
+            } else if l.var.is_empty() && self.eat_kw("AS") {
                 l.var = self.name("a variable name after AS")?;
             } else {
                 break;

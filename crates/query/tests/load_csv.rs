@@ -77,6 +77,12 @@ fn rows_are_maps_with_a_header_and_lists_without() {
         "LOAD CSV FROM 'u.csv' WITH HEADER NULLIF 'NA' AS row RETURN row.age",
     );
     assert_eq!(r[1][0], Value::Null);
+    // A WITH after the row variable is the next clause, not a header option.
+    let r = rows(
+        &mut s,
+        "LOAD CSV FROM 'u.csv' WITH HEADER AS row WITH toInteger(row.id) AS id WHERE id > 1 RETURN sum(id)",
+    );
+    assert_eq!(r, vec![vec![Value::Int(5)]]);
     // No header: lists, the header line is a row like any other.
     let r = rows(
         &mut s,
