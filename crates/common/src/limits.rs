@@ -5,6 +5,17 @@
 /// negligible, small enough that one group of one column fits comfortably in memory.
 pub const ROW_GROUP_ROWS_MAX: usize = 1 << 20;
 
+/// Seed 004's rule (SQL Server's bulk-load threshold): a statement that creates at least
+/// this many nodes writes them straight into row groups of a new node table, not row by
+/// row into the delta. Below it, the few rows would make a row group too small to pay
+/// for its metadata and its checkpoint.
+pub const BULK_ROWS_MIN: u64 = 102_400;
+
+/// Column builders of one bulk-written node table hold at most this many bytes before
+/// they are encoded as a row group: a bulk write's memory is this per table shape, not
+/// its input's size. A write that fills it goes direct whatever its row count.
+pub const BULK_GROUP_BYTES: usize = 64 << 20;
+
 /// Internal node ids are `u32`: four billion nodes per database. Adjacency lists and ID
 /// maps store them at 4 bytes (or fewer once bit-packed); widening later is a format bump.
 pub const NODES_MAX: u64 = u32::MAX as u64 - 1;

@@ -17,9 +17,10 @@
 //! Created relationships are renumbered to close the gaps left by rolled-back or
 //! deleted ones, so a checkpoint runs only when no other transaction has written.
 
+use crate::bulk::BulkTable;
 use crate::delta::{prop_get, Delta, Op, Props};
 use crate::segments;
-use crate::store::{indexed_names, lock, Current, EngineError, Store};
+use crate::store::{indexed_names, lock, CommitState, Current, EngineError, Store};
 use crate::value::Value;
 use quiver_common::limits::ROW_GROUP_ROWS_MAX;
 use quiver_common::types::{DataType, ScalarType};
@@ -28,9 +29,9 @@ use quiver_storage::manifest::{
     Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta, SegmentMeta,
 };
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
-use quiver_storage::{Database, Direction};
+use quiver_storage::{Database, Direction, WriteError};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What a checkpoint did.
@@ -45,7 +46,7 @@ pub struct CheckpointReport {
     pub elapsed: Duration,
 }
 
-fn dtype_of(v: &Value) -> Option<DataType> {
+pub(crate) fn dtype_of(v: &Value) -> Option<DataType> {
     let s = |v: &Value| {
         Some(match v {
             Value::Int(_) => ScalarType::Long,
@@ -82,7 +83,7 @@ fn push_scalar(b: &mut ColumnBuilder, v: &Value) {
 }
 
 /// Appends `v` (of type `dtype`, or null).
-fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
+pub(crate) fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
     match v {
         None => b.push_null(),
         Some(Value::List(l)) => {
@@ -218,12 +219,25 @@ impl Store {
                 self.dir().display()
             )));
         }
-        let mut commit = self.commit_lock();
-        if self.has_uncommitted_writers() {
+        let commit = self.commit_lock();
+        if self.has_uncommitted_writers(false) {
             return Err(EngineError::Refused(
                 "cannot checkpoint while another transaction has uncommitted writes; commit or roll it back first".into(),
             ));
         }
+        self.checkpoint_locked(commit, Vec::new(), false, t0)
+    }
+
+    /// The checkpoint proper, under the commit lock with no other writer: the delta and
+    /// the `bulk` tables (a bulk write's commit, which `tick`s the clock) into a new
+    /// generation.
+    pub(crate) fn checkpoint_locked(
+        &self,
+        mut commit: MutexGuard<'_, CommitState>,
+        bulk: Vec<BulkTable>,
+        tick: bool,
+        t0: Instant,
+    ) -> Result<CheckpointReport, EngineError> {
         let cur = self.snapshot();
         let log_before = commit.wal.as_ref().map_or(0, |w| w.bytes);
         let (db, delta) = (&*cur.db, &*cur.delta);
@@ -424,6 +438,51 @@ impl Store {
             report.relationships_written += k;
         }
 
+        // Bulk-written tables: moved into the generation, after everything else.
+        for (k, t) in bulk.iter().enumerate() {
+            let name = format!("nodes-bulk-{k:04}.seg");
+            let (path, rel) = staging.file(&name);
+            std::fs::rename(&t.path, &path).map_err(|e| WriteError::Io {
+                path: path.clone(),
+                source: e,
+            })?;
+            let mut labels = Vec::new();
+            for l in &t.labels {
+                let i = match m.labels.iter().position(|x| **x == **l) {
+                    Some(i) => i,
+                    None => {
+                        m.labels.push(l.to_string());
+                        m.labels.len() - 1
+                    }
+                };
+                labels.push(i as u32);
+            }
+            let first = m.n_nodes;
+            for (row, key, value) in &t.misfits {
+                carried.push(Op::SetNodeProp {
+                    id: first + row,
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            }
+            m.node_tables.push(NodeTableMeta {
+                name: format!("bulk-{}-{k}", m.generation),
+                first_node: first,
+                n_rows: t.n_rows,
+                labels,
+                label_column: None,
+                id_column: None,
+                id_space: None,
+                columns: t.columns.clone(),
+                segments: vec![SegmentMeta {
+                    file: rel,
+                    bytes: t.segment.bytes,
+                }],
+            });
+            m.n_nodes += t.n_rows;
+            report.nodes_written += t.n_rows;
+        }
+
         // Ops carried from the previous generation's op file are in the delta as
         // changes to segment entities: they were re-derived above.
         m.base_ops = if carried.is_empty() {
@@ -448,10 +507,19 @@ impl Store {
         let generation = new_db.manifest().generation;
         report.generation = generation;
         self.reset_after_checkpoint(&mut commit, &new_delta, generation)?;
+        // No writer holds ids past the new tables: one racing this checkpoint fails at
+        // its commit (its snapshot is of the old generation).
+        self.next_node.store(new_delta.next_node, Ordering::SeqCst);
+        let ts = if tick {
+            commit.clock += 1;
+            commit.clock
+        } else {
+            cur.ts
+        };
         self.replace_current(Current {
             db: new_db,
             delta: Arc::new(new_delta),
-            ts: cur.ts,
+            ts,
         });
         self.unlogged.store(false, Ordering::SeqCst);
         report.log_bytes_freed = log_before;

@@ -8,10 +8,12 @@
 //! - [`wal`]: the log.
 //! - [`store`]: [`Store`] (an open database) and [`Txn`] (a transaction).
 //! - [`checkpoint`]: the delta into new segments.
+//! - [`bulk`]: seed 004's direct path: big creations straight into row groups.
 //!
 //! **Invariant:** segments never change; only a checkpoint writes new ones, as a new
 //! generation, and a snapshot keeps the generation it was taken on.
 
+pub mod bulk;
 pub mod checkpoint;
 pub mod delta;
 pub mod segments;

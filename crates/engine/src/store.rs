@@ -25,7 +25,7 @@ use quiver_storage::write::{lock_database, Staging};
 use quiver_storage::{Database, OpenError, OpenMode, ReadError, WriteError};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ pub struct Snapshot {
 /// The log and the commit clock, behind the commit lock.
 pub(crate) struct CommitState {
     pub(crate) wal: Option<Wal>,
-    clock: u64,
+    pub(crate) clock: u64,
 }
 
 /// The write counters of a statement or transaction (what Neo4j's drivers show).
@@ -172,7 +172,10 @@ pub struct Store {
     /// Open transactions: id -> snapshot timestamp.
     active: Mutex<HashMap<u64, u64>>,
     next_tx: AtomicU64,
-    next_node: AtomicU64,
+    pub(crate) next_node: AtomicU64,
+    /// Transactions holding uncommitted writes of any kind (creations included): a
+    /// checkpoint waits for none.
+    writers: AtomicUsize,
     next_edge: Mutex<HashMap<Arc<str>, u64>>,
     mode: Mutex<StorageMode>,
     /// Analytical mode: the one writing transaction holds this.
@@ -257,9 +260,14 @@ impl Store {
             clock = clock.max(*ts);
         }
         let next_edge = next_edges(&delta);
+        if lock.is_some() {
+            // Table files of bulk writes a killed process never committed.
+            let _ = std::fs::remove_dir_all(dir.join(crate::bulk::BULK_DIR));
+        }
         Ok(Arc::new(Store {
             dir: dir.to_path_buf(),
             next_node: AtomicU64::new(delta.next_node),
+            writers: AtomicUsize::new(0),
             current: ArcSwap::from_pointee(Current {
                 db,
                 delta: Arc::new(delta),
@@ -351,6 +359,8 @@ impl Store {
             counters: Counters::default(),
             mark: Counters::default(),
             writer: false,
+            registered: false,
+            bulk: None,
             done: false,
         }
     }
@@ -379,9 +389,10 @@ impl Store {
         Ok(())
     }
 
-    /// Whether a transaction holds uncommitted writes.
-    pub(crate) fn has_uncommitted_writers(&self) -> bool {
-        !lock(&self.locks).is_empty() || self.analytical_writer.load(Ordering::Acquire)
+    /// Whether a transaction other than the caller (`own`: the caller is one) holds
+    /// uncommitted writes.
+    pub(crate) fn has_uncommitted_writers(&self, own: bool) -> bool {
+        self.writers.load(Ordering::SeqCst) > own as usize
     }
 
     /// After a checkpoint (commit lock held): the new generation's log, and edge ids
@@ -430,6 +441,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How long a direct write's commit waits for other writers to finish.
+pub const BULK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A transaction: its snapshot, its working copy of the delta (what it reads, its own
 /// writes included), and the ops it will log. Dropping it rolls it back.
 pub struct Txn {
@@ -447,6 +461,10 @@ pub struct Txn {
     mark: Counters,
     /// Holds the analytical writer token.
     writer: bool,
+    /// Counted in the store's writers.
+    registered: bool,
+    /// Nodes of the statement's direct path (seed 004), if it takes it.
+    bulk: Option<crate::bulk::Bulk>,
     done: bool,
 }
 
@@ -494,6 +512,7 @@ impl Txn {
         if self.locked.contains(&e) {
             return Ok(());
         }
+        self.register();
         self.check_writable()?;
         {
             let mut locks = lock(&self.store.locks);
@@ -527,6 +546,7 @@ impl Txn {
             return false;
         }
         if !self.writer {
+            self.register();
             let w = &self.store.analytical_writer;
             while w
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
@@ -560,10 +580,59 @@ impl Txn {
             return Ok(());
         }
         if !self.checked {
+            self.register();
             self.check_writable()?;
             self.checked = true;
         }
         Ok(())
+    }
+
+    /// Counts this transaction among the writers (before its first write is checked
+    /// against the generation, so a checkpoint either sees it or makes it fail).
+    fn register(&mut self) {
+        if !self.registered {
+            self.store.writers.fetch_add(1, Ordering::SeqCst);
+            self.registered = true;
+        }
+    }
+
+    fn unregister(&mut self) {
+        if self.registered {
+            self.store.writers.fetch_sub(1, Ordering::SeqCst);
+            self.registered = false;
+        }
+    }
+
+    /// The shape (labels and property keys) of nodes this statement creates through the
+    /// direct path; see [`crate::bulk`].
+    pub fn bulk_shape(&mut self, labels: &[Arc<str>], keys: &[Arc<str>]) -> usize {
+        let dir = self.store.dir.join(crate::bulk::BULK_DIR);
+        let id = self.id;
+        self.bulk
+            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id))
+            .shape(labels, keys)
+    }
+
+    /// Creates a node of shape `shape` through the direct path (`values` in the shape's
+    /// key order; null for an absent property). Its id is given at commit, so nothing in
+    /// the statement may refer to it.
+    pub fn bulk_node(&mut self, shape: usize, values: &[Value]) -> Result<(), EngineError> {
+        self.claim_new()?;
+        let b = self
+            .bulk
+            .as_mut()
+            .ok_or_else(|| EngineError::Refused("no bulk shape registered".into()))?;
+        let mut set = 0;
+        for (k, v) in values.iter().enumerate() {
+            if !v.is_null() {
+                check_value(b.key(shape, k), v)?;
+                set += 1;
+            }
+        }
+        self.counters.nodes_created += 1;
+        self.counters.labels_added += b.labels(shape).len() as u64;
+        self.counters.properties_set += set;
+        b.push(shape, values)
     }
 
     fn check_writable(&self) -> Result<(), EngineError> {
@@ -783,6 +852,16 @@ impl Txn {
 
     fn commit_inner(&mut self) -> Result<u64, EngineError> {
         let store = self.store.clone();
+        if let Some(b) = self.bulk.as_mut() {
+            if b.direct && b.batch_rows() > 0 {
+                return self.commit_bulk();
+            }
+            // Below the threshold: ordinary creations through the delta.
+            for (labels, props) in b.take_rows() {
+                let id = store.next_node.fetch_add(1, Ordering::Relaxed);
+                self.push(Op::CreateNode { id, labels, props })?;
+            }
+        }
         if self.writer {
             // Analytical: the working copy is the newest state (one writer at a time).
             let mut c = lock(&store.commit);
@@ -805,6 +884,11 @@ impl Txn {
             let mut c = lock(&store.commit);
             let ts = c.clock + 1;
             let cur = store.current.load();
+            if cur.db.manifest().generation != self.snap.db.manifest().generation {
+                return Err(EngineError::Conflict(
+                    "a checkpoint ran since this transaction started".into(),
+                ));
+            }
             let d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
                 // Nothing committed since this snapshot: the working copy is the new head
                 // once what it changed carries this commit's timestamp.
@@ -835,6 +919,64 @@ impl Txn {
         Ok(ts)
     }
 
+    /// Commits a direct write (seed 004): its tables, and the delta with them, become a
+    /// new generation. It needs the database to itself for the checkpoint: it waits up
+    /// to [`BULK_WAIT`] for other writers to finish.
+    fn commit_bulk(&mut self) -> Result<u64, EngineError> {
+        let t0 = std::time::Instant::now();
+        let store = self.store.clone();
+        // Writes of other kinds in the same transaction commit first, through the log.
+        if self.writer {
+            // Analytical: the working copy is the newest state.
+            let c = lock(&store.commit);
+            let cur = store.current.load();
+            let work = std::mem::replace(&mut self.work, (*cur.delta).clone());
+            store.replace_current(Current {
+                db: cur.db.clone(),
+                delta: Arc::new(work),
+                ts: c.clock,
+            });
+        } else if !self.ops.is_empty() {
+            let bulk = self.bulk.take();
+            let r = self.commit_inner();
+            self.bulk = bulk;
+            r?;
+        }
+        let tables = self.bulk.as_mut().expect("a bulk write").take_tables()?;
+        let remove = |tables: &[crate::bulk::BulkTable]| {
+            for t in tables {
+                let _ = std::fs::remove_file(&t.path);
+            }
+        };
+        loop {
+            let c = lock(&store.commit);
+            if !store.has_uncommitted_writers(self.registered) {
+                let generation = store.current.load().db.manifest().generation;
+                if generation != self.snap.db.manifest().generation {
+                    drop(c);
+                    remove(&tables);
+                    return Err(EngineError::Conflict(
+                        "a checkpoint ran since this transaction started".into(),
+                    ));
+                }
+                return match store.checkpoint_locked(c, tables, true, t0) {
+                    Ok(_) => Ok(store.snapshot().ts),
+                    Err(e) => Err(e),
+                };
+            }
+            drop(c);
+            if t0.elapsed() > BULK_WAIT {
+                remove(&tables);
+                return Err(EngineError::Conflict(format!(
+                    "a bulk write ({} nodes) commits as a checkpoint, and other transactions kept uncommitted writes open for {} s",
+                    tables.iter().map(|t| t.n_rows).sum::<u64>(),
+                    BULK_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// Discards the transaction's writes.
     pub fn rollback(mut self) {
         self.finish();
@@ -855,6 +997,9 @@ impl Txn {
     /// Discards what is written since the last commit and goes on on the newest snapshot.
     pub fn rollback_continue(&mut self) -> Result<(), EngineError> {
         self.ops.clear();
+        if let Some(b) = self.bulk.as_mut() {
+            b.clear_batch();
+        }
         self.checked = false;
         self.counters = self.mark;
         self.release_locks();
@@ -862,8 +1007,16 @@ impl Txn {
     }
 
     fn renew(&mut self) -> Result<(), EngineError> {
+        if !self.writer {
+            // (The analytical writer keeps its token, and its count, to the end.)
+            self.unregister();
+        }
         let snap = self.store.snapshot();
-        if snap.db.manifest().generation != self.snap.db.manifest().generation {
+        // A statement on the direct path reads nothing of the graph, so it may go on over
+        // the generation its own commits published.
+        if snap.db.manifest().generation != self.snap.db.manifest().generation
+            && self.bulk.is_none()
+        {
             return Err(EngineError::Conflict(
                 "a checkpoint ran between two batches of CALL { } IN TRANSACTIONS; the batches before this one are committed".into(),
             ));
@@ -890,7 +1043,9 @@ impl Txn {
             return;
         }
         self.done = true;
+        self.bulk = None;
         self.release_locks();
+        self.unregister();
         if self.writer {
             self.store.analytical_writer.store(false, Ordering::Release);
             self.writer = false;

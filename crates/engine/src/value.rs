@@ -35,7 +35,8 @@ pub enum Value {
     Float(f64),
     Str(Arc<str>),
     List(Arc<Vec<Value>>),
-    Map(Arc<Vec<(String, Value)>>),
+    /// Keys are shared `Arc<str>`: the rows of LOAD CSV share their header's.
+    Map(Arc<Vec<(Arc<str>, Value)>>),
     Node(u64),
     Rel(RelRef),
     Path(Arc<PathVal>),

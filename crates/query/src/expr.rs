@@ -44,7 +44,7 @@ pub enum CExpr {
     Local(usize),
     Prop(Box<CExpr>, Arc<str>),
     List(Vec<CExpr>),
-    Map(Vec<(String, CExpr)>),
+    Map(Vec<(Arc<str>, CExpr)>),
     Index(Box<CExpr>, Box<CExpr>),
     Slice(Box<CExpr>, Option<Box<CExpr>>, Option<Box<CExpr>>),
     /// `n:A:B`; `None` is a label the database does not have.
@@ -253,10 +253,11 @@ pub fn eval(
         CExpr::Const(c) => c.clone(),
         CExpr::Slot(i) => b.cols[*i][row].clone(),
         CExpr::Local(i) => locals.get(*i).cloned().unwrap_or(Value::Null),
-        CExpr::Prop(x, name) => {
-            let v = eval(env, x, b, row, locals)?;
-            prop(env, &v, name)?
-        }
+        CExpr::Prop(x, name) => match &**x {
+            // A slot is read in place: a LOAD CSV row is not cloned per field.
+            CExpr::Slot(i) => prop(env, &b.cols[*i][row], name)?,
+            x => prop(env, &eval(env, x, b, row, locals)?, name)?,
+        },
         CExpr::List(items) => Value::list(
             items
                 .iter()
@@ -525,11 +526,18 @@ pub fn prop(env: &Env, v: &Value, name: &str) -> Result<Value, QueryError> {
         Value::Null => Ok(Value::Null),
         Value::Node(n) => env.g.node_prop(*n, name),
         Value::Rel(r) => env.g.rel_prop(r, name),
-        Value::Map(m) => Ok(m
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or(Value::Null)),
+        Value::Map(m) => {
+            // Keys are short: compare lengths and bytes inline rather than call memcmp
+            // per key (a LOAD CSV row is looked up once per field it feeds).
+            let name = name.as_bytes();
+            Ok(m.iter()
+                .find(|(k, _)| {
+                    let k = k.as_bytes();
+                    k.len() == name.len() && k.iter().zip(name).all(|(a, b)| a == b)
+                })
+                .map(|(_, v)| v.clone())
+                .unwrap_or(Value::Null))
+        }
         Value::Date(d) => temporal_field(*d * 86_400_000_000, name, v),
         Value::LocalDateTime(t) | Value::DateTime(t) => temporal_field(*t, name, v),
         _ => type_err(&format!("cannot read property `{name}`"), v),
@@ -812,7 +820,7 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
-fn temporal_from_map(m: &[(String, Value)]) -> Result<(i64, i64), QueryError> {
+fn temporal_from_map(m: &[(Arc<str>, Value)]) -> Result<(i64, i64), QueryError> {
     let get = |k: &str, d: i64| -> Result<i64, QueryError> {
         match m.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)) {
             Some((_, v)) => Ok(int_arg(v, k)?.unwrap_or(d)),
@@ -916,7 +924,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 Value::Map(m) => m.to_vec(),
                 v => return type_err("keys() needs a node, relationship or map", &v),
             };
-            Value::list(props.into_iter().map(|(k, _)| Value::str(&k)).collect())
+            Value::list(props.into_iter().map(|(k, _)| Value::Str(k)).collect())
         }
         StartNode | EndNode => match first {
             Value::Rel(r) => Value::Node(if f == StartNode { r.src } else { r.dst } as u64),

@@ -26,7 +26,7 @@ struct TableInfo {
     /// Property name -> column (the `:LABEL` column is not a property).
     props: HashMap<String, usize>,
     /// Properties in column order, for `properties(n)` and output.
-    prop_list: Vec<(String, usize)>,
+    prop_list: Vec<(Arc<str>, usize)>,
     dtypes: Vec<DataType>,
     labels: Vec<u32>,
     label_column: Option<usize>,
@@ -37,7 +37,7 @@ struct TableInfo {
 struct RelInfo {
     name: Arc<str>,
     props: HashMap<String, usize>,
-    prop_list: Vec<(String, usize)>,
+    prop_list: Vec<(Arc<str>, usize)>,
     dtypes: Vec<DataType>,
     rg_first: Vec<u64>,
 }
@@ -83,8 +83,8 @@ fn prop_of(p: Option<&Props>, name: &str) -> Value {
 }
 
 /// A delta record's properties as query pairs.
-fn pairs(p: Option<&Props>) -> Vec<(String, Value)> {
-    p.map(|p| p.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+fn pairs(p: Option<&Props>) -> Vec<(Arc<str>, Value)> {
+    p.map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default()
 }
 
@@ -96,18 +96,18 @@ impl<'db> Graph<'db> {
             .iter()
             .map(|t| {
                 let meta = &t.meta;
-                let prop_list: Vec<(String, usize)> = meta
+                let prop_list: Vec<(Arc<str>, usize)> = meta
                     .columns
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| Some(*i) != meta.label_column)
-                    .map(|(i, c)| (c.name.clone(), i))
+                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
                     .collect();
                 TableInfo {
                     first_node: meta.first_node,
                     n_rows: meta.n_rows,
                     rg_first: rg_starts(&t.footer),
-                    props: prop_list.iter().cloned().collect(),
+                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
                     prop_list,
                     dtypes: meta.columns.iter().map(|c| c.dtype).collect(),
                     labels: meta.labels.clone(),
@@ -121,16 +121,16 @@ impl<'db> Graph<'db> {
             .rel_types()
             .iter()
             .map(|r| {
-                let prop_list: Vec<(String, usize)> = r
+                let prop_list: Vec<(Arc<str>, usize)> = r
                     .meta
                     .columns
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| (c.name.clone(), i))
+                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
                     .collect();
                 RelInfo {
                     name: Arc::from(r.meta.name.as_str()),
-                    props: prop_list.iter().cloned().collect(),
+                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
                     prop_list,
                     dtypes: r.meta.columns.iter().map(|c| c.dtype).collect(),
                     rg_first: r.props_footer().map(rg_starts).unwrap_or_default(),
@@ -452,7 +452,7 @@ impl<'db> Graph<'db> {
     }
 
     /// Every property of a node that is not null, in column order.
-    pub fn node_props(&self, node: u64) -> Result<Vec<(String, Value)>, QueryError> {
+    pub fn node_props(&self, node: u64) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
         if let Some(v) = self.delta_node(node, |r| pairs(r.map(|r| &r.props))) {
             return Ok(v);
         }
@@ -490,7 +490,7 @@ impl<'db> Graph<'db> {
             .with_rel_chunk(r.ty as usize, rg, col, |c| chunk_value(c, i, dtype))?)
     }
 
-    pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(String, Value)>, QueryError> {
+    pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
         if let Some(v) = self.delta_rel(r, |rec| pairs(rec.map(|r| &r.props))) {
             return Ok(v);
         }
@@ -516,7 +516,7 @@ impl<'db> Graph<'db> {
         for &(t, _) in &scan.tables {
             let ti = &self.tables[t];
             let col = ti.id_column?;
-            if ti.prop_list.iter().all(|(n, c)| *c != col || n != prop) {
+            if ti.prop_list.iter().all(|(n, c)| *c != col || **n != *prop) {
                 return None;
             }
             let s = ti.id_space?;

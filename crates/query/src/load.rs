@@ -20,7 +20,7 @@ use crate::expr::{eval, CExpr};
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::Value;
 use crossbeam_channel::{Receiver, Sender};
-use quiver_csv::reader::{spawn_reader, Msg, Window};
+use quiver_csv::reader::{spawn_reader, Msg};
 use quiver_csv::rejects::Rejects;
 use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
 use quiver_csv::Dialect;
@@ -165,28 +165,30 @@ fn pool() -> Arc<rayon::ThreadPool> {
     .clone()
 }
 
-/// One file being read.
+/// What the row thread of a file sends, in file order.
+enum Piece {
+    /// Up to a batch of records as values.
+    Rows(Vec<Value>),
+    /// A bad record: 0-based line and column, reason, message, raw bytes.
+    Bad(u64, u64, &'static str, String, Vec<u8>),
+    Error(QueryError),
+}
+
+/// One file being read: the reader thread (windows of whole records) feeds a row
+/// thread that tokenizes them and makes the rows' values, a batch at a time, so that
+/// the statement's own thread only evaluates and writes.
 struct Reading {
     path: PathBuf,
-    rx: Option<Receiver<Msg>>,
-    recycle: Sender<Vec<u8>>,
+    rx: Option<Receiver<Piece>>,
     handle: Option<std::thread::JoinHandle<()>>,
     cancel: Arc<AtomicBool>,
-    /// Header names, when the file has a header.
-    keys: Option<Arc<[String]>>,
-    window: Option<Window>,
-    /// Offset of the next record in the window.
-    pos: usize,
-    /// 0-based line of the file at `pos`.
-    line: u64,
-    fields: Fields,
     done: bool,
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
-        // Dropping the receiver unblocks a reader waiting to send.
+        // Dropping the receiver unblocks a row thread waiting to send.
         self.rx.take();
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -198,99 +200,145 @@ fn read_error(e: quiver_csv::ReadError) -> QueryError {
     QueryError::Csv(e.to_string())
 }
 
+/// Batches of rows in flight between the row thread and the statement.
+const PIECES_IN_FLIGHT: usize = 4;
+
 impl Reading {
-    fn open(path: PathBuf, header: bool, dialect: Dialect) -> Result<Reading, QueryError> {
+    fn open(path: PathBuf, spec: &Spec) -> Result<Reading, QueryError> {
         let empty = std::fs::metadata(&path)
             .map(|m| m.len() == 0)
             .unwrap_or(false);
         let cancel = Arc::new(AtomicBool::new(false));
-        let (rx, recycle, handle) = spawn_reader(
+        let mut r = Reading {
+            path: path.clone(),
+            rx: None,
+            handle: None,
+            cancel: cancel.clone(),
+            done: false,
+        };
+        if spec.header && empty {
+            r.done = true;
+            return Ok(r);
+        }
+        let (reader_rx, recycle, reader) = spawn_reader(
             vec![path.clone()],
-            dialect,
+            spec.dialect,
             WINDOW_BYTES,
             WINDOW_BYTES,
-            header && !empty,
+            spec.header,
             cancel.clone(),
             pool(),
         );
-        let mut r = Reading {
+        let (tx, rx) = crossbeam_channel::bounded(PIECES_IN_FLIGHT);
+        let mut rows = Rows {
             path,
-            rx: Some(rx),
+            rx: reader_rx,
             recycle,
-            handle: Some(handle),
-            cancel,
             keys: None,
-            window: None,
-            pos: 0,
+            spec: spec.clone(),
             line: 0,
             fields: Fields::default(),
-            done: false,
         };
-        if header && empty {
-            r.done = true;
-        } else if header {
-            match r.recv() {
-                Some(Msg::Header { fields, lines }) => {
-                    let mut keys = Vec::with_capacity(fields.len());
-                    for (i, f) in fields.into_iter().enumerate() {
-                        keys.push(String::from_utf8(f).map_err(|_| {
-                            QueryError::Csv(format!(
-                                "{}:1: header field {} is not UTF-8",
-                                r.path.display(),
-                                i + 1
-                            ))
-                        })?);
-                    }
-                    r.keys = Some(keys.into());
-                    r.line = lines;
-                }
-                Some(Msg::Error(e)) => return Err(read_error(e)),
-                _ => r.done = true,
-            }
-        }
+        let handle = std::thread::Builder::new()
+            .name("quiver-load-rows".into())
+            .spawn(move || {
+                rows.run(&tx, &cancel);
+                drop(rows.rx);
+                let _ = reader.join();
+            })
+            .map_err(|e| QueryError::Csv(format!("cannot start the LOAD CSV row thread: {e}")))?;
+        r.rx = Some(rx);
+        r.handle = Some(handle);
         Ok(r)
     }
 
-    fn recv(&mut self) -> Option<Msg> {
-        self.rx.as_ref().and_then(|rx| rx.recv().ok())
-    }
-
-    /// Appends up to `room` records to `out` as `(input row, value)` pairs; the file is
-    /// done when `self.done`.
+    /// The next rows into `out` (empty when a piece held only bad rows); bad rows go to
+    /// the rejects file or fail the statement. The file is done when `self.done`.
     fn read(
         &mut self,
         load: &mut LoadState,
         spec: &Spec,
-        room: usize,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
-        while out.len() < room && !self.done {
-            let exhausted = self
-                .window
-                .as_ref()
-                .is_none_or(|w| self.pos >= w.data.len());
-            if exhausted {
-                if let Some(w) = self.window.take() {
-                    let _ = self.recycle.try_send(w.data);
-                }
-                match self.recv() {
-                    Some(Msg::Window(w)) => {
-                        self.window = Some(w);
-                        self.pos = 0;
+        while out.is_empty() && !self.done {
+            match self.rx.as_ref().and_then(|rx| rx.recv().ok()) {
+                None => self.done = true,
+                Some(Piece::Rows(v)) => *out = v,
+                Some(Piece::Error(e)) => return Err(e),
+                Some(Piece::Bad(line, column, reason, msg, raw)) => {
+                    if !spec.ignore_bad {
+                        return Err(QueryError::Csv(format!(
+                            "{}:{}:{}: {msg} (IGNORE BAD skips bad rows and writes them to a rejects file)",
+                            self.path.display(),
+                            line + 1,
+                            column + 1
+                        )));
                     }
-                    Some(Msg::Error(e)) => return Err(read_error(e)),
-                    Some(Msg::Header { .. }) => {}
-                    None => self.done = true,
+                    load.reject(&self.path, line, column, reason, &msg, &raw)?;
                 }
-                continue;
             }
-            let w = self.window.as_ref().expect("checked above");
-            let data = &w.data[self.pos..];
-            let mut t = Tokenizer::new(data, &spec.dialect);
-            while out.len() < room {
+        }
+        Ok(())
+    }
+}
+
+/// The row thread's state: windows in, pieces out.
+struct Rows {
+    path: PathBuf,
+    rx: Receiver<Msg>,
+    recycle: Sender<Vec<u8>>,
+    /// Header names, when the file has a header.
+    keys: Option<Arc<[Arc<str>]>>,
+    spec: Spec,
+    /// 0-based line of the file where the current window starts.
+    line: u64,
+    fields: Fields,
+}
+
+impl Rows {
+    fn run(&mut self, tx: &Sender<Piece>, cancel: &AtomicBool) {
+        if let Err(e) = self.pump(tx, cancel) {
+            let _ = tx.send(Piece::Error(e));
+        }
+    }
+
+    /// Reads the whole file; stops early when the statement hung up (a send fails).
+    fn pump(&mut self, tx: &Sender<Piece>, cancel: &AtomicBool) -> Result<(), QueryError> {
+        let mut out: Vec<Value> = Vec::with_capacity(BATCH_ROWS);
+        let gone = || QueryError::Cancelled;
+        while let Ok(msg) = self.rx.recv() {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let w = match msg {
+                Msg::Header { fields, lines } => {
+                    let mut keys = Vec::with_capacity(fields.len());
+                    for (i, f) in fields.into_iter().enumerate() {
+                        keys.push(Arc::<str>::from(String::from_utf8(f).map_err(|_| {
+                            QueryError::Csv(format!(
+                                "{}:1: header field {} is not UTF-8",
+                                self.path.display(),
+                                i + 1
+                            ))
+                        })?));
+                    }
+                    self.keys = Some(keys.into());
+                    self.line = lines;
+                    continue;
+                }
+                Msg::Error(e) => return Err(read_error(e)),
+                Msg::Window(w) => w,
+            };
+            if self.spec.header && self.keys.is_none() {
+                // A header was asked for and the reader found none: an empty file.
+                break;
+            }
+            let data = &w.data[..];
+            let mut t = Tokenizer::new(data, &self.spec.dialect);
+            loop {
                 let rec = match t.next_record(&mut self.fields) {
                     Ok(None) => break,
-                    Ok(Some(span)) => record(&self.fields, data, self.keys.as_deref(), spec)
+                    Ok(Some(span)) => record(&self.fields, data, self.keys.as_deref(), &self.spec)
                         .map_err(|(col, reason, msg)| {
                             let column = if col < self.fields.len() {
                                 self.fields.column(col)
@@ -311,23 +359,28 @@ impl Reading {
                     )),
                 };
                 match rec {
-                    Ok(v) => out.push(v),
-                    Err((line, column, reason, msg, raw)) => {
-                        let line = self.line + line;
-                        if !spec.ignore_bad {
-                            return Err(QueryError::Csv(format!(
-                                "{}:{}:{}: {msg} (IGNORE BAD skips bad rows and writes them to a rejects file)",
-                                self.path.display(),
-                                line + 1,
-                                column + 1
-                            )));
+                    Ok(v) => {
+                        out.push(v);
+                        if out.len() == BATCH_ROWS {
+                            let full = std::mem::replace(&mut out, Vec::with_capacity(BATCH_ROWS));
+                            tx.send(Piece::Rows(full)).map_err(|_| gone())?;
                         }
-                        load.reject(&self.path, line, column, reason, &msg, &data[raw])?;
+                    }
+                    Err((line, column, reason, msg, raw)) => {
+                        if !out.is_empty() {
+                            tx.send(Piece::Rows(std::mem::take(&mut out)))
+                                .map_err(|_| gone())?;
+                        }
+                        let bad = Piece::Bad(self.line + line, column, reason, msg, data[raw].to_vec());
+                        tx.send(bad).map_err(|_| gone())?;
                     }
                 }
             }
-            self.pos += t.offset();
             self.line += t.line();
+            let _ = self.recycle.try_send(w.data);
+        }
+        if !out.is_empty() {
+            tx.send(Piece::Rows(out)).map_err(|_| gone())?;
         }
         Ok(())
     }
@@ -339,7 +392,7 @@ type Bad = (usize, &'static str, String);
 fn record(
     fields: &Fields,
     data: &[u8],
-    keys: Option<&[String]>,
+    keys: Option<&[Arc<str>]>,
     spec: &Spec,
 ) -> Result<Value, Bad> {
     let n = fields.len();
@@ -381,6 +434,7 @@ fn record(
 }
 
 /// How records are read and what becomes null.
+#[derive(Clone)]
 pub struct Spec {
     pub header: bool,
     pub dialect: Dialect,
@@ -439,12 +493,12 @@ impl Op for LoadCsv {
                     )));
                 };
                 let path = resolve(cx.load.import_dir.as_deref(), &s)?;
-                self.file = Some(Reading::open(path, self.spec.header, self.spec.dialect)?);
+                self.file = Some(Reading::open(path, &self.spec)?);
             }
             cx.check_cancel()?;
-            let mut vals = Vec::with_capacity(BATCH_ROWS);
+            let mut vals = Vec::new();
             let file = self.file.as_mut().expect("opened above");
-            let r = file.read(&mut cx.load, &self.spec, BATCH_ROWS, &mut vals);
+            let r = file.read(&mut cx.load, &self.spec, &mut vals);
             let done = file.done;
             let mut out = Batch::empty(cur.width() + 1);
             if !vals.is_empty() {

@@ -107,6 +107,11 @@ pub struct Planner<'a, 'g, 'db> {
     anon: usize,
     /// An operator planned so far scans or expands (writes after it must be eager).
     reads_graph: bool,
+    /// An earlier clause of the statement reads or writes the graph (a CREATE after
+    /// one cannot take the direct path).
+    touched: bool,
+    /// Nothing follows the clauses being planned in the statement.
+    tail: bool,
 }
 
 /// Names of anonymous pattern parts start with a space, which no user variable can.
@@ -205,9 +210,9 @@ fn prop_conjuncts(
                 for (k, _) in m.iter() {
                     let e = Expr::Index(
                         Box::new(Expr::Param(p.clone())),
-                        Box::new(Expr::Str(k.clone())),
+                        Box::new(Expr::Str(k.to_string())),
                     );
-                    conj.push(eq(k.clone(), e));
+                    conj.push(eq(k.to_string(), e));
                 }
             }
             Some(other) => {
@@ -283,6 +288,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             max_locals: 0,
             anon: 0,
             reads_graph: false,
+            touched: false,
+            tail: false,
         }
     }
 
@@ -328,6 +335,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     pub fn plan(&mut self, q: &Query) -> Result<(P, Vec<String>), QueryError> {
         let mut parts = Vec::new();
         let mut names = Vec::new();
+        self.tail = q.parts.len() == 1;
         for part in &q.parts {
             let (p, n) = self.single(part)?;
             parts.push(p);
@@ -380,7 +388,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         clauses: &[Clause],
     ) -> Result<(P, Scope, Vec<String>), QueryError> {
         let mut names = Vec::new();
-        for c in clauses {
+        for (i, c) in clauses.iter().enumerate() {
+            let last = self.tail && i + 1 == clauses.len();
+            if matches!(
+                c,
+                Clause::Match { .. }
+                    | Clause::Merge { .. }
+                    | Clause::Set(_)
+                    | Clause::Remove(_)
+                    | Clause::Delete { .. }
+            ) {
+                self.touched = true;
+            }
             match c {
                 Clause::Match {
                     optional: false,
@@ -456,8 +475,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         .collect::<Vec<_>>()
                         .join(", ");
                     let width = scope.width;
-                    cur = self.updating(cur, "Create", detail, |feed| {
-                        Box::new(crate::write::Create { feed, steps, width })
+                    let bulk = last && !self.touched && self.bulk_ok(&steps);
+                    self.touched = true;
+                    let name = if bulk { "BulkCreate" } else { "Create" };
+                    cur = self.updating(cur, name, detail, |feed| {
+                        Box::new(crate::write::Create::new(feed, steps, width, bulk))
                     });
                 }
                 Clause::Set(items) => {
@@ -539,7 +561,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     // The body's reads start from its own input.
                     let outer_reads = std::mem::replace(&mut self.reads_graph, false);
                     let fused = self.fused.take();
-                    let (sub, _, sub_names) = self.clauses(arg, scope.clone(), &body.clauses)?;
+                    let outer_tail = std::mem::replace(&mut self.tail, last);
+                    let sub = self.clauses(arg, scope.clone(), &body.clauses);
+                    self.tail = outer_tail;
+                    let (sub, _, sub_names) = sub?;
                     self.reads_graph = outer_reads;
                     self.fused = fused;
                     let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
@@ -663,6 +688,26 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             });
         }
         Ok(())
+    }
+
+    /// Whether a CREATE of `steps` can take the direct path (seed 004; see
+    /// `quiver_engine::bulk`): lone nodes whose properties are map literals (so the
+    /// keys, and the shape, are known now), with no uniqueness constraint to check.
+    /// The caller checks that nothing before it touched the graph and nothing after it
+    /// reads what it made.
+    fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
+        use crate::write::{CreateStep, PropsExpr};
+        steps.iter().all(|s| match s {
+            CreateStep::Node { labels, props, .. } => {
+                matches!(props, None | Some(PropsExpr::Literal(_)))
+                    && !self
+                        .indexes
+                        .unique
+                        .iter()
+                        .any(|(l, _)| labels.contains(l))
+            }
+            _ => false,
+        })
     }
 
     /// An updating operator over `cur`: its input is eager when an earlier operator
@@ -2135,7 +2180,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
             Expr::Map(xs) => CExpr::Map(
                 xs.iter()
-                    .map(|(k, x)| Ok((k.clone(), c(x, self)?)))
+                    .map(|(k, x)| Ok((Arc::from(k.as_str()), c(x, self)?)))
                     .collect::<Result<_, QueryError>>()?,
             ),
             Expr::Prop(x, k) => CExpr::Prop(Box::new(c(x, self)?), Arc::from(k.as_str())),
@@ -2236,6 +2281,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     }
 
     fn pattern_pred(&mut self, p: &Pattern, scope: &Scope) -> Result<PatternPred, QueryError> {
+        self.touched = true;
         let start =
             match p.start.var.as_deref().and_then(|v| scope.get(v)) {
                 Some((s, _)) => s,

@@ -7,6 +7,7 @@ use crate::expr::{format_float, to_string};
 use crate::graph::Graph;
 use crate::value::{RelRef, Value};
 use serde_json::{json, Map as JMap, Value as J};
+use std::sync::Arc;
 
 fn quote(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
@@ -23,7 +24,7 @@ fn quote(s: &str) -> String {
     o
 }
 
-fn props_text(g: &Graph, props: &[(String, Value)]) -> Result<String, QueryError> {
+fn props_text(g: &Graph, props: &[(Arc<str>, Value)]) -> Result<String, QueryError> {
     if props.is_empty() {
         return Ok(String::new());
     }
@@ -103,10 +104,10 @@ pub fn csv_cell(g: &Graph, v: &Value) -> Result<String, QueryError> {
     })
 }
 
-fn props_json(g: &Graph, props: Vec<(String, Value)>) -> Result<J, QueryError> {
+fn props_json(g: &Graph, props: Vec<(Arc<str>, Value)>) -> Result<J, QueryError> {
     let mut m = JMap::new();
     for (k, v) in props {
-        m.insert(k, json(g, &v)?);
+        m.insert(k.to_string(), json(g, &v)?);
     }
     Ok(J::Object(m))
 }
@@ -143,7 +144,7 @@ pub fn json(g: &Graph, v: &Value) -> Result<J, QueryError> {
         Value::Map(m) => {
             let mut o = JMap::new();
             for (k, x) in m.iter() {
-                o.insert(k.clone(), json(g, x)?);
+                o.insert(k.to_string(), json(g, x)?);
             }
             J::Object(o)
         }

@@ -96,7 +96,7 @@ fn publish(cx: &mut Cx) {
 /// A property map from a map value (nulls dropped; a node or relationship gives its
 /// properties, as in `SET n = m`).
 fn to_props(env: &Env, v: Value, what: &str) -> Result<Props, QueryError> {
-    let pairs: Vec<(String, Value)> = match v {
+    let pairs: Vec<(Arc<str>, Value)> = match v {
         Value::Null => Vec::new(),
         Value::Map(m) => (*m).clone(),
         Value::Node(n) => env.g.node_props(n)?,
@@ -111,7 +111,6 @@ fn to_props(env: &Env, v: Value, what: &str) -> Result<Props, QueryError> {
     let mut out: Props = Vec::with_capacity(pairs.len());
     for (k, v) in pairs {
         if !v.is_null() {
-            let k: Arc<str> = Arc::from(k.as_str());
             match out.iter_mut().find(|(x, _)| *x == k) {
                 Some(e) => e.1 = v,
                 None => out.push((k, v)),
@@ -170,7 +169,7 @@ impl PropsExpr {
                 for (k, v) in items {
                     match out.iter_mut().find(|(x, _)| **x == *k) {
                         Some(e) => e.1 = v,
-                        None => out.push((Arc::from(k.as_str()), v)),
+                        None => out.push((k, v)),
                     }
                 }
                 PropsExpr::Literal(out)
@@ -266,9 +265,64 @@ fn widen(b: &mut Batch, width: usize) {
 }
 
 pub struct Create {
-    pub feed: Feed,
-    pub steps: Vec<CreateStep>,
-    pub width: usize,
+    feed: Feed,
+    steps: Vec<CreateStep>,
+    width: usize,
+    /// The planner found the direct path possible (lone nodes, literal keys, nothing
+    /// after it reads them); it is taken unless the statement runs inside BEGIN.
+    bulk: bool,
+    /// Per step, its shape in the transaction's bulk write.
+    shapes: Vec<usize>,
+    values: Vec<Value>,
+}
+
+impl Create {
+    pub fn new(feed: Feed, steps: Vec<CreateStep>, width: usize, bulk: bool) -> Create {
+        Create {
+            feed,
+            steps,
+            width,
+            bulk,
+            shapes: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Creates the batch's nodes through the transaction's bulk write: values only, in
+    /// each shape's key order; no node value is made, as nothing reads it.
+    fn bulk_rows(&mut self, cx: &mut Cx, b: &Batch) -> Result<(), QueryError> {
+        if self.shapes.is_empty() {
+            let t = tx(cx)?;
+            for s in &self.steps {
+                if let CreateStep::Node { labels, props, .. } = s {
+                    let keys: Vec<Arc<str>> = match props {
+                        Some(PropsExpr::Literal(items)) => {
+                            items.iter().map(|(k, _)| k.clone()).collect()
+                        }
+                        _ => Vec::new(),
+                    };
+                    self.shapes.push(t.bulk_shape(labels, &keys));
+                }
+            }
+        }
+        let mut locals = Vec::new();
+        for row in 0..b.len {
+            for (s, &shape) in self.steps.iter().zip(&self.shapes) {
+                self.values.clear();
+                if let CreateStep::Node {
+                    props: Some(PropsExpr::Literal(items)),
+                    ..
+                } = s
+                {
+                    for (_, e) in items {
+                        self.values.push(eval(&cx.env, e, b, row, &mut locals)?);
+                    }
+                }
+                tx(cx)?.bulk_node(shape, &self.values)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Op for Create {
@@ -277,10 +331,18 @@ impl Op for Create {
             return Ok(None);
         };
         widen(&mut b, self.width);
-        for row in 0..b.len {
-            create_row(cx, &self.steps, &mut b, row)?;
+        if self.bulk && !cx.explicit_tx {
+            self.bulk_rows(cx, &b)?;
+            // Nothing after a bulk CREATE reads the rows: they go, and the batch keeps
+            // only its length (for the row count).
+            crate::batch::drop_later(std::mem::take(&mut b.cols));
+            b.cols = (0..self.width).map(|_| vec![Value::Null; b.len]).collect();
+        } else {
+            for row in 0..b.len {
+                create_row(cx, &self.steps, &mut b, row)?;
+            }
+            publish(cx);
         }
-        publish(cx);
         cx.check_cancel()?;
         Ok(Some(b))
     }
@@ -392,7 +454,7 @@ fn set_prop(cx: &mut Cx, target: &Value, key: &Arc<str>, v: Value) -> Result<(),
     }
 }
 
-fn current_props(cx: &Cx, target: &Value) -> Result<Vec<(String, Value)>, QueryError> {
+fn current_props(cx: &Cx, target: &Value) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
     Ok(match target {
         Value::Node(n) => cx.env.g.node_props(*n)?,
         Value::Rel(r) => cx.env.g.rel_props(r)?,
@@ -421,16 +483,13 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                 let raw = eval(&cx.env, value, b, row, &mut locals)?;
                 // `+=` with a null value removes the key; keep the nulls for that.
                 let pairs: Vec<(Arc<str>, Value)> = match &raw {
-                    Value::Map(m) => m
-                        .iter()
-                        .map(|(k, v)| (Arc::from(k.as_str()), v.clone()))
-                        .collect(),
+                    Value::Map(m) => m.to_vec(),
                     _ => to_props(&cx.env, raw.clone(), "SET")?,
                 };
                 if *replace {
                     for (k, _) in current_props(cx, &t)? {
                         if !pairs.iter().any(|(x, v)| **x == *k && !v.is_null()) {
-                            set_prop(cx, &t, &Arc::from(k.as_str()), Value::Null)?;
+                            set_prop(cx, &t, &k, Value::Null)?;
                         }
                     }
                 }

@@ -383,6 +383,17 @@ impl TableWriter {
         columns: Vec<PropertyMeta>,
     ) -> Result<Self, WriteError> {
         let (path, rel) = staging.file(name);
+        Self::create_at(path, rel, columns)
+    }
+
+    /// A table written at `path` outside any staging generation (a bulk write that a
+    /// later checkpoint moves into its generation); `rel` is the name its
+    /// [`SegmentMeta`] gets.
+    pub fn create_at(
+        path: PathBuf,
+        rel: String,
+        columns: Vec<PropertyMeta>,
+    ) -> Result<Self, WriteError> {
         Ok(TableWriter {
             w: create(&path)?,
             path,

@@ -1,0 +1,499 @@
+//! Seed 004's direct path: nodes a big write creates go straight into column builders
+//! and row groups of a new node table, not record by record into the delta.
+//!
+//! A statement whose write is a CREATE of lone nodes that nothing after it reads (LOAD
+//! CSV or UNWIND feeding `CREATE (:L {k: ...})`, also as the body of `CALL { }
+//! IN TRANSACTIONS`) hands each node to [`Bulk`] as one row of values in its *shape*
+//! (labels and property keys, fixed at plan time). Each shape has one typed column
+//! builder per key; a column's type is its first non-null value's, and a value of
+//! another type is kept aside (a *misfit*, carried as a property op, as a checkpoint
+//! does).
+//!
+//! When the statement has created [`BULK_ROWS_MIN`] nodes, or a shape's builders hold
+//! [`BULK_GROUP_BYTES`], the write is *direct*: full builders are encoded as row groups
+//! into a table file under `<db>/bulk/`, so memory is one row group per shape whatever
+//! the input's size. Its commit is a checkpoint that takes these files into the new
+//! generation as node tables (logged as the manifest's reference to them, not row by
+//! row). A write that stays below the threshold commits as ordinary creations through
+//! the delta: its rows are read back from the builders.
+
+use crate::checkpoint::{dtype_of, push_value};
+use crate::delta::Props;
+use crate::store::EngineError;
+use crate::value::Value;
+use quiver_common::limits::{BULK_GROUP_BYTES, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX};
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ColumnBuilder;
+use quiver_storage::manifest::{PropertyMeta, SegmentMeta};
+use quiver_storage::write::TableWriter;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where bulk writes keep their table files until their commit moves them into a
+/// generation (removed at open: files a killed process left).
+pub const BULK_DIR: &str = "bulk";
+
+/// A column of a shape: nulls only so far (no type yet), or a typed builder.
+enum Col {
+    Nulls(usize),
+    Built(ColumnBuilder),
+}
+
+impl Col {
+    /// Appends `v`; false when its type is not the column's (a null is pushed instead).
+    fn push(&mut self, v: &Value) -> bool {
+        match self {
+            Col::Nulls(n) => {
+                if v.is_null() {
+                    *n += 1;
+                    return true;
+                }
+                let Some(t) = dtype_of(v) else {
+                    *n += 1;
+                    return false;
+                };
+                let mut b = ColumnBuilder::new(t);
+                for _ in 0..*n {
+                    b.push_null();
+                }
+                push_value(&mut b, Some(v));
+                *self = Col::Built(b);
+                true
+            }
+            Col::Built(b) => {
+                if v.is_null() {
+                    b.push_null();
+                    true
+                } else if dtype_of(v) == Some(b.dtype) {
+                    push_value(b, Some(v));
+                    true
+                } else {
+                    b.push_null();
+                    false
+                }
+            }
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Col::Nulls(_) => 0,
+            Col::Built(b) => b.heap_bytes(),
+        }
+    }
+
+    /// The builder (a column of nulls only becomes a string column).
+    fn into_builder(self) -> ColumnBuilder {
+        match self {
+            Col::Built(b) => b,
+            Col::Nulls(n) => {
+                let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+                for _ in 0..n {
+                    b.push_null();
+                }
+                b
+            }
+        }
+    }
+
+    fn value(&self, i: usize) -> Value {
+        match self {
+            Col::Nulls(_) => Value::Null,
+            Col::Built(b) => value_at(b, i),
+        }
+    }
+}
+
+fn scalar_at(b: &ColumnBuilder, s: ScalarType, i: usize) -> Value {
+    if !b.is_valid(i) {
+        return Value::Null;
+    }
+    match s {
+        ScalarType::Double | ScalarType::Float => Value::Float(b.f64_values()[i]),
+        ScalarType::Boolean => Value::Bool(b.bool_values()[i]),
+        ScalarType::String | ScalarType::Char => {
+            Value::str(std::str::from_utf8(b.bytes_at(i)).unwrap_or_default())
+        }
+        ScalarType::Date => Value::Date(b.i64_values()[i]),
+        ScalarType::LocalDateTime => Value::LocalDateTime(b.i64_values()[i]),
+        ScalarType::DateTime => Value::DateTime(b.i64_values()[i]),
+        ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long => {
+            Value::Int(b.i64_values()[i])
+        }
+    }
+}
+
+/// Row `i` of a builder as a value (what was pushed).
+fn value_at(b: &ColumnBuilder, i: usize) -> Value {
+    match b.dtype {
+        DataType::Scalar(s) => scalar_at(b, s, i),
+        DataType::Array(s) => {
+            if !b.is_valid(i) {
+                return Value::Null;
+            }
+            let (lo, hi) = b.list_range(i);
+            match b.list_child_ref() {
+                Some(c) => Value::list((lo..hi).map(|j| scalar_at(c, s, j)).collect()),
+                None => Value::Null,
+            }
+        }
+    }
+}
+
+struct Writer {
+    w: TableWriter,
+    path: PathBuf,
+    metas: Vec<PropertyMeta>,
+}
+
+/// The nodes of one shape that the current batch created.
+struct Shape {
+    labels: Vec<Arc<str>>,
+    keys: Vec<Arc<str>>,
+    cols: Vec<Col>,
+    /// Rows in the builders.
+    group_rows: usize,
+    /// Rows already written as row groups.
+    written: u64,
+    writer: Option<Writer>,
+    /// Values whose type is not their column's: (row in this batch, key, value).
+    misfits: Vec<(u64, u32, Value)>,
+}
+
+impl Shape {
+    fn new(labels: Vec<Arc<str>>, keys: Vec<Arc<str>>) -> Shape {
+        let cols = keys.iter().map(|_| Col::Nulls(0)).collect();
+        Shape {
+            labels,
+            keys,
+            cols,
+            group_rows: 0,
+            written: 0,
+            writer: None,
+            misfits: Vec::new(),
+        }
+    }
+
+    fn rows(&self) -> u64 {
+        self.written + self.group_rows as u64
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.cols.iter().map(Col::heap_bytes).sum()
+    }
+
+    /// Forgets the batch (its table file goes with the writer's path).
+    fn reset(&mut self) -> Option<PathBuf> {
+        self.cols = self.keys.iter().map(|_| Col::Nulls(0)).collect();
+        self.group_rows = 0;
+        self.written = 0;
+        self.misfits.clear();
+        self.writer.take().map(|w| w.path)
+    }
+}
+
+/// A node table a bulk write produced, ready for a checkpoint to take in.
+pub struct BulkTable {
+    pub labels: Vec<Arc<str>>,
+    pub columns: Vec<PropertyMeta>,
+    pub n_rows: u64,
+    /// The table file (under `<db>/bulk/`), moved into the new generation.
+    pub path: PathBuf,
+    pub segment: SegmentMeta,
+    /// (row, key, value) of values kept out of their column.
+    pub misfits: Vec<(u64, Arc<str>, Value)>,
+}
+
+/// The nodes a statement creates through the direct path (see the module docs).
+pub struct Bulk {
+    dir: PathBuf,
+    tag: u64,
+    shapes: Vec<Shape>,
+    /// Nodes the statement created this way, in all its batches.
+    pub statement_rows: u64,
+    /// The statement writes row groups (it passed the row or byte threshold).
+    pub direct: bool,
+    files: u64,
+    /// Files written and not yet taken (removed on drop).
+    pending: Vec<PathBuf>,
+}
+
+impl Bulk {
+    /// A bulk write whose files go in `dir`, named after `tag` (the transaction).
+    pub fn new(dir: PathBuf, tag: u64) -> Bulk {
+        Bulk {
+            dir,
+            tag,
+            shapes: Vec::new(),
+            statement_rows: 0,
+            direct: false,
+            files: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The shape of nodes with `labels` and property `keys` (registered once).
+    pub fn shape(&mut self, labels: &[Arc<str>], keys: &[Arc<str>]) -> usize {
+        if let Some(i) = self
+            .shapes
+            .iter()
+            .position(|s| s.labels == labels && s.keys == keys)
+        {
+            return i;
+        }
+        self.shapes.push(Shape::new(labels.to_vec(), keys.to_vec()));
+        self.shapes.len() - 1
+    }
+
+    /// Key `k` of shape `s`.
+    pub fn key(&self, s: usize, k: usize) -> &str {
+        &self.shapes[s].keys[k]
+    }
+
+    /// The labels of shape `s`.
+    pub fn labels(&self, s: usize) -> &[Arc<str>] {
+        &self.shapes[s].labels
+    }
+
+    /// Nodes created in the current batch.
+    pub fn batch_rows(&self) -> u64 {
+        self.shapes.iter().map(Shape::rows).sum()
+    }
+
+    /// Appends one node of shape `s` (`values` in the shape's key order, nulls for
+    /// absent properties).
+    pub fn push(&mut self, s: usize, values: &[Value]) -> Result<(), EngineError> {
+        let shape = &mut self.shapes[s];
+        let row = shape.rows();
+        for (k, v) in values.iter().enumerate() {
+            if !shape.cols[k].push(v) {
+                shape.misfits.push((row, k as u32, v.clone()));
+            }
+        }
+        shape.group_rows += 1;
+        self.statement_rows += 1;
+        if self.statement_rows >= BULK_ROWS_MIN {
+            self.direct = true;
+        }
+        let full = shape.group_rows >= ROW_GROUP_ROWS_MAX
+            || shape.group_rows % 1024 == 0 && shape.heap_bytes() >= BULK_GROUP_BYTES;
+        if full {
+            self.direct = true;
+        }
+        if self.direct && full {
+            self.flush(s)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes shape `s`'s builders as a row group of its table file.
+    fn flush(&mut self, s: usize) -> Result<(), EngineError> {
+        let shape = &mut self.shapes[s];
+        if shape.group_rows == 0 {
+            return Ok(());
+        }
+        let cols = std::mem::take(&mut shape.cols);
+        let builders: Vec<ColumnBuilder> = cols.into_iter().map(Col::into_builder).collect();
+        if shape.writer.is_none() {
+            std::fs::create_dir_all(&self.dir).map_err(|e| quiver_storage::WriteError::Io {
+                path: self.dir.clone(),
+                source: e,
+            })?;
+            self.files += 1;
+            let name = format!("bulk-{}-{}.seg", self.tag, self.files);
+            let path = self.dir.join(&name);
+            let metas: Vec<PropertyMeta> = shape
+                .keys
+                .iter()
+                .zip(&builders)
+                .map(|(k, b)| PropertyMeta {
+                    name: k.to_string(),
+                    dtype: b.dtype,
+                })
+                .collect();
+            let w = TableWriter::create_at(path.clone(), name, metas.clone())?;
+            self.pending.push(path.clone());
+            shape.writer = Some(Writer { w, path, metas });
+        }
+        let wr = shape.writer.as_mut().expect("created above");
+        // A table without columns has its rows in the manifest only.
+        if !builders.is_empty() {
+            wr.w.write_row_group(&builders)?;
+        }
+        shape.written += shape.group_rows as u64;
+        shape.group_rows = 0;
+        shape.cols = wr
+            .metas
+            .iter()
+            .map(|m| Col::Built(ColumnBuilder::new(m.dtype)))
+            .collect();
+        Ok(())
+    }
+
+    /// The batch's tables, their last row groups written (direct writes).
+    pub fn take_tables(&mut self) -> Result<Vec<BulkTable>, EngineError> {
+        let mut out = Vec::new();
+        for s in 0..self.shapes.len() {
+            if self.shapes[s].rows() == 0 {
+                continue;
+            }
+            self.flush(s)?;
+            let shape = &mut self.shapes[s];
+            let Some(wr) = shape.writer.take() else {
+                continue;
+            };
+            let n_rows = shape.written;
+            let misfits = shape
+                .misfits
+                .drain(..)
+                .map(|(row, k, v)| (row, shape.keys[k as usize].clone(), v))
+                .collect();
+            let segment = wr.w.finish()?;
+            out.push(BulkTable {
+                labels: shape.labels.clone(),
+                columns: wr.metas,
+                n_rows,
+                path: wr.path,
+                segment,
+                misfits,
+            });
+            shape.reset();
+        }
+        // The tables' files now belong to whoever takes them.
+        self.pending.retain(|p| !out.iter().any(|t: &BulkTable| &t.path == p));
+        Ok(out)
+    }
+
+    /// The batch's nodes as (labels, properties), for a write below the threshold
+    /// (nothing was written to files).
+    pub fn take_rows(&mut self) -> Vec<(Vec<Arc<str>>, Props)> {
+        let mut out = Vec::new();
+        for shape in &mut self.shapes {
+            let n = shape.group_rows;
+            let mut misfits = shape.misfits.drain(..).peekable();
+            for i in 0..n {
+                let mut props: Props = Vec::with_capacity(shape.keys.len());
+                for (k, c) in shape.cols.iter().enumerate() {
+                    let v = c.value(i);
+                    if !v.is_null() {
+                        props.push((shape.keys[k].clone(), v));
+                    }
+                }
+                while let Some((_, k, v)) = misfits.next_if(|m| m.0 == i as u64) {
+                    props.push((shape.keys[k as usize].clone(), v));
+                }
+                out.push((shape.labels.clone(), props));
+            }
+            drop(misfits);
+            if let Some(p) = shape.reset() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        out
+    }
+
+    /// Discards the batch (a rolled-back batch of `CALL { } IN TRANSACTIONS`).
+    pub fn clear_batch(&mut self) {
+        let rows = self.batch_rows();
+        self.statement_rows -= rows.min(self.statement_rows);
+        for shape in &mut self.shapes {
+            if let Some(p) = shape.reset() {
+                let _ = std::fs::remove_file(&p);
+                self.pending.retain(|x| x != &p);
+            }
+        }
+    }
+}
+
+impl Drop for Bulk {
+    fn drop(&mut self) {
+        for s in &mut self.shapes {
+            s.writer = None;
+        }
+        for p in &self.pending {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(k: &[&str]) -> Vec<Arc<str>> {
+        k.iter().map(|s| Arc::from(*s)).collect()
+    }
+
+    #[test]
+    fn rows_read_back_below_the_threshold_with_misfits_and_nulls() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = Bulk::new(d.path().join("bulk"), 1);
+        let s = b.shape(&keys(&["A"]), &keys(&["x", "y", "z"]));
+        b.push(s, &[Value::Null, Value::Int(1), Value::Null]).unwrap();
+        b.push(s, &[Value::str("a"), Value::str("two"), Value::Null])
+            .unwrap();
+        b.push(
+            s,
+            &[
+                Value::str("b"),
+                Value::Int(3),
+                Value::list(vec![Value::Int(1), Value::Int(2)]),
+            ],
+        )
+        .unwrap();
+        assert!(!b.direct);
+        assert_eq!(b.batch_rows(), 3);
+        let rows = b.take_rows();
+        let p = |r: &Props| {
+            r.iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(p(&rows[0].1), vec![("y".into(), Value::Int(1))]);
+        assert_eq!(
+            p(&rows[1].1),
+            vec![("x".into(), Value::str("a")), ("y".into(), Value::str("two"))]
+        );
+        assert_eq!(
+            p(&rows[2].1),
+            vec![
+                ("x".into(), Value::str("b")),
+                ("y".into(), Value::Int(3)),
+                (
+                    "z".into(),
+                    Value::list(vec![Value::Int(1), Value::Int(2)])
+                )
+            ]
+        );
+        assert_eq!(b.batch_rows(), 0);
+        assert!(!d.path().join("bulk").exists());
+    }
+
+    #[test]
+    fn a_direct_write_gives_a_table_and_drop_removes_untaken_files() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("bulk");
+        let mut b = Bulk::new(dir.clone(), 7);
+        let s = b.shape(&keys(&["A"]), &keys(&["n"]));
+        for i in 0..BULK_ROWS_MIN + 5 {
+            let v = if i == 3 { Value::str("x") } else { Value::Int(i as i64) };
+            b.push(s, &[v]).unwrap();
+        }
+        assert!(b.direct);
+        let t = b.take_tables().unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].n_rows, BULK_ROWS_MIN + 5);
+        assert_eq!(t[0].misfits, vec![(3, Arc::from("n"), Value::str("x"))]);
+        assert!(t[0].path.exists());
+        // A second batch that is dropped leaves no file behind.
+        for i in 0..10 {
+            b.push(s, &[Value::Int(i)]).unwrap();
+        }
+        b.flush(s).unwrap();
+        let second = b.pending.clone();
+        assert_eq!(second.len(), 1);
+        drop(b);
+        assert!(!second[0].exists());
+        assert!(t[0].path.exists());
+    }
+}
