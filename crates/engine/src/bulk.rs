@@ -140,10 +140,65 @@ fn value_at(b: &ColumnBuilder, i: usize) -> Value {
     }
 }
 
+/// A shape's table file, written by a thread of its own: the statement fills the next
+/// row group's builders while the last one is encoded and written (at most one waits
+/// in between, so two row groups per shape are the most in memory).
 struct Writer {
-    w: TableWriter,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<ColumnBuilder>>>,
+    handle: Option<std::thread::JoinHandle<Result<TableWriter, EngineError>>>,
     path: PathBuf,
     metas: Vec<PropertyMeta>,
+}
+
+impl Writer {
+    fn start(mut w: TableWriter, path: PathBuf, metas: Vec<PropertyMeta>) -> Result<Writer, EngineError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ColumnBuilder>>(1);
+        let handle = std::thread::Builder::new()
+            .name("quiver-bulk-write".into())
+            .spawn(move || {
+                while let Ok(group) = rx.recv() {
+                    w.write_row_group(&group)?;
+                }
+                Ok(w)
+            })
+            .map_err(|e| EngineError::Refused(format!("cannot start a bulk writer thread: {e}")))?;
+        Ok(Writer {
+            tx: Some(tx),
+            handle: Some(handle),
+            path,
+            metas,
+        })
+    }
+
+    /// Queues a row group; a failed write shows here or at [`Writer::finish`].
+    fn write(&mut self, group: Vec<ColumnBuilder>) -> Result<(), EngineError> {
+        let sent = self.tx.as_ref().map(|tx| tx.send(group));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The thread stopped: its error says why.
+            _ => self.finish().map(|_| ()),
+        }
+    }
+
+    /// Waits for the queued row groups and closes the file.
+    fn finish(&mut self) -> Result<SegmentMeta, EngineError> {
+        self.tx = None;
+        let w = match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r?,
+            Some(Err(_)) => return Err(EngineError::Refused("the bulk writer thread panicked".into())),
+            None => return Err(EngineError::Refused("the bulk writer is closed".into())),
+        };
+        Ok(w.finish()?)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// The nodes of one shape that the current batch created.
@@ -188,7 +243,7 @@ impl Shape {
         self.group_rows = 0;
         self.written = 0;
         self.misfits.clear();
-        self.writer.take().map(|w| w.path)
+        self.writer.take().map(|w| w.path.clone())
     }
 }
 
@@ -313,12 +368,12 @@ impl Bulk {
                 .collect();
             let w = TableWriter::create_at(path.clone(), name, metas.clone())?;
             self.pending.push(path.clone());
-            shape.writer = Some(Writer { w, path, metas });
+            shape.writer = Some(Writer::start(w, path, metas)?);
         }
         let wr = shape.writer.as_mut().expect("created above");
         // A table without columns has its rows in the manifest only.
         if !builders.is_empty() {
-            wr.w.write_row_group(&builders)?;
+            wr.write(builders)?;
         }
         shape.written += shape.group_rows as u64;
         shape.group_rows = 0;
@@ -339,7 +394,7 @@ impl Bulk {
             }
             self.flush(s)?;
             let shape = &mut self.shapes[s];
-            let Some(wr) = shape.writer.take() else {
+            let Some(mut wr) = shape.writer.take() else {
                 continue;
             };
             let n_rows = shape.written;
@@ -348,12 +403,12 @@ impl Bulk {
                 .drain(..)
                 .map(|(row, k, v)| (row, shape.keys[k as usize].clone(), v))
                 .collect();
-            let segment = wr.w.finish()?;
+            let segment = wr.finish()?;
             out.push(BulkTable {
                 labels: shape.labels.clone(),
-                columns: wr.metas,
+                columns: std::mem::take(&mut wr.metas),
                 n_rows,
-                path: wr.path,
+                path: wr.path.clone(),
                 segment,
                 misfits,
             });

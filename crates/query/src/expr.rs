@@ -341,6 +341,11 @@ pub fn eval(
                 }
                 return Ok(Value::Null);
             }
+            if let [a] = args.as_slice() {
+                // One argument needs no argument vector (a LOAD CSV conversion per field).
+                let v = eval(env, a, b, row, locals)?;
+                return call(env, *f, std::slice::from_ref(&v));
+            }
             let vals = args
                 .iter()
                 .map(|a| eval(env, a, b, row, locals))
