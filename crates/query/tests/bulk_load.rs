@@ -3,9 +3,11 @@
 //! writes go through the delta. Both must read the same.
 
 use quiver_common::limits::BULK_ROWS_MIN;
-use quiver_query::{QueryError, Session, Value};
+mod common;
+
+use common::{rows, run};
+use quiver_query::{Session, Value};
 use quiver_storage::{Database, OpenMode};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn open(dir: &Path) -> Session {
@@ -13,21 +15,6 @@ fn open(dir: &Path) -> Session {
     Session::open_with(&dir.join("g.qdb"), OpenMode::Mapped, true).unwrap()
 }
 
-fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
-    let mut out = Vec::new();
-    s.run(q, &BTreeMap::new(), &mut |_, b| {
-        for r in 0..b.len {
-            out.push(b.row(r));
-        }
-        Ok(())
-    })
-    .unwrap_or_else(|e| panic!("{q}: {e}"));
-    out
-}
-
-fn run(s: &mut Session, q: &str) -> Result<quiver_query::Summary, QueryError> {
-    s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
-}
 
 /// `n` rows `id,name,score,tag`: tag is an integer except on every 1000th row (a value
 /// of another type than its column's), name is empty (null) on every 7th.

@@ -1,9 +1,11 @@
 //! LOAD CSV (both syntaxes, gzip, NULLIF, bad rows, path confinement) and
 //! `CALL { } IN TRANSACTIONS`, through `Session` as the CLI uses it.
 
-use quiver_query::{QueryError, Session, Value};
+mod common;
+
+use common::{rows, run};
+use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -17,21 +19,6 @@ fn put(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join("import").join(name), text).unwrap();
 }
 
-fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
-    let mut out = Vec::new();
-    s.run(q, &BTreeMap::new(), &mut |_, b| {
-        for r in 0..b.len {
-            out.push(b.row(r));
-        }
-        Ok(())
-    })
-    .unwrap_or_else(|e| panic!("{q}: {e}"));
-    out
-}
-
-fn run(s: &mut Session, q: &str) -> Result<quiver_query::Summary, QueryError> {
-    s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
-}
 
 fn err(s: &mut Session, q: &str) -> String {
     match run(s, q) {

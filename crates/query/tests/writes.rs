@@ -1,29 +1,16 @@
 //! Writes, transactions, the log and checkpoints, through `Session` as the CLI uses it.
 
-use quiver_query::{QueryError, Session, Value};
+mod common;
+
+use common::{rows, run};
+use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn open(dir: &Path) -> Session {
     Session::open_with(dir, OpenMode::Mapped, true).unwrap()
 }
 
-fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
-    let mut out = Vec::new();
-    s.run(q, &BTreeMap::new(), &mut |_, b| {
-        for r in 0..b.len {
-            out.push(b.row(r));
-        }
-        Ok(())
-    })
-    .unwrap_or_else(|e| panic!("{q}: {e}"));
-    out
-}
-
-fn run(s: &mut Session, q: &str) -> Result<quiver_query::Summary, QueryError> {
-    s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
-}
 
 fn ints(s: &mut Session, q: &str) -> Vec<i64> {
     rows(s, q)

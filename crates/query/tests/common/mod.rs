@@ -1,0 +1,24 @@
+//! Helpers the query crate's integration tests share: a session, and statements run
+//! through it as the CLI runs them.
+#![allow(dead_code)]
+
+use quiver_query::{QueryError, Session, Summary, Value};
+use std::collections::BTreeMap;
+
+/// The rows `q` returns (panics with the query on an error).
+pub fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    s.run(q, &BTreeMap::new(), &mut |_, b| {
+        for r in 0..b.len {
+            out.push(b.row(r));
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{q}: {e}"));
+    out
+}
+
+/// Runs `q`, dropping its rows.
+pub fn run(s: &mut Session, q: &str) -> Result<Summary, QueryError> {
+    s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
+}
