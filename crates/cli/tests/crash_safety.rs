@@ -108,3 +108,53 @@ fn ctrl_c_stops_cleanly_and_removes_the_staging() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn a_killed_bulk_load_leaves_the_database_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let db = d.join("g.qdb");
+    ok(&["query", "--db", s(&db), "CREATE (:P {id: -1})"]);
+    // Enough rows that the direct path writes row groups (one per 1,048,576) well before
+    // the statement ends.
+    let mut csv = String::from("id,v\n");
+    for i in 0..2_500_000u64 {
+        csv += &format!("{i},{}\n", i * 7);
+    }
+    std::fs::create_dir_all(d.join("import")).unwrap();
+    write(&d.join("import"), "p.csv", &csv);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "query",
+            "--db",
+            s(&db),
+            "LOAD CSV WITH HEADERS FROM 'p.csv' AS row CREATE (:P {id: toInteger(row.id), v: toInteger(row.v)})",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once a table file is being written, so the kill is known to land mid-load.
+    let bulk = db.join("bulk");
+    let t = Instant::now();
+    let mut seen = false;
+    while t.elapsed() < Duration::from_secs(120) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::fs::read_dir(&bulk).is_ok_and(|mut r| r.next().is_some()) {
+            seen = true;
+            child.kill().unwrap(); // SIGKILL: no destructor runs.
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.wait().unwrap();
+    assert!(seen, "the load finished before a table file appeared");
+    // Nothing of the load is visible; its files are gone at the next open.
+    let out = ok(&["query", "--db", s(&db), "--format", "csv", "MATCH (p:P) RETURN count(p)"]);
+    assert!(out.lines().any(|l| l.trim() == "1"), "{out}");
+    assert!(std::fs::read_dir(&bulk).map_or(true, |mut r| r.next().is_none()));
+    ok(&["check", "--db", s(&db)]);
+    ok(&["query", "--db", s(&db), "CREATE (:P {id: -2})"]);
+}
