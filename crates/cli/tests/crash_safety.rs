@@ -152,7 +152,14 @@ fn a_killed_bulk_load_leaves_the_database_as_it_was() {
     child.wait().unwrap();
     assert!(seen, "the load finished before a table file appeared");
     // Nothing of the load is visible; its files are gone at the next open.
-    let out = ok(&["query", "--db", s(&db), "--format", "csv", "MATCH (p:P) RETURN count(p)"]);
+    let out = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (p:P) RETURN count(p)",
+    ]);
     assert!(out.lines().any(|l| l.trim() == "1"), "{out}");
     assert!(std::fs::read_dir(&bulk).map_or(true, |mut r| r.next().is_none()));
     ok(&["check", "--db", s(&db)]);

@@ -151,7 +151,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn start(mut w: TableWriter, path: PathBuf, metas: Vec<PropertyMeta>) -> Result<Writer, EngineError> {
+    fn start(
+        mut w: TableWriter,
+        path: PathBuf,
+        metas: Vec<PropertyMeta>,
+    ) -> Result<Writer, EngineError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ColumnBuilder>>(1);
         let handle = std::thread::Builder::new()
             .name("quiver-bulk-write".into())
@@ -185,7 +189,11 @@ impl Writer {
         self.tx = None;
         let w = match self.handle.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
-            Some(Err(_)) => return Err(EngineError::Refused("the bulk writer thread panicked".into())),
+            Some(Err(_)) => {
+                return Err(EngineError::Refused(
+                    "the bulk writer thread panicked".into(),
+                ))
+            }
             None => return Err(EngineError::Refused("the bulk writer is closed".into())),
         };
         Ok(w.finish()?)
@@ -415,7 +423,8 @@ impl Bulk {
             shape.reset();
         }
         // The tables' files now belong to whoever takes them.
-        self.pending.retain(|p| !out.iter().any(|t: &BulkTable| &t.path == p));
+        self.pending
+            .retain(|p| !out.iter().any(|t: &BulkTable| &t.path == p));
         Ok(out)
     }
 
@@ -484,7 +493,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut b = Bulk::new(d.path().join("bulk"), 1);
         let s = b.shape(&keys(&["A"]), &keys(&["x", "y", "z"]));
-        b.push(s, &[Value::Null, Value::Int(1), Value::Null]).unwrap();
+        b.push(s, &[Value::Null, Value::Int(1), Value::Null])
+            .unwrap();
         b.push(s, &[Value::str("a"), Value::str("two"), Value::Null])
             .unwrap();
         b.push(
@@ -507,17 +517,17 @@ mod tests {
         assert_eq!(p(&rows[0].1), vec![("y".into(), Value::Int(1))]);
         assert_eq!(
             p(&rows[1].1),
-            vec![("x".into(), Value::str("a")), ("y".into(), Value::str("two"))]
+            vec![
+                ("x".into(), Value::str("a")),
+                ("y".into(), Value::str("two"))
+            ]
         );
         assert_eq!(
             p(&rows[2].1),
             vec![
                 ("x".into(), Value::str("b")),
                 ("y".into(), Value::Int(3)),
-                (
-                    "z".into(),
-                    Value::list(vec![Value::Int(1), Value::Int(2)])
-                )
+                ("z".into(), Value::list(vec![Value::Int(1), Value::Int(2)]))
             ]
         );
         assert_eq!(b.batch_rows(), 0);
@@ -531,7 +541,11 @@ mod tests {
         let mut b = Bulk::new(dir.clone(), 7);
         let s = b.shape(&keys(&["A"]), &keys(&["n"]));
         for i in 0..BULK_ROWS_MIN + 5 {
-            let v = if i == 3 { Value::str("x") } else { Value::Int(i as i64) };
+            let v = if i == 3 {
+                Value::str("x")
+            } else {
+                Value::Int(i as i64)
+            };
             b.push(s, &[v]).unwrap();
         }
         assert!(b.direct);

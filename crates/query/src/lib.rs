@@ -816,7 +816,9 @@ fn from_json(j: &serde_json::Value) -> Value {
         serde_json::Value::String(s) => Value::str(s),
         serde_json::Value::Array(a) => Value::list(a.iter().map(from_json).collect()),
         serde_json::Value::Object(o) => Value::Map(Arc::new(
-            o.iter().map(|(k, v)| (Arc::from(k.as_str()), from_json(v))).collect(),
+            o.iter()
+                .map(|(k, v)| (Arc::from(k.as_str()), from_json(v)))
+                .collect(),
         )),
     }
 }

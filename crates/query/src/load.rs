@@ -371,7 +371,8 @@ impl Rows {
                             tx.send(Piece::Rows(std::mem::take(&mut out)))
                                 .map_err(|_| gone())?;
                         }
-                        let bad = Piece::Bad(self.line + line, column, reason, msg, data[raw].to_vec());
+                        let bad =
+                            Piece::Bad(self.line + line, column, reason, msg, data[raw].to_vec());
                         tx.send(bad).map_err(|_| gone())?;
                     }
                 }

@@ -700,11 +700,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         steps.iter().all(|s| match s {
             CreateStep::Node { labels, props, .. } => {
                 matches!(props, None | Some(PropsExpr::Literal(_)))
-                    && !self
-                        .indexes
-                        .unique
-                        .iter()
-                        .any(|(l, _)| labels.contains(l))
+                    && !self.indexes.unique.iter().any(|(l, _)| labels.contains(l))
             }
             _ => false,
         })

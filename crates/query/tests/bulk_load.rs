@@ -15,14 +15,21 @@ fn open(dir: &Path) -> Session {
     Session::open_with(&dir.join("g.qdb"), OpenMode::Mapped, true).unwrap()
 }
 
-
 /// `n` rows `id,name,score,tag`: tag is an integer except on every 1000th row (a value
 /// of another type than its column's), name is empty (null) on every 7th.
 fn people(dir: &Path, name: &str, n: u64) {
     let mut t = String::from("id,name,score,tag\n");
     for i in 0..n {
-        let nm = if i % 7 == 0 { String::new() } else { format!("p{i}") };
-        let tag = if i % 1000 == 999 { "x".to_string() } else { (i % 13).to_string() };
+        let nm = if i % 7 == 0 {
+            String::new()
+        } else {
+            format!("p{i}")
+        };
+        let tag = if i % 1000 == 999 {
+            "x".to_string()
+        } else {
+            (i % 13).to_string()
+        };
         t += &format!("{i},{nm},{}.5,{tag}\n", i % 100);
     }
     std::fs::create_dir_all(dir.join("import")).unwrap();
@@ -33,7 +40,10 @@ const CREATE: &str = "CREATE (:P {id: toInteger(row.id), name: row.name, score: 
 
 fn tables(dir: &Path) -> Vec<String> {
     let db = Database::open(&dir.join("g.qdb"), OpenMode::Mapped).unwrap();
-    db.node_tables().iter().map(|t| t.meta.name.clone()).collect()
+    db.node_tables()
+        .iter()
+        .map(|t| t.meta.name.clone())
+        .collect()
 }
 
 /// What every load of `people` must read back, whichever path it took.

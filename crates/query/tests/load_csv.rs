@@ -19,7 +19,6 @@ fn put(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join("import").join(name), text).unwrap();
 }
 
-
 fn err(s: &mut Session, q: &str) -> String {
     match run(s, q) {
         Ok(_) => panic!("{q}: expected an error"),

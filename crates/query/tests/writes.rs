@@ -11,7 +11,6 @@ fn open(dir: &Path) -> Session {
     Session::open_with(dir, OpenMode::Mapped, true).unwrap()
 }
 
-
 fn ints(s: &mut Session, q: &str) -> Vec<i64> {
     rows(s, q)
         .into_iter()
