@@ -245,13 +245,18 @@ impl Shape {
         self.cols.iter().map(Col::heap_bytes).sum()
     }
 
-    /// Forgets the batch (its table file goes with the writer's path).
-    fn reset(&mut self) -> Option<PathBuf> {
+    /// Forgets the batch, and removes the table file of a writer still open (one
+    /// [`Bulk::take_tables`] took is the new table's).
+    fn reset(&mut self) {
         self.cols = self.keys.iter().map(|_| Col::Nulls(0)).collect();
         self.group_rows = 0;
         self.written = 0;
         self.misfits.clear();
-        self.writer.take().map(|w| w.path.clone())
+        if let Some(w) = self.writer.take() {
+            let path = w.path.clone();
+            drop(w); // joins its thread, which may still be writing the file
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -277,8 +282,6 @@ pub struct Bulk {
     /// The statement writes row groups (it passed the row or byte threshold).
     pub direct: bool,
     files: u64,
-    /// Files written and not yet taken (removed on drop).
-    pending: Vec<PathBuf>,
 }
 
 impl Bulk {
@@ -291,7 +294,6 @@ impl Bulk {
             statement_rows: 0,
             direct: false,
             files: 0,
-            pending: Vec::new(),
         }
     }
 
@@ -375,7 +377,6 @@ impl Bulk {
                 })
                 .collect();
             let w = TableWriter::create_at(path.clone(), name, metas.clone())?;
-            self.pending.push(path.clone());
             shape.writer = Some(Writer::start(w, path, metas)?);
         }
         let wr = shape.writer.as_mut().expect("created above");
@@ -396,6 +397,16 @@ impl Bulk {
     /// The batch's tables, their last row groups written (direct writes).
     pub fn take_tables(&mut self) -> Result<Vec<BulkTable>, EngineError> {
         let mut out = Vec::new();
+        let r = self.finish_tables(&mut out);
+        if r.is_err() {
+            for t in &out {
+                let _ = std::fs::remove_file(&t.path);
+            }
+        }
+        r.map(|()| out)
+    }
+
+    fn finish_tables(&mut self, out: &mut Vec<BulkTable>) -> Result<(), EngineError> {
         for s in 0..self.shapes.len() {
             if self.shapes[s].rows() == 0 {
                 continue;
@@ -422,10 +433,7 @@ impl Bulk {
             });
             shape.reset();
         }
-        // The tables' files now belong to whoever takes them.
-        self.pending
-            .retain(|p| !out.iter().any(|t: &BulkTable| &t.path == p));
-        Ok(out)
+        Ok(())
     }
 
     /// The batch's nodes as (labels, properties), for a write below the threshold
@@ -449,9 +457,7 @@ impl Bulk {
                 out.push((shape.labels.clone(), props));
             }
             drop(misfits);
-            if let Some(p) = shape.reset() {
-                let _ = std::fs::remove_file(p);
-            }
+            shape.reset();
         }
         out
     }
@@ -461,21 +467,15 @@ impl Bulk {
         let rows = self.batch_rows();
         self.statement_rows -= rows.min(self.statement_rows);
         for shape in &mut self.shapes {
-            if let Some(p) = shape.reset() {
-                let _ = std::fs::remove_file(&p);
-                self.pending.retain(|x| x != &p);
-            }
+            shape.reset();
         }
     }
 }
 
 impl Drop for Bulk {
     fn drop(&mut self) {
-        for s in &mut self.shapes {
-            s.writer = None;
-        }
-        for p in &self.pending {
-            let _ = std::fs::remove_file(p);
+        for shape in &mut self.shapes {
+            shape.reset();
         }
     }
 }
@@ -559,7 +559,11 @@ mod tests {
             b.push(s, &[Value::Int(i)]).unwrap();
         }
         b.flush(s).unwrap();
-        let second = b.pending.clone();
+        let second: Vec<PathBuf> = b
+            .shapes
+            .iter()
+            .filter_map(|s| s.writer.as_ref().map(|w| w.path.clone()))
+            .collect();
         assert_eq!(second.len(), 1);
         drop(b);
         assert!(!second[0].exists());

@@ -677,11 +677,16 @@ impl Txn {
         for (k, v) in &props {
             check_value(k, v)?;
         }
-        let id = self.store.next_node.fetch_add(1, Ordering::Relaxed);
-        self.claim_new()?;
         self.counters.nodes_created += 1;
         self.counters.labels_added += labels.len() as u64;
         self.counters.properties_set += props.len() as u64;
+        self.create_checked(labels, props)
+    }
+
+    /// Creates a node whose values are checked and counted already.
+    fn create_checked(&mut self, labels: Vec<Arc<str>>, props: Props) -> Result<u64, EngineError> {
+        let id = self.store.next_node.fetch_add(1, Ordering::Relaxed);
+        self.claim_new()?;
         self.push(Op::CreateNode { id, labels, props })?;
         Ok(id)
     }
@@ -856,10 +861,10 @@ impl Txn {
             if b.direct && b.batch_rows() > 0 {
                 return self.commit_bulk();
             }
-            // Below the threshold: ordinary creations through the delta.
+            // Below the threshold: ordinary creations through the delta (`bulk_node`
+            // checked and counted them).
             for (labels, props) in b.take_rows() {
-                let id = store.next_node.fetch_add(1, Ordering::Relaxed);
-                self.push(Op::CreateNode { id, labels, props })?;
+                self.create_checked(labels, props)?;
             }
         }
         if self.writer {
@@ -925,18 +930,9 @@ impl Txn {
     fn commit_bulk(&mut self) -> Result<u64, EngineError> {
         let t0 = std::time::Instant::now();
         let store = self.store.clone();
-        // Writes of other kinds in the same transaction commit first, through the log.
-        if self.writer {
-            // Analytical: the working copy is the newest state.
-            let c = lock(&store.commit);
-            let cur = store.current.load();
-            let work = std::mem::replace(&mut self.work, (*cur.delta).clone());
-            store.replace_current(Current {
-                db: cur.db.clone(),
-                delta: Arc::new(work),
-                ts: c.clock,
-            });
-        } else if !self.ops.is_empty() {
+        // Writes of other kinds in the same transaction commit first (through the log;
+        // in analytical mode, the working copy becomes the head the checkpoint writes).
+        if self.writer || !self.ops.is_empty() {
             let bulk = self.bulk.take();
             let r = self.commit_inner();
             self.bulk = bulk;

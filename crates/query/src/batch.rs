@@ -120,20 +120,18 @@ impl Batch {
 /// which measured a tenth of a bulk load's time. Inline when the thread is behind.
 pub fn drop_later(cols: Vec<Vec<Value>>) {
     use std::sync::mpsc::{sync_channel, SyncSender};
-    use std::sync::{Mutex, OnceLock};
-    static TX: OnceLock<Option<Mutex<SyncSender<Vec<Vec<Value>>>>>> = OnceLock::new();
+    use std::sync::OnceLock;
+    static TX: OnceLock<Option<SyncSender<Vec<Vec<Value>>>>> = OnceLock::new();
     let tx = TX.get_or_init(|| {
         let (tx, rx) = sync_channel::<Vec<Vec<Value>>>(16);
         std::thread::Builder::new()
             .name("quiver-free".into())
             .spawn(move || while rx.recv().is_ok() {})
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| tx)
     });
-    let Some(tx) = tx else { return };
-    let sent = match tx.lock() {
-        Ok(tx) => tx.try_send(cols),
-        Err(_) => return,
-    };
-    drop(sent);
+    // Full or gone: the columns come back in the error and are dropped here.
+    if let Some(tx) = tx {
+        let _ = tx.try_send(cols);
+    }
 }
