@@ -91,9 +91,24 @@ pub struct Snapshot {
 }
 
 /// The log and the commit clock, behind the commit lock.
+///
+/// Group commit: a commit applies its ops onto `head` and writes its log record under
+/// the commit lock, then leaves the lock to wait for the disk. One committer at a time
+/// (the holder of `Store::sync`) syncs the log for every record written so far and
+/// publishes the head as of that point; the others find their record synced already.
+/// Readers see a commit only once it is on disk.
 pub(crate) struct CommitState {
     pub(crate) wal: Option<Wal>,
     pub(crate) clock: u64,
+    /// The newest state written to the log but not yet synced and published (`None`:
+    /// the published state is the newest).
+    pub(crate) head: Option<Arc<Current>>,
+    /// Timestamp of the last commit known to be on disk.
+    pub(crate) synced: u64,
+    /// Set when a sync of the log failed: whether the records since the last good sync
+    /// reached the disk is unknown, so nothing more is committed until a reopen replays
+    /// what the log holds.
+    pub(crate) failed: Option<String>,
 }
 
 /// The write counters of a statement or transaction (what Neo4j's drivers show).
@@ -168,6 +183,8 @@ pub struct Store {
     pub opts: StoreOptions,
     current: ArcSwap<Current>,
     commit: Mutex<CommitState>,
+    /// Held by the one committer that syncs the log for a group (see [`CommitState`]).
+    sync: Mutex<()>,
     locks: Mutex<HashMap<Entity, u64>>,
     /// Open transactions: id -> snapshot timestamp.
     active: Mutex<HashMap<u64, u64>>,
@@ -273,7 +290,14 @@ impl Store {
                 delta: Arc::new(delta),
                 ts: clock,
             }),
-            commit: Mutex::new(CommitState { wal, clock }),
+            commit: Mutex::new(CommitState {
+                wal,
+                clock,
+                head: None,
+                synced: clock,
+                failed: None,
+            }),
+            sync: Mutex::new(()),
             locks: Mutex::new(HashMap::new()),
             active: Mutex::new(HashMap::new()),
             index_hook: Mutex::new(None),
@@ -407,7 +431,52 @@ impl Store {
             let (w, _) = Wal::open(&self.dir, generation)?;
             c.wal = Some(w);
         }
+        // (No commit is between its log write and its sync here: a checkpoint runs with
+        // no other writer registered, and a committer stays registered until it returns.)
+        c.head = None;
+        c.synced = c.clock;
         *lock(&self.next_edge) = next_edges(delta);
+        Ok(())
+    }
+
+    /// Returns once the commit `ts` (already in the log) is on disk and published. The
+    /// first committer to get here syncs for everyone whose record is written; the
+    /// others wait on `sync` and then find theirs done.
+    fn wait_synced(&self, ts: u64) -> Result<(), EngineError> {
+        let _leader = lock(&self.sync);
+        let (upto, head, file) = {
+            let c = lock(&self.commit);
+            if c.synced >= ts {
+                return Ok(());
+            }
+            if let Some(why) = &c.failed {
+                return Err(EngineError::Refused(format!(
+                    "the write-ahead log could not be synced ({why}); whether this commit reached the disk is unknown: reopen the database to see"
+                )));
+            }
+            let Some(w) = c.wal.as_ref() else {
+                return Ok(());
+            };
+            (c.clock, c.head.clone(), w.sync_handle())
+        };
+        let r = file.sync_data();
+        let mut c = lock(&self.commit);
+        if let Err(e) = r {
+            let why = e.to_string();
+            c.failed = Some(why.clone());
+            return Err(EngineError::Refused(format!(
+                "the write-ahead log could not be synced ({why}); whether this commit reached the disk is unknown: reopen the database to see"
+            )));
+        }
+        c.synced = upto;
+        if let Some(h) = head {
+            if h.ts > self.current.load().ts {
+                self.current.store(h.clone());
+            }
+            if c.head.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h)) {
+                c.head = None;
+            }
+        }
         Ok(())
     }
 
@@ -887,8 +956,13 @@ impl Txn {
         }
         let ts = {
             let mut c = lock(&store.commit);
+            if let Some(why) = &c.failed {
+                return Err(EngineError::Refused(format!(
+                    "the write-ahead log could not be synced earlier ({why}); reopen the database"
+                )));
+            }
             let ts = c.clock + 1;
-            let cur = store.current.load();
+            let cur = c.head.clone().unwrap_or_else(|| store.current.load_full());
             if cur.db.manifest().generation != self.snap.db.manifest().generation {
                 return Err(EngineError::Conflict(
                     "a checkpoint ran since this transaction started".into(),
@@ -909,17 +983,25 @@ impl Txn {
                 }
                 d
             };
-            if let Some(w) = c.wal.as_mut() {
-                w.append_record(self.ops.finish(ts))?;
-            }
-            c.clock = ts;
-            store.replace_current(Current {
+            let next = Arc::new(Current {
                 db: cur.db.clone(),
                 delta: Arc::new(d),
                 ts,
             });
+            c.clock = ts;
+            match c.wal.as_mut() {
+                Some(w) => {
+                    if let Err(e) = w.write_record(self.ops.finish(ts)) {
+                        c.clock = ts - 1;
+                        return Err(e.into());
+                    }
+                    c.head = Some(next);
+                }
+                None => store.current.store(next),
+            }
             ts
         };
+        store.wait_synced(ts)?;
         self.ops.clear();
         Ok(ts)
     }

@@ -43,6 +43,8 @@ pub fn path(dir: &Path, generation: u64) -> PathBuf {
 pub struct Wal {
     path: PathBuf,
     file: File,
+    /// The same open file, for `fdatasync` outside the commit lock.
+    sync: Arc<File>,
     /// Bytes in the file (header included).
     pub bytes: u64,
 }
@@ -111,10 +113,12 @@ impl Wal {
         use std::io::Seek;
         file.seek(std::io::SeekFrom::End(0)).map_err(io(&p))?;
         remove_other_logs(dir, generation);
+        let sync = Arc::new(file.try_clone().map_err(io(&p))?);
         Ok((
             Wal {
                 path: p,
                 file,
+                sync,
                 bytes: good as u64,
             },
             replay,
@@ -128,18 +132,28 @@ impl Wal {
 
     /// Appends a record built by an [`OpLog`] and waits until it is on disk.
     pub fn append_record(&mut self, rec: &[u8]) -> Result<(), WalError> {
-        let p = self.path.clone();
-        if let Err(e) = self
-            .file
-            .write_all(&rec)
-            .and_then(|_| self.file.sync_data())
-        {
+        self.write_record(rec)?;
+        self.sync_handle().sync_data().map_err(io(&self.path))
+    }
+
+    /// Appends a record without waiting for the disk: group commit writes each commit's
+    /// record under the commit lock and syncs outside it, one sync for every record
+    /// written meanwhile (see [`crate::store`]).
+    pub fn write_record(&mut self, rec: &[u8]) -> Result<(), WalError> {
+        if let Err(e) = self.file.write_all(rec) {
             // Leave no half record behind for the next commit to follow.
             let _ = self.file.set_len(self.bytes);
-            return Err(io(&p)(e));
+            use std::io::Seek;
+            let _ = self.file.seek(std::io::SeekFrom::Start(self.bytes));
+            return Err(io(&self.path)(e));
         }
         self.bytes += rec.len() as u64;
         Ok(())
+    }
+
+    /// A handle to the log file to sync without holding the log (it shares the file).
+    pub fn sync_handle(&self) -> Arc<File> {
+        self.sync.clone()
     }
 
     pub fn path(&self) -> &Path {

@@ -1,5 +1,6 @@
 //! Subcommands.
 
+pub mod bench;
 pub mod check;
 pub mod export;
 pub mod generate;

@@ -1,17 +1,15 @@
 //! `quiver query`: run one Cypher query (or index command) and print its rows.
 //!
-//! `--bench-params FILE.csv` runs the query once per row of the file (the header names
-//! the parameters) and prints each run's latency as a JSON line, then a summary line
-//! with the median, p99 and queries per second: what `bench/query_bench.py` uses.
+//! `--bench-params FILE.csv` runs the query as a benchmark instead, once per row of the
+//! file (see [`super::bench`]): what the scripts in `bench/` use.
 
 use anyhow::{bail, Context, Result};
 use quiver_common::size::{human_bytes, parse_bytes, peak_rss_bytes};
 use quiver_query::batch::Batch;
-use quiver_query::{parse_param, parse_value, render, Graph, Params, QueryError, Session, Value};
+use quiver_query::{parse_param, render, Graph, Params, QueryError, Session};
 use quiver_storage::OpenMode;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -55,6 +53,19 @@ pub struct Args {
     /// Runs before measuring, with `--bench-params`.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// With `--bench-params`: client threads, each with its own session on the one open
+    /// database, sharing the parameter rows.
+    #[arg(long, default_value_t = 1)]
+    bench_threads: usize,
+    /// With `--bench-params`: a statement (e.g. a LOAD CSV) run on another session while
+    /// the clients repeat their rows until it ends.
+    #[arg(long, value_name = "STATEMENT")]
+    bench_during: Option<String>,
+    /// With `--bench-params`: a query returning one integer that each client runs before
+    /// and after every measured query, in one transaction: both must agree (a stable
+    /// snapshot) and never go down (snapshots move forward).
+    #[arg(long, value_name = "QUERY")]
+    bench_check: Option<String>,
 }
 
 /// Rows a table shows; the rest are counted (a table needs every row before it can
@@ -197,7 +208,13 @@ pub fn run(a: Args) -> Result<()> {
         session.opts.import_dir = Some(d.clone());
     }
     if let Some(f) = &a.bench_params {
-        return bench(&mut session, &text, &params, f, a.warmup);
+        let how = super::bench::How {
+            warmup: a.warmup,
+            threads: a.bench_threads.max(1),
+            during: a.bench_during.clone(),
+            check: a.bench_check.clone(),
+        };
+        return super::bench::run(&mut session, &text, &params, f, &how);
     }
     let stdout = std::io::stdout();
     let mut printer = Printer::new(a.format, BufWriter::new(stdout.lock()));
@@ -238,81 +255,5 @@ pub fn run(a: Args) -> Result<()> {
             human_bytes(peak_rss_bytes().unwrap_or(0))
         );
     }
-    Ok(())
-}
-
-fn bench(
-    session: &mut Session,
-    text: &str,
-    base: &Params,
-    file: &PathBuf,
-    warmup: usize,
-) -> Result<()> {
-    let mut rdr =
-        csv::Reader::from_path(file).with_context(|| format!("reading {}", file.display()))?;
-    let names: Vec<String> = rdr.headers()?.iter().map(|h| h.to_string()).collect();
-    let mut runs: Vec<Params> = Vec::new();
-    for rec in rdr.records() {
-        let rec = rec?;
-        let mut p = base.clone();
-        for (n, v) in names.iter().zip(rec.iter()) {
-            p.insert(n.clone(), parse_value(v));
-        }
-        runs.push(p);
-    }
-    if runs.is_empty() {
-        runs.push(base.clone());
-    }
-    // Every value is turned into a host value, as a client would receive it.
-    let mut sink = |g: &Graph, b: &Batch| {
-        for c in &b.cols {
-            for v in c {
-                std::hint::black_box(render::json(g, v)?);
-            }
-        }
-        Ok(())
-    };
-    for p in runs.iter().cycle().take(warmup) {
-        session.run(text, p, &mut sink)?;
-    }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut lat = Vec::with_capacity(runs.len());
-    let t_all = Instant::now();
-    for p in &runs {
-        let t = Instant::now();
-        let s = session.run(text, p, &mut sink)?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        lat.push(ms);
-        let shown: serde_json::Map<String, serde_json::Value> = p
-            .iter()
-            .filter(|(k, _)| names.contains(k))
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    match v {
-                        Value::Int(i) => serde_json::json!(i),
-                        v => serde_json::json!(format!("{v:?}")),
-                    },
-                )
-            })
-            .collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"ms": ms, "rows": s.rows, "params": shown})
-        )?;
-    }
-    let total = t_all.elapsed().as_secs_f64();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    let pct = |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize];
-    writeln!(
-        out,
-        "{}",
-        serde_json::json!({
-            "summary": true, "runs": lat.len(), "median_ms": pct(0.5), "p99_ms": pct(0.99),
-            "qps": lat.len() as f64 / total, "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
-        })
-    )?;
     Ok(())
 }
