@@ -346,6 +346,12 @@ impl Store {
         lock(&self.commit).wal.as_ref().map_or(0, |w| w.bytes)
     }
 
+    /// Whether the log holds commits that no checkpoint has put into segments yet (or
+    /// analytical mode holds unlogged writes).
+    pub fn has_uncheckpointed_writes(&self) -> bool {
+        self.log_bytes() > crate::wal::HEADER as u64 || self.unlogged.load(Ordering::SeqCst)
+    }
+
     /// Number of open transactions.
     pub fn active_transactions(&self) -> usize {
         lock(&self.active).len()

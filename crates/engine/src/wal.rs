@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"QVWAL001";
-const HEADER: usize = 24;
+pub(crate) const HEADER: usize = 24;
 /// A record larger than this is corruption, not a transaction (a big write goes to
 /// segments, not the log).
 const RECORD_MAX: usize = 1 << 31;

@@ -172,6 +172,8 @@ impl ImportSummary {
 struct Space {
     name: Option<String>,
     map: IdMapWithGrant,
+    /// An append: the position of this space among the database's id spaces.
+    base: Option<usize>,
 }
 
 struct RelState {
@@ -185,6 +187,8 @@ struct RelState {
 
 struct Ctx<'a> {
     cfg: &'a ImportConfig,
+    /// An append: the database the new nodes and relationships are added to.
+    base: Option<&'a quiver_storage::Database>,
     budget: MemoryBudget,
     progress: &'a dyn Progress,
     rejects: Rejects,
@@ -232,6 +236,34 @@ impl Ctx<'_> {
 
 /// Runs an import. On error nothing is published and the staging area is removed.
 pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSummary, ImportError> {
+    import_with(cfg, None, progress)
+}
+
+/// Adds the nodes and relationships of `cfg`'s files to the database `base` (open on its
+/// newest generation, with no pending writes: the caller checkpoints first and holds
+/// the database's writer lock). The result is a new generation that keeps every
+/// segment of `base` and adds:
+/// - a node table per nodes group, numbered after the existing nodes;
+/// - relationship segments, to existing types or new ones; an endpoint is looked up
+///   among this append's ids first, then in the database's id index;
+/// - each id space's index rewritten with the new ids merged in, so that later
+///   appends and queries find them.
+///
+/// An id that the database already has is a duplicate, rejected like any bad row. On
+/// error nothing is published: the database stays as it was.
+pub fn append(
+    cfg: &ImportConfig,
+    base: &quiver_storage::Database,
+    progress: &dyn Progress,
+) -> Result<ImportSummary, ImportError> {
+    import_with(cfg, Some(base), progress)
+}
+
+fn import_with(
+    cfg: &ImportConfig,
+    base: Option<&quiver_storage::Database>,
+    progress: &dyn Progress,
+) -> Result<ImportSummary, ImportError> {
     let start = Instant::now();
     if cfg.nodes.is_empty() {
         return Err(ImportError::Usage(
@@ -271,6 +303,7 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
     });
     let mut ctx = Ctx {
         cfg,
+        base,
         budget: MemoryBudget::new(cfg.memory_budget_bytes),
         progress,
         rejects: Rejects::new(rejects_path),
@@ -284,7 +317,10 @@ pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSumma
         phases: Vec::new(),
         phase_peaks: Vec::new(),
     };
-    let staging = Staging::begin(&cfg.db, cfg.overwrite)?;
+    let staging = match base {
+        Some(_) => Staging::begin_held(&cfg.db)?,
+        None => Staging::begin(&cfg.db, cfg.overwrite)?,
+    };
     let temp_parent = match &cfg.temp_dir {
         Some(t) => t.clone(),
         None => staging.file("").0,
@@ -367,10 +403,30 @@ fn run(
     temp: &Path,
 ) -> Result<(Manifest, ImportSummary), ImportError> {
     let cfg = ctx.cfg;
-    let mut spaces: Vec<Space> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
+    let base = ctx.base.map(|b| b.manifest());
+    // An append starts from the database's labels, id spaces and node count.
+    let mut spaces: Vec<Space> = base.map_or_else(Vec::new, |m| {
+        m.id_spaces
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Space {
+                name: s.name.clone(),
+                map: IdMapWithGrant::new(s.id_type == IdType::Integer, &ctx.budget),
+                base: Some(i),
+            })
+            .collect()
+    });
+    if let Some(s) = base.and_then(|m| m.id_spaces.iter().find(|s| s.id_type != cfg.id_type)) {
+        return Err(ImportError::Usage(format!(
+            "the database's ids are {} ones; append with --id-type {}",
+            s.id_type.name(),
+            s.id_type.name()
+        )));
+    }
+    let mut labels: Vec<String> = base.map_or_else(Vec::new, |m| m.labels.clone());
+    let base_nodes = base.map_or(0, |m| m.n_nodes);
     let mut tables: Vec<NodeTableMeta> = Vec::new();
-    let mut n_nodes = 0u64;
+    let mut n_nodes = base_nodes;
     ctx.phase(Phase::Nodes, files_bytes(&cfg.nodes));
     let mut done_before = 0u64;
     for (gi, group) in cfg.nodes.iter().enumerate() {
@@ -387,6 +443,14 @@ fn run(
         n_nodes += t.n_rows;
         tables.push(t);
     }
+    if let Some(m) = base {
+        // Table names stay unique across appends.
+        for t in tables.iter_mut() {
+            if m.node_tables.iter().any(|x| x.name == t.name) {
+                t.name = format!("{}-g{}", t.name, staging.generation());
+            }
+        }
+    }
 
     for sp in spaces.iter_mut() {
         sp.map.seal();
@@ -396,7 +460,18 @@ fn run(
     ctx.phase(Phase::IdIndex, total_ids);
     let mut id_spaces = Vec::new();
     for (si, s) in spaces.iter().enumerate() {
+        if let (Some(b), Some(m)) = (s.base, base) {
+            if s.map.is_empty() {
+                id_spaces.push(m.id_spaces[b].clone());
+                continue;
+            }
+        }
         let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
+        let (keys, nodes, grant) = match (s.base, ctx.base) {
+            (Some(b), Some(db)) => merge_ids(db, b, keys, nodes, grant, &ctx.budget)?,
+            _ => (keys, nodes, grant),
+        };
+        let n_ids = nodes.len() as u64;
         let seg = write_id_index(
             staging,
             &format!("ids-{si:04}.seg"),
@@ -410,7 +485,7 @@ fn run(
         id_spaces.push(IdSpaceMeta {
             name: s.name.clone(),
             id_type: cfg.id_type,
-            n_ids: s.map.len(),
+            n_ids,
             index: seg,
         });
     }
@@ -535,17 +610,58 @@ fn run(
         spilled_edges: spilled,
         ..Default::default()
     };
-    let manifest = Manifest {
-        format_version: quiver_format::FORMAT_VERSION,
-        generation: staging.generation(),
-        written_by: format!("quiver {}", env!("CARGO_PKG_VERSION")),
-        n_nodes,
-        labels,
-        id_spaces,
-        node_tables: tables,
-        rel_types: rel_metas,
-        indexes: Vec::new(),
-        base_ops: None,
+    let summary = ImportSummary {
+        n_nodes: n_nodes - base_nodes,
+        ..summary
+    };
+    let manifest = match base {
+        None => Manifest {
+            format_version: quiver_format::FORMAT_VERSION,
+            generation: staging.generation(),
+            written_by: format!("quiver {}", env!("CARGO_PKG_VERSION")),
+            n_nodes,
+            labels,
+            id_spaces,
+            node_tables: tables,
+            rel_types: rel_metas,
+            indexes: Vec::new(),
+            base_ops: None,
+        },
+        Some(m) => {
+            // Everything the database had stays; its declared indexes are rebuilt over
+            // the new tables when the database next opens for writing.
+            let mut m = m.clone();
+            m.generation = staging.generation();
+            m.written_by = format!("quiver {}", env!("CARGO_PKG_VERSION"));
+            m.n_nodes = n_nodes;
+            m.labels = labels;
+            m.id_spaces = id_spaces;
+            m.node_tables.extend(tables);
+            for r in rel_metas {
+                match m.rel_types.iter_mut().find(|x| x.name == r.name) {
+                    Some(x) => {
+                        if x.columns != r.columns {
+                            return Err(ImportError::Usage(format!(
+                                "relationship type {} has the properties ({}) in the database, and ({}) in the appended files; one type has one property schema",
+                                r.name,
+                                x.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                                r.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                            )));
+                        }
+                        x.n_edges += r.n_edges;
+                        x.segments.extend(r.segments);
+                        if x.start_space != r.start_space {
+                            x.start_space = None;
+                        }
+                        if x.end_space != r.end_space {
+                            x.end_space = None;
+                        }
+                    }
+                    None => m.rel_types.push(r),
+                }
+            }
+            m
+        }
     };
     Ok((manifest, summary))
 }
@@ -697,6 +813,70 @@ fn infer_types(
         .collect()
 }
 
+/// The database's index of id space `space` merged with an append's new ids (both
+/// sorted; no key is in both, the append rejected those as duplicates).
+fn merge_ids(
+    db: &quiver_storage::Database,
+    space: usize,
+    keys: ColumnBuilder,
+    nodes: Vec<u32>,
+    grant: Grant,
+    budget: &MemoryBudget,
+) -> Result<(ColumnBuilder, Vec<u32>, Grant), ImportError> {
+    let m = &db.manifest().id_spaces[space];
+    let integer = m.id_type == IdType::Integer;
+    let n_old = m.n_ids as usize;
+    let n = n_old + nodes.len();
+    let per = if integer { 12 } else { 28 };
+    let g = budget.try_grant((n * per) as u64, "id index (append)")?;
+    let mut out_keys = ColumnBuilder::new(DataType::Scalar(if integer {
+        ScalarType::Long
+    } else {
+        ScalarType::String
+    }));
+    out_keys.reserve_exact(n, 0);
+    let mut out_nodes = Vec::with_capacity(n);
+    let mut j = 0;
+    let new_len = nodes.len();
+    let read = |e: quiver_storage::ReadError| {
+        ImportError::Usage(format!("reading the database's id index: {e}"))
+    };
+    db.id_entries(space, &mut |k, node| {
+        // New keys below this old one go first.
+        while j < new_len
+            && match k {
+                quiver_storage::IdKey::Int(o) => keys.i64_values()[j] < o,
+                quiver_storage::IdKey::Str(o) => keys.bytes_at(j) < o,
+            }
+        {
+            if integer {
+                out_keys.push_i64(keys.i64_values()[j]);
+            } else {
+                out_keys.push_bytes(keys.bytes_at(j));
+            }
+            out_nodes.push(nodes[j]);
+            j += 1;
+        }
+        match k {
+            quiver_storage::IdKey::Int(o) => out_keys.push_i64(o),
+            quiver_storage::IdKey::Str(o) => out_keys.push_bytes(o),
+        }
+        out_nodes.push(node);
+    })
+    .map_err(read)?;
+    while j < new_len {
+        if integer {
+            out_keys.push_i64(keys.i64_values()[j]);
+        } else {
+            out_keys.push_bytes(keys.bytes_at(j));
+        }
+        out_nodes.push(nodes[j]);
+        j += 1;
+    }
+    drop((keys, nodes, grant));
+    Ok((out_keys, out_nodes, g))
+}
+
 fn space_index(
     spaces: &mut Vec<Space>,
     name: &Option<String>,
@@ -709,6 +889,7 @@ fn space_index(
             spaces.push(Space {
                 name: name.clone(),
                 map: IdMapWithGrant::new(integer, budget),
+                base: None,
             });
             spaces.len() - 1
         }
@@ -1116,15 +1297,37 @@ fn import_nodes(
                         if next_node >= NODES_MAX {
                             return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
                         }
-                        if spaces[si].map.insert(key, next_node as u32)?.is_some() {
+                        // An append: an id the database has already is a duplicate too.
+                        let in_base = match (ctx.base, spaces[si].base) {
+                            (Some(db), Some(b)) => {
+                                let k = match key {
+                                    Key::Int(i) => quiver_storage::IdKey::Int(i),
+                                    Key::Str(s) => quiver_storage::IdKey::Str(s),
+                                };
+                                db.lookup_id(b, k)
+                                    .map_err(|e| {
+                                        ImportError::Usage(format!(
+                                            "reading the database's id index: {e}"
+                                        ))
+                                    })?
+                                    .is_some()
+                            }
+                            _ => false,
+                        };
+                        if in_base || spaces[si].map.insert(key, next_node as u32)?.is_some() {
                             let shown = match key {
                                 Key::Int(k) => k.to_string(),
                                 Key::Str(s) => String::from_utf8_lossy(s).to_string(),
                             };
                             let (s, e) = batch.spans[r];
                             let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
-                            let message =
-                                format!("duplicate node id '{shown}' (an earlier node has it)");
+                            let message = if in_base {
+                                format!(
+                                    "duplicate node id '{shown}' (a node in the database has it)"
+                                )
+                            } else {
+                                format!("duplicate node id '{shown}' (an earlier node has it)")
+                            };
                             let line = base + batch.lines[r] as u64;
                             bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
                             keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
@@ -1252,6 +1455,8 @@ fn import_rels(
             end: &spaces[es].map,
             start_integer: integer,
             end_integer: integer,
+            start_base: ctx.base.zip(spaces[ss].base),
+            end_base: ctx.base.zip(spaces[es].base),
         };
         let type_index = |name: &str,
                           rels: &mut Vec<RelState>,

@@ -101,6 +101,10 @@ pub struct Endpoints<'a> {
     pub end: &'a IdMapWithGrant,
     pub start_integer: bool,
     pub end_integer: bool,
+    /// An append: ids not among this import's nodes are looked up in the database's id
+    /// index of that space.
+    pub start_base: Option<(&'a quiver_storage::Database, usize)>,
+    pub end_base: Option<(&'a quiver_storage::Database, usize)>,
 }
 
 /// The parsed rows of one chunk.
@@ -361,17 +365,29 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Slot::Start | Slot::End => {
                     let start = matches!(slot, Slot::Start);
                     let e = endpoints.expect("relationship plan has endpoints");
-                    let (map, integer) = if start {
-                        (e.start, e.start_integer)
+                    let (map, integer, base) = if start {
+                        (e.start, e.start_integer, e.start_base)
                     } else {
-                        (e.end, e.end_integer)
+                        (e.end, e.end_integer, e.end_base)
                     };
                     let key = if integer {
                         value::parse_i64(f).map(Key::Int)
                     } else {
                         Some(Key::Str(f))
                     };
-                    match key.and_then(|k| map.get(k)) {
+                    let found = key.and_then(|k| {
+                        map.get(k).or_else(|| {
+                            let (db, space) = base?;
+                            let k = match k {
+                                Key::Int(i) => quiver_storage::IdKey::Int(i),
+                                Key::Str(s) => quiver_storage::IdKey::Str(s),
+                            };
+                            // A read error of the index reads as a missing node (the
+                            // row is rejected and says so), never a panic.
+                            db.lookup_id(space, k).ok().flatten()
+                        })
+                    });
+                    match found {
                         Some(n) => {
                             if start {
                                 src = n;

@@ -31,4 +31,4 @@ pub mod write;
 
 pub use error::{OpenError, ReadError, WriteError};
 pub use manifest::Manifest;
-pub use read::{Database, Direction, OpenMode};
+pub use read::{Database, Direction, IdKey, OpenMode};

@@ -99,6 +99,16 @@ pub enum IdType {
     Integer,
 }
 
+impl IdType {
+    /// As `--id-type` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdType::String => "string",
+            IdType::Integer => "integer",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct IdSpaceMeta {
     /// `ID(User)` -> `Some("User")`; plain `:ID` -> `None`.

@@ -948,6 +948,41 @@ impl Database {
         Ok(pos.map(|p| nodes.get(p) as u32))
     }
 
+    /// Every entry of id space `space`'s index, in key order (what an append merges its
+    /// new ids into).
+    pub fn id_entries(
+        &self,
+        space: usize,
+        f: &mut dyn FnMut(IdKey<'_>, u32),
+    ) -> Result<(), ReadError> {
+        let idx = &self.ids[space];
+        let ft = &idx.footer;
+        if let Some((min, first)) = ft.dense {
+            for i in 0..ft.n_ids {
+                f(IdKey::Int(min + i as i64), (first + i) as u32);
+            }
+            return Ok(());
+        }
+        let scalar = match ft.id_type {
+            IdType::Integer => quiver_common::ScalarType::Long,
+            IdType::String => quiver_common::ScalarType::String,
+        };
+        let (keys, nodes, n) = idx.file.sorted_keys(
+            "id index",
+            (ft.keys, scalar),
+            (ft.nodes, ft.nodes_width),
+            ft.n_ids,
+        )?;
+        for i in 0..n {
+            let node = nodes.get(i) as u32;
+            match ft.id_type {
+                IdType::Integer => f(IdKey::Int(keys.get_i64(i).unwrap_or(i64::MIN)), node),
+                IdType::String => f(IdKey::Str(keys.get_bytes(i).unwrap_or(&[])), node),
+            }
+        }
+        Ok(())
+    }
+
     /// Nodes whose indexed property equals `key` in declared index `index` (position in
     /// `manifest().indexes`), in node order. O(log n) in the index size.
     pub fn index_lookup(&self, index: usize, key: IndexKey<'_>) -> Result<Vec<u64>, ReadError> {

@@ -52,8 +52,14 @@ pub struct Args {
     #[arg(long)]
     rejects: Option<PathBuf>,
     /// Replace an existing database.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "append")]
     overwrite: bool,
+    /// Add the files' nodes and relationships to an existing database (its pending
+    /// writes are checkpointed first). Relationship endpoints may be nodes already in
+    /// the database (found through its id index); an id it has already is rejected as a
+    /// duplicate, like a bad row.
+    #[arg(long)]
+    append: bool,
     /// Drop relationship properties (halves what relationships cost).
     #[arg(long)]
     no_edge_properties: bool,
@@ -200,7 +206,11 @@ pub fn run(a: Args) -> Result<()> {
         eprintln!("\ninterrupting: removing what was staged (Ctrl-C again to exit at once)");
     });
     let bar = Bar::new(a.quiet || a.json);
-    let summary = quiver_import::import(&cfg, &bar)?;
+    let summary = if a.append {
+        append(&mut cfg, &a, &bar)?
+    } else {
+        quiver_import::import(&cfg, &bar)?
+    };
     bar.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&summary))?);
@@ -208,6 +218,42 @@ pub fn run(a: Args) -> Result<()> {
         print_summary(&summary);
     }
     Ok(())
+}
+
+/// `--append`: the database open for writing (its lock held throughout), pending
+/// writes checkpointed so that its segments are the whole truth, the append published
+/// as a new generation, then the declared indexes brought up to date.
+fn append(cfg: &mut ImportConfig, a: &Args, bar: &Bar) -> Result<ImportSummary> {
+    use quiver_storage::OpenMode;
+    if !a.db.join("CURRENT").exists() {
+        bail!(
+            "{} is not a database; --append adds to an existing one (leave --append out to create it)",
+            a.db.display()
+        );
+    }
+    let session = quiver_query::Session::open(&a.db, OpenMode::Mapped)?;
+    let store = session.store().clone();
+    if !store.is_writable() {
+        bail!(
+            "{} is open for writing by another process; stop it (or its shell) and append again",
+            a.db.display()
+        );
+    }
+    if store.has_uncheckpointed_writes() {
+        store.checkpoint()?;
+    }
+    let base = store.snapshot().db;
+    if a.id_type == "string" {
+        // The database decides how ids compare; --id-type need not repeat it.
+        if let Some(s) = base.manifest().id_spaces.first() {
+            cfg.id_type = s.id_type;
+        }
+    }
+    let summary = quiver_import::append(cfg, &base, bar)?;
+    drop((base, session, store));
+    // Reopening rebuilds declared indexes that do not cover the new tables yet.
+    let _ = quiver_query::Session::open(&a.db, OpenMode::Mapped)?;
+    Ok(summary)
 }
 
 fn to_json(s: &ImportSummary) -> serde_json::Value {

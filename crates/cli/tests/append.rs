@@ -1,0 +1,235 @@
+//! `quiver import --append`: adding files to an existing database gives the graph one
+//! import of all the files gives; ids the database has are duplicates; endpoints may be
+//! old nodes; a failed append leaves the database as it was.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// A graph with string ids, cut in two: (nodes, rels) of part 1 and of part 2. Part 2's
+/// relationships join old and new nodes both ways.
+fn parts(n: usize) -> [(String, String); 2] {
+    let mut out = [
+        (String::new(), String::new()),
+        (String::new(), String::new()),
+    ];
+    for (k, (nodes, rels)) in out.iter_mut().enumerate() {
+        nodes.push_str("id:ID(U),name,n:int\n");
+        rels.push_str(":START_ID(U),:END_ID(U),w:int\n");
+        let (lo, hi) = if k == 0 { (0, n / 2) } else { (n / 2, n) };
+        for i in lo..hi {
+            nodes.push_str(&format!("u-{i:05},name {i},{}\n", i * 7 % 13));
+        }
+        for i in lo..hi {
+            // Edges from each new node to an older one and to a neighbour, and from an
+            // older node to it.
+            let j = (i * 31 + 7) % (i + 1);
+            rels.push_str(&format!("u-{i:05},u-{j:05},{}\n", i * 3));
+            if i + 1 < hi {
+                rels.push_str(&format!("u-{i:05},u-{:05},{}\n", i + 1, i * 3 + 1));
+            }
+            if i > 0 {
+                rels.push_str(&format!("u-{:05},u-{i:05},{}\n", i / 2, i * 3 + 2));
+            }
+        }
+    }
+    out
+}
+
+fn answers(db: &Path) -> Vec<String> {
+    [
+        "MATCH (u:U) RETURN u.id, u.name, u.n ORDER BY u.id",
+        "MATCH (a:U)-[r:R]->(b:U) RETURN a.id, r.w, b.id ORDER BY r.w, a.id, b.id",
+        "MATCH (u:U {id: 'u-00077'})-->(v) RETURN v.id ORDER BY v.id",
+        "MATCH (u:U {name: 'name 70'}) RETURN u.id",
+        "MATCH (u:U) WHERE u.n = 3 RETURN count(u)",
+    ]
+    .iter()
+    .map(|q| ok(&["query", "--db", s(db), "--format", "csv", q]))
+    .collect()
+}
+
+#[test]
+fn an_append_reads_like_one_import_of_everything() {
+    let d = tempfile::tempdir().unwrap();
+    let [(n1, r1), (n2, r2)] = parts(120);
+    let n1 = write(d.path(), "n1.csv", &n1);
+    let r1 = write(d.path(), "r1.csv", &r1);
+    let n2 = write(d.path(), "n2.csv", &n2);
+    let r2 = write(d.path(), "r2.csv", &r2);
+    // One import of everything (a group's later files have no header line).
+    let tail = |p: &Path| {
+        let t = std::fs::read_to_string(p).unwrap();
+        t.split_once('\n').unwrap().1.to_string()
+    };
+    let n2b = write(d.path(), "n2b.csv", &tail(&n2));
+    let r2b = write(d.path(), "r2b.csv", &tail(&r2));
+    let whole = d.path().join("whole.qdb");
+    ok(&[
+        "import",
+        "--db",
+        s(&whole),
+        "--quiet",
+        "--nodes",
+        &format!("U={},{}", s(&n1), s(&n2b)),
+        "--relationships",
+        &format!("R={},{}", s(&r1), s(&r2b)),
+    ]);
+    let db = d.path().join("g.qdb");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--quiet",
+        "--nodes",
+        &format!("U={}", s(&n1)),
+        "--relationships",
+        &format!("R={}", s(&r1)),
+    ]);
+    // A declared index must come to cover the appended table.
+    ok(&["query", "--db", s(&db), "CREATE INDEX ON :U(name)"]);
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--quiet",
+        "--nodes",
+        &format!("U={}", s(&n2)),
+        "--relationships",
+        &format!("R={}", s(&r2)),
+    ]);
+    assert_eq!(answers(&db), answers(&whole));
+    let plan = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "EXPLAIN MATCH (u:U {name: 'name 70'}) RETURN u.id",
+    ]);
+    assert!(
+        plan.contains("Index"),
+        "the declared index is used after the append:\n{plan}"
+    );
+    ok(&["check", "--db", s(&db)]);
+    // A second append on top of the first finds both earlier parts' ids.
+    let n3 = write(d.path(), "n3.csv", "id:ID(U),name,n:int\nu-90000,late,1\n");
+    let r3 = write(
+        d.path(),
+        "r3.csv",
+        ":START_ID(U),:END_ID(U),w:int\nu-90000,u-00001,-1\nu-00100,u-90000,-2\n",
+    );
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--quiet",
+        "--nodes",
+        &format!("U={}", s(&n3)),
+        "--relationships",
+        &format!("R={}", s(&r3)),
+    ]);
+    let got = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (a)-[r:R]->(b) WHERE r.w < 0 RETURN a.id, r.w, b.id ORDER BY r.w",
+    ]);
+    assert_eq!(
+        got,
+        "a.id,r.w,b.id\nu-00100,-2,u-90000\nu-90000,-1,u-00001\n"
+    );
+}
+
+#[test]
+fn ids_the_database_has_are_duplicates_and_failures_change_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let n1 = write(d.path(), "n1.csv", "id:ID,name\n1,a\n2,b\n");
+    let db = d.path().join("g.qdb");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--quiet",
+        "--id-type",
+        "integer",
+        "--nodes",
+        &format!("P={}", s(&n1)),
+    ]);
+    // Writes since the import are checkpointed into the database before the append.
+    ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "MATCH (p:P {id: 1}) SET p.name = 'A'",
+    ]);
+    let n2 = write(d.path(), "n2.csv", "id:ID,name\n3,c\n2,dup\n");
+    let before = answers_p(&db);
+    // Without --skip-bad-rows the duplicate stops the append: nothing changes.
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--nodes",
+        &format!("P={}", s(&n2)),
+    ]);
+    assert!(
+        err.contains("n2.csv") && err.contains("duplicate node id '2'"),
+        "{err}"
+    );
+    assert!(err.contains("a node in the database has it"), "{err}");
+    assert_eq!(answers_p(&db), before);
+    ok(&["check", "--db", s(&db)]);
+    // With it, the row is rejected and the rest lands (the id type comes from the
+    // database: no --id-type needed).
+    let rej = d.path().join("rej.csv");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--quiet",
+        "--skip-bad-rows",
+        "--rejects",
+        s(&rej),
+        "--nodes",
+        &format!("P={}", s(&n2)),
+    ]);
+    let rejects = std::fs::read_to_string(&rej).unwrap();
+    assert!(
+        rejects.contains("n2.csv,3,") && rejects.contains("2,dup"),
+        "{rejects}"
+    );
+    assert_eq!(
+        answers_p(&db),
+        "p.id,p.name\n1,A\n2,b\n3,c\n",
+        "the SET before the append survives it"
+    );
+    // Appending to a directory that is not a database says what to do.
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&d.path().join("nope")),
+        "--append",
+        "--nodes",
+        s(&n2),
+    ]);
+    assert!(
+        err.contains("not a database") && err.contains("--append"),
+        "{err}"
+    );
+}
+
+fn answers_p(db: &Path) -> String {
+    ok(&[
+        "query",
+        "--db",
+        s(db),
+        "--format",
+        "csv",
+        "MATCH (p:P) RETURN p.id, p.name ORDER BY p.id",
+    ])
+}
