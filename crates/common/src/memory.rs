@@ -29,6 +29,9 @@ struct Inner {
     limit_bytes: u64,
     used_bytes: AtomicU64,
     peak_bytes: AtomicU64,
+    /// A budget inside a larger one (a query's inside the database's): every byte is
+    /// also taken from the parent.
+    parent: Option<MemoryBudget>,
 }
 
 /// A shared byte budget. Cloning shares the same budget.
@@ -44,6 +47,20 @@ impl MemoryBudget {
                 limit_bytes,
                 used_bytes: AtomicU64::new(0),
                 peak_bytes: AtomicU64::new(0),
+                parent: None,
+            }),
+        }
+    }
+
+    /// A budget of at most `limit_bytes` whose grants are also taken from `self`: a
+    /// request fails when either cannot cover it.
+    pub fn child(&self, limit_bytes: u64) -> Self {
+        MemoryBudget {
+            inner: Arc::new(Inner {
+                limit_bytes,
+                used_bytes: AtomicU64::new(0),
+                peak_bytes: AtomicU64::new(0),
+                parent: Some(self.clone()),
             }),
         }
     }
@@ -85,6 +102,12 @@ impl MemoryBudget {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
+                    if let Some(p) = &inner.parent {
+                        if let Err(e) = p.reserve(bytes, what) {
+                            inner.used_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                            return Err(e);
+                        }
+                    }
                     inner.peak_bytes.fetch_max(new, Ordering::Relaxed);
                     return Ok(());
                 }
@@ -96,6 +119,9 @@ impl MemoryBudget {
     fn release(&self, bytes: u64) {
         let prev = self.inner.used_bytes.fetch_sub(bytes, Ordering::AcqRel);
         debug_assert!(prev >= bytes, "released more than granted");
+        if let Some(p) = &self.inner.parent {
+            p.release(bytes);
+        }
     }
 
     /// Takes a grant of exactly `bytes`, or fails without taking anything.
@@ -165,6 +191,30 @@ impl Drop for Grant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_takes_from_its_parent() {
+        let db = MemoryBudget::new(100);
+        let q1 = db.child(80);
+        let q2 = db.child(80);
+        let a = q1.try_grant(70, "a").unwrap();
+        assert_eq!(db.used_bytes(), 70);
+        // q2's own limit would allow 40; the parent has 30 left.
+        let e = q2.try_grant(40, "b").unwrap_err();
+        assert_eq!(e.limit_bytes, 100);
+        assert_eq!(q2.used_bytes(), 0, "a refused request takes nothing");
+        let mut b = q2.try_grant(30, "b").unwrap();
+        assert!(b.try_grow(1).is_err());
+        drop(a);
+        assert_eq!(db.used_bytes(), 30);
+        b.try_grow(50).unwrap();
+        assert!(b.try_grow(1).is_err(), "q2's own limit of 80");
+        drop(b);
+        assert_eq!(
+            (db.used_bytes(), q1.used_bytes(), q2.used_bytes()),
+            (0, 0, 0)
+        );
+    }
 
     #[test]
     fn grants_are_bounded_and_returned() {

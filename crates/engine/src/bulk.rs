@@ -22,6 +22,7 @@ use crate::delta::Props;
 use crate::store::EngineError;
 use crate::value::Value;
 use quiver_common::limits::{BULK_GROUP_BYTES, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX};
+use quiver_common::memory::{Grant, MemoryBudget};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{PropertyMeta, SegmentMeta};
@@ -282,11 +283,13 @@ pub struct Bulk {
     /// The statement writes row groups (it passed the row or byte threshold).
     pub direct: bool,
     files: u64,
+    /// What the builders hold, against the database's memory limit.
+    mem: Grant,
 }
 
 impl Bulk {
     /// A bulk write whose files go in `dir`, named after `tag` (the transaction).
-    pub fn new(dir: PathBuf, tag: u64) -> Bulk {
+    pub fn new(dir: PathBuf, tag: u64, memory: &MemoryBudget) -> Bulk {
         Bulk {
             dir,
             tag,
@@ -294,7 +297,28 @@ impl Bulk {
             statement_rows: 0,
             direct: false,
             files: 0,
+            mem: memory.empty_grant("LOAD CSV's direct path"),
         }
+    }
+
+    /// Accounts what the builders hold (every 1,024 rows). Short of memory, the shape's
+    /// rows go to a row group early (the direct path, whatever the row count); when that
+    /// does not free enough, the write fails cleanly.
+    fn account(&mut self, s: usize) -> Result<(), EngineError> {
+        let held = |shapes: &[Shape]| shapes.iter().map(|x| x.heap_bytes() as u64).sum::<u64>();
+        if self.mem.try_resize(held(&self.shapes)).is_ok() {
+            return Ok(());
+        }
+        self.direct = true;
+        self.flush(s)?;
+        let need = held(&self.shapes);
+        self.mem.try_resize(need).map_err(|e| {
+            EngineError::Memory(format!(
+                "the database's memory limit ({}) cannot hold the rows LOAD CSV is writing ({}): raise --memory-limit",
+                quiver_common::size::human_bytes(e.limit_bytes),
+                quiver_common::size::human_bytes(need)
+            ))
+        })
     }
 
     /// The shape of nodes with `labels` and property `keys` (registered once).
@@ -340,13 +364,17 @@ impl Bulk {
         if self.statement_rows >= BULK_ROWS_MIN {
             self.direct = true;
         }
+        let check = shape.group_rows % 1024 == 0;
         let full = shape.group_rows >= ROW_GROUP_ROWS_MAX
-            || shape.group_rows % 1024 == 0 && shape.heap_bytes() >= BULK_GROUP_BYTES;
+            || check && shape.heap_bytes() >= BULK_GROUP_BYTES;
         if full {
             self.direct = true;
         }
         if self.direct && full {
             self.flush(s)?;
+        }
+        if check {
+            self.account(s)?;
         }
         Ok(())
     }
@@ -491,7 +519,7 @@ mod tests {
     #[test]
     fn rows_read_back_below_the_threshold_with_misfits_and_nulls() {
         let d = tempfile::tempdir().unwrap();
-        let mut b = Bulk::new(d.path().join("bulk"), 1);
+        let mut b = Bulk::new(d.path().join("bulk"), 1, &MemoryBudget::new(u64::MAX));
         let s = b.shape(&keys(&["A"]), &keys(&["x", "y", "z"]));
         b.push(s, &[Value::Null, Value::Int(1), Value::Null])
             .unwrap();
@@ -538,7 +566,7 @@ mod tests {
     fn a_direct_write_gives_a_table_and_drop_removes_untaken_files() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("bulk");
-        let mut b = Bulk::new(dir.clone(), 7);
+        let mut b = Bulk::new(dir.clone(), 7, &MemoryBudget::new(u64::MAX));
         let s = b.shape(&keys(&["A"]), &keys(&["n"]));
         for i in 0..BULK_ROWS_MIN + 5 {
             let v = if i == 3 {

@@ -20,6 +20,7 @@ use crate::view::View;
 use crate::wal::{Wal, WalError};
 use arc_swap::ArcSwap;
 use hashbrown::HashMap;
+use quiver_common::memory::{Grant, MemoryBudget};
 use quiver_storage::manifest::Manifest;
 use quiver_storage::write::{lock_database, Staging};
 use quiver_storage::{Database, OpenError, OpenMode, ReadError, WriteError};
@@ -47,6 +48,10 @@ pub enum EngineError {
     Refused(String),
     #[error("{0}")]
     Constraint(String),
+    /// The database's `--memory-limit` could not cover a write: it is rolled back, the
+    /// database stays usable.
+    #[error("{0}")]
+    Memory(String),
 }
 
 impl EngineError {
@@ -166,6 +171,14 @@ pub struct StoreOptions {
     pub checkpoint_log_bytes: u64,
     /// ... or the delta holds this much.
     pub checkpoint_delta_bytes: u64,
+    /// The database's memory limit (`--memory-limit`): the committed delta, every open
+    /// transaction's uncommitted writes and every query's operators take grants from it.
+    pub memory_limit: u64,
+}
+
+/// Three quarters of the machine's memory.
+pub fn default_memory_limit() -> u64 {
+    quiver_common::size::physical_memory_bytes().max(1 << 30) / 4 * 3
 }
 
 impl Default for StoreOptions {
@@ -174,6 +187,7 @@ impl Default for StoreOptions {
             open_mode: OpenMode::Mapped,
             checkpoint_log_bytes: 256 << 20,
             checkpoint_delta_bytes: 512 << 20,
+            memory_limit: default_memory_limit(),
         }
     }
 }
@@ -181,6 +195,10 @@ impl Default for StoreOptions {
 pub struct Store {
     dir: PathBuf,
     pub opts: StoreOptions,
+    /// The global memory budget (see [`StoreOptions::memory_limit`]).
+    pub memory: MemoryBudget,
+    /// What the committed delta holds, against `memory`.
+    delta_grant: Mutex<Grant>,
     current: ArcSwap<Current>,
     commit: Mutex<CommitState>,
     /// Held by the one committer that syncs the log for a group (see [`CommitState`]).
@@ -247,6 +265,9 @@ impl Store {
     /// Opens the database at `dir`, replaying its log. With `create`, a directory that
     /// does not exist (or is empty) becomes an empty database.
     pub fn open(dir: &Path, create: bool, opts: StoreOptions) -> Result<Arc<Store>, EngineError> {
+        let mut opts = opts;
+        // The delta goes to segments well before it could fill the memory limit.
+        opts.checkpoint_delta_bytes = opts.checkpoint_delta_bytes.min(opts.memory_limit / 4);
         let is_empty_dir = dir.is_dir()
             && std::fs::read_dir(dir)
                 .map(|mut d| d.next().is_none())
@@ -277,12 +298,21 @@ impl Store {
             clock = clock.max(*ts);
         }
         let next_edge = next_edges(&delta);
+        let memory = MemoryBudget::new(opts.memory_limit);
+        // The log's replay is what the database holds: it is granted even past the limit
+        // (the limit then refuses new writes until a checkpoint).
+        let mut delta_grant = memory.empty_grant("the delta");
+        if delta_grant.try_resize(delta.bytes).is_err() {
+            delta_grant = MemoryBudget::new(u64::MAX).empty_grant("the delta");
+        }
         if lock.is_some() {
             // Table files of bulk writes a killed process never committed.
             let _ = std::fs::remove_dir_all(dir.join(crate::bulk::BULK_DIR));
         }
         Ok(Arc::new(Store {
             dir: dir.to_path_buf(),
+            memory,
+            delta_grant: Mutex::new(delta_grant),
             next_node: AtomicU64::new(delta.next_node),
             writers: AtomicUsize::new(0),
             current: ArcSwap::from_pointee(Current {
@@ -391,12 +421,28 @@ impl Store {
             writer: false,
             registered: false,
             bulk: None,
+            mem: None,
             done: false,
         }
     }
 
     pub(crate) fn replace_current(&self, c: Current) {
+        self.grant_delta(c.delta.bytes);
         self.current.store(Arc::new(c));
+    }
+
+    /// Accounts the committed delta at `bytes` (a checkpoint shrinks it; a commit checked
+    /// it could grow first, so this does not fail: a shortfall is carried as is).
+    fn grant_delta(&self, bytes: u64) {
+        let mut g = lock(&self.delta_grant);
+        if g.try_resize(bytes).is_err() {
+            // Only after a replay past the limit: keep what is granted.
+        }
+    }
+
+    /// Bytes the committed delta is accounted at.
+    pub fn delta_granted_bytes(&self) -> u64 {
+        lock(&self.delta_grant).bytes()
     }
 
     pub(crate) fn commit_lock(&self) -> MutexGuard<'_, CommitState> {
@@ -477,6 +523,7 @@ impl Store {
         c.synced = upto;
         if let Some(h) = head {
             if h.ts > self.current.load().ts {
+                self.grant_delta(h.delta.bytes);
                 self.current.store(h.clone());
             }
             if c.head.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h)) {
@@ -540,6 +587,9 @@ pub struct Txn {
     registered: bool,
     /// Nodes of the statement's direct path (seed 004), if it takes it.
     bulk: Option<crate::bulk::Bulk>,
+    /// The uncommitted writes' bytes (the working copy past the snapshot), against the
+    /// database's memory limit.
+    mem: Option<Grant>,
     done: bool,
 }
 
@@ -683,8 +733,9 @@ impl Txn {
     pub fn bulk_shape(&mut self, labels: &[Arc<str>], keys: &[Arc<str>]) -> usize {
         let dir = self.store.dir.join(crate::bulk::BULK_DIR);
         let id = self.id;
+        let memory = &self.store.memory;
         self.bulk
-            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id))
+            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id, memory))
             .shape(labels, keys)
     }
 
@@ -739,11 +790,38 @@ impl Txn {
             };
             self.work.apply(&self.snap.db, &op, ts)?;
             self.ops.push(&op);
+            self.account()?;
             if !self.ops.fits() {
                 return Err(EngineError::Refused(
                     "the transaction's log record passed 2 GiB; commit in batches (CALL { } IN TRANSACTIONS)".into(),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Grows the transaction's memory grant to what its writes hold (working copy plus
+    /// log record), in steps of 1 MiB or an eighth, so that the shared budget is not
+    /// touched per write. Fails cleanly past the database's memory limit.
+    fn account(&mut self) -> Result<(), EngineError> {
+        let need = self.work.bytes.saturating_sub(self.snap.delta.bytes) + self.ops.bytes();
+        let g = self
+            .mem
+            .get_or_insert_with(|| self.store.memory.empty_grant("a transaction's writes"));
+        if need <= g.bytes() {
+            return Ok(());
+        }
+        let step = (need / 8).max(1 << 20);
+        let have = g.bytes();
+        if g.try_resize(need + step).is_err() {
+            g.try_resize(need).map_err(|e| {
+                EngineError::Memory(format!(
+                    "the database's memory limit ({}) cannot hold this transaction's writes ({}; {} in use elsewhere): commit in smaller batches (CALL {{ }} IN TRANSACTIONS), CHECKPOINT, or raise --memory-limit",
+                    human(e.limit_bytes),
+                    human(need),
+                    human((e.limit_bytes - e.available_bytes).saturating_sub(have))
+                ))
+            })?;
         }
         Ok(())
     }
@@ -989,6 +1067,22 @@ impl Txn {
                 }
                 d
             };
+            {
+                // The head grows by this commit: within the memory limit or not at all.
+                // (The transaction's own grant is returned first: the same bytes.)
+                self.mem = None;
+                let mut g = lock(&store.delta_grant);
+                if d.bytes > g.bytes() {
+                    g.try_resize(d.bytes).map_err(|e| {
+                        EngineError::Memory(format!(
+                            "the database's memory limit ({}) cannot hold this commit's changes ({} more; {} in use): CHECKPOINT to move the delta into segments, or raise --memory-limit",
+                            human(e.limit_bytes),
+                            human(d.bytes - g.bytes()),
+                            human(e.limit_bytes - e.available_bytes)
+                        ))
+                    })?;
+                }
+            }
             let next = Arc::new(Current {
                 db: cur.db.clone(),
                 delta: Arc::new(d),
@@ -1106,6 +1200,7 @@ impl Txn {
             ));
         }
         lock(&self.store.active).insert(self.id, snap.ts);
+        self.mem = None;
         self.work = (*snap.delta).clone();
         self.snap = snap;
         Ok(())
@@ -1128,6 +1223,7 @@ impl Txn {
         }
         self.done = true;
         self.bulk = None;
+        self.mem = None;
         self.release_locks();
         self.unregister();
         if self.writer {
@@ -1142,6 +1238,10 @@ impl Drop for Txn {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+fn human(b: u64) -> String {
+    quiver_common::size::human_bytes(b)
 }
 
 fn describe(e: Entity) -> String {

@@ -224,6 +224,11 @@ impl OpLog {
         l
     }
 
+    /// Bytes the encoded ops hold.
+    pub fn bytes(&self) -> u64 {
+        self.buf.capacity() as u64
+    }
+
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }

@@ -21,11 +21,14 @@ pub enum QueryError {
     #[error("{0}")]
     Argument(String),
     /// The per-query memory limit would be exceeded.
-    #[error("query memory limit of {limit} exceeded in {operator} (asked for {asked} more); narrow the query, add LIMIT, or raise --query-memory-limit")]
+    #[error("{} memory limit of {limit} exceeded in {operator} (asked for {asked} more); narrow the query, add LIMIT, or raise {}", if *.database { "the database's" } else { "query" }, if *.database { "--memory-limit" } else { "--query-memory-limit" })]
     Memory {
         operator: &'static str,
         limit: String,
         asked: String,
+        /// The database's limit refused it (what every query and write share), not the
+        /// query's own.
+        database: bool,
     },
     #[error("{0}")]
     Unsupported(String),

@@ -56,6 +56,9 @@ pub struct QueryOptions {
     pub import_dir: Option<PathBuf>,
     /// Where LOAD CSV ... IGNORE BAD writes the rows it skips (a file per statement).
     pub rejects_dir: Option<PathBuf>,
+    /// The database's memory budget: a query's operators take their grants from it
+    /// as well as from `memory_limit` (`None`: only the query's own limit).
+    pub database_memory: Option<MemoryBudget>,
 }
 
 /// A quarter of the machine's memory, at most 4 GiB.
@@ -71,6 +74,7 @@ impl Default for QueryOptions {
             cancel: None,
             import_dir: None,
             rejects_dir: None,
+            database_memory: None,
         }
     }
 }
@@ -191,7 +195,10 @@ pub fn run_statement(
         });
     }
     let before = tx.as_ref().map(|t| t.counters).unwrap_or_default();
-    let budget = MemoryBudget::new(opts.memory_limit);
+    let budget = match &opts.database_memory {
+        Some(db) => db.child(opts.memory_limit),
+        None => MemoryBudget::new(opts.memory_limit),
+    };
     let mut cx = Cx {
         env: expr::Env { g: &g },
         budget: budget.clone(),
@@ -351,6 +358,11 @@ impl Session {
             open_mode: mode,
             ..StoreOptions::default()
         };
+        Self::open_opts(dir, opts, create)
+    }
+
+    /// Opens with the store's options given (memory limit, checkpoint thresholds).
+    pub fn open_opts(dir: &Path, opts: StoreOptions, create: bool) -> Result<Session, QueryError> {
         let store = Store::open(dir, create, opts)?;
         Ok(Self::on(store))
     }
@@ -368,6 +380,7 @@ impl Session {
         }
         let snap = store.snapshot();
         let (import_dir, rejects_dir) = default_load_dirs(store.dir());
+        let database_memory = Some(store.memory.clone());
         Session {
             indexes: IndexSet::load(&snap.db),
             indexes_gen: snap.db.manifest().generation,
@@ -376,6 +389,7 @@ impl Session {
             opts: QueryOptions {
                 import_dir: Some(import_dir),
                 rejects_dir: Some(rejects_dir),
+                database_memory,
                 ..QueryOptions::default()
             },
         }
@@ -603,6 +617,9 @@ impl Session {
                     ("delta_changes", Value::Int(d.changes as i64)),
                     ("log_bytes", Value::Int(self.store.log_bytes() as i64)),
                     ("open_transactions", Value::Int(self.store.active_transactions() as i64)),
+                    ("memory_limit", Value::Int(self.store.memory.limit_bytes() as i64)),
+                    ("memory_in_use", Value::Int(self.store.memory.used_bytes() as i64)),
+                    ("memory_delta_granted", Value::Int(self.store.delta_granted_bytes() as i64)),
                     ("query_memory_limit", Value::Int(self.opts.memory_limit as i64)),
                 ];
                 let rows = rows

@@ -94,6 +94,7 @@ pub(crate) fn account(
             operator,
             limit: human_bytes(e.limit_bytes),
             asked: human_bytes(e.asked_bytes),
+            database: e.limit_bytes != grant.budget().limit_bytes(),
         })
 }
 

@@ -461,3 +461,87 @@ fn uniqueness_constraints_reject_duplicates() {
     run(&mut s, "DROP CONSTRAINT ON (u:User) ASSERT u.id IS UNIQUE").unwrap();
     run(&mut s, "CREATE (:User {id: 3})").unwrap();
 }
+
+/// `--memory-limit`: writes past it fail and roll back, leaving the database usable; a
+/// query's operators draw on it too; LOAD CSV's direct path writes row groups early
+/// instead of failing.
+#[test]
+fn the_database_memory_limit_is_enforced() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let opts = quiver_engine::StoreOptions {
+        memory_limit: 8 << 20,
+        ..Default::default()
+    };
+    let mut s = Session::open_opts(&db, opts, true).unwrap();
+    run(&mut s, "CREATE (:Root {id: 1})").unwrap();
+    // Through the delta: 150,000 relationships and nodes do not fit in 8 MiB.
+    let e = run(
+        &mut s,
+        "MATCH (r:Root) UNWIND range(1, 150000) AS i CREATE (r)-[:T]->(:N {i: i})",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("memory limit") && e.contains("--memory-limit"),
+        "{e}"
+    );
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 0);
+    // In one transaction, statements small enough for their operators pile up
+    // uncommitted writes until the transaction's own grant is refused: it rolls back.
+    run(&mut s, "BEGIN").unwrap();
+    let mut failed = None;
+    for _ in 0..100 {
+        if let Err(e) = run(
+            &mut s,
+            "MATCH (r:Root) UNWIND range(1, 2000) AS i CREATE (r)-[:T]->(:N {i: i})",
+        ) {
+            failed = Some(e.to_string());
+            break;
+        }
+    }
+    let e = failed.expect("the transaction outgrew 8 MiB");
+    assert!(
+        e.contains("this transaction's writes") && e.contains("--memory-limit"),
+        "{e}"
+    );
+    assert!(!s.in_transaction(), "the failed transaction is rolled back");
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 0);
+    // The limit is free again: a small write and a read work.
+    run(&mut s, "MATCH (r:Root) CREATE (r)-[:T]->(:N {i: 0})").unwrap();
+    assert_eq!(
+        count(&mut s, "MATCH (:Root)-[:T]->(n:N) RETURN count(n)"),
+        1
+    );
+    let info = rows(&mut s, "SHOW STORAGE INFO");
+    let get = |k: &str| {
+        info.iter()
+            .find(|r| r[0] == Value::str(k))
+            .map(|r| r[1].clone())
+            .unwrap()
+    };
+    assert_eq!(get("memory_limit"), Value::Int(8 << 20));
+    match get("memory_in_use") {
+        Value::Int(i) => assert!(i > 0 && i < 8 << 20, "{i}"),
+        v => panic!("{v:?}"),
+    }
+    // A query's operators take their grants from the database's limit as well.
+    let e = run(&mut s, "UNWIND range(1, 2000000) AS i RETURN DISTINCT i")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the database's memory limit") && e.contains("--memory-limit"),
+        "{e}"
+    );
+    // The direct path (lone nodes after UNWIND) flushes row groups under pressure.
+    run(
+        &mut s,
+        "UNWIND range(1, 300000) AS i CREATE (:B {i: i, s: 'a string of some thirty bytes'})",
+    )
+    .unwrap();
+    assert_eq!(count(&mut s, "MATCH (b:B) RETURN count(b)"), 300000);
+    assert_eq!(
+        count(&mut s, "MATCH (b:B) RETURN sum(b.i)"),
+        300000 * 300001 / 2
+    );
+}

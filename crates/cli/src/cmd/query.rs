@@ -39,6 +39,12 @@ pub struct Args {
     /// Most memory a query's operators may hold (e.g. 512MiB, 2GiB).
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<u64>,
+    /// Most memory the open database may hold: its uncommitted and committed writes
+    /// (the delta), every query's operators and LOAD CSV's buffers take grants from it
+    /// (e.g. 2GiB). A write that cannot get memory fails and rolls back. Default:
+    /// three quarters of RAM.
+    #[arg(long, value_parser = parse_bytes)]
+    memory_limit: Option<u64>,
     /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
     /// folder beside the database.
     #[arg(long, value_name = "DIR")]
@@ -200,7 +206,17 @@ pub fn run(a: Args) -> Result<()> {
         params.insert(k, v);
     }
     // A directory that does not exist yet becomes an empty database.
-    let mut session = Session::open_with(&a.db, a.open, true)?;
+    let mut session = Session::open_opts(
+        &a.db,
+        quiver_engine::StoreOptions {
+            open_mode: a.open,
+            memory_limit: a
+                .memory_limit
+                .unwrap_or_else(quiver_engine::store::default_memory_limit),
+            ..Default::default()
+        },
+        true,
+    )?;
     if let Some(l) = a.query_memory_limit {
         session.opts.memory_limit = l;
     }
