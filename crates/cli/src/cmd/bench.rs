@@ -98,6 +98,11 @@ fn client(
 ) -> Result<Client> {
     let mut out = Client::default();
     let mut last = i64::MIN;
+    // Warm-up on this client's own session (its index set, its thread's allocator).
+    let mut warm = 0;
+    for p in runs.iter().cycle().take(how.warmup) {
+        run_retrying(&mut s, text, p, &mut warm)?;
+    }
     let mine: Vec<&Params> = runs.iter().skip(me).step_by(how.threads).collect();
     if mine.is_empty() {
         return Ok(out);
@@ -173,9 +178,6 @@ pub fn run(session: &mut Session, text: &str, base: &Params, file: &Path, how: &
         runs.push(base.clone());
     }
     let mut retries = 0;
-    for p in runs.iter().cycle().take(how.warmup) {
-        run_retrying(session, text, p, &mut retries)?;
-    }
     let store = session.store().clone();
     let opts = session.opts.clone();
     let new_session = || {
