@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from import_bench import QUIVER, ROOT, kuzu_script, timed  # noqa: E402
+from import_bench import QUIVER, ROOT, fresh, fresh_copy, kuzu_script, timed  # noqa: E402
 from query_bench import prepare  # noqa: E402
 
 
@@ -48,17 +47,6 @@ def extra_files(data, n_users, users, follows, seed):
         f.write(":START_ID(User),:END_ID(User)\n")
         f.writelines(f"{rng.randint(1, total)},{rng.randint(1, total)}\n" for _ in range(follows))
     return nodes, edges
-
-
-def fresh_copy(src, dst):
-    if dst.is_dir():
-        shutil.rmtree(dst)
-    elif dst.exists():
-        dst.unlink()
-    for extra in [Path(str(dst) + ".wal")]:
-        if extra.exists():
-            extra.unlink()
-    (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dst)
 
 
 def main():
@@ -102,7 +90,7 @@ def main():
                                       "rows_per_s": round(rows / secs), "peak_rss_bytes": rss,
                                       "runs": [round(s, 3) for s, _ in res[name]]}))
     for p in [work / "append.qdb", work / "append.kz"]:
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        fresh(p)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,12 @@ def fresh(path):
             extra.unlink()
 
 
+def fresh_copy(src, dst):
+    """A fresh copy of a database (a directory, or Kùzu's single file) at dst."""
+    fresh(dst)
+    (shutil.copytree if Path(src).is_dir() else shutil.copyfile)(src, dst)
+
+
 DOLT_DUCK = "CREATE TABLE dolt(pk INTEGER PRIMARY KEY, c1 BIGINT, c2 VARCHAR, c3 TIMESTAMP, c4 DOUBLE, c5 TINYINT, c6 FLOAT, c7 VARCHAR, c8 VARCHAR, c9 VARCHAR)"
 DOLT_KUZU = "CREATE NODE TABLE Dolt(pk INT64, c1 INT64, c2 STRING, c3 TIMESTAMP, c4 DOUBLE, c5 INT8, c6 FLOAT, c7 STRING, c8 STRING, c9 STRING, PRIMARY KEY(pk))"
 USERS_COLS = "id INTEGER PRIMARY KEY, age INTEGER, gender INTEGER, region VARCHAR, completion_percentage INTEGER, public INTEGER, last_login TIMESTAMP, registration TIMESTAMP"

@@ -19,33 +19,23 @@ Medians over `--runs` runs, each on a fresh copy. RESULT lines are JSON.
 
 import argparse
 import json
-import os
 import random
-import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from import_bench import QUIVER, ROOT  # noqa: E402
+from import_bench import QUIVER, ROOT, fresh, fresh_copy  # noqa: E402
 from load_bench import DOLT_PROPS  # noqa: E402
 from load_bench import prepare as prepare_dolt  # noqa: E402
-from query_bench import QUERIES, prepare  # noqa: E402
+from query_bench import QUERIES, prepare, run  # noqa: E402
 
 READS = ["1-hop", "2-hop", "find node"]
 
 
-def run(cmd):
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr[-3000:]}")
-    return p.stdout
-
-
 def bench(db, imp, query, pfile, readers, during=None, check=None):
     cmd = [QUIVER, "query", "--db", db, "--import-dir", imp, "--bench-params", pfile,
-           "--warmup", "20", "--bench-threads", readers]
+           "--warmup", "20", "--bench-threads", str(readers)]
     if during:
         cmd += ["--bench-during", during]
     if check:
@@ -81,8 +71,7 @@ def main():
           f"{'load alone s':>13} {'load during s':>14} {'violations':>11} {'counts seen':>12}")
     alone = []
     for _ in range(args.runs):
-        shutil.rmtree(db, ignore_errors=True)
-        shutil.copytree(src, db)
+        fresh_copy(src, db)
         one = work / "one.csv"
         one.write_text("_\n0\n")
         s = bench(db, imp, "RETURN 1", one, 1, during=load)
@@ -92,8 +81,7 @@ def main():
             continue
         rows = []
         for _ in range(args.runs):
-            shutil.rmtree(db, ignore_errors=True)
-            shutil.copytree(src, db)
+            fresh_copy(src, db)
             pfile = work / "lrparams.csv"
             with open(pfile, "w") as f:
                 f.write(",".join(pnames) + "\n")
@@ -119,7 +107,7 @@ def main():
             "during": {k: med(lambda r: r[1][k]) for k in ["median_ms", "p99_ms", "qps", "during_s", "runs"]},
             "load_alone_s": statistics.median(alone), "violations": viol, "counts_seen": seen}))
         sys.stdout.flush()
-    shutil.rmtree(db, ignore_errors=True)
+    fresh(db)
 
 
 if __name__ == "__main__":

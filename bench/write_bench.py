@@ -29,16 +29,14 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from import_bench import QUIVER, ROOT  # noqa: E402
-from query_bench import prepare  # noqa: E402
+from import_bench import QUIVER, ROOT, fresh, fresh_copy  # noqa: E402
+from query_bench import prepare, run, stats  # noqa: E402
 
 QUERIES = [
     ("create node", "CREATE (n:UserTemp {id: $id}) RETURN n",
@@ -108,34 +106,20 @@ KUZU_RUNNER = textwrap.dedent("""
 """)
 
 
-def run(cmd, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr[-3000:]}")
-    return p.stdout
-
-
-def pct(lat, q):
-    lat = sorted(lat)
-    return lat[min(len(lat) - 1, round((len(lat) - 1) * q))]
+def write_params(path, pnames, rows):
+    with open(path, "w") as f:
+        f.write(",".join(pnames) + "\n")
+        f.writelines(",".join(str(p[k]) for k in pnames) + "\n" for p in rows)
 
 
 def quiver_once(src, work, query, params, pnames, threads, warmup):
     db = work / "w.qdb"
-    shutil.rmtree(db, ignore_errors=True)
-    shutil.copytree(src, db)
-    pfile = work / "wparams.csv"
-    with open(pfile, "w") as f:
-        f.write(",".join(pnames) + "\n")
-        for p in params[warmup:]:
-            f.write(",".join(str(p[k]) for k in pnames) + "\n")
-    # Warm-up rows are the first ones; they are run by --warmup from the same file, so
-    # they are given separately to keep every id distinct.
-    wfile = work / "wwarm.csv"
-    with open(wfile, "w") as f:
-        f.write(",".join(pnames) + "\n")
-        for p in params[:warmup]:
-            f.write(",".join(str(p[k]) for k in pnames) + "\n")
+    fresh_copy(src, db)
+    # The warm-up rows run first, in a process of their own (`--warmup` would repeat
+    # rows of the measured file, and every id is to be created once).
+    pfile, wfile = work / "wparams.csv", work / "wwarm.csv"
+    write_params(pfile, pnames, params[warmup:])
+    write_params(wfile, pnames, params[:warmup])
     if warmup:
         run([QUIVER, "query", "--db", db, "--bench-params", wfile, "--warmup", "0", query])
     out = run([QUIVER, "query", "--db", db, "--bench-params", pfile, "--warmup", "0",
@@ -149,12 +133,7 @@ def quiver_once(src, work, query, params, pnames, threads, warmup):
 
 def kuzu_once(src, work, query, params, form, threads, warmup):
     db = work / "w.kz"
-    for p in [db, Path(str(db) + ".wal")]:
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
-    shutil.copyfile(src, db)
+    fresh_copy(src, db)
     spec = work / "wspec.json"
     spec.write_text(json.dumps({"query": query, "params": params, "form": form,
                                 "threads": threads, "warmup": warmup}))
@@ -162,9 +141,8 @@ def kuzu_once(src, work, query, params, form, threads, warmup):
     if k["n_errors"]:
         print(f"  note: kuzu {form}: {k['n_errors']} errors, e.g. {k['errors'][0]}")
     lat = k["lat"]
-    return {"median_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99), "qps": len(lat) / k["total_s"],
-            "peak_rss_bytes": k["peak_rss_bytes"], "retries": k["retries"], "n": len(lat),
-            "errors": k["n_errors"]}
+    return {**stats(lat, k["total_s"]), "peak_rss_bytes": k["peak_rss_bytes"],
+            "retries": k["retries"], "n": len(lat), "errors": k["n_errors"]}
 
 
 def median_of(rs):
@@ -221,7 +199,7 @@ def main():
             print("RESULT " + json.dumps({"query": name, "threads": threads, "writes": args.writes, **res}))
             sys.stdout.flush()
     for p in [work / "w.qdb", work / "w.kz"]:
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        fresh(p)
 
 
 if __name__ == "__main__":

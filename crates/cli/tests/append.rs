@@ -36,6 +36,23 @@ fn parts(n: usize) -> [(String, String); 2] {
     out
 }
 
+/// `quiver import` (with `extra` flags) of nodes `U=n` and relationships `R=r` into `db`.
+fn import(db: &Path, extra: &[&str], n: &Path, r: &Path) {
+    let (n, r) = (format!("U={}", s(n)), format!("R={}", s(r)));
+    let mut args = vec![
+        "import",
+        "--db",
+        s(db),
+        "--quiet",
+        "--nodes",
+        &n,
+        "--relationships",
+        &r,
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
+}
+
 fn answers(db: &Path) -> Vec<String> {
     [
         "MATCH (u:U) RETURN u.id, u.name, u.n ORDER BY u.id",
@@ -76,29 +93,10 @@ fn an_append_reads_like_one_import_of_everything() {
         &format!("R={},{}", s(&r1), s(&r2b)),
     ]);
     let db = d.path().join("g.qdb");
-    ok(&[
-        "import",
-        "--db",
-        s(&db),
-        "--quiet",
-        "--nodes",
-        &format!("U={}", s(&n1)),
-        "--relationships",
-        &format!("R={}", s(&r1)),
-    ]);
+    import(&db, &[], &n1, &r1);
     // A declared index must come to cover the appended table.
     ok(&["query", "--db", s(&db), "CREATE INDEX ON :U(name)"]);
-    ok(&[
-        "import",
-        "--db",
-        s(&db),
-        "--append",
-        "--quiet",
-        "--nodes",
-        &format!("U={}", s(&n2)),
-        "--relationships",
-        &format!("R={}", s(&r2)),
-    ]);
+    import(&db, &["--append"], &n2, &r2);
     assert_eq!(answers(&db), answers(&whole));
     let plan = ok(&[
         "query",
@@ -118,17 +116,7 @@ fn an_append_reads_like_one_import_of_everything() {
         "r3.csv",
         ":START_ID(U),:END_ID(U),w:int\nu-90000,u-00001,-1\nu-00100,u-90000,-2\n",
     );
-    ok(&[
-        "import",
-        "--db",
-        s(&db),
-        "--append",
-        "--quiet",
-        "--nodes",
-        &format!("U={}", s(&n3)),
-        "--relationships",
-        &format!("R={}", s(&r3)),
-    ]);
+    import(&db, &["--append"], &n3, &r3);
     let got = ok(&[
         "query",
         "--db",

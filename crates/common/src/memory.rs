@@ -116,6 +116,16 @@ impl MemoryBudget {
         }
     }
 
+    /// Counts `bytes` whatever the limit: for memory that is held already (a replayed
+    /// log), so that the accounting stays true and new requests are refused instead.
+    fn reserve_anyway(&self, bytes: u64) {
+        let new = self.inner.used_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        self.inner.peak_bytes.fetch_max(new, Ordering::Relaxed);
+        if let Some(p) = &self.inner.parent {
+            p.reserve_anyway(bytes);
+        }
+    }
+
     fn release(&self, bytes: u64) {
         let prev = self.inner.used_bytes.fetch_sub(bytes, Ordering::AcqRel);
         debug_assert!(prev >= bytes, "released more than granted");
@@ -175,6 +185,17 @@ impl Grant {
         }
     }
 
+    /// Sets the grant to exactly `bytes`, past the limit if need be (see
+    /// [`MemoryBudget::reserve_anyway`]).
+    pub fn force_resize(&mut self, bytes: u64) {
+        if bytes > self.bytes {
+            self.budget.reserve_anyway(bytes - self.bytes);
+        } else {
+            self.budget.release(self.bytes - bytes);
+        }
+        self.bytes = bytes;
+    }
+
     pub fn budget(&self) -> &MemoryBudget {
         &self.budget
     }
@@ -214,6 +235,20 @@ mod tests {
             (db.used_bytes(), q1.used_bytes(), q2.used_bytes()),
             (0, 0, 0)
         );
+    }
+
+    #[test]
+    fn a_forced_grant_counts_past_the_limit() {
+        let db = MemoryBudget::new(100);
+        let q = db.child(1000);
+        let mut held = q.empty_grant("held");
+        held.force_resize(150);
+        assert_eq!((db.used_bytes(), q.used_bytes()), (150, 150));
+        assert!(db.try_grant(1, "more").is_err(), "new requests are refused");
+        held.force_resize(40);
+        assert!(db.try_grant(60, "more").is_ok());
+        drop(held);
+        assert_eq!(db.used_bytes(), 0);
     }
 
     #[test]

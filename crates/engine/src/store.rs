@@ -302,9 +302,7 @@ impl Store {
         // The log's replay is what the database holds: it is granted even past the limit
         // (the limit then refuses new writes until a checkpoint).
         let mut delta_grant = memory.empty_grant("the delta");
-        if delta_grant.try_resize(delta.bytes).is_err() {
-            delta_grant = MemoryBudget::new(u64::MAX).empty_grant("the delta");
-        }
+        delta_grant.force_resize(delta.bytes);
         if lock.is_some() {
             // Table files of bulk writes a killed process never committed.
             let _ = std::fs::remove_dir_all(dir.join(crate::bulk::BULK_DIR));
@@ -426,18 +424,11 @@ impl Store {
         }
     }
 
+    /// Installs a new head outside the commit path (a checkpoint, an analytical commit,
+    /// a reload), accounting its delta as it is: what it holds is held already.
     pub(crate) fn replace_current(&self, c: Current) {
-        self.grant_delta(c.delta.bytes);
+        lock(&self.delta_grant).force_resize(c.delta.bytes);
         self.current.store(Arc::new(c));
-    }
-
-    /// Accounts the committed delta at `bytes` (a checkpoint shrinks it; a commit checked
-    /// it could grow first, so this does not fail: a shortfall is carried as is).
-    fn grant_delta(&self, bytes: u64) {
-        let mut g = lock(&self.delta_grant);
-        if g.try_resize(bytes).is_err() {
-            // Only after a replay past the limit: keep what is granted.
-        }
     }
 
     /// Bytes the committed delta is accounted at.
@@ -502,9 +493,7 @@ impl Store {
                 return Ok(());
             }
             if let Some(why) = &c.failed {
-                return Err(EngineError::Refused(format!(
-                    "the write-ahead log could not be synced ({why}); whether this commit reached the disk is unknown: reopen the database to see"
-                )));
+                return Err(sync_failed(why));
             }
             let Some(w) = c.wal.as_ref() else {
                 return Ok(());
@@ -514,16 +503,14 @@ impl Store {
         let r = file.sync_data();
         let mut c = lock(&self.commit);
         if let Err(e) = r {
-            let why = e.to_string();
-            c.failed = Some(why.clone());
-            return Err(EngineError::Refused(format!(
-                "the write-ahead log could not be synced ({why}); whether this commit reached the disk is unknown: reopen the database to see"
-            )));
+            let err = sync_failed(&e.to_string());
+            c.failed = Some(e.to_string());
+            return Err(err);
         }
         c.synced = upto;
         if let Some(h) = head {
+            // (Its delta was granted when it was written.)
             if h.ts > self.current.load().ts {
-                self.grant_delta(h.delta.bytes);
                 self.current.store(h.clone());
             }
             if c.head.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h)) {
@@ -1238,6 +1225,13 @@ impl Drop for Txn {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// A commit after a failed sync of the log: its outcome is unknown until a reopen.
+fn sync_failed(why: &str) -> EngineError {
+    EngineError::Refused(format!(
+        "the write-ahead log could not be synced ({why}); whether this commit reached the disk is unknown: reopen the database to see"
+    ))
 }
 
 fn human(b: u64) -> String {

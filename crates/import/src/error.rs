@@ -31,6 +31,9 @@ pub enum ImportError {
     },
     #[error(transparent)]
     Storage(#[from] quiver_storage::WriteError),
+    /// Reading the database an append adds to.
+    #[error("reading the database appended to: {0}")]
+    Read(#[from] quiver_storage::ReadError),
     #[error("{detail}; raise --memory-budget (the {what} needs more room)")]
     Budget {
         what: &'static str,

@@ -21,6 +21,16 @@ pub enum Key<'a> {
     Str(&'a [u8]),
 }
 
+impl<'a> From<Key<'a>> for quiver_storage::IdKey<'a> {
+    /// The same key as the database's id index looks it up (an append).
+    fn from(k: Key<'a>) -> Self {
+        match k {
+            Key::Int(i) => quiver_storage::IdKey::Int(i),
+            Key::Str(s) => quiver_storage::IdKey::Str(s),
+        }
+    }
+}
+
 /// Ids per page of the dense map (256 KiB of `u32` per page).
 const PAGE_BITS: u32 = 16;
 const PAGE: usize = 1 << PAGE_BITS;

@@ -605,14 +605,10 @@ fn run(
             .iter()
             .map(|r| (r.name.clone(), r.n_edges))
             .collect(),
-        n_nodes,
+        n_nodes: n_nodes - base_nodes,
         n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
         spilled_edges: spilled,
         ..Default::default()
-    };
-    let summary = ImportSummary {
-        n_nodes: n_nodes - base_nodes,
-        ..summary
     };
     let manifest = match base {
         None => Manifest {
@@ -823,55 +819,46 @@ fn merge_ids(
     grant: Grant,
     budget: &MemoryBudget,
 ) -> Result<(ColumnBuilder, Vec<u32>, Grant), ImportError> {
-    let m = &db.manifest().id_spaces[space];
-    let integer = m.id_type == IdType::Integer;
-    let n_old = m.n_ids as usize;
-    let n = n_old + nodes.len();
-    let per = if integer { 12 } else { 28 };
-    let g = budget.try_grant((n * per) as u64, "id index (append)")?;
-    let mut out_keys = ColumnBuilder::new(DataType::Scalar(if integer {
-        ScalarType::Long
-    } else {
-        ScalarType::String
-    }));
+    use quiver_storage::IdKey;
+    let integer = db.manifest().id_spaces[space].id_type == IdType::Integer;
+    let n = db.manifest().id_spaces[space].n_ids as usize + nodes.len();
+    let g = budget.try_grant(
+        (n * if integer { 12 } else { 28 }) as u64,
+        "id index (append)",
+    )?;
+    let mut out_keys = ColumnBuilder::new(keys.dtype);
     out_keys.reserve_exact(n, 0);
     let mut out_nodes = Vec::with_capacity(n);
-    let mut j = 0;
-    let new_len = nodes.len();
-    let read = |e: quiver_storage::ReadError| {
-        ImportError::Usage(format!("reading the database's id index: {e}"))
-    };
-    db.id_entries(space, &mut |k, node| {
-        // New keys below this old one go first.
-        while j < new_len
-            && match k {
-                quiver_storage::IdKey::Int(o) => keys.i64_values()[j] < o,
-                quiver_storage::IdKey::Str(o) => keys.bytes_at(j) < o,
-            }
-        {
-            if integer {
-                out_keys.push_i64(keys.i64_values()[j]);
-            } else {
-                out_keys.push_bytes(keys.bytes_at(j));
-            }
-            out_nodes.push(nodes[j]);
-            j += 1;
-        }
+    let push = |out_keys: &mut ColumnBuilder, out_nodes: &mut Vec<u32>, k: IdKey<'_>, node| {
         match k {
-            quiver_storage::IdKey::Int(o) => out_keys.push_i64(o),
-            quiver_storage::IdKey::Str(o) => out_keys.push_bytes(o),
+            IdKey::Int(k) => out_keys.push_i64(k),
+            IdKey::Str(k) => out_keys.push_bytes(k),
         }
         out_nodes.push(node);
-    })
-    .map_err(read)?;
-    while j < new_len {
+    };
+    let new_key = |j: usize| {
         if integer {
-            out_keys.push_i64(keys.i64_values()[j]);
+            IdKey::Int(keys.i64_values()[j])
         } else {
-            out_keys.push_bytes(keys.bytes_at(j));
+            IdKey::Str(keys.bytes_at(j))
         }
-        out_nodes.push(nodes[j]);
-        j += 1;
+    };
+    let below = |a: IdKey<'_>, b: IdKey<'_>| match (a, b) {
+        (IdKey::Int(a), IdKey::Int(b)) => a < b,
+        (IdKey::Str(a), IdKey::Str(b)) => a < b,
+        _ => false,
+    };
+    let mut j = 0;
+    db.id_entries(space, &mut |k, node| {
+        // New keys below this old one go first.
+        while j < nodes.len() && below(new_key(j), k) {
+            push(&mut out_keys, &mut out_nodes, new_key(j), nodes[j]);
+            j += 1;
+        }
+        push(&mut out_keys, &mut out_nodes, k, node);
+    })?;
+    for (j, &node) in nodes.iter().enumerate().skip(j) {
+        push(&mut out_keys, &mut out_nodes, new_key(j), node);
     }
     drop((keys, nodes, grant));
     Ok((out_keys, out_nodes, g))
@@ -1299,19 +1286,7 @@ fn import_nodes(
                         }
                         // An append: an id the database has already is a duplicate too.
                         let in_base = match (ctx.base, spaces[si].base) {
-                            (Some(db), Some(b)) => {
-                                let k = match key {
-                                    Key::Int(i) => quiver_storage::IdKey::Int(i),
-                                    Key::Str(s) => quiver_storage::IdKey::Str(s),
-                                };
-                                db.lookup_id(b, k)
-                                    .map_err(|e| {
-                                        ImportError::Usage(format!(
-                                            "reading the database's id index: {e}"
-                                        ))
-                                    })?
-                                    .is_some()
-                            }
+                            (Some(db), Some(b)) => db.lookup_id(b, key.into())?.is_some(),
                             _ => false,
                         };
                         if in_base || spaces[si].map.insert(key, next_node as u32)?.is_some() {

@@ -378,13 +378,9 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                     let found = key.and_then(|k| {
                         map.get(k).or_else(|| {
                             let (db, space) = base?;
-                            let k = match k {
-                                Key::Int(i) => quiver_storage::IdKey::Int(i),
-                                Key::Str(s) => quiver_storage::IdKey::Str(s),
-                            };
                             // A read error of the index reads as a missing node (the
                             // row is rejected and says so), never a panic.
-                            db.lookup_id(space, k).ok().flatten()
+                            db.lookup_id(space, k.into()).ok().flatten()
                         })
                     });
                     match found {

@@ -118,13 +118,17 @@ fn client(
         }
         let p = mine[i];
         i += 1;
-        let mut check = None;
-        if let Some(q) = &how.check {
-            s.run("BEGIN", &Params::new(), &mut sink)?;
-            let before = check_value(&mut s, q)?;
-            let t = Instant::now();
-            let rows = run_retrying(&mut s, text, p, &mut out.retries)?;
-            let ms = t.elapsed().as_secs_f64() * 1e3;
+        let before = match &how.check {
+            Some(q) => {
+                s.run("BEGIN", &Params::new(), &mut sink)?;
+                Some(check_value(&mut s, q)?)
+            }
+            None => None,
+        };
+        let t = Instant::now();
+        let rows = run_retrying(&mut s, text, p, &mut out.retries)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        if let (Some(q), Some(before)) = (&how.check, before) {
             let after = check_value(&mut s, q)?;
             s.run("COMMIT", &Params::new(), &mut sink)?;
             if before != after {
@@ -139,23 +143,12 @@ fn client(
             }
             last = before;
             out.seen.insert(before);
-            check = Some(before);
-            out.runs.push(Run {
-                ms,
-                rows,
-                client: me,
-                check,
-            });
-            continue;
         }
-        let t = Instant::now();
-        let rows = run_retrying(&mut s, text, p, &mut out.retries)?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
         out.runs.push(Run {
             ms,
             rows,
             client: me,
-            check,
+            check: before,
         });
     }
     Ok(out)
@@ -177,7 +170,6 @@ pub fn run(session: &mut Session, text: &str, base: &Params, file: &Path, how: &
     if runs.is_empty() {
         runs.push(base.clone());
     }
-    let mut retries = 0;
     let store = session.store().clone();
     let opts = session.opts.clone();
     let new_session = || {
@@ -228,7 +220,6 @@ pub fn run(session: &mut Session, text: &str, base: &Params, file: &Path, how: &
     let mut seen = BTreeSet::new();
     let mut violations = Vec::new();
     for c in &clients {
-        retries += c.retries;
         seen.extend(c.seen.iter().copied());
         violations.extend(c.violations.iter().cloned());
         for r in &c.runs {
@@ -248,7 +239,7 @@ pub fn run(session: &mut Session, text: &str, base: &Params, file: &Path, how: &
     let mut summary = serde_json::json!({
         "summary": true, "runs": lat.len(), "threads": how.threads,
         "median_ms": pct(0.5), "p99_ms": pct(0.99), "qps": lat.len() as f64 / total,
-        "wall_s": total, "retries": retries, "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
+        "wall_s": total, "retries": clients.iter().map(|c| c.retries).sum::<u64>(), "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
     });
     if how.check.is_some() {
         summary["violations"] = serde_json::json!(violations);

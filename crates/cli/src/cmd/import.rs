@@ -30,9 +30,10 @@ pub struct Args {
     /// Separator of array elements and of extra labels.
     #[arg(long, default_value = ";")]
     array_delimiter: String,
-    /// How node ids are compared: as strings or as integers.
-    #[arg(long, default_value = "string", value_parser = ["string", "integer"])]
-    id_type: String,
+    /// How node ids are compared: as strings (the default) or as integers. With
+    /// --append, the database's own id type unless given.
+    #[arg(long, value_parser = ["string", "integer"])]
+    id_type: Option<String>,
     /// Memory the import may hold (e.g. 512MiB, 4GiB). Default: half of RAM.
     #[arg(long)]
     memory_budget: Option<String>,
@@ -173,7 +174,7 @@ pub fn run(a: Args) -> Result<()> {
         Some(one_byte("quote", &a.quote)?)
     };
     cfg.dialect.array_delimiter = one_byte("array-delimiter", &a.array_delimiter)?;
-    cfg.id_type = if a.id_type == "integer" {
+    cfg.id_type = if a.id_type.as_deref() == Some("integer") {
         IdType::Integer
     } else {
         IdType::String
@@ -243,8 +244,7 @@ fn append(cfg: &mut ImportConfig, a: &Args, bar: &Bar) -> Result<ImportSummary> 
         store.checkpoint()?;
     }
     let base = store.snapshot().db;
-    if a.id_type == "string" {
-        // The database decides how ids compare; --id-type need not repeat it.
+    if a.id_type.is_none() {
         if let Some(s) = base.manifest().id_spaces.first() {
             cfg.id_type = s.id_type;
         }

@@ -9,7 +9,54 @@ pub mod info;
 pub mod query;
 pub mod shell;
 
+use quiver_common::size::parse_bytes;
+use quiver_query::Session;
 use quiver_storage::OpenMode;
+use std::path::PathBuf;
+
+/// How `query` and `shell` open a database.
+#[derive(clap::Args)]
+pub struct DbArgs {
+    #[arg(long)]
+    pub db: PathBuf,
+    /// mapped (instant open, pages on demand) or loaded (all in RAM first).
+    #[arg(long, default_value = "mapped", value_parser = parse_open)]
+    pub open: OpenMode,
+    /// Most memory a query's operators may hold (e.g. 512MiB, 2GiB).
+    #[arg(long, value_parser = parse_bytes)]
+    pub query_memory_limit: Option<u64>,
+    /// Most memory the open database may hold: its uncommitted and committed writes
+    /// (the delta), every query's operators and LOAD CSV's buffers take grants from it
+    /// (e.g. 2GiB). A write that cannot get memory fails and rolls back. Default:
+    /// three quarters of RAM.
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory_limit: Option<u64>,
+    /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
+    /// folder beside the database.
+    #[arg(long, value_name = "DIR")]
+    pub import_dir: Option<PathBuf>,
+}
+
+impl DbArgs {
+    /// The session; a directory that does not exist yet becomes an empty database.
+    pub fn open(&self) -> anyhow::Result<Session> {
+        let opts = quiver_engine::StoreOptions {
+            open_mode: self.open,
+            memory_limit: self
+                .memory_limit
+                .unwrap_or_else(quiver_engine::store::default_memory_limit),
+            ..Default::default()
+        };
+        let mut session = Session::open_opts(&self.db, opts, true)?;
+        if let Some(l) = self.query_memory_limit {
+            session.opts.memory_limit = l;
+        }
+        if let Some(d) = &self.import_dir {
+            session.opts.import_dir = Some(d.clone());
+        }
+        Ok(session)
+    }
+}
 
 /// `--open mapped|loaded|offline`.
 pub fn parse_open(s: &str) -> Result<OpenMode, String> {

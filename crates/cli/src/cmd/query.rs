@@ -4,10 +4,9 @@
 //! file (see [`super::bench`]): what the scripts in `bench/` use.
 
 use anyhow::{bail, Context, Result};
-use quiver_common::size::{human_bytes, parse_bytes, peak_rss_bytes};
+use quiver_common::size::{human_bytes, peak_rss_bytes};
 use quiver_query::batch::Batch;
 use quiver_query::{parse_param, render, Graph, Params, QueryError, Session};
-use quiver_storage::OpenMode;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -20,8 +19,8 @@ pub enum Format {
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long)]
-    db: PathBuf,
+    #[command(flatten)]
+    db: super::DbArgs,
     /// The query; `-` reads it from standard input.
     query: Option<String>,
     /// Read the query from a file.
@@ -33,22 +32,6 @@ pub struct Args {
     params: Vec<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// mapped (instant open, pages on demand) or loaded (all in RAM first).
-    #[arg(long, default_value = "mapped", value_parser = super::parse_open)]
-    open: OpenMode,
-    /// Most memory a query's operators may hold (e.g. 512MiB, 2GiB).
-    #[arg(long, value_parser = parse_bytes)]
-    query_memory_limit: Option<u64>,
-    /// Most memory the open database may hold: its uncommitted and committed writes
-    /// (the delta), every query's operators and LOAD CSV's buffers take grants from it
-    /// (e.g. 2GiB). A write that cannot get memory fails and rolls back. Default:
-    /// three quarters of RAM.
-    #[arg(long, value_parser = parse_bytes)]
-    memory_limit: Option<u64>,
-    /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
-    /// folder beside the database.
-    #[arg(long, value_name = "DIR")]
-    import_dir: Option<PathBuf>,
     /// Print rows, time and peak memory to standard error.
     #[arg(long)]
     timing: bool,
@@ -205,24 +188,7 @@ pub fn run(a: Args) -> Result<()> {
         let (k, v) = parse_param(p).map_err(anyhow::Error::msg)?;
         params.insert(k, v);
     }
-    // A directory that does not exist yet becomes an empty database.
-    let mut session = Session::open_opts(
-        &a.db,
-        quiver_engine::StoreOptions {
-            open_mode: a.open,
-            memory_limit: a
-                .memory_limit
-                .unwrap_or_else(quiver_engine::store::default_memory_limit),
-            ..Default::default()
-        },
-        true,
-    )?;
-    if let Some(l) = a.query_memory_limit {
-        session.opts.memory_limit = l;
-    }
-    if let Some(d) = &a.import_dir {
-        session.opts.import_dir = Some(d.clone());
-    }
+    let mut session = a.db.open()?;
     if let Some(f) = &a.bench_params {
         let how = super::bench::How {
             warmup: a.warmup,

@@ -4,9 +4,8 @@
 
 use super::query::{Format, Printer};
 use anyhow::Result;
-use quiver_common::size::{human_bytes, parse_bytes};
-use quiver_query::{parse_param, Params, QueryError, Session};
-use quiver_storage::OpenMode;
+use quiver_common::size::human_bytes;
+use quiver_query::{parse_param, Params, QueryError};
 use rustyline::error::ReadlineError;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,22 +13,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long)]
-    db: PathBuf,
-    #[arg(long, default_value = "mapped", value_parser = super::parse_open)]
-    open: OpenMode,
-    #[arg(long, value_parser = parse_bytes)]
-    query_memory_limit: Option<u64>,
-    /// Most memory the open database may hold: its uncommitted and committed writes
-    /// (the delta), every query's operators and LOAD CSV's buffers take grants from it
-    /// (e.g. 2GiB). A write that cannot get memory fails and rolls back. Default:
-    /// three quarters of RAM.
-    #[arg(long, value_parser = parse_bytes)]
-    memory_limit: Option<u64>,
-    /// Where LOAD CSV reads files from (paths are confined to it). Default: the `import`
-    /// folder beside the database.
-    #[arg(long, value_name = "DIR")]
-    import_dir: Option<PathBuf>,
+    #[command(flatten)]
+    db: super::DbArgs,
 }
 
 const HELP: &str = "\
@@ -44,23 +29,7 @@ Also: EXPLAIN <query>, PROFILE <query>, CREATE INDEX ON :Label(prop), DROP INDEX
 :Label(prop), SHOW INDEXES.";
 
 pub fn run(a: Args) -> Result<()> {
-    let mut session = Session::open_opts(
-        &a.db,
-        quiver_engine::StoreOptions {
-            open_mode: a.open,
-            memory_limit: a
-                .memory_limit
-                .unwrap_or_else(quiver_engine::store::default_memory_limit),
-            ..Default::default()
-        },
-        true,
-    )?;
-    if let Some(l) = a.query_memory_limit {
-        session.opts.memory_limit = l;
-    }
-    if let Some(d) = &a.import_dir {
-        session.opts.import_dir = Some(d.clone());
-    }
+    let mut session = a.db.open()?;
     let cancel = Arc::new(AtomicBool::new(false));
     session.opts.cancel = Some(cancel.clone());
     {
@@ -79,7 +48,7 @@ pub fn run(a: Args) -> Result<()> {
     let db = session.db();
     println!(
         "quiver shell: {} ({} nodes, {} relationship types). :help for help.",
-        a.db.display(),
+        a.db.db.display(),
         db.n_nodes(),
         db.rel_types().len()
     );
