@@ -322,6 +322,12 @@ impl Delta {
             let a = old.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
             let b = new.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
             if a == b {
+                // Unchanged, but the node may be new to the delta (a label added to a
+                // segment node): a segment index built before it had the label misses
+                // it, so the delta's index must hold it. Inserting twice is a no-op.
+                if let Some(b) = b {
+                    self.index.entry((key.clone(), b)).or_default().insert(id);
+                }
                 continue;
             }
             if let Some(a) = a {
@@ -353,6 +359,23 @@ impl Delta {
     }
 
     /// The record of node `id`, copied from the segments on first use.
+    /// Whether live node `id` has property `key` (removing one it lacks changes nothing).
+    pub fn node_has_prop(&self, db: &Database, id: u64, key: &str) -> Result<bool, ApplyError> {
+        Ok(prop_get(&self.node_rec(db, id)?.props, key).is_some())
+    }
+
+    /// Like [`node_has_prop`](Self::node_has_prop) for a relationship.
+    pub fn rel_has_prop(
+        &self,
+        db: &Database,
+        name: &Arc<str>,
+        eid: u64,
+        ends: (u64, u64),
+        key: &str,
+    ) -> Result<bool, ApplyError> {
+        Ok(prop_get(&self.rel_rec(db, name, eid, ends)?.1.props, key).is_some())
+    }
+
     fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {
         if let Some(r) = self.nodes.get(&id) {
             if r.deleted {

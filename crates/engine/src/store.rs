@@ -851,6 +851,9 @@ impl Txn {
         if !self.work.node_exists(id) {
             return Ok(()); // setting on a deleted node is a no-op, as in Neo4j
         }
+        if value.is_null() && !self.work.node_has_prop(&self.snap.db, id, key)? {
+            return Ok(()); // removing what is not there changes and counts nothing
+        }
         self.claim(Entity::Node(id))?;
         self.counters.properties_set += 1;
         self.push(Op::SetNodeProp {
@@ -976,6 +979,14 @@ impl Txn {
         let Some(ty) = self.claim_rel(r)? else {
             return Ok(()); // setting on a deleted relationship is a no-op
         };
+        let ends = (r.src as u64, r.dst as u64);
+        if value.is_null()
+            && !self
+                .work
+                .rel_has_prop(&self.snap.db, &ty, r.eid, ends, key)?
+        {
+            return Ok(());
+        }
         self.counters.properties_set += 1;
         self.push(Op::SetRelProp {
             ty,

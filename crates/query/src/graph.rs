@@ -208,6 +208,23 @@ impl<'db> Graph<'db> {
         }
     }
 
+    /// Whether segment node `n`, in a table that carries `label`, is live and still
+    /// has the label (the delta may have deleted it or removed the label).
+    #[inline]
+    pub fn live_keeping_label(&self, n: u64, label: u32) -> bool {
+        let Some(d) = self.delta() else {
+            return n < self.db.n_nodes();
+        };
+        match d.node(n) {
+            Some(None) => false,
+            Some(Some(r)) => d
+                .labels
+                .get(label as usize)
+                .is_some_and(|name| r.labels.contains(name)),
+            None => n < d.base_nodes,
+        }
+    }
+
     pub fn label_id(&self, name: &str) -> Option<u32> {
         match self.delta() {
             Some(d) => d.label_id(name),

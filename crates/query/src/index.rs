@@ -223,16 +223,10 @@ pub fn create_in(
             "an index on :{label}({prop}) exists already"
         )));
     }
-    if Graph::new(db).label_id(label).is_none() {
-        return Err(QueryError::Index(format!(
-            "no label :{label} in the database"
-        )));
-    }
-    let built = build(db, label, prop)?.ok_or_else(|| {
-        QueryError::Index(format!(
-            "no node with label :{label} has a property `{prop}`"
-        ))
-    })?;
+    // A label or property no node has yet gives an empty index, as in Neo4j: the
+    // schema may come before the data. Seeks find later nodes in the delta, and the
+    // checkpoint that writes them rebuilds the index.
+    let built = build(db, label, prop)?.unwrap_or_else(Built::empty);
     let staging = begin(dir, held)?;
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
@@ -295,6 +289,16 @@ struct Built {
 }
 
 impl Built {
+    /// The index of a label or property no node has yet.
+    fn empty() -> Built {
+        Built {
+            kind: IndexKeyKind::String,
+            keys: ColumnBuilder::new(DataType::Scalar(ScalarType::String)),
+            nodes: Vec::new(),
+            dup: None,
+        }
+    }
+
     fn write(
         self,
         staging: &Staging,
@@ -444,12 +448,7 @@ pub fn constrain_in(
     let mut man = m.clone();
     man.generation = staging.generation();
     let msg = if unique {
-        let built = build(db, label, prop)?.unwrap_or_else(|| Built {
-            kind: IndexKeyKind::String,
-            keys: ColumnBuilder::new(DataType::Scalar(ScalarType::String)),
-            nodes: Vec::new(),
-            dup: None,
-        });
+        let built = build(db, label, prop)?.unwrap_or_else(Built::empty);
         if let Some((k, a, b)) = &built.dup {
             return Err(QueryError::Index(format!(
                 "cannot add the constraint: nodes {a} and {b} with label :{label} both have {prop} = {k}"

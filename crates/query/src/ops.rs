@@ -153,6 +153,9 @@ pub struct ScanRange {
     pub lo: u64,
     pub hi: u64,
     pub label: Option<u32>,
+    /// The range's tables carry this label: only nodes the delta holds (which may
+    /// have lost it) need a test.
+    pub table_label: Option<u32>,
 }
 
 /// For each input row, every node of the ranges (a label scan, or all nodes).
@@ -203,8 +206,14 @@ impl Op for Scan {
                         if !cx.env.g.has_label(n, l)? {
                             continue;
                         }
-                    } else if check_live && !cx.env.g.node_live(n) {
-                        continue;
+                    } else if check_live {
+                        let live = match r.table_label {
+                            Some(l) => cx.env.g.live_keeping_label(n, l),
+                            None => cx.env.g.node_live(n),
+                        };
+                        if !live {
+                            continue;
+                        }
                     }
                     for c in 0..w {
                         out.cols[c].push(cur.cols[c][self.row].clone());
@@ -1780,6 +1789,7 @@ impl Op for ParallelAggregate {
                     lo,
                     hi,
                     label: r.label,
+                    table_label: r.table_label,
                 });
                 lo = hi;
             }

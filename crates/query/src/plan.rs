@@ -1311,6 +1311,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             lo: n,
                             hi: n + 1,
                             label: Some(l),
+                            table_label: None,
                         });
                     }
                 }
@@ -1320,6 +1321,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     lo: d.base_nodes,
                     hi: u64::MAX,
                     label: Some(l),
+                    table_label: None,
                 }),
                 None => {
                     if let Some(r) = v.last_mut() {
@@ -1344,6 +1346,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         lo,
                         hi,
                         label: check.then_some(l),
+                        table_label: (!check).then_some(l),
                     }
                 })
                 .collect(),
@@ -1351,6 +1354,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 lo: 0,
                 hi: self.g.n_nodes(),
                 label: None,
+                table_label: None,
             }],
         }
     }
