@@ -18,11 +18,11 @@ pub mod error;
 pub mod expr;
 pub mod graph;
 pub mod index;
-pub mod load;
 pub mod ops;
 pub mod plan;
 pub mod render;
-pub mod write;
+/// The write operators and LOAD CSV live with the other operators, by family.
+pub use ops::{load, write};
 /// The value type lives in the engine (the delta stores values); re-exported here.
 pub use quiver_engine::value;
 

@@ -1,0 +1,784 @@
+//! Following relationships: one-hop expansion over the CSR and the delta, variable-length
+//! expansion, and shortest paths (bidirectional BFS).
+
+use super::*;
+
+fn rel_used(r: &RelRef, b: &Batch, row: usize, uniq: &[usize]) -> bool {
+    uniq.iter().any(|&s| match &b.cols[s][row] {
+        Value::Rel(x) => x == r,
+        Value::List(l) => l.iter().any(|v| matches!(v, Value::Rel(x) if x == r)),
+        _ => false,
+    })
+}
+
+/// One hop: for each input row, the neighbours of node `from` over `types` in `dir`.
+/// Appends the neighbour (unless `into` names a bound node the neighbour must equal)
+/// and, when `emit_rel`, the relationship.
+pub struct Expand {
+    pub input: BoxOp,
+    pub from: usize,
+    pub into: Option<usize>,
+    pub emit_rel: bool,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub labels: Vec<u32>,
+    /// Slots of relationships (or relationship lists) this one must differ from.
+    pub uniq: Vec<usize>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+    /// Set by the planner when only distinct neighbours matter downstream (a DISTINCT
+    /// projection of the new node): emit the first row per neighbour only.
+    pub distinct: DistinctTargets,
+}
+
+/// A set of node ids: a hash set while small, then a bitmap over all node ids (a 1.6M-node
+/// graph's bitmap is 200 KiB, and a bit test is one cache line where a large hash set
+/// misses the cache on most probes).
+#[derive(Debug, Default)]
+pub enum NodeSet {
+    #[default]
+    Empty,
+    Small(HashSet<u64>),
+    Bits(Vec<u64>),
+}
+
+/// Entries at which a [`NodeSet`] turns into a bitmap (when the bitmap is at most
+/// [`NODE_BITMAP_MAX_BYTES`]).
+const NODE_SET_SMALL: usize = 4096;
+const NODE_BITMAP_MAX_BYTES: u64 = 64 << 20;
+
+impl NodeSet {
+    /// Inserts `n`; true when it was absent. `n_nodes` bounds the ids.
+    #[inline]
+    pub fn insert(&mut self, n: u64, n_nodes: u64) -> bool {
+        match self {
+            NodeSet::Bits(b) => {
+                let (w, m) = ((n / 64) as usize, 1u64 << (n % 64));
+                match b.get_mut(w) {
+                    Some(x) => {
+                        let new = *x & m == 0;
+                        *x |= m;
+                        new
+                    }
+                    None => false,
+                }
+            }
+            NodeSet::Small(h) => {
+                let new = h.insert(n);
+                if new
+                    && h.len() > NODE_SET_SMALL
+                    && n_nodes > 0
+                    && n_nodes.div_ceil(8) <= NODE_BITMAP_MAX_BYTES
+                    && h.iter().all(|&x| x < n_nodes)
+                {
+                    let mut b = vec![0u64; n_nodes.div_ceil(64) as usize];
+                    for &x in h.iter() {
+                        if let Some(w) = b.get_mut((x / 64) as usize) {
+                            *w |= 1 << (x % 64);
+                        }
+                    }
+                    *self = NodeSet::Bits(b);
+                }
+                new
+            }
+            NodeSet::Empty => {
+                *self = NodeSet::Small(HashSet::new());
+                self.insert(n, n_nodes)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, n: u64) -> bool {
+        match self {
+            NodeSet::Bits(b) => b
+                .get((n / 64) as usize)
+                .is_some_and(|x| x & (1 << (n % 64)) != 0),
+            NodeSet::Small(h) => h.contains(&n),
+            NodeSet::Empty => false,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            NodeSet::Bits(b) => b.len() as u64 * 8,
+            NodeSet::Small(h) => h.capacity() as u64 * 16,
+            NodeSet::Empty => 0,
+        }
+    }
+}
+
+/// The first-row-per-node filter of [`Expand`] and [`VarExpand`], switched on by the
+/// planner after the operator is built (through the shared flag).
+#[derive(Default)]
+pub struct DistinctTargets {
+    pub on: Rc<std::cell::Cell<bool>>,
+    seen: NodeSet,
+    n_nodes: u64,
+    grant: Option<Grant>,
+}
+
+impl DistinctTargets {
+    /// Whether `node` is new (always true when off).
+    #[inline]
+    fn first(&mut self, node: u64) -> bool {
+        !self.on.get() || self.seen.insert(node, self.n_nodes)
+    }
+
+    /// Whether `node` was emitted already (a cheap test before any per-edge work).
+    #[inline]
+    fn done(&self, node: u64) -> bool {
+        self.on.get() && self.seen.contains(node)
+    }
+
+    fn account(&mut self, cx: &Cx) -> Result<u64, QueryError> {
+        self.n_nodes = cx.env.g.n_nodes();
+        if !self.on.get() {
+            return Ok(0);
+        }
+        let g = self
+            .grant
+            .get_or_insert_with(|| cx.budget.empty_grant("Expand"));
+        account(g, self.seen.bytes(), "Expand (distinct targets)")?;
+        Ok(g.bytes())
+    }
+}
+
+impl Op for Expand {
+    fn mem_peak(&self) -> u64 {
+        self.distinct.grant.as_ref().map_or(0, |g| g.bytes())
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let g = cx.env.g;
+        self.distinct.n_nodes = g.n_nodes();
+        let need_rel = self.emit_rel || !self.uniq.is_empty();
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let cur = self.cur.as_ref().expect("set above");
+            let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rel);
+            let mut out = Batch::empty(cur.width() + extra);
+            let mut ext: Vec<Value> = Vec::with_capacity(2);
+            while out.len < BATCH_ROWS && self.row < cur.len {
+                let row = self.row;
+                self.row += 1;
+                let Value::Node(node) = cur.cols[self.from][row] else {
+                    continue;
+                };
+                let target = match self.into {
+                    Some(s) => match cur.cols[s][row] {
+                        Value::Node(t) => Some(t),
+                        _ => continue,
+                    },
+                    None => None,
+                };
+                for &ty in &self.types {
+                    for &d in dirs(self.dir) {
+                        // Expand-into walks from the endpoint with the smaller degree.
+                        let (start, want, d) = match target {
+                            Some(t) if g.degree(ty, t, flip(d))? < g.degree(ty, node, d)? => {
+                                (t, Some(node), flip(d))
+                            }
+                            _ => (node, target, d),
+                        };
+                        let both_in = self.dir == Dir::Both && d == Direction::In;
+                        let mut err = None;
+                        g.for_each_neighbour(ty, start, d, |nb, eid| {
+                            if err.is_some() {
+                                return;
+                            }
+                            let nb64 = nb as u64;
+                            if want.is_some_and(|w| w != nb64) {
+                                return;
+                            }
+                            if target.is_none() && self.distinct.done(nb64) {
+                                return;
+                            }
+                            // An undirected pattern meets a self-loop once, not twice.
+                            if both_in && nb64 == start && target.is_none() {
+                                return;
+                            }
+                            ext.clear();
+                            if target.is_none() {
+                                for &l in &self.labels {
+                                    match g.has_label(nb64, l) {
+                                        Ok(true) => {}
+                                        Ok(false) => return,
+                                        Err(e) => {
+                                            err = Some(e);
+                                            return;
+                                        }
+                                    }
+                                }
+                                ext.push(Value::Node(nb64));
+                            }
+                            if need_rel {
+                                let r = match g.rel_ref(ty, start, nb, eid, d) {
+                                    Ok(r) => r,
+                                    Err(e) => {
+                                        err = Some(e);
+                                        return;
+                                    }
+                                };
+                                if rel_used(&r, cur, row, &self.uniq) {
+                                    return;
+                                }
+                                if self.emit_rel {
+                                    ext.push(Value::Rel(r));
+                                }
+                            }
+                            if target.is_none() && !self.distinct.first(nb64) {
+                                return;
+                            }
+                            out.push_row_from(cur, row, &ext);
+                        })?;
+                        if let Some(e) = err {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            if self.row >= cur.len {
+                self.cur = None;
+            }
+            self.distinct.account(cx)?;
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+fn flip(d: Direction) -> Direction {
+    match d {
+        Direction::Out => Direction::In,
+        Direction::In => Direction::Out,
+    }
+}
+
+pub struct Frame {
+    nbrs: Vec<(u64, RelRef)>,
+    i: usize,
+}
+
+/// Variable-length expansion `-[*min..max]->`: depth-first over paths whose
+/// relationships are all different (openCypher's relationship uniqueness), streaming.
+pub struct VarExpand {
+    pub input: BoxOp,
+    pub from: usize,
+    pub into: Option<usize>,
+    pub emit_rels: bool,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub min: u32,
+    pub max: u32,
+    pub labels: Vec<u32>,
+    pub uniq: Vec<usize>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+    /// DFS state of the current row: frames and the relationships of the path.
+    pub stack: Vec<Frame>,
+    pub path: Vec<RelRef>,
+    pub started: bool,
+    pub pool: Vec<Vec<(u64, RelRef)>>,
+    /// Emit the relationship list last-hop first (the pattern was expanded leftwards).
+    pub reverse: bool,
+    pub distinct: DistinctTargets,
+    /// Bytes of neighbour lists held by the frames and in the pool, and their grant.
+    stack_bytes: u64,
+    stack_granted: u64,
+    stack_grant: Option<Grant>,
+}
+
+impl VarExpand {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        input: BoxOp,
+        from: usize,
+        into: Option<usize>,
+        emit_rels: bool,
+        types: Vec<u32>,
+        dir: Dir,
+        (min, max): (u32, u32),
+        labels: Vec<u32>,
+        uniq: Vec<usize>,
+    ) -> VarExpand {
+        VarExpand {
+            input,
+            from,
+            into,
+            emit_rels,
+            types,
+            dir,
+            min,
+            max,
+            labels,
+            uniq,
+            cur: None,
+            row: 0,
+            stack: Vec::new(),
+            path: Vec::new(),
+            started: false,
+            pool: Vec::new(),
+            reverse: false,
+            distinct: DistinctTargets::default(),
+            stack_bytes: 0,
+            stack_granted: 0,
+            stack_grant: None,
+        }
+    }
+
+    fn emit(&mut self, cx: &Cx, node: u64, out: &mut Batch) -> Result<(), QueryError> {
+        let cur = self.cur.as_ref().expect("row in progress");
+        let depth = self.path.len() as u32;
+        if depth < self.min {
+            return Ok(());
+        }
+        let mut ext = Vec::with_capacity(2);
+        match self.into {
+            Some(s) => {
+                if !matches!(cur.cols[s][self.row], Value::Node(t) if t == node) {
+                    return Ok(());
+                }
+            }
+            None => {
+                for &l in &self.labels {
+                    if !cx.env.g.has_label(node, l)? {
+                        return Ok(());
+                    }
+                }
+                if !self.distinct.first(node) {
+                    return Ok(());
+                }
+                ext.push(Value::Node(node));
+            }
+        }
+        if self.emit_rels {
+            let mut l: Vec<Value> = self.path.iter().map(|r| Value::Rel(*r)).collect();
+            if self.reverse {
+                l.reverse();
+            }
+            ext.push(Value::list(l));
+        }
+        out.push_row_from(cur, self.row, &ext);
+        Ok(())
+    }
+
+    fn push_frame(&mut self, cx: &Cx, node: u64) -> Result<(), QueryError> {
+        let mut nbrs = self.pool.pop().unwrap_or_default();
+        nbrs.clear();
+        let before = nbrs.capacity();
+        if (self.path.len() as u32) < self.max {
+            cx.env.g.step_rels(&self.types, self.dir, node, &mut nbrs)?;
+        }
+        // Frames and pooled lists keep their capacity: count what grew.
+        self.stack_bytes +=
+            ((nbrs.capacity() - before) * std::mem::size_of::<(u64, RelRef)>()) as u64;
+        self.stack.push(Frame { nbrs, i: 0 });
+        // Deep paths (`*` without a bound) hold a frame per hop: account them.
+        if self.stack_bytes > self.stack_granted {
+            let g = self
+                .stack_grant
+                .get_or_insert_with(|| cx.budget.empty_grant("VarLengthExpand"));
+            account(g, self.stack_bytes, "VarLengthExpand")?;
+            self.stack_granted = g.bytes();
+        }
+        Ok(())
+    }
+}
+
+impl Op for VarExpand {
+    fn mem_peak(&self) -> u64 {
+        self.distinct.grant.as_ref().map_or(0, |g| g.bytes()) + self.stack_granted
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        self.distinct.n_nodes = cx.env.g.n_nodes();
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                        self.started = false;
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let width = self.cur.as_ref().map_or(0, |c| c.width());
+            let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rels);
+            let mut out = Batch::empty(width + extra);
+            while out.len < BATCH_ROWS {
+                let cur_len = self.cur.as_ref().map_or(0, |c| c.len);
+                if self.row >= cur_len {
+                    break;
+                }
+                if !self.started {
+                    self.started = true;
+                    let start = match self.cur.as_ref().expect("row").cols[self.from][self.row] {
+                        Value::Node(n) => n,
+                        _ => {
+                            self.row += 1;
+                            self.started = false;
+                            continue;
+                        }
+                    };
+                    self.path.clear();
+                    self.emit(cx, start, &mut out)?;
+                    self.push_frame(cx, start)?;
+                    continue;
+                }
+                let Some(top) = self.stack.last_mut() else {
+                    self.row += 1;
+                    self.started = false;
+                    continue;
+                };
+                if top.i >= top.nbrs.len() {
+                    let f = self.stack.pop().expect("non-empty");
+                    self.pool.push(f.nbrs);
+                    self.path.pop();
+                    continue;
+                }
+                let (nb, r) = top.nbrs[top.i];
+                top.i += 1;
+                if self.path.contains(&r)
+                    || rel_used(&r, self.cur.as_ref().expect("row"), self.row, &self.uniq)
+                {
+                    continue;
+                }
+                self.path.push(r);
+                self.emit(cx, nb, &mut out)?;
+                self.push_frame(cx, nb)?;
+            }
+            let cur_len = self.cur.as_ref().map_or(0, |c| c.len);
+            if self.row >= cur_len {
+                self.cur = None;
+            }
+            self.distinct.account(cx)?;
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// Shortest paths from node `from` over `types`/`dir`, at most `max` hops: to the bound
+/// node `to` (bidirectional BFS, expanding the smaller frontier), or, without `to`, one
+/// shortest path to every node reached (Memgraph's `*BFS`). Appends the target node
+/// (without `to`) and the path.
+pub struct ShortestPath {
+    pub input: BoxOp,
+    pub from: usize,
+    pub to: Option<usize>,
+    pub types: Vec<u32>,
+    pub dir: Dir,
+    pub min: u32,
+    pub max: u32,
+    pub all: bool,
+    pub labels: Vec<u32>,
+    pub uniq: Vec<usize>,
+    pub peak: u64,
+}
+
+/// The opposite direction of a pattern step.
+pub fn reverse_dir(d: Dir) -> Dir {
+    match d {
+        Dir::Out => Dir::In,
+        Dir::In => Dir::Out,
+        Dir::Both => Dir::Both,
+    }
+}
+
+type Parents = HashMap<u64, Vec<(u64, RelRef)>>;
+
+impl ShortestPath {
+    /// Bidirectional BFS; all shortest paths when `self.all`.
+    fn between(
+        &self,
+        cx: &Cx,
+        grant: &mut Grant,
+        s: u64,
+        t: u64,
+    ) -> Result<Vec<PathVal>, QueryError> {
+        if s == t {
+            return Ok(if self.min == 0 {
+                vec![PathVal {
+                    nodes: vec![s],
+                    rels: vec![],
+                }]
+            } else {
+                vec![]
+            });
+        }
+        // Parents on each side: node -> (previous node towards that side's root, rel).
+        let mut fwd: Parents = HashMap::new();
+        let mut bwd: Parents = HashMap::new();
+        fwd.insert(s, vec![]);
+        bwd.insert(t, vec![]);
+        let (mut ff, mut bf) = (vec![s], vec![t]);
+        let mut depth = 0u32;
+        let mut nbrs = Vec::new();
+        let mut meet: Vec<u64> = Vec::new();
+        while depth < self.max && !ff.is_empty() && !bf.is_empty() {
+            cx.check_cancel()?;
+            let forward = ff.len() <= bf.len();
+            let (front, seen, other, dir) = if forward {
+                (&mut ff, &mut fwd, &bwd, self.dir)
+            } else {
+                (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
+            };
+            let mut next = Vec::new();
+            let mut level: Parents = HashMap::new();
+            for &u in front.iter() {
+                nbrs.clear();
+                cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
+                for &(v, r) in &nbrs {
+                    if seen.contains_key(&v) {
+                        continue;
+                    }
+                    let e = level.entry(v).or_default();
+                    if e.is_empty() {
+                        next.push(v);
+                    }
+                    if e.is_empty() || self.all {
+                        e.push((u, r));
+                    }
+                }
+            }
+            depth += 1;
+            account(
+                grant,
+                ((seen.len() + level.len()) * 48 + next.len() * 8) as u64,
+                "ShortestPath",
+            )?;
+            for v in &next {
+                if other.contains_key(v) {
+                    meet.push(*v);
+                }
+            }
+            seen.extend(level);
+            *front = next;
+            if !meet.is_empty() {
+                break;
+            }
+        }
+        if meet.is_empty() || depth < self.min {
+            return Ok(vec![]);
+        }
+        if !self.all {
+            meet.truncate(1);
+        }
+        let mut out = Vec::new();
+        for m in meet {
+            let left = paths_to_root(&fwd, m, self.all);
+            let right = paths_to_root(&bwd, m, self.all);
+            for l in &left {
+                for r in &right {
+                    // l: m .. s (reversed), r: m .. t.
+                    let mut nodes: Vec<u64> = l.0.iter().rev().copied().collect();
+                    let mut rels: Vec<RelRef> = l.1.iter().rev().copied().collect();
+                    nodes.extend(r.0.iter().skip(1));
+                    rels.extend(r.1.iter());
+                    let mut uniq = rels.clone();
+                    uniq.sort_by_key(|r| (r.ty, r.eid));
+                    uniq.dedup();
+                    if uniq.len() == rels.len() {
+                        out.push(PathVal { nodes, rels });
+                    }
+                }
+            }
+            if !self.all && !out.is_empty() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every path from `m` back to its side's root through `parents`: (nodes, rels), `m` first.
+fn paths_to_root(parents: &Parents, m: u64, all: bool) -> Vec<(Vec<u64>, Vec<RelRef>)> {
+    let mut done = Vec::new();
+    let mut work = vec![(vec![m], Vec::new())];
+    while let Some((nodes, rels)) = work.pop() {
+        let last = *nodes.last().expect("non-empty");
+        match parents.get(&last) {
+            Some(ps) if !ps.is_empty() => {
+                let take = if all { ps.len() } else { 1 };
+                for &(p, r) in &ps[..take] {
+                    let mut n2 = nodes.clone();
+                    let mut r2: Vec<RelRef> = rels.clone();
+                    n2.push(p);
+                    r2.push(r);
+                    work.push((n2, r2));
+                }
+            }
+            _ => done.push((nodes, rels)),
+        }
+    }
+    done
+}
+
+impl Op for ShortestPath {
+    fn mem_peak(&self) -> u64 {
+        self.peak
+    }
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let mut grant = cx.budget.empty_grant("ShortestPath");
+        while let Some(b) = self.input.next(cx)? {
+            let extra = 1 + usize::from(self.to.is_none());
+            let mut out = Batch::empty(b.width() + extra);
+            for row in 0..b.len {
+                let Value::Node(s) = b.cols[self.from][row] else {
+                    continue;
+                };
+                match self.to {
+                    Some(ts) => {
+                        let Value::Node(t) = b.cols[ts][row] else {
+                            continue;
+                        };
+                        for p in self.between(cx, &mut grant, s, t)? {
+                            out.push_row_from(&b, row, &[Value::Path(Arc::new(p))]);
+                        }
+                    }
+                    None => self.single_source(cx, &mut grant, &b, row, s, &mut out)?,
+                }
+            }
+            self.peak = self.peak.max(grant.bytes());
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl ShortestPath {
+    fn single_source(
+        &self,
+        cx: &Cx,
+        grant: &mut Grant,
+        b: &Batch,
+        row: usize,
+        s: u64,
+        out: &mut Batch,
+    ) -> Result<(), QueryError> {
+        let mut parent: HashMap<u64, (u64, RelRef)> = HashMap::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        seen.insert(s);
+        let mut front = vec![s];
+        let mut depth = 0;
+        let mut nbrs = Vec::new();
+        let emit = |node: u64,
+                    parent: &HashMap<u64, (u64, RelRef)>,
+                    out: &mut Batch|
+         -> Result<(), QueryError> {
+            for &l in &self.labels {
+                if !cx.env.g.has_label(node, l)? {
+                    return Ok(());
+                }
+            }
+            let mut nodes = vec![node];
+            let mut rels = Vec::new();
+            let mut at = node;
+            while let Some(&(p, r)) = parent.get(&at) {
+                nodes.push(p);
+                rels.push(r);
+                at = p;
+            }
+            nodes.reverse();
+            rels.reverse();
+            if rel_used_any(&rels, b, row, &self.uniq) {
+                return Ok(());
+            }
+            out.push_row_from(
+                b,
+                row,
+                &[
+                    Value::Node(node),
+                    Value::Path(Arc::new(PathVal { nodes, rels })),
+                ],
+            );
+            Ok(())
+        };
+        if self.min == 0 {
+            emit(s, &parent, out)?;
+        }
+        while depth < self.max && !front.is_empty() {
+            cx.check_cancel()?;
+            let mut next = Vec::new();
+            for &u in &front {
+                nbrs.clear();
+                cx.env.g.step_rels(&self.types, self.dir, u, &mut nbrs)?;
+                for &(v, r) in &nbrs {
+                    if seen.insert(v) {
+                        parent.insert(v, (u, r));
+                        next.push(v);
+                    }
+                }
+            }
+            depth += 1;
+            account(grant, (seen.len() * 56 + next.len() * 8) as u64, "BFS")?;
+            if depth >= self.min {
+                for &v in &next {
+                    emit(v, &parent, out)?;
+                }
+            }
+            front = next;
+        }
+        Ok(())
+    }
+}
+
+fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool {
+    rels.iter().any(|r| rel_used(r, b, row, uniq))
+}
+
+/// The next non-empty batch of `input` after dropping the rows `keep` marks false: the
+/// loop of every operator that removes rows (filters, distinct).
+pub(super) fn next_kept(
+    input: &mut BoxOp,
+    cx: &mut Cx,
+    mut keep: impl FnMut(&mut Cx, &Batch) -> Result<Vec<bool>, QueryError>,
+) -> Result<Option<Batch>, QueryError> {
+    while let Some(mut b) = input.next(cx)? {
+        let k = keep(cx, &b)?;
+        b.filter(&k);
+        if b.len > 0 {
+            return Ok(Some(b));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeSet;
+    use rand::{Rng, SeedableRng};
+
+    /// The set answers like a hash set through the switch to a bitmap.
+    #[test]
+    fn node_set_switches_to_a_bitmap_and_agrees() {
+        let mut r = rand::rngs::StdRng::seed_from_u64(3);
+        let n_nodes = 100_000;
+        let mut s = NodeSet::default();
+        let mut h = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let x = r.random_range(0..n_nodes);
+            assert_eq!(s.insert(x, n_nodes), h.insert(x), "insert {x}");
+        }
+        assert!(matches!(s, NodeSet::Bits(_)));
+        for x in 0..n_nodes {
+            assert_eq!(s.contains(x), h.contains(&x));
+        }
+        assert_eq!(s.bytes(), n_nodes.div_ceil(64) * 8);
+    }
+}

@@ -1,0 +1,162 @@
+//! Physical operators: a pull-based tree that passes [`Batch`]es.
+//!
+//! Each operator's `next` returns the next batch of rows (never empty) or `None` when it
+//! is exhausted for the current input. Operators under an [`Optional`] read their input
+//! from an [`Argument`] and are called again after each new argument batch, so pattern
+//! operators keep no "done" state of their own. Blocking operators (aggregate, sort,
+//! distinct, shortest path) account what they hold against the query's memory budget
+//! and fail with [`QueryError::Memory`] naming themselves instead of growing unbounded.
+
+use crate::batch::{Batch, BATCH_ROWS};
+use crate::error::QueryError;
+use crate::expr::{eval, eval_col, CExpr, Env};
+use crate::graph::dirs;
+use crate::value::{order, Key, PathVal, RelRef, Value};
+use hashbrown::{HashMap, HashSet};
+use quiver_common::memory::{Grant, MemoryBudget};
+use quiver_common::size::human_bytes;
+use quiver_cypher::ast::Dir;
+use quiver_storage::Direction;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
+use std::sync::Arc;
+use std::time::Instant;
+
+mod aggregate;
+mod expand;
+pub mod load;
+mod rows;
+mod scan;
+mod sort;
+pub mod write;
+
+pub use aggregate::*;
+pub use expand::*;
+pub use rows::*;
+pub use scan::*;
+pub use sort::*;
+
+/// Rows, time and memory of one operator (PROFILE).
+#[derive(Debug, Clone, Default)]
+pub struct OpStats {
+    pub rows: u64,
+    pub batches: u64,
+    /// Time inside `next`, children included.
+    pub nanos: u64,
+    pub peak_bytes: u64,
+}
+
+pub struct Cx<'g, 'db> {
+    pub env: Env<'g, 'db>,
+    pub budget: MemoryBudget,
+    pub stats: Vec<OpStats>,
+    pub cancel: Option<&'g AtomicBool>,
+    /// The transaction a writing statement writes in (`None`: read only).
+    pub tx: Option<&'g mut quiver_engine::Txn>,
+    /// The statement runs inside BEGIN ... COMMIT.
+    pub explicit_tx: bool,
+    /// The declared indexes and uniqueness constraints writes must keep.
+    pub indexes: Option<&'g crate::index::IndexSet>,
+    /// LOAD CSV's import directory, rejects file and bad-row count.
+    pub load: crate::load::LoadState,
+}
+
+impl Cx<'_, '_> {
+    pub(crate) fn check_cancel(&self) -> Result<(), QueryError> {
+        match self.cancel {
+            Some(c) if c.load(AtOrd::Relaxed) => Err(QueryError::Cancelled),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub trait Op {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError>;
+    /// Most bytes the operator has held at once (PROFILE).
+    fn mem_peak(&self) -> u64 {
+        0
+    }
+}
+
+pub type BoxOp = Box<dyn Op>;
+
+/// The first of `batches` now; the rest from `out` on later calls (blocking operators
+/// compute everything, then hand it out batch by batch).
+fn emit(out: &mut Option<std::vec::IntoIter<Batch>>, batches: Vec<Batch>) -> Option<Batch> {
+    let mut it = batches.into_iter();
+    let first = it.next();
+    *out = Some(it);
+    first
+}
+
+/// Grows `grant` to `bytes`, or fails naming `operator`.
+pub(crate) fn account(
+    grant: &mut Grant,
+    bytes: u64,
+    operator: &'static str,
+) -> Result<(), QueryError> {
+    if bytes <= grant.bytes() {
+        return Ok(());
+    }
+    // Grow in steps of 1/8 so that accounting is not paid per row.
+    let want = bytes.max(grant.bytes() + grant.bytes() / 8);
+    grant
+        .try_resize(want)
+        .or_else(|_| grant.try_resize(bytes))
+        .map_err(|e| QueryError::Memory {
+            operator,
+            limit: human_bytes(e.limit_bytes),
+            asked: human_bytes(e.asked_bytes),
+            database: e.limit_bytes != grant.budget().limit_bytes(),
+        })
+}
+
+/// Records rows and time of the operator below it.
+pub struct Counted {
+    pub id: usize,
+    pub inner: BoxOp,
+}
+
+impl Op for Counted {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let t = Instant::now();
+        let r = self.inner.next(cx)?;
+        let peak = self.inner.mem_peak();
+        let s = &mut cx.stats[self.id];
+        s.nanos += t.elapsed().as_nanos() as u64;
+        s.peak_bytes = s.peak_bytes.max(peak);
+        if let Some(b) = &r {
+            s.rows += b.len as u64;
+            s.batches += 1;
+        }
+        Ok(r)
+    }
+}
+
+/// One row without columns, once.
+pub struct Once {
+    pub done: bool,
+}
+
+impl Op for Once {
+    fn next(&mut self, _: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if std::mem::replace(&mut self.done, true) {
+            return Ok(None);
+        }
+        Ok(Some(Batch::unit()))
+    }
+}
+
+pub type ArgCell = Rc<RefCell<Option<Batch>>>;
+
+/// The batch an [`Optional`] hands to the pattern below it.
+pub struct Argument {
+    pub cell: ArgCell,
+}
+
+impl Op for Argument {
+    fn next(&mut self, _: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        Ok(self.cell.borrow_mut().take())
+    }
+}

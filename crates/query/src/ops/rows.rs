@@ -1,0 +1,199 @@
+//! Row plumbing: filters, OPTIONAL, projections, UNWIND, SKIP / LIMIT and UNION.
+
+use super::*;
+
+/// Which rows a predicate column keeps: true, not false or null.
+pub(super) fn holds(v: &[Value]) -> Vec<bool> {
+    v.iter().map(|x| x.truth() == Some(true)).collect()
+}
+
+/// Keeps rows where the predicate is true.
+pub struct Filter {
+    pub input: BoxOp,
+    pub pred: CExpr,
+}
+
+impl Op for Filter {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let pred = &self.pred;
+        next_kept(&mut self.input, cx, |cx, b| {
+            Ok(holds(&eval_col(&cx.env, pred, b)?))
+        })
+    }
+}
+
+/// OPTIONAL MATCH: runs `sub` on each input batch (with the row number appended as a
+/// hidden column) and adds, for input rows `sub` found nothing for, the row padded with
+/// nulls to `out_width`.
+pub struct Optional {
+    pub input: BoxOp,
+    pub sub: BoxOp,
+    pub arg: ArgCell,
+    pub out_width: usize,
+    pub cur: Option<Batch>,
+    pub covered: Vec<bool>,
+}
+
+impl Op for Optional {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.cur.is_none() {
+                let Some(mut b) = self.input.next(cx)? else {
+                    return Ok(None);
+                };
+                b.cols
+                    .push((0..b.len).map(|i| Value::Int(i as i64)).collect());
+                self.covered = vec![false; b.len];
+                *self.arg.borrow_mut() = Some(b.clone());
+                self.cur = Some(b);
+            }
+            let in_width = self.cur.as_ref().map_or(0, |c| c.width());
+            if let Some(out) = self.sub.next(cx)? {
+                for v in &out.cols[in_width - 1] {
+                    if let Value::Int(i) = v {
+                        if let Some(c) = self.covered.get_mut(*i as usize) {
+                            *c = true;
+                        }
+                    }
+                }
+                return Ok(Some(out));
+            }
+            let cur = self.cur.take().expect("set above");
+            *self.arg.borrow_mut() = None;
+            let mut out = Batch::empty(self.out_width);
+            let nulls = vec![Value::Null; self.out_width - in_width];
+            for row in 0..cur.len {
+                if !self.covered[row] {
+                    out.push_row_from(&cur, row, &nulls);
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// Appends a column per expression.
+pub struct Extend {
+    pub input: BoxOp,
+    pub exprs: Vec<CExpr>,
+}
+
+impl Op for Extend {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(mut b) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        for e in &self.exprs {
+            let c = eval_col(&cx.env, e, &b)?;
+            b.cols.push(c);
+        }
+        Ok(Some(b))
+    }
+}
+
+/// Replaces the columns by the expressions' values.
+pub struct Project {
+    pub input: BoxOp,
+    pub exprs: Vec<CExpr>,
+}
+
+impl Op for Project {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(b) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        let cols = self
+            .exprs
+            .iter()
+            .map(|e| match e {
+                CExpr::Slot(i) => Ok(b.cols[*i].clone()),
+                e => eval_col(&cx.env, e, &b),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(Batch { cols, len: b.len }))
+    }
+}
+
+/// UNWIND: a row per list element.
+pub struct Unwind {
+    pub input: BoxOp,
+    pub expr: CExpr,
+}
+
+impl Op for Unwind {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let lists = eval_col(&cx.env, &self.expr, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, l) in lists.into_iter().enumerate() {
+                match l {
+                    Value::Null => {}
+                    Value::List(items) => {
+                        for x in items.iter() {
+                            out.push_row_from(&b, row, std::slice::from_ref(x));
+                        }
+                    }
+                    v => out.push_row_from(&b, row, &[v]),
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// SKIP and LIMIT; stops pulling once the limit is reached.
+pub struct SkipLimit {
+    pub input: BoxOp,
+    pub skip: usize,
+    pub limit: Option<usize>,
+    pub seen: usize,
+    pub emitted: usize,
+}
+
+impl Op for SkipLimit {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.limit.is_some_and(|l| self.emitted >= l) {
+                return Ok(None);
+            }
+            let Some(mut b) = self.input.next(cx)? else {
+                return Ok(None);
+            };
+            if self.seen < self.skip {
+                let drop = (self.skip - self.seen).min(b.len);
+                self.seen += drop;
+                b.skip(drop);
+            }
+            if let Some(l) = self.limit {
+                b.truncate(l - self.emitted);
+            }
+            self.emitted += b.len;
+            if b.len > 0 {
+                return Ok(Some(b));
+            }
+        }
+    }
+}
+
+/// The parts of a UNION, one after another.
+pub struct Union {
+    pub parts: Vec<BoxOp>,
+    pub i: usize,
+}
+
+impl Op for Union {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while self.i < self.parts.len() {
+            if let Some(b) = self.parts[self.i].next(cx)? {
+                return Ok(Some(b));
+            }
+            self.i += 1;
+        }
+        Ok(None)
+    }
+}

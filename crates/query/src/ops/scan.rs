@@ -1,0 +1,255 @@
+//! Finding nodes: scans of node id ranges (label scans, all nodes) and seeks through
+//! the id index, declared property indexes and internal ids, merged with the delta.
+
+use super::*;
+
+/// A node id range to scan; `check` says whether rows need a label test.
+#[derive(Debug, Clone)]
+pub struct ScanRange {
+    pub lo: u64,
+    pub hi: u64,
+    pub label: Option<u32>,
+    /// The range's tables carry this label: only nodes the delta holds (which may
+    /// have lost it) need a test.
+    pub table_label: Option<u32>,
+}
+
+/// For each input row, every node of the ranges (a label scan, or all nodes).
+pub struct Scan {
+    pub input: BoxOp,
+    pub ranges: Vec<ScanRange>,
+    pub cur: Option<Batch>,
+    pub row: usize,
+    pub range: usize,
+    pub node: u64,
+}
+
+impl Op for Scan {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    None => return Ok(None),
+                    Some(b) => {
+                        self.cur = Some(b);
+                        self.row = 0;
+                        self.range = 0;
+                        self.node = self.ranges.first().map_or(0, |r| r.lo);
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            let cur = self.cur.as_ref().expect("set above");
+            let mut out = Batch::empty(cur.width() + 1);
+            for c in &mut out.cols {
+                c.reserve(BATCH_ROWS);
+            }
+            while out.len < BATCH_ROWS && self.row < cur.len {
+                let Some(r) = self.ranges.get(self.range) else {
+                    self.row += 1;
+                    self.range = 0;
+                    self.node = self.ranges.first().map_or(0, |r| r.lo);
+                    continue;
+                };
+                let hi = r.hi.min(cx.env.g.n_nodes());
+                let end = hi
+                    .min(self.node + (BATCH_ROWS - out.len) as u64)
+                    .max(self.node);
+                let w = cur.width();
+                let check_live = cx.env.g.has_delta();
+                for n in self.node..end {
+                    if let Some(l) = r.label {
+                        if !cx.env.g.has_label(n, l)? {
+                            continue;
+                        }
+                    } else if check_live {
+                        let live = match r.table_label {
+                            Some(l) => cx.env.g.live_keeping_label(n, l),
+                            None => cx.env.g.node_live(n),
+                        };
+                        if !live {
+                            continue;
+                        }
+                    }
+                    for c in 0..w {
+                        out.cols[c].push(cur.cols[c][self.row].clone());
+                    }
+                    out.cols[w].push(Value::Node(n));
+                    out.len += 1;
+                }
+                self.node = end;
+                if end >= hi {
+                    self.range += 1;
+                    self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
+                }
+            }
+            if self.row >= cur.len {
+                self.cur = None;
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
+
+/// How a seek finds nodes from an input row.
+pub enum SeekBy {
+    /// The imported `:ID` column's index, in an id space.
+    Id {
+        space: usize,
+        prop: Arc<str>,
+        key: CExpr,
+    },
+    /// A declared index, equality.
+    Index {
+        index: Arc<crate::index::PropIndex>,
+        prop: Arc<str>,
+        key: CExpr,
+    },
+    /// A declared index, a range (each bound `(expr, inclusive)`).
+    Range {
+        index: Arc<crate::index::PropIndex>,
+        prop: Arc<str>,
+        lo: Option<(CExpr, bool)>,
+        hi: Option<(CExpr, bool)>,
+    },
+    /// Internal node ids: `id(n) = x` or `id(n) IN list`.
+    NodeId { key: CExpr },
+}
+
+/// For each input row, the nodes an index (or the internal id) finds, that carry
+/// `labels`.
+pub struct Seek {
+    pub input: BoxOp,
+    pub by: SeekBy,
+    pub labels: Vec<u32>,
+}
+
+impl Seek {
+    /// Candidate nodes of every row of `b`.
+    fn candidates(&self, cx: &Cx, b: &Batch) -> Result<Vec<Vec<u64>>, QueryError> {
+        let g = cx.env.g;
+        let opt_col = |e: &Option<(CExpr, bool)>| {
+            e.as_ref()
+                .map(|(x, inc)| eval_col(&cx.env, x, b).map(|c| (c, *inc)))
+                .transpose()
+        };
+        let mut out = Vec::with_capacity(b.len);
+        match &self.by {
+            SeekBy::Id { space, prop, key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    let found: Vec<u64> = g.id_lookup(*space, &k)?.into_iter().collect();
+                    out.push(with_delta(g, found, prop, &k));
+                }
+            }
+            SeekBy::Index { index, prop, key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    let found = index.lookup(g, &k)?;
+                    out.push(with_delta(g, found, prop, &k));
+                }
+            }
+            SeekBy::Range {
+                index,
+                prop,
+                lo,
+                hi,
+            } => {
+                let (lo, hi) = (opt_col(lo)?, opt_col(hi)?);
+                for row in 0..b.len {
+                    let l = lo.as_ref().map(|(c, inc)| (&c[row], *inc));
+                    let h = hi.as_ref().map(|(c, inc)| (&c[row], *inc));
+                    // A null bound compares to nothing.
+                    if l.is_some_and(|x| x.0.is_null()) || h.is_some_and(|x| x.0.is_null()) {
+                        out.push(Vec::new());
+                    } else {
+                        let mut found = index.range(g, l, h)?;
+                        if g.has_delta() {
+                            // Changed nodes answer from the delta, not the index.
+                            let held = g.delta_nodes();
+                            found.retain(|n| held.binary_search(n).is_err() && g.node_live(*n));
+                            for n in held {
+                                let v = g.node_prop(n, prop)?;
+                                let ok_lo = l.is_none_or(|(b, inc)| {
+                                    v.cmp3(b).is_some_and(|o| o.is_gt() || (inc && o.is_eq()))
+                                });
+                                let ok_hi = h.is_none_or(|(b, inc)| {
+                                    v.cmp3(b).is_some_and(|o| o.is_lt() || (inc && o.is_eq()))
+                                });
+                                if ok_lo && ok_hi {
+                                    found.push(n);
+                                }
+                            }
+                        }
+                        out.push(found);
+                    }
+                }
+            }
+            SeekBy::NodeId { key } => {
+                for k in eval_col(&cx.env, key, b)? {
+                    let ids: Vec<i64> = match k {
+                        Value::Int(i) => vec![i],
+                        Value::List(l) => l
+                            .iter()
+                            .filter_map(|v| {
+                                if let Value::Int(i) = v {
+                                    Some(*i)
+                                } else {
+                                    None
+                                }
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    out.push(
+                        ids.into_iter()
+                            .filter(|&i| i >= 0 && g.node_live(i as u64))
+                            .map(|i| i as u64)
+                            .collect(),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Index candidates corrected by the delta: nodes it changed are checked again, nodes
+/// it holds with that key are added.
+fn with_delta(g: &crate::Graph, mut found: Vec<u64>, prop: &str, key: &Value) -> Vec<u64> {
+    if !g.has_delta() {
+        return found;
+    }
+    found.retain(|&n| g.still_matches(n, prop, key));
+    for n in g.delta_key_nodes(prop, key) {
+        if !found.contains(&n) {
+            found.push(n);
+        }
+    }
+    found
+}
+
+impl Op for Seek {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        while let Some(b) = self.input.next(cx)? {
+            let found = self.candidates(cx, &b)?;
+            let mut out = Batch::empty(b.width() + 1);
+            for (row, nodes) in found.into_iter().enumerate() {
+                for n in nodes {
+                    let mut ok = true;
+                    for &l in &self.labels {
+                        ok &= cx.env.g.has_label(n, l)?;
+                    }
+                    if ok {
+                        out.push_row_from(&b, row, &[Value::Node(n)]);
+                    }
+                }
+            }
+            cx.check_cancel()?;
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}

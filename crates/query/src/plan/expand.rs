@@ -1,0 +1,311 @@
+//! Planning pattern expansion from the anchor both ways, and shortestPath.
+
+use super::*;
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    pub(super) fn rel_types(&self, r: &RelPattern) -> Vec<u32> {
+        if r.types.is_empty() {
+            (0..self.g.n_rel_types() as u32).collect()
+        } else {
+            r.types
+                .iter()
+                .filter_map(|t| self.g.rel_type_id(t))
+                .collect()
+        }
+    }
+
+    pub(super) fn pattern(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        p: &Pattern,
+        conj: &mut Vec<Expr>,
+        rel_slots: &mut Vec<usize>,
+    ) -> Result<P, QueryError> {
+        let nodes: Vec<&NodePattern> = std::iter::once(&p.start)
+            .chain(p.steps.iter().map(|s| &s.1))
+            .collect();
+        if p.kind != PathKind::Plain || (p.steps.len() == 1 && p.steps[0].0.bfs) {
+            return self.shortest(cur, scope, p, conj, rel_slots);
+        }
+        // Anchor: the cheapest node to find first.
+        let mut anchor = 0;
+        let mut best = (u32::MAX, u64::MAX);
+        for (i, n) in nodes.iter().enumerate() {
+            let c = self.anchor_cost(n, scope, conj);
+            if c < best {
+                best = c;
+                anchor = i;
+            }
+        }
+        let av = nodes[anchor].var.clone().expect("named");
+        if scope.get(&av).is_none() {
+            cur = self.bind_node(cur, scope, nodes[anchor], conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        // Rel slots in pattern order, for a named path.
+        let mut step_slots: Vec<Option<PathPart>> = vec![None; p.steps.len()];
+        let order: Vec<(usize, bool)> = (anchor..p.steps.len())
+            .map(|i| (i, true))
+            .chain((0..anchor).rev().map(|i| (i, false)))
+            .collect();
+        for (i, rightward) in order {
+            let (r, _) = &p.steps[i];
+            let (from_n, to_n) = if rightward {
+                (nodes[i], nodes[i + 1])
+            } else {
+                (nodes[i + 1], nodes[i])
+            };
+            let dir = if rightward { r.dir } else { reverse_dir(r.dir) };
+            let from = scope
+                .get(from_n.var.as_deref().expect("named"))
+                .expect("bound")
+                .0;
+            let to_var = to_n.var.clone().expect("named");
+            let into = scope.get(&to_var).map(|s| s.0);
+            // A bound endpoint's labels are a filter; a new one's are checked as it is found.
+            let labels = if into.is_some() {
+                vec![]
+            } else {
+                self.label_ids(to_n)
+            };
+            let types = self.rel_types(r);
+            let type_names = if r.types.is_empty() {
+                String::new()
+            } else {
+                format!(":{}", r.types.join("|"))
+            };
+            let rvar = r.var.clone();
+            let uniq = rel_slots.clone();
+            let input = cur.id;
+            // The operator, its description, its DISTINCT switch, and how its relationship
+            // (one, or a list for variable length) is bound and enters a named path.
+            let (name, body, op, flag, rel_kind, part): (_, _, BoxOp, _, _, fn(usize) -> PathPart) =
+                match r.range {
+                    None => {
+                        let distinct = DistinctTargets::default();
+                        let flag = distinct.on.clone();
+                        let op = Expand {
+                            input: cur.op,
+                            from,
+                            into,
+                            emit_rel: rvar.is_some(),
+                            types,
+                            dir,
+                            labels,
+                            uniq,
+                            cur: None,
+                            row: 0,
+                            distinct,
+                        };
+                        let name = if into.is_some() {
+                            "ExpandInto"
+                        } else {
+                            "Expand"
+                        };
+                        (
+                            name,
+                            type_names,
+                            Box::new(op),
+                            flag,
+                            Kind::Rel,
+                            PathPart::Rel,
+                        )
+                    }
+                    Some(range) => {
+                        let (min, max) = hop_bounds(range);
+                        let mut ve = VarExpand::new(
+                            cur.op,
+                            from,
+                            into,
+                            rvar.is_some(),
+                            types,
+                            dir,
+                            (min, max),
+                            labels,
+                            uniq,
+                        );
+                        ve.reverse = !rightward;
+                        let flag = ve.distinct.on.clone();
+                        let max = if max == u32::MAX {
+                            String::new()
+                        } else {
+                            max.to_string()
+                        };
+                        let body = format!("{type_names}*{min}..{max}");
+                        (
+                            "VarLengthExpand",
+                            body,
+                            Box::new(ve),
+                            flag,
+                            Kind::Other,
+                            PathPart::Rels,
+                        )
+                    }
+                };
+            let rel = format!("{}{body}", rvar.as_deref().unwrap_or("").trim());
+            let detail = format!(
+                "({}){}({}{})",
+                from_n.var.as_deref().unwrap_or("").trim(),
+                match dir {
+                    Dir::Out => format!("-[{rel}]->"),
+                    Dir::In => format!("<-[{rel}]-"),
+                    Dir::Both => format!("-[{rel}]-"),
+                },
+                to_var.trim(),
+                to_n.labels
+                    .iter()
+                    .map(|l| format!(":{l}"))
+                    .collect::<String>()
+            );
+            cur = self.wrap(name, detail, vec![input], op);
+            match into {
+                None => {
+                    let s = scope.bind(&to_var, Kind::Node);
+                    self.last_expand = Some((cur.id, s, flag));
+                }
+                Some(_) => {
+                    for l in &to_n.labels {
+                        conj.push(Expr::HasLabels(
+                            Box::new(Expr::Var(to_var.clone(), 0)),
+                            vec![l.clone()],
+                        ));
+                    }
+                }
+            }
+            if let Some(rv) = &rvar {
+                let s = scope.bind(rv, rel_kind);
+                rel_slots.push(s);
+                step_slots[i] = Some(part(s));
+            }
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        if let Some(pv) = &p.var {
+            let mut parts = vec![PathPart::Node(
+                scope
+                    .get(p.start.var.as_deref().expect("named"))
+                    .expect("bound")
+                    .0,
+            )];
+            parts.extend(step_slots.into_iter().flatten());
+            cur = self.wrap(
+                "ProjectPath",
+                pv.clone(),
+                vec![cur.id],
+                Box::new(Extend {
+                    input: cur.op,
+                    exprs: vec![CExpr::MakePath(parts)],
+                }),
+            );
+            scope.bind(pv, Kind::Other);
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        Ok(cur)
+    }
+
+    /// shortestPath / allShortestPaths / `*BFS` over a single variable-length step.
+    pub(super) fn shortest(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        p: &Pattern,
+        conj: &mut Vec<Expr>,
+        rel_slots: &mut Vec<usize>,
+    ) -> Result<P, QueryError> {
+        if p.steps.len() != 1 || p.steps[0].0.range.is_none() {
+            return Err(QueryError::Unsupported(
+                "shortestPath needs exactly one variable-length relationship, e.g. shortestPath((a)-[*..15]->(b))".into(),
+            ));
+        }
+        let (r, end) = &p.steps[0];
+        let start = &p.start;
+        let sv = start.var.clone().expect("named");
+        let ev = end.var.clone().expect("named");
+        if scope.get(&sv).is_none() {
+            cur = self.bind_node(cur, scope, start, conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+        }
+        // The far end is bound first when it can be found cheaply (seek), or when the
+        // query asks for shortestPath (which needs both ends).
+        let end_cost = self.anchor_cost(end, scope, conj);
+        let to = if scope.get(&ev).is_some() {
+            scope.get(&ev).map(|s| s.0)
+        } else if end_cost.0 <= 2 || p.kind != PathKind::Plain {
+            cur = self.bind_node(cur, scope, end, conj)?;
+            cur = self.push_filters(cur, scope, conj)?;
+            scope.get(&ev).map(|s| s.0)
+        } else {
+            None
+        };
+        // A shortest path starts at length 0 or 1.
+        let (min, max) = hop_bounds(r.range.unwrap_or((Some(1), None)));
+        let min = min.min(1);
+        let from = scope.get(&sv).expect("bound").0;
+        let labels: Vec<u32> = self.label_ids(end);
+        let all = p.kind == PathKind::AllShortest;
+        let detail = format!(
+            "({})-[*{}..{}]-({}){}",
+            sv.trim(),
+            min,
+            if max == u32::MAX {
+                String::new()
+            } else {
+                max.to_string()
+            },
+            ev.trim(),
+            if to.is_some() {
+                " bidirectional"
+            } else {
+                " single source"
+            }
+        );
+        cur = self.wrap(
+            if all {
+                "AllShortestPaths"
+            } else if to.is_some() {
+                "ShortestPath"
+            } else {
+                "BFS"
+            },
+            detail,
+            vec![cur.id],
+            Box::new(ShortestPath {
+                input: cur.op,
+                from,
+                to,
+                types: self.rel_types(r),
+                dir: r.dir,
+                min,
+                max,
+                all,
+                labels,
+                uniq: rel_slots.clone(),
+                peak: 0,
+            }),
+        );
+        if to.is_none() {
+            scope.bind(&ev, Kind::Node);
+        }
+        let path_slot = scope.bind(p.var.as_deref().unwrap_or(" path"), Kind::Other);
+        if let Some(rv) = &r.var {
+            cur = self.wrap(
+                "Extend",
+                format!("{} = relationships(path)", rv.trim()),
+                vec![cur.id],
+                Box::new(Extend {
+                    input: cur.op,
+                    exprs: vec![CExpr::Func(
+                        Func::Relationships,
+                        vec![CExpr::Slot(path_slot)],
+                    )],
+                }),
+            );
+            let s = scope.bind(rv, Kind::Other);
+            rel_slots.push(s);
+        }
+        self.push_filters(cur, scope, conj)
+    }
+
+    // -------------------------------------------------------------------------------
+    // WITH / RETURN
+}

@@ -1,0 +1,567 @@
+//! Planning MATCH: anchor choice (bound node, id seek, declared index, label scan, all
+//! nodes), pushed-down filters, and the label ranges a scan covers.
+
+use super::*;
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    pub(super) fn match_clause(
+        &mut self,
+        mut cur: P,
+        scope: &mut Scope,
+        patterns: &[Pattern],
+        where_: Option<Expr>,
+    ) -> Result<P, QueryError> {
+        let mut conj = Vec::new();
+        if let Some(w) = where_ {
+            split_and(w, &mut conj);
+        }
+        // Name every part, and turn inline properties into conjuncts.
+        let mut pats: Vec<Pattern> = patterns.to_vec();
+        let n_rels: usize = pats.iter().map(|p| p.steps.len()).sum();
+        for p in &mut pats {
+            let mut nodes: Vec<&mut NodePattern> = std::iter::once(&mut p.start)
+                .chain(p.steps.iter_mut().map(|s| &mut s.1))
+                .collect();
+            for n in nodes.iter_mut() {
+                if n.var.is_none() {
+                    self.anon += 1;
+                    n.var = Some(format!(" anon{}", self.anon));
+                }
+                let v = n.var.clone().expect("named above");
+                if let Some(props) = n.props.take() {
+                    prop_conjuncts(&v, props, self.params, &mut conj)?;
+                }
+                for l in &n.labels {
+                    if self.g.label_id(l).is_none() {
+                        conj.push(Expr::Bool(false));
+                    }
+                }
+            }
+            for (r, _) in &mut p.steps {
+                if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
+                    r.var = Some(self.anon_name());
+                }
+                if let Some(props) = r.props.take() {
+                    let v = r.var.clone().unwrap_or_else(|| {
+                        self.anon += 1;
+                        format!(" anon{}", self.anon)
+                    });
+                    r.var = Some(v.clone());
+                    prop_conjuncts(&v, props, self.params, &mut conj)?;
+                }
+            }
+        }
+        let mut rel_slots: Vec<usize> = Vec::new();
+        // Filters that need nothing from the pattern (constants, earlier variables) first.
+        cur = self.push_filters(cur, scope, &mut conj)?;
+        for p in &pats {
+            cur = self.pattern(cur, scope, p, &mut conj, &mut rel_slots)?;
+        }
+        if !conj.is_empty() {
+            // Everything is bound now; whatever is left references unknown variables.
+            let c = conj.remove(0);
+            let e = self.compile(&c, scope, &[])?;
+            cur = self.filter(cur, e, &c);
+        }
+        Ok(cur)
+    }
+
+    pub(super) fn filter(&mut self, cur: P, pred: CExpr, src: &Expr) -> P {
+        self.wrap(
+            "Filter",
+            short(src),
+            vec![cur.id],
+            Box::new(Filter {
+                input: cur.op,
+                pred,
+            }),
+        )
+    }
+
+    /// Applies every conjunct whose variables are all bound.
+    pub(super) fn push_filters(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        conj: &mut Vec<Expr>,
+    ) -> Result<P, QueryError> {
+        let mut i = 0;
+        while i < conj.len() {
+            let vars = vars_of(&conj[i]);
+            if vars.iter().all(|v| scope.get(v).is_some()) {
+                let c = conj.remove(i);
+                let e = self.compile(&c, scope, &[])?;
+                let before = cur.id;
+                cur = self.filter(cur, e, &c);
+                if let Some(le) = &mut self.last_expand {
+                    let only_target = vars.iter().all(|v| scope.get(v).map(|s| s.0) == Some(le.1));
+                    if le.0 == before && only_target && !vars.is_empty() {
+                        le.0 = cur.id;
+                    }
+                }
+            } else {
+                i += 1;
+            }
+        }
+        Ok(cur)
+    }
+
+    /// A conjunct `var.prop = e` (either side) with `e` computable now: removes it and
+    /// returns `e`.
+    pub(super) fn take_eq(
+        conj: &mut Vec<Expr>,
+        scope: &Scope,
+        var: &str,
+        prop: &str,
+    ) -> Option<Expr> {
+        let mut found = None;
+        'outer: for (i, c) in conj.iter().enumerate() {
+            if let Expr::Binary(BinOp::Eq, a, b) = c {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var)
+                            && k == prop
+                            && vars_of(y).iter().all(|v| scope.get(v).is_some())
+                        {
+                            found = Some((i, (**y).clone()));
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+        }
+        let (i, e) = found?;
+        conj.remove(i);
+        Some(e)
+    }
+
+    /// A conjunct `id(var) = e` or `id(var) IN list` with `e` computable now: removes it
+    /// and returns `e`.
+    pub(super) fn take_id_eq(conj: &mut Vec<Expr>, scope: &Scope, var: &str) -> Option<Expr> {
+        let is_id = |x: &Expr| matches!(x, Expr::Call { name, args, .. } if name == "id" && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var));
+        let ready = |y: &Expr| vars_of(y).iter().all(|v| scope.get(v).is_some());
+        let i = conj.iter().position(|c| match c {
+            Expr::Binary(BinOp::Eq, a, b) => (is_id(a) && ready(b)) || (is_id(b) && ready(a)),
+            Expr::Binary(BinOp::In, a, b) => is_id(a) && ready(b),
+            _ => false,
+        })?;
+        match conj.remove(i) {
+            Expr::Binary(_, a, b) => Some(if is_id(&a) { *b } else { *a }),
+            _ => None,
+        }
+    }
+
+    /// Bounds on `var.prop` from conjuncts `var.prop < e` and the like (either side),
+    /// with `e` computable now: (lower, upper), each `(e, inclusive)`. The conjuncts stay:
+    /// they remain filters after the seek.
+    pub(super) fn range_bounds(
+        conj: &[Expr],
+        scope: &Scope,
+        var: &str,
+        prop: &str,
+    ) -> (Option<Bound>, Option<Bound>) {
+        let (mut lo, mut hi) = (None, None);
+        let is_prop = |x: &Expr| matches!(x, Expr::Prop(v, k) if k == prop && matches!(&**v, Expr::Var(n, _) if n == var));
+        for c in conj {
+            let Expr::Binary(op, a, b) = c else { continue };
+            let (op, e) = if is_prop(a) {
+                (*op, b)
+            } else if is_prop(b) {
+                (
+                    match op {
+                        BinOp::Lt => BinOp::Gt,
+                        BinOp::Le => BinOp::Ge,
+                        BinOp::Gt => BinOp::Lt,
+                        BinOp::Ge => BinOp::Le,
+                        o => *o,
+                    },
+                    a,
+                )
+            } else {
+                continue;
+            };
+            if !vars_of(e).iter().all(|v| scope.get(v).is_some()) {
+                continue;
+            }
+            match op {
+                BinOp::Gt if lo.is_none() => lo = Some(((**e).clone(), false)),
+                BinOp::Ge if lo.is_none() => lo = Some(((**e).clone(), true)),
+                BinOp::Lt if hi.is_none() => hi = Some(((**e).clone(), false)),
+                BinOp::Le if hi.is_none() => hi = Some(((**e).clone(), true)),
+                _ => {}
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Properties of `var` that some comparison conjunct bounds.
+    pub(super) fn range_props(conj: &[Expr], var: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in conj {
+            if let Expr::Binary(BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, a, b) = c {
+                for x in [a, b] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var) && !out.contains(k) {
+                            out.push(k.clone());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// How a node could be found on its own: (cost class, label rows).
+    pub(super) fn anchor_cost(&self, n: &NodePattern, scope: &Scope, conj: &[Expr]) -> (u32, u64) {
+        let v = n.var.as_deref().unwrap_or("");
+        if scope.get(v).is_some() {
+            return (0, 0);
+        }
+        let mut best = (4, self.g.n_nodes());
+        if Self::take_id_eq(&mut conj.to_vec(), scope, v).is_some() {
+            return (1, 1);
+        }
+        for l in &n.labels {
+            let Some(lid) = self.g.label_id(l) else {
+                return (1, 0);
+            };
+            let mut c = conj.to_vec();
+            for prop in self.eq_props(&c, v) {
+                if self.g.id_seek_space(lid, &prop).is_some()
+                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                {
+                    return (1, 1);
+                }
+                if self.indexes.get(l, &prop).is_some()
+                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                {
+                    best = best.min((2, 1));
+                }
+            }
+            for prop in Self::range_props(conj, v) {
+                if self.indexes.get(l, &prop).is_some() {
+                    let (lo, hi) = Self::range_bounds(conj, scope, v, &prop);
+                    if lo.is_some() || hi.is_some() {
+                        best = best.min((3, 0));
+                    }
+                }
+            }
+            let rows: u64 = self
+                .g
+                .label_scan(lid)
+                .tables
+                .iter()
+                .map(|&(t, _)| {
+                    let (a, b) = self.g.table_range(t);
+                    b - a
+                })
+                .sum();
+            best = best.min((3, rows));
+        }
+        best
+    }
+
+    pub(super) fn eq_props(&self, conj: &[Expr], var: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in conj {
+            if let Expr::Binary(BinOp::Eq, a, b) = c {
+                for x in [a, b] {
+                    if let Expr::Prop(v, k) = &**x {
+                        if matches!(&**v, Expr::Var(n, _) if n == var) {
+                            out.push(k.clone());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The seek that finds node `n` (variable `v`) from the conjuncts, best first: the
+    /// `:ID` index, a declared index's equality, `id(v)`, a declared index's range. Takes
+    /// the conjuncts a seek enforces exactly (ranges stay as filters). `None`: scan.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn seek_for(
+        &mut self,
+        n: &NodePattern,
+        v: &str,
+        scope: &Scope,
+        conj: &mut Vec<Expr>,
+    ) -> Result<Option<(&'static str, String, SeekBy)>, QueryError> {
+        for l in &n.labels {
+            let Some(lid) = self.g.label_id(l) else {
+                continue;
+            };
+            for prop in self.eq_props(conj, v) {
+                if let Some(space) = self.g.id_seek_space(lid, &prop) {
+                    if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
+                        let detail =
+                            format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key));
+                        let key = self.compile(&key, scope, &[])?;
+                        let prop = Arc::from(prop.as_str());
+                        return Ok(Some(("NodeSeek", detail, SeekBy::Id { space, prop, key })));
+                    }
+                }
+                if let Some(index) = self.indexes.get(l, &prop) {
+                    if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
+                        let detail = format!(
+                            "({}:{l}) by index on {l}({prop}) = {}",
+                            v.trim(),
+                            short(&key)
+                        );
+                        let key = self.compile(&key, scope, &[])?;
+                        return Ok(Some((
+                            "NodeIndexSeek",
+                            detail,
+                            SeekBy::Index {
+                                index,
+                                prop: Arc::from(prop.as_str()),
+                                key,
+                            },
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some(key) = Self::take_id_eq(conj, scope, v) {
+            let detail = format!("({}) id = {}", v.trim(), short(&key));
+            let key = self.compile(&key, scope, &[])?;
+            return Ok(Some(("NodeByIdSeek", detail, SeekBy::NodeId { key })));
+        }
+        for l in &n.labels {
+            for prop in Self::range_props(conj, v) {
+                let Some(index) = self.indexes.get(l, &prop) else {
+                    continue;
+                };
+                let (lo, hi) = Self::range_bounds(conj, scope, v, &prop);
+                if lo.is_none() && hi.is_none() {
+                    continue;
+                }
+                let show = |b: &Option<Bound>, open: &str, closed: &str| {
+                    b.as_ref()
+                        .map(|(e, inc)| {
+                            format!(" {} {}", if *inc { closed } else { open }, short(e))
+                        })
+                        .unwrap_or_default()
+                };
+                let detail = format!(
+                    "({}:{l}) by index on {l}({prop}){}{}",
+                    v.trim(),
+                    show(&lo, ">", ">="),
+                    show(&hi, "<", "<=")
+                );
+                let mut compile = |b: Option<Bound>| {
+                    b.map(|(e, inc)| self.compile(&e, scope, &[]).map(|c| (c, inc)))
+                        .transpose()
+                };
+                let (lo, hi) = (compile(lo)?, compile(hi)?);
+                return Ok(Some((
+                    "NodeIndexRangeSeek",
+                    detail,
+                    SeekBy::Range {
+                        index,
+                        prop: Arc::from(prop.as_str()),
+                        lo,
+                        hi,
+                    },
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Binds node `n` on its own (seek or scan), for each row of `cur`.
+    pub(super) fn bind_node(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        n: &NodePattern,
+        conj: &mut Vec<Expr>,
+    ) -> Result<P, QueryError> {
+        let v = n.var.clone().expect("named");
+        let labels: Vec<u32> = self.label_ids(n);
+        if let Some((name, detail, by)) = self.seek_for(n, &v, scope, conj)? {
+            let p = self.wrap(
+                name,
+                detail,
+                vec![cur.id],
+                Box::new(Seek {
+                    input: cur.op,
+                    by,
+                    labels,
+                }),
+            );
+            scope.bind(&v, Kind::Node);
+            return Ok(p);
+        }
+        let ranges = self.label_ranges(labels.first().copied());
+        let detail = match labels.first() {
+            Some(&l) => format!("({}:{})", v.trim(), self.g.label_name(l)),
+            None => format!("({})", v.trim()),
+        };
+        let name = if labels.is_empty() {
+            "AllNodesScan"
+        } else {
+            "NodeByLabelScan"
+        };
+        let mut p = self.wrap(
+            name,
+            detail,
+            vec![cur.id],
+            Box::new(Scan {
+                input: cur.op,
+                ranges,
+                cur: None,
+                row: 0,
+                range: 0,
+                node: 0,
+            }),
+        );
+        let slot = scope.bind(&v, Kind::Node);
+        if labels.len() > 1 {
+            let e = CExpr::HasLabels(
+                Box::new(CExpr::Slot(slot)),
+                labels[1..].iter().map(|&l| Some(l)).collect(),
+            );
+            p = self.wrap(
+                "Filter",
+                format!("{}: more labels", v.trim()),
+                vec![p.id],
+                Box::new(Filter {
+                    input: p.op,
+                    pred: e,
+                }),
+            );
+        }
+        Ok(p)
+    }
+
+    /// Label ids of a node pattern (labels the database lacks are dropped; the planner
+    /// has already made such a pattern match nothing).
+    pub(super) fn label_ids(&self, n: &NodePattern) -> Vec<u32> {
+        n.labels.iter().filter_map(|l| self.g.label_id(l)).collect()
+    }
+
+    /// Node id ranges holding `label` (all nodes for `None`); created nodes last.
+    pub(super) fn label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
+        let mut v = self.segment_label_ranges(label);
+        // Created nodes: up to whatever exists when the scan runs (a MERGE scans again
+        // after each row it created).
+        if let Some(d) = self.g.delta() {
+            // Segment nodes that gained the label outside the tables that carry it.
+            if let (Some(l), Some(name)) = (label, label.and_then(|l| d.labels.get(l as usize))) {
+                for (&n, r) in d.nodes.range(..d.base_nodes) {
+                    if !r.deleted
+                        && r.labels.contains(name)
+                        && !v.iter().any(|x| x.lo <= n && n < x.hi)
+                    {
+                        v.push(ScanRange {
+                            lo: n,
+                            hi: n + 1,
+                            label: Some(l),
+                            table_label: None,
+                        });
+                    }
+                }
+            }
+            match label {
+                Some(l) => v.push(ScanRange {
+                    lo: d.base_nodes,
+                    hi: u64::MAX,
+                    label: Some(l),
+                    table_label: None,
+                }),
+                None => {
+                    if let Some(r) = v.last_mut() {
+                        r.hi = u64::MAX;
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    pub(super) fn segment_label_ranges(&self, label: Option<u32>) -> Vec<ScanRange> {
+        match label {
+            Some(l) => self
+                .g
+                .label_scan(l)
+                .tables
+                .iter()
+                .map(|&(t, check)| {
+                    let (lo, hi) = self.g.table_range(t);
+                    ScanRange {
+                        lo,
+                        hi,
+                        label: check.then_some(l),
+                        table_label: (!check).then_some(l),
+                    }
+                })
+                .collect(),
+            None => vec![ScanRange {
+                lo: 0,
+                hi: self.g.n_nodes(),
+                label: None,
+                table_label: None,
+            }],
+        }
+    }
+
+    /// A first MATCH of one node pattern found by a scan: its ranges and filter, so that
+    /// an aggregation right after it can run as a parallel scan-aggregate.
+    pub(super) fn fusable_scan(
+        &mut self,
+        patterns: &[Pattern],
+        where_: &Option<Expr>,
+    ) -> Option<Fused> {
+        let [p] = patterns else { return None };
+        if !p.steps.is_empty() || p.var.is_some() || p.kind != PathKind::Plain {
+            return None;
+        }
+        let n = &p.start;
+        let v = n.var.clone()?;
+        let labels: Vec<u32> = n
+            .labels
+            .iter()
+            .map(|l| self.g.label_id(l))
+            .collect::<Option<_>>()?;
+        let mut conj = Vec::new();
+        if let Some(w) = where_ {
+            split_and(w.clone(), &mut conj);
+        }
+        if let Some(props) = &n.props {
+            prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
+        }
+        let mut scope = Scope::default();
+        if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
+            return None; // a seek is better
+        }
+        let slot = scope.bind(&v, Kind::Node);
+        let mut filter: Option<CExpr> = None;
+        let mut preds: Vec<CExpr> = Vec::new();
+        if labels.len() > 1 {
+            preds.push(CExpr::HasLabels(
+                Box::new(CExpr::Slot(slot)),
+                labels[1..].iter().map(|&l| Some(l)).collect(),
+            ));
+        }
+        for c in &conj {
+            if vars_of(c).iter().any(|x| x != &v) {
+                return None;
+            }
+            preds.push(self.compile(c, &scope, &[]).ok()?);
+        }
+        for p in preds {
+            filter = Some(match filter {
+                None => p,
+                Some(f) => CExpr::Bin(BinOp::And, Box::new(f), Box::new(p)),
+            });
+        }
+        Some(Fused {
+            id: usize::MAX,
+            ranges: self.label_ranges(labels.first().copied()),
+            filter,
+            var: v,
+        })
+    }
+}

@@ -1,0 +1,628 @@
+//! The planner: a bound query to a tree of physical operators, and its description for
+//! EXPLAIN / PROFILE.
+//!
+//! Rules, in order of what they save:
+//! - **Anchor choice.** Each pattern starts at its cheapest node: one already bound, then
+//!   an id-index seek (`{id: $x}` or `WHERE n.id = $x` on the imported `:ID` column), then
+//!   a declared property index, then a label scan, then all nodes. The rest of the
+//!   pattern is expanded from there, both ways.
+//! - **Expansion over the CSR** in the written direction (the in-CSR for `<-`), and
+//!   expand-into from the endpoint with the smaller degree when both ends are bound.
+//! - **Filters pushed down**: each WHERE conjunct and inline property is applied right
+//!   after the operator that binds its last variable.
+//! - **Top-k** for ORDER BY with a constant LIMIT; **distinct on node ids** before a
+//!   DISTINCT projection that depends only on nodes.
+//! - **Bidirectional BFS** for shortestPath between bound endpoints.
+
+use crate::error::QueryError;
+use crate::expr::{compile_regex, CExpr, Func, PathPart, PatternPred, PredStep};
+use crate::graph::Graph;
+use crate::index::IndexSet;
+use crate::ops::*;
+use crate::value::Value;
+use quiver_cypher::ast::*;
+use quiver_cypher::bind::{is_aggregate, same};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+mod compile;
+mod expand;
+mod matching;
+mod project;
+mod write;
+
+pub type Params = BTreeMap<String, Value>;
+
+/// A range bound: the expression and whether it is inclusive.
+type Bound = (Expr, bool);
+
+/// One operator in the plan description.
+#[derive(Debug, Clone)]
+pub struct Desc {
+    pub name: &'static str,
+    pub detail: String,
+    pub children: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Node,
+    Rel,
+    Other,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scope {
+    /// Visible variables: name, slot, kind.
+    vars: Vec<(String, usize, Kind)>,
+    width: usize,
+}
+
+impl Scope {
+    fn get(&self, name: &str) -> Option<(usize, Kind)> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|v| v.0 == name)
+            .map(|v| (v.1, v.2))
+    }
+
+    fn bind(&mut self, name: &str, kind: Kind) -> usize {
+        let slot = self.width;
+        self.width += 1;
+        self.vars.push((name.to_string(), slot, kind));
+        slot
+    }
+
+    fn hidden(&mut self) -> usize {
+        self.width += 1;
+        self.width - 1
+    }
+}
+
+/// A planned operator and its description's id.
+pub struct P {
+    pub op: BoxOp,
+    pub id: usize,
+}
+
+/// See [`Planner::fusable_scan`].
+struct Fused {
+    /// The plan node the scan (and its filters) ended at.
+    id: usize,
+    ranges: Vec<ScanRange>,
+    filter: Option<CExpr>,
+    var: String,
+}
+
+pub struct Planner<'a, 'g, 'db> {
+    fused: Option<Fused>,
+    /// The last expansion that bound a new node: (plan node, node slot, its distinct
+    /// switch), for pushing a DISTINCT on that node into it.
+    /// A filter on that node alone keeps the push-down valid (it rejects every row of a
+    /// node or none), so the plan node moves up past it.
+    last_expand: Option<(usize, usize, Rc<std::cell::Cell<bool>>)>,
+    g: &'g Graph<'db>,
+    params: &'a Params,
+    indexes: &'a IndexSet,
+    pub descs: Vec<Desc>,
+    locals: Vec<String>,
+    max_locals: usize,
+    anon: usize,
+    /// An operator planned so far scans or expands (writes after it must be eager).
+    reads_graph: bool,
+    /// An earlier clause of the statement reads or writes the graph (a CREATE after
+    /// one cannot take the direct path).
+    touched: bool,
+    /// Nothing follows the clauses being planned in the statement.
+    tail: bool,
+}
+
+/// Names of anonymous pattern parts start with a space, which no user variable can.
+fn is_hidden(name: &str) -> bool {
+    name.starts_with(' ')
+}
+
+fn split_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            split_and(*a, out);
+            split_and(*b, out);
+        }
+        e => out.push(e),
+    }
+}
+
+/// Variables an expression reads (excluding list-comprehension variables).
+fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    match e {
+        Expr::Var(n, _) => {
+            if !bound.contains(n) {
+                out.push(n.clone())
+            }
+        }
+        Expr::ListComp {
+            var,
+            list,
+            pred,
+            map,
+        } => {
+            free_vars(list, bound, out);
+            bound.push(var.clone());
+            for x in [pred, map].into_iter().flatten() {
+                free_vars(x, bound, out);
+            }
+            bound.pop();
+        }
+        Expr::PatternPred(p) => {
+            for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
+                if let Some(v) = &n.var {
+                    out.push(v.clone())
+                }
+            }
+        }
+        e => e
+            .children()
+            .into_iter()
+            .for_each(|x| free_vars(x, bound, out)),
+    }
+}
+
+fn vars_of(e: &Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    free_vars(e, &mut Vec::new(), &mut out);
+    out
+}
+
+fn is_agg_call(e: &Expr) -> bool {
+    matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
+}
+
+fn contains_agg(e: &Expr) -> bool {
+    is_agg_call(e) || e.children().into_iter().any(contains_agg)
+}
+
+/// The aggregate calls in `e` (outermost), each once.
+fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
+    if is_agg_call(e) {
+        if !out.iter().any(|x| same(x, e)) {
+            out.push(e.clone())
+        }
+    } else {
+        e.children().into_iter().for_each(|x| collect_aggs(x, out))
+    }
+}
+
+/// `(v {k: e, ...})` or `(v $map)` as conjuncts `v.k = e`.
+fn prop_conjuncts(
+    v: &str,
+    props: Expr,
+    params: &Params,
+    conj: &mut Vec<Expr>,
+) -> Result<(), QueryError> {
+    let eq = |k: String, e: Expr| {
+        Expr::Binary(
+            BinOp::Eq,
+            Box::new(Expr::Prop(Box::new(Expr::Var(v.to_string(), 0)), k)),
+            Box::new(e),
+        )
+    };
+    match props {
+        Expr::Map(m) => conj.extend(m.into_iter().map(|(k, e)| eq(k, e))),
+        Expr::Param(p) => match params.get(&p) {
+            Some(Value::Map(m)) => {
+                for (k, _) in m.iter() {
+                    let e = Expr::Index(
+                        Box::new(Expr::Param(p.clone())),
+                        Box::new(Expr::Str(k.to_string())),
+                    );
+                    conj.push(eq(k.to_string(), e));
+                }
+            }
+            Some(other) => {
+                return Err(QueryError::Type(format!(
+                    "properties in a pattern must be a map; ${p} is {}",
+                    other.type_name()
+                )))
+            }
+            None => return Err(QueryError::MissingParam(p)),
+        },
+        other => {
+            return Err(QueryError::Unsupported(format!(
+                "properties in a pattern must be a map or a parameter, not {}",
+                short(&other)
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Hop bounds of `*min..max` (an absent minimum is 1; an absent maximum is unbounded).
+fn hop_bounds((lo, hi): (Option<u64>, Option<u64>)) -> (u32, u32) {
+    let clamp = |x: u64| x.min(u32::MAX as u64) as u32;
+    (clamp(lo.unwrap_or(1)), clamp(hi.unwrap_or(u64::MAX)))
+}
+
+/// For a scan-aggregate whose filter, keys and aggregate arguments read the scanned node
+/// only through properties: those properties and the expressions rewritten to read
+/// them as columns (see [`rewrite_props`]); `None` otherwise.
+fn direct_columns(
+    filter: Option<&CExpr>,
+    keys: &[CExpr],
+    specs: &[AggSpec],
+) -> Option<DirectColumns> {
+    let mut props = Vec::new();
+    let filter = match filter {
+        Some(x) => Some(rewrite_props(x, &mut props)?),
+        None => None,
+    };
+    let keys = keys
+        .iter()
+        .map(|k| rewrite_props(k, &mut props))
+        .collect::<Option<Vec<_>>>()?;
+    let aggs = specs
+        .iter()
+        .map(|a| {
+            Some(AggSpec {
+                arg: match &a.arg {
+                    Some(x) => Some(rewrite_props(x, &mut props)?),
+                    None => None,
+                },
+                ..a.clone()
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((props, filter, keys, aggs))
+}
+
+fn short(e: &Expr) -> String {
+    quiver_cypher::print::expr(e)
+}
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    pub fn new(g: &'g Graph<'db>, params: &'a Params, indexes: &'a IndexSet) -> Self {
+        Planner {
+            fused: None,
+            last_expand: None,
+            g,
+            params,
+            indexes,
+            descs: Vec::new(),
+            locals: Vec::new(),
+            max_locals: 0,
+            anon: 0,
+            reads_graph: false,
+            touched: false,
+            tail: false,
+        }
+    }
+
+    fn wrap(&mut self, name: &'static str, detail: String, children: Vec<usize>, op: BoxOp) -> P {
+        if matches!(
+            name,
+            "AllNodesScan"
+                | "NodeByLabelScan"
+                | "Expand"
+                | "ExpandInto"
+                | "VarLengthExpand"
+                | "ShortestPath"
+                | "AllShortestPaths"
+        ) {
+            self.reads_graph = true;
+        }
+        let id = self.descs.len();
+        self.descs.push(Desc {
+            name,
+            detail,
+            children,
+        });
+        P {
+            op: Box::new(Counted { id, inner: op }),
+            id,
+        }
+    }
+
+    /// The input of a sub-plan (OPTIONAL MATCH, MERGE, a CALL body) and the cell its
+    /// parent fills with each batch.
+    fn argument(&mut self) -> (P, ArgCell) {
+        let cell: ArgCell = Rc::new(RefCell::new(None));
+        let arg = self.wrap(
+            "Argument",
+            String::new(),
+            vec![],
+            Box::new(Argument { cell: cell.clone() }),
+        );
+        (arg, cell)
+    }
+
+    /// Plans a whole query: the operator tree and the output column names.
+    pub fn plan(&mut self, q: &Query) -> Result<(P, Vec<String>), QueryError> {
+        let mut parts = Vec::new();
+        let mut names = Vec::new();
+        self.tail = q.parts.len() == 1;
+        for part in &q.parts {
+            let (p, n) = self.single(part)?;
+            parts.push(p);
+            names = n;
+        }
+        if parts.len() == 1 {
+            return Ok((parts.pop().expect("one part"), names));
+        }
+        let ids = parts.iter().map(|p| p.id).collect();
+        let distinct = q.union_all.iter().any(|a| !a);
+        let u = self.wrap(
+            "Union",
+            if distinct { "distinct" } else { "all" }.into(),
+            ids,
+            Box::new(Union {
+                parts: parts.into_iter().map(|p| p.op).collect(),
+                i: 0,
+            }),
+        );
+        if distinct {
+            let w = names.len();
+            let d = self.wrap(
+                "Distinct",
+                String::new(),
+                vec![u.id],
+                Box::new(Distinct::new(u.op, w)),
+            );
+            return Ok((d, names));
+        }
+        Ok((u, names))
+    }
+
+    fn single(&mut self, q: &SingleQuery) -> Result<(P, Vec<String>), QueryError> {
+        let cur = self.wrap(
+            "Once",
+            String::new(),
+            vec![],
+            Box::new(Once { done: false }),
+        );
+        let (cur, _, names) = self.clauses(cur, Scope::default(), &q.clauses)?;
+        Ok((cur, names))
+    }
+
+    /// Plans `clauses` on top of `cur`, whose rows bind `scope`; the plan, the scope
+    /// after the last clause and the names of the columns a RETURN gives.
+    fn clauses(
+        &mut self,
+        mut cur: P,
+        mut scope: Scope,
+        clauses: &[Clause],
+    ) -> Result<(P, Scope, Vec<String>), QueryError> {
+        let mut names = Vec::new();
+        for (i, c) in clauses.iter().enumerate() {
+            let last = self.tail && i + 1 == clauses.len();
+            if matches!(
+                c,
+                Clause::Match { .. }
+                    | Clause::Merge { .. }
+                    | Clause::Set(_)
+                    | Clause::Remove(_)
+                    | Clause::Delete { .. }
+            ) {
+                self.touched = true;
+            }
+            match c {
+                Clause::Match {
+                    optional: false,
+                    patterns,
+                    where_,
+                } => {
+                    let fused = if scope.width == 0 && self.fused.is_none() && !self.g.has_delta() {
+                        self.fusable_scan(patterns, where_)
+                    } else {
+                        None
+                    };
+                    cur = self.match_clause(cur, &mut scope, patterns, where_.clone())?;
+                    self.fused = fused.map(|f| Fused { id: cur.id, ..f });
+                }
+                Clause::Match {
+                    optional: true,
+                    patterns,
+                    where_,
+                } => {
+                    let (arg, cell) = self.argument();
+                    let mut sub_scope = scope.clone();
+                    sub_scope.hidden();
+                    let sub = self.match_clause(arg, &mut sub_scope, patterns, where_.clone())?;
+                    // Variables the optional part binds are null where it found nothing.
+                    let out_width = sub_scope.width;
+                    cur = self.wrap(
+                        "Optional",
+                        String::new(),
+                        vec![cur.id, sub.id],
+                        Box::new(Optional {
+                            input: cur.op,
+                            sub: sub.op,
+                            arg: cell,
+                            out_width,
+                            cur: None,
+                            covered: Vec::new(),
+                        }),
+                    );
+                    scope = sub_scope;
+                }
+                Clause::Unwind { expr, var } => {
+                    let e = self.compile(expr, &scope, &[])?;
+                    cur = self.wrap(
+                        "Unwind",
+                        format!("{} AS {var}", short(expr)),
+                        vec![cur.id],
+                        Box::new(Unwind {
+                            input: cur.op,
+                            expr: e,
+                        }),
+                    );
+                    scope.bind(var, Kind::Other);
+                }
+                Clause::With(p) => {
+                    let (c, s, _) = self.projection(cur, &scope, p)?;
+                    cur = c;
+                    scope = s;
+                }
+                Clause::Return(p) => {
+                    let (c, s, n) = self.projection(cur, &scope, p)?;
+                    cur = c;
+                    scope = s;
+                    names = n;
+                }
+                Clause::Create(patterns) => {
+                    let mut steps = Vec::new();
+                    for p in patterns {
+                        self.create_steps(p, &mut scope, &mut steps)?;
+                    }
+                    let detail = patterns
+                        .iter()
+                        .map(quiver_cypher::print::pattern)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let width = scope.width;
+                    let bulk = last && !self.touched && self.bulk_ok(&steps);
+                    self.touched = true;
+                    let name = if bulk { "BulkCreate" } else { "Create" };
+                    cur = self.updating(cur, name, detail, |feed| {
+                        Box::new(crate::write::Create::new(feed, steps, width, bulk))
+                    });
+                }
+                Clause::Set(items) => {
+                    let items = self.set_ops(items, &scope)?;
+                    cur = self.updating(cur, "SetProperties", String::new(), |feed| {
+                        Box::new(crate::write::SetProps { feed, items })
+                    });
+                }
+                Clause::Remove(items) => {
+                    let items = self.remove_ops(items, &scope)?;
+                    cur = self.updating(cur, "Remove", String::new(), |feed| {
+                        Box::new(crate::write::SetProps { feed, items })
+                    });
+                }
+                Clause::Delete { detach, exprs } => {
+                    let mut cs = Vec::new();
+                    for e in exprs {
+                        cs.push(self.compile(e, &scope, &[])?);
+                    }
+                    let detail = exprs.iter().map(short).collect::<Vec<_>>().join(", ");
+                    let name = if *detach { "DetachDelete" } else { "Delete" };
+                    let detach = *detach;
+                    cur = self.updating(cur, name, detail, |feed| {
+                        Box::new(crate::write::Delete {
+                            feed,
+                            exprs: cs,
+                            detach,
+                        })
+                    });
+                }
+                Clause::Merge {
+                    pattern,
+                    on_create,
+                    on_match,
+                } => {
+                    cur = self.merge(cur, &mut scope, pattern, on_create, on_match)?;
+                }
+                Clause::LoadCsv(l) => {
+                    let source = self.compile(&l.source, &scope, &[])?;
+                    let dialect = quiver_csv::Dialect {
+                        delimiter: l.delimiter.unwrap_or(b','),
+                        quote: Some(l.quote.unwrap_or(b'"')),
+                        ..quiver_csv::Dialect::default()
+                    };
+                    let spec = crate::load::Spec {
+                        header: l.header,
+                        dialect,
+                        null_if: l.null_if.as_ref().map(|s| s.as_bytes().into()),
+                        ignore_bad: l.ignore_bad,
+                    };
+                    let detail = format!(
+                        "{}{} AS {}",
+                        if l.header {
+                            "WITH HEADERS FROM "
+                        } else {
+                            "FROM "
+                        },
+                        short(&l.source),
+                        l.var
+                    );
+                    cur = self.wrap(
+                        "LoadCsv",
+                        detail,
+                        vec![cur.id],
+                        Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
+                    );
+                    scope.bind(&l.var, Kind::Other);
+                }
+                Clause::CallInTx {
+                    body,
+                    rows,
+                    on_error,
+                } => {
+                    let rows = match rows {
+                        Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
+                        None => None,
+                    };
+                    let (arg, cell) = self.argument();
+                    // The body's reads start from its own input.
+                    let outer_reads = std::mem::replace(&mut self.reads_graph, false);
+                    let fused = self.fused.take();
+                    let outer_tail = std::mem::replace(&mut self.tail, last);
+                    let sub = self.clauses(arg, scope.clone(), &body.clauses);
+                    self.tail = outer_tail;
+                    let (sub, _, sub_names) = sub?;
+                    self.reads_graph = outer_reads;
+                    self.fused = fused;
+                    let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
+                    for n in &sub_names {
+                        scope.bind(n, Kind::Other);
+                    }
+                    cur = self.wrap(
+                        "CallInTransactions",
+                        format!("{on_error:?}"),
+                        vec![cur.id, sub.id],
+                        Box::new(crate::write::CallInTx::new(
+                            cur.op, cell, sub.op, rows, *on_error, returns,
+                        )),
+                    );
+                }
+            }
+        }
+        Ok((cur, scope, names))
+    }
+
+    // -------------------------------------------------------------------------------
+    // Updating clauses
+
+    fn anon_name(&mut self) -> String {
+        self.anon += 1;
+        format!(" anon{}", self.anon)
+    }
+
+    fn trim(&mut self, cur: P, scope: &mut Scope, n: usize) -> P {
+        if scope.width == n {
+            return cur;
+        }
+        scope.width = n;
+        scope.vars.retain(|v| v.1 < n);
+        self.wrap(
+            "Project",
+            format!("first {n} columns"),
+            vec![cur.id],
+            Box::new(Project {
+                input: cur.op,
+                exprs: (0..n).map(CExpr::Slot).collect(),
+            }),
+        )
+    }
+
+    fn const_usize(&mut self, e: &Expr, what: &str) -> Result<usize, QueryError> {
+        let c = self.compile(e, &Scope::default(), &[])?;
+        match c {
+            CExpr::Const(Value::Int(i)) if i >= 0 => Ok(i as usize),
+            _ => Err(QueryError::Argument(format!(
+                "{what} needs a non-negative integer constant or parameter"
+            ))),
+        }
+    }
+}

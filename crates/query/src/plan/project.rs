@@ -1,0 +1,380 @@
+//! Planning RETURN / WITH: projections, aggregation, DISTINCT, ORDER BY, SKIP and LIMIT.
+
+use super::*;
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    pub(super) fn projection(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        p: &Projection,
+    ) -> Result<(P, Scope, Vec<String>), QueryError> {
+        let mut items: Vec<(Expr, String)> = Vec::new();
+        if p.star {
+            for (n, _, _) in &scope.vars {
+                if !is_hidden(n) && !items.iter().any(|(_, m)| m == n) {
+                    items.push((Expr::Var(n.clone(), 0), n.clone()));
+                }
+            }
+        }
+        for (i, (e, alias)) in p.items.iter().enumerate() {
+            let name = alias
+                .clone()
+                .unwrap_or_else(|| p.texts.get(i).cloned().unwrap_or_else(|| short(e)));
+            items.push((e.clone(), name));
+        }
+        let names: Vec<String> = items.iter().map(|i| i.1.clone()).collect();
+        let aggregating = items.iter().any(|(e, _)| contains_agg(e));
+        let kind_of = |e: &Expr| match e {
+            Expr::Var(n, _) => scope.get(n).map_or(Kind::Other, |s| s.1),
+            _ => Kind::Other,
+        };
+        let detail = names.join(", ");
+        // What the items are computed from: the input rows, or after aggregation the
+        // grouping keys and aggregates (reached through `src_subst`, by expression).
+        let (src_scope, src_subst) = if aggregating {
+            let (c, src) = self.aggregate(cur, scope, &items, p)?;
+            cur = c;
+            src
+        } else {
+            cur = self.distinct_nodes(cur, scope, &items, p);
+            (scope.clone(), Vec::new())
+        };
+        let n_items = items.len();
+        // ORDER BY may use what the items were computed from: keep those columns after
+        // the items until it has run.
+        let keep_src = !p.order.is_empty() && (aggregating || !p.distinct);
+        let mut exprs = items
+            .iter()
+            .map(|(e, _)| self.compile(e, &src_scope, &src_subst))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut new_scope = Scope {
+            vars: Vec::new(),
+            width: n_items,
+        };
+        let mut subst: Vec<(Expr, usize)> = Vec::new();
+        if keep_src {
+            exprs.extend((0..src_scope.width).map(CExpr::Slot));
+            new_scope.width += src_scope.width;
+            for (n, s, k) in &src_scope.vars {
+                new_scope.vars.push((n.clone(), n_items + s, *k));
+            }
+            for (e, s) in &src_subst {
+                subst.push((e.clone(), n_items + s));
+            }
+        }
+        // Items shadow the names they were computed from.
+        for (i, (e, n)) in items.iter().enumerate() {
+            new_scope.vars.push((n.clone(), i, kind_of(e)));
+            subst.push((e.clone(), i));
+        }
+        cur = self.wrap(
+            "Project",
+            detail,
+            vec![cur.id],
+            Box::new(Project {
+                input: cur.op,
+                exprs,
+            }),
+        );
+        if p.distinct {
+            cur = self.wrap(
+                "Distinct",
+                String::new(),
+                vec![cur.id],
+                Box::new(Distinct::new(cur.op, n_items)),
+            );
+        }
+        cur = self.order_limit(cur, &new_scope, p, &subst)?;
+        cur = self.trim(cur, &mut new_scope, n_items);
+        if let Some(w) = &p.where_ {
+            let e = self.compile(w, &new_scope, &[])?;
+            cur = self.filter(cur, e, w);
+        }
+        Ok((cur, new_scope, names))
+    }
+
+    /// The aggregation of a projection (serial, or a parallel scan-aggregate right after
+    /// a fusable scan): the operator, and the scope and substitutions its output is read
+    /// through (grouping keys first, then aggregates).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn aggregate(
+        &mut self,
+        cur: P,
+        scope: &Scope,
+        items: &[(Expr, String)],
+        p: &Projection,
+    ) -> Result<(P, (Scope, Vec<(Expr, usize)>)), QueryError> {
+        let mut aggs = Vec::new();
+        for e in items
+            .iter()
+            .map(|i| &i.0)
+            .chain(p.order.iter().map(|o| &o.0))
+        {
+            collect_aggs(e, &mut aggs);
+        }
+        let keys: Vec<&Expr> = items
+            .iter()
+            .map(|i| &i.0)
+            .filter(|e| !contains_agg(e))
+            .collect();
+        let key_exprs = keys
+            .iter()
+            .map(|e| self.compile(e, scope, &[]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let specs = aggs
+            .iter()
+            .map(|a| self.agg_spec(a, scope))
+            .collect::<Result<Vec<_>, _>>()?;
+        let subst: Vec<(Expr, usize)> = keys
+            .iter()
+            .map(|e| (*e).clone())
+            .chain(aggs.iter().cloned())
+            .enumerate()
+            .map(|(i, e)| (e, i))
+            .collect();
+        let detail = format!(
+            "keys: [{}], aggregates: [{}]",
+            keys.iter().map(|k| short(k)).collect::<Vec<_>>().join(", "),
+            aggs.iter().map(short).collect::<Vec<_>>().join(", ")
+        );
+        let fused = self.fused.take().filter(|f| {
+            f.id == cur.id
+                && scope.width == 1
+                && scope.get(&f.var).map(|s| s.0) == Some(0)
+                && specs.iter().all(|a| !a.distinct)
+        });
+        let op = match fused {
+            Some(f) => {
+                let direct = direct_columns(f.filter.as_ref(), &key_exprs, &specs);
+                self.wrap(
+                    "ParallelScanAggregate",
+                    format!("({}) {detail}", f.var.trim()),
+                    vec![],
+                    Box::new(ParallelAggregate {
+                        direct,
+                        ranges: f.ranges,
+                        filter: f.filter,
+                        keys: key_exprs,
+                        aggs: specs,
+                        out: None,
+                        peak: 0,
+                    }),
+                )
+            }
+            None => self.wrap(
+                "Aggregate",
+                detail,
+                vec![cur.id],
+                Box::new(Aggregate {
+                    input: cur.op,
+                    keys: key_exprs,
+                    aggs: specs,
+                    out: None,
+                    peak: 0,
+                }),
+            ),
+        };
+        // After aggregation only grouping keys and aggregates are visible.
+        let width = subst.len();
+        Ok((
+            op,
+            (
+                Scope {
+                    vars: Vec::new(),
+                    width,
+                },
+                subst,
+            ),
+        ))
+    }
+
+    /// Before a DISTINCT projection whose items depend only on node variables, duplicate
+    /// nodes are dropped while they are still integers: inside the expansion that binds
+    /// the node when it is the only one (see `last_expand`), else by DistinctNodes.
+    pub(super) fn distinct_nodes(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        items: &[(Expr, String)],
+        p: &Projection,
+    ) -> P {
+        if !p.distinct {
+            return cur;
+        }
+        let mut node_slots = Vec::new();
+        for (e, _) in items {
+            for v in vars_of(e) {
+                match scope.get(&v) {
+                    Some((s, Kind::Node)) => {
+                        if !node_slots.contains(&s) {
+                            node_slots.push(s)
+                        }
+                    }
+                    _ => return cur,
+                }
+            }
+        }
+        if node_slots.is_empty() {
+            return cur;
+        }
+        if let Some((id, slot, flag)) = &self.last_expand {
+            if *id == cur.id && node_slots == [*slot] {
+                // The expansion itself emits each new node once.
+                flag.set(true);
+                let mut d = *id;
+                // The push-down lands on the expansion below any filters.
+                while !matches!(self.descs[d].name, "Expand" | "VarLengthExpand") {
+                    match self.descs[d].children.first() {
+                        Some(&c) => d = c,
+                        None => break,
+                    }
+                }
+                self.descs[d].detail.push_str(" (distinct targets)");
+                return cur;
+            }
+        }
+        let d = node_slots
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        cur = self.wrap(
+            "DistinctNodes",
+            format!("slots {d}"),
+            vec![cur.id],
+            Box::new(DistinctNodes {
+                input: cur.op,
+                slots: node_slots,
+                seen: Default::default(),
+                one: NodeSet::default(),
+                null_seen: false,
+                grant: None,
+            }),
+        );
+        cur
+    }
+
+    pub(super) fn order_limit(
+        &mut self,
+        mut cur: P,
+        scope: &Scope,
+        p: &Projection,
+        subst: &[(Expr, usize)],
+    ) -> Result<P, QueryError> {
+        let skip = p
+            .skip
+            .as_ref()
+            .map(|e| self.const_usize(e, "SKIP"))
+            .transpose()?
+            .unwrap_or(0);
+        let limit = p
+            .limit
+            .as_ref()
+            .map(|e| self.const_usize(e, "LIMIT"))
+            .transpose()?;
+        if !p.order.is_empty() {
+            let keys = p
+                .order
+                .iter()
+                .map(|(e, desc)| Ok((self.compile(e, scope, subst)?, *desc)))
+                .collect::<Result<Vec<_>, QueryError>>()?;
+            let top = limit.map(|l| l + skip);
+            let detail = format!(
+                "{}{}",
+                p.order
+                    .iter()
+                    .map(|(e, d)| format!("{}{}", short(e), if *d { " DESC" } else { "" }))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                top.map(|t| format!(", top {t}")).unwrap_or_default()
+            );
+            cur = self.wrap(
+                if top.is_some() { "Top" } else { "Sort" },
+                detail,
+                vec![cur.id],
+                Box::new(Sort {
+                    input: cur.op,
+                    keys,
+                    limit: top,
+                    out: None,
+                    peak: 0,
+                }),
+            );
+        }
+        if skip > 0 || limit.is_some() {
+            cur = self.wrap(
+                "Limit",
+                format!(
+                    "skip {skip}{}",
+                    limit.map(|l| format!(", limit {l}")).unwrap_or_default()
+                ),
+                vec![cur.id],
+                Box::new(SkipLimit {
+                    input: cur.op,
+                    skip,
+                    limit,
+                    seen: 0,
+                    emitted: 0,
+                }),
+            );
+        }
+        Ok(cur)
+    }
+
+    pub(super) fn agg_spec(&mut self, a: &Expr, scope: &Scope) -> Result<AggSpec, QueryError> {
+        match a {
+            Expr::CountStar => Ok(AggSpec {
+                func: AggFn::CountStar,
+                distinct: false,
+                arg: None,
+                extra: None,
+            }),
+            Expr::Call {
+                name,
+                distinct,
+                args,
+            } => {
+                let func = match name.as_str() {
+                    "count" => AggFn::Count,
+                    "sum" => AggFn::Sum,
+                    "avg" => AggFn::Avg,
+                    "min" => AggFn::Min,
+                    "max" => AggFn::Max,
+                    "collect" => AggFn::Collect,
+                    "stdev" => AggFn::StDev,
+                    "stdevp" => AggFn::StDevP,
+                    "percentilecont" => AggFn::PercentileCont,
+                    _ => AggFn::PercentileDisc,
+                };
+                let want = if matches!(func, AggFn::PercentileCont | AggFn::PercentileDisc) {
+                    2
+                } else {
+                    1
+                };
+                if args.len() != want {
+                    return Err(QueryError::Argument(format!(
+                        "{name}() takes {want} argument(s), got {}",
+                        args.len()
+                    )));
+                }
+                let arg = Some(self.compile(&args[0], scope, &[])?);
+                let extra = if want == 2 {
+                    Some(self.compile(&args[1], scope, &[])?)
+                } else {
+                    None
+                };
+                Ok(AggSpec {
+                    func,
+                    distinct: *distinct,
+                    arg,
+                    extra,
+                })
+            }
+            _ => Err(QueryError::Unsupported("not an aggregate".into())),
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Expressions
+}

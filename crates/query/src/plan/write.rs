@@ -1,0 +1,274 @@
+//! Planning the updating clauses: CREATE (and whether it takes the direct path), SET,
+//! REMOVE, DELETE and MERGE.
+
+use super::*;
+
+impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    /// The create steps of one pattern: bound nodes are reused, the rest created.
+    pub(super) fn create_steps(
+        &mut self,
+        p: &Pattern,
+        scope: &mut Scope,
+        steps: &mut Vec<crate::write::CreateStep>,
+    ) -> Result<(), QueryError> {
+        use crate::write::CreateStep;
+        if p.kind != PathKind::Plain {
+            return Err(QueryError::Argument(
+                "CREATE and MERGE take plain patterns, not shortestPath".into(),
+            ));
+        }
+        let mut node_slots = Vec::new();
+        let mut rel_slots = Vec::new();
+        let node = |this: &mut Self,
+                    n: &NodePattern,
+                    scope: &mut Scope,
+                    steps: &mut Vec<CreateStep>|
+         -> Result<usize, QueryError> {
+            if let Some(v) = &n.var {
+                if let Some((slot, kind)) = scope.get(v) {
+                    if kind != Kind::Node && kind != Kind::Other {
+                        return Err(QueryError::ty(format!("variable {v} is not a node")));
+                    }
+                    if !n.labels.is_empty() || n.props.is_some() {
+                        return Err(QueryError::Argument(format!(
+                            "variable {v} is already bound: CREATE cannot add labels or properties to it (use SET)"
+                        )));
+                    }
+                    return Ok(slot);
+                }
+            }
+            let props = match &n.props {
+                Some(e) => Some(crate::write::PropsExpr::new(this.compile(e, scope, &[])?)),
+                None => None,
+            };
+            let name = n.var.clone().unwrap_or_else(|| this.anon_name());
+            let slot = scope.bind(&name, Kind::Node);
+            steps.push(CreateStep::Node {
+                slot,
+                labels: n.labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                props,
+            });
+            Ok(slot)
+        };
+        let mut prev = node(self, &p.start, scope, steps)?;
+        node_slots.push(prev);
+        for (r, n) in &p.steps {
+            let next = node(self, n, scope, steps)?;
+            if r.range.is_some() {
+                return Err(QueryError::Argument(
+                    "CREATE and MERGE cannot create variable-length relationships".into(),
+                ));
+            }
+            let [ty] = r.types.as_slice() else {
+                return Err(QueryError::Argument(
+                    "a created relationship needs exactly one type, like -[:KNOWS]->".into(),
+                ));
+            };
+            let (src, dst) = match r.dir {
+                Dir::Out => (prev, next),
+                Dir::In => (next, prev),
+                Dir::Both => {
+                    return Err(QueryError::Argument(
+                        "a created relationship needs a direction: -[:T]-> or <-[:T]-".into(),
+                    ))
+                }
+            };
+            let props = match &r.props {
+                Some(e) => Some(crate::write::PropsExpr::new(self.compile(e, scope, &[])?)),
+                None => None,
+            };
+            let name = r.var.clone().unwrap_or_else(|| self.anon_name());
+            if r.var.is_some() && scope.get(&name).is_some() {
+                return Err(QueryError::Argument(format!(
+                    "variable {name} is already bound: CREATE makes new relationships"
+                )));
+            }
+            let slot = scope.bind(&name, Kind::Rel);
+            steps.push(CreateStep::Rel {
+                slot,
+                ty: Arc::from(ty.as_str()),
+                src,
+                dst,
+                props,
+            });
+            rel_slots.push(slot);
+            node_slots.push(next);
+            prev = next;
+        }
+        if let Some(v) = &p.var {
+            let slot = scope.bind(v, Kind::Other);
+            steps.push(CreateStep::Path {
+                slot,
+                nodes: node_slots,
+                rels: rel_slots,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a CREATE of `steps` can take the direct path (seed 004; see
+    /// `quiver_engine::bulk`): lone nodes whose properties are map literals (so the
+    /// keys, and the shape, are known now), with no uniqueness constraint to check.
+    /// The caller checks that nothing before it touched the graph and nothing after it
+    /// reads what it made.
+    pub(super) fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
+        use crate::write::{CreateStep, PropsExpr};
+        steps.iter().all(|s| match s {
+            CreateStep::Node { labels, props, .. } => {
+                matches!(props, None | Some(PropsExpr::Literal(_)))
+                    && !self.indexes.unique.iter().any(|(l, _)| labels.contains(l))
+            }
+            _ => false,
+        })
+    }
+
+    /// An updating operator over `cur`: its input is eager when an earlier operator
+    /// scanned or expanded.
+    pub(super) fn updating(
+        &mut self,
+        cur: P,
+        name: &'static str,
+        detail: String,
+        make: impl FnOnce(crate::write::Feed) -> BoxOp,
+    ) -> P {
+        let feed = crate::write::Feed::new(cur.op, self.reads_graph, name);
+        self.wrap(name, detail, vec![cur.id], make(feed))
+    }
+
+    /// REMOVE items as the SET items they amount to: a property set to null, labels
+    /// taken away.
+    pub(super) fn remove_ops(
+        &mut self,
+        items: &[RemoveItem],
+        scope: &Scope,
+    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
+        let as_set: Vec<SetItem> = items
+            .iter()
+            .map(|i| match i {
+                RemoveItem::Prop { target, key } => SetItem::Prop {
+                    target: target.clone(),
+                    key: key.clone(),
+                    value: Expr::Null,
+                },
+                RemoveItem::Labels { var, labels } => SetItem::Labels {
+                    var: var.clone(),
+                    labels: labels.clone(),
+                },
+            })
+            .collect();
+        let mut ops = self.set_ops(&as_set, scope)?;
+        for op in &mut ops {
+            if let crate::write::SetOp::Labels { add, .. } = op {
+                *add = false;
+            }
+        }
+        Ok(ops)
+    }
+
+    pub(super) fn set_ops(
+        &mut self,
+        items: &[SetItem],
+        scope: &Scope,
+    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
+        use crate::write::SetOp;
+        let mut ops = Vec::new();
+        for i in items {
+            ops.push(match i {
+                SetItem::Prop { target, key, value } => SetOp::Prop {
+                    target: self.compile(target, scope, &[])?,
+                    key: Arc::from(key.as_str()),
+                    value: self.compile(value, scope, &[])?,
+                },
+                SetItem::Replace { var, value } | SetItem::Merge { var, value } => SetOp::Map {
+                    target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
+                    value: self.compile(value, scope, &[])?,
+                    replace: matches!(i, SetItem::Replace { .. }),
+                },
+                SetItem::Labels { var, labels } => SetOp::Labels {
+                    target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
+                    labels: labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                    add: true,
+                },
+            });
+        }
+        Ok(ops)
+    }
+
+    pub(super) fn merge(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        pattern: &Pattern,
+        on_create: &[SetItem],
+        on_match: &[SetItem],
+    ) -> Result<P, QueryError> {
+        // Name every part so that the match and the create branch agree on slots.
+        let mut pat = pattern.clone();
+        if pat.start.var.is_none() {
+            pat.start.var = Some(self.anon_name());
+        }
+        for (r, n) in &mut pat.steps {
+            if r.var.is_none() {
+                r.var = Some(self.anon_name());
+            }
+            if n.var.is_none() {
+                n.var = Some(self.anon_name());
+            }
+        }
+        let eager = self.reads_graph;
+        let (arg, cell) = self.argument();
+        let mut sub_scope = scope.clone();
+        let sub = self.match_clause(arg, &mut sub_scope, std::slice::from_ref(&pat), None)?;
+        // The create branch binds the same names in the same slots.
+        let mut create_scope = scope.clone();
+        let mut steps = Vec::new();
+        self.create_steps(&pat, &mut create_scope, &mut steps)?;
+        let remap: Vec<(usize, usize)> = create_scope
+            .vars
+            .iter()
+            .filter(|(n, _, _)| scope.get(n).is_none())
+            .filter_map(|(n, s, _)| sub_scope.get(n).map(|(t, _)| (*s, t)))
+            .collect();
+        for st in &mut steps {
+            let fix = |x: &mut usize| {
+                if let Some(&(_, t)) = remap.iter().find(|(s, _)| s == x) {
+                    *x = t;
+                }
+            };
+            match st {
+                crate::write::CreateStep::Node { slot, .. } => fix(slot),
+                crate::write::CreateStep::Rel { slot, src, dst, .. } => {
+                    fix(slot);
+                    fix(src);
+                    fix(dst);
+                }
+                crate::write::CreateStep::Path { slot, nodes, rels } => {
+                    fix(slot);
+                    nodes.iter_mut().for_each(fix);
+                    rels.iter_mut().for_each(fix);
+                }
+            }
+        }
+        let on_create = self.set_ops(on_create, &sub_scope)?;
+        let on_match = self.set_ops(on_match, &sub_scope)?;
+        *scope = sub_scope;
+        Ok(self.wrap(
+            "Merge",
+            quiver_cypher::print::pattern(pattern),
+            vec![cur.id, sub.id],
+            Box::new(crate::write::Merge {
+                feed: crate::write::Feed::new(cur.op, eager, "Merge"),
+                arg: cell,
+                sub: sub.op,
+                create: steps,
+                on_create,
+                on_match,
+                width: scope.width,
+                out: Default::default(),
+            }),
+        ))
+    }
+
+    // -------------------------------------------------------------------------------
+    // MATCH
+}
