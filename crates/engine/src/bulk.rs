@@ -16,6 +16,17 @@
 //! generation as node tables (logged as the manifest's reference to them, not row by
 //! row). A write that stays below the threshold commits as ordinary creations through
 //! the delta: its rows are read back from the builders.
+//!
+//! Relationships take the same path when a statement's last clause is a CREATE of
+//! relationships between nodes it matched (`LOAD CSV ... MATCH (a {id: ..}), (b {id:
+//! ..}) CREATE (a)-[:T {..}]->(b)`) and it runs on its own (not inside BEGIN or as the
+//! body of `CALL { } IN TRANSACTIONS`, whose later batches would read the generation
+//! an earlier batch's commit replaced): each *relationship shape* (type and property
+//! keys) keeps its endpoints as pairs of node ids (16 bytes a relationship) and its
+//! properties in typed builders, one per row group, accounted against the memory
+//! limit. The commit's checkpoint writes them as a new relationship segment of the
+//! type (CSR out and in, property rows in the type's columns) instead of records in
+//! the delta and the log.
 
 use crate::checkpoint::{dtype_of, push_value};
 use crate::delta::Props;
@@ -125,7 +136,7 @@ fn scalar_at(b: &ColumnBuilder, s: ScalarType, i: usize) -> Value {
 }
 
 /// Row `i` of a builder as a value (what was pushed).
-fn value_at(b: &ColumnBuilder, i: usize) -> Value {
+pub(crate) fn value_at(b: &ColumnBuilder, i: usize) -> Value {
     match b.dtype {
         DataType::Scalar(s) => scalar_at(b, s, i),
         DataType::Array(s) => {
@@ -273,12 +284,70 @@ pub struct BulkTable {
     pub misfits: Vec<(u64, Arc<str>, Value)>,
 }
 
+/// The relationships of one type and set of property keys a statement created.
+struct RelShape {
+    ty: Arc<str>,
+    keys: Vec<Arc<str>>,
+    /// (start, end) node ids, in creation order (the order of the edge ids to come).
+    ends: Vec<(u64, u64)>,
+    /// Full row groups of property values, then the one being filled.
+    groups: Vec<Vec<Col>>,
+    cols: Vec<Col>,
+    group_rows: usize,
+    /// Values whose type is not their column's: (row, key, value).
+    misfits: Vec<(u64, u32, Value)>,
+}
+
+impl RelShape {
+    fn heap_bytes(&self) -> usize {
+        self.ends.capacity() * 16
+            + self
+                .groups
+                .iter()
+                .chain(std::iter::once(&self.cols))
+                .flatten()
+                .map(Col::heap_bytes)
+                .sum::<usize>()
+            + self.misfits.capacity() * 48
+    }
+
+    /// Rows of a group of columns (`rest`: the rows left, for a shape without keys).
+    fn group_len(g: &[Col], rest: usize) -> usize {
+        match g.first() {
+            Some(Col::Nulls(n)) => *n,
+            Some(Col::Built(b)) => b.len(),
+            None => rest,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.ends = Vec::new();
+        self.groups.clear();
+        self.cols = self.keys.iter().map(|_| Col::Nulls(0)).collect();
+        self.group_rows = 0;
+        self.misfits.clear();
+    }
+}
+
+/// Relationships a bulk write produced, ready for a checkpoint to write as a segment.
+pub struct BulkRels {
+    pub ty: Arc<str>,
+    pub keys: Vec<Arc<str>>,
+    pub ends: Vec<(u64, u64)>,
+    /// Row groups of property values: per key, its builder (`None`: nulls only), and
+    /// the group's row count (no groups for a shape without keys).
+    pub groups: Vec<(Vec<Option<ColumnBuilder>>, usize)>,
+    /// (row, key, value) of values kept out of their column.
+    pub misfits: Vec<(u64, Arc<str>, Value)>,
+}
+
 /// The nodes a statement creates through the direct path (see the module docs).
 pub struct Bulk {
     dir: PathBuf,
     tag: u64,
     shapes: Vec<Shape>,
-    /// Nodes the statement created this way, in all its batches.
+    rels: Vec<RelShape>,
+    /// Nodes and relationships the statement created this way, in all its batches.
     pub statement_rows: u64,
     /// The statement writes row groups (it passed the row or byte threshold).
     pub direct: bool,
@@ -294,6 +363,7 @@ impl Bulk {
             dir,
             tag,
             shapes: Vec::new(),
+            rels: Vec::new(),
             statement_rows: 0,
             direct: false,
             files: 0,
@@ -304,14 +374,21 @@ impl Bulk {
     /// Accounts what the builders hold (every 1,024 rows). Short of memory, the shape's
     /// rows go to a row group early (the direct path, whatever the row count); when that
     /// does not free enough, the write fails cleanly.
-    fn account(&mut self, s: usize) -> Result<(), EngineError> {
-        let held = |shapes: &[Shape]| shapes.iter().map(|x| x.heap_bytes() as u64).sum::<u64>();
-        if self.mem.try_resize(held(&self.shapes)).is_ok() {
+    /// (`s`: the node shape that grew; relationships cannot go to a file early, as
+    /// their segment needs all of them, sorted by node.)
+    fn account(&mut self, s: Option<usize>) -> Result<(), EngineError> {
+        let held = |b: &Bulk| {
+            b.shapes.iter().map(|x| x.heap_bytes() as u64).sum::<u64>()
+                + b.rels.iter().map(|x| x.heap_bytes() as u64).sum::<u64>()
+        };
+        if self.mem.try_resize(held(self)).is_ok() {
             return Ok(());
         }
-        self.direct = true;
-        self.flush(s)?;
-        let need = held(&self.shapes);
+        if let Some(s) = s {
+            self.direct = true;
+            self.flush(s)?;
+        }
+        let need = held(self);
         self.mem.try_resize(need).map_err(|e| {
             EngineError::Memory(format!(
                 "the database's memory limit ({}) cannot hold the rows LOAD CSV is writing ({}): raise --memory-limit",
@@ -344,9 +421,134 @@ impl Bulk {
         &self.shapes[s].labels
     }
 
-    /// Nodes created in the current batch.
+    /// Nodes and relationships created in the current batch.
     pub fn batch_rows(&self) -> u64 {
-        self.shapes.iter().map(Shape::rows).sum()
+        self.shapes.iter().map(Shape::rows).sum::<u64>()
+            + self.rels.iter().map(|r| r.ends.len() as u64).sum::<u64>()
+    }
+
+    /// The shape of relationships of type `ty` with property `keys` (registered once).
+    pub fn rel_shape(&mut self, ty: &Arc<str>, keys: &[Arc<str>]) -> usize {
+        if let Some(i) = self.rels.iter().position(|s| s.ty == *ty && s.keys == keys) {
+            return i;
+        }
+        self.rels.push(RelShape {
+            ty: ty.clone(),
+            keys: keys.to_vec(),
+            ends: Vec::new(),
+            groups: Vec::new(),
+            cols: keys.iter().map(|_| Col::Nulls(0)).collect(),
+            group_rows: 0,
+            misfits: Vec::new(),
+        });
+        self.rels.len() - 1
+    }
+
+    /// Key `k` of relationship shape `s`.
+    pub fn rel_key(&self, s: usize, k: usize) -> &str {
+        &self.rels[s].keys[k]
+    }
+
+    /// Appends one relationship of shape `s` from `src` to `dst` (`values` in the
+    /// shape's key order).
+    pub fn push_rel(
+        &mut self,
+        s: usize,
+        src: u64,
+        dst: u64,
+        values: &[Value],
+    ) -> Result<(), EngineError> {
+        let shape = &mut self.rels[s];
+        let row = shape.ends.len() as u64;
+        shape.ends.push((src, dst));
+        for (k, v) in values.iter().enumerate() {
+            if !shape.cols[k].push(v) {
+                shape.misfits.push((row, k as u32, v.clone()));
+            }
+        }
+        shape.group_rows += 1;
+        if shape.group_rows >= ROW_GROUP_ROWS_MAX {
+            let fresh = shape.keys.iter().map(|_| Col::Nulls(0)).collect();
+            let full = std::mem::replace(&mut shape.cols, fresh);
+            shape.groups.push(full);
+            shape.group_rows = 0;
+        }
+        self.statement_rows += 1;
+        if self.statement_rows >= BULK_ROWS_MIN {
+            self.direct = true;
+        }
+        if row % 1024 == 1023 {
+            self.account(None)?;
+        }
+        Ok(())
+    }
+
+    /// The batch's relationships as (type, start, end, properties), for a write below
+    /// the threshold.
+    pub fn take_rel_rows(&mut self) -> Vec<(Arc<str>, u64, u64, Props)> {
+        let mut out = Vec::new();
+        for shape in &mut self.rels {
+            let mut misfits = shape.misfits.drain(..).peekable();
+            let mut row = 0usize;
+            for g in shape.groups.iter().chain(std::iter::once(&shape.cols)) {
+                for i in 0..RelShape::group_len(g, shape.ends.len() - row) {
+                    let mut props: Props = Vec::with_capacity(shape.keys.len());
+                    for (k, c) in g.iter().enumerate() {
+                        let v = c.value(i);
+                        if !v.is_null() {
+                            props.push((shape.keys[k].clone(), v));
+                        }
+                    }
+                    while let Some((_, k, v)) = misfits.next_if(|m| m.0 == row as u64) {
+                        props.push((shape.keys[k as usize].clone(), v));
+                    }
+                    let (a, z) = shape.ends[row];
+                    out.push((shape.ty.clone(), a, z, props));
+                    row += 1;
+                }
+            }
+            drop(misfits);
+            shape.reset();
+        }
+        out
+    }
+
+    /// The batch's relationships for the commit's checkpoint (direct writes).
+    pub fn take_rel_tables(&mut self) -> Vec<BulkRels> {
+        let mut out = Vec::new();
+        for shape in &mut self.rels {
+            if shape.ends.is_empty() {
+                continue;
+            }
+            let mut groups = Vec::new();
+            if !shape.keys.is_empty() {
+                let last = std::mem::take(&mut shape.cols);
+                for g in shape.groups.drain(..).chain(std::iter::once(last)) {
+                    let n = RelShape::group_len(&g, 0);
+                    let cols = g
+                        .into_iter()
+                        .map(|c| match c {
+                            Col::Nulls(_) => None,
+                            Col::Built(b) => Some(b),
+                        })
+                        .collect();
+                    groups.push((cols, n));
+                }
+            }
+            out.push(BulkRels {
+                ty: shape.ty.clone(),
+                keys: shape.keys.clone(),
+                ends: std::mem::take(&mut shape.ends),
+                groups,
+                misfits: shape
+                    .misfits
+                    .drain(..)
+                    .map(|(row, k, v)| (row, shape.keys[k as usize].clone(), v))
+                    .collect(),
+            });
+            shape.reset();
+        }
+        out
     }
 
     /// Appends one node of shape `s` (`values` in the shape's key order, nulls for
@@ -374,7 +576,7 @@ impl Bulk {
             self.flush(s)?;
         }
         if check {
-            self.account(s)?;
+            self.account(Some(s))?;
         }
         Ok(())
     }
@@ -495,6 +697,9 @@ impl Bulk {
         let rows = self.batch_rows();
         self.statement_rows -= rows.min(self.statement_rows);
         for shape in &mut self.shapes {
+            shape.reset();
+        }
+        for shape in &mut self.rels {
             shape.reset();
         }
     }

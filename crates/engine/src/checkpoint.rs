@@ -17,7 +17,7 @@
 //! Created relationships are renumbered to close the gaps left by rolled-back or
 //! deleted ones, so a checkpoint runs only when no other transaction has written.
 
-use crate::bulk::BulkTable;
+use crate::bulk::{value_at, BulkRels, BulkTable};
 use crate::delta::{prop_get, Delta, Op, Props};
 use crate::segments;
 use crate::store::{indexed_names, lock, CommitState, Current, EngineError, Store};
@@ -225,7 +225,7 @@ impl Store {
                 "cannot checkpoint while another transaction has uncommitted writes; commit or roll it back first".into(),
             ));
         }
-        self.checkpoint_locked(commit, Vec::new(), false, t0)
+        self.checkpoint_locked(commit, Vec::new(), Vec::new(), false, t0)
     }
 
     /// The checkpoint proper, under the commit lock with no other writer: the delta and
@@ -235,6 +235,7 @@ impl Store {
         &self,
         mut commit: MutexGuard<'_, CommitState>,
         bulk: Vec<BulkTable>,
+        bulk_rels: Vec<BulkRels>,
         tick: bool,
         t0: Instant,
     ) -> Result<CheckpointReport, EngineError> {
@@ -377,7 +378,8 @@ impl Store {
                 None => choose_columns(created.iter().map(|r| &r.props)),
             };
             let k = created.len() as u64;
-            let seg = write_csr(&staging, t, n_nodes, &created)?;
+            let ends: Vec<(u64, u64)> = created.iter().map(|r| (r.src, r.dst)).collect();
+            let seg = write_csr(&staging, &format!("rels-{t:04}-delta"), n_nodes, &ends)?;
             let props = if columns.is_empty() {
                 for (i, r) in created.iter().enumerate() {
                     for (key, value) in &r.props {
@@ -481,6 +483,11 @@ impl Store {
             });
             m.n_nodes += t.n_rows;
             report.nodes_written += t.n_rows;
+        }
+
+        // Bulk-written relationships: a segment per shape, after the delta's own.
+        for (k, r) in bulk_rels.into_iter().enumerate() {
+            report.relationships_written += write_bulk_rels(&staging, &mut m, k, r, &mut carried)?;
         }
 
         // Ops carried from the previous generation's op file are in the delta as
@@ -623,20 +630,163 @@ fn diff_rel(
 }
 
 /// The CSR both ways of `rels` (renumbered `0..`, relative to the segment).
+/// Writes relationships `bulk` (shape `k` of a bulk write) as a new segment of its
+/// type: CSR out and in, and property rows in the type's columns (a new type takes the
+/// shape's). Values that fit no column are carried as ops. Returns the count.
+fn write_bulk_rels(
+    staging: &Staging,
+    m: &mut Manifest,
+    k: usize,
+    mut bulk: BulkRels,
+    carried: &mut Vec<Op>,
+) -> Result<u64, EngineError> {
+    let n = bulk.ends.len() as u64;
+    if let Some(&(a, z)) = bulk
+        .ends
+        .iter()
+        .find(|&&(a, z)| a >= m.n_nodes || z >= m.n_nodes)
+    {
+        return Err(EngineError::Refused(format!(
+            "a relationship from node {a} to node {z} names a node past the last one ({})",
+            m.n_nodes
+        )));
+    }
+    let existing = m.rel_types.iter().position(|r| *r.name == *bulk.ty);
+    let first_edge = existing.map_or(0, |i| m.rel_types[i].n_edges);
+    let columns: Vec<PropertyMeta> = match existing {
+        Some(i) => m.rel_types[i].columns.clone(),
+        None => bulk
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(c, key)| PropertyMeta {
+                name: key.to_string(),
+                dtype: bulk
+                    .groups
+                    .iter()
+                    .find_map(|(g, _)| g[c].as_ref().map(|b| b.dtype))
+                    .unwrap_or(DataType::Scalar(ScalarType::String)),
+            })
+            .collect(),
+    };
+    let carry = |carried: &mut Vec<Op>, row: u64, key: &Arc<str>, value: Value| {
+        let (src, dst) = bulk.ends[row as usize];
+        carried.push(Op::SetRelProp {
+            ty: bulk.ty.clone(),
+            eid: first_edge + row,
+            src,
+            dst,
+            key: key.clone(),
+            value,
+        });
+    };
+    // Values outside the columns: a key without one, or a group of another type.
+    let mut first = 0u64;
+    for (group, len) in &bulk.groups {
+        for (c, key) in bulk.keys.iter().enumerate() {
+            let Some(b) = &group[c] else { continue };
+            let fits = columns
+                .iter()
+                .any(|col| *col.name == **key && col.dtype == b.dtype);
+            if !fits {
+                for i in 0..*len {
+                    let v = value_at(b, i);
+                    if !v.is_null() {
+                        carry(carried, first + i as u64, key, v);
+                    }
+                }
+            }
+        }
+        first += *len as u64;
+    }
+    let props = if columns.is_empty() {
+        None
+    } else {
+        let name = format!("rels-bulk-{k:04}-props.seg");
+        let mut w = TableWriter::create(staging, &name, columns.clone())?;
+        let mut first = 0u64;
+        let no_groups = bulk.groups.is_empty();
+        for (mut group, len) in std::mem::take(&mut bulk.groups) {
+            let mut out = Vec::with_capacity(columns.len());
+            for col in &columns {
+                let at = bulk.keys.iter().position(|k| **k == *col.name);
+                match at.and_then(|c| group[c].take()) {
+                    Some(b) if b.dtype == col.dtype => out.push(b),
+                    _ => {
+                        let mut b = ColumnBuilder::new(col.dtype);
+                        for _ in 0..len {
+                            b.push_null();
+                        }
+                        out.push(b);
+                    }
+                }
+            }
+            w.write_row_group(&out)?;
+            first += len as u64;
+        }
+        if no_groups {
+            // A shape without keys under a type with columns: rows of nulls.
+            let mut left = n;
+            while left > 0 {
+                let len = left.min(ROW_GROUP_ROWS_MAX as u64) as usize;
+                let out: Vec<ColumnBuilder> = columns
+                    .iter()
+                    .map(|col| {
+                        let mut b = ColumnBuilder::new(col.dtype);
+                        (0..len).for_each(|_| b.push_null());
+                        b
+                    })
+                    .collect();
+                w.write_row_group(&out)?;
+                left -= len as u64;
+            }
+        }
+        debug_assert!(no_groups || first == n);
+        Some(w.finish()?)
+    };
+    for (row, key, value) in bulk.misfits {
+        carry(carried, row, &key, value);
+    }
+    let (out, inc) = write_csr(staging, &format!("rels-bulk-{k:04}"), m.n_nodes, &bulk.ends)?;
+    let seg = RelSegmentMeta {
+        n_edges: n,
+        out,
+        r#in: inc,
+        props,
+    };
+    match existing {
+        Some(i) => {
+            m.rel_types[i].n_edges += n;
+            m.rel_types[i].segments.push(seg);
+        }
+        None => m.rel_types.push(RelTypeMeta {
+            name: bulk.ty.to_string(),
+            n_edges: n,
+            columns,
+            segments: vec![seg],
+            start_space: None,
+            end_space: None,
+        }),
+    }
+    Ok(n)
+}
+
+/// A CSR segment per direction over relationships `ends` (edge ids: their positions),
+/// in files named after `tag`.
 fn write_csr(
     staging: &Staging,
-    t: usize,
+    tag: &str,
     n_nodes: u64,
-    rels: &[Arc<crate::delta::RelRec>],
+    ends: &[(u64, u64)],
 ) -> Result<(SegmentMeta, SegmentMeta), EngineError> {
     let mut metas = Vec::new();
     for dir in [Direction::Out, Direction::In] {
-        let mut entries: Vec<(u64, u64, u64)> = rels
+        let mut entries: Vec<(u64, u64, u64)> = ends
             .iter()
             .enumerate()
-            .map(|(i, r)| match dir {
-                Direction::Out => (r.src, r.dst, i as u64),
-                Direction::In => (r.dst, r.src, i as u64),
+            .map(|(i, &(src, dst))| match dir {
+                Direction::Out => (src, dst, i as u64),
+                Direction::In => (dst, src, i as u64),
             })
             .collect();
         entries.sort_unstable();
@@ -645,8 +795,8 @@ fn write_csr(
             degrees[e.0 as usize] += 1;
         }
         let name = match dir {
-            Direction::Out => format!("rels-{t:04}-delta-out.seg"),
-            Direction::In => format!("rels-{t:04}-delta-in.seg"),
+            Direction::Out => format!("{tag}-out.seg"),
+            Direction::In => format!("{tag}-in.seg"),
         };
         let mut w = CsrWriter::create(staging, &name, &degrees, entries.len() as u64, true)?;
         for (_, nb, eid) in entries {

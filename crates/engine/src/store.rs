@@ -748,6 +748,51 @@ impl Txn {
         b.push(shape, values)
     }
 
+    /// Registers a relationship shape (type and property keys) for the direct path.
+    pub fn bulk_rel_shape(&mut self, ty: &Arc<str>, keys: &[Arc<str>]) -> usize {
+        let dir = self.store.dir.join(crate::bulk::BULK_DIR);
+        let id = self.id;
+        let memory = &self.store.memory;
+        self.bulk
+            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id, memory))
+            .rel_shape(ty, keys)
+    }
+
+    /// Creates a relationship of shape `shape` from `src` to `dst` through the direct
+    /// path (`values` in the shape's key order). Its id is given at commit, so nothing
+    /// in the statement may refer to it; its ends are checked again at commit against
+    /// deletions committed meanwhile.
+    pub fn bulk_rel(
+        &mut self,
+        shape: usize,
+        src: u64,
+        dst: u64,
+        values: &[Value],
+    ) -> Result<(), EngineError> {
+        for n in [src, dst] {
+            if !self.work.node_exists(n) {
+                return Err(EngineError::Constraint(format!(
+                    "cannot create a relationship to node {n}: it has been deleted"
+                )));
+            }
+        }
+        self.claim_new()?;
+        let b = self
+            .bulk
+            .as_mut()
+            .ok_or_else(|| EngineError::Refused("no bulk shape registered".into()))?;
+        let mut set = 0;
+        for (k, v) in values.iter().enumerate() {
+            if !v.is_null() {
+                check_value(b.rel_key(shape, k), v)?;
+                set += 1;
+            }
+        }
+        self.counters.relationships_created += 1;
+        self.counters.properties_set += set;
+        b.push_rel(shape, src, dst, values)
+    }
+
     fn check_writable(&self) -> Result<(), EngineError> {
         let generation = self.store.current.load().db.manifest().generation;
         if self.snap.db.manifest().generation != generation {
@@ -914,6 +959,19 @@ impl Txn {
         for (k, v) in &props {
             check_value(k, v)?;
         }
+        self.counters.relationships_created += 1;
+        self.counters.properties_set += props.len() as u64;
+        self.create_rel_checked(ty, src, dst, props)
+    }
+
+    /// Creates a relationship whose values are checked and counted already.
+    fn create_rel_checked(
+        &mut self,
+        ty: &Arc<str>,
+        src: u64,
+        dst: u64,
+        props: Props,
+    ) -> Result<RelRef, EngineError> {
         for n in [src, dst] {
             if !self.work.node_exists(n) {
                 return Err(EngineError::Constraint(format!(
@@ -929,8 +987,6 @@ impl Txn {
         let base = self.work.base_edges[t as usize];
         let eid = self.store.alloc_edge(ty, base);
         self.claim_new()?;
-        self.counters.relationships_created += 1;
-        self.counters.properties_set += props.len() as u64;
         self.push(Op::CreateRel {
             ty: ty.clone(),
             eid,
@@ -1014,8 +1070,12 @@ impl Txn {
             }
             // Below the threshold: ordinary creations through the delta (`bulk_node`
             // checked and counted them).
+            let rels = b.take_rel_rows();
             for (labels, props) in b.take_rows() {
                 self.create_checked(labels, props)?;
+            }
+            for (ty, src, dst, props) in rels {
+                self.create_rel_checked(&ty, src, dst, props)?;
             }
         }
         if self.writer {
@@ -1119,6 +1179,7 @@ impl Txn {
             r?;
         }
         let tables = self.bulk.as_mut().expect("a bulk write").take_tables()?;
+        let rels = self.bulk.as_mut().expect("a bulk write").take_rel_tables();
         let remove = |tables: &[crate::bulk::BulkTable]| {
             for t in tables {
                 let _ = std::fs::remove_file(&t.path);
@@ -1135,7 +1196,24 @@ impl Txn {
                         "a checkpoint ran since this transaction started".into(),
                     ));
                 }
-                return match store.checkpoint_locked(c, tables, true, t0) {
+                // Relationships were not locked at their ends: one whose end another
+                // transaction deleted since this one began cannot be written.
+                let head = store.snapshot();
+                if head.ts != self.snap.ts && head.delta.deleted_nodes > 0 {
+                    let gone = rels
+                        .iter()
+                        .flat_map(|r| r.ends.iter())
+                        .flat_map(|&(a, z)| [a, z])
+                        .find(|&n| !head.delta.node_exists(n));
+                    if let Some(n) = gone {
+                        drop(c);
+                        remove(&tables);
+                        return Err(EngineError::Conflict(format!(
+                            "node {n} was deleted by another transaction while this one created relationships to it"
+                        )));
+                    }
+                }
+                return match store.checkpoint_locked(c, tables, rels, true, t0) {
                     Ok(_) => Ok(store.snapshot().ts),
                     Err(e) => Err(e),
                 };

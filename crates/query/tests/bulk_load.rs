@@ -207,3 +207,152 @@ fn analytical_mode_and_explicit_transactions() {
         vec![vec![Value::Int(0)]]
     );
 }
+
+/// The plan of `q`, as EXPLAIN describes it.
+fn plan(s: &mut Session, q: &str) -> String {
+    run(s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap()
+}
+
+#[test]
+fn big_relationship_creates_go_straight_to_a_segment_and_read_the_same() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    let n = BULK_ROWS_MIN as i64 + 500;
+    run(&mut s, "CREATE INDEX ON :N(id)").unwrap();
+    run(&mut s, "UNWIND range(0, 999) AS i CREATE (:N {id: i})").unwrap();
+    // A type the segments have already, with an integer column `w`.
+    run(
+        &mut s,
+        "MATCH (a:N {id: 0}), (b:N {id: 1}) CREATE (a)-[:T {w: 5}]->(b)",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // `w` is a string on every 1000th relationship (not the column's type), `z` a key
+    // the type has no column for, set on every 10,000th.
+    let big_t = format!(
+        "UNWIND range(0, {}) AS i MATCH (a:N {{id: i % 1000}}), (b:N {{id: (i * 7) % 1000}}) \
+         CREATE (a)-[:T {{w: CASE WHEN i % 1000 = 999 THEN 'x' ELSE i END, z: CASE WHEN i % 10000 = 0 THEN i END}}]->(b)",
+        n - 1
+    );
+    assert!(plan(&mut s, &big_t).contains("BulkCreate"));
+    let sum = run(&mut s, &big_t).unwrap();
+    assert_eq!(sum.counters.relationships_created, n as u64);
+    assert_eq!(
+        sum.counters.properties_set,
+        n as u64 + (n as u64).div_ceil(10_000)
+    );
+    // A new type, without properties.
+    let big_u = format!(
+        "UNWIND range(0, {}) AS i MATCH (a:N {{id: i % 1000}}), (b:N {{id: (i + 1) % 1000}}) CREATE (a)-[:U]->(b)",
+        n - 1
+    );
+    run(&mut s, &big_u).unwrap();
+    // Both went to segments: nothing in the delta.
+    let info = rows(&mut s, "SHOW STORAGE INFO");
+    let get = |k: &str| {
+        info.iter()
+            .find(|r| r[0] == Value::str(k))
+            .map(|r| r[1].clone())
+            .unwrap()
+    };
+    assert_eq!(get("delta_changes"), Value::Int(0), "{info:?}");
+    let db = Database::open(&d.path().join("g.qdb"), OpenMode::Mapped).unwrap();
+    assert_eq!(db.manifest().rel_types.len(), 2);
+    assert_eq!(db.manifest().rel_types[0].segments.len(), 2);
+    drop(db);
+
+    let check = |s: &mut Session| {
+        let ints: i64 = (0..n).filter(|i| i % 1000 != 999).sum::<i64>() + 5;
+        let r = rows(
+            s,
+            "MATCH ()-[r:T]->() RETURN count(r), sum(CASE WHEN r.w = 'x' THEN 0 ELSE r.w END), \
+             count(CASE WHEN r.w = 'x' THEN 1 END), sum(r.z), count(r.z)",
+        );
+        let zs: i64 = (0..n).filter(|i| i % 10_000 == 0).sum();
+        let xs = (0..n).filter(|i| i % 1000 == 999).count() as i64;
+        let nz = (0..n).filter(|i| i % 10_000 == 0).count() as i64;
+        assert_eq!(
+            r,
+            vec![vec![
+                Value::Int(n + 1),
+                Value::Int(ints),
+                Value::Int(xs),
+                Value::Int(zs),
+                Value::Int(nz)
+            ]]
+        );
+        // Both directions of the CSR, by type.
+        let out_of_3 = (0..n).filter(|i| i % 1000 == 3).count() as i64;
+        let into_21 = (0..n).filter(|i| (i * 7) % 1000 == 21).count() as i64;
+        assert_eq!(
+            rows(s, "MATCH (:N {id: 3})-[r:T]->() RETURN count(r)"),
+            vec![vec![Value::Int(out_of_3)]]
+        );
+        assert_eq!(
+            rows(s, "MATCH (:N {id: 21})<-[r:T]-() RETURN count(r)"),
+            vec![vec![Value::Int(into_21)]]
+        );
+        assert_eq!(
+            rows(s, "MATCH (a:N {id: 998})-[:U]->(b) RETURN DISTINCT b.id"),
+            vec![vec![Value::Int(999)]]
+        );
+        assert_eq!(
+            rows(s, "MATCH ()-[r:U]->() RETURN count(r)"),
+            vec![vec![Value::Int(n)]]
+        );
+        assert_eq!(
+            rows(
+                s,
+                "MATCH (:N {id: 1000 - 1})-[r:T {w: 'x'}]->(b) RETURN count(r), min(b.id)"
+            ),
+            vec![vec![Value::Int(xs), Value::Int((999 * 7) % 1000)]]
+        );
+    };
+    check(&mut s);
+    // Written to the new segment's ends, the relationships can be deleted and changed.
+    run(&mut s, "MATCH (:N {id: 998})-[r:U]->() DELETE r").unwrap();
+    run(&mut s, "MATCH (:N {id: 998})-[:U]->() RETURN 1").unwrap();
+    drop(s);
+    let mut s = open(d.path());
+    let left = rows(&mut s, "MATCH ()-[r:U]->() RETURN count(r)");
+    let gone = (0..n).filter(|i| i % 1000 == 998).count() as i64;
+    assert_eq!(left, vec![vec![Value::Int(n - gone)]]);
+    run(
+        &mut s,
+        "MATCH (a:N {id: 998}), (b:N {id: 999}) CREATE (a)-[:U]->(b)",
+    )
+    .unwrap();
+    run(&mut s, &format!("MATCH (a:N {{id: 998}}) WITH a MATCH (b:N {{id: 999}}) WITH a, b LIMIT 1 UNWIND range(1, {}) AS i CREATE (a)-[:U]->(b)", gone - 1)).unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    check(&mut s);
+
+    // Inside CALL { } IN TRANSACTIONS, and inside BEGIN, relationships go through the
+    // delta (a later batch must read what an earlier one committed).
+    let batched = "UNWIND range(0, 9) AS i CALL { WITH i MATCH (a:N {id: i}), (b:N {id: i + 1}) CREATE (a)-[:V]->(b) } IN TRANSACTIONS OF 2 ROWS";
+    assert!(!plan(&mut s, batched).contains("BulkCreate"));
+    run(&mut s, batched).unwrap();
+    assert_eq!(
+        rows(&mut s, "MATCH ()-[r:V]->() RETURN count(r)"),
+        vec![vec![Value::Int(10)]]
+    );
+}
+
+#[test]
+fn a_small_relationship_create_goes_through_the_delta() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(0, 99) AS i CREATE (:N {id: i})").unwrap();
+    let q = "MATCH (a:N), (b:N) WHERE b.id = (a.id + 1) % 100 CREATE (a)-[:T {w: a.id}]->(b)";
+    assert!(plan(&mut s, q).contains("BulkCreate"));
+    let sum = run(&mut s, q).unwrap();
+    assert_eq!(sum.counters.relationships_created, 100);
+    assert_eq!(sum.counters.properties_set, 100);
+    let info = rows(&mut s, "SHOW STORAGE INFO");
+    assert!(info
+        .iter()
+        .any(|r| r[0] == Value::str("delta_changes") && r[1] != Value::Int(0)));
+    assert_eq!(
+        rows(&mut s, "MATCH (:N {id: 99})-[r:T]->(b) RETURN r.w, b.id"),
+        vec![vec![Value::Int(99), Value::Int(0)]]
+    );
+}

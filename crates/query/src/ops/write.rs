@@ -268,8 +268,9 @@ pub struct Create {
     feed: Feed,
     steps: Vec<CreateStep>,
     width: usize,
-    /// The planner found the direct path possible (lone nodes, literal keys, nothing
-    /// after it reads them); it is taken unless the statement runs inside BEGIN.
+    /// The planner found the direct path possible (lone nodes, or relationships between
+    /// matched nodes; literal keys; nothing after it reads them); it is taken unless
+    /// the statement runs inside BEGIN.
     bulk: bool,
     /// Per step, its shape in the transaction's bulk write.
     shapes: Vec<usize>,
@@ -288,20 +289,31 @@ impl Create {
         }
     }
 
-    /// Creates the batch's nodes through the transaction's bulk write: values only, in
-    /// each shape's key order; no node value is made, as nothing reads it.
+    /// Creates the batch's nodes or relationships through the transaction's bulk write:
+    /// values only, in each shape's key order; no node or relationship value is made,
+    /// as nothing reads it.
     fn bulk_rows(&mut self, cx: &mut Cx, b: &Batch) -> Result<(), QueryError> {
+        fn keys_of(props: &Option<PropsExpr>) -> Vec<Arc<str>> {
+            match props {
+                Some(PropsExpr::Literal(items)) => items.iter().map(|(k, _)| k.clone()).collect(),
+                _ => Vec::new(),
+            }
+        }
         if self.shapes.is_empty() {
             let t = tx(cx)?;
             for s in &self.steps {
-                if let CreateStep::Node { labels, props, .. } = s {
-                    let keys: Vec<Arc<str>> = match props {
-                        Some(PropsExpr::Literal(items)) => {
-                            items.iter().map(|(k, _)| k.clone()).collect()
-                        }
-                        _ => Vec::new(),
-                    };
-                    self.shapes.push(t.bulk_shape(labels, &keys));
+                match s {
+                    CreateStep::Node { labels, props, .. } => {
+                        self.shapes.push(t.bulk_shape(labels, &keys_of(props)))
+                    }
+                    CreateStep::Rel { ty, props, .. } => {
+                        self.shapes.push(t.bulk_rel_shape(ty, &keys_of(props)))
+                    }
+                    CreateStep::Path { .. } => {
+                        return Err(QueryError::Argument(
+                            "internal: a path cannot be created on the direct path".into(),
+                        ))
+                    }
                 }
             }
         }
@@ -309,16 +321,22 @@ impl Create {
         for row in 0..b.len {
             for (s, &shape) in self.steps.iter().zip(&self.shapes) {
                 self.values.clear();
-                if let CreateStep::Node {
-                    props: Some(PropsExpr::Literal(items)),
-                    ..
-                } = s
-                {
+                let (CreateStep::Node { props, .. } | CreateStep::Rel { props, .. }) = s else {
+                    continue;
+                };
+                if let Some(PropsExpr::Literal(items)) = props {
                     for (_, e) in items {
                         self.values.push(eval(&cx.env, e, b, row, &mut locals)?);
                     }
                 }
-                tx(cx)?.bulk_node(shape, &self.values)?;
+                match s {
+                    CreateStep::Rel { src, dst, .. } => {
+                        let a = node_of(&b.cols[*src][row], "the start of a created relationship")?;
+                        let z = node_of(&b.cols[*dst][row], "the end of a created relationship")?;
+                        tx(cx)?.bulk_rel(shape, a, z, &self.values)?;
+                    }
+                    _ => tx(cx)?.bulk_node(shape, &self.values)?,
+                }
             }
         }
         Ok(())
@@ -327,11 +345,17 @@ impl Create {
 
 impl Op for Create {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let direct = self.bulk && !cx.explicit_tx;
+        if direct {
+            // What the direct path writes is seen by nobody before its commit, so the
+            // reads before it need not be buffered whole.
+            self.feed.eager = false;
+        }
         let Some(mut b) = self.feed.next(cx)? else {
             return Ok(None);
         };
         widen(&mut b, self.width);
-        if self.bulk && !cx.explicit_tx {
+        if direct {
             self.bulk_rows(cx, &b)?;
             // Nothing after a bulk CREATE reads the rows: they go, and the batch keeps
             // only its length (for the row count).

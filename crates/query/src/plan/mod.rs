@@ -116,6 +116,10 @@ pub struct Planner<'a, 'g, 'db> {
     /// An earlier clause of the statement reads or writes the graph (a CREATE after
     /// one cannot take the direct path).
     touched: bool,
+    /// An updating clause came before (the direct path for relationships needs none).
+    wrote: bool,
+    /// Planning the body of `CALL { } IN TRANSACTIONS`.
+    in_batches: bool,
     /// Nothing follows the clauses being planned in the statement.
     tail: bool,
 }
@@ -295,6 +299,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             anon: 0,
             reads_graph: false,
             touched: false,
+            wrote: false,
+            in_batches: false,
             tail: false,
         }
     }
@@ -406,6 +412,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             ) {
                 self.touched = true;
             }
+            if matches!(
+                c,
+                Clause::Merge { .. } | Clause::Set(_) | Clause::Remove(_) | Clause::Delete { .. }
+            ) {
+                self.wrote = true;
+            }
             match c {
                 Clause::Match {
                     optional: false,
@@ -481,8 +493,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         .collect::<Vec<_>>()
                         .join(", ");
                     let width = scope.width;
-                    let bulk = last && !self.touched && self.bulk_ok(&steps);
+                    let bulk = last && self.bulk_ok(&steps);
                     self.touched = true;
+                    self.wrote = true;
                     let name = if bulk { "BulkCreate" } else { "Create" };
                     cur = self.updating(cur, name, detail, |feed| {
                         Box::new(crate::write::Create::new(feed, steps, width, bulk))
@@ -568,8 +581,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let outer_reads = std::mem::replace(&mut self.reads_graph, false);
                     let fused = self.fused.take();
                     let outer_tail = std::mem::replace(&mut self.tail, last);
+                    let outer_batches = std::mem::replace(&mut self.in_batches, true);
                     let sub = self.clauses(arg, scope.clone(), &body.clauses);
                     self.tail = outer_tail;
+                    self.in_batches = outer_batches;
                     let (sub, _, sub_names) = sub?;
                     self.reads_graph = outer_reads;
                     self.fused = fused;

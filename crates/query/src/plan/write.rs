@@ -106,20 +106,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(())
     }
 
-    /// Whether a CREATE of `steps` can take the direct path (seed 004; see
-    /// `quiver_engine::bulk`): lone nodes whose properties are map literals (so the
-    /// keys, and the shape, are known now), with no uniqueness constraint to check.
-    /// The caller checks that nothing before it touched the graph and nothing after it
-    /// reads what it made.
+    /// Whether a CREATE that ends the statement may take the direct path (seed 004,
+    /// `quiver_engine::bulk`): properties as map literals (so the shape is known at plan
+    /// time), and either lone nodes, with nothing before touching the graph and no
+    /// uniqueness constraint on their labels, or relationships only, between nodes
+    /// bound before (read, not written, by the clauses before), outside `CALL { } IN
+    /// TRANSACTIONS` (whose later batches would read a generation that an earlier
+    /// batch's commit replaced).
     pub(super) fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
         use crate::write::{CreateStep, PropsExpr};
-        steps.iter().all(|s| match s {
-            CreateStep::Node { labels, props, .. } => {
-                matches!(props, None | Some(PropsExpr::Literal(_)))
-                    && !self.indexes.unique.iter().any(|(l, _)| labels.contains(l))
-            }
-            _ => false,
-        })
+        let literal = |p: &Option<PropsExpr>| matches!(p, None | Some(PropsExpr::Literal(_)));
+        let nodes = !self.touched
+            && steps.iter().all(|s| match s {
+                CreateStep::Node { labels, props, .. } => {
+                    literal(props) && !self.indexes.unique.iter().any(|(l, _)| labels.contains(l))
+                }
+                _ => false,
+            });
+        let rels = !self.wrote
+            && !self.in_batches
+            && steps.iter().all(|s| match s {
+                CreateStep::Rel { props, .. } => literal(props),
+                _ => false,
+            });
+        !steps.is_empty() && (nodes || rels)
     }
 
     /// An updating operator over `cur`: its input is eager when an earlier operator
