@@ -9,6 +9,15 @@ and the ratio to `quiver import` and to the file size.
     pip install kuzu
     python3 bench/load_bench.py --workload dolt --runs 3
     python3 bench/load_bench.py --workload wide --runs 3
+    python3 bench/load_bench.py --workload rels --runs 3
+
+The `rels` workload loads 1M relationships (the first million FOLLOWS edges of the
+social graph at scale 1) into a database that holds the 1.6M users already, by id
+lookups: `LOAD CSV ... MATCH (a:User {id: ..}), (b:User {id: ..}) CREATE (a)-[:FOLLOWS]->(b)`
+as one statement (`direct`: seed 004's direct path writes a relationship segment) and in
+`CALL { } IN TRANSACTIONS OF 100000 ROWS` (`transactional`: through the delta and the
+log), beside `quiver import --append` and Kùzu's `COPY FOLLOWS` into its existing table.
+Each run starts from a fresh copy of the database with the users.
 
 Quiver forms:
 - `import`: `quiver import` into a new database (the bulk path, for reference);
@@ -31,17 +40,66 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from import_bench import DOLT_KUZU, QUIVER, ROOT, du, fresh, kuzu_script, timed  # noqa: E402
+from import_bench import DOLT_KUZU, QUIVER, ROOT, USERS_KUZU, du, fresh, fresh_copy, kuzu_script, timed  # noqa: E402
 
 DOLT_COLS = ["pk", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
 DOLT_PROPS = ("pk: toInteger(row.pk), c1: toInteger(row.c1), c2: row.c2, c3: localdatetime(row.c3), "
               "c4: toFloat(row.c4), c5: toInteger(row.c5), c6: toFloat(row.c6), c7: row.c7, c8: row.c8, c9: row.c9")
 
 
+def prepare_rels(data, imp):
+    """The social graph's users, a million of its edges (typed header for --append, plain
+    header for LOAD CSV and Kùzu), and the two databases holding the users."""
+    social = data / "social-1"
+    if not (social / "edges.csv").exists():
+        subprocess.run([str(QUIVER), "generate", "social", "--scale", "1", "--out", str(social)], check=True)
+    typed, plain = social / "edges-1m.csv", imp / "follows-1m.csv"
+    if not plain.exists():
+        with open(social / "edges.csv") as f, open(typed, "w") as t, open(plain, "w") as p:
+            t.write(f.readline())
+            p.write("src,dst\n")
+            for _ in range(1_000_000):
+                line = f.readline()
+                t.write(line)
+                p.write(line)
+    work = data / "work"
+    work.mkdir(exist_ok=True)
+    qbase, kbase = work / "rels-base.qdb", work / "rels-base.kz"
+    if not (qbase / "CURRENT").exists():
+        subprocess.run([str(QUIVER), "import", "--db", str(qbase), "--id-type", "integer", "--overwrite",
+                        "--quiet", "--nodes", f"User={social / 'nodes.csv'}"], check=True)
+    if not kbase.exists():
+        stmts = [USERS_KUZU, "CREATE REL TABLE FOLLOWS(FROM User TO User)",
+                 f"COPY User FROM '{social / 'nodes.csv'}' (header=true)"]
+        subprocess.run([sys.executable, "-c", kuzu_script(kbase, stmts, os.cpu_count() or 2)], check=True)
+    return {"typed": typed, "plain": plain, "rows": 1_000_000, "qbase": qbase, "kbase": kbase}
+
+
+def rel_systems(args, files, work):
+    q, kz = work / "rels.qdb", work / "rels.kz"
+    imp = files["plain"].parent
+    load = f"LOAD CSV WITH HEADERS FROM 'file:///{files['plain'].name}' AS row"
+    match = "MATCH (a:User {id: toInteger(row.src)}), (b:User {id: toInteger(row.dst)}) CREATE (a)-[:FOLLOWS]->(b)"
+    query = [str(QUIVER), "query", "--db", str(q), "--import-dir", str(imp)]
+    out = [
+        ("import-append", q, [str(QUIVER), "import", "--db", str(q), "--append", "--quiet",
+                              "--relationships", f"FOLLOWS={files['typed']}"], None, files["qbase"]),
+        ("direct", q, query + [f"{load} {match}"], None, files["qbase"]),
+        ("transactional", q, query + [f"{load} CALL {{ WITH row {match} }} IN TRANSACTIONS OF {args.batch} ROWS"],
+         None, files["qbase"]),
+    ]
+    if "kuzu" in args.peers:
+        stmts = [f"COPY FOLLOWS FROM '{files['plain']}' (header=true)"]
+        out.append(("kuzu", kz, [sys.executable, "-c", kuzu_script(kz, stmts, args.threads)], None, files["kbase"]))
+    return out
+
+
 def prepare(args, data):
     """The input files: the generated CSV, and a copy with a plain header in import/."""
     imp = data / "import"
     imp.mkdir(parents=True, exist_ok=True)
+    if args.workload == "rels":
+        return prepare_rels(data, imp)
     if args.workload == "dolt":
         src = data / "dolt-1m-random.csv"
         if not src.exists():
@@ -111,7 +169,7 @@ def systems(args, files, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", choices=["dolt", "wide"], required=True)
+    ap.add_argument("--workload", choices=["dolt", "wide", "rels"], required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
@@ -130,10 +188,15 @@ def main():
     print(f"# {args.workload}: {rows} rows, {size / 2**20:.1f} MiB of CSV, {args.runs} runs (median)")
     results = {}
     for _ in range(args.runs):
-        for name, path, cmd, stdin in systems(args, files, work):
+        runs = rel_systems(args, files, work) if args.workload == "rels" else \
+            [s + (None,) for s in systems(args, files, work)]
+        for name, path, cmd, stdin, base in runs:
             if args.only and name not in args.only.split(","):
                 continue
-            fresh(path)
+            if base is not None:
+                fresh_copy(base, path)
+            else:
+                fresh(path)
             if stdin is not None:
                 # The shell reads its statements from standard input.
                 secs, rss, out = timed_stdin(cmd, stdin)
@@ -142,7 +205,7 @@ def main():
             results.setdefault(name, []).append((secs, rss, du(path)))
     print(f"{'system':<14} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'RSS/file':>9} {'vs import':>10}")
     med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
-    base = med.get("import", next(iter(med.values())))[0]
+    base = med.get("import", med.get("import-append", next(iter(med.values()))))[0]
     for name, (secs, rss, disk) in med.items():
         print(f"{name:<14} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {rss / size:>8.2f}x {base / secs:>9.2f}x")
     for name, (secs, rss, disk) in med.items():

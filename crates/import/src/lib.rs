@@ -265,7 +265,8 @@ fn import_with(
     progress: &dyn Progress,
 ) -> Result<ImportSummary, ImportError> {
     let start = Instant::now();
-    if cfg.nodes.is_empty() {
+    // An append may add relationships alone, between nodes the database has.
+    if cfg.nodes.is_empty() && (base.is_none() || cfg.relationships.is_empty()) {
         return Err(ImportError::Usage(
             "nothing to import: give at least one --nodes group".into(),
         ));

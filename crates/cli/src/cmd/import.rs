@@ -153,9 +153,9 @@ impl Progress for Bar {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.nodes.is_empty() {
+    if a.nodes.is_empty() && !(a.append && !a.relationships.is_empty()) {
         bail!(
-            "nothing to import: give at least one --nodes [LABEL=]FILE (see quiver import --help)"
+            "nothing to import: give at least one --nodes [LABEL=]FILE, or --append with --relationships (see quiver import --help)"
         );
     }
     let mut cfg = ImportConfig::new(&a.db);
