@@ -129,6 +129,31 @@ fn an_append_reads_like_one_import_of_everything() {
         got,
         "a.id,r.w,b.id\nu-00100,-2,u-90000\nu-90000,-1,u-00001\n"
     );
+    // Relationships alone, between nodes the database has.
+    let r4 = write(
+        d.path(),
+        "r4.csv",
+        ":START_ID(U),:END_ID(U),w:int\nu-00002,u-90000,-3\n",
+    );
+    let r4 = format!("R={}", s(&r4));
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--quiet",
+        "--append",
+        "--relationships",
+        &r4,
+    ]);
+    let got = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (a)-[r:R]->(b) WHERE r.w = -3 RETURN a.id, b.id",
+    ]);
+    assert_eq!(got, "a.id,b.id\nu-00002,u-90000\n");
 }
 
 #[test]
