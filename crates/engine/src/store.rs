@@ -715,15 +715,38 @@ impl Txn {
         }
     }
 
-    /// The shape (labels and property keys) of nodes this statement creates through the
-    /// direct path; see [`crate::bulk`].
-    pub fn bulk_shape(&mut self, labels: &[Arc<str>], keys: &[Arc<str>]) -> usize {
+    /// The transaction's bulk write, begun on first use.
+    fn bulk(&mut self) -> &mut crate::bulk::Bulk {
         let dir = self.store.dir.join(crate::bulk::BULK_DIR);
-        let id = self.id;
-        let memory = &self.store.memory;
+        let (id, memory) = (self.id, &self.store.memory);
         self.bulk
             .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id, memory))
-            .shape(labels, keys)
+    }
+
+    /// Registers a node shape (labels and property keys) for the direct path; see
+    /// [`crate::bulk`].
+    pub fn bulk_shape(&mut self, labels: &[Arc<str>], keys: &[Arc<str>]) -> usize {
+        self.bulk().shape(labels, keys)
+    }
+
+    /// Registers a relationship shape (type and property keys) for the direct path.
+    pub fn bulk_rel_shape(&mut self, ty: &Arc<str>, keys: &[Arc<str>]) -> usize {
+        self.bulk().rel_shape(ty, keys)
+    }
+
+    /// Checks a bulk row's `values` against `key(k)` and counts the non-null ones.
+    fn bulk_values<'k>(
+        values: &[Value],
+        key: impl Fn(usize) -> &'k str,
+    ) -> Result<u64, EngineError> {
+        let mut set = 0;
+        for (k, v) in values.iter().enumerate() {
+            if !v.is_null() {
+                check_value(key(k), v)?;
+                set += 1;
+            }
+        }
+        Ok(set)
     }
 
     /// Creates a node of shape `shape` through the direct path (`values` in the shape's
@@ -731,31 +754,13 @@ impl Txn {
     /// the statement may refer to it.
     pub fn bulk_node(&mut self, shape: usize, values: &[Value]) -> Result<(), EngineError> {
         self.claim_new()?;
-        let b = self
-            .bulk
-            .as_mut()
-            .ok_or_else(|| EngineError::Refused("no bulk shape registered".into()))?;
-        let mut set = 0;
-        for (k, v) in values.iter().enumerate() {
-            if !v.is_null() {
-                check_value(b.key(shape, k), v)?;
-                set += 1;
-            }
-        }
+        let b = self.bulk();
+        let set = Self::bulk_values(values, |k| b.key(shape, k))?;
+        let labels = b.labels(shape).len() as u64;
         self.counters.nodes_created += 1;
-        self.counters.labels_added += b.labels(shape).len() as u64;
+        self.counters.labels_added += labels;
         self.counters.properties_set += set;
-        b.push(shape, values)
-    }
-
-    /// Registers a relationship shape (type and property keys) for the direct path.
-    pub fn bulk_rel_shape(&mut self, ty: &Arc<str>, keys: &[Arc<str>]) -> usize {
-        let dir = self.store.dir.join(crate::bulk::BULK_DIR);
-        let id = self.id;
-        let memory = &self.store.memory;
-        self.bulk
-            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id, memory))
-            .rel_shape(ty, keys)
+        self.bulk().push(shape, values)
     }
 
     /// Creates a relationship of shape `shape` from `src` to `dst` through the direct
@@ -777,20 +782,11 @@ impl Txn {
             }
         }
         self.claim_new()?;
-        let b = self
-            .bulk
-            .as_mut()
-            .ok_or_else(|| EngineError::Refused("no bulk shape registered".into()))?;
-        let mut set = 0;
-        for (k, v) in values.iter().enumerate() {
-            if !v.is_null() {
-                check_value(b.rel_key(shape, k), v)?;
-                set += 1;
-            }
-        }
+        let b = self.bulk();
+        let set = Self::bulk_values(values, |k| b.rel_key(shape, k))?;
         self.counters.relationships_created += 1;
         self.counters.properties_set += set;
-        b.push_rel(shape, src, dst, values)
+        self.bulk().push_rel(shape, src, dst, values)
     }
 
     fn check_writable(&self) -> Result<(), EngineError> {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{rows, run};
+use common::{ints, rows, run};
 use quiver_query::{Session, Summary, Value};
 use quiver_storage::OpenMode;
 use rand::{Rng, SeedableRng};
@@ -391,16 +391,6 @@ fn check(s: &mut Session, m: &Model, rng: &mut Pcg64, ctx: &str) {
         );
         assert_eq!(got, inn, "{ctx}: into {a} by T");
     }
-}
-
-fn ints(s: &mut Session, q: &str) -> Vec<i64> {
-    rows(s, q)
-        .into_iter()
-        .map(|r| match r[0] {
-            Value::Int(i) => i,
-            ref v => panic!("{q}: not an int: {v:?}"),
-        })
-        .collect()
 }
 
 fn open(dir: &Path) -> Session {

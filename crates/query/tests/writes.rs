@@ -2,23 +2,13 @@
 
 mod common;
 
-use common::{rows, run};
+use common::{ints, rows, run};
 use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
 use std::path::Path;
 
 fn open(dir: &Path) -> Session {
     Session::open_with(dir, OpenMode::Mapped, true).unwrap()
-}
-
-fn ints(s: &mut Session, q: &str) -> Vec<i64> {
-    rows(s, q)
-        .into_iter()
-        .map(|r| match r[0] {
-            Value::Int(i) => i,
-            ref v => panic!("{q}: not an int: {v:?}"),
-        })
-        .collect()
 }
 
 fn count(s: &mut Session, q: &str) -> i64 {

@@ -22,3 +22,14 @@ pub fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
 pub fn run(s: &mut Session, q: &str) -> Result<Summary, QueryError> {
     s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
 }
+
+/// The first column of what `q` returns, as integers (panics on another type).
+pub fn ints(s: &mut Session, q: &str) -> Vec<i64> {
+    rows(s, q)
+        .into_iter()
+        .map(|r| match r[0] {
+            Value::Int(i) => i,
+            ref v => panic!("{q}: not an int: {v:?}"),
+        })
+        .collect()
+}
