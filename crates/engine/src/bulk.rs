@@ -64,10 +64,7 @@ impl Col {
                     *n += 1;
                     return false;
                 };
-                let mut b = ColumnBuilder::new(t);
-                for _ in 0..*n {
-                    b.push_null();
-                }
+                let mut b = ColumnBuilder::nulls(t, *n);
                 push_value(&mut b, Some(v));
                 *self = Col::Built(b);
                 true
@@ -98,13 +95,7 @@ impl Col {
     fn into_builder(self) -> ColumnBuilder {
         match self {
             Col::Built(b) => b,
-            Col::Nulls(n) => {
-                let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
-                for _ in 0..n {
-                    b.push_null();
-                }
-                b
-            }
+            Col::Nulls(n) => ColumnBuilder::nulls(DataType::Scalar(ScalarType::String), n),
         }
     }
 
@@ -150,6 +141,28 @@ pub(crate) fn value_at(b: &ColumnBuilder, i: usize) -> Value {
             }
         }
     }
+}
+
+/// Row `i` of `cols` as properties (nulls left out), with the misfits of `row`
+/// (`misfits` in row order) added.
+fn props_at(
+    keys: &[Arc<str>],
+    cols: &[Col],
+    i: usize,
+    row: u64,
+    misfits: &mut std::iter::Peekable<std::vec::Drain<'_, (u64, u32, Value)>>,
+) -> Props {
+    let mut props: Props = Vec::with_capacity(keys.len());
+    for (k, c) in cols.iter().enumerate() {
+        let v = c.value(i);
+        if !v.is_null() {
+            props.push((keys[k].clone(), v));
+        }
+    }
+    while let Some((_, k, v)) = misfits.next_if(|m| m.0 == row) {
+        props.push((keys[k as usize].clone(), v));
+    }
+    props
 }
 
 /// A shape's table file, written by a thread of its own: the statement fills the next
@@ -492,16 +505,7 @@ impl Bulk {
             let mut row = 0usize;
             for g in shape.groups.iter().chain(std::iter::once(&shape.cols)) {
                 for i in 0..RelShape::group_len(g, shape.ends.len() - row) {
-                    let mut props: Props = Vec::with_capacity(shape.keys.len());
-                    for (k, c) in g.iter().enumerate() {
-                        let v = c.value(i);
-                        if !v.is_null() {
-                            props.push((shape.keys[k].clone(), v));
-                        }
-                    }
-                    while let Some((_, k, v)) = misfits.next_if(|m| m.0 == row as u64) {
-                        props.push((shape.keys[k as usize].clone(), v));
-                    }
+                    let props = props_at(&shape.keys, g, i, row as u64, &mut misfits);
                     let (a, z) = shape.ends[row];
                     out.push((shape.ty.clone(), a, z, props));
                     row += 1;
@@ -674,16 +678,7 @@ impl Bulk {
             let n = shape.group_rows;
             let mut misfits = shape.misfits.drain(..).peekable();
             for i in 0..n {
-                let mut props: Props = Vec::with_capacity(shape.keys.len());
-                for (k, c) in shape.cols.iter().enumerate() {
-                    let v = c.value(i);
-                    if !v.is_null() {
-                        props.push((shape.keys[k].clone(), v));
-                    }
-                }
-                while let Some((_, k, v)) = misfits.next_if(|m| m.0 == i as u64) {
-                    props.push((shape.keys[k as usize].clone(), v));
-                }
+                let props = props_at(&shape.keys, &shape.cols, i, i as u64, &mut misfits);
                 out.push((shape.labels.clone(), props));
             }
             drop(misfits);

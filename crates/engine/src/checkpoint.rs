@@ -423,20 +423,7 @@ impl Store {
                 r#in: seg.1,
                 props,
             };
-            match existing {
-                Some(i) => {
-                    m.rel_types[i].n_edges += k;
-                    m.rel_types[i].segments.push(rs);
-                }
-                None => m.rel_types.push(RelTypeMeta {
-                    name: name.to_string(),
-                    n_edges: k,
-                    columns,
-                    segments: vec![rs],
-                    start_space: None,
-                    end_space: None,
-                }),
-            }
+            add_rel_segment(&mut m, existing, name, columns, rs);
             report.relationships_written += k;
         }
 
@@ -712,13 +699,7 @@ fn write_bulk_rels(
                 let at = bulk.keys.iter().position(|k| **k == *col.name);
                 match at.and_then(|c| group[c].take()) {
                     Some(b) if b.dtype == col.dtype => out.push(b),
-                    _ => {
-                        let mut b = ColumnBuilder::new(col.dtype);
-                        for _ in 0..len {
-                            b.push_null();
-                        }
-                        out.push(b);
-                    }
+                    _ => out.push(ColumnBuilder::nulls(col.dtype, len)),
                 }
             }
             w.write_row_group(&out)?;
@@ -731,11 +712,7 @@ fn write_bulk_rels(
                 let len = left.min(ROW_GROUP_ROWS_MAX as u64) as usize;
                 let out: Vec<ColumnBuilder> = columns
                     .iter()
-                    .map(|col| {
-                        let mut b = ColumnBuilder::new(col.dtype);
-                        (0..len).for_each(|_| b.push_null());
-                        b
-                    })
+                    .map(|col| ColumnBuilder::nulls(col.dtype, len))
                     .collect();
                 w.write_row_group(&out)?;
                 left -= len as u64;
@@ -754,21 +731,33 @@ fn write_bulk_rels(
         r#in: inc,
         props,
     };
+    add_rel_segment(m, existing, &bulk.ty, columns, seg);
+    Ok(n)
+}
+
+/// Adds `seg` to relationship type `existing` (its position in the manifest), or as the
+/// first segment of a new type `name` with `columns`.
+fn add_rel_segment(
+    m: &mut Manifest,
+    existing: Option<usize>,
+    name: &str,
+    columns: Vec<PropertyMeta>,
+    seg: RelSegmentMeta,
+) {
     match existing {
         Some(i) => {
-            m.rel_types[i].n_edges += n;
+            m.rel_types[i].n_edges += seg.n_edges;
             m.rel_types[i].segments.push(seg);
         }
         None => m.rel_types.push(RelTypeMeta {
-            name: bulk.ty.to_string(),
-            n_edges: n,
+            name: name.to_string(),
+            n_edges: seg.n_edges,
             columns,
             segments: vec![seg],
             start_space: None,
             end_space: None,
         }),
     }
-    Ok(n)
 }
 
 /// A CSR segment per direction over relationships `ends` (edge ids: their positions),

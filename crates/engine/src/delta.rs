@@ -313,7 +313,10 @@ impl Delta {
         }
     }
 
-    fn index_update(&mut self, id: u64, old: Option<&Props>, new: Option<&Props>) {
+    /// Moves node `id`'s entries in the delta's index from `old` to `new` properties;
+    /// `entering`: the node was not in the delta before, so an unchanged value goes in
+    /// too (a segment index built before a label was added misses it).
+    fn index_update(&mut self, id: u64, old: Option<&Props>, new: Option<&Props>, entering: bool) {
         if self.indexed.is_empty() {
             return;
         }
@@ -322,10 +325,7 @@ impl Delta {
             let a = old.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
             let b = new.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
             if a == b {
-                // Unchanged, but the node may be new to the delta (a label added to a
-                // segment node): a segment index built before it had the label misses
-                // it, so the delta's index must hold it. Inserting twice is a no-op.
-                if let Some(b) = b {
+                if let (true, Some(b)) = (entering, b) {
                     self.index.entry((key.clone(), b)).or_default().insert(id);
                 }
                 continue;
@@ -399,7 +399,8 @@ impl Delta {
     fn put_node(&mut self, id: u64, old: Option<&NodeRec>, rec: NodeRec) {
         let old_props = old.filter(|o| !o.deleted).map(|o| &o.props);
         let new_props = (!rec.deleted).then_some(&rec.props);
-        self.index_update(id, old_props, new_props);
+        let entering = !self.nodes.contains_key(&id);
+        self.index_update(id, old_props, new_props, entering);
         self.bytes = self.bytes + node_bytes(&rec) - old.map_or(0, node_bytes).min(self.bytes);
         self.changes += 1;
         self.nodes.insert(id, Arc::new(rec));

@@ -774,13 +774,7 @@ impl Txn {
         dst: u64,
         values: &[Value],
     ) -> Result<(), EngineError> {
-        for n in [src, dst] {
-            if !self.work.node_exists(n) {
-                return Err(EngineError::Constraint(format!(
-                    "cannot create a relationship to node {n}: it has been deleted"
-                )));
-            }
-        }
+        self.live_ends(src, dst)?;
         self.claim_new()?;
         let b = self.bulk();
         let set = Self::bulk_values(values, |k| b.rel_key(shape, k))?;
@@ -870,6 +864,16 @@ impl Txn {
         self.claim_new()?;
         self.push(Op::CreateNode { id, labels, props })?;
         Ok(id)
+    }
+
+    /// Both ends of a relationship to be created exist.
+    fn live_ends(&self, src: u64, dst: u64) -> Result<(), EngineError> {
+        match [src, dst].into_iter().find(|&n| !self.work.node_exists(n)) {
+            Some(n) => Err(EngineError::Constraint(format!(
+                "cannot create a relationship to node {n}: it has been deleted"
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn live_node(&self, id: u64) -> Result<(), EngineError> {
@@ -968,13 +972,7 @@ impl Txn {
         dst: u64,
         props: Props,
     ) -> Result<RelRef, EngineError> {
-        for n in [src, dst] {
-            if !self.work.node_exists(n) {
-                return Err(EngineError::Constraint(format!(
-                    "cannot create a relationship to node {n}: it has been deleted"
-                )));
-            }
-        }
+        self.live_ends(src, dst)?;
         // Locking both ends keeps a concurrent DETACH DELETE from leaving this
         // relationship dangling.
         self.claim(Entity::Node(src))?;

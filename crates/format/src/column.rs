@@ -188,6 +188,15 @@ impl ColumnBuilder {
         self.len += 1;
     }
 
+    /// A column of `n` nulls of type `dtype`.
+    pub fn nulls(dtype: DataType, n: usize) -> ColumnBuilder {
+        let mut b = ColumnBuilder::new(dtype);
+        for _ in 0..n {
+            b.push_null();
+        }
+        b
+    }
+
     pub fn push_null(&mut self) {
         match &mut self.data {
             ColumnData::I64(v) => v.push(0),
