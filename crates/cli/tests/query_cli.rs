@@ -212,3 +212,22 @@ fn shell_runs_multi_line_queries_and_commands() {
     assert!(out.contains("n.name\ncy\n"), "{out}");
     assert!(err.contains("unknown function nosuch()"), "{err}");
 }
+
+/// The reproduction: a 200,000-term sum used to overflow the stack and abort the
+/// process. It is a syntax error now, with a position and a short snippet.
+#[test]
+fn a_very_long_expression_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = small_db(dir.path());
+    let terms = vec!["1"; 200_000].join("+");
+    let q = write(dir.path(), "q.cql", &format!("RETURN {terms}\n"));
+    let e = fails(&["query", "--db", &db, "--file", s(&q)]);
+    assert!(
+        e.contains("line 1, column") && e.contains("deeper than"),
+        "{e}"
+    );
+    assert!(
+        e.len() < 1_000,
+        "the snippet is a window, not the whole line: {e}"
+    );
+}

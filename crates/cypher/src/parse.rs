@@ -23,23 +23,82 @@ pub(crate) fn error_at(text: &str, offset: usize, message: String) -> ParseError
     let line = text[..offset].matches('\n').count();
     let column = text[line_start..offset].chars().count();
     let line_text = text[line_start..].lines().next().unwrap_or("");
-    let snippet = format!("{line_text}\n{}^", " ".repeat(column));
     ParseError {
         line,
         column,
         message,
-        snippet,
+        snippet: snippet(line_text, column),
+    }
+}
+
+/// Characters of the offending line shown before and after the column: a generated
+/// query can be one line of megabytes.
+const SNIPPET_BEFORE: usize = 60;
+const SNIPPET_AFTER: usize = 40;
+
+/// The line around `column` with a caret under it. Long lines are cut to a window
+/// marked with `…`; control characters (a tab, an escape) show as one space, so the
+/// caret stays aligned and the terminal receives nothing it would interpret.
+fn snippet(line: &str, column: usize) -> String {
+    let from = column.saturating_sub(SNIPPET_BEFORE);
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push('…');
+    }
+    let mut count = 0;
+    for ch in line
+        .chars()
+        .skip(from)
+        .take(column - from + SNIPPET_AFTER + 1)
+    {
+        shown.push(if ch.is_control() { ' ' } else { ch });
+        count += 1;
+    }
+    if from + count < line.chars().count() {
+        shown.push('…');
+    }
+    let caret = column - from + usize::from(from > 0);
+    format!("{shown}\n{}^", " ".repeat(caret))
+}
+
+#[cfg(test)]
+mod snippet_tests {
+    use super::*;
+
+    #[test]
+    fn snippets_of_long_lines_are_windowed() {
+        let line = "x".repeat(10_000);
+        let s = snippet(&line, 5_000);
+        let (text, caret) = s.split_once('\n').unwrap();
+        assert!(
+            text.chars().count() < SNIPPET_BEFORE + SNIPPET_AFTER + 4,
+            "{text}"
+        );
+        assert!(text.starts_with('…') && text.ends_with('…'));
+        assert_eq!(caret.chars().count(), SNIPPET_BEFORE + 2);
+        assert_eq!(snippet("RETURN 1 +", 9), "RETURN 1 +\n         ^");
+        assert_eq!(snippet("a\u{1b}[2Jb", 0), "a [2Jb\n^");
     }
 }
 
 /// Most nesting the parser follows (parentheses, lists, maps, CASE) before it refuses.
 const DEPTH_MAX: usize = 256;
 
+/// Deepest expression tree the parser builds, nesting plus the links of left-associative
+/// chains (`a + b + c`, `x OR y`, `n.a.b`, `l[0][1]`): binding, planning, evaluation and
+/// `Drop` all recurse over the tree, so its depth, not only the parser's, must be bounded.
+/// 1,000 keeps the deepest pass (compiling, about 1 KiB of stack per level) within half
+/// of a 2 MiB thread stack (tested in the query crate's `tests/deep.rs`) and still
+/// allows an `OR` chain of 900 comparisons; longer ones belong in `x IN [..]`.
+pub const TREE_DEPTH_MAX: usize = 1_000;
+
 struct Parser<'t> {
     text: &'t str,
     toks: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// Links of the left-associative chains being built around the current token.
+    links: usize,
 }
 
 type R<T> = Result<T, ParseError>;
@@ -58,6 +117,7 @@ impl<'t> Parser<'t> {
             toks,
             pos: 0,
             depth: 0,
+            links: 0,
         })
     }
 
@@ -177,6 +237,30 @@ impl<'t> Parser<'t> {
             ));
         }
         Ok(())
+    }
+
+    /// One more link on a left-associative chain: the tree gets one level deeper.
+    fn link(&mut self) -> R<()> {
+        self.links += 1;
+        if self.depth + self.links > TREE_DEPTH_MAX {
+            return Err(error_at(
+                self.text,
+                self.toks[self.pos.saturating_sub(1)].offset,
+                format!(
+                    "expression deeper than {TREE_DEPTH_MAX} operators; split it up \
+                     (a long OR of equalities is `x IN [..]`)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a chain-building rule, dropping its links once the chain is built.
+    fn chain(&mut self, rule: impl FnOnce(&mut Self) -> R<Expr>) -> R<Expr> {
+        let mark = self.links;
+        let e = rule(self);
+        self.links = mark;
+        e
     }
 
     // -----------------------------------------------------------------------------------
@@ -721,27 +805,36 @@ impl<'t> Parser<'t> {
     }
 
     fn or(&mut self) -> R<Expr> {
-        let mut e = self.xor()?;
-        while self.eat_kw("OR") {
-            e = Expr::Binary(BinOp::Or, Box::new(e), Box::new(self.xor()?));
-        }
-        Ok(e)
+        self.chain(|p| {
+            let mut e = p.xor()?;
+            while p.eat_kw("OR") {
+                p.link()?;
+                e = Expr::Binary(BinOp::Or, Box::new(e), Box::new(p.xor()?));
+            }
+            Ok(e)
+        })
     }
 
     fn xor(&mut self) -> R<Expr> {
-        let mut e = self.and()?;
-        while self.eat_kw("XOR") {
-            e = Expr::Binary(BinOp::Xor, Box::new(e), Box::new(self.and()?));
-        }
-        Ok(e)
+        self.chain(|p| {
+            let mut e = p.and()?;
+            while p.eat_kw("XOR") {
+                p.link()?;
+                e = Expr::Binary(BinOp::Xor, Box::new(e), Box::new(p.and()?));
+            }
+            Ok(e)
+        })
     }
 
     fn and(&mut self) -> R<Expr> {
-        let mut e = self.not()?;
-        while self.eat_kw("AND") {
-            e = Expr::Binary(BinOp::And, Box::new(e), Box::new(self.not()?));
-        }
-        Ok(e)
+        self.chain(|p| {
+            let mut e = p.not()?;
+            while p.eat_kw("AND") {
+                p.link()?;
+                e = Expr::Binary(BinOp::And, Box::new(e), Box::new(p.not()?));
+            }
+            Ok(e)
+        })
     }
 
     fn not(&mut self) -> R<Expr> {
@@ -757,18 +850,21 @@ impl<'t> Parser<'t> {
     /// One left-associative level: `next (op next)*` for the punctuation operators in
     /// `ops`.
     fn left_assoc(&mut self, next: fn(&mut Self) -> R<Expr>, ops: &[(&str, BinOp)]) -> R<Expr> {
-        let mut e = next(self)?;
-        loop {
-            let op = match self.peek() {
-                Tok::Punct(p) => match ops.iter().find(|(o, _)| o == p) {
-                    Some(&(_, op)) => op,
-                    None => return Ok(e),
-                },
-                _ => return Ok(e),
-            };
-            self.bump();
-            e = Expr::Binary(op, Box::new(e), Box::new(next(self)?));
-        }
+        self.chain(|p| {
+            let mut e = next(p)?;
+            loop {
+                let op = match p.peek() {
+                    Tok::Punct(t) => match ops.iter().find(|(o, _)| o == t) {
+                        Some(&(_, op)) => op,
+                        None => return Ok(e),
+                    },
+                    _ => return Ok(e),
+                };
+                p.bump();
+                p.link()?;
+                e = Expr::Binary(op, Box::new(e), Box::new(next(p)?));
+            }
+        })
     }
 
     fn comparison(&mut self) -> R<Expr> {
@@ -787,8 +883,13 @@ impl<'t> Parser<'t> {
     }
 
     fn string_ops(&mut self) -> R<Expr> {
+        self.chain(Self::string_ops_chain)
+    }
+
+    fn string_ops_chain(&mut self) -> R<Expr> {
         let mut e = self.additive()?;
         loop {
+            self.link()?;
             if self.is_kw("STARTS") && self.is_kw_at(1, "WITH") {
                 self.bump();
                 self.bump();
@@ -856,8 +957,13 @@ impl<'t> Parser<'t> {
     }
 
     fn postfix(&mut self) -> R<Expr> {
+        self.chain(Self::postfix_chain)
+    }
+
+    fn postfix_chain(&mut self) -> R<Expr> {
         let mut e = self.atom()?;
         loop {
+            self.link()?;
             if self.eat_p(".") {
                 let key = self.any_name("a property name after '.'")?;
                 e = Expr::Prop(Box::new(e), key);
