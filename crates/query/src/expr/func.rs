@@ -90,24 +90,167 @@ pub(super) fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
-pub(super) fn temporal_from_map(m: &[(Arc<str>, Value)]) -> Result<(i64, i64), QueryError> {
-    let get = |k: &str, d: i64| -> Result<i64, QueryError> {
+/// A temporal value from a map (`date({year: 2021, month: 2, day: 28})`), validated on
+/// `jiff`'s proleptic Gregorian calendar: every field in its range (months 1-12, days
+/// of that month, hours 0-23, years -9999 to 9999), no silent wrapping, unknown keys
+/// refused. Dates are `year/month/day`, `year/week/dayOfWeek` (ISO weeks) or
+/// `year/ordinalDay`; `datetime` also takes `timezone` (an IANA name or `+01:00`) and
+/// converts the local time there to the UTC instant it stores.
+pub(super) fn temporal_from_map(f: Func, m: &[(Arc<str>, Value)]) -> Result<Value, QueryError> {
+    use jiff::civil;
+    let what = match f {
+        Func::Date => "date",
+        Func::DateTime => "datetime",
+        _ => "localdatetime",
+    };
+    let bad = |msg: String| QueryError::Argument(format!("{what}(): {msg}"));
+    const DATE_KEYS: [&str; 6] = ["year", "month", "day", "week", "dayofweek", "ordinalday"];
+    const TIME_KEYS: [&str; 6] = [
+        "hour",
+        "minute",
+        "second",
+        "millisecond",
+        "microsecond",
+        "nanosecond",
+    ];
+    for (k, _) in m {
+        let k = k.to_ascii_lowercase();
+        let known = DATE_KEYS.contains(&k.as_str())
+            || (f != Func::Date && TIME_KEYS.contains(&k.as_str()))
+            || (f == Func::DateTime && k == "timezone");
+        if !known {
+            return Err(bad(format!("unknown or unsupported key `{k}`")));
+        }
+    }
+    let get = |k: &str| -> Result<Option<i64>, QueryError> {
         match m.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)) {
-            Some((_, v)) => Ok(int_arg(v, k)?.unwrap_or(d)),
-            None => Ok(d),
+            Some((_, v)) => int_arg(v, k),
+            None => Ok(None),
         }
     };
-    let (y, mo, d) = (get("year", 1970)?, get("month", 1)?, get("day", 1)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return Err(QueryError::Argument(format!("invalid date {y}-{mo}-{d}")));
+    // A field in its range, as the small integer type jiff takes.
+    fn field<T: TryFrom<i64>>(
+        k: &str,
+        v: i64,
+        lo: i64,
+        hi: i64,
+        bad: &dyn Fn(String) -> QueryError,
+    ) -> Result<T, QueryError> {
+        if !(lo..=hi).contains(&v) {
+            return Err(bad(format!("{k} {v} is out of range {lo} to {hi}")));
+        }
+        T::try_from(v).map_err(|_| bad(format!("{k} {v} is out of range")))
     }
-    let days = quiver_csv::value::days_from_civil(y, mo as u32, d as u32);
-    let tod = get("hour", 0)? * 3_600_000_000
-        + get("minute", 0)? * 60_000_000
-        + get("second", 0)? * 1_000_000
-        + get("millisecond", 0)? * 1000
-        + get("microsecond", 0)?;
-    Ok((days, tod))
+    let year: i16 = match get("year")? {
+        Some(y) => field("year", y, -9999, 9999, &bad)?,
+        None => return Err(bad("`year` is required".into())),
+    };
+    let jiff_err = |e: jiff::Error| bad(e.to_string());
+    let (month, day, week, dow, ordinal) = (
+        get("month")?,
+        get("day")?,
+        get("week")?,
+        get("dayOfWeek")?,
+        get("ordinalDay")?,
+    );
+    let date = match (month, day, week, dow, ordinal) {
+        (m, d, None, None, None) => civil::Date::new(
+            year,
+            field("month", m.unwrap_or(1), 1, 12, &bad)?,
+            field("day", d.unwrap_or(1), 1, 31, &bad)?,
+        )
+        .map_err(jiff_err)?,
+        (None, None, Some(w), dw, None) => {
+            let wd = civil::Weekday::from_monday_one_offset(field(
+                "dayOfWeek",
+                dw.unwrap_or(1),
+                1,
+                7,
+                &bad,
+            )?)
+            .map_err(jiff_err)?;
+            civil::ISOWeekDate::new(year, field("week", w, 1, 53, &bad)?, wd)
+                .map_err(jiff_err)?
+                .date()
+        }
+        (None, None, None, None, Some(o)) => civil::Date::new(year, 1, 1)
+            .map_err(jiff_err)?
+            .with()
+            .day_of_year(field("ordinalDay", o, 1, 366, &bad)?)
+            .build()
+            .map_err(jiff_err)?,
+        _ => {
+            return Err(bad(
+                "give month and day, week and dayOfWeek, or ordinalDay; not a mix".into(),
+            ))
+        }
+    };
+    let days = quiver_csv::value::days_from_civil(
+        date.year() as i64,
+        date.month() as u32,
+        date.day() as u32,
+    );
+    if f == Func::Date {
+        return Ok(Value::Date(days));
+    }
+    let ms = get("millisecond")?;
+    let us = get("microsecond")?;
+    let ns = get("nanosecond")?;
+    let mut sub_ns: i64 = field::<i64>("millisecond", ms.unwrap_or(0), 0, 999, &bad)? * 1_000_000;
+    sub_ns += match ms {
+        Some(_) => field::<i64>("microsecond", us.unwrap_or(0), 0, 999, &bad)? * 1000,
+        None => field::<i64>("microsecond", us.unwrap_or(0), 0, 999_999, &bad)? * 1000,
+    };
+    sub_ns += match (ms, us) {
+        (None, None) => field::<i64>("nanosecond", ns.unwrap_or(0), 0, 999_999_999, &bad)?,
+        _ => field::<i64>("nanosecond", ns.unwrap_or(0), 0, 999, &bad)?,
+    };
+    if sub_ns % 1000 != 0 {
+        return Err(bad(
+            "Quiver keeps temporal values to the microsecond; nanoseconds must be a multiple of 1000".into(),
+        ));
+    }
+    let time = civil::Time::new(
+        field("hour", get("hour")?.unwrap_or(0), 0, 23, &bad)?,
+        field("minute", get("minute")?.unwrap_or(0), 0, 59, &bad)?,
+        field("second", get("second")?.unwrap_or(0), 0, 59, &bad)?,
+        sub_ns as i32,
+    )
+    .map_err(jiff_err)?;
+    let tod = (time.hour() as i64 * 3600 + time.minute() as i64 * 60 + time.second() as i64)
+        * 1_000_000
+        + sub_ns / 1000;
+    let local = days * 86_400_000_000 + tod;
+    let zone = m.iter().find(|(n, _)| n.eq_ignore_ascii_case("timezone"));
+    Ok(match (f, zone) {
+        (Func::DateTime, Some((_, Value::Str(z)))) => {
+            let tz = time_zone(z).map_err(|e| bad(format!("time zone '{z}': {e}")))?;
+            let zoned = date.to_datetime(time).to_zoned(tz).map_err(jiff_err)?;
+            Value::DateTime(zoned.timestamp().as_microsecond())
+        }
+        (Func::DateTime, Some((_, Value::Null)) | None) => Value::DateTime(local),
+        (Func::DateTime, Some((_, v))) => return type_err("timezone needs a string", v),
+        _ => Value::LocalDateTime(local),
+    })
+}
+
+/// A time zone by IANA name (`Europe/Berlin`, from the tz database bundled in the
+/// binary) or as a fixed offset (`+01:00`, `-0530`, `Z`).
+fn time_zone(z: &str) -> Result<jiff::tz::TimeZone, jiff::Error> {
+    if let Some(us) = quiver_csv::value::parse_datetime(format!("1970-01-01T00:00{z}").as_bytes()) {
+        let offset = jiff::tz::Offset::from_seconds((-us / 1_000_000) as i32)?;
+        return Ok(jiff::tz::TimeZone::fixed(offset));
+    }
+    jiff::tz::TimeZone::get(z)
+}
+
+/// `datetime(text)` for what the import's parser does not read: an RFC 9557 zone
+/// annotation (`2024-03-10T02:30-05:00[America/New_York]`), converted to UTC.
+pub(super) fn parse_zoned(s: &str) -> Option<i64> {
+    s.trim()
+        .parse::<jiff::Zoned>()
+        .ok()
+        .map(|z| z.timestamp().as_microsecond())
 }
 
 /// A scalar function.
@@ -438,21 +581,16 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                     let b = s.as_bytes();
                     let parsed = match f {
                         Date => quiver_csv::value::parse_date(b).map(Value::Date),
-                        DateTime => quiver_csv::value::parse_datetime(b).map(Value::DateTime),
+                        DateTime => quiver_csv::value::parse_datetime(b)
+                            .or_else(|| parse_zoned(s))
+                            .map(Value::DateTime),
                         _ => quiver_csv::value::parse_local_datetime(b).map(Value::LocalDateTime),
                     };
                     parsed.ok_or_else(|| {
                         QueryError::Argument(format!("{f:?}(): cannot parse '{s}'"))
                     })?
                 }
-                Some(Value::Map(m)) => {
-                    let (days, tod) = temporal_from_map(m)?;
-                    match f {
-                        Date => Value::Date(days),
-                        DateTime => Value::DateTime(days * 86_400_000_000 + tod),
-                        _ => Value::LocalDateTime(days * 86_400_000_000 + tod),
-                    }
-                }
+                Some(Value::Map(m)) => temporal_from_map(f, m)?,
                 Some(v) => match (f, v) {
                     (Date, Value::Date(d)) => Value::Date(*d),
                     (Date, Value::LocalDateTime(t) | Value::DateTime(t)) => {
