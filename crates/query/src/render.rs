@@ -17,6 +17,9 @@ fn quote(s: &str) -> String {
             '"' => o.push_str("\\\""),
             '\\' => o.push_str("\\\\"),
             '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if c.is_control() => o.push_str(&format!("\\u{:04X}", c as u32)),
             c => o.push(c),
         }
     }
@@ -158,43 +161,89 @@ pub fn json(g: &Graph, v: &Value) -> Result<J, QueryError> {
     })
 }
 
-/// Rows as an aligned text table.
-pub fn table(columns: &[String], cells: &[Vec<String>]) -> String {
-    let mut w: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
-    for r in cells {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
+/// Widest cell a table shows, in terminal columns; longer cells end in `…` (the CSV
+/// and JSON formats carry every value whole).
+pub const TABLE_CELL_WIDTH_MAX: usize = 120;
+
+/// The box drawing of Quiver's tables, in comfy-table's preset order: borders, a line
+/// under the header, no lines between rows.
+const TABLE_STYLE: &str = "││──├─┼┤│    ┬┴┌┐└┘";
+
+/// A cell made safe and short for a terminal: control characters (which a stored value
+/// could use to send escape sequences) written as `\uXXXX`, and cut to
+/// [`TABLE_CELL_WIDTH_MAX`] display columns (East Asian wide characters count two).
+fn table_cell(s: &str) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut out = String::with_capacity(s.len().min(TABLE_CELL_WIDTH_MAX * 4));
+    let mut width = 0;
+    for c in s.chars() {
+        let shown = if c.is_control() {
+            format!("\\u{:04X}", c as u32)
+        } else {
+            c.to_string()
+        };
+        let w: usize = shown.chars().map(|c| c.width().unwrap_or(0)).sum();
+        if width + w > TABLE_CELL_WIDTH_MAX - 1 {
+            out.push('…');
+            return out;
         }
+        width += w;
+        out.push_str(&shown);
     }
-    let line = |out: &mut String, l: char, m: char, r: char| {
-        out.push(l);
-        for (i, wi) in w.iter().enumerate() {
-            out.extend(std::iter::repeat_n('─', wi + 2));
-            out.push(if i + 1 == w.len() { r } else { m });
-        }
-        out.push('\n');
-    };
-    let row = |out: &mut String, vals: &[String]| {
-        out.push('│');
-        for (i, v) in vals.iter().enumerate() {
-            let pad = w[i] - v.chars().count();
-            out.push(' ');
-            out.push_str(v);
-            out.extend(std::iter::repeat_n(' ', pad + 1));
-            out.push('│');
-        }
-        out.push('\n');
-    };
-    let mut out = String::new();
-    if w.is_empty() {
-        return out;
-    }
-    line(&mut out, '┌', '┬', '┐');
-    row(&mut out, columns);
-    line(&mut out, '├', '┼', '┤');
-    for r in cells {
-        row(&mut out, r);
-    }
-    line(&mut out, '└', '┴', '┘');
     out
+}
+
+/// Rows as an aligned text table (comfy-table: columns sized by display width).
+pub fn table(columns: &[String], cells: &[Vec<String>]) -> String {
+    if columns.is_empty() {
+        return String::new();
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(TABLE_STYLE)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(columns.iter().map(|c| table_cell(c)));
+    for r in cells {
+        t.add_row(r.iter().map(|c| table_cell(c)));
+    }
+    let mut out = t.to_string();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_by_display_width_and_escape_control_characters() {
+        let t = table(
+            &["name".into(), "n".into()],
+            &[
+                vec!["\"日本語\"".into(), "1".into()],
+                vec!["\"a\u{1b}[2Jb\"".into(), "22".into()],
+            ],
+        );
+        assert!(!t.contains('\u{1b}'), "{t}");
+        assert!(t.contains("a\\u001B[2Jb"), "{t}");
+        // Every line has the same display width.
+        use unicode_width::UnicodeWidthStr;
+        let widths: Vec<usize> = t.lines().map(|l| l.width()).collect();
+        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{t}\n{widths:?}");
+        assert!(t.starts_with('┌') && t.ends_with("┘\n"), "{t}");
+    }
+
+    #[test]
+    fn long_cells_are_cut() {
+        let long = "字".repeat(500);
+        let t = table(&["x".into()], &[vec![long]]);
+        use unicode_width::UnicodeWidthStr;
+        let line = t.lines().nth(3).unwrap();
+        assert!(line.width() <= TABLE_CELL_WIDTH_MAX + 4, "{line}");
+        assert!(line.contains('…'));
+    }
+
+    #[test]
+    fn quoted_strings_escape_control_characters() {
+        assert_eq!(quote("a\tb\u{7}"), "\"a\\tb\\u0007\"");
+    }
 }
