@@ -8,7 +8,9 @@
 
 use crate::error::QueryError;
 use crate::graph::{chunk_value, Graph};
+use crate::ops::account;
 use crate::value::Value;
+use quiver_common::memory::MemoryBudget;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{IndexKeyKind, IndexMeta};
@@ -201,18 +203,15 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
 }
 
 /// Builds `:label(prop)` over every node carrying the label and publishes it. Returns the
-/// number of entries.
-pub fn create(dir: &Path, db: &Database, label: &str, prop: &str) -> Result<u64, QueryError> {
-    create_in(dir, db, label, prop, false)
-}
-
-/// [`create`]; `held` when the caller holds the database's lock (an open store).
+/// number of entries. `held` when the caller holds the database's lock (an open
+/// store); the build's memory comes from `budget`.
 pub fn create_in(
     dir: &Path,
     db: &Database,
     label: &str,
     prop: &str,
     held: bool,
+    budget: &MemoryBudget,
 ) -> Result<u64, QueryError> {
     let m = db.manifest();
     if m.indexes
@@ -226,7 +225,7 @@ pub fn create_in(
     // A label or property no node has yet gives an empty index, as in Neo4j: the
     // schema may come before the data. Seeks find later nodes in the delta, and the
     // checkpoint that writes them rebuilds the index.
-    let built = build(db, label, prop)?.unwrap_or_else(Built::empty);
+    let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
     let staging = begin(dir, held)?;
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
@@ -242,7 +241,12 @@ pub fn create_in(
 /// Rebuilds the indexes that do not cover every node (a checkpoint wrote new node
 /// tables since they were built) and publishes them as one new generation; whether it
 /// did. `held` as for [`create_in`].
-pub fn refresh_in(dir: &Path, db: &Database, held: bool) -> Result<bool, QueryError> {
+pub fn refresh_in(
+    dir: &Path,
+    db: &Database,
+    held: bool,
+    budget: &MemoryBudget,
+) -> Result<bool, QueryError> {
     if !stale(db) {
         return Ok(false);
     }
@@ -257,7 +261,7 @@ pub fn refresh_in(dir: &Path, db: &Database, held: bool) -> Result<bool, QueryEr
             kept.push(meta);
             continue;
         }
-        match build(db, &meta.label, &meta.property) {
+        match build(db, &meta.label, &meta.property, budget) {
             Ok(Some(b)) => {
                 kept.push(b.write(&staging, db, &meta.label, &meta.property, meta.unique)?)
             }
@@ -327,12 +331,28 @@ impl Built {
     }
 }
 
-/// Builds `:label(prop)` over the segments; `None` when no node has it.
-fn build(db: &Database, label: &str, prop: &str) -> Result<Option<Built>, QueryError> {
+/// Bytes an index build holds per entry beyond its key bytes: the (key, node) pair as
+/// collected, then the sorted key column and the node column written from it.
+const INDEX_ENTRY_BYTES: u64 = 16 + 8 + 8;
+/// A string key collected as its own allocation: the `Vec` header and the allocator's
+/// overhead, beyond the bytes.
+const INDEX_STRING_OVERHEAD: u64 = 24 + 16;
+
+/// Builds `:label(prop)` over the segments; `None` when no node has it. What it
+/// collects and sorts is accounted in a grant from `budget` (the database's), so a
+/// build that does not fit is a clear error, never memory past the limit.
+fn build(
+    db: &Database,
+    label: &str,
+    prop: &str,
+    budget: &MemoryBudget,
+) -> Result<Option<Built>, QueryError> {
     let g = Graph::new(db);
     let Some(lid) = g.label_id(label) else {
         return Ok(None);
     };
+    let mut grant = budget.empty_grant("CREATE INDEX");
+    let mut held: u64 = 0;
     let mut kind = None;
     let mut pairs_i: Vec<(i64, u64)> = Vec::new();
     let mut pairs_f: Vec<(f64, u64)> = Vec::new();
@@ -358,25 +378,33 @@ fn build(db: &Database, label: &str, prop: &str) -> Result<Option<Built>, QueryE
         let first = table.meta.first_node;
         for (rg, meta) in table.footer.row_groups.iter().enumerate() {
             let base = first + meta.first_row;
-            let vals: Vec<Value> = db.with_node_chunk(t, rg, col, |c| {
-                (0..c.len()).map(|i| chunk_value(c, i, dtype)).collect()
-            })?;
-            for (i, v) in vals.into_iter().enumerate() {
-                let node = base + i as u64;
-                if check && !g.has_label(node, lid)? {
-                    continue;
+            db.with_node_chunk(t, rg, col, |c| -> Result<(), QueryError> {
+                for i in 0..c.len() {
+                    let node = base + i as u64;
+                    if check && !g.has_label(node, lid)? {
+                        continue;
+                    }
+                    held += INDEX_ENTRY_BYTES;
+                    match chunk_value(c, i, dtype) {
+                        Value::Int(x)
+                        | Value::Date(x)
+                        | Value::LocalDateTime(x)
+                        | Value::DateTime(x) => pairs_i.push((x, node)),
+                        Value::Bool(b) => pairs_i.push((b as i64, node)),
+                        Value::Float(f) if !f.is_nan() => pairs_f.push((f, node)),
+                        Value::Str(s) => {
+                            held += s.len() as u64 * 2 + INDEX_STRING_OVERHEAD;
+                            pairs_s.push((s.as_bytes().to_vec(), node))
+                        }
+                        _ => held -= INDEX_ENTRY_BYTES,
+                    }
+                    if i % 4096 == 0 {
+                        account(&mut grant, held, "CREATE INDEX")?;
+                    }
                 }
-                match v {
-                    Value::Int(x)
-                    | Value::Date(x)
-                    | Value::LocalDateTime(x)
-                    | Value::DateTime(x) => pairs_i.push((x, node)),
-                    Value::Bool(b) => pairs_i.push((b as i64, node)),
-                    Value::Float(f) if !f.is_nan() => pairs_f.push((f, node)),
-                    Value::Str(s) => pairs_s.push((s.as_bytes().to_vec(), node)),
-                    _ => {}
-                }
-            }
+                Ok(())
+            })??;
+            account(&mut grant, held, "CREATE INDEX")?;
         }
     }
     let Some(kind) = kind else {
@@ -433,6 +461,7 @@ pub fn constrain_in(
     prop: &str,
     unique: bool,
     held: bool,
+    budget: &MemoryBudget,
 ) -> Result<String, QueryError> {
     let m = db.manifest();
     let at = m
@@ -448,7 +477,7 @@ pub fn constrain_in(
     let mut man = m.clone();
     man.generation = staging.generation();
     let msg = if unique {
-        let built = build(db, label, prop)?.unwrap_or_else(Built::empty);
+        let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
         if let Some((k, a, b)) = &built.dup {
             return Err(QueryError::Index(format!(
                 "cannot add the constraint: nodes {a} and {b} with label :{label} both have {prop} = {k}"

@@ -370,8 +370,9 @@ impl Session {
     /// A session on an already open store (several sessions may share one).
     pub fn on(store: Arc<Store>) -> Session {
         // Checkpoints write new node tables; the declared indexes follow them.
-        store.set_index_hook(Box::new(|dir, db| {
-            index::refresh_in(dir, db, true).map_err(|e| e.to_string())
+        let budget = store.memory.clone();
+        store.set_index_hook(Box::new(move |dir, db| {
+            index::refresh_in(dir, db, true, &budget).map_err(|e| e.to_string())
         }));
         if store.is_writable() && index::stale(&store.snapshot().db) {
             // A crash between a checkpoint and its index rebuild: rebuild now. A failure
@@ -649,11 +650,11 @@ impl Session {
                     sink,
                 )
             }
-            Command::CreateIndex { label, prop } => self.schema_ddl(t0, |dir, db| {
-                let n = index::create_in(dir, db, &label, &prop, true)?;
+            Command::CreateIndex { label, prop } => self.schema_ddl(t0, |dir, db, budget| {
+                let n = index::create_in(dir, db, &label, &prop, true, budget)?;
                 Ok(format!("index on :{label}({prop}) created, {n} entries"))
             }),
-            Command::DropIndex { label, prop } => self.schema_ddl(t0, |dir, db| {
+            Command::DropIndex { label, prop } => self.schema_ddl(t0, |dir, db, _| {
                 index::drop_in(dir, db, &label, &prop, true)?;
                 Ok(format!("index on :{label}({prop}) dropped"))
             }),
@@ -676,13 +677,13 @@ impl Session {
                     (true, false) => Err(QueryError::Index(format!(
                         "a uniqueness constraint on :{label}({prop}) exists already"
                     ))),
-                    _ => self.schema_ddl(t0, |dir, db| {
-                        index::constrain_in(dir, db, &label, &prop, true, true)
+                    _ => self.schema_ddl(t0, |dir, db, budget| {
+                        index::constrain_in(dir, db, &label, &prop, true, true, budget)
                     }),
                 }
             }
-            Command::DropConstraint { label, prop } => self.schema_ddl(t0, |dir, db| {
-                index::constrain_in(dir, db, &label, &prop, false, true)
+            Command::DropConstraint { label, prop } => self.schema_ddl(t0, |dir, db, budget| {
+                index::constrain_in(dir, db, &label, &prop, false, true, budget)
             }),
             Command::ShowConstraints => {
                 let db = self.db();
@@ -719,14 +720,14 @@ impl Session {
     fn schema_ddl(
         &mut self,
         t0: Instant,
-        f: impl FnOnce(&Path, &Database) -> Result<String, QueryError>,
+        f: impl FnOnce(&Path, &Database, &MemoryBudget) -> Result<String, QueryError>,
     ) -> Result<Summary, QueryError> {
         self.no_tx("index and constraint DDL")?;
         if !self.store.snapshot().delta.is_empty() {
             self.store.checkpoint()?;
         }
         let db = self.db();
-        let msg = f(self.store.dir(), &db)?;
+        let msg = f(self.store.dir(), &db, &self.store.memory)?;
         self.store.reload()?;
         let mut s = summary_msg(t0, msg);
         s.changed = true;

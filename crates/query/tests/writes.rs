@@ -5,6 +5,7 @@ mod common;
 use common::{ints, rows, run};
 use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 fn open(dir: &Path) -> Session {
@@ -534,4 +535,76 @@ fn the_database_memory_limit_is_enforced() {
         count(&mut s, "MATCH (b:B) RETURN sum(b.i)"),
         300000 * 300001 / 2
     );
+}
+
+/// A seek that finds many nodes sends them on in batches of at most 1,024 rows and
+/// accounts what it holds; CREATE INDEX accounts what it collects and sorts, so an
+/// index that does not fit the database's limit is a clear error (issue "Hardening").
+#[test]
+fn seeks_stream_and_index_builds_take_grants() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let opts = quiver_engine::StoreOptions {
+        memory_limit: 64 << 20,
+        ..Default::default()
+    };
+    let mut s = Session::open_opts(&db, opts, true).unwrap();
+    run(
+        &mut s,
+        "UNWIND range(1, 5000) AS i CREATE (:A {k: i % 2, s: 'key-' + toString(i % 3)})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    run(&mut s, "CREATE INDEX ON :A(k)").unwrap();
+    run(&mut s, "CREATE INDEX ON :A(s)").unwrap();
+    let mut sizes = Vec::new();
+    s.run(
+        "MATCH (a:A {k: 0}) RETURN a.s AS s",
+        &BTreeMap::new(),
+        &mut |_, b| {
+            sizes.push(b.len);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(sizes.iter().sum::<usize>(), 2500);
+    assert!(sizes.iter().all(|&n| n <= 1024), "{sizes:?}");
+    let plan = run(&mut s, "EXPLAIN MATCH (a:A {k: 0}) RETURN a")
+        .unwrap()
+        .plan
+        .unwrap();
+    assert!(format!("{plan:?}").contains("Seek"), "{plan:?}");
+    // Under a query limit smaller than the seek's candidates: the operator is named.
+    s.opts.memory_limit = 8 << 10;
+    let e = run(&mut s, "MATCH (a:A {k: 1}) RETURN a")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Seek"), "{e}");
+    drop(s);
+
+    // CREATE INDEX past the database's limit: 200,000 string keys of 100 bytes.
+    let db2 = d.path().join("h.qdb");
+    let opts = quiver_engine::StoreOptions {
+        memory_limit: 16 << 20,
+        ..Default::default()
+    };
+    let mut s = Session::open_opts(&db2, opts, true).unwrap();
+    for part in 0..10 {
+        run(
+            &mut s,
+            &format!(
+                "UNWIND range(1, 20000) AS i CREATE (:B {{s: '{}' + toString(i + {part} * 20000)}})",
+                "x".repeat(100)
+            ),
+        )
+        .unwrap();
+        run(&mut s, "CHECKPOINT").unwrap();
+    }
+    let e = run(&mut s, "CREATE INDEX ON :B(s)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("CREATE INDEX") && e.contains("memory"), "{e}");
+    // The database is as it was, and a smaller index still builds.
+    assert_eq!(count(&mut s, "MATCH (b:B) RETURN count(b)"), 200_000);
+    run(&mut s, "CREATE INDEX ON :A(k)").unwrap();
 }

@@ -119,14 +119,32 @@ pub enum SeekBy {
 }
 
 /// For each input row, the nodes an index (or the internal id) finds, that carry
-/// `labels`.
+/// `labels`. The candidates of one input batch are held (and accounted: a range or a
+/// common key can find millions) and sent on in batches of [`BATCH_ROWS`].
 pub struct Seek {
     pub input: BoxOp,
     pub by: SeekBy,
     pub labels: Vec<u32>,
+    /// The input batch being answered and its candidates per row.
+    pending: Option<(Batch, Vec<Vec<u64>>)>,
+    row: usize,
+    at: usize,
+    grant: Option<Grant>,
 }
 
 impl Seek {
+    pub fn new(input: BoxOp, by: SeekBy, labels: Vec<u32>) -> Seek {
+        Seek {
+            input,
+            by,
+            labels,
+            pending: None,
+            row: 0,
+            at: 0,
+            grant: None,
+        }
+    }
+
     /// Candidate nodes of every row of `b`.
     fn candidates(&self, cx: &Cx, b: &Batch) -> Result<Vec<Vec<u64>>, QueryError> {
         let g = cx.env.g;
@@ -230,26 +248,49 @@ fn with_delta(g: &crate::Graph, mut found: Vec<u64>, prop: &str, key: &Value) ->
 }
 
 impl Op for Seek {
+    fn mem_peak(&self) -> u64 {
+        self.grant.as_ref().map_or(0, |g| g.bytes())
+    }
+
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(b) = self.input.next(cx)? {
-            let found = self.candidates(cx, &b)?;
+        loop {
+            if self.pending.is_none() {
+                let Some(b) = self.input.next(cx)? else {
+                    return Ok(None);
+                };
+                let found = self.candidates(cx, &b)?;
+                let bytes: usize = found.iter().map(|v| v.capacity() * 8 + 24).sum();
+                let grant = self
+                    .grant
+                    .get_or_insert_with(|| cx.budget.empty_grant("Seek"));
+                account(grant, bytes as u64, "Seek")?;
+                self.pending = Some((b, found));
+                (self.row, self.at) = (0, 0);
+            }
+            let (b, found) = self.pending.as_ref().expect("set above");
             let mut out = Batch::empty(b.width() + 1);
-            for (row, nodes) in found.into_iter().enumerate() {
-                for n in nodes {
-                    let mut ok = true;
-                    for &l in &self.labels {
-                        ok &= cx.env.g.has_label(n, l)?;
-                    }
-                    if ok {
-                        out.push_row_from(&b, row, &[Value::Node(n)]);
-                    }
+            while self.row < found.len() && out.len < BATCH_ROWS {
+                let nodes = &found[self.row];
+                let Some(&n) = nodes.get(self.at) else {
+                    (self.row, self.at) = (self.row + 1, 0);
+                    continue;
+                };
+                self.at += 1;
+                let mut ok = true;
+                for &l in &self.labels {
+                    ok &= cx.env.g.has_label(n, l)?;
                 }
+                if ok {
+                    out.push_row_from(b, self.row, &[Value::Node(n)]);
+                }
+            }
+            if self.row >= found.len() {
+                self.pending = None;
             }
             cx.check_cancel()?;
             if out.len > 0 {
                 return Ok(Some(out));
             }
         }
-        Ok(None)
     }
 }

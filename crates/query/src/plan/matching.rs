@@ -385,11 +385,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 name,
                 detail,
                 vec![cur.id],
-                Box::new(Seek {
-                    input: cur.op,
-                    by,
-                    labels,
-                }),
+                Box::new(Seek::new(cur.op, by, labels)),
             );
             scope.bind(&v, Kind::Node);
             return Ok(p);
