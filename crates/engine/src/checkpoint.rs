@@ -431,7 +431,7 @@ impl Store {
         for (k, t) in bulk.iter().enumerate() {
             let name = format!("nodes-bulk-{k:04}.seg");
             let (path, rel) = staging.file(&name);
-            std::fs::rename(&t.path, &path).map_err(|e| WriteError::Io {
+            quiver_storage::fsio::rename(&t.path, &path).map_err(|e| WriteError::Io {
                 path: path.clone(),
                 source: e,
             })?;

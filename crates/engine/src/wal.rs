@@ -13,7 +13,8 @@
 
 use crate::delta::{Op, Props};
 use crate::value::Value;
-use std::fs::{File, OpenOptions};
+use quiver_storage::fsio::{self, DurableFile};
+use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,9 +43,9 @@ pub fn path(dir: &Path, generation: u64) -> PathBuf {
 /// An open log, appended to by commits.
 pub struct Wal {
     path: PathBuf,
-    file: File,
+    file: DurableFile,
     /// The same open file, for `fdatasync` outside the commit lock.
-    sync: Arc<File>,
+    sync: Arc<DurableFile>,
     /// Bytes in the file (header included).
     pub bytes: u64,
 }
@@ -82,15 +83,17 @@ impl Wal {
             cut_bytes: 0,
         };
         let exists = p.exists();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&p)
-            .map_err(io(&p))?;
+        let mut file = DurableFile::open_with(
+            &p,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .map_err(io(&p))?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io(&p))?;
+        file.file().read_to_end(&mut bytes).map_err(io(&p))?;
         let mut good = records(&bytes, generation, &mut replay.records);
         if good == 0 && exists && bytes.len() >= HEADER {
             return Err(WalError::Corrupt {
@@ -100,14 +103,14 @@ impl Wal {
         }
         if good < HEADER {
             // New, empty or torn while its header was written.
-            file.set_len(0).map_err(io(&p))?;
+            file.file().set_len(0).map_err(io(&p))?;
             file.write_all(&header(generation)).map_err(io(&p))?;
             file.sync_all().map_err(io(&p))?;
             fsync_dir(dir)?;
             good = HEADER;
         } else if good < bytes.len() {
             replay.cut_bytes = (bytes.len() - good) as u64;
-            file.set_len(good as u64).map_err(io(&p))?;
+            file.file().set_len(good as u64).map_err(io(&p))?;
             file.sync_all().map_err(io(&p))?;
         }
         use std::io::Seek;
@@ -142,7 +145,7 @@ impl Wal {
     pub fn write_record(&mut self, rec: &[u8]) -> Result<(), WalError> {
         if let Err(e) = self.file.write_all(rec) {
             // Leave no half record behind for the next commit to follow.
-            let _ = self.file.set_len(self.bytes);
+            let _ = self.file.file().set_len(self.bytes);
             use std::io::Seek;
             let _ = self.file.seek(std::io::SeekFrom::Start(self.bytes));
             return Err(io(&self.path)(e));
@@ -152,7 +155,7 @@ impl Wal {
     }
 
     /// A handle to the log file to sync without holding the log (it shares the file).
-    pub fn sync_handle(&self) -> Arc<File> {
+    pub fn sync_handle(&self) -> Arc<DurableFile> {
         self.sync.clone()
     }
 
@@ -267,7 +270,10 @@ impl OpLog {
 pub fn write_ops_file(p: &Path, ops: &[Op]) -> Result<u64, WalError> {
     let mut out = header(0).to_vec();
     out.extend_from_slice(OpLog::of(ops).finish(0));
-    std::fs::write(p, &out).map_err(io(p))?;
+    // Synced with the rest of the generation when it is published.
+    DurableFile::create(p)
+        .and_then(|mut f| f.write_all(&out))
+        .map_err(io(p))?;
     Ok(out.len() as u64)
 }
 
@@ -287,7 +293,7 @@ pub fn read_ops_file(p: &Path) -> Result<Vec<Op>, WalError> {
 }
 
 fn fsync_dir(dir: &Path) -> Result<(), WalError> {
-    File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
+    fsio::sync_dir(dir).map_err(io(dir))
 }
 
 /// Removes `wal-*.log` files of generations other than `generation`.

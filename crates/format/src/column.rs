@@ -121,12 +121,12 @@ pub enum ColumnData {
     Bool(Vec<bool>),
     /// End offsets of each value into `data`.
     Bytes {
-        ends: Vec<u32>,
+        ends: Vec<u64>,
         data: Vec<u8>,
     },
     /// End offsets of each list into `child`.
     List {
-        ends: Vec<u32>,
+        ends: Vec<u64>,
         child: Box<ColumnBuilder>,
     },
 }
@@ -202,8 +202,8 @@ impl ColumnBuilder {
             ColumnData::I64(v) => v.push(0),
             ColumnData::F64(v) => v.push(0.0),
             ColumnData::Bool(v) => v.push(false),
-            ColumnData::Bytes { ends, data } => ends.push(data.len() as u32),
-            ColumnData::List { ends, child } => ends.push(child.len() as u32),
+            ColumnData::Bytes { ends, data } => ends.push(data.len() as u64),
+            ColumnData::List { ends, child } => ends.push(child.len() as u64),
         }
         self.row(false);
     }
@@ -242,7 +242,7 @@ impl ColumnBuilder {
     pub fn push_bytes(&mut self, x: &[u8]) {
         if let ColumnData::Bytes { ends, data } = &mut self.data {
             data.extend_from_slice(x);
-            ends.push(data.len() as u32);
+            ends.push(data.len() as u64);
             self.row(true);
         } else {
             debug_assert!(false, "push_bytes on {:?}", self.dtype);
@@ -261,7 +261,7 @@ impl ColumnBuilder {
 
     pub fn end_list(&mut self) {
         if let ColumnData::List { ends, child } = &mut self.data {
-            ends.push(child.len() as u32);
+            ends.push(child.len() as u64);
             self.row(true);
         }
     }
@@ -350,8 +350,8 @@ impl ColumnBuilder {
                 ColumnData::I64(v) => v.capacity() * 8,
                 ColumnData::F64(v) => v.capacity() * 8,
                 ColumnData::Bool(v) => v.capacity(),
-                ColumnData::Bytes { ends, data } => ends.capacity() * 4 + data.capacity(),
-                ColumnData::List { ends, child } => ends.capacity() * 4 + child.heap_bytes(),
+                ColumnData::Bytes { ends, data } => ends.capacity() * 8 + data.capacity(),
+                ColumnData::List { ends, child } => ends.capacity() * 8 + child.heap_bytes(),
             }
     }
 
@@ -361,8 +361,8 @@ impl ColumnBuilder {
             ColumnData::I64(v) => v.len() * 8,
             ColumnData::F64(v) => v.len() * 8,
             ColumnData::Bool(v) => v.len(),
-            ColumnData::Bytes { ends, data } => ends.len() * 4 + data.len(),
-            ColumnData::List { ends, child } => ends.len() * 4 + child.data_bytes(),
+            ColumnData::Bytes { ends, data } => ends.len() * 8 + data.len(),
+            ColumnData::List { ends, child } => ends.len() * 8 + child.data_bytes(),
         }
     }
 
@@ -394,7 +394,7 @@ impl ColumnBuilder {
             (ColumnData::F64(a), ColumnData::F64(b)) => a.extend_from_slice(b),
             (ColumnData::Bool(a), ColumnData::Bool(b)) => a.extend_from_slice(b),
             (ColumnData::Bytes { ends, data }, ColumnData::Bytes { ends: e2, data: d2 }) => {
-                let base = data.len() as u32;
+                let base = data.len() as u64;
                 data.extend_from_slice(d2);
                 ends.extend(e2.iter().map(|e| e + base));
             }
@@ -405,7 +405,7 @@ impl ColumnBuilder {
                     child: c2,
                 },
             ) => {
-                let base = child.len() as u32;
+                let base = child.len() as u64;
                 child.append(c2);
                 ends.extend(e2.iter().map(|e| e + base));
             }
@@ -595,7 +595,7 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
     }
 }
 
-fn encode_plain_bytes(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
+fn encode_plain_bytes(ends: &[u64], data: &[u8], out: &mut Vec<u8>) {
     let width = bits_for(data.len() as u64);
     put_u64(out, data.len() as u64);
     out.push(width as u8);
@@ -608,7 +608,7 @@ fn encode_plain_bytes(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(data);
 }
 
-fn value_at<'a>(ends: &[u32], data: &'a [u8], i: usize) -> &'a [u8] {
+fn value_at<'a>(ends: &[u64], data: &'a [u8], i: usize) -> &'a [u8] {
     let s = if i == 0 { 0 } else { ends[i - 1] as usize };
     &data[s..ends[i] as usize]
 }
@@ -631,19 +631,19 @@ fn dictionary_worthwhile(b: &ColumnBuilder) -> bool {
     true
 }
 
-fn encode_dict(ends: &[u32], data: &[u8], out: &mut Vec<u8>) {
+fn encode_dict(ends: &[u64], data: &[u8], out: &mut Vec<u8>) {
     // The sample said "few distinct values"; if the chunk disagrees the dictionary merely
     // grows (codes widen to fit), which stays correct.
     let mut map: HashMap<&[u8], u32, foldhash::fast::FixedState> = Default::default();
     let mut codes = Vec::with_capacity(ends.len());
-    let mut dict_ends: Vec<u32> = Vec::new();
+    let mut dict_ends: Vec<u64> = Vec::new();
     let mut dict_data: Vec<u8> = Vec::new();
     for i in 0..ends.len() {
         let v = value_at(ends, data, i);
         let next = map.len() as u32;
         let code = *map.entry(v).or_insert_with(|| {
             dict_data.extend_from_slice(v);
-            dict_ends.push(dict_data.len() as u32);
+            dict_ends.push(dict_data.len() as u64);
             next
         });
         codes.push(code);
@@ -1119,5 +1119,36 @@ mod tests {
         let mut bad = out.clone();
         bad[0] = 99;
         assert!(ColumnChunk::open(&bad, b.dtype).is_err());
+    }
+
+    /// A string column whose bytes pass 4 GiB: offsets were `u32` in the builder and
+    /// wrapped, so the value after the 4 GiB mark read back wrong (issue "Hardening").
+    /// Needs about 8.5 GiB of memory; skipped on machines with less than 16 GiB.
+    #[test]
+    fn string_chunks_past_4_gib_keep_their_offsets() {
+        let ram = quiver_common::size::physical_memory_bytes();
+        if ram < 16 << 30 {
+            eprintln!("skipped: needs 16 GiB of RAM, this machine has {ram} bytes");
+            return;
+        }
+        // Zeroed pages: the source costs no resident memory.
+        let gib = vec![0u8; 1 << 30];
+        let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+        for _ in 0..4 {
+            b.push_bytes(&gib);
+        }
+        b.push_bytes(b"after the 4 GiB mark");
+        b.push_null();
+        b.push_bytes(b"last");
+        drop(gib);
+        let mut out = Vec::new();
+        b.encode(&mut out);
+        drop(b);
+        let c = ColumnChunk::open(&out, DataType::Scalar(ScalarType::String)).unwrap();
+        assert_eq!(c.len(), 7);
+        assert_eq!(c.get_bytes(3).map(|v| v.len()), Some(1 << 30));
+        assert_eq!(c.get_bytes(4), Some(&b"after the 4 GiB mark"[..]));
+        assert_eq!(c.get_bytes(5), None);
+        assert_eq!(c.get_bytes(6), Some(&b"last"[..]));
     }
 }

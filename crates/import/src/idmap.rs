@@ -440,7 +440,7 @@ impl IdMapWithGrant {
             IdMap::Str { table, arena } => {
                 let bytes = arena.len() as u64;
                 let mut g = budget.try_grant(
-                    n64 * 8 + (bytes + n64 * 4) + n64 * 4 + (bytes + n64 * 8) + n64 * 4,
+                    n64 * 8 + (bytes + n64 * 8) + n64 * 4 + (bytes + n64 * 8) + n64 * 4,
                     "id index",
                 )?;
                 let mut idx: Vec<&StrEntry> = table.iter().collect();
@@ -453,7 +453,7 @@ impl IdMapWithGrant {
                     keys.push_bytes(key(e));
                     nodes.push(e.node);
                 }
-                g.try_resize((bytes + n64 * 4) + n64 * 4 + (bytes + n64 * 8) + n64 * 4)?;
+                g.try_resize((bytes + n64 * 8) + n64 * 4 + (bytes + n64 * 8) + n64 * 4)?;
                 Ok((keys, nodes, g))
             }
         }

@@ -17,6 +17,7 @@
 //! ```
 //!
 //! - [`manifest`]: the manifest types (serde), versioned and checksummed.
+//! - [`fsio`]: the file layer every durable write goes through, with fault injection.
 //! - [`write`]: staging a new generation and publishing it with one atomic switch.
 //! - [`read`]: opening a database [`Mapped`](OpenMode::Mapped), [`Loaded`](OpenMode::Loaded)
 //!   or [`Offline`](OpenMode::Offline), and the read API the query engine builds on.
@@ -25,6 +26,7 @@
 //! a new generation and switches `CURRENT`.
 
 pub mod error;
+pub mod fsio;
 pub mod manifest;
 pub mod read;
 pub mod write;

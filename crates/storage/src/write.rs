@@ -8,6 +8,7 @@
 //! next writer removes them (after taking the lock), so nothing trips the next run.
 
 use crate::error::{IoContext, WriteError};
+use crate::fsio::{self, DurableFile};
 use crate::manifest::{
     CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta,
     TableFooter,
@@ -25,7 +26,7 @@ pub const LOCK: &str = "LOCK";
 const STAGING_MARK: &str = ".staging-";
 
 fn fsync_dir(path: &Path) -> Result<(), WriteError> {
-    File::open(path).and_then(|f| f.sync_all()).at(path)
+    fsio::sync_dir(path).at(path)
 }
 
 fn lock_file(path: &Path) -> Result<File, WriteError> {
@@ -107,7 +108,7 @@ impl Staging {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .ok_or_else(|| WriteError::NotEmpty { path: db.clone() })?;
-        fs::create_dir_all(&parent).at(&parent)?;
+        fsio::create_dir_all(&parent).at(&parent)?;
         cleanup_stale_staging(&parent, &name);
         if db.exists() {
             let is_db = db.join(CURRENT).exists();
@@ -120,7 +121,7 @@ impl Staging {
                 // folders but no CURRENT: that is ours to reuse.
                 let ours = fs::read_dir(&db).at(&db)?.flatten().all(|e| {
                     let n = e.file_name().to_string_lossy().to_string();
-                    n == LOCK || n.starts_with('g') || n.starts_with("manifest-")
+                    n == LOCK || is_generation_dir(&n) || parse_generation(&n).is_some()
                 });
                 if !ours {
                     return Err(WriteError::NotEmpty { path: db });
@@ -135,7 +136,7 @@ impl Staging {
                 remove_unreferenced(&db);
                 let gen_dir_name = format!("g{generation:06}");
                 let _ = fs::remove_dir_all(db.join(&gen_dir_name));
-                fs::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
+                fsio::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
                 return Ok(Staging {
                     root: db.clone(),
                     target: Target::Existing { db },
@@ -147,12 +148,15 @@ impl Staging {
             }
             fs::remove_dir(&db).at(&db)?;
         }
-        let staging = parent.join(format!(".{name}{STAGING_MARK}{}", std::process::id()));
+        // Unique within the process too: a server runs several writers at once.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let staging = parent.join(format!(".{name}{STAGING_MARK}{}-{seq}", std::process::id()));
         let _ = fs::remove_dir_all(&staging);
-        fs::create_dir(&staging).at(&staging)?;
+        fsio::create_dir(&staging).at(&staging)?;
         let lock = lock_file(&staging.join(LOCK))?;
         let gen_dir_name = "g000001".to_string();
-        fs::create_dir(staging.join(&gen_dir_name)).at(&staging)?;
+        fsio::create_dir(staging.join(&gen_dir_name)).at(&staging)?;
         Ok(Staging {
             root: staging.clone(),
             target: Target::New {
@@ -180,7 +184,7 @@ impl Staging {
         remove_unreferenced(db);
         let gen_dir_name = format!("g{generation:06}");
         let _ = fs::remove_dir_all(db.join(&gen_dir_name));
-        fs::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
+        fsio::create_dir(db.join(&gen_dir_name)).at(&db.join(&gen_dir_name))?;
         Ok(Staging {
             root: db.to_path_buf(),
             target: Target::Existing {
@@ -208,9 +212,7 @@ impl Staging {
     pub fn publish(mut self, manifest: &Manifest) -> Result<PathBuf, WriteError> {
         let gen_dir = self.root.join(&self.gen_dir_name);
         for e in fs::read_dir(&gen_dir).at(&gen_dir)?.flatten() {
-            File::open(e.path())
-                .and_then(|f| f.sync_all())
-                .at(&e.path())?;
+            fsio::sync_path(&e.path()).at(&e.path())?;
         }
         fsync_dir(&gen_dir)?;
         let manifest_name = format!("manifest-{:06}.json", self.generation);
@@ -223,12 +225,18 @@ impl Staging {
         let current = format!("{manifest_name} {:08x}\n", crc32fast::hash(&json));
         let tmp = self.root.join("CURRENT.tmp");
         write_synced(&tmp, current.as_bytes())?;
-        fs::rename(&tmp, self.root.join(CURRENT)).at(&tmp)?;
+        fsio::rename(&tmp, &self.root.join(CURRENT)).at(&tmp)?;
+        if matches!(self.target, Target::Existing { .. }) {
+            // `CURRENT` names the new generation from here on: whatever fails next,
+            // the guard must not delete it.
+            self.published = true;
+        }
         fsync_dir(&self.root)?;
-        self.published = true;
         match &self.target {
             Target::New { staging, final_dir } => {
-                fs::rename(staging, final_dir).at(final_dir)?;
+                fsio::rename(staging, final_dir).at(final_dir)?;
+                // The database is in place under its name; the staging path is gone.
+                self.published = true;
                 if let Some(p) = final_dir.parent() {
                     if !p.as_os_str().is_empty() {
                         fsync_dir(p)?;
@@ -261,9 +269,7 @@ impl Drop for Staging {
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let mut f = File::create(path).at(path)?;
-    f.write_all(bytes).at(path)?;
-    f.sync_all().at(path)
+    fsio::write_synced(path, bytes).at(path)
 }
 
 fn parse_generation(manifest_name: &str) -> Option<u64> {
@@ -274,16 +280,36 @@ fn parse_generation(manifest_name: &str) -> Option<u64> {
         .ok()
 }
 
-/// Removes staging directories of dead writers for database `name` in `parent`.
+/// A generation folder's name: `g` and its number (`g000001`).
+fn is_generation_dir(n: &str) -> bool {
+    n.strip_prefix('g')
+        .is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Removes staging directories of dead writers for database `name` in `parent`. A
+/// staging directory is in use while its writer holds the flock on its `LOCK` (a
+/// writer in this process or another): one whose lock can be taken is stale. One
+/// without a `LOCK` (killed before it made one) is stale once its process is gone.
 fn cleanup_stale_staging(parent: &Path, name: &str) {
     let prefix = format!(".{name}{STAGING_MARK}");
     let Ok(rd) = fs::read_dir(parent) else { return };
     for e in rd.flatten() {
         let n = e.file_name().to_string_lossy().to_string();
-        if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) {
-            if pid == std::process::id() || !pid_alive(pid) {
-                let _ = fs::remove_dir_all(e.path());
-            }
+        let Some(tag) = n.strip_prefix(&prefix) else {
+            continue;
+        };
+        let Some(pid) = tag.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let lock = e.path().join(LOCK);
+        let stale = if lock.exists() {
+            // Held while we remove it, so no writer can start using it meanwhile.
+            lock_file(&lock).is_ok()
+        } else {
+            pid != std::process::id() && !pid_alive(pid)
+        };
+        if stale {
+            let _ = fs::remove_dir_all(e.path());
         }
     }
 }
@@ -331,8 +357,8 @@ fn remove_unreferenced(db: &Path) {
 
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
-fn create(path: &Path) -> Result<SegmentWriter<BufWriter<File>>, WriteError> {
-    let f = File::create(path).at(path)?;
+fn create(path: &Path) -> Result<SegmentWriter<BufWriter<DurableFile>>, WriteError> {
+    let f = DurableFile::create(path).at(path)?;
     Ok(SegmentWriter::new(BufWriter::with_capacity(
         WRITE_BUFFER_BYTES,
         f,
@@ -340,7 +366,7 @@ fn create(path: &Path) -> Result<SegmentWriter<BufWriter<File>>, WriteError> {
 }
 
 fn finish<F: serde::Serialize>(
-    w: SegmentWriter<BufWriter<File>>,
+    w: SegmentWriter<BufWriter<DurableFile>>,
     footer: &F,
     path: &Path,
     rel: String,
@@ -354,7 +380,10 @@ fn finish<F: serde::Serialize>(
 /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait). Writeback then overlaps
 /// the rest of the import instead of all landing on the fsync at publish (0.4 s per
 /// GiB measured on dolt).
-fn start_writeback(w: &mut SegmentWriter<BufWriter<File>>, path: &Path) -> Result<(), WriteError> {
+fn start_writeback(
+    w: &mut SegmentWriter<BufWriter<DurableFile>>,
+    path: &Path,
+) -> Result<(), WriteError> {
     let buf = w.inner_mut();
     buf.flush().at(path)?;
     #[cfg(target_os = "linux")]
@@ -362,7 +391,12 @@ fn start_writeback(w: &mut SegmentWriter<BufWriter<File>>, path: &Path) -> Resul
         use std::os::unix::io::AsRawFd;
         // SAFETY: a valid descriptor; offset 0 and length 0 mean "to the end of the file".
         unsafe {
-            libc::sync_file_range(buf.get_ref().as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+            libc::sync_file_range(
+                buf.get_ref().file().as_raw_fd(),
+                0,
+                0,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
         }
     }
     Ok(())
@@ -372,7 +406,7 @@ fn start_writeback(w: &mut SegmentWriter<BufWriter<File>>, path: &Path) -> Resul
 pub struct TableWriter {
     path: PathBuf,
     rel: String,
-    w: SegmentWriter<BufWriter<File>>,
+    w: SegmentWriter<BufWriter<DurableFile>>,
     footer: TableFooter,
 }
 
@@ -456,7 +490,7 @@ impl TableWriter {
 pub struct CsrWriter {
     path: PathBuf,
     rel: String,
-    w: SegmentWriter<BufWriter<File>>,
+    w: SegmentWriter<BufWriter<DurableFile>>,
     footer: CsrFooter,
     targets: BitWriter,
     /// Packed target bytes waiting to be written (one `write_raw` per 64 KiB, not per word).
@@ -579,7 +613,7 @@ impl CsrWriter {
 }
 
 /// Adapts a `SegmentWriter` to `io::Write` so that bit writers can stream into it.
-struct WriterSink<'a>(&'a mut SegmentWriter<BufWriter<File>>);
+struct WriterSink<'a>(&'a mut SegmentWriter<BufWriter<DurableFile>>);
 
 impl Write for WriterSink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -594,7 +628,7 @@ impl Write for WriterSink<'_> {
 /// The two blobs of an index: the sorted keys as a column chunk, and the node of each
 /// key bit-packed; returns their references and the node width.
 fn write_sorted_keys(
-    w: &mut SegmentWriter<BufWriter<File>>,
+    w: &mut SegmentWriter<BufWriter<DurableFile>>,
     path: &Path,
     keys: &ColumnBuilder,
     nodes: impl Iterator<Item = u64>,

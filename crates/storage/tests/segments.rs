@@ -137,3 +137,66 @@ fn segments_read_as_one() {
         assert_eq!(scanned, vec![(0, 1, 0), (0, 2, 1), (0, 5, 2), (3, 0, 3)]);
     }
 }
+
+fn empty_manifest(generation: u64) -> Manifest {
+    Manifest {
+        format_version: quiver_format::FORMAT_VERSION,
+        generation,
+        written_by: "test".into(),
+        n_nodes: 0,
+        labels: Vec::new(),
+        id_spaces: Vec::new(),
+        node_tables: Vec::new(),
+        rel_types: Vec::new(),
+        indexes: Vec::new(),
+        base_ops: None,
+    }
+}
+
+/// Several writers in one process (a server): a second writer's stale-staging cleanup
+/// must not take the first one's staging for a leftover of its own pid (issue
+/// "Hardening"). Leftovers of dead writers still go.
+#[test]
+fn staging_cleanup_spares_live_writers_of_this_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.qdb");
+    let a = Staging::begin(&db, false).unwrap();
+    let (file, _) = a.file("marker");
+    std::fs::write(&file, b"a").unwrap();
+    // A second writer for the same path, in this process.
+    let b = Staging::begin(&db, false).unwrap();
+    assert!(
+        file.exists(),
+        "the second writer removed the first one's staging"
+    );
+    a.publish(&empty_manifest(1)).unwrap();
+    assert!(Database::open(&db, OpenMode::Mapped).is_ok());
+    // The second cannot move onto the published database; its staging goes with it.
+    assert!(b.publish(&empty_manifest(1)).is_err());
+
+    // Leftovers: a dead process's staging without a LOCK, and one whose LOCK nobody
+    // holds (a killed writer; even one whose pid is ours now).
+    let dead = dir.path().join(".y.qdb.staging-999999999-0");
+    let unlocked = dir
+        .path()
+        .join(format!(".y.qdb.staging-{}-77", std::process::id()));
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::create_dir(&unlocked).unwrap();
+    std::fs::write(unlocked.join("LOCK"), b"").unwrap();
+    // Not ours at all: another database's staging, and a folder that merely starts
+    // with the same letters.
+    let other = dir.path().join(".z.qdb.staging-999999999-0");
+    std::fs::create_dir(&other).unwrap();
+    let y = Staging::begin(&dir.path().join("y.qdb"), false).unwrap();
+    assert!(!dead.exists() && !unlocked.exists());
+    assert!(other.exists());
+    drop(y);
+
+    // A user's folder is not a killed import's leftover just because its entries
+    // start with `g`: the database goes elsewhere, the folder is left alone.
+    let users = dir.path().join("mine");
+    std::fs::create_dir_all(users.join("graphs")).unwrap();
+    std::fs::write(users.join("genes.csv"), b"x").unwrap();
+    assert!(Staging::begin(&users, false).is_err());
+    assert!(users.join("genes.csv").exists() && users.join("graphs").exists());
+}
