@@ -6,23 +6,57 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn kill_during(args: &[&str], after: Duration) -> bool {
+/// Starts quiver with `args` and sends `signal` as soon as `started(dir)` sees the
+/// import's first written file: the signal lands mid-import, not at a time guessed
+/// for this machine. Returns the child's output; panics if the run ended before the
+/// file appeared (the test would otherwise pass without testing anything).
+fn signal_when(args: &[&str], signal: i32, started: impl Fn() -> bool) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let t = Instant::now();
-    while t.elapsed() < after {
+    while !started() {
         if child.try_wait().unwrap().is_some() {
-            return false;
+            panic!("the import ended before it wrote anything we could see");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        assert!(t.elapsed() < Duration::from_secs(60), "no file appeared");
+        std::thread::sleep(Duration::from_micros(200));
     }
-    child.kill().unwrap(); // SIGKILL: no destructor runs.
-    child.wait().unwrap();
-    true
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !out.status.success(),
+        "the import finished before the signal arrived; make the input larger"
+    );
+    out
+}
+
+/// A segment file in a generation folder of a staging directory beside `db` (a first
+/// import) or inside `db` (generation `gen` of an overwrite).
+fn segment_written(db: &std::path::Path, gen: &str) -> bool {
+    let parent = db.parent().unwrap();
+    let name = db.file_name().unwrap().to_string_lossy().to_string();
+    let mut dirs: Vec<std::path::PathBuf> = vec![db.join(gen)];
+    if let Ok(rd) = std::fs::read_dir(parent) {
+        for e in rd.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".{name}.staging-"))
+            {
+                dirs.push(e.path().join(gen));
+            }
+        }
+    }
+    dirs.iter().any(|d| {
+        std::fs::read_dir(d).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        })
+    })
 }
 
 #[test]
@@ -33,27 +67,20 @@ fn killed_imports_leave_nothing_behind() {
     let db = d.join("g.qdb");
     let owned = social_import(&db, d);
     let args: Vec<&str> = owned.iter().map(|a| a.as_str()).collect();
-    let mut killed = 0;
-    for ms in [20u64, 60, 120, 250] {
-        if kill_during(&args, Duration::from_millis(ms)) {
-            killed += 1;
-            // Nothing published: no database at the path (or no CURRENT in it).
-            assert!(
-                !db.join("CURRENT").exists(),
-                "killed after {ms} ms left a database"
-            );
-            let err = fails(&["info", "--db", s(&db)]);
-            assert!(
-                err.contains("no quiver database here") || err.contains("No such file"),
-                "{err}"
-            );
-        }
+    for round in 0..3 {
+        signal_when(&args, libc::SIGKILL, || segment_written(&db, "g000001"));
+        // Nothing published: no database at the path (or no CURRENT in it).
+        assert!(
+            !db.join("CURRENT").exists(),
+            "killed in round {round} left a database"
+        );
+        let err = fails(&["info", "--db", s(&db)]);
+        assert!(
+            err.contains("no quiver database here") || err.contains("No such file"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&db);
     }
-    assert!(
-        killed > 0,
-        "the import finished before any kill; make the input larger"
-    );
     // The next run succeeds and cleans what the killed runs left.
     ok(&args);
     ok(&["check", "--db", s(&db)]);
@@ -68,13 +95,27 @@ fn killed_imports_leave_nothing_behind() {
     let before = info(&db, "mapped");
     let mut over = args.to_vec();
     over.push("--overwrite");
-    for ms in [30u64, 100, 200] {
-        kill_during(&over, Duration::from_millis(ms));
+    for _ in 0..3 {
+        // The previous round's leftover generation would look like this round's
+        // progress; the next writer removes it anyway (checked at the end).
+        let _ = std::fs::remove_dir_all(db.join("g000002"));
+        signal_when(&over, libc::SIGKILL, || segment_written(&db, "g000002"));
         let (a, b) = (&before, info(&db, "mapped"));
         assert_eq!(a["nodes"], b["nodes"]);
         assert_eq!(a["relationships"], b["relationships"]);
         ok(&["check", "--db", s(&db)]);
     }
+    // Leave a killed run's generation in place: the next overwrite removes it and
+    // every generation the new one does not use.
+    signal_when(&over, libc::SIGKILL, || segment_written(&db, "g000002"));
+    ok(&over);
+    let gens: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with('g'))
+        .collect();
+    assert_eq!(gens, vec!["g000002".to_string()]);
 }
 
 #[test]
@@ -83,21 +124,10 @@ fn ctrl_c_stops_cleanly_and_removes_the_staging() {
     let d = dir.path();
     ok(&["generate", "social", "--scale", "0.3", "--out", s(d)]);
     let db = d.join("g.qdb");
-    let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args(social_import(&db, d))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(150));
-    // SAFETY: sending SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    let owned = social_import(&db, d);
+    let args: Vec<&str> = owned.iter().map(|a| a.as_str()).collect();
+    let out = signal_when(&args, libc::SIGINT, || segment_written(&db, "g000001"));
     let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() {
-        // The import beat the signal; nothing to check on this machine.
-        return;
-    }
     assert!(err.contains("interrupted"), "{err}");
     assert!(!db.exists());
     let left: Vec<_> = std::fs::read_dir(d)

@@ -752,3 +752,175 @@ fn property_maps_from_parameters() {
     p.insert("props".into(), Value::Int(1));
     assert!(query(&db, "MATCH (n $props) RETURN n", &p).is_err());
 }
+
+/// Queries from a small Cypher grammar (patterns, predicates, projections,
+/// aggregation, ordering, UNWIND, WITH, OPTIONAL MATCH, paths), so that most get past
+/// the parser and exercise the planner and the operators.
+fn grammar_query(r: &mut impl Rng) -> String {
+    fn pick<'a>(r: &mut impl Rng, xs: &[&'a str]) -> &'a str {
+        xs[r.random_range(0..xs.len())]
+    }
+    fn expr(r: &mut impl Rng, vars: &[&str], depth: u32) -> String {
+        let v = pick(r, vars);
+        if depth == 0 {
+            return match r.random_range(0..6) {
+                0 => format!("{v}.v"),
+                1 => format!("{v}.id"),
+                2 => r.random_range(-3..10).to_string(),
+                3 => "null".into(),
+                4 => format!("'{}'", pick(r, &["a", "", "A"])),
+                _ => format!("{v}.w"),
+            };
+        }
+        let (a, b) = (expr(r, vars, depth - 1), expr(r, vars, depth - 1));
+        match r.random_range(0..12) {
+            0 => format!("{a} + {b}"),
+            1 => format!("{a} * {b}"),
+            2 => format!("{a} = {b}"),
+            3 => format!("{a} < {b}"),
+            4 => format!("({a} AND {b})"),
+            5 => format!("NOT ({a} OR {b})"),
+            6 => format!("{a} IS NULL"),
+            7 => format!("size([{a}, {b}])"),
+            8 => format!("CASE WHEN {a} > 2 THEN {b} ELSE 0 END"),
+            9 => format!("coalesce({a}, {b})"),
+            10 => format!("[x IN range(0, 3) | x + {a}][1]"),
+            _ => format!("toString({a})"),
+        }
+    }
+    let pattern = |r: &mut dyn rand::RngCore| -> (String, Vec<&'static str>) {
+        let label = |r: &mut dyn rand::RngCore| ["", ":A", ":B"][r.random_range(0..3usize)];
+        let props = |r: &mut dyn rand::RngCore| {
+            if r.random_range(0..4) == 0 {
+                format!(" {{id: {}}}", r.random_range(0..25))
+            } else {
+                String::new()
+            }
+        };
+        match r.random_range(0..5) {
+            0 => (format!("(a{}{})", label(r), props(r)), vec!["a"]),
+            1 | 2 => (
+                format!(
+                    "(a{}{})-[e{}]->(b{})",
+                    label(r),
+                    props(r),
+                    ["", ":R", ":S"][r.random_range(0..3usize)],
+                    label(r)
+                ),
+                vec!["a", "e", "b"],
+            ),
+            3 => (
+                format!("(a{})<-[e]-(b)-[f]->(c{})", props(r), label(r)),
+                vec!["a", "e", "b", "c"],
+            ),
+            _ => (
+                format!("p = (a{})-[*1..{}]->(b)", props(r), r.random_range(1..4)),
+                vec!["a", "b"],
+            ),
+        }
+    };
+    let (pat, vars) = pattern(r);
+    let mut q = format!(
+        "{}MATCH {pat}",
+        if r.random_range(0..6) == 0 {
+            "UNWIND [1, 2] AS u "
+        } else {
+            ""
+        }
+    );
+    if r.random_bool(0.5) {
+        let d = r.random_range(0..3);
+        q += &format!(" WHERE {}", expr(r, &vars, d));
+    }
+    if r.random_range(0..4) == 0 {
+        q += " OPTIONAL MATCH (a)-[g]->(h)";
+    }
+    if r.random_range(0..4) == 0 {
+        q += &format!(" WITH a, {} AS k", expr(r, &vars, 1));
+        let proj = pick(r, &["a.v", "k", "count(*)", "collect(k)[0]", "a"]);
+        q += &format!(" RETURN {proj} AS out");
+    } else {
+        let n = r.random_range(1..4);
+        let items: Vec<String> = (0..n)
+            .map(|i| {
+                let e = match r.random_range(0..5) {
+                    0 => pick(
+                        r,
+                        &["count(*)", "count(a)", "sum(a.v)", "max(a.id)", "avg(a.v)"],
+                    )
+                    .to_string(),
+                    1 => pick(r, &vars).to_string(),
+                    _ => {
+                        let d = r.random_range(0..2);
+                        expr(r, &vars, d)
+                    }
+                };
+                format!("{e} AS c{i}")
+            })
+            .collect();
+        q += &format!(
+            " RETURN {}{}",
+            if r.random_range(0..5) == 0 {
+                "DISTINCT "
+            } else {
+                ""
+            },
+            items.join(", ")
+        );
+        if r.random_bool(0.4) {
+            q += &format!(
+                " ORDER BY c0{}",
+                if r.random_bool(0.5) { " DESC" } else { "" }
+            );
+        }
+    }
+    if r.random_bool(0.3) {
+        q += &format!(" LIMIT {}", r.random_range(0..5));
+    }
+    q
+}
+
+/// Generated queries never panic; the test reports (and keeps a floor on) the share
+/// that gets past the parser and the share that runs to completion, so that a change
+/// which made most of them fail early would not pass unseen (issue "Hardening").
+#[test]
+fn generated_queries_parse_run_and_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(3, 25, 80);
+    let db = Database::open(&write_and_import(dir.path(), &m), OpenMode::Mapped).unwrap();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+    let (total, mut parsed, mut ran) = (2000, 0, 0);
+    let mut fails: BTreeMap<String, usize> = BTreeMap::new();
+    for _ in 0..total {
+        let q = grammar_query(&mut rng);
+        match query(&db, &q, &BTreeMap::new()) {
+            Ok(_) => {
+                parsed += 1;
+                ran += 1;
+            }
+            Err(QueryError::Parse(e)) => {
+                *fails.entry(format!("parse: {}", e.message)).or_default() += 1;
+            }
+            Err(e) => {
+                parsed += 1;
+                let k = e.to_string();
+                *fails.entry(k.chars().take(36).collect()).or_default() += 1;
+            }
+        }
+    }
+    eprintln!(
+        "generated queries: {total}, past the parser {parsed} ({:.1}%), ran {ran} ({:.1}%)",
+        100.0 * parsed as f64 / total as f64,
+        100.0 * ran as f64 / total as f64
+    );
+    let mut top: Vec<(&String, &usize)> = fails.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1));
+    for (k, n) in top.iter().take(8) {
+        eprintln!("  {n:5}  {k}");
+    }
+    assert!(
+        parsed * 100 >= total * 95,
+        "only {parsed} of {total} parsed"
+    );
+    assert!(ran * 100 >= total * 70, "only {ran} of {total} ran");
+}
