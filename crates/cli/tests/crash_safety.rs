@@ -109,13 +109,7 @@ fn killed_imports_leave_nothing_behind() {
     // every generation the new one does not use.
     signal_when(&over, libc::SIGKILL, || segment_written(&db, "g000002"));
     ok(&over);
-    let gens: Vec<String> = std::fs::read_dir(&db)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with('g'))
-        .collect();
-    assert_eq!(gens, vec!["g000002".to_string()]);
+    assert_eq!(generation_dirs(&db), vec!["g000002".to_string()]);
 }
 
 #[test]

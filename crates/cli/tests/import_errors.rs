@@ -114,13 +114,7 @@ fn existing_database_is_refused_then_overwritten_and_kept_on_failure() {
     let v = info(&db, "mapped");
     assert_eq!(v["nodes"], 1);
     assert_eq!(v["generation"], 1);
-    let gens: Vec<_> = std::fs::read_dir(&db)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with('g'))
-        .collect();
-    assert_eq!(gens, vec!["g000001"]);
+    assert_eq!(generation_dirs(&db), vec!["g000001"]);
     ok(&["import", "--db", s(&db), "--nodes", s(&good), "--overwrite"]);
     let v = info(&db, "mapped");
     assert_eq!(v["generation"], 2);

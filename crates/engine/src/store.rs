@@ -245,18 +245,10 @@ pub(crate) fn indexed_names(m: &Manifest) -> Vec<Arc<str>> {
 /// Creates an empty database at `dir` (which must not hold one).
 pub fn create_empty(dir: &Path) -> Result<(), EngineError> {
     let staging = Staging::begin(dir, false)?;
-    let m = Manifest {
-        format_version: quiver_format::FORMAT_VERSION,
-        generation: staging.generation(),
-        written_by: format!("quiver {}", env!("CARGO_PKG_VERSION")),
-        n_nodes: 0,
-        labels: Vec::new(),
-        id_spaces: Vec::new(),
-        node_tables: Vec::new(),
-        rel_types: Vec::new(),
-        indexes: Vec::new(),
-        base_ops: None,
-    };
+    let m = Manifest::empty(
+        staging.generation(),
+        format!("quiver {}", env!("CARGO_PKG_VERSION")),
+    );
     staging.publish(&m)?;
     Ok(())
 }

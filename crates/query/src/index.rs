@@ -384,20 +384,28 @@ fn build(
                     if check && !g.has_label(node, lid)? {
                         continue;
                     }
-                    held += INDEX_ENTRY_BYTES;
-                    match chunk_value(c, i, dtype) {
+                    held += match chunk_value(c, i, dtype) {
                         Value::Int(x)
                         | Value::Date(x)
                         | Value::LocalDateTime(x)
-                        | Value::DateTime(x) => pairs_i.push((x, node)),
-                        Value::Bool(b) => pairs_i.push((b as i64, node)),
-                        Value::Float(f) if !f.is_nan() => pairs_f.push((f, node)),
-                        Value::Str(s) => {
-                            held += s.len() as u64 * 2 + INDEX_STRING_OVERHEAD;
-                            pairs_s.push((s.as_bytes().to_vec(), node))
+                        | Value::DateTime(x) => {
+                            pairs_i.push((x, node));
+                            INDEX_ENTRY_BYTES
                         }
-                        _ => held -= INDEX_ENTRY_BYTES,
-                    }
+                        Value::Bool(b) => {
+                            pairs_i.push((b as i64, node));
+                            INDEX_ENTRY_BYTES
+                        }
+                        Value::Float(f) if !f.is_nan() => {
+                            pairs_f.push((f, node));
+                            INDEX_ENTRY_BYTES
+                        }
+                        Value::Str(s) => {
+                            pairs_s.push((s.as_bytes().to_vec(), node));
+                            INDEX_ENTRY_BYTES + s.len() as u64 * 2 + INDEX_STRING_OVERHEAD
+                        }
+                        _ => 0,
+                    };
                     if i % 4096 == 0 {
                         account(&mut grant, held, "CREATE INDEX")?;
                     }

@@ -177,18 +177,22 @@ fn table_cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(TABLE_CELL_WIDTH_MAX * 4));
     let mut width = 0;
     for c in s.chars() {
-        let shown = if c.is_control() {
-            format!("\\u{:04X}", c as u32)
+        // An escape `\uXXXX` is six columns wide.
+        let w = if c.is_control() {
+            6
         } else {
-            c.to_string()
+            c.width().unwrap_or(0)
         };
-        let w: usize = shown.chars().map(|c| c.width().unwrap_or(0)).sum();
         if width + w > TABLE_CELL_WIDTH_MAX - 1 {
             out.push('…');
             return out;
         }
         width += w;
-        out.push_str(&shown);
+        if c.is_control() {
+            out.push_str(&format!("\\u{:04X}", c as u32));
+        } else {
+            out.push(c);
+        }
     }
     out
 }

@@ -19,13 +19,26 @@ use std::path::Path;
 /// What a database holds, in a few numbers: nodes, relationships, a property sum.
 type Print = Vec<i64>;
 
+fn print_of(s: &mut Session) -> Print {
+    vec![
+        ints(s, "MATCH (n) RETURN count(n)")[0],
+        ints(s, "MATCH ()-[r]->() RETURN count(r)")[0],
+        ints(s, "MATCH (n) RETURN sum(n.v)")[0],
+    ]
+}
+
+/// The print of the database at `db`, or `None` when there is no database to open.
 fn fingerprint(db: &Path) -> Option<Print> {
     let mut s = Session::open_with(db, OpenMode::Mapped, false).ok()?;
-    Some(vec![
-        ints(&mut s, "MATCH (n) RETURN count(n)")[0],
-        ints(&mut s, "MATCH ()-[r]->() RETURN count(r)")[0],
-        ints(&mut s, "MATCH (n) RETURN sum(n.v)")[0],
-    ])
+    Some(print_of(&mut s))
+}
+
+/// The print of a clean import of `config(.., tag, n, ..)`.
+fn imported(tag: &str, n: usize) -> Print {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    import(&config(d.path(), &db, tag, n, false), &NoProgress).unwrap();
+    fingerprint(&db).unwrap()
 }
 
 fn config(dir: &Path, db: &Path, tag: &str, n: usize, overwrite: bool) -> ImportConfig {
@@ -70,16 +83,11 @@ fn every_failed_step_leaves_the_database_before_or_after() {
 
     // 1. A first import into a new path: after a failure there is no database (and
     //    nothing that trips the next import), or the whole new one.
+    let after = imported("new", 60);
     let steps = walk(|n| {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.qdb");
         let cfg = config(dir.path(), &db, "new", 60, false);
-        let after = {
-            let d2 = tempfile::tempdir().unwrap();
-            let db2 = d2.path().join("g.qdb");
-            import(&config(d2.path(), &db2, "new", 60, false), &NoProgress).unwrap();
-            fingerprint(&db2).unwrap()
-        };
         faults::arm(n);
         let r = import(&cfg, &NoProgress);
         let taken = faults::disarm();
@@ -95,13 +103,14 @@ fn every_failed_step_leaves_the_database_before_or_after() {
             // The next import (over whatever is left) works.
             let again = config(dir.path(), &db, "new", 60, got.is_some());
             import(&again, &NoProgress).unwrap_or_else(|e| panic!("step {n}: retry: {e}"));
-            assert_eq!(fingerprint(&db), Some(after), "step {n}: retry");
+            assert_eq!(fingerprint(&db).as_ref(), Some(&after), "step {n}: retry");
         }
         r.is_ok() && taken < n
     });
     report.push(("first import", steps));
 
     // 2. `--overwrite` of an existing database: before or after, never a mix.
+    let newer = imported("newer", 70);
     let steps = walk(|n| {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.qdb");
@@ -117,10 +126,7 @@ fn every_failed_step_leaves_the_database_before_or_after() {
         } else if got != before {
             // Failed after CURRENT was switched (a folder fsync): the new generation,
             // whole.
-            let d2 = tempfile::tempdir().unwrap();
-            let db2 = d2.path().join("g.qdb");
-            import(&config(d2.path(), &db2, "newer", 70, false), &NoProgress).unwrap();
-            assert_eq!(Some(got), fingerprint(&db2), "step {n}");
+            assert_eq!(got, newer, "step {n}");
         }
         import(&config(dir.path(), &db, "newer", 70, true), &NoProgress)
             .unwrap_or_else(|e| panic!("step {n}: retry: {e}"));
@@ -175,12 +181,7 @@ fn every_failed_step_leaves_the_database_before_or_after() {
         )
         .unwrap();
         run(&mut s, "MATCH (p:P) WHERE p.v < 3 SET p.v = p.v + 100").unwrap();
-        let committed = {
-            let mut q = vec![ints(&mut s, "MATCH (n) RETURN count(n)")[0]];
-            q.push(ints(&mut s, "MATCH ()-[r]->() RETURN count(r)")[0]);
-            q.push(ints(&mut s, "MATCH (n) RETURN sum(n.v)")[0]);
-            q
-        };
+        let committed = print_of(&mut s);
         faults::arm(n);
         let r = run(&mut s, "CHECKPOINT");
         let taken = faults::disarm();

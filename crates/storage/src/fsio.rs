@@ -128,13 +128,16 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Fsyncs an existing file (a segment written earlier) by path.
 pub fn sync_path(path: &Path) -> io::Result<()> {
-    step("fsync", path)?;
-    File::open(path)?.sync_all()
+    sync_existing("fsync", path)
 }
 
 /// Fsyncs a folder, so that the names created or renamed in it are durable.
 pub fn sync_dir(path: &Path) -> io::Result<()> {
-    step("fsync folder", path)?;
+    sync_existing("fsync folder", path)
+}
+
+fn sync_existing(what: &'static str, path: &Path) -> io::Result<()> {
+    step(what, path)?;
     File::open(path)?.sync_all()
 }
 

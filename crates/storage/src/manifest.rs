@@ -30,6 +30,22 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The manifest of a database with nothing in it yet.
+    pub fn empty(generation: u64, written_by: String) -> Manifest {
+        Manifest {
+            format_version: quiver_format::FORMAT_VERSION,
+            generation,
+            written_by,
+            n_nodes: 0,
+            labels: Vec::new(),
+            id_spaces: Vec::new(),
+            node_tables: Vec::new(),
+            rel_types: Vec::new(),
+            indexes: Vec::new(),
+            base_ops: None,
+        }
+    }
+
     /// Every file the manifest references (relative to the database directory).
     pub fn files(&self) -> Vec<&str> {
         let mut v: Vec<&str> = Vec::new();

@@ -302,15 +302,16 @@ fn cleanup_stale_staging(parent: &Path, name: &str) {
             continue;
         };
         let lock = e.path().join(LOCK);
-        let stale = if lock.exists() {
-            // Held while we remove it, so no writer can start using it meanwhile.
-            lock_file(&lock).is_ok()
-        } else {
-            pid != std::process::id() && !pid_alive(pid)
+        // Held while we remove the folder, so no writer can start using it meanwhile.
+        let held = lock.exists().then(|| lock_file(&lock).ok());
+        let stale = match &held {
+            Some(guard) => guard.is_some(),
+            None => pid != std::process::id() && !pid_alive(pid),
         };
         if stale {
             let _ = fs::remove_dir_all(e.path());
         }
+        drop(held);
     }
 }
 

@@ -139,18 +139,7 @@ fn segments_read_as_one() {
 }
 
 fn empty_manifest(generation: u64) -> Manifest {
-    Manifest {
-        format_version: quiver_format::FORMAT_VERSION,
-        generation,
-        written_by: "test".into(),
-        n_nodes: 0,
-        labels: Vec::new(),
-        id_spaces: Vec::new(),
-        node_tables: Vec::new(),
-        rel_types: Vec::new(),
-        indexes: Vec::new(),
-        base_ops: None,
-    }
+    Manifest::empty(generation, "test".into())
 }
 
 /// Several writers in one process (a server): a second writer's stale-staging cleanup

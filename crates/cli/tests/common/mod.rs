@@ -97,3 +97,15 @@ pub fn ok_args(args: &[String]) -> String {
     let refs: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
     ok(&refs)
 }
+
+/// The generation folders (`g000001`, ...) inside a database directory, sorted.
+pub fn generation_dirs(db: &Path) -> Vec<String> {
+    let mut gens: Vec<String> = std::fs::read_dir(db)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with('g'))
+        .collect();
+    gens.sort();
+    gens
+}
