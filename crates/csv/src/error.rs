@@ -15,6 +15,10 @@ pub enum ReadError {
         column: u64,
         message: String,
     },
+    /// The file changed (shrank, grew or was rewritten) while it was read: what was
+    /// read is not one version of it.
+    #[error("{path}: the file changed while it was read ({detail}); import from a copy that nothing writes to")]
+    Changed { path: PathBuf, detail: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -54,45 +54,115 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-fn open(
-    path: &PathBuf,
-    counter: Arc<std::sync::atomic::AtomicU64>,
-) -> Result<Box<dyn Read + Send>, ReadError> {
-    let f = File::open(path).map_err(|source| ReadError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let counted = Counting {
-        inner: f,
-        count: counter,
-    };
-    let gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    Ok(if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(
-            std::io::BufReader::with_capacity(1 << 20, counted),
-        ))
-    } else {
-        Box::new(counted)
-    })
+/// One input file being read: the (possibly decompressing) reader, and what the file was
+/// when it was opened, so that a file that changes under the import is an error rather
+/// than a silently wrong graph.
+struct Source {
+    r: Box<dyn Read + Send>,
+    path: PathBuf,
+    file: File,
+    /// Length and modification time at open (regular files only).
+    at_open: Option<(u64, Option<std::time::SystemTime>)>,
+    /// Bytes read from the file (compressed bytes for gzip).
+    count: Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// Fills `buf` from `r` until `want` bytes are present or the input ends; returns EOF.
-/// Reads into spare capacity (no zeroing of the window first).
-fn fill(
-    r: &mut dyn Read,
-    buf: &mut Vec<u8>,
-    want: usize,
-    path: &PathBuf,
-) -> Result<bool, ReadError> {
-    if buf.len() >= want {
-        return Ok(false);
+impl Source {
+    fn open(path: &PathBuf) -> Result<Source, ReadError> {
+        let f = File::open(path).at(path)?;
+        let file = f.try_clone().at(path)?;
+        let meta = f.metadata().at(path)?;
+        let at_open = meta.is_file().then(|| (meta.len(), meta.modified().ok()));
+        let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = Counting {
+            inner: f,
+            count: count.clone(),
+        };
+        let gz = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+        let r: Box<dyn Read + Send> = if gz {
+            Box::new(flate2::read::MultiGzDecoder::new(
+                std::io::BufReader::with_capacity(1 << 20, counted),
+            ))
+        } else {
+            Box::new(counted)
+        };
+        Ok(Source {
+            r,
+            path: path.clone(),
+            file,
+            at_open,
+            count,
+        })
     }
-    let need = want - buf.len();
-    buf.reserve_exact(need);
-    let got = r.take(need as u64).read_to_end(buf).at(path)?;
-    Ok(got < need)
+
+    /// Fills `buf` until `want` bytes are present or the input ends; returns EOF. Reads
+    /// into spare capacity (no zeroing of the window first). At the end of the file it
+    /// checks that the file is still what was opened.
+    fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<bool, ReadError> {
+        if buf.len() >= want {
+            return Ok(false);
+        }
+        let need = want - buf.len();
+        buf.reserve_exact(need);
+        let got = (&mut self.r)
+            .take(need as u64)
+            .read_to_end(buf)
+            .at(&self.path)?;
+        let eof = got < need;
+        if eof {
+            self.check_unchanged()?;
+        }
+        Ok(eof)
+    }
+
+    /// A regular file must end where it ended when opened, with the same length and
+    /// modification time: a file truncated or rewritten while read would otherwise import
+    /// as a prefix of itself, perhaps with a cut last record.
+    fn check_unchanged(&self) -> Result<(), ReadError> {
+        let Some((len0, mtime0)) = self.at_open else {
+            return Ok(());
+        };
+        let read = self.count.load(Ordering::Relaxed);
+        let meta = self.file.metadata().at(&self.path)?;
+        let detail = if read < len0 {
+            Some(format!("{len0} bytes when opened, it ended after {read}"))
+        } else if meta.len() != len0 {
+            Some(format!("{len0} bytes when opened, {} now", meta.len()))
+        } else if mtime0.is_some() && meta.modified().ok() != mtime0 {
+            Some("it was written to after it was opened".to_string())
+        } else {
+            None
+        };
+        match detail {
+            Some(detail) => Err(ReadError::Changed {
+                path: self.path.clone(),
+                detail,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The 0-based line at (decompressed) byte `offset` of `path`, by reading it again: only
+/// error paths ask, so the normal path counts no lines.
+fn line_at(path: &PathBuf, offset: u64) -> u64 {
+    let Ok(mut again) = Source::open(path) else {
+        return 0;
+    };
+    let mut left = offset;
+    let mut lines = 0u64;
+    let mut block = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = match again.r.read(&mut block[..left.min(1 << 20) as usize]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        lines += memchr::memchr_iter(b'\n', &block[..n]).count() as u64;
+        left -= n as u64;
+    }
+    lines
 }
 
 /// Starts the reader thread for the files of one group.
@@ -113,13 +183,15 @@ pub fn spawn_reader(
         .spawn(move || {
             let run = || -> Result<(), ReadError> {
                 for (file_idx, path) in files.iter().enumerate() {
-                    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
-                    let mut r = open(path, counter.clone())?;
+                    let mut src = Source::open(path)?;
                     let mut buf: Vec<u8> = Vec::with_capacity(window_bytes);
-                    let mut eof = fill(&mut *r, &mut buf, window_bytes, path)?;
+                    let mut eof = src.fill(&mut buf, window_bytes)?;
+                    // Decompressed bytes of the file before `buf[0]`.
+                    let mut consumed = 0u64;
                     // A UTF-8 byte order mark is not data.
                     if buf.starts_with(&[0xEF, 0xBB, 0xBF]) {
                         buf.drain(..3);
+                        consumed = 3;
                     }
                     let mut first = true;
                     if header && file_idx == 0 {
@@ -133,6 +205,7 @@ pub fn spawn_reader(
                                     let hdr: Vec<Vec<u8>> = (0..fields.len()).map(|i| fields.get(&buf, i).to_vec()).collect();
                                     let lines = t.line();
                                     buf.drain(..span.end);
+                                    consumed += span.end as u64;
                                     if tx.send(Msg::Header { fields: hdr, lines }).is_err() {
                                         return Ok(());
                                     }
@@ -146,7 +219,7 @@ pub fn spawn_reader(
                                         message: "the file is empty; expected a header line".into(),
                                     })
                                 }
-                                Err(f) if eof || want >= CSV_RECORD_BYTES_MAX => {
+                                Err(f) if eof || buf.len() > CSV_RECORD_BYTES_MAX => {
                                     return Err(ReadError::Input {
                                         file: path.clone(),
                                         line: f.position.line,
@@ -154,9 +227,20 @@ pub fn spawn_reader(
                                         message: format!("in the header: {}", f.error),
                                     })
                                 }
+                                _ if buf.len() > CSV_RECORD_BYTES_MAX => {
+                                    return Err(ReadError::Input {
+                                        file: path.clone(),
+                                        line: 0,
+                                        column: 0,
+                                        message: format!(
+                                            "the header is longer than {} MiB, the most one record may hold",
+                                            CSV_RECORD_BYTES_MAX >> 20
+                                        ),
+                                    })
+                                }
                                 _ => {
-                                    want *= 2;
-                                    eof = fill(&mut *r, &mut buf, want, path)?;
+                                    want = (want * 2).min(CSV_RECORD_BYTES_MAX + 1);
+                                    eof = src.fill(&mut buf, want)?;
                                 }
                             }
                         }
@@ -171,19 +255,25 @@ pub fn spawn_reader(
                             if eof {
                                 break;
                             }
-                            if want >= CSV_RECORD_BYTES_MAX {
+                            if buf.len() > CSV_RECORD_BYTES_MAX {
+                                let quoted = dialect.quote.is_some_and(|q| memchr::memchr(q, &buf).is_some());
                                 return Err(ReadError::Input {
                                     file: path.clone(),
-                                    line: 0,
+                                    line: line_at(path, consumed),
                                     column: 0,
                                     message: format!(
-                                        "a record is longer than {} MiB; this is almost always an unterminated quote",
-                                        CSV_RECORD_BYTES_MAX >> 20
+                                        "the record starting here is longer than {} MiB, the most one record may hold{}",
+                                        CSV_RECORD_BYTES_MAX >> 20,
+                                        if quoted {
+                                            "; look for a quote that is opened and never closed"
+                                        } else {
+                                            ""
+                                        }
                                     ),
                                 });
                             }
-                            want *= 2;
-                            eof = fill(&mut *r, &mut buf, want, path)?;
+                            want = (want * 2).min(CSV_RECORD_BYTES_MAX + 1);
+                            eof = src.fill(&mut buf, want)?;
                             continue;
                         }
                         let end = *ends.last().unwrap_or(&0);
@@ -198,11 +288,12 @@ pub fn spawn_reader(
                         };
                         next.extend_from_slice(&buf[end..]);
                         buf.truncate(end);
+                        consumed += end as u64;
                         let w = Window {
                             file_idx,
                             data: std::mem::replace(&mut buf, next),
                             chunk_ends: ends,
-                            file_bytes_done: counter.load(Ordering::Relaxed),
+                            file_bytes_done: src.count.load(Ordering::Relaxed),
                             first_of_file: first,
                         };
                         first = false;
@@ -213,7 +304,7 @@ pub fn spawn_reader(
                             break;
                         }
                         want = window_bytes.max(buf.len() + window_bytes / 2);
-                        eof = fill(&mut *r, &mut buf, want, path)? || eof;
+                        eof = src.fill(&mut buf, want)? || eof;
                     }
                     if first {
                         // A header-only or empty file still counts as read.
@@ -221,7 +312,7 @@ pub fn spawn_reader(
                             file_idx,
                             data: Vec::new(),
                             chunk_ends: Vec::new(),
-                            file_bytes_done: counter.load(Ordering::Relaxed),
+                            file_bytes_done: src.count.load(Ordering::Relaxed),
                             first_of_file: true,
                         };
                         if tx.send(Msg::Window(w)).is_err() {

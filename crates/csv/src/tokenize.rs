@@ -14,7 +14,7 @@
 use crate::{Dialect, Position};
 
 /// What went wrong in a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenError {
     /// A quoted field that never closes; `position` is where it opened.
     UnterminatedQuote,

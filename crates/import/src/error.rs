@@ -29,6 +29,9 @@ pub enum ImportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An input file changed while it was read.
+    #[error("{path}: the file changed while it was read ({detail}); import from a copy that nothing writes to")]
+    Changed { path: PathBuf, detail: String },
     #[error(transparent)]
     Storage(#[from] quiver_storage::WriteError),
     /// Reading the database an append adds to.
@@ -86,6 +89,9 @@ impl From<quiver_csv::ReadError> for ImportError {
                 message,
             },
             quiver_csv::ReadError::Io { path, source } => ImportError::Io { path, source },
+            quiver_csv::ReadError::Changed { path, detail } => {
+                ImportError::Changed { path, detail }
+            }
             // ReadError is non-exhaustive only towards other crates' matches.
             #[allow(unreachable_patterns)]
             other => ImportError::Usage(other.to_string()),

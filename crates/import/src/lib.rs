@@ -1056,15 +1056,15 @@ fn drive_batches(
                 let base = lines.next_line;
                 ctx.rows_read += batch.records;
                 for e in std::mem::take(&mut batch.errors) {
-                    let raw =
-                        &w.data[chunk_start + e.span.0..(chunk_start + e.span.1).min(w.data.len())];
+                    let (s, t) = (e.span.0 as usize, e.span.1 as usize);
+                    let raw = &w.data[chunk_start + s..(chunk_start + t).min(w.data.len())];
                     bad_row(
                         ctx,
                         file,
-                        base + e.line,
-                        e.column,
+                        base + e.line as u64,
+                        e.column as u64,
                         e.reason,
-                        &e.message,
+                        &e.message(plan, raw),
                         raw,
                     )?;
                 }

@@ -45,12 +45,81 @@ impl Reason {
 #[derive(Debug, Clone)]
 pub struct RowError {
     /// Line relative to the chunk start; column within that line (0-based).
-    pub line: u64,
-    pub column: u64,
+    pub line: u32,
+    pub column: u32,
     pub reason: Reason,
-    pub message: String,
+    /// What went wrong, without text: a flood of bad rows (a relationship file whose
+    /// every endpoint is missing) costs 24 bytes a row in flight, not a formatted
+    /// message each; [`RowError::message`] writes it when the row is rejected.
+    pub detail: Detail,
     /// Byte range of the raw record within the chunk.
-    pub span: (usize, usize),
+    pub span: (u32, u32),
+}
+
+/// What went wrong in a row (see [`RowError::message`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Detail {
+    Token(TokenError),
+    /// The record has this many fields, not the header's.
+    FieldCount(u32),
+    /// The field of this header column.
+    Field(u32),
+}
+
+impl RowError {
+    /// The human message, from the raw record (`raw`, as the span cuts it).
+    pub fn message(&self, plan: &Plan, raw: &[u8]) -> String {
+        match self.detail {
+            Detail::Token(e) => e.to_string(),
+            Detail::FieldCount(found) => format!(
+                "expected {} fields (as in the header), found {found}",
+                plan.slots.len()
+            ),
+            Detail::Field(col) => {
+                let mut tok = Tokenizer::new(raw, &plan.dialect);
+                let mut fields = Fields::default();
+                let f = match tok.next_record(&mut fields) {
+                    Ok(Some(_)) if (col as usize) < fields.len() => fields.get(raw, col as usize),
+                    _ => &[][..],
+                };
+                field_message(plan, col as usize, self.reason, f)
+            }
+        }
+    }
+}
+
+/// The message of a bad field `f` in header column `col`.
+fn field_message(plan: &Plan, col: usize, reason: Reason, f: &[u8]) -> String {
+    match &plan.slots[col] {
+        Slot::Prop { out, name } => {
+            if reason == Reason::InvalidUtf8 {
+                format!("invalid UTF-8 in column {name}")
+            } else {
+                format!(
+                    "'{}' is not {} (column {name})",
+                    show(f),
+                    describe(plan.out_types[*out].element())
+                )
+            }
+        }
+        Slot::Id { .. } => match reason {
+            Reason::EmptyId => "empty node id".to_string(),
+            Reason::InvalidUtf8 => "invalid UTF-8 in the node id".to_string(),
+            _ => format!("'{}' is not an integer id (--id-type integer)", show(f)),
+        },
+        Slot::Labels { .. } => "invalid UTF-8 in :LABEL".to_string(),
+        Slot::Type => "empty relationship :TYPE".to_string(),
+        slot @ (Slot::Start | Slot::End) => format!(
+            "{} node '{}' does not exist (no node has this id)",
+            if matches!(slot, Slot::Start) {
+                "start"
+            } else {
+                "end"
+            },
+            show(f)
+        ),
+        Slot::Skip => format!("column {}", col + 1),
+    }
 }
 
 /// What to do with one CSV column.
@@ -254,27 +323,27 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                     TokenError::AfterClosingQuote(_) => Reason::BadQuote,
                 };
                 batch.errors.push(RowError {
-                    line: f.position.line,
-                    column: f.position.column,
+                    line: f.position.line as u32,
+                    column: f.position.column as u32,
                     reason,
-                    message: f.error.to_string(),
-                    span: (f.record_start, f.resume_at),
+                    detail: Detail::Token(f.error),
+                    span: (f.record_start as u32, f.resume_at as u32),
                 });
                 continue;
             }
         };
         batch.records += 1;
-        let fail = |batch: &mut Batch, col: usize, reason: Reason, message: String| {
+        let fail = |batch: &mut Batch, col: usize, reason: Reason, detail: Detail| {
             batch.errors.push(RowError {
-                line: span.line,
+                line: span.line as u32,
                 column: if col < fields.len() {
-                    fields.column(col)
+                    fields.column(col) as u32
                 } else {
                     0
                 },
                 reason,
-                message,
-                span: (span.start, span.end),
+                detail,
+                span: (span.start as u32, span.end as u32),
             });
         };
         if fields.len() != n_fields {
@@ -283,10 +352,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 &mut batch,
                 col.min(fields.len().saturating_sub(1)),
                 Reason::FieldCount,
-                format!(
-                    "expected {n_fields} fields (as in the header), found {}",
-                    fields.len()
-                ),
+                Detail::FieldCount(fields.len() as u32),
             );
             continue;
         }
@@ -298,43 +364,26 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
         let mut ty: Option<u32> = None;
         for (i, slot) in plan.slots.iter().enumerate() {
             let f = fields.get(chunk, i);
-            let r: Result<(), (Reason, String)> = match slot {
+            let r: Result<(), Reason> = match slot {
                 Slot::Skip => Ok(()),
-                Slot::Prop { out, name } => {
+                Slot::Prop { out, .. } => {
                     let dtype = plan.out_types[*out];
                     let f = if plan.is_marker(f) { &[][..] } else { f };
-                    push_value(&mut batch.columns[*out], dtype, f, array_delim).map_err(|r| {
-                        let msg = if r == Reason::InvalidUtf8 {
-                            format!("invalid UTF-8 in column {name}")
-                        } else {
-                            format!(
-                                "'{}' is not {} (column {name})",
-                                show(f),
-                                describe(dtype.element())
-                            )
-                        };
-                        (r, msg)
-                    })
+                    push_value(&mut batch.columns[*out], dtype, f, array_delim)
                 }
                 Slot::Id { out } => {
                     if f.is_empty() {
-                        Err((Reason::EmptyId, "empty node id".to_string()))
+                        Err(Reason::EmptyId)
                     } else if plan.integer_ids {
                         match value::parse_i64(f) {
                             Some(v) => {
                                 batch.columns[*out].push_i64(v);
                                 Ok(())
                             }
-                            None => Err((
-                                Reason::Cast,
-                                format!("'{}' is not an integer id (--id-type integer)", show(f)),
-                            )),
+                            None => Err(Reason::Cast),
                         }
                     } else if simdutf8::basic::from_utf8(f).is_err() {
-                        Err((
-                            Reason::InvalidUtf8,
-                            "invalid UTF-8 in the node id".to_string(),
-                        ))
+                        Err(Reason::InvalidUtf8)
                     } else {
                         batch.columns[*out].push_bytes(f);
                         Ok(())
@@ -345,11 +394,10 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                     DataType::Array(ScalarType::String),
                     f,
                     array_delim,
-                )
-                .map_err(|r| (r, "invalid UTF-8 in :LABEL".to_string())),
+                ),
                 Slot::Type => {
                     if f.is_empty() {
-                        Err((Reason::MissingType, "empty relationship :TYPE".to_string()))
+                        Err(Reason::MissingType)
                     } else {
                         let idx = match batch.type_names.iter().position(|t| t == f) {
                             Some(i) => i,
@@ -392,19 +440,12 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                             }
                             Ok(())
                         }
-                        None => Err((
-                            Reason::MissingNode,
-                            format!(
-                                "{} node '{}' does not exist (no node has this id)",
-                                if start { "start" } else { "end" },
-                                show(f)
-                            ),
-                        )),
+                        None => Err(Reason::MissingNode),
                     }
                 }
             };
-            if let Err((reason, message)) = r {
-                fail(&mut batch, i, reason, message);
+            if let Err(reason) = r {
+                fail(&mut batch, i, reason, Detail::Field(i as u32));
                 ok = false;
                 break;
             }
