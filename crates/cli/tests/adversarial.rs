@@ -144,3 +144,42 @@ fn floods_of_bad_rows_are_all_rejected_within_the_budget() {
         "{err}"
     );
 }
+
+/// A pipe imports like a file (each input is read once, front to back); a folder is a
+/// clear error.
+#[test]
+fn pipes_import_and_folders_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("pipe.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            f.write_all(b"id:ID,name\n1,a\n2,b\n3,c\n").unwrap();
+        })
+    };
+    let db = d.join("p.qdb");
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("N={}", s(&fifo)),
+        "--json",
+    ]);
+    writer.join().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 3, "{out}");
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&d.join("f.qdb")),
+        "--nodes",
+        &format!("N={}", s(d)),
+    ]);
+    assert!(err.contains("is a folder"), "{err}");
+}

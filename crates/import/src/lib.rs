@@ -280,8 +280,17 @@ fn import_with(
     }
     for g in cfg.nodes.iter().chain(&cfg.relationships) {
         for f in &g.files {
-            if !f.is_file() {
-                return Err(ImportError::Usage(format!("{}: no such file", f.display())));
+            // Regular files, or pipes and devices (`<(zcat x.gz)`, `/dev/stdin`): every
+            // input is read once, front to back.
+            match std::fs::metadata(f) {
+                Err(_) => return Err(ImportError::Usage(format!("{}: no such file", f.display()))),
+                Ok(m) if m.is_dir() => {
+                    return Err(ImportError::Usage(format!(
+                        "{}: is a folder; give the CSV files in it (comma-separated)",
+                        f.display()
+                    )))
+                }
+                Ok(_) => {}
             }
         }
     }
