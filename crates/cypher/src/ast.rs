@@ -149,6 +149,8 @@ pub enum PathKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pattern {
     pub var: Option<String>,
+    /// Byte offset of `var` in the query (for errors).
+    pub var_at: usize,
     pub kind: PathKind,
     pub start: NodePattern,
     pub steps: Vec<(RelPattern, NodePattern)>,
@@ -157,6 +159,8 @@ pub struct Pattern {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodePattern {
     pub var: Option<String>,
+    /// Byte offset of `var` in the query (for errors).
+    pub var_at: usize,
     pub labels: Vec<String>,
     pub props: Option<Expr>,
 }
@@ -174,6 +178,8 @@ pub enum Dir {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelPattern {
     pub var: Option<String>,
+    /// Byte offset of `var` in the query (for errors).
+    pub var_at: usize,
     /// `:A|B`: any of these types (empty: any type).
     pub types: Vec<String>,
     pub props: Option<Expr>,

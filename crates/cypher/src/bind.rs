@@ -5,7 +5,48 @@
 
 use crate::ast::*;
 use crate::parse::{error_at, ParseError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a variable is known to hold, for the type checks of patterns
+/// (openCypher's VariableTypeConflict and VariableAlreadyBound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Node,
+    Rel,
+    /// A variable-length relationship variable: a list of relationships.
+    Rels,
+    Path,
+    /// A literal's value: never a graph entity.
+    Value,
+    /// Anything (an expression's result, an UNWIND element, a parameter).
+    Unknown,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "a node",
+            Kind::Rel => "a relationship",
+            Kind::Rels => "a list of relationships (variable length)",
+            Kind::Path => "a path",
+            Kind::Value => "a value",
+            Kind::Unknown => "a value",
+        }
+    }
+}
+
+type Kinds = BTreeMap<String, Kind>;
+
+/// The kind of what `e` gives.
+fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
+    match e {
+        Expr::Var(n, _) => kinds.get(n).copied().unwrap_or(Kind::Unknown),
+        Expr::Bool(_) | Expr::Int(_) | Expr::Float(_) | Expr::Str(_) | Expr::Map(_) => Kind::Value,
+        // `[r1, r2]` may be the relationships of a variable-length pattern.
+        Expr::List(items) if items.iter().all(|x| kind_of(x, kinds) == Kind::Value) => Kind::Value,
+        _ => Kind::Unknown,
+    }
+}
 
 /// Functions that aggregate rows.
 pub const AGGREGATES: [&str; 9] = [
@@ -148,6 +189,98 @@ impl Checker<'_> {
         Ok(out)
     }
 
+    /// Checks the variables of `p` against what they already hold, and records them.
+    /// `clause` is MATCH, CREATE or MERGE; `fresh` holds the relationship variables this
+    /// clause has bound so far (a relationship appears once per MATCH).
+    fn pattern_kinds(
+        &self,
+        p: &Pattern,
+        kinds: &mut Kinds,
+        fresh: &mut BTreeSet<String>,
+        clause: &str,
+    ) -> Result<(), ParseError> {
+        let conflict = |v: &str, at: usize, was: Kind, now: Kind| {
+            self.fail::<()>(
+                at,
+                format!(
+                    "variable `{v}` is {} here but already {} (a variable keeps one type)",
+                    now.name(),
+                    was.name()
+                ),
+            )
+        };
+        let creates = clause != "MATCH";
+        if let Some(v) = &p.var {
+            if let Some(&k) = kinds.get(v) {
+                if k == Kind::Path || k == Kind::Unknown {
+                    return self.fail(
+                        p.var_at,
+                        format!("variable `{v}` is already bound; a path variable must be new"),
+                    );
+                }
+                return conflict(v, p.var_at, k, Kind::Path);
+            }
+        }
+        let nodes = std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n));
+        for n in nodes {
+            let Some(v) = &n.var else { continue };
+            match kinds.get(v) {
+                Some(&k) if matches!(k, Kind::Rel | Kind::Rels | Kind::Path | Kind::Value) => {
+                    return conflict(v, n.var_at, k, Kind::Node)
+                }
+                Some(_) if creates && (!n.labels.is_empty() || n.props.is_some()) => {
+                    return self.fail(
+                        n.var_at,
+                        format!("variable `{v}` is already bound; {clause} cannot add labels or properties to it (use SET)"),
+                    )
+                }
+                Some(_) if creates && p.steps.is_empty() && fresh.contains(v) => {
+                    return self.fail(n.var_at, format!("variable `{v}` is already bound; {clause} would create it again"))
+                }
+                Some(_) if creates && p.steps.is_empty() && clause == "CREATE" => {
+                    return self.fail(n.var_at, format!("variable `{v}` is already bound; CREATE ({v}) would create nothing"))
+                }
+                _ => {
+                    kinds.insert(v.clone(), Kind::Node);
+                }
+            }
+        }
+        for (r, _) in &p.steps {
+            let Some(v) = &r.var else { continue };
+            let now = if r.range.is_some() {
+                Kind::Rels
+            } else {
+                Kind::Rel
+            };
+            match kinds.get(v) {
+                Some(&k) if matches!(k, Kind::Node | Kind::Path | Kind::Value) => {
+                    return conflict(v, r.var_at, k, now)
+                }
+                Some(_) if creates => {
+                    return self.fail(r.var_at, format!("variable `{v}` is already bound; {clause} makes a new relationship, so it needs a new variable"))
+                }
+                Some(&k) if fresh.contains(v) => {
+                    let _ = k;
+                    return self.fail(
+                        r.var_at,
+                        format!("relationship variable `{v}` appears twice in one MATCH; a relationship is matched once per pattern"),
+                    );
+                }
+                Some(&k) if (k == Kind::Rels) != (now == Kind::Rels) && k != Kind::Unknown => {
+                    return conflict(v, r.var_at, k, now)
+                }
+                _ => {
+                    kinds.insert(v.clone(), now);
+                }
+            }
+            fresh.insert(v.clone());
+        }
+        if let Some(v) = &p.var {
+            kinds.insert(v.clone(), Kind::Path);
+        }
+        Ok(())
+    }
+
     fn single(&self, q: &SingleQuery) -> Result<Vec<String>, ParseError> {
         self.single_in(q, BTreeSet::new())
     }
@@ -175,11 +308,17 @@ impl Checker<'_> {
         mut scope: BTreeSet<String>,
     ) -> Result<Vec<String>, ParseError> {
         let mut columns = Vec::new();
+        // Kinds of the variables in scope (variables outside `kinds` are Unknown).
+        let mut kinds: Kinds = BTreeMap::new();
         for c in &q.clauses {
             match c {
                 Clause::Match {
                     patterns, where_, ..
                 } => {
+                    let mut fresh = BTreeSet::new();
+                    for p in patterns {
+                        self.pattern_kinds(p, &mut kinds, &mut fresh, "MATCH")?;
+                    }
                     for p in patterns {
                         let mut names = Vec::new();
                         pattern_vars(p, &mut names);
@@ -199,9 +338,37 @@ impl Checker<'_> {
                 Clause::Unwind { expr, var } => {
                     self.expr(expr, &scope, false)?;
                     scope.insert(var.clone());
+                    kinds.insert(var.clone(), Kind::Unknown);
                 }
-                Clause::With(p) => scope = self.projection(p, &scope, "WITH")?,
+                Clause::With(p) => {
+                    scope = self.projection(p, &scope, "WITH")?;
+                    let mut next: Kinds = if p.star {
+                        kinds.clone()
+                    } else {
+                        BTreeMap::new()
+                    };
+                    for (e, alias) in &p.items {
+                        let name = match (alias, e) {
+                            (Some(a), _) => a.clone(),
+                            (None, Expr::Var(n, _)) => n.clone(),
+                            _ => continue,
+                        };
+                        next.insert(name, kind_of(e, &kinds));
+                    }
+                    kinds = next;
+                }
                 Clause::Create(patterns) => {
+                    let mut fresh = BTreeSet::new();
+                    for p in patterns {
+                        self.pattern_kinds(p, &mut kinds, &mut fresh, "CREATE")?;
+                        for n in std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n)) {
+                            if let Some(v) = &n.var {
+                                if !scope.contains(v) {
+                                    fresh.insert(v.clone());
+                                }
+                            }
+                        }
+                    }
                     for p in patterns {
                         for props in pattern_props(p) {
                             self.expr(props, &scope, false)?;
@@ -216,6 +383,7 @@ impl Checker<'_> {
                     on_create,
                     on_match,
                 } => {
+                    self.pattern_kinds(pattern, &mut kinds, &mut BTreeSet::new(), "MERGE")?;
                     let mut names = Vec::new();
                     pattern_vars(pattern, &mut names);
                     scope.extend(names);
@@ -248,6 +416,7 @@ impl Checker<'_> {
                 Clause::LoadCsv(l) => {
                     self.expr(&l.source, &scope, false)?;
                     scope.insert(l.var.clone());
+                    kinds.insert(l.var.clone(), Kind::Unknown);
                 }
                 Clause::CallInTx { body, rows, .. } => {
                     if let Some(r) = rows {
@@ -255,6 +424,7 @@ impl Checker<'_> {
                     }
                     // A body that returns adds its columns to the outer rows.
                     for c in self.single_in(body, scope.clone())? {
+                        kinds.insert(c.clone(), Kind::Unknown);
                         scope.insert(c);
                     }
                 }
@@ -424,5 +594,48 @@ mod tests {
         );
         let e = bind("UNWIND [1] AS x RETURN [y IN [1] | z]").unwrap_err();
         assert!(e.message.contains("`z`"), "{e}");
+    }
+
+    #[test]
+    fn a_variable_keeps_its_type() {
+        for (q, want) in [
+            (
+                "MATCH ()-[r]-() MATCH (r) RETURN r",
+                "is a node here but already a relationship",
+            ),
+            ("MATCH (r)-[r]->() RETURN r", "already a node"),
+            ("MATCH p = ()-->() MATCH (p) RETURN p", "already a path"),
+            ("WITH 1 AS r MATCH ()-[r]-() RETURN r", "already a value"),
+            (
+                "MATCH (a)-[r]->()-[r]->(b) RETURN r",
+                "appears twice in one MATCH",
+            ),
+            ("MATCH (a) CREATE (a:L) RETURN a", "cannot add labels"),
+            (
+                "MATCH ()-[r]->() CREATE ()-[r:T]->() RETURN r",
+                "needs a new variable",
+            ),
+            ("MATCH (p) MATCH p = ()-->() RETURN p", "already a node"),
+        ] {
+            let e = bind(q).unwrap_err();
+            assert!(e.message.contains(want), "{q}: {e}");
+            // The error points at the variable.
+            let v = if q.contains("(a") && want.contains("labels") {
+                "a"
+            } else if q.contains("(p)") {
+                "p"
+            } else {
+                "r"
+            };
+            assert!(q[e.column..].starts_with(v), "{q}: {e}");
+        }
+        for ok in [
+            "MATCH (a)-[r1]->()-[r2]->(b) WITH [r1, r2] AS rs, a MATCH (a)-[rs*]->() RETURN a",
+            "MATCH ()-[r]->() MATCH ()-[r]->() RETURN r",
+            "MATCH (a) CREATE (a)-[:T]->(b) RETURN b",
+            "UNWIND [1] AS n MATCH (n) RETURN n",
+        ] {
+            bind(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 }

@@ -657,6 +657,7 @@ impl<'t> Parser<'t> {
     // Patterns
 
     fn pattern(&mut self) -> R<Pattern> {
+        let var_at = self.toks[self.pos].offset;
         let var = if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
             && matches!(self.peek_at(1), Tok::Punct("="))
         {
@@ -679,11 +680,13 @@ impl<'t> Parser<'t> {
             let mut inner = self.path_body()?;
             self.expect_p(")")?;
             inner.var = var;
+            inner.var_at = var_at;
             inner.kind = kind;
             return Ok(inner);
         }
         let mut p = self.path_body()?;
         p.var = var;
+        p.var_at = var_at;
         Ok(p)
     }
 
@@ -697,6 +700,7 @@ impl<'t> Parser<'t> {
         }
         Ok(Pattern {
             var: None,
+            var_at: 0,
             kind: PathKind::Plain,
             start,
             steps,
@@ -707,6 +711,7 @@ impl<'t> Parser<'t> {
         self.expect_p("(")?;
         let mut n = NodePattern::default();
         if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) {
+            n.var_at = self.toks[self.pos].offset;
             n.var = Some(self.name("a node variable")?);
         }
         while self.eat_p(":") {
@@ -726,6 +731,7 @@ impl<'t> Parser<'t> {
         }
         let mut r = RelPattern {
             var: None,
+            var_at: 0,
             types: Vec::new(),
             props: None,
             dir: Dir::Both,
@@ -734,6 +740,7 @@ impl<'t> Parser<'t> {
         };
         if self.eat_p("[") {
             if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && !self.is_kw("BFS") {
+                r.var_at = self.toks[self.pos].offset;
                 r.var = Some(self.name("a relationship variable")?);
             }
             if self.eat_p(":") {
@@ -1098,6 +1105,35 @@ impl<'t> Parser<'t> {
             && self.is_kw_at(1, "IN")
         {
             return self.comprehension(")");
+        }
+        // Quantifiers `all|any|none|single(x IN list WHERE p)` become the function of
+        // that name over `[x IN list | p]`: the predicate's value per element, so the
+        // function sees nulls and applies three-valued logic.
+        if ["all", "any", "none", "single"]
+            .iter()
+            .any(|q| name.eq_ignore_ascii_case(q))
+            && matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+            && self.is_kw_at(1, "IN")
+        {
+            let var = self.name("a variable")?;
+            self.bump();
+            let list = Box::new(self.expr()?);
+            if !self.eat_kw("WHERE") {
+                return self.err("WHERE and a predicate");
+            }
+            let pred = self.expr()?;
+            self.expect_p(")")?;
+            name.make_ascii_lowercase();
+            return Ok(Expr::Call {
+                name,
+                distinct: false,
+                args: vec![Expr::ListComp {
+                    var,
+                    list,
+                    pred: None,
+                    map: Some(Box::new(pred)),
+                }],
+            });
         }
         let distinct = self.eat_kw("DISTINCT");
         let mut args = Vec::new();

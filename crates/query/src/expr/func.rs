@@ -294,6 +294,10 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             | Log10
             | Exp
             | Exists2
+            | All
+            | Any
+            | NoneOf
+            | Single
     );
     if unary {
         argc(f, a, 1, 1)?;
@@ -362,6 +366,33 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             Value::Str(s) => Value::Int(s.chars().count() as i64),
             Value::Map(m) => Value::Int(m.len() as i64),
             v => return type_err("size() needs a list or string", &v),
+        },
+        // Quantifiers, over the predicate's values (see the parser): three-valued.
+        All | Any | NoneOf | Single => match first {
+            Value::List(l) => {
+                let (mut t, mut n) = (0usize, 0usize);
+                for v in l.iter() {
+                    match v {
+                        Value::Bool(true) => t += 1,
+                        Value::Bool(false) => {}
+                        Value::Null => n += 1,
+                        v => return type_err("a quantifier's predicate must be a boolean", v),
+                    }
+                }
+                let f_ = l.len() - t - n;
+                match f {
+                    All if f_ > 0 => Value::Bool(false),
+                    Any if t > 0 => Value::Bool(true),
+                    NoneOf if t > 0 => Value::Bool(false),
+                    Single if t > 1 => Value::Bool(false),
+                    _ if n > 0 => Value::Null,
+                    All => Value::Bool(true),
+                    Any => Value::Bool(false),
+                    NoneOf => Value::Bool(true),
+                    _ => Value::Bool(t == 1),
+                }
+            }
+            v => return type_err("a quantifier needs a list", &v),
         },
         Exists2 => match first {
             Value::List(l) => Value::Bool(l.is_empty()),

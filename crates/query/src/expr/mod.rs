@@ -111,6 +111,7 @@ funcs! {
     Replace = "replace", Split = "split", Date = "date", DateTime = "datetime",
     LocalDateTime = "localdatetime", Exists = "exists", Log = "log", Log10 = "log10",
     Exp = "exp", E = "e", Pi = "pi", Timestamp = "timestamp", Exists2 = "isempty",
+    All = "all", Any = "any", NoneOf = "none", Single = "single",
 }
 
 /// Longest list `range()` builds (320 MiB of values): lists made by expressions are not
