@@ -37,6 +37,19 @@ impl Kind {
 
 type Kinds = BTreeMap<String, Kind>;
 
+/// The type of a literal (`None`: not a literal, or null).
+fn literal_type(e: &Expr) -> Option<&'static str> {
+    Some(match e {
+        Expr::Bool(_) => "BOOLEAN",
+        Expr::Int(_) => "INTEGER",
+        Expr::Float(_) => "FLOAT",
+        Expr::Str(_) => "STRING",
+        Expr::List(_) => "LIST",
+        Expr::Map(_) => "MAP",
+        _ => return None,
+    })
+}
+
 /// The kind of what `e` gives.
 fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
     match e {
@@ -77,6 +90,7 @@ impl Checker<'_> {
     /// Checks `e` against `scope`; `agg_ok` says whether an aggregate may appear here.
     fn expr(&self, e: &Expr, scope: &BTreeSet<String>, agg_ok: bool) -> Result<bool, ParseError> {
         let mut has_agg = false;
+        self.literal_types(e)?;
         match e {
             Expr::Var(name, at) => {
                 if !scope.contains(name) {
@@ -187,6 +201,43 @@ impl Checker<'_> {
             self.expr(w, &out, false)?;
         }
         Ok(out)
+    }
+
+    /// Operands whose type is known from the text and wrong for the operator: a literal
+    /// that is not a boolean under NOT, AND, OR, XOR; a literal that is not a list right
+    /// of IN. (openCypher raises these at compile time; other mismatches are found when
+    /// the values are.)
+    fn literal_types(&self, e: &Expr) -> Result<(), ParseError> {
+        let at = || first_offset(e).unwrap_or(0);
+        let not_bool = |x: &Expr| literal_type(x).filter(|t| *t != "BOOLEAN");
+        match e {
+            Expr::Unary(UnOp::Not, x) => {
+                if let Some(t) = not_bool(x) {
+                    return self.fail(at(), format!("NOT needs a boolean, got a {t} literal"));
+                }
+            }
+            Expr::Binary(op @ (BinOp::And | BinOp::Or | BinOp::Xor), x, y) => {
+                if let Some(t) = not_bool(x).or_else(|| not_bool(y)) {
+                    return self.fail(
+                        at(),
+                        format!(
+                            "{} needs booleans, got a {t} literal",
+                            format!("{op:?}").to_uppercase()
+                        ),
+                    );
+                }
+            }
+            Expr::Binary(BinOp::In, _, y) => {
+                if let Some(t) = literal_type(y).filter(|t| *t != "LIST") {
+                    return self.fail(
+                        at(),
+                        format!("IN needs a list on its right, got a {t} literal"),
+                    );
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Checks the variables of `p` against what they already hold, and records them.

@@ -184,7 +184,7 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
             }
             Ok(out)
         }
-        CExpr::Bin(op @ (BinOp::And | BinOp::Or), x, y) => {
+        CExpr::Bin(op @ (BinOp::And | BinOp::Or | BinOp::Xor), x, y) => {
             let (l, r) = (col(env, x, b)?, col(env, y, b)?);
             let mut out = Vec::with_capacity(n);
             for (p, q) in l.iter().zip(r.iter()) {
