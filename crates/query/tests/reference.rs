@@ -778,8 +778,10 @@ fn grammar_query(r: &mut impl Rng) -> String {
             1 => format!("{a} * {b}"),
             2 => format!("{a} = {b}"),
             3 => format!("{a} < {b}"),
-            4 => format!("({a} AND {b})"),
-            5 => format!("NOT ({a} OR {b})"),
+            // Boolean operators over comparisons: a literal operand of AND/OR/NOT that is
+            // not a boolean is a compile-time error.
+            4 => format!("({a} = {b} AND {b} IS NOT NULL)"),
+            5 => format!("NOT ({a} < {b} OR {a} IS NULL)"),
             6 => format!("{a} IS NULL"),
             7 => format!("size([{a}, {b}])"),
             8 => format!("CASE WHEN {a} > 2 THEN {b} ELSE 0 END"),
