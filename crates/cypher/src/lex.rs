@@ -100,6 +100,46 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             i += end + 2;
             continue;
         }
+        // `0x1F` and `0o17`: hexadecimal and octal integers. A magnitude of exactly 2^63
+        // lexes as i64::MIN, which only a minus sign in front makes valid (the parser
+        // checks), so that `-0x8000000000000000` is the smallest integer.
+        if c == b'0' && i + 1 < b.len() && matches!(b[i + 1], b'x' | b'X' | b'o' | b'O') {
+            let radix = if matches!(b[i + 1], b'x' | b'X') {
+                16
+            } else {
+                8
+            };
+            let mut j = i + 2;
+            while j < b.len() && (b[j] as char).is_ascii_alphanumeric() {
+                j += 1;
+            }
+            let digits = &text[i + 2..j];
+            let v = u64::from_str_radix(digits, radix).map_err(|_| LexError {
+                offset: start,
+                message: if digits.chars().all(|d| d.is_digit(radix)) && !digits.is_empty() {
+                    format!("integer {} is too large", &text[start..j])
+                } else {
+                    format!(
+                        "bad {} number {}",
+                        if radix == 16 { "hexadecimal" } else { "octal" },
+                        &text[start..j]
+                    )
+                },
+            })?;
+            let tok = match i64::try_from(v) {
+                Ok(v) => Tok::Int(v),
+                Err(_) if v == 1 << 63 => Tok::Int(i64::MIN),
+                Err(_) => {
+                    return Err(LexError {
+                        offset: start,
+                        message: format!("integer {} is too large", &text[start..j]),
+                    })
+                }
+            };
+            out.push(Token { tok, offset: start });
+            i = j;
+            continue;
+        }
         if c.is_ascii_digit() {
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
@@ -133,10 +173,16 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                     message: format!("bad number {s}"),
                 })?)
             } else {
-                Tok::Int(s.parse().map_err(|_| LexError {
-                    offset: start,
-                    message: format!("integer {s} is too large"),
-                })?)
+                Tok::Int(match s.parse::<i64>() {
+                    Ok(v) => v,
+                    Err(_) if s.parse::<u64>() == Ok(1 << 63) => i64::MIN,
+                    Err(_) => {
+                        return Err(LexError {
+                            offset: start,
+                            message: format!("integer {s} is too large"),
+                        })
+                    }
+                })
             };
             out.push(Token { tok, offset: start });
             continue;

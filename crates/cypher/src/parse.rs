@@ -948,6 +948,11 @@ impl<'t> Parser<'t> {
 
     fn unary(&mut self) -> R<Expr> {
         if self.eat_p("-") {
+            if matches!(self.peek(), Tok::Int(i64::MIN)) {
+                // `-9223372036854775808`: the one literal whose magnitude is not an i64.
+                self.bump();
+                return Ok(Expr::Int(i64::MIN));
+            }
             self.enter()?;
             let e = self.unary();
             self.depth -= 1;
@@ -1020,6 +1025,11 @@ impl<'t> Parser<'t> {
 
     fn atom_inner(&mut self) -> R<Expr> {
         match self.peek().clone() {
+            Tok::Int(i64::MIN) => Err(error_at(
+                self.text,
+                self.toks[self.pos].offset,
+                "integer too large: the largest is 9223372036854775807".into(),
+            )),
             Tok::Int(i) => {
                 self.bump();
                 Ok(Expr::Int(i))

@@ -211,9 +211,14 @@ pub fn run_statement(
     };
     let mut op = root.op;
     let mut rows = 0u64;
+    // A statement that ends in an updating clause (no RETURN) has no result rows: its
+    // batches only drive the writes.
+    let returns = !columns.is_empty();
     while let Some(b) = op.next(&mut cx)? {
-        rows += b.len as u64;
-        sink(&g, &b)?;
+        if returns {
+            rows += b.len as u64;
+            sink(&g, &b)?;
+        }
     }
     let plan = (stmt.explain == Some(Explain::Profile))
         .then(|| render_plan(&descs, root.id, Some(&cx.stats)));

@@ -418,13 +418,23 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         },
         Range => {
             argc(f, a, 2, 3)?;
-            let (Some(lo), Some(hi)) = (int_arg(&a[0], "range()")?, int_arg(&a[1], "range()")?)
-            else {
-                return Ok(Value::Null);
+            // Integers only (openCypher: an ArgumentError, not a coercion of 1.0).
+            let int = |v: &Value, what: &str| match v {
+                Value::Int(i) => Ok(Some(*i)),
+                Value::Null => Ok(None),
+                v => Err(QueryError::Argument(format!(
+                    "range() needs an integer {what}, got {} ({})",
+                    v.type_name(),
+                    show(v)
+                ))),
             };
+            let (lo, hi) = (int(&a[0], "start")?, int(&a[1], "end")?);
             let step = match a.get(2) {
-                Some(s) => int_arg(s, "range()")?.unwrap_or(1),
-                None => 1,
+                Some(s) => int(s, "step")?,
+                None => Some(1),
+            };
+            let (Some(lo), Some(hi), Some(step)) = (lo, hi, step) else {
+                return Ok(Value::Null);
             };
             if step == 0 {
                 return Err(QueryError::Argument("range() step must not be 0".into()));
