@@ -61,28 +61,28 @@ def write_lines(path, header, rows, chunk=1 << 16):
             f.write("\n".join(buf) + "\n")
 
 
+def write_gib(path, before, after):
+    """Writes `before`, one GiB of 'x' (a single field), then `after`."""
+    with open(path, "wb") as f:
+        f.write(before)
+        block = b"x" * MIB
+        for _ in range(1024):
+            f.write(block)
+        f.write(after)
+
+
 def make(case, d):
     """Writes the case's files (once) and returns the import arguments for it."""
     d.mkdir(parents=True, exist_ok=True)
     if case == "field-1g":
         p = d / "field-1g.csv"
         if not p.exists():
-            with open(p, "wb") as f:
-                f.write(b"id:ID,text\n1,")
-                block = b"x" * MIB
-                for _ in range(1024):
-                    f.write(block)
-                f.write(b"\n2,short\n")
+            write_gib(p, b"id:ID,text\n1,", b"\n2,short\n")
         return [["--nodes", f"N={p}"]]
     if case == "header-1g":
         p = d / "header-1g.csv"
         if not p.exists():
-            with open(p, "wb") as f:
-                f.write(b"id:ID,")
-                block = b"y" * MIB
-                for _ in range(1024):
-                    f.write(block)
-                f.write(b"\n1,a\n")
+            write_gib(p, b"id:ID,", b"\n1,a\n")
         return [["--nodes", f"N={p}"]]
     if case == "cols-100k":
         p = d / "cols-100k.csv"

@@ -115,23 +115,29 @@ fn an_unchanged_file_reads_whole() {
     assert!(windows > 1);
 }
 
+/// `head`, then one field 1 MiB longer than the record limit, then `tail`.
+fn past_the_limit(p: &Path, head: &[u8], tail: &[u8]) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
+    f.write_all(head).unwrap();
+    let block = vec![b'x'; 1 << 20];
+    for _ in 0..(CSV_RECORD_BYTES_MAX >> 20) + 1 {
+        f.write_all(&block).unwrap();
+    }
+    f.write_all(tail).unwrap();
+    f.flush().unwrap();
+}
+
 #[test]
 fn a_record_past_the_limit_names_its_line() {
     let dir = tempfile::tempdir().unwrap();
     for (name, quote) in [("plain.csv", false), ("quoted.csv", true)] {
         let p = dir.path().join(name);
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
-        f.write_all(b"id:ID,text\n1,a\n2,b\n3,").unwrap();
-        if quote {
-            f.write_all(b"\"").unwrap();
-        }
-        let block = vec![b'x'; 1 << 20];
-        for _ in 0..(CSV_RECORD_BYTES_MAX >> 20) + 1 {
-            f.write_all(&block).unwrap();
-        }
-        f.write_all(b"\n4,d\n").unwrap();
-        f.flush().unwrap();
-        drop(f);
+        let head: &[u8] = if quote {
+            b"id:ID,text\n1,a\n2,b\n3,\""
+        } else {
+            b"id:ID,text\n1,a\n2,b\n3,"
+        };
+        past_the_limit(&p, head, b"\n4,d\n");
         match drain(&start(&p)).0 {
             Some(ReadError::Input { line, message, .. }) => {
                 assert_eq!(line, 3, "{message}");
@@ -147,15 +153,7 @@ fn a_record_past_the_limit_names_its_line() {
 fn a_header_past_the_limit_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("h.csv");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
-    f.write_all(b"id:ID,").unwrap();
-    let block = vec![b'y'; 1 << 20];
-    for _ in 0..(CSV_RECORD_BYTES_MAX >> 20) + 1 {
-        f.write_all(&block).unwrap();
-    }
-    f.write_all(b"\n1,a\n").unwrap();
-    f.flush().unwrap();
-    drop(f);
+    past_the_limit(&p, b"id:ID,", b"\n1,a\n");
     let e = drain(&start(&p)).0.expect("an error");
     assert!(
         e.to_string().contains("the header is longer than 64 MiB"),

@@ -29,8 +29,7 @@ impl Kind {
             Kind::Rel => "a relationship",
             Kind::Rels => "a list of relationships (variable length)",
             Kind::Path => "a path",
-            Kind::Value => "a value",
-            Kind::Unknown => "a value",
+            Kind::Value | Kind::Unknown => "a value",
         }
     }
 }
@@ -310,8 +309,7 @@ impl Checker<'_> {
                 Some(_) if creates => {
                     return self.fail(r.var_at, format!("variable `{v}` is already bound; {clause} makes a new relationship, so it needs a new variable"))
                 }
-                Some(&k) if fresh.contains(v) => {
-                    let _ = k;
+                Some(_) if fresh.contains(v) => {
                     return self.fail(
                         r.var_at,
                         format!("relationship variable `{v}` appears twice in one MATCH; a relationship is matched once per pattern"),

@@ -1125,9 +1125,7 @@ impl<'t> Parser<'t> {
             && matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
             && self.is_kw_at(1, "IN")
         {
-            let var = self.name("a variable")?;
-            self.bump();
-            let list = Box::new(self.expr()?);
+            let (var, list) = self.var_in_list()?;
             if !self.eat_kw("WHERE") {
                 return self.err("WHERE and a predicate");
             }
@@ -1194,10 +1192,15 @@ impl<'t> Parser<'t> {
     }
 
     /// `x IN list [WHERE p] [| e]` and the closing `close`.
-    fn comprehension(&mut self, close: &str) -> R<Expr> {
+    /// `x IN list`, the head of a comprehension or a quantifier (`IN` is known to follow).
+    fn var_in_list(&mut self) -> R<(String, Box<Expr>)> {
         let var = self.name("a variable")?;
         self.bump();
-        let list = Box::new(self.expr()?);
+        Ok((var, Box::new(self.expr()?)))
+    }
+
+    fn comprehension(&mut self, close: &str) -> R<Expr> {
+        let (var, list) = self.var_in_list()?;
         let pred = if self.eat_kw("WHERE") {
             Some(Box::new(self.expr()?))
         } else {

@@ -423,10 +423,12 @@ fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
         {
             let p = graphs.join(name).join(format!("{name}.cypher"));
             let q = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            query(&mut cx, &q).map_err(|e| format!("named graph {name}: {e}"))?;
+            query(&mut cx.session, &q, &cx.params)
+                .map_err(|e| format!("named graph {name}: {e}"))?;
         } else if t == "having executed:" {
             let q = doc()?;
-            query(&mut cx, &q).map_err(|e| format!("setup failed: {e}\n{q}"))?;
+            query(&mut cx.session, &q, &cx.params)
+                .map_err(|e| format!("setup failed: {e}\n{q}"))?;
         } else if t == "parameters are:" {
             for row in table()? {
                 if row.len() != 2 {
@@ -442,13 +444,13 @@ fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
         } else if t == "executing query:" || t == "executing control query:" {
             let q = doc()?;
             let before = if t == "executing query:" {
-                Some(state(&mut cx)?)
+                Some(state(&mut cx.session)?)
             } else {
                 None
             };
-            let r = query(&mut cx, &q);
+            let r = query(&mut cx.session, &q, &cx.params);
             cx.effects = match before {
-                Some(b) => Some(diff(&b, &state(&mut cx)?)),
+                Some(b) => Some(diff(&b, &state(&mut cx.session)?)),
                 None => None,
             };
             cx.last = Some(r);
@@ -613,9 +615,13 @@ fn compare(got: &Table, want: &[Vec<String>], ordered: bool, bag: bool) -> Resul
 
 /// Runs `q` with the scenario's parameters, collecting rows as [`TVal`]s, cancelled
 /// after [`QUERY_TIMEOUT`].
-fn query(cx: &mut Ctx, q: &str) -> Result<Table, QueryError> {
+fn query(
+    session: &mut Session,
+    q: &str,
+    params: &quiver_query::Params,
+) -> Result<Table, QueryError> {
     let cancel = Arc::new(AtomicBool::new(false));
-    cx.session.opts.cancel = Some(cancel.clone());
+    session.opts.cancel = Some(cancel.clone());
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(QUERY_TIMEOUT) {
@@ -624,7 +630,7 @@ fn query(cx: &mut Ctx, q: &str) -> Result<Table, QueryError> {
     });
     let mut rows = Vec::new();
     let mut conv_err = None;
-    let r = cx.session.run(q, &cx.params, &mut |g, b| {
+    let r = session.run(q, params, &mut |g, b| {
         for i in 0..b.len {
             let row = b.row(i);
             match row
@@ -647,11 +653,15 @@ fn query(cx: &mut Ctx, q: &str) -> Result<Table, QueryError> {
     Ok((summary.columns, rows))
 }
 
-fn state(cx: &mut Ctx) -> Result<State, String> {
-    let saved = std::mem::take(&mut cx.params);
+fn state(session: &mut Session) -> Result<State, String> {
+    let none = quiver_query::Params::new();
     let r = (|| -> Result<State, QueryError> {
         let mut s = State::default();
-        let (_, nodes) = query(cx, "MATCH (n) RETURN id(n), labels(n), properties(n)")?;
+        let (_, nodes) = query(
+            session,
+            "MATCH (n) RETURN id(n), labels(n), properties(n)",
+            &none,
+        )?;
         for r in nodes {
             let TVal::Int(id) = r[0] else { continue };
             s.nodes.insert(id);
@@ -668,7 +678,11 @@ fn state(cx: &mut Ctx) -> Result<State, String> {
                 }
             }
         }
-        let (_, rels) = query(cx, "MATCH ()-[r]->() RETURN id(r), properties(r)")?;
+        let (_, rels) = query(
+            session,
+            "MATCH ()-[r]->() RETURN id(r), properties(r)",
+            &none,
+        )?;
         for r in rels {
             let TVal::Int(id) = r[0] else { continue };
             s.rels.insert(id);
@@ -680,7 +694,6 @@ fn state(cx: &mut Ctx) -> Result<State, String> {
         }
         Ok(s)
     })();
-    cx.params = saved;
     r.map_err(|e| format!("reading the graph for side effects: {e}"))
 }
 

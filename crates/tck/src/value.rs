@@ -126,19 +126,12 @@ impl TVal {
                     .collect::<Result<_, QueryError>>()?,
             ),
             Value::Node(n) => node(g, *n)?,
-            Value::Rel(r) => TVal::Rel {
-                ty: g.rel_type_name(r.ty).to_string(),
-                props: props(g, &g.rel_props(r)?)?,
-            },
+            Value::Rel(r) => rel(g, r)?,
             Value::Path(p) => {
                 let mut steps = Vec::with_capacity(p.rels.len());
                 for (i, r) in p.rels.iter().enumerate() {
                     let fwd = r.src as u64 == p.nodes[i];
-                    let rel = TVal::Rel {
-                        ty: g.rel_type_name(r.ty).to_string(),
-                        props: props(g, &g.rel_props(r)?)?,
-                    };
-                    steps.push((fwd, rel, node(g, p.nodes[i + 1])?));
+                    steps.push((fwd, rel(g, r)?, node(g, p.nodes[i + 1])?));
                 }
                 TVal::Path(Box::new(node(g, p.nodes[0])?), steps)
             }
@@ -152,6 +145,13 @@ fn node(g: &Graph, n: u64) -> Result<TVal, QueryError> {
     Ok(TVal::Node {
         labels: g.labels(n)?.iter().map(|l| l.to_string()).collect(),
         props: props(g, &g.node_props(n)?)?,
+    })
+}
+
+fn rel(g: &Graph, r: &quiver_query::value::RelRef) -> Result<TVal, QueryError> {
+    Ok(TVal::Rel {
+        ty: g.rel_type_name(r.ty).to_string(),
+        props: props(g, &g.rel_props(r)?)?,
     })
 }
 
