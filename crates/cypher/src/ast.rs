@@ -230,6 +230,14 @@ pub enum Expr {
     },
     /// A pattern used as a predicate: `WHERE (a)-->(b)`.
     PatternPred(Box<Pattern>),
+    /// `reduce(acc = init, x IN list | expr)`
+    Reduce {
+        acc: String,
+        init: Box<Expr>,
+        var: String,
+        list: Box<Expr>,
+        expr: Box<Expr>,
+    },
 }
 
 impl Expr {
@@ -264,6 +272,9 @@ impl Expr {
                 .chain(pred.as_deref())
                 .chain(map.as_deref())
                 .collect(),
+            Expr::Reduce {
+                init, list, expr, ..
+            } => vec![init, list, expr],
             Expr::Null
             | Expr::Bool(_)
             | Expr::Int(_)

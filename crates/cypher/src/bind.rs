@@ -129,6 +129,20 @@ impl Checker<'_> {
                     self.expr(x, &inner, false)?;
                 }
             }
+            Expr::Reduce {
+                acc,
+                init,
+                var,
+                list,
+                expr,
+            } => {
+                has_agg |= self.expr(init, scope, agg_ok)?;
+                has_agg |= self.expr(list, scope, agg_ok)?;
+                let mut inner = scope.clone();
+                inner.insert(acc.clone());
+                inner.insert(var.clone());
+                self.expr(expr, &inner, false)?;
+            }
             Expr::PatternPred(p) => {
                 // A pattern predicate may only use variables already bound (no new ones).
                 let mut names = Vec::new();

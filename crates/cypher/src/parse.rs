@@ -1090,7 +1090,9 @@ impl<'t> Parser<'t> {
                 Ok(Expr::Null)
             }
             Tok::Ident(s) if s.eq_ignore_ascii_case("CASE") => self.case(),
-            Tok::Ident(_) | Tok::Quoted(_) if matches!(self.peek_at(1), Tok::Punct("(")) => {
+            Tok::Ident(_) | Tok::Quoted(_)
+                if matches!(self.peek_at(1), Tok::Punct("(")) || self.namespaced_call() =>
+            {
                 self.call()
             }
             Tok::Ident(_) | Tok::Quoted(_) => {
@@ -1101,8 +1103,23 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// `date.truncate(`, `duration.between(`: a dotted function name.
+    fn namespaced_call(&self) -> bool {
+        let mut i = 1;
+        while matches!(self.peek_at(i), Tok::Punct("."))
+            && matches!(self.peek_at(i + 1), Tok::Ident(_))
+        {
+            i += 2;
+        }
+        i > 1 && matches!(self.peek_at(i), Tok::Punct("("))
+    }
+
     fn call(&mut self) -> R<Expr> {
         let mut name = self.any_name("a function name")?;
+        while self.eat_p(".") {
+            name.push('.');
+            name.push_str(&self.any_name("a function name")?);
+        }
         self.expect_p("(")?;
         if name.eq_ignore_ascii_case("count") && self.eat_p("*") {
             self.expect_p(")")?;
@@ -1141,6 +1158,30 @@ impl<'t> Parser<'t> {
                     pred: None,
                     map: Some(Box::new(pred)),
                 }],
+            });
+        }
+        // `reduce(acc = init, x IN list | expr)`.
+        if name.eq_ignore_ascii_case("reduce")
+            && matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+            && matches!(self.peek_at(1), Tok::Punct("="))
+        {
+            let acc = self.name("an accumulator variable")?;
+            self.expect_p("=")?;
+            let init = Box::new(self.expr()?);
+            self.expect_p(",")?;
+            if !(matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && self.is_kw_at(1, "IN")) {
+                return self.err("`x IN list` after reduce's accumulator");
+            }
+            let (var, list) = self.var_in_list()?;
+            self.expect_p("|")?;
+            let expr = Box::new(self.expr()?);
+            self.expect_p(")")?;
+            return Ok(Expr::Reduce {
+                acc,
+                init,
+                var,
+                list,
+                expr,
             });
         }
         let distinct = self.eat_kw("DISTINCT");

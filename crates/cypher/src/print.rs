@@ -146,6 +146,20 @@ pub fn expr(e: &Expr) -> String {
             s
         }
         Expr::PatternPred(p) => path(p),
+        Expr::Reduce {
+            acc,
+            init,
+            var,
+            list,
+            expr: e,
+        } => format!(
+            "reduce({} = {}, {} IN {} | {})",
+            name(acc),
+            expr(init),
+            name(var),
+            expr(list),
+            expr(e)
+        ),
     }
 }
 

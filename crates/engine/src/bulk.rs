@@ -118,8 +118,8 @@ fn scalar_at(b: &ColumnBuilder, s: ScalarType, i: usize) -> Value {
             Value::str(std::str::from_utf8(b.bytes_at(i)).unwrap_or_default())
         }
         ScalarType::Date => Value::Date(b.i64_values()[i]),
-        ScalarType::LocalDateTime => Value::LocalDateTime(b.i64_values()[i]),
-        ScalarType::DateTime => Value::DateTime(b.i64_values()[i]),
+        ScalarType::LocalDateTime => Value::local_datetime_us(b.i64_values()[i]),
+        ScalarType::DateTime => Value::datetime_us(b.i64_values()[i]),
         ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long => {
             Value::Int(b.i64_values()[i])
         }

@@ -53,9 +53,11 @@ pub(crate) fn dtype_of(v: &Value) -> Option<DataType> {
             Value::Float(_) => ScalarType::Double,
             Value::Str(_) => ScalarType::String,
             Value::Bool(_) => ScalarType::Boolean,
+            // Temporal values a column cannot hold whole (nanoseconds, a zone, times,
+            // durations) go to the op file with the rest of the misfits.
             Value::Date(_) => ScalarType::Date,
-            Value::LocalDateTime(_) => ScalarType::LocalDateTime,
-            Value::DateTime(_) => ScalarType::DateTime,
+            Value::LocalDateTime(_) if v.column_i64().is_some() => ScalarType::LocalDateTime,
+            Value::DateTime(..) if v.column_i64().is_some() => ScalarType::DateTime,
             _ => return None,
         })
     };
@@ -72,9 +74,11 @@ pub(crate) fn dtype_of(v: &Value) -> Option<DataType> {
 
 fn push_scalar(b: &mut ColumnBuilder, v: &Value) {
     match v {
-        Value::Int(i) | Value::Date(i) | Value::LocalDateTime(i) | Value::DateTime(i) => {
-            b.push_i64(*i)
-        }
+        Value::Int(i) => b.push_i64(*i),
+        Value::Date(_) | Value::LocalDateTime(_) | Value::DateTime(..) => match v.column_i64() {
+            Some(i) => b.push_i64(i),
+            None => b.push_null(),
+        },
         Value::Float(f) => b.push_f64(*f),
         Value::Bool(x) => b.push_bool(*x),
         Value::Str(s) => b.push_bytes(s.as_bytes()),

@@ -118,7 +118,9 @@ pub enum KeyVal {
     Float(u64),
     Str(Arc<str>),
     Bool(bool),
-    Temporal(u8, i64),
+    /// Kind, then seconds (days for dates) and nanoseconds; times and datetimes by
+    /// their instant, as `=` compares them.
+    Temporal(u8, i64, u32),
 }
 
 impl KeyVal {
@@ -129,9 +131,11 @@ impl KeyVal {
             Value::Float(f) if !f.is_nan() => KeyVal::Float(f.to_bits()),
             Value::Str(s) => KeyVal::Str(s.clone()),
             Value::Bool(b) => KeyVal::Bool(*b),
-            Value::Date(d) => KeyVal::Temporal(0, *d),
-            Value::LocalDateTime(d) => KeyVal::Temporal(1, *d),
-            Value::DateTime(d) => KeyVal::Temporal(2, *d),
+            Value::Date(d) => KeyVal::Temporal(0, *d, 0),
+            Value::LocalDateTime(s) => KeyVal::Temporal(1, s.secs, s.nanos),
+            Value::DateTime(s, ..) => KeyVal::Temporal(2, s.secs, s.nanos),
+            Value::LocalTime(t) => KeyVal::Temporal(3, *t, 0),
+            Value::Time(t, o) => KeyVal::Temporal(4, *t - *o as i64 * 1_000_000_000, 0),
             _ => return None,
         })
     }

@@ -27,8 +27,8 @@ fn scalar_value(c: &ColumnChunk<'_>, i: usize, s: ScalarType) -> Value {
     let v = match s {
         Byte | Short | Int | Long => c.get_i64(i).map(Value::Int),
         Date => c.get_i64(i).map(Value::Date),
-        LocalDateTime => c.get_i64(i).map(Value::LocalDateTime),
-        DateTime => c.get_i64(i).map(Value::DateTime),
+        LocalDateTime => c.get_i64(i).map(Value::local_datetime_us),
+        DateTime => c.get_i64(i).map(Value::datetime_us),
         Float | Double => c.get_f64(i).map(Value::Float),
         Boolean => c.get_bool(i).map(Value::Bool),
         String | Char => c

@@ -42,10 +42,110 @@ pub enum Value {
     Path(Arc<PathVal>),
     /// Days since 1970-01-01.
     Date(i64),
-    /// Microseconds since 1970-01-01T00:00, no zone.
-    LocalDateTime(i64),
-    /// Microseconds since the epoch, UTC.
-    DateTime(i64),
+    /// Nanoseconds since midnight, no zone.
+    LocalTime(i64),
+    /// Nanoseconds since midnight in local time, and the offset from UTC in seconds.
+    Time(i64, i32),
+    /// A wall-clock date and time, no zone (seconds since 1970-01-01T00:00).
+    LocalDateTime(Stamp),
+    /// An instant (UTC), its offset from UTC in seconds, and the named time zone it was
+    /// given in ([`zone_name`]; 0 when only the offset is known).
+    DateTime(Stamp, i32, u32),
+    /// Months, days, seconds and nanoseconds, kept apart: a month is not a fixed number
+    /// of days, nor a day of seconds.
+    Duration(Arc<Dur>),
+}
+
+// Values travel in batches of thousands: keep them at four words.
+const _: () = assert!(std::mem::size_of::<Value>() == 32);
+
+/// A point on a time line to the nanosecond: seconds since 1970-01-01T00:00 and the
+/// nanoseconds past that second (`0..1_000_000_000`). Ordered as the time line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Stamp {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Stamp {
+    pub fn from_micros(us: i64) -> Stamp {
+        Stamp {
+            secs: us.div_euclid(1_000_000),
+            nanos: us.rem_euclid(1_000_000) as u32 * 1000,
+        }
+    }
+
+    /// Microseconds since the epoch, when the stamp holds no finer part (the storage
+    /// columns keep microseconds).
+    pub fn micros(self) -> Option<i64> {
+        (self.nanos % 1000 == 0)
+            .then(|| {
+                self.secs
+                    .checked_mul(1_000_000)?
+                    .checked_add(self.nanos as i64 / 1000)
+            })
+            .flatten()
+    }
+
+    pub fn from_nanos(ns: i128) -> Stamp {
+        Stamp {
+            secs: ns.div_euclid(1_000_000_000) as i64,
+            nanos: ns.rem_euclid(1_000_000_000) as u32,
+        }
+    }
+
+    pub fn nanos_total(self) -> i128 {
+        self.secs as i128 * 1_000_000_000 + self.nanos as i128
+    }
+}
+
+/// A Cypher duration. `nanos` is in `0..1_000_000_000` (a negative part of a second is
+/// carried by `secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Dur {
+    pub months: i64,
+    pub days: i64,
+    pub secs: i64,
+    pub nanos: i32,
+}
+
+impl Dur {
+    /// Seconds and nanoseconds as one count (the duration's time part).
+    pub fn time_nanos(&self) -> i128 {
+        self.secs as i128 * 1_000_000_000 + self.nanos as i128
+    }
+}
+
+/// Names of the time zones datetimes were given in, interned so that a datetime stays
+/// four words: id `i` names `ZONES[i - 1]`. A program meets a few hundred zones at most.
+static ZONES: std::sync::RwLock<Vec<Arc<str>>> = std::sync::RwLock::new(Vec::new());
+
+/// The id of a time zone name (interning it on first use).
+pub fn zone_id(name: &str) -> u32 {
+    if let Some(i) = ZONES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .position(|z| &**z == name)
+    {
+        return i as u32 + 1;
+    }
+    let mut w = ZONES.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = w.iter().position(|z| &**z == name) {
+        return i as u32 + 1;
+    }
+    w.push(Arc::from(name));
+    w.len() as u32
+}
+
+/// The name behind a zone id; `None` for 0 (offset only).
+pub fn zone_name(id: u32) -> Option<Arc<str>> {
+    let i = id.checked_sub(1)? as usize;
+    ZONES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(i)
+        .cloned()
 }
 
 impl Value {
@@ -74,9 +174,50 @@ impl Value {
             Value::Rel(_) => "RELATIONSHIP",
             Value::Path(_) => "PATH",
             Value::Date(_) => "DATE",
+            Value::LocalTime(_) => "LOCAL TIME",
+            Value::Time(..) => "TIME",
             Value::LocalDateTime(_) => "LOCAL DATETIME",
-            Value::DateTime(_) => "DATETIME",
+            Value::DateTime(..) => "DATETIME",
+            Value::Duration(_) => "DURATION",
         }
+    }
+
+    /// A local datetime from the microseconds a storage column keeps.
+    pub fn local_datetime_us(us: i64) -> Value {
+        Value::LocalDateTime(Stamp::from_micros(us))
+    }
+
+    /// A UTC datetime from the microseconds a storage column keeps.
+    pub fn datetime_us(us: i64) -> Value {
+        Value::DateTime(Stamp::from_micros(us), 0, 0)
+    }
+
+    /// The value as a storage column's integer (days for dates, microseconds for
+    /// datetimes), when a column can hold it whole: a datetime with a zone or offset, or
+    /// with nanoseconds, cannot.
+    pub fn column_i64(&self) -> Option<i64> {
+        match self {
+            Value::Date(d) => Some(*d),
+            Value::LocalDateTime(s) | Value::DateTime(s, 0, 0) => s.micros(),
+            _ => None,
+        }
+    }
+
+    /// A date, time or datetime (durations are not points in time).
+    pub fn is_temporal(&self) -> bool {
+        matches!(
+            self,
+            Value::Date(_)
+                | Value::LocalTime(_)
+                | Value::Time(..)
+                | Value::LocalDateTime(_)
+                | Value::DateTime(..)
+        )
+    }
+
+    /// A time of day as nanoseconds since midnight UTC (for comparing times).
+    fn time_utc(ns: i64, offset: i32) -> i64 {
+        ns - offset as i64 * 1_000_000_000
     }
 
     /// Three-valued truth: `Some(b)` for booleans, `None` for null (and other types).
@@ -122,6 +263,10 @@ impl Value {
                         }),
                 )
             }
+            // Times and datetimes are equal when they are the same instant.
+            (Value::Time(..), Value::Time(..)) | (Value::DateTime(..), Value::DateTime(..)) => {
+                Some(self.cmp3(other) == Some(Ordering::Equal))
+            }
             _ => Some(self.kind() == other.kind() && order(self, other) == Ordering::Equal),
         }
     }
@@ -136,9 +281,14 @@ impl Value {
             }
             (Value::Str(a), Value::Str(b)) => Some(a.cmp(b)),
             (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
-            (Value::Date(a), Value::Date(b))
-            | (Value::LocalDateTime(a), Value::LocalDateTime(b))
-            | (Value::DateTime(a), Value::DateTime(b)) => Some(a.cmp(b)),
+            (Value::Date(a), Value::Date(b)) | (Value::LocalTime(a), Value::LocalTime(b)) => {
+                Some(a.cmp(b))
+            }
+            (Value::Time(a, x), Value::Time(b, y)) => {
+                Some(Value::time_utc(*a, *x).cmp(&Value::time_utc(*b, *y)))
+            }
+            (Value::LocalDateTime(a), Value::LocalDateTime(b))
+            | (Value::DateTime(a, ..), Value::DateTime(b, ..)) => Some(a.cmp(b)),
             (Value::List(a), Value::List(b)) => {
                 for (x, y) in a.iter().zip(b.iter()) {
                     match x.cmp3(y)? {
@@ -160,13 +310,16 @@ impl Value {
             Value::Rel(_) => 2,
             Value::List(_) => 3,
             Value::Path(_) => 4,
-            Value::DateTime(_) => 5,
+            Value::DateTime(..) => 5,
             Value::LocalDateTime(_) => 6,
             Value::Date(_) => 7,
-            Value::Str(_) => 8,
-            Value::Bool(_) => 9,
-            Value::Int(_) | Value::Float(_) => 10,
-            Value::Null => 11,
+            Value::Time(..) => 8,
+            Value::LocalTime(_) => 9,
+            Value::Duration(_) => 10,
+            Value::Str(_) => 11,
+            Value::Bool(_) => 12,
+            Value::Int(_) | Value::Float(_) => 13,
+            Value::Null => 14,
         }
     }
 }
@@ -201,9 +354,17 @@ pub fn order(a: &Value, b: &Value) -> Ordering {
         }
         (Value::Str(x), Value::Str(y)) => x.cmp(y),
         (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
-        (Value::Date(x), Value::Date(y))
-        | (Value::LocalDateTime(x), Value::LocalDateTime(y))
-        | (Value::DateTime(x), Value::DateTime(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) | (Value::LocalTime(x), Value::LocalTime(y)) => x.cmp(y),
+        (Value::Time(x, a), Value::Time(y, b)) => Value::time_utc(*x, *a)
+            .cmp(&Value::time_utc(*y, *b))
+            .then(a.cmp(b)),
+        (Value::LocalDateTime(x), Value::LocalDateTime(y)) => x.cmp(y),
+        (Value::DateTime(x, a, z), Value::DateTime(y, b, w)) => {
+            x.cmp(y).then(a.cmp(b)).then(z.cmp(w))
+        }
+        (Value::Duration(x), Value::Duration(y)) => {
+            (x.months, x.days, x.time_nanos()).cmp(&(y.months, y.days, y.time_nanos()))
+        }
         (Value::Node(x), Value::Node(y)) => x.cmp(y),
         (Value::Rel(x), Value::Rel(y)) => (x.ty, x.eid).cmp(&(y.ty, y.eid)),
         (Value::List(x), Value::List(y)) => {
@@ -293,7 +454,10 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
         Value::Node(n) => n.hash(h),
         Value::Rel(r) => (r.ty, r.eid).hash(h),
         Value::Path(p) => p.nodes.hash(h),
-        Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d) => d.hash(h),
+        Value::Date(d) | Value::LocalTime(d) => d.hash(h),
+        Value::Time(t, o) => Value::time_utc(*t, *o).hash(h),
+        Value::LocalDateTime(s) | Value::DateTime(s, ..) => s.hash(h),
+        Value::Duration(d) => d.hash(h),
     }
 }
 
@@ -358,8 +522,11 @@ impl PartialEq for Value {
             (Rel(a), Rel(b)) => a == b,
             (Path(a), Path(b)) => a == b,
             (Date(a), Date(b)) => a == b,
+            (LocalTime(a), LocalTime(b)) => a == b,
+            (Time(a, x), Time(b, y)) => (a, x) == (b, y),
             (LocalDateTime(a), LocalDateTime(b)) => a == b,
-            (DateTime(a), DateTime(b)) => a == b,
+            (DateTime(a, x, z), DateTime(b, y, w)) => (a, x, z) == (b, y, w),
+            (Duration(a), Duration(b)) => a == b,
             _ => false,
         }
     }

@@ -12,7 +12,7 @@
 //! the last commit, which was never acknowledged).
 
 use crate::delta::{Op, Props};
-use crate::value::Value;
+use crate::value::{zone_id, Dur, Stamp, Value};
 use quiver_storage::fsio::{self, DurableFile};
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -380,13 +380,34 @@ fn put_value(o: &mut Vec<u8>, v: &Value) {
             o.push(6);
             put_u64(o, *d as u64);
         }
-        Value::LocalDateTime(d) => {
-            o.push(7);
-            put_u64(o, *d as u64);
+        // Tags 7 and 8 (microseconds) are still read from older logs.
+        Value::LocalDateTime(s) => {
+            o.push(9);
+            put_u64(o, s.secs as u64);
+            put_u32(o, s.nanos);
         }
-        Value::DateTime(d) => {
-            o.push(8);
-            put_u64(o, *d as u64);
+        Value::DateTime(s, offset, zone) => {
+            o.push(10);
+            put_u64(o, s.secs as u64);
+            put_u32(o, s.nanos);
+            put_u32(o, *offset as u32);
+            put_str(o, &crate::value::zone_name(*zone).unwrap_or_default());
+        }
+        Value::LocalTime(t) => {
+            o.push(11);
+            put_u64(o, *t as u64);
+        }
+        Value::Time(t, offset) => {
+            o.push(12);
+            put_u64(o, *t as u64);
+            put_u32(o, *offset as u32);
+        }
+        Value::Duration(d) => {
+            o.push(13);
+            put_u64(o, d.months as u64);
+            put_u64(o, d.days as u64);
+            put_u64(o, d.secs as u64);
+            put_u32(o, d.nanos as u32);
         }
         // Property values are checked before they reach the log; anything else is
         // stored as null.
@@ -513,8 +534,32 @@ impl Reader<'_> {
                 Value::list(l)
             }
             6 => Value::Date(self.u64()? as i64),
-            7 => Value::LocalDateTime(self.u64()? as i64),
-            8 => Value::DateTime(self.u64()? as i64),
+            7 => Value::local_datetime_us(self.u64()? as i64),
+            8 => Value::datetime_us(self.u64()? as i64),
+            9 => Value::LocalDateTime(Stamp {
+                secs: self.u64()? as i64,
+                nanos: self.u32()?.min(999_999_999),
+            }),
+            10 => {
+                let (secs, nanos, offset) = (self.u64()? as i64, self.u32()?, self.u32()? as i32);
+                let zone = self.str()?;
+                Value::DateTime(
+                    Stamp {
+                        secs,
+                        nanos: nanos.min(999_999_999),
+                    },
+                    offset,
+                    if zone.is_empty() { 0 } else { zone_id(&zone) },
+                )
+            }
+            11 => Value::LocalTime(self.u64()? as i64),
+            12 => Value::Time(self.u64()? as i64, self.u32()? as i32),
+            13 => Value::Duration(Arc::new(Dur {
+                months: self.u64()? as i64,
+                days: self.u64()? as i64,
+                secs: self.u64()? as i64,
+                nanos: (self.u32()? as i32).clamp(0, 999_999_999),
+            })),
             _ => return None,
         })
     }

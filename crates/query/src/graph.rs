@@ -51,6 +51,9 @@ pub struct Graph<'db> {
     /// imported, read at segment speed). A writing statement publishes its
     /// transaction's newest delta here after each batch of writes.
     delta: Option<ArcSwap<Delta>>,
+    /// The statement's clock: `datetime()`, `date.statement()` and `timestamp()` read
+    /// this one instant, so a statement sees time stand still.
+    pub now: jiff::Timestamp,
 }
 
 /// Where the nodes carrying a label are.
@@ -149,6 +152,7 @@ impl<'db> Graph<'db> {
             rels,
             label_ids,
             delta: None,
+            now: jiff::Timestamp::now(),
         }
     }
 

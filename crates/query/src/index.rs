@@ -54,8 +54,8 @@ impl PropIndex {
             (IndexKeyKind::Integer, Value::Bool(b)) => (IndexKey::Int(*b as i64), inclusive),
             (
                 IndexKeyKind::Integer,
-                Value::Date(d) | Value::LocalDateTime(d) | Value::DateTime(d),
-            ) => (IndexKey::Int(*d), inclusive),
+                Value::Date(_) | Value::LocalDateTime(_) | Value::DateTime(..),
+            ) => (IndexKey::Int(v.column_i64()?), inclusive),
             (IndexKeyKind::Float, Value::Float(f)) if !f.is_nan() => {
                 (IndexKey::Float(*f), inclusive)
             }
@@ -384,11 +384,9 @@ fn build(
                     if check && !g.has_label(node, lid)? {
                         continue;
                     }
-                    held += match chunk_value(c, i, dtype) {
-                        Value::Int(x)
-                        | Value::Date(x)
-                        | Value::LocalDateTime(x)
-                        | Value::DateTime(x) => {
+                    let v = chunk_value(c, i, dtype);
+                    held += match v.column_i64().map_or(v, Value::Int) {
+                        Value::Int(x) => {
                             pairs_i.push((x, node));
                             INDEX_ENTRY_BYTES
                         }

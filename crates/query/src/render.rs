@@ -87,8 +87,8 @@ pub fn text(g: &Graph, v: &Value) -> Result<String, QueryError> {
             }
             s
         }
-        Value::Date(_) | Value::LocalDateTime(_) | Value::DateTime(_) => to_string(v),
         Value::Int(_) | Value::Bool(_) => to_string(v),
+        _ => to_string(v),
     })
 }
 
@@ -97,12 +97,8 @@ pub fn csv_cell(g: &Graph, v: &Value) -> Result<String, QueryError> {
     Ok(match v {
         Value::Null => String::new(),
         Value::Str(s) => s.to_string(),
-        Value::Int(_)
-        | Value::Float(_)
-        | Value::Bool(_)
-        | Value::Date(_)
-        | Value::LocalDateTime(_)
-        | Value::DateTime(_) => to_string(v),
+        Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Duration(_) => to_string(v),
+        v if v.is_temporal() => to_string(v),
         _ => json(g, v)?.to_string(),
     })
 }
@@ -157,7 +153,7 @@ pub fn json(g: &Graph, v: &Value) -> Result<J, QueryError> {
             "nodes": p.nodes.iter().map(|&n| node_json(g, n)).collect::<Result<Vec<_>, _>>()?,
             "relationships": p.rels.iter().map(|r| rel_json(g, r)).collect::<Result<Vec<_>, _>>()?,
         }),
-        Value::Date(_) | Value::LocalDateTime(_) | Value::DateTime(_) => J::String(to_string(v)),
+        _ => J::String(to_string(v)),
     })
 }
 

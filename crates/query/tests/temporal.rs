@@ -1,5 +1,7 @@
 //! Temporal values built by Cypher are validated on `jiff`'s calendar (issue
-//! "Hardening"): no silent wrapping, invalid dates refused, time zones converted.
+//! "Hardening"): no silent wrapping, invalid dates refused, time zones kept. Durations,
+//! arithmetic, `duration.between` and truncation follow Cypher's rules (issue
+//! "Conformance"), and every temporal type survives the log, a checkpoint and a reopen.
 
 mod common;
 
@@ -50,7 +52,8 @@ fn out_of_range_fields_are_errors_not_wrapped() {
         "localdatetime({year: 2021, minute: 60})",
         "localdatetime({year: 2021, second: -1})",
         "localdatetime({year: 2021, millisecond: 5, microsecond: 1000})",
-        "localdatetime({year: 2021, nanosecond: 1})",
+        "localdatetime({year: 2021, nanosecond: 1000000000})",
+        "localdatetime({year: 2021, millisecond: 1, nanosecond: 1000})",
         "localdatetime({year: 2021, timezone: 'UTC'})",
         "datetime({year: 2021, timezone: 'Nowhere/Atlantis'})",
         "datetime({year: 2021, timezone: 5})",
@@ -82,24 +85,37 @@ fn valid_maps_build_the_right_values() {
             "2020-01-01T00:00:00.005007",
         ),
         (
+            "localdatetime({year: 2021, nanosecond: 1})",
+            "2021-01-01T00:00:00.000000001",
+        ),
+        (
             "datetime({year: 2020, month: 7, day: 1, hour: 12, timezone: 'Europe/Berlin'})",
-            "2020-07-01T10:00:00Z",
+            "2020-07-01T12:00+02:00[Europe/Berlin]",
         ),
         (
             "datetime({year: 2020, month: 1, day: 1, hour: 12, timezone: 'Europe/Berlin'})",
-            "2020-01-01T11:00:00Z",
+            "2020-01-01T12:00+01:00[Europe/Berlin]",
         ),
         (
             "datetime({year: 2020, month: 7, day: 1, hour: 12, timezone: '+05:30'})",
-            "2020-07-01T06:30:00Z",
+            "2020-07-01T12:00+05:30",
         ),
         (
             "datetime('2024-07-01T12:00-04:00[America/New_York]')",
-            "2024-07-01T16:00:00Z",
+            "2024-07-01T12:00-04:00[America/New_York]",
         ),
+        ("datetime('2024-07-01T12:00:00+02:00')", "2024-07-01T12:00+02:00"),
         (
-            "datetime('2024-07-01T12:00:00+02:00')",
-            "2024-07-01T10:00:00Z",
+            "datetime({datetime: datetime('2024-07-01T12:00+02:00'), timezone: 'Z'})",
+            "2024-07-01T10:00Z",
+        ),
+        ("time('21:40:32.142+0100')", "21:40:32.142+01:00"),
+        ("localtime({hour: 7, minute: 5})", "07:05"),
+        ("date({year: 1984, quarter: 3, dayOfQuarter: 45})", "1984-08-14"),
+        // Spring forward: 02:30 does not exist in Berlin on 2024-03-31 and moves on.
+        (
+            "datetime({year: 2024, month: 3, day: 31, hour: 2, minute: 30, timezone: 'Europe/Berlin'})",
+            "2024-03-31T03:30+02:00[Europe/Berlin]",
         ),
     ];
     for (expr, want) in cases {
@@ -131,4 +147,154 @@ fn written_dates_read_back() {
         );
         assert_eq!(text(&mut s, &format!("localdatetime('{dt}')")), dt);
     }
+}
+
+#[test]
+fn durations_arithmetic_and_between() {
+    let (_d, mut s) = session();
+    let cases = [
+        ("duration({days: 1.5})", "P1DT12H"),
+        ("duration({months: 0.75})", "P22DT19H51M49.5S"),
+        ("duration('P1Y2M3W4DT5H6M7.25S')", "P1Y2M25DT5H6M7.25S"),
+        ("duration('PT-1.5S')", "PT-1.5S"),
+        ("duration({seconds: -1, nanoseconds: 1})", "PT-0.999999999S"),
+        ("duration({hours: 30}) * 2", "PT60H"),
+        ("duration({months: 3}) / 2", "P1M15DT5H14M33S"),
+        ("duration({days: 1}) - duration({hours: 1})", "P1DT-1H"),
+        ("date('2024-01-31') + duration({months: 1})", "2024-02-29"),
+        ("date('2024-03-01') - duration({days: 1, hours: 25})", "2024-02-28"),
+        ("localtime('23:00') + duration({hours: 2})", "01:00"),
+        (
+            "datetime('2024-03-30T12:00+01:00[Europe/Berlin]') + duration({days: 1})",
+            "2024-03-31T12:00+02:00[Europe/Berlin]",
+        ),
+        (
+            "datetime('2024-03-30T12:00+01:00[Europe/Berlin]') + duration({hours: 24})",
+            "2024-03-31T13:00+02:00[Europe/Berlin]",
+        ),
+        ("duration.between(date('1984-10-11'), date('2015-06-24'))", "P30Y8M13D"),
+        (
+            "duration.between(localdatetime('2015-07-21T21:40:32.142'), date('2015-06-24'))",
+            "P-27DT-21H-40M-32.142S",
+        ),
+        (
+            "duration.inSeconds(datetime('2024-03-31T00:00[Europe/Berlin]'), datetime('2024-04-01T00:00[Europe/Berlin]'))",
+            "PT23H",
+        ),
+        ("duration.inDays(date('2020-01-01'), date('2021-01-01'))", "P366D"),
+        ("duration.between(time('14:30'), time('16:30+01:00'))", "PT1H"),
+        (
+            "datetime.truncate('week', datetime('2024-07-04T12:34:56.789+02:00'))",
+            "2024-07-01T00:00+02:00",
+        ),
+        (
+            "localtime.truncate('millisecond', localtime('12:31:14.645876123'), {nanosecond: 2})",
+            "12:31:14.645000002",
+        ),
+        ("date.truncate('weekYear', date('2021-01-01'))", "2019-12-30"),
+        ("datetime.fromepoch(416779, 999999999)", "1970-01-05T19:46:19.999999999Z"),
+        ("datetime.fromepochmillis(237821673987)", "1977-07-15T13:34:33.987Z"),
+    ];
+    for (expr, want) in cases {
+        assert_eq!(text(&mut s, expr), want, "{expr}");
+    }
+    let field = |s: &mut Session, e: &str| rows(s, &format!("RETURN {e} AS x"))[0][0].clone();
+    assert_eq!(
+        field(
+            &mut s,
+            "duration({hours: 1, minutes: 1, seconds: 1}).minutes"
+        ),
+        Value::Int(61)
+    );
+    assert_eq!(
+        field(
+            &mut s,
+            "datetime('2024-07-01T12:00+02:00[Europe/Berlin]').timezone"
+        ),
+        Value::str("Europe/Berlin")
+    );
+    assert_eq!(
+        field(&mut s, "date('2021-01-03').weekYear"),
+        Value::Int(2020)
+    );
+    // Durations do not order; times compare by instant.
+    assert_eq!(
+        field(&mut s, "duration('P1D') < duration('P2D')"),
+        Value::Null
+    );
+    assert_eq!(
+        field(&mut s, "time('10:00+01:00') = time('09:00Z')"),
+        Value::Bool(true)
+    );
+    // One statement reads one clock.
+    assert_eq!(
+        text(&mut s, "duration.inSeconds(datetime(), datetime())"),
+        "PT0S"
+    );
+}
+
+/// Each temporal type written by a transaction reads back the same from the log
+/// (reopen before a checkpoint) and from the segments and op file (after one):
+/// nanoseconds, offsets and zone names included.
+#[test]
+fn every_temporal_type_survives_the_log_and_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let values = [
+        "date('2024-02-29')",
+        "localtime('12:31:14.645876123')",
+        "time('12:31:14.000000001+05:45')",
+        "localdatetime('1984-10-11T12:31:14.645876123')",
+        "localdatetime('1984-10-11T12:31:14.645876')",
+        "datetime('2015-07-21T21:40:32.142+01:00[Europe/London]')",
+        "datetime('2015-07-21T21:40:32.142-04:00')",
+        "datetime('2015-07-21T21:40:32.142Z')",
+        "duration('P1Y2M3DT4H5M6.000000007S')",
+        "[date('2024-01-01'), date('2024-01-02')]",
+    ];
+    // Text of a value; the list (the last value) element by element.
+    let last = values.len() - 1;
+    let show = |i: usize, v: &str| {
+        if i == last {
+            format!("reduce(t = '', x IN {v} | t + toString(x) + ' ')")
+        } else {
+            v.to_string()
+        }
+    };
+    let want: Vec<String> = {
+        let (_d, mut s) = session();
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| text(&mut s, &show(i, v)))
+            .collect()
+    };
+    let read = |s: &mut Session| -> Vec<String> {
+        (0..values.len())
+            .map(|i| {
+                let q = format!(
+                    "MATCH (n:T {{i: {i}}}) RETURN toString({}) AS x",
+                    show(i, "n.v")
+                );
+                match &rows(s, &q)[0][0] {
+                    Value::Str(t) => t.to_string(),
+                    v => panic!("{q}: {v:?}"),
+                }
+            })
+            .collect()
+    };
+    {
+        let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+        for (i, v) in values.iter().enumerate() {
+            run(&mut s, &format!("CREATE (:T {{i: {i}, v: {v}}})")).unwrap();
+        }
+        assert_eq!(read(&mut s), want);
+    }
+    {
+        let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+        assert_eq!(read(&mut s), want, "from the log");
+        run(&mut s, "CHECKPOINT").unwrap();
+    }
+    let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+    assert_eq!(read(&mut s), want, "after a checkpoint");
 }

@@ -121,6 +121,9 @@ pub fn compile_regex(p: &str) -> Result<regex::Regex, QueryError> {
 
 pub(super) fn arith(op: BinOp, l: &Value, r: &Value) -> Result<Value, QueryError> {
     use BinOp::*;
+    if let Some(v) = temporal::arith(op, l, r) {
+        return v;
+    }
     if let (Value::Int(a), Value::Int(b)) = (l, r) {
         let (a, b) = (*a, *b);
         return Ok(Value::Int(match op {

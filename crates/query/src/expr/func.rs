@@ -2,30 +2,6 @@
 
 use super::*;
 
-pub(super) fn temporal_field(us: i64, name: &str, v: &Value) -> Result<Value, QueryError> {
-    let days = us.div_euclid(86_400_000_000);
-    let tod = us.rem_euclid(86_400_000_000);
-    let (y, m, d) = quiver_csv::value::civil_from_days(days);
-    let is_date = matches!(v, Value::Date(_));
-    Ok(Value::Int(match name.to_ascii_lowercase().as_str() {
-        "year" => y,
-        "month" => m as i64,
-        "day" => d as i64,
-        "quarter" => (m as i64 - 1) / 3 + 1,
-        "dayofweek" | "weekday" => (days + 3).rem_euclid(7) + 1,
-        "ordinalday" => days - quiver_csv::value::days_from_civil(y, 1, 1) + 1,
-        "hour" if !is_date => tod / 3_600_000_000,
-        "minute" if !is_date => tod / 60_000_000 % 60,
-        "second" if !is_date => tod / 1_000_000 % 60,
-        "millisecond" if !is_date => tod / 1000 % 1000,
-        "microsecond" if !is_date => tod % 1_000_000,
-        "epochmillis" if !is_date => us.div_euclid(1000),
-        "epochseconds" if !is_date => us.div_euclid(1_000_000),
-        "epochdays" if is_date => days,
-        _ => return type_err(&format!("no temporal field `{name}`"), v),
-    }))
-}
-
 /// `toString` of a value (also used by string concatenation).
 pub fn to_string(v: &Value) -> String {
     let mut s = String::new();
@@ -34,10 +10,8 @@ pub fn to_string(v: &Value) -> String {
         Value::Int(i) => return i.to_string(),
         Value::Float(f) => return format_float(*f),
         Value::Bool(b) => return b.to_string(),
-        Value::Date(d) => quiver_csv::value::format_date(*d, &mut s),
-        Value::LocalDateTime(t) => quiver_csv::value::format_local_datetime(*t, &mut s),
-        Value::DateTime(t) => quiver_csv::value::format_datetime(*t, &mut s),
         Value::Null => return "null".into(),
+        v if temporal::format(v, &mut s).is_some() => {}
         _ => return v.type_name().to_lowercase(),
     }
     s
@@ -83,174 +57,16 @@ pub(super) fn argc(f: Func, args: &[Value], lo: usize, hi: usize) -> Result<(), 
     Ok(())
 }
 
-pub(super) fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
-
-/// A temporal value from a map (`date({year: 2021, month: 2, day: 28})`), validated on
-/// `jiff`'s proleptic Gregorian calendar: every field in its range (months 1-12, days
-/// of that month, hours 0-23, years -9999 to 9999), no silent wrapping, unknown keys
-/// refused. Dates are `year/month/day`, `year/week/dayOfWeek` (ISO weeks) or
-/// `year/ordinalDay`; `datetime` also takes `timezone` (an IANA name or `+01:00`) and
-/// converts the local time there to the UTC instant it stores.
-pub(super) fn temporal_from_map(f: Func, m: &[(Arc<str>, Value)]) -> Result<Value, QueryError> {
-    use jiff::civil;
-    let what = match f {
-        Func::Date => "date",
-        Func::DateTime => "datetime",
-        _ => "localdatetime",
-    };
-    let bad = |msg: String| QueryError::Argument(format!("{what}(): {msg}"));
-    const DATE_KEYS: [&str; 6] = ["year", "month", "day", "week", "dayofweek", "ordinalday"];
-    const TIME_KEYS: [&str; 6] = [
-        "hour",
-        "minute",
-        "second",
-        "millisecond",
-        "microsecond",
-        "nanosecond",
-    ];
-    for (k, _) in m {
-        let k = k.to_ascii_lowercase();
-        let known = DATE_KEYS.contains(&k.as_str())
-            || (f != Func::Date && TIME_KEYS.contains(&k.as_str()))
-            || (f == Func::DateTime && k == "timezone");
-        if !known {
-            return Err(bad(format!("unknown or unsupported key `{k}`")));
-        }
+/// The temporal type a temporal function builds.
+fn temporal_kind(f: Func) -> temporal::Kind {
+    use Func::*;
+    match f {
+        Date | DateClock | DateTrunc => temporal::Kind::Date,
+        LocalTime | LocalTimeClock | LocalTimeTrunc => temporal::Kind::LocalTime,
+        Time | TimeClock | TimeTrunc => temporal::Kind::Time,
+        LocalDateTime | LocalDateTimeClock | LocalDateTimeTrunc => temporal::Kind::LocalDateTime,
+        _ => temporal::Kind::DateTime,
     }
-    let get = |k: &str| -> Result<Option<i64>, QueryError> {
-        match m.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)) {
-            Some((_, v)) => int_arg(v, k),
-            None => Ok(None),
-        }
-    };
-    // A field in its range, as the small integer type jiff takes.
-    fn field<T: TryFrom<i64>>(
-        k: &str,
-        v: i64,
-        lo: i64,
-        hi: i64,
-        bad: &dyn Fn(String) -> QueryError,
-    ) -> Result<T, QueryError> {
-        if !(lo..=hi).contains(&v) {
-            return Err(bad(format!("{k} {v} is out of range {lo} to {hi}")));
-        }
-        T::try_from(v).map_err(|_| bad(format!("{k} {v} is out of range")))
-    }
-    let year: i16 = match get("year")? {
-        Some(y) => field("year", y, -9999, 9999, &bad)?,
-        None => return Err(bad("`year` is required".into())),
-    };
-    let jiff_err = |e: jiff::Error| bad(e.to_string());
-    let (month, day, week, dow, ordinal) = (
-        get("month")?,
-        get("day")?,
-        get("week")?,
-        get("dayOfWeek")?,
-        get("ordinalDay")?,
-    );
-    let date = match (month, day, week, dow, ordinal) {
-        (m, d, None, None, None) => civil::Date::new(
-            year,
-            field("month", m.unwrap_or(1), 1, 12, &bad)?,
-            field("day", d.unwrap_or(1), 1, 31, &bad)?,
-        )
-        .map_err(jiff_err)?,
-        (None, None, Some(w), dw, None) => {
-            let wd = civil::Weekday::from_monday_one_offset(field(
-                "dayOfWeek",
-                dw.unwrap_or(1),
-                1,
-                7,
-                &bad,
-            )?)
-            .map_err(jiff_err)?;
-            civil::ISOWeekDate::new(year, field("week", w, 1, 53, &bad)?, wd)
-                .map_err(jiff_err)?
-                .date()
-        }
-        (None, None, None, None, Some(o)) => civil::Date::new(year, 1, 1)
-            .map_err(jiff_err)?
-            .with()
-            .day_of_year(field("ordinalDay", o, 1, 366, &bad)?)
-            .build()
-            .map_err(jiff_err)?,
-        _ => {
-            return Err(bad(
-                "give month and day, week and dayOfWeek, or ordinalDay; not a mix".into(),
-            ))
-        }
-    };
-    let days = quiver_csv::value::days_from_civil(
-        date.year() as i64,
-        date.month() as u32,
-        date.day() as u32,
-    );
-    if f == Func::Date {
-        return Ok(Value::Date(days));
-    }
-    let ms = get("millisecond")?;
-    let us = get("microsecond")?;
-    let ns = get("nanosecond")?;
-    let mut sub_ns: i64 = field::<i64>("millisecond", ms.unwrap_or(0), 0, 999, &bad)? * 1_000_000;
-    sub_ns += match ms {
-        Some(_) => field::<i64>("microsecond", us.unwrap_or(0), 0, 999, &bad)? * 1000,
-        None => field::<i64>("microsecond", us.unwrap_or(0), 0, 999_999, &bad)? * 1000,
-    };
-    sub_ns += match (ms, us) {
-        (None, None) => field::<i64>("nanosecond", ns.unwrap_or(0), 0, 999_999_999, &bad)?,
-        _ => field::<i64>("nanosecond", ns.unwrap_or(0), 0, 999, &bad)?,
-    };
-    if sub_ns % 1000 != 0 {
-        return Err(bad(
-            "Quiver keeps temporal values to the microsecond; nanoseconds must be a multiple of 1000".into(),
-        ));
-    }
-    let time = civil::Time::new(
-        field("hour", get("hour")?.unwrap_or(0), 0, 23, &bad)?,
-        field("minute", get("minute")?.unwrap_or(0), 0, 59, &bad)?,
-        field("second", get("second")?.unwrap_or(0), 0, 59, &bad)?,
-        sub_ns as i32,
-    )
-    .map_err(jiff_err)?;
-    let tod = (time.hour() as i64 * 3600 + time.minute() as i64 * 60 + time.second() as i64)
-        * 1_000_000
-        + sub_ns / 1000;
-    let local = days * 86_400_000_000 + tod;
-    let zone = m.iter().find(|(n, _)| n.eq_ignore_ascii_case("timezone"));
-    Ok(match (f, zone) {
-        (Func::DateTime, Some((_, Value::Str(z)))) => {
-            let tz = time_zone(z).map_err(|e| bad(format!("time zone '{z}': {e}")))?;
-            let zoned = date.to_datetime(time).to_zoned(tz).map_err(jiff_err)?;
-            Value::DateTime(zoned.timestamp().as_microsecond())
-        }
-        (Func::DateTime, Some((_, Value::Null)) | None) => Value::DateTime(local),
-        (Func::DateTime, Some((_, v))) => return type_err("timezone needs a string", v),
-        _ => Value::LocalDateTime(local),
-    })
-}
-
-/// A time zone by IANA name (`Europe/Berlin`, from the tz database bundled in the
-/// binary) or as a fixed offset (`+01:00`, `-0530`, `Z`).
-fn time_zone(z: &str) -> Result<jiff::tz::TimeZone, jiff::Error> {
-    if let Some(us) = quiver_csv::value::parse_datetime(format!("1970-01-01T00:00{z}").as_bytes()) {
-        let offset = jiff::tz::Offset::from_seconds((-us / 1_000_000) as i32)?;
-        return Ok(jiff::tz::TimeZone::fixed(offset));
-    }
-    jiff::tz::TimeZone::get(z)
-}
-
-/// `datetime(text)` for what the import's parser does not read: an RFC 9557 zone
-/// annotation (`2024-03-10T02:30-05:00[America/New_York]`), converted to UTC.
-pub(super) fn parse_zoned(s: &str) -> Option<i64> {
-    s.trim()
-        .parse::<jiff::Zoned>()
-        .ok()
-        .map(|z| z.timestamp().as_microsecond())
 }
 
 /// A scalar function.
@@ -552,7 +368,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         }
         E => Value::Float(std::f64::consts::E),
         Pi => Value::Float(std::f64::consts::PI),
-        Timestamp => Value::Int(now_us() / 1000),
+        Timestamp => Value::Int(g.now.as_millisecond()),
         ToUpper | ToLower | Trim | LTrim | RTrim => {
             let Some(s) = str_arg(&first, "string functions")? else {
                 return Ok(Value::Null);
@@ -608,43 +424,28 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 _ => Value::Null,
             }
         }
-        Date | DateTime | LocalDateTime => {
-            argc(f, a, 0, 1)?;
-            let now = now_us();
-            match a.first() {
-                None => match f {
-                    Date => Value::Date(now.div_euclid(86_400_000_000)),
-                    DateTime => Value::DateTime(now),
-                    _ => Value::LocalDateTime(now),
-                },
-                Some(Value::Null) => Value::Null,
-                Some(Value::Str(s)) => {
-                    let b = s.as_bytes();
-                    let parsed = match f {
-                        Date => quiver_csv::value::parse_date(b).map(Value::Date),
-                        DateTime => quiver_csv::value::parse_datetime(b)
-                            .or_else(|| parse_zoned(s))
-                            .map(Value::DateTime),
-                        _ => quiver_csv::value::parse_local_datetime(b).map(Value::LocalDateTime),
-                    };
-                    parsed.ok_or_else(|| {
-                        QueryError::Argument(format!("{f:?}(): cannot parse '{s}'"))
-                    })?
-                }
-                Some(Value::Map(m)) => temporal_from_map(f, m)?,
-                Some(v) => match (f, v) {
-                    (Date, Value::Date(d)) => Value::Date(*d),
-                    (Date, Value::LocalDateTime(t) | Value::DateTime(t)) => {
-                        Value::Date(t.div_euclid(86_400_000_000))
-                    }
-                    (DateTime, Value::LocalDateTime(t) | Value::DateTime(t)) => Value::DateTime(*t),
-                    (LocalDateTime, Value::LocalDateTime(t) | Value::DateTime(t)) => {
-                        Value::LocalDateTime(*t)
-                    }
-                    _ => return type_err(&format!("{f:?}() needs a string or map"), v),
-                },
-            }
+        Date | DateTime | LocalDateTime | LocalTime | Time => {
+            temporal::construct(temporal_kind(f), a, g.now)?
         }
+        DateClock | LocalTimeClock | TimeClock | LocalDateTimeClock | DateTimeClock => {
+            temporal::clock(temporal_kind(f), a, g.now)?
+        }
+        DateTrunc | LocalTimeTrunc | TimeTrunc | LocalDateTimeTrunc | DateTimeTrunc => {
+            temporal::truncate(temporal_kind(f), a, g.now)?
+        }
+        Duration => temporal::duration(a)?,
+        DurBetween | DurInMonths | DurInDays | DurInSeconds => {
+            argc(f, a, 2, 2)?;
+            let part = match f {
+                DurBetween => temporal::Between::All,
+                DurInMonths => temporal::Between::Months,
+                DurInDays => temporal::Between::Days,
+                _ => temporal::Between::Seconds,
+            };
+            temporal::between(&a[0], &a[1], part)?
+        }
+        FromEpoch => temporal::from_epoch(a, false)?,
+        FromEpochMillis => temporal::from_epoch(a, true)?,
         Exists => match first {
             Value::Bool(b) => Value::Bool(b),
             _ => Value::Bool(true),

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 mod binary;
 mod func;
+pub mod temporal;
 
 pub use binary::*;
 pub use func::*;
@@ -74,6 +75,14 @@ pub enum CExpr {
         map: Option<Box<CExpr>>,
     },
     Pattern(Arc<PatternPred>),
+    /// `reduce(acc = init, x IN list | expr)`: the accumulator in local `local`, the
+    /// element in `local + 1`.
+    Reduce {
+        local: usize,
+        init: Box<CExpr>,
+        list: Box<CExpr>,
+        expr: Box<CExpr>,
+    },
     /// Builds a path from node slots, relationship slots and relationship-list slots, in
     /// pattern order.
     MakePath(Vec<PathPart>),
@@ -92,6 +101,14 @@ macro_rules! funcs {
         pub enum Func { $($v),* }
         impl Func {
             pub fn from_name(n: &str) -> Option<Func> {
+                // `date.transaction()`, `date.statement()` and `date.realtime()` all
+                // read the clock (a statement is its own transaction's instant).
+                let n = match n.rsplit_once('.') {
+                    Some((k, "transaction" | "statement" | "realtime")) => {
+                        return Func::from_name(&format!("{k}.clock"))
+                    }
+                    _ => n,
+                };
                 match n { $($s => Some(Func::$v),)* _ => None }
             }
         }
@@ -111,6 +128,15 @@ funcs! {
     Replace = "replace", Split = "split", Date = "date", DateTime = "datetime",
     LocalDateTime = "localdatetime", Exists = "exists", Log = "log", Log10 = "log10",
     Exp = "exp", E = "e", Pi = "pi", Timestamp = "timestamp", Exists2 = "isempty",
+    LocalTime = "localtime", Time = "time", Duration = "duration",
+    DateTrunc = "date.truncate", LocalTimeTrunc = "localtime.truncate",
+    TimeTrunc = "time.truncate", LocalDateTimeTrunc = "localdatetime.truncate",
+    DateTimeTrunc = "datetime.truncate", DurBetween = "duration.between",
+    DurInMonths = "duration.inmonths", DurInDays = "duration.indays",
+    DurInSeconds = "duration.inseconds", FromEpoch = "datetime.fromepoch",
+    FromEpochMillis = "datetime.fromepochmillis",
+    DateClock = "date.clock", LocalTimeClock = "localtime.clock", TimeClock = "time.clock",
+    LocalDateTimeClock = "localdatetime.clock", DateTimeClock = "datetime.clock",
     All = "all", Any = "any", NoneOf = "none", Single = "single",
 }
 
@@ -413,6 +439,28 @@ pub fn eval(
             Value::list(out)
         }
         CExpr::Pattern(p) => pattern_exists(env, p, b, row)?,
+        CExpr::Reduce {
+            local,
+            init,
+            list,
+            expr,
+        } => {
+            let mut acc = eval(env, init, b, row, locals)?;
+            let l = match eval(env, list, b, row, locals)? {
+                Value::List(l) => l,
+                Value::Null => return Ok(Value::Null),
+                v => return type_err("reduce() needs a list", &v),
+            };
+            if locals.len() <= *local + 1 {
+                locals.resize(*local + 2, Value::Null);
+            }
+            for x in l.iter() {
+                locals[*local] = acc;
+                locals[*local + 1] = x.clone();
+                acc = eval(env, expr, b, row, locals)?;
+            }
+            acc
+        }
         CExpr::MakePath(parts) => make_path(b, row, parts)?,
     })
 }
@@ -550,8 +598,7 @@ pub fn prop(env: &Env, v: &Value, name: &str) -> Result<Value, QueryError> {
                 .map(|(_, v)| v.clone())
                 .unwrap_or(Value::Null))
         }
-        Value::Date(d) => temporal_field(*d * 86_400_000_000, name, v),
-        Value::LocalDateTime(t) | Value::DateTime(t) => temporal_field(*t, name, v),
+        v if v.is_temporal() || matches!(v, Value::Duration(_)) => temporal::field(v, name),
         _ => type_err(&format!("cannot read property `{name}`"), v),
     }
 }

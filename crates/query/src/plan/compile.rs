@@ -159,6 +159,29 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             Expr::PatternPred(p) => CExpr::Pattern(Arc::new(self.pattern_pred(p, scope)?)),
+            Expr::Reduce {
+                acc,
+                init,
+                var,
+                list,
+                expr,
+            } => {
+                let init = Box::new(c(init, self)?);
+                let list = Box::new(c(list, self)?);
+                self.locals.push(acc.clone());
+                self.locals.push(var.clone());
+                let local = self.locals.len() - 2;
+                self.max_locals = self.max_locals.max(self.locals.len());
+                let expr = self.compile(expr, scope, subst).map(Box::new);
+                self.locals.pop();
+                self.locals.pop();
+                CExpr::Reduce {
+                    local,
+                    init,
+                    list,
+                    expr: expr?,
+                }
+            }
         })
     }
 

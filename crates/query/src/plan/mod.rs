@@ -160,6 +160,21 @@ fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
             }
             bound.pop();
         }
+        Expr::Reduce {
+            acc,
+            init,
+            var,
+            list,
+            expr,
+        } => {
+            free_vars(init, bound, out);
+            free_vars(list, bound, out);
+            bound.push(acc.clone());
+            bound.push(var.clone());
+            free_vars(expr, bound, out);
+            bound.pop();
+            bound.pop();
+        }
         Expr::PatternPred(p) => {
             for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
                 if let Some(v) = &n.var {
