@@ -204,7 +204,7 @@ impl Op for Expand {
                                 return;
                             }
                             // An undirected pattern meets a self-loop once, not twice.
-                            if both_in && nb64 == start && target.is_none() {
+                            if both_in && nb64 == start {
                                 return;
                             }
                             ext.clear();

@@ -153,12 +153,18 @@ pub struct SkipLimit {
     pub limit: Option<usize>,
     pub seen: usize,
     pub emitted: usize,
+    /// Writes come before: the input runs to its end whatever the limit, since every
+    /// row's writes happen (`CREATE ... RETURN n LIMIT 0` still creates).
+    pub drain: bool,
 }
 
 impl Op for SkipLimit {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {
             if self.limit.is_some_and(|l| self.emitted >= l) {
+                if self.drain {
+                    while self.input.next(cx)?.is_some() {}
+                }
                 return Ok(None);
             }
             let Some(mut b) = self.input.next(cx)? else {

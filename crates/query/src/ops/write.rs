@@ -139,6 +139,10 @@ pub enum CreateStep {
         nodes: Vec<usize>,
         rels: Vec<usize>,
     },
+    /// Makes what this CREATE made so far visible to the reads of the next step's
+    /// properties (`CREATE (a {id: 0}), (:B {ref: a.id})`); planned only where a
+    /// step reads an entity the same CREATE made.
+    Publish,
 }
 
 fn node_of(v: &Value, what: &str) -> Result<u64, QueryError> {
@@ -237,6 +241,7 @@ fn create_row(
                 let r = tx(cx)?.create_rel(ty, a, z, p)?;
                 b.cols[*slot][row] = Value::Rel(r);
             }
+            CreateStep::Publish => publish(cx),
             CreateStep::Path { slot, nodes, rels } => {
                 let mut p = PathVal {
                     nodes: Vec::new(),
@@ -309,7 +314,7 @@ impl Create {
                     CreateStep::Rel { ty, props, .. } => {
                         self.shapes.push(t.bulk_rel_shape(ty, &keys_of(props)))
                     }
-                    CreateStep::Path { .. } => {
+                    CreateStep::Path { .. } | CreateStep::Publish => {
                         return Err(QueryError::Argument(
                             "internal: a path cannot be created on the direct path".into(),
                         ))

@@ -7,10 +7,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if r.types.is_empty() {
             (0..self.g.n_rel_types() as u32).collect()
         } else {
-            r.types
-                .iter()
-                .filter_map(|t| self.g.rel_type_id(t))
-                .collect()
+            // `-[:T|T]->` names a type twice but matches each relationship once.
+            let mut ids: Vec<u32> = Vec::with_capacity(r.types.len());
+            for id in r.types.iter().filter_map(|t| self.g.rel_type_id(t)) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            ids
         }
     }
 

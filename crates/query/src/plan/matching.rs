@@ -41,6 +41,19 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
                     r.var = Some(self.anon_name());
                 }
+                // A relationship (or list of them) bound by an earlier clause: match a
+                // fresh one and keep the rows where it is the bound one. The bound
+                // variable keeps its value (an OPTIONAL MATCH that finds nothing does
+                // not null it).
+                if let Some(v) = r.var.clone().filter(|v| scope.get(v).is_some()) {
+                    let fresh = self.anon_name();
+                    conj.push(Expr::Binary(
+                        BinOp::Eq,
+                        Box::new(Expr::Var(fresh.clone(), 0)),
+                        Box::new(Expr::Var(v, 0)),
+                    ));
+                    r.var = Some(fresh);
+                }
                 if let Some(props) = r.props.take() {
                     let v = r.var.clone().unwrap_or_else(|| {
                         self.anon += 1;

@@ -316,6 +316,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     limit,
                     seen: 0,
                     emitted: 0,
+                    drain: self.wrote,
                 }),
             );
         }

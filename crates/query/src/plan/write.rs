@@ -3,6 +3,33 @@
 
 use super::*;
 
+/// Plans a [`CreateStep::Publish`](crate::write::CreateStep) before a step whose
+/// property expression reads a node or relationship this CREATE made earlier.
+fn publish_if_read(e: &Expr, scope: &Scope, steps: &mut Vec<crate::write::CreateStep>) {
+    use crate::write::CreateStep;
+    fn vars<'e>(e: &'e Expr, out: &mut Vec<&'e str>) {
+        if let Expr::Var(n, _) = e {
+            out.push(n);
+        }
+        for c in e.children() {
+            vars(c, out);
+        }
+    }
+    let mut names = Vec::new();
+    vars(e, &mut names);
+    let made = |slot: usize| {
+        steps.iter().any(|s| {
+            matches!(s, CreateStep::Node { slot: x, .. } | CreateStep::Rel { slot: x, .. } if *x == slot)
+        })
+    };
+    let reads = names
+        .iter()
+        .any(|n| scope.get(n).is_some_and(|(slot, _)| made(slot)));
+    if reads && !matches!(steps.last(), Some(CreateStep::Publish)) {
+        steps.push(CreateStep::Publish);
+    }
+}
+
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// The create steps of one pattern: bound nodes are reused, the rest created.
     pub(super) fn create_steps(
@@ -38,7 +65,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             let props = match &n.props {
-                Some(e) => Some(crate::write::PropsExpr::new(this.compile(e, scope, &[])?)),
+                Some(e) => {
+                    publish_if_read(e, scope, steps);
+                    Some(crate::write::PropsExpr::new(this.compile(e, scope, &[])?))
+                }
                 None => None,
             };
             let name = n.var.clone().unwrap_or_else(|| this.anon_name());
@@ -74,7 +104,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             };
             let props = match &r.props {
-                Some(e) => Some(crate::write::PropsExpr::new(self.compile(e, scope, &[])?)),
+                Some(e) => {
+                    publish_if_read(e, scope, steps);
+                    Some(crate::write::PropsExpr::new(self.compile(e, scope, &[])?))
+                }
                 None => None,
             };
             let name = r.var.clone().unwrap_or_else(|| self.anon_name());
@@ -257,6 +290,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     nodes.iter_mut().for_each(fix);
                     rels.iter_mut().for_each(fix);
                 }
+                crate::write::CreateStep::Publish => {}
             }
         }
         let on_create = self.set_ops(on_create, &sub_scope)?;
