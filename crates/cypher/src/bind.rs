@@ -86,6 +86,58 @@ impl Checker<'_> {
         Err(error_at(self.text, offset, message))
     }
 
+    /// What a pattern may be in its clause, checked before anything runs: MATCH and
+    /// MERGE take property maps, not a parameter standing for one; CREATE and MERGE
+    /// make relationships of exactly one type, one hop long, and CREATE in a direction.
+    fn pattern_shape(&self, p: &Pattern, clause: &str) -> Result<(), ParseError> {
+        let at = |var_at: usize| if var_at > 0 { var_at } else { p.start.var_at };
+        if clause != "CREATE" {
+            let nodes = std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n));
+            for n in nodes {
+                if let Some(Expr::Param(name)) = &n.props {
+                    return self.fail(
+                        at(n.var_at),
+                        format!("a parameter cannot stand for a node's properties in {clause}; write ({{key: ${name}.key}}) or a WHERE"),
+                    );
+                }
+            }
+            for (r, _) in &p.steps {
+                if let Some(Expr::Param(name)) = &r.props {
+                    return self.fail(
+                        at(r.var_at),
+                        format!("a parameter cannot stand for a relationship's properties in {clause}; write [{{key: ${name}.key}}] or a WHERE"),
+                    );
+                }
+            }
+        }
+        if clause == "MATCH" {
+            return Ok(());
+        }
+        for (r, _) in &p.steps {
+            if r.range.is_some() {
+                return self.fail(
+                    at(r.var_at),
+                    format!("{clause} cannot make a variable-length relationship; give one hop, like -[:KNOWS]->"),
+                );
+            }
+            if r.types.len() != 1 {
+                return self.fail(
+                    at(r.var_at),
+                    format!(
+                        "a relationship made by {clause} needs exactly one type, like -[:KNOWS]->"
+                    ),
+                );
+            }
+            if clause == "CREATE" && r.dir == Dir::Both {
+                return self.fail(
+                    at(r.var_at),
+                    "a created relationship needs a direction: -[:T]-> or <-[:T]-".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Checks `e` against `scope`; `agg_ok` says whether an aggregate may appear here.
     fn expr(&self, e: &Expr, scope: &BTreeSet<String>, agg_ok: bool) -> Result<bool, ParseError> {
         let mut has_agg = false;
@@ -339,6 +391,11 @@ impl Checker<'_> {
             fresh.insert(v.clone());
         }
         if let Some(v) = &p.var {
+            // Not bound before this pattern (checked above): bound now means the
+            // pattern names one of its own nodes or relationships like the path.
+            if let Some(&k) = kinds.get(v) {
+                return conflict(v, p.var_at, k, Kind::Path);
+            }
             kinds.insert(v.clone(), Kind::Path);
         }
         Ok(())
@@ -381,6 +438,7 @@ impl Checker<'_> {
                     let mut fresh = BTreeSet::new();
                     for p in patterns {
                         self.pattern_kinds(p, &mut kinds, &mut fresh, "MATCH")?;
+                        self.pattern_shape(p, "MATCH")?;
                     }
                     for p in patterns {
                         let mut names = Vec::new();
@@ -424,6 +482,7 @@ impl Checker<'_> {
                     let mut fresh = BTreeSet::new();
                     for p in patterns {
                         self.pattern_kinds(p, &mut kinds, &mut fresh, "CREATE")?;
+                        self.pattern_shape(p, "CREATE")?;
                         for n in std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n)) {
                             if let Some(v) = &n.var {
                                 if !scope.contains(v) {
@@ -447,6 +506,7 @@ impl Checker<'_> {
                     on_match,
                 } => {
                     self.pattern_kinds(pattern, &mut kinds, &mut BTreeSet::new(), "MERGE")?;
+                    self.pattern_shape(pattern, "MERGE")?;
                     let mut names = Vec::new();
                     pattern_vars(pattern, &mut names);
                     scope.extend(names);

@@ -789,14 +789,8 @@ impl<'t> Parser<'t> {
         r.dir = match (left, right) {
             (true, false) => Dir::In,
             (false, true) => Dir::Out,
-            (false, false) => Dir::Both,
-            (true, true) => {
-                return Err(error_at(
-                    self.text,
-                    self.toks[self.pos - 1].offset,
-                    "a relationship cannot point both ways; use -[]- for either direction".into(),
-                ))
-            }
+            // `<-->` is openCypher's other spelling of either direction.
+            (false, false) | (true, true) => Dir::Both,
         };
         Ok(r)
     }

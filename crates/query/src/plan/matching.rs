@@ -60,7 +60,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         format!(" anon{}", self.anon)
                     });
                     r.var = Some(v.clone());
-                    prop_conjuncts(&v, props, self.params, &mut conj)?;
+                    if r.range.is_some() {
+                        // `-[*1..3 {k: x}]->`: every relationship on the path has it.
+                        let el = self.anon_name();
+                        let mut each = Vec::new();
+                        prop_conjuncts(&el, props, self.params, &mut each)?;
+                        conj.extend(each.into_iter().map(|c| Expr::Call {
+                            name: "all".into(),
+                            distinct: false,
+                            args: vec![Expr::ListComp {
+                                var: el.clone(),
+                                list: Box::new(Expr::Var(v.clone(), 0)),
+                                pred: None,
+                                map: Some(Box::new(c)),
+                            }],
+                        }));
+                    } else {
+                        prop_conjuncts(&v, props, self.params, &mut conj)?;
+                    }
                 }
             }
         }

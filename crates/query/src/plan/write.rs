@@ -265,7 +265,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // The create branch binds the same names in the same slots.
         let mut create_scope = scope.clone();
         let mut steps = Vec::new();
-        self.create_steps(&pat, &mut create_scope, &mut steps)?;
+        // An undirected MERGE matches either way and creates left to right.
+        let mut create_pat = pat.clone();
+        for (r, _) in &mut create_pat.steps {
+            if r.dir == Dir::Both {
+                r.dir = Dir::Out;
+            }
+        }
+        self.create_steps(&create_pat, &mut create_scope, &mut steps)?;
         let remap: Vec<(usize, usize)> = create_scope
             .vars
             .iter()
