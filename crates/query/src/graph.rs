@@ -52,8 +52,8 @@ pub struct Graph<'db> {
     /// transaction's newest delta here after each batch of writes.
     delta: Option<ArcSwap<Delta>>,
     /// The statement's clock: `datetime()`, `date.statement()` and `timestamp()` read
-    /// this one instant, so a statement sees time stand still.
-    pub now: jiff::Timestamp,
+    /// one instant, taken at the first read, so a statement sees time stand still.
+    clock: std::sync::OnceLock<jiff::Timestamp>,
 }
 
 /// Where the nodes carrying a label are.
@@ -152,7 +152,7 @@ impl<'db> Graph<'db> {
             rels,
             label_ids,
             delta: None,
-            now: jiff::Timestamp::now(),
+            clock: std::sync::OnceLock::new(),
         }
     }
 
@@ -169,6 +169,11 @@ impl<'db> Graph<'db> {
         if let Some(a) = &self.delta {
             a.store(d);
         }
+    }
+
+    /// The statement's instant (see `clock`).
+    pub fn now(&self) -> jiff::Timestamp {
+        *self.clock.get_or_init(jiff::Timestamp::now)
     }
 
     /// The delta now, if reads merge one.

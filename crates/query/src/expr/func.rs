@@ -368,7 +368,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         }
         E => Value::Float(std::f64::consts::E),
         Pi => Value::Float(std::f64::consts::PI),
-        Timestamp => Value::Int(g.now.as_millisecond()),
+        Timestamp => Value::Int(g.now().as_millisecond()),
         ToUpper | ToLower | Trim | LTrim | RTrim => {
             let Some(s) = str_arg(&first, "string functions")? else {
                 return Ok(Value::Null);
@@ -425,13 +425,13 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             }
         }
         Date | DateTime | LocalDateTime | LocalTime | Time => {
-            temporal::construct(temporal_kind(f), a, g.now)?
+            temporal::construct(temporal_kind(f), a, g.now())?
         }
         DateClock | LocalTimeClock | TimeClock | LocalDateTimeClock | DateTimeClock => {
-            temporal::clock(temporal_kind(f), a, g.now)?
+            temporal::clock(temporal_kind(f), a, g.now())?
         }
         DateTrunc | LocalTimeTrunc | TimeTrunc | LocalDateTimeTrunc | DateTimeTrunc => {
-            temporal::truncate(temporal_kind(f), a, g.now)?
+            temporal::truncate(temporal_kind(f), a, g.now())?
         }
         Duration => temporal::duration(a)?,
         DurBetween | DurInMonths | DurInDays | DurInSeconds => {
