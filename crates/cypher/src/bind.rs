@@ -55,7 +55,14 @@ fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
         Expr::Var(n, _) => kinds.get(n).copied().unwrap_or(Kind::Unknown),
         Expr::Bool(_) | Expr::Int(_) | Expr::Float(_) | Expr::Str(_) | Expr::Map(_) => Kind::Value,
         // `[r1, r2]` may be the relationships of a variable-length pattern.
-        Expr::List(items) if items.iter().all(|x| kind_of(x, kinds) == Kind::Value) => Kind::Value,
+        // A list of nodes (`[n]`) is a value too: it cannot stand for a node.
+        Expr::List(items)
+            if items
+                .iter()
+                .all(|x| matches!(kind_of(x, kinds), Kind::Value | Kind::Node)) =>
+        {
+            Kind::Value
+        }
         _ => Kind::Unknown,
     }
 }
@@ -84,6 +91,23 @@ struct Checker<'t> {
 impl Checker<'_> {
     fn fail<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
         Err(error_at(self.text, offset, message))
+    }
+
+    /// A property read on a path variable (`p.name`): paths have no properties.
+    fn no_path_props(&self, e: &Expr, kinds: &Kinds) -> Result<(), ParseError> {
+        if let Expr::Prop(x, key) = e {
+            if let Expr::Var(n, at) = &**x {
+                if kinds.get(n) == Some(&Kind::Path) {
+                    return self.fail(
+                        *at,
+                        format!("`{n}` is a path, which has no properties (`{n}.{key}`); use nodes({n}) or relationships({n})"),
+                    );
+                }
+            }
+        }
+        e.children()
+            .into_iter()
+            .try_for_each(|c| self.no_path_props(c, kinds))
     }
 
     /// What a pattern may be in its clause, checked before anything runs: CREATE and
@@ -208,7 +232,8 @@ impl Checker<'_> {
         } else {
             BTreeSet::new()
         };
-        if p.star && scope.is_empty() {
+        // `WITH *` over nothing passes the rows on; `RETURN *` would return nothing.
+        if p.star && scope.is_empty() && clause == "RETURN" {
             return self.fail(0, format!("{clause} * with no variables in scope"));
         }
         let mut any_agg = false;
@@ -335,8 +360,8 @@ impl Checker<'_> {
                 Some(_) if creates && p.steps.is_empty() && fresh.contains(v) => {
                     return self.fail(n.var_at, format!("variable `{v}` is already bound; {clause} would create it again"))
                 }
-                Some(_) if creates && p.steps.is_empty() && clause == "CREATE" => {
-                    return self.fail(n.var_at, format!("variable `{v}` is already bound; CREATE ({v}) would create nothing"))
+                Some(_) if creates && p.steps.is_empty() => {
+                    return self.fail(n.var_at, format!("variable `{v}` is already bound; {clause} ({v}) would create nothing"))
                 }
                 _ => {
                     kinds.insert(v.clone(), Kind::Node);
@@ -436,6 +461,7 @@ impl Checker<'_> {
                     }
                     if let Some(w) = where_ {
                         self.expr(w, &scope, false)?;
+                        self.no_path_props(w, &kinds)?;
                     }
                 }
                 Clause::Unwind { expr, var } => {
@@ -516,6 +542,26 @@ impl Checker<'_> {
                 Clause::Delete { exprs, .. } => {
                     for e in exprs {
                         self.expr(e, &scope, false)?;
+                        // DELETE takes nodes, relationships and paths (or expressions
+                        // that may give them), not labels or numbers.
+                        let bad = match e {
+                            Expr::HasLabels(..) => Some("DELETE removes nodes and relationships; to remove a label use REMOVE n:Label"),
+                            Expr::Int(_) | Expr::Float(_) | Expr::Str(_) | Expr::Bool(_) => {
+                                Some("DELETE needs a node, relationship or path, not a literal")
+                            }
+                            Expr::Binary(op, ..)
+                                if matches!(
+                                    op,
+                                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow
+                                ) =>
+                            {
+                                Some("DELETE needs a node, relationship or path, not arithmetic")
+                            }
+                            _ => None,
+                        };
+                        if let Some(msg) = bad {
+                            return self.fail(first_offset(e).unwrap_or(0), msg.into());
+                        }
                     }
                 }
                 Clause::LoadCsv(l) => {

@@ -32,6 +32,12 @@ pub enum QueryError {
     },
     #[error("{0}")]
     Unsupported(String),
+    /// A statement that is well formed but cannot mean anything (MERGE on a null).
+    #[error("{0}")]
+    Semantic(String),
+    /// A node or relationship deleted earlier in the transaction was read.
+    #[error("{0}")]
+    EntityNotFound(String),
     #[error("index: {0}")]
     Index(String),
     #[error("query cancelled")]

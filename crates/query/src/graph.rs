@@ -62,6 +62,13 @@ pub struct LabelScan {
     pub tables: Vec<(usize, bool)>,
 }
 
+/// Reading a deleted entity (Cypher's EntityNotFound).
+fn deleted(what: &str, id: u64, reading: &str) -> QueryError {
+    QueryError::EntityNotFound(format!(
+        "{what} {id} was deleted earlier in this transaction; `{reading}` cannot be read from it"
+    ))
+}
+
 fn rg_starts(footer: &quiver_storage::manifest::TableFooter) -> Vec<u64> {
     footer.row_groups.iter().map(|g| g.first_row).collect()
 }
@@ -174,6 +181,11 @@ impl<'db> Graph<'db> {
     /// The statement's instant (see `clock`).
     pub fn now(&self) -> jiff::Timestamp {
         *self.clock.get_or_init(jiff::Timestamp::now)
+    }
+
+    /// Whether node `n` was deleted in this transaction (or never existed).
+    pub fn node_deleted(&self, n: u64) -> bool {
+        matches!(self.delta().as_deref().map(|d| d.node(n)), Some(Some(None)))
     }
 
     /// The delta now, if reads merge one.
@@ -370,8 +382,8 @@ impl<'db> Graph<'db> {
     }
 
     pub fn node_prop(&self, node: u64, name: &str) -> Result<Value, QueryError> {
-        if let Some(v) = self.delta_node(node, |r| prop_of(r.map(|r| &r.props), name)) {
-            return Ok(v);
+        if let Some(v) = self.delta_node(node, |r| r.map(|r| prop_of(Some(&r.props), name))) {
+            return v.ok_or_else(|| deleted("node", node, name));
         }
         let (t, row) = self.locate(node)?;
         match self.tables[t].props.get(name) {
@@ -400,7 +412,8 @@ impl<'db> Graph<'db> {
         for (pos, v) in nodes.iter().enumerate() {
             let Value::Node(n) = *v else { continue };
             if let Some(r) = d.as_ref().and_then(|d| d.node(n)) {
-                out[base + pos] = prop_of(r.map(|r| &r.props), name);
+                let r = r.ok_or_else(|| deleted("node", n, name))?;
+                out[base + pos] = prop_of(Some(&r.props), name);
                 continue;
             }
             let (t, row) = self.locate(n)?;
@@ -494,8 +507,8 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
-        if let Some(v) = self.delta_rel(r, |rec| prop_of(rec.map(|r| &r.props), name)) {
-            return Ok(v);
+        if let Some(v) = self.delta_rel(r, |rec| rec.map(|r| prop_of(Some(&r.props), name))) {
+            return v.ok_or_else(|| deleted("relationship", r.eid, name));
         }
         let Some(ri) = self.rels.get(r.ty as usize) else {
             return Ok(Value::Null);

@@ -137,6 +137,11 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             v => return type_err("elementId() needs a node or relationship", &v),
         },
         Labels => match first {
+            Value::Node(n) if g.node_deleted(n) => {
+                return Err(QueryError::EntityNotFound(format!(
+                    "node {n} was deleted earlier in this transaction; its labels cannot be read"
+                )))
+            }
             Value::Node(n) => Value::list(g.labels(n)?.into_iter().map(Value::Str).collect()),
             v => return type_err("labels() needs a node", &v),
         },

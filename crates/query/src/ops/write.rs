@@ -210,6 +210,33 @@ fn create_props(
     }
 }
 
+/// MERGE on a null property value: it could never match what it would create (null
+/// equals nothing), so it is an error rather than a node made on every run.
+fn merge_nulls(cx: &Cx, steps: &[CreateStep], b: &Batch) -> Result<(), QueryError> {
+    let mut locals = Vec::new();
+    for s in steps {
+        let (CreateStep::Node {
+            props: Some(PropsExpr::Literal(items)),
+            ..
+        }
+        | CreateStep::Rel {
+            props: Some(PropsExpr::Literal(items)),
+            ..
+        }) = s
+        else {
+            continue;
+        };
+        for (k, e) in items {
+            if eval(&cx.env, e, b, 0, &mut locals)?.is_null() {
+                return Err(QueryError::Semantic(format!(
+                    "MERGE cannot use a null value for property `{k}`: null equals nothing, so the pattern could never match what MERGE creates; filter the nulls out first (WHERE x IS NOT NULL)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn create_row(
     cx: &mut Cx,
     steps: &[CreateStep],
@@ -671,6 +698,7 @@ impl Op for Merge {
                 }
                 if !found {
                     widen(&mut one, self.width);
+                    merge_nulls(cx, &self.create, &one)?;
                     create_row(cx, &self.create, &mut one, 0)?;
                     publish(cx);
                     apply_set(cx, &self.on_create, &one, 0)?;
