@@ -67,6 +67,21 @@ fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
     }
 }
 
+/// Whether `e` calls an aggregate (outside nested comprehensions too).
+fn contains_aggregate(e: &Expr) -> bool {
+    match e {
+        Expr::CountStar => true,
+        Expr::Call { name, .. } if is_aggregate(name) => true,
+        _ => e.children().into_iter().any(contains_aggregate),
+    }
+}
+
+/// Whether `e` calls function `f`.
+fn contains_call(e: &Expr, f: &str) -> bool {
+    matches!(e, Expr::Call { name, .. } if name == f)
+        || e.children().into_iter().any(|c| contains_call(c, f))
+}
+
 /// Functions that aggregate rows.
 pub const AGGREGATES: [&str; 9] = [
     "count",
@@ -91,6 +106,71 @@ struct Checker<'t> {
 impl Checker<'_> {
     fn fail<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
         Err(error_at(self.text, offset, message))
+    }
+
+    /// In `RETURN a.x + count(*)`, what lies outside the aggregate must be a grouping key
+    /// of the same projection (a variable, or a property of one, projected on its own),
+    /// or a constant: otherwise which row's `a.x` is meant is ambiguous.
+    fn unambiguous_aggregation(&self, p: &Projection) -> Result<(), ParseError> {
+        let has_agg = |e: &Expr| contains_aggregate(e);
+        // Only variables and their properties count as keys here: `a.x + b.y` projected
+        // on its own does not make `a.x + b.y + count(*)` unambiguous (the TCK's rule).
+        let keys: Vec<&Expr> = p
+            .items
+            .iter()
+            .map(|(e, _)| e)
+            .filter(|e| !has_agg(e))
+            .filter(|e| match e {
+                Expr::Var(..) => true,
+                Expr::Prop(x, _) => matches!(**x, Expr::Var(..)),
+                _ => false,
+            })
+            .collect();
+        fn walk<'e>(
+            b: &Checker,
+            e: &'e Expr,
+            keys: &[&Expr],
+            local: &mut Vec<&'e str>,
+        ) -> Result<(), ParseError> {
+            match e {
+                Expr::CountStar => Ok(()),
+                Expr::Call { name, args, .. } if is_aggregate(name) => {
+                    for a in args {
+                        if contains_call(a, "rand") {
+                            return b.fail(
+                                first_offset(a).unwrap_or(0),
+                                format!("{name}() of rand(): an aggregate needs a deterministic argument"),
+                            );
+                        }
+                    }
+                    Ok(())
+                }
+                _ if keys.iter().any(|k| same(k, e)) => Ok(()),
+                Expr::Var(n, at) if !local.contains(&n.as_str()) => b.fail(
+                    *at,
+                    format!("`{n}` is used next to an aggregate but is not a grouping key; project it on its own (RETURN {n}, ...) or put it inside the aggregate"),
+                ),
+                Expr::ListComp { var, list, pred, map } => {
+                    walk(b, list, keys, local)?;
+                    local.push(var);
+                    for x in [pred, map].into_iter().flatten() {
+                        walk(b, x, keys, local)?;
+                    }
+                    local.pop();
+                    Ok(())
+                }
+                _ => e
+                    .children()
+                    .into_iter()
+                    .try_for_each(|c| walk(b, c, keys, local)),
+            }
+        }
+        for (e, _) in &p.items {
+            if has_agg(e) {
+                walk(self, e, &keys, &mut Vec::new())?;
+            }
+        }
+        Ok(())
     }
 
     /// A property read on a path variable (`p.name`): paths have no properties.
@@ -251,6 +331,9 @@ impl Checker<'_> {
             if !name.is_empty() && !out.insert(name.clone()) && !p.star {
                 return self.fail(0, format!("column `{name}` appears twice in {clause}"));
             }
+        }
+        if any_agg {
+            self.unambiguous_aggregation(p)?;
         }
         // ORDER BY sees the projected names, and the incoming ones unless aggregating or
         // DISTINCT (then only what is projected exists).

@@ -48,6 +48,9 @@ pub enum EngineError {
     Refused(String),
     #[error("{0}")]
     Constraint(String),
+    /// A value that cannot be a property (a map, a node, a list of lists).
+    #[error("{0}")]
+    PropertyType(String),
     /// The database's `--memory-limit` could not cover a write: it is rolled back, the
     /// database stays usable.
     #[error("{0}")]
@@ -586,7 +589,7 @@ fn check_value(key: &str, v: &Value) -> Result<(), EngineError> {
     if ok {
         Ok(())
     } else {
-        Err(EngineError::Constraint(format!(
+        Err(EngineError::PropertyType(format!(
             "property '{key}': a property value is a boolean, number, string, temporal or a list of those, not a {}",
             v.type_name().to_lowercase()
         )))

@@ -724,6 +724,7 @@ pub fn classify(e: &QueryError) -> (&'static str, bool) {
         QueryError::Type(_) => ("TypeError", false),
         QueryError::Argument(_) => ("ArgumentError", false),
         QueryError::Engine(EngineError::Constraint(_)) => ("ConstraintVerificationFailed", false),
+        QueryError::Engine(EngineError::PropertyType(_)) => ("TypeError", false),
         QueryError::Semantic(_) => ("SemanticError", false),
         QueryError::EntityNotFound(_) => ("EntityNotFound", false),
         QueryError::RolledBack(inner) => classify(inner),

@@ -610,31 +610,33 @@ pub struct Delete {
     pub detach: bool,
 }
 
-fn delete_value(cx: &mut Cx, v: Value, detach: bool) -> Result<(), QueryError> {
+/// The nodes and relationships a DELETE value names (paths and lists opened).
+fn delete_targets(
+    v: Value,
+    nodes: &mut Vec<u64>,
+    rels: &mut Vec<crate::value::RelRef>,
+) -> Result<(), QueryError> {
     match v {
-        Value::Null => Ok(()),
-        Value::Node(n) => Ok(tx(cx)?.delete_node(n, detach)?),
-        Value::Rel(r) => Ok(tx(cx)?.delete_rel(&r)?),
+        Value::Null => {}
+        Value::Node(n) => nodes.push(n),
+        Value::Rel(r) => rels.push(r),
         Value::Path(p) => {
-            for r in &p.rels {
-                tx(cx)?.delete_rel(r)?;
-            }
-            for &n in &p.nodes {
-                tx(cx)?.delete_node(n, detach)?;
-            }
-            Ok(())
+            rels.extend(p.rels.iter().copied());
+            nodes.extend(p.nodes.iter().copied());
         }
         Value::List(l) => {
             for x in l.iter() {
-                delete_value(cx, x.clone(), detach)?;
+                delete_targets(x.clone(), nodes, rels)?;
             }
-            Ok(())
         }
-        other => Err(QueryError::ty(format!(
-            "DELETE needs a node, relationship or path, got {}",
-            other.type_name()
-        ))),
+        other => {
+            return Err(QueryError::ty(format!(
+                "DELETE needs a node, relationship or path, got {}",
+                other.type_name()
+            )))
+        }
     }
+    Ok(())
 }
 
 impl Op for Delete {
@@ -642,12 +644,26 @@ impl Op for Delete {
         let Some(b) = self.feed.next(cx)? else {
             return Ok(None);
         };
+        // What the whole batch deletes: relationships first, then nodes, so that
+        // `DELETE p1, p2` of paths sharing nodes, or a node and its relationship named
+        // on different rows, is checked once everything named is gone.
         let mut locals = Vec::new();
+        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
         for row in 0..b.len {
             for e in &self.exprs {
                 let v = eval(&cx.env, e, &b, row, &mut locals)?;
-                delete_value(cx, v, self.detach)?;
+                delete_targets(v, &mut nodes, &mut rels)?;
             }
+        }
+        rels.sort_by_key(|r| (r.ty, r.eid));
+        rels.dedup_by_key(|r| (r.ty, r.eid));
+        nodes.sort_unstable();
+        nodes.dedup();
+        for r in &rels {
+            tx(cx)?.delete_rel(r)?;
+        }
+        for &n in &nodes {
+            tx(cx)?.delete_node(n, self.detach)?;
         }
         publish(cx);
         cx.check_cancel()?;
