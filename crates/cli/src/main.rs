@@ -46,6 +46,10 @@ enum Command {
     Generate(cmd::generate::Args),
     /// Verify every checksum of a database.
     Check(cmd::check::Args),
+    /// Serve the database over Bolt, for the Neo4j drivers and tools.
+    Serve(cmd::serve::Args),
+    /// Manage the users who may log in to `quiver serve`.
+    User(cmd::user::Args),
 }
 
 fn main() {
@@ -59,6 +63,8 @@ fn main() {
         Command::Export(a) => cmd::export::run(a),
         Command::Generate(a) => cmd::generate::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::User(a) => cmd::user::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

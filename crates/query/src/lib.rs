@@ -59,6 +59,19 @@ pub struct QueryOptions {
     /// The database's memory budget: a query's operators take their grants from it
     /// as well as from `memory_limit` (`None`: only the query's own limit).
     pub database_memory: Option<MemoryBudget>,
+    /// Told the result's column names once the statement is planned, before its first
+    /// row (a server answers RUN with them and streams the rows as they are pulled).
+    pub on_columns: Option<ColumnsHook>,
+}
+
+/// See [`QueryOptions::on_columns`].
+#[derive(Clone)]
+pub struct ColumnsHook(pub Arc<dyn Fn(&[String]) + Send + Sync>);
+
+impl std::fmt::Debug for ColumnsHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ColumnsHook")
+    }
 }
 
 /// A quarter of the machine's memory, at most 4 GiB.
@@ -75,6 +88,7 @@ impl Default for QueryOptions {
             import_dir: None,
             rejects_dir: None,
             database_memory: None,
+            on_columns: None,
         }
     }
 }
@@ -185,6 +199,9 @@ pub fn run_statement(
     let mut planner = plan::Planner::new(&g, params, indexes);
     let (root, columns) = planner.plan(&stmt.query)?;
     let descs = std::mem::take(&mut planner.descs);
+    if let Some(h) = &opts.on_columns {
+        (h.0)(&columns);
+    }
     if stmt.explain == Some(Explain::Explain) {
         return Ok(Summary {
             columns,

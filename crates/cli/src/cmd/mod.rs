@@ -7,7 +7,9 @@ pub mod generate;
 pub mod import;
 pub mod info;
 pub mod query;
+pub mod serve;
 pub mod shell;
+pub mod user;
 
 use quiver_common::size::parse_bytes;
 use quiver_query::Session;

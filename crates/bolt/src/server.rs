@@ -1,0 +1,808 @@
+//! The Bolt server: the handshake, chunked messages, and one connection's state
+//! machine (HELLO, LOGON, RUN, PULL, DISCARD, BEGIN, COMMIT, ROLLBACK, RESET, LOGOFF,
+//! ROUTE, TELEMETRY, GOODBYE).
+//!
+//! Each connection has two threads: the connection's, which reads messages and writes
+//! responses, and a worker that owns the connection's `Session` and runs its
+//! statements. A statement's rows reach the connection through a channel of two
+//! batches: the worker blocks while the client has not pulled, so a result never sits
+//! whole in server memory (`PULL n` sends n records and keeps the cursor open).
+
+use crate::packstream::{decode, encode, Pack};
+use crate::users::Users;
+use crate::values::{from_pack, to_pack};
+use quiver_engine::Store;
+use quiver_query::{ColumnsHook, Params, QueryError, Session};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const HELLO: u8 = 0x01;
+const GOODBYE: u8 = 0x02;
+const RESET: u8 = 0x0F;
+const RUN: u8 = 0x10;
+const BEGIN: u8 = 0x11;
+const COMMIT: u8 = 0x12;
+const ROLLBACK: u8 = 0x13;
+const DISCARD: u8 = 0x2F;
+const PULL: u8 = 0x3F;
+const TELEMETRY: u8 = 0x54;
+const ROUTE: u8 = 0x66;
+const LOGON: u8 = 0x6A;
+const LOGOFF: u8 = 0x6B;
+const SUCCESS: u8 = 0x70;
+const RECORD: u8 = 0x71;
+const IGNORED: u8 = 0x7E;
+const FAILURE: u8 = 0x7F;
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Require LOGON with a user of the database (`false`: `--no-auth`).
+    pub auth: bool,
+    pub max_connections: usize,
+    /// A connection silent this long is closed.
+    pub idle_timeout: Duration,
+    /// Largest message after authentication (a RUN with its parameters).
+    pub max_message: usize,
+    /// Each session's query memory limit (`None`: the default).
+    pub query_memory_limit: Option<u64>,
+    /// Where LOAD CSV reads from (`None`: the `import` folder beside the database).
+    pub import_dir: Option<std::path::PathBuf>,
+}
+
+/// Largest message before authentication: HELLO and LOGON are small, so an
+/// unauthenticated client cannot make the server hold much.
+pub const PRE_AUTH_MESSAGE_MAX: usize = 64 << 10;
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: "127.0.0.1:7687".parse().expect("valid address"),
+            auth: true,
+            max_connections: 64,
+            idle_timeout: Duration::from_secs(600),
+            max_message: 64 << 20,
+            query_memory_limit: None,
+            import_dir: None,
+        }
+    }
+}
+
+/// The Bolt versions served: 5.1 (the first with LOGON) to 5.4.
+const VERSIONS: (u8, u8) = (1, 4);
+
+/// Reads the client's preamble and four proposals; answers the version chosen (or
+/// zero, and `None`). A proposal is `[0, range, minor, major]`: versions
+/// `major.minor` down to `major.(minor - range)`. The v1 manifest (`00 00 01 FF`),
+/// which 5.7+ drivers offer first, is passed over for the 5.x ranges they also offer.
+pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
+    let mut b = [0u8; 20];
+    s.read_exact(&mut b)?;
+    if b[..4] != [0x60, 0x60, 0xB0, 0x17] {
+        return Ok(None);
+    }
+    for p in b[4..].chunks(4) {
+        let (range, minor, major) = (p[1], p[2], p[3]);
+        if major != 5 {
+            continue;
+        }
+        let lo = minor.saturating_sub(range);
+        let pick = minor.min(VERSIONS.1);
+        if pick >= lo.max(VERSIONS.0) {
+            s.write_all(&[0, 0, pick, 5])?;
+            return Ok(Some((5, pick)));
+        }
+    }
+    s.write_all(&[0, 0, 0, 0])?;
+    Ok(None)
+}
+
+/// Reads one chunked message (chunks until a zero-length one), refusing more than
+/// `max` bytes. `Ok(None)` at a clean end of stream.
+pub fn read_message(r: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>> {
+    let mut msg = Vec::new();
+    loop {
+        let mut h = [0u8; 2];
+        match r.read_exact(&mut h) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && msg.is_empty() => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        }
+        let n = u16::from_be_bytes(h) as usize;
+        if n == 0 {
+            if msg.is_empty() {
+                continue; // a NOOP chunk (keep-alive)
+            }
+            return Ok(Some(msg));
+        }
+        if msg.len() + n > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a message larger than {max} bytes"),
+            ));
+        }
+        let at = msg.len();
+        msg.resize(at + n, 0);
+        r.read_exact(&mut msg[at..])?;
+    }
+}
+
+/// Appends `v` as one chunked message.
+pub fn write_message(out: &mut Vec<u8>, v: &Pack) {
+    let mut body = Vec::new();
+    encode(v, &mut body);
+    for c in body.chunks(u16::MAX as usize) {
+        out.extend_from_slice(&(c.len() as u16).to_be_bytes());
+        out.extend_from_slice(c);
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// A Neo4j status code and a message, as drivers map them to their exceptions.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The status code of a query error (drivers raise `CypherSyntaxError`,
+/// `ConstraintError`, `TransientError` (retried by managed transactions)...).
+pub fn failure(e: &QueryError) -> Failure {
+    use quiver_engine::EngineError as E;
+    let code = match e {
+        QueryError::Parse(_) | QueryError::UnknownFunction(_) => {
+            "Neo.ClientError.Statement.SyntaxError"
+        }
+        QueryError::MissingParam(_) => "Neo.ClientError.Statement.ParameterMissing",
+        QueryError::Type(_) => "Neo.ClientError.Statement.TypeError",
+        QueryError::Argument(_) => "Neo.ClientError.Statement.ArgumentError",
+        QueryError::Semantic(_) => "Neo.ClientError.Statement.SemanticError",
+        QueryError::EntityNotFound(_) => "Neo.ClientError.Statement.EntityNotFound",
+        QueryError::Memory { .. } => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
+        QueryError::Cancelled => "Neo.TransientError.Transaction.Terminated",
+        QueryError::Engine(E::Conflict(_)) => "Neo.TransientError.Transaction.DeadlockDetected",
+        QueryError::Engine(E::Constraint(_)) => "Neo.ClientError.Schema.ConstraintValidationFailed",
+        QueryError::Engine(E::PropertyType(_)) => "Neo.ClientError.Statement.TypeError",
+        QueryError::Engine(E::Memory(_)) => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
+        QueryError::RolledBack(inner) => return failure(inner),
+        _ => "Neo.ClientError.Statement.ExecutionFailed",
+    };
+    Failure {
+        code,
+        message: e.to_string(),
+    }
+}
+
+/// What a statement's run sends the connection.
+enum Event {
+    Columns(Vec<String>),
+    Rows(Vec<Vec<Pack>>),
+    Done(Result<Done, Failure>),
+}
+
+struct Done {
+    columns: Vec<String>,
+    counters: quiver_engine::Counters,
+    wrote: bool,
+}
+
+enum Job {
+    Run {
+        text: String,
+        params: Params,
+        events: SyncSender<Event>,
+    },
+    /// BEGIN, COMMIT or ROLLBACK.
+    Tx(&'static str, Sender<Result<(), Failure>>),
+}
+
+/// The worker: runs the connection's statements on its session, one at a time.
+fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
+    let slot: Arc<Mutex<Option<SyncSender<Event>>>> = Arc::new(Mutex::new(None));
+    let hook_slot = slot.clone();
+    session.opts.cancel = Some(cancel.clone());
+    session.opts.on_columns = Some(ColumnsHook(Arc::new(move |cols: &[String]| {
+        if let Some(tx) = hook_slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = tx.send(Event::Columns(cols.to_vec()));
+        }
+    })));
+    while let Ok(job) = jobs.recv() {
+        cancel.store(false, Ordering::Relaxed);
+        match job {
+            Job::Tx(cmd, reply) => {
+                let r = session
+                    .run(cmd, &Params::new(), &mut |_, _| Ok(()))
+                    .map(|_| ())
+                    .map_err(|e| failure(&e));
+                let _ = reply.send(r);
+            }
+            Job::Run {
+                text,
+                params,
+                events,
+            } => {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+                let r = session.run(&text, &params, &mut |g, b| {
+                    let mut rows = Vec::with_capacity(b.len);
+                    for r in 0..b.len {
+                        let row: Vec<Pack> = b
+                            .cols
+                            .iter()
+                            .map(|c| to_pack(g, &c[r]))
+                            .collect::<Result<_, _>>()?;
+                        rows.push(row);
+                    }
+                    // The client went away or discarded the rest: stop the statement.
+                    events
+                        .send(Event::Rows(rows))
+                        .map_err(|_| QueryError::Cancelled)
+                });
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let done = r
+                    .map(|s| Done {
+                        columns: s.columns,
+                        wrote: !s.counters.is_empty(),
+                        counters: s.counters,
+                    })
+                    .map_err(|e| failure(&e));
+                let _ = events.send(Event::Done(done));
+            }
+        }
+    }
+    // The connection closed: an open transaction rolls back.
+    if session.in_transaction() {
+        let _ = session.run("ROLLBACK", &Params::new(), &mut |_, _| Ok(()));
+    }
+}
+
+/// A statement whose rows are being pulled.
+struct Open {
+    events: Receiver<Event>,
+    pending: VecDeque<Vec<Pack>>,
+    done: Option<Result<Done, Failure>>,
+    started: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// After HELLO, before LOGON.
+    Authentication,
+    Ready,
+    Streaming,
+    TxReady,
+    TxStreaming,
+    Failed,
+    /// After an authentication failure: the connection closes.
+    Defunct,
+}
+
+struct Conn {
+    state: State,
+    in_tx: bool,
+    jobs: Sender<Job>,
+    cancel: Arc<AtomicBool>,
+    open: Option<Open>,
+    out: Vec<u8>,
+    bookmark: u64,
+}
+
+fn success(out: &mut Vec<u8>, meta: Vec<(&str, Pack)>) {
+    write_message(out, &Pack::Struct(SUCCESS, vec![Pack::map(meta)]));
+}
+
+fn fail(out: &mut Vec<u8>, f: &Failure) {
+    write_message(
+        out,
+        &Pack::Struct(
+            FAILURE,
+            vec![Pack::map(vec![
+                ("code", Pack::str(f.code)),
+                ("message", Pack::str(f.message.clone())),
+            ])],
+        ),
+    );
+}
+
+fn stats(c: &quiver_engine::Counters) -> Pack {
+    let mut m = Vec::new();
+    let mut put = |k: &str, v: u64| {
+        if v > 0 {
+            m.push((k.to_string(), Pack::Int(v as i64)));
+        }
+    };
+    put("nodes-created", c.nodes_created);
+    put("nodes-deleted", c.nodes_deleted);
+    put("relationships-created", c.relationships_created);
+    put("relationships-deleted", c.relationships_deleted);
+    put("properties-set", c.properties_set);
+    put("labels-added", c.labels_added);
+    put("labels-removed", c.labels_removed);
+    Pack::Map(m)
+}
+
+impl Conn {
+    /// Starts a statement and waits for its columns (or its failure).
+    fn run(&mut self, text: String, params: Params) -> Result<Vec<String>, Failure> {
+        let (tx, rx) = mpsc::sync_channel(2);
+        let started = Instant::now();
+        self.jobs
+            .send(Job::Run {
+                text,
+                params,
+                events: tx,
+            })
+            .map_err(|_| internal())?;
+        let mut open = Open {
+            events: rx,
+            pending: VecDeque::new(),
+            done: None,
+            started,
+        };
+        loop {
+            match open.events.recv() {
+                Ok(Event::Columns(c)) => {
+                    self.open = Some(open);
+                    return Ok(c);
+                }
+                Ok(Event::Rows(r)) => open.pending.extend(r),
+                Ok(Event::Done(Ok(d))) => {
+                    // A command (SHOW INDEXES...): columns come with its end.
+                    let c = d.columns.clone();
+                    open.done = Some(Ok(d));
+                    self.open = Some(open);
+                    return Ok(c);
+                }
+                Ok(Event::Done(Err(f))) => return Err(f),
+                Err(_) => return Err(internal()),
+            }
+        }
+    }
+
+    /// Sends up to `n` records (all for -1) of the open statement, then its summary or
+    /// `has_more`. With `discard`, drops them instead.
+    fn pull(&mut self, n: i64, discard: bool) {
+        let Some(open) = self.open.as_mut() else {
+            fail(
+                &mut self.out,
+                &Failure {
+                    code: "Neo.ClientError.Request.Invalid",
+                    message: "nothing to pull: no statement is open".into(),
+                },
+            );
+            self.state = State::Failed;
+            return;
+        };
+        if discard {
+            // Stop the statement; what it already made is dropped.
+            self.cancel.store(true, Ordering::Relaxed);
+            open.pending.clear();
+            while open.done.is_none() {
+                match open.events.recv() {
+                    Ok(Event::Done(d)) => open.done = Some(d),
+                    Ok(_) => {}
+                    Err(_) => open.done = Some(Err(internal())),
+                }
+            }
+            // A discarded read that was cut short still ended well for the client.
+            if let Some(Err(f)) = &open.done {
+                if f.code == "Neo.TransientError.Transaction.Terminated" {
+                    open.done = Some(Ok(Done {
+                        columns: Vec::new(),
+                        counters: Default::default(),
+                        wrote: false,
+                    }));
+                }
+            }
+        }
+        let mut sent = 0i64;
+        while n < 0 || sent < n {
+            if let Some(row) = open.pending.pop_front() {
+                write_message(&mut self.out, &Pack::Struct(RECORD, vec![Pack::List(row)]));
+                sent += 1;
+                continue;
+            }
+            if open.done.is_some() {
+                break;
+            }
+            match open.events.recv() {
+                Ok(Event::Rows(r)) => open.pending.extend(r),
+                Ok(Event::Done(d)) => open.done = Some(d),
+                Ok(Event::Columns(_)) => {}
+                Err(_) => open.done = Some(Err(internal())),
+            }
+        }
+        if !open.pending.is_empty() || open.done.is_none() {
+            // More may come: peek whether the statement has ended with nothing left.
+            if open.pending.is_empty() {
+                if let Ok(ev) = open.events.recv() {
+                    match ev {
+                        Event::Rows(r) => open.pending.extend(r),
+                        Event::Done(d) => open.done = Some(d),
+                        Event::Columns(_) => {}
+                    }
+                }
+            }
+            if !open.pending.is_empty() || open.done.is_none() {
+                success(&mut self.out, vec![("has_more", Pack::Bool(true))]);
+                return;
+            }
+        }
+        let open = self.open.take().expect("checked above");
+        let t_last = open.started.elapsed().as_millis() as i64;
+        match open.done.expect("ended") {
+            Ok(d) => {
+                let mut meta = vec![
+                    ("t_last", Pack::Int(t_last)),
+                    ("type", Pack::str(if d.wrote { "rw" } else { "r" })),
+                    ("db", Pack::str("neo4j")),
+                ];
+                if !d.counters.is_empty() {
+                    meta.push(("stats", stats(&d.counters)));
+                }
+                if !self.in_tx {
+                    self.bookmark += 1;
+                    meta.push(("bookmark", Pack::str(format!("quiver:{}", self.bookmark))));
+                }
+                success(&mut self.out, meta);
+                self.state = if self.in_tx {
+                    State::TxReady
+                } else {
+                    State::Ready
+                };
+            }
+            Err(f) => {
+                fail(&mut self.out, &f);
+                // A failed statement in a transaction has rolled it back.
+                self.in_tx = false;
+                self.state = State::Failed;
+            }
+        }
+    }
+
+    fn tx(&mut self, cmd: &'static str) -> Result<(), Failure> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs.send(Job::Tx(cmd, tx)).map_err(|_| internal())?;
+        rx.recv().map_err(|_| internal())?
+    }
+
+    /// Drops an open statement and rolls back an open transaction (RESET, errors).
+    fn reset(&mut self) {
+        if self.open.is_some() {
+            self.pull(-1, true);
+            self.out.clear();
+        }
+        if self.in_tx {
+            let _ = self.tx("ROLLBACK");
+            self.in_tx = false;
+        }
+    }
+}
+
+fn internal() -> Failure {
+    Failure {
+        code: "Neo.DatabaseError.General.UnknownError",
+        message: "the statement's worker stopped".into(),
+    }
+}
+
+fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
+    let mut out = Params::new();
+    if let Some(Pack::Map(m)) = p {
+        for (k, v) in m {
+            let v = from_pack(v).map_err(|message| Failure {
+                code: "Neo.ClientError.Statement.TypeError",
+                message: format!("parameter ${k}: {message}"),
+            })?;
+            out.insert(k.clone(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// Serves one connection until it closes.
+pub fn connection(
+    mut stream: TcpStream,
+    store: Arc<Store>,
+    users: Arc<Users>,
+    opts: &ServeOptions,
+    id: usize,
+) -> io::Result<()> {
+    stream.set_read_timeout(Some(opts.idle_timeout))?;
+    stream.set_nodelay(true)?;
+    if handshake(&mut stream)?.is_none() {
+        return Ok(());
+    }
+    let (jobs, rx) = mpsc::channel();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let w = {
+        let mut session = Session::on(store);
+        if let Some(l) = opts.query_memory_limit {
+            session.opts.memory_limit = l;
+        }
+        if let Some(d) = &opts.import_dir {
+            session.opts.import_dir = Some(d.clone());
+        }
+        let cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name(format!("bolt-{id}-worker"))
+            .spawn(move || worker(session, rx, cancel))?
+    };
+    let mut c = Conn {
+        state: State::Authentication,
+        in_tx: false,
+        jobs,
+        cancel,
+        open: None,
+        out: Vec::new(),
+        bookmark: 0,
+    };
+    let mut hello = false;
+    let r = (|| -> io::Result<()> {
+        loop {
+            let max = if c.state == State::Authentication {
+                PRE_AUTH_MESSAGE_MAX
+            } else {
+                opts.max_message
+            };
+            let Some(msg) = read_message(&mut stream, max)? else {
+                return Ok(());
+            };
+            let (tag, fields) = match decode(&msg) {
+                Ok(Pack::Struct(t, f)) => (t, f),
+                Ok(_) | Err(_) => return Ok(()), // not a message: the protocol is broken
+            };
+            let close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
+            stream.write_all(&c.out)?;
+            c.out.clear();
+            if close || c.state == State::Defunct {
+                return Ok(());
+            }
+        }
+    })();
+    c.reset();
+    drop(c);
+    let _ = w.join();
+    r
+}
+
+/// Handles one message; `true` when the connection should close.
+fn handle(
+    c: &mut Conn,
+    hello: &mut bool,
+    tag: u8,
+    f: &[Pack],
+    users: &Users,
+    opts: &ServeOptions,
+    id: usize,
+) -> bool {
+    if tag == GOODBYE {
+        c.reset();
+        return true;
+    }
+    if !*hello {
+        if tag != HELLO {
+            return true;
+        }
+        *hello = true;
+        success(
+            &mut c.out,
+            vec![
+                (
+                    "server",
+                    Pack::str(format!(
+                        "Neo4j/5.26.0 compatible; Quiver/{}",
+                        env!("CARGO_PKG_VERSION")
+                    )),
+                ),
+                ("connection_id", Pack::str(format!("bolt-{id}"))),
+                ("hints", Pack::map(vec![])),
+            ],
+        );
+        return false;
+    }
+    if tag == RESET {
+        c.reset();
+        if c.state != State::Authentication {
+            c.state = State::Ready;
+        }
+        success(&mut c.out, vec![]);
+        return false;
+    }
+    if c.state == State::Failed {
+        write_message(&mut c.out, &Pack::Struct(IGNORED, vec![]));
+        return false;
+    }
+    if c.state == State::Authentication {
+        if tag != LOGON {
+            fail(
+                &mut c.out,
+                &Failure {
+                    code: "Neo.ClientError.Security.Unauthorized",
+                    message: "authenticate first (LOGON)".into(),
+                },
+            );
+            c.state = State::Defunct;
+            return true;
+        }
+        let auth = f.first().cloned().unwrap_or(Pack::Null);
+        let scheme = auth.get("scheme").and_then(Pack::as_str).unwrap_or("none");
+        let ok = if !opts.auth {
+            true
+        } else if scheme == "basic" {
+            let user = auth.get("principal").and_then(Pack::as_str).unwrap_or("");
+            let pass = auth.get("credentials").and_then(Pack::as_str).unwrap_or("");
+            users.verify(user, pass)
+        } else {
+            false
+        };
+        if ok {
+            c.state = State::Ready;
+            success(&mut c.out, vec![]);
+        } else {
+            // Slow down guessing.
+            std::thread::sleep(Duration::from_millis(500));
+            fail(
+                &mut c.out,
+                &Failure {
+                    code: "Neo.ClientError.Security.Unauthorized",
+                    message: "the user name or password is wrong".into(),
+                },
+            );
+            c.state = State::Defunct;
+        }
+        return false;
+    }
+    let failed = |c: &mut Conn, f: Failure| {
+        fail(&mut c.out, &f);
+        c.reset();
+        c.state = State::Failed;
+    };
+    match (tag, c.state) {
+        (LOGOFF, State::Ready) => {
+            c.state = State::Authentication;
+            success(&mut c.out, vec![]);
+        }
+        (TELEMETRY, _) => success(&mut c.out, vec![]),
+        (ROUTE, State::Ready) => {
+            let addr = Pack::List(vec![Pack::str(opts.listen.to_string())]);
+            let server = |role: &str| {
+                Pack::map(vec![("addresses", addr.clone()), ("role", Pack::str(role))])
+            };
+            success(
+                &mut c.out,
+                vec![(
+                    "rt",
+                    Pack::map(vec![
+                        ("ttl", Pack::Int(300)),
+                        ("db", Pack::str("neo4j")),
+                        (
+                            "servers",
+                            Pack::List(vec![server("WRITE"), server("READ"), server("ROUTE")]),
+                        ),
+                    ]),
+                )],
+            );
+        }
+        (BEGIN, State::Ready) => match c.tx("BEGIN") {
+            Ok(()) => {
+                c.in_tx = true;
+                c.state = State::TxReady;
+                success(&mut c.out, vec![]);
+            }
+            Err(e) => failed(c, e),
+        },
+        (COMMIT | ROLLBACK, State::TxReady) => {
+            let cmd = if tag == COMMIT { "COMMIT" } else { "ROLLBACK" };
+            c.in_tx = false;
+            match c.tx(cmd) {
+                Ok(()) => {
+                    c.state = State::Ready;
+                    let mut meta = vec![];
+                    if tag == COMMIT {
+                        c.bookmark += 1;
+                        meta.push(("bookmark", Pack::str(format!("quiver:{}", c.bookmark))));
+                    }
+                    success(&mut c.out, meta);
+                }
+                Err(e) => failed(c, e),
+            }
+        }
+        (RUN, State::Ready | State::TxReady) => {
+            let Some(text) = f.first().and_then(Pack::as_str) else {
+                failed(
+                    c,
+                    Failure {
+                        code: "Neo.ClientError.Request.Invalid",
+                        message: "RUN needs a query string".into(),
+                    },
+                );
+                return false;
+            };
+            let params = match params_of(f.get(1)) {
+                Ok(p) => p,
+                Err(e) => {
+                    failed(c, e);
+                    return false;
+                }
+            };
+            let started = Instant::now();
+            match c.run(text.to_string(), params) {
+                Ok(cols) => {
+                    let mut meta = vec![
+                        (
+                            "fields",
+                            Pack::List(cols.into_iter().map(Pack::Str).collect()),
+                        ),
+                        ("t_first", Pack::Int(started.elapsed().as_millis() as i64)),
+                    ];
+                    if c.in_tx {
+                        meta.push(("qid", Pack::Int(0)));
+                    }
+                    success(&mut c.out, meta);
+                    c.state = if c.in_tx {
+                        State::TxStreaming
+                    } else {
+                        State::Streaming
+                    };
+                }
+                Err(e) => failed(c, e),
+            }
+        }
+        (PULL | DISCARD, State::Streaming | State::TxStreaming) => {
+            let n = f
+                .first()
+                .and_then(|m| m.get("n"))
+                .and_then(Pack::as_int)
+                .unwrap_or(-1);
+            c.pull(n, tag == DISCARD);
+            if c.state == State::Failed {
+                c.reset();
+            }
+        }
+        (t, s) => failed(
+            c,
+            Failure {
+                code: "Neo.ClientError.Request.Invalid",
+                message: format!("message 0x{t:02X} is not expected in state {s:?}"),
+            },
+        ),
+    }
+    false
+}
+
+/// Accepts connections until the process ends. Each gets its own threads; past
+/// `max_connections`, a new one is refused.
+pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io::Result<()> {
+    let users = Arc::new(
+        Users::load(store.dir())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
+    );
+    let live = Arc::new(AtomicUsize::new(0));
+    let mut next = 0usize;
+    for s in listener.incoming() {
+        let Ok(stream) = s else { continue };
+        next += 1;
+        if live.load(Ordering::Relaxed) >= opts.max_connections {
+            drop(stream);
+            continue;
+        }
+        live.fetch_add(1, Ordering::Relaxed);
+        let (store, users, opts, live) = (store.clone(), users.clone(), opts.clone(), live.clone());
+        let id = next;
+        std::thread::Builder::new()
+            .name(format!("bolt-{id}"))
+            .spawn(move || {
+                let _ = connection(stream, store, users, &opts, id);
+                live.fetch_sub(1, Ordering::Relaxed);
+            })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! Quiver values as Bolt 5 structures and back: nodes, relationships and paths with
+//! element ids, and the temporal types (datetimes as UTC seconds, Bolt 5's form).
+
+use crate::packstream::Pack;
+use quiver_engine::value::{zone_id, zone_name, Dur, Stamp};
+use quiver_query::value::RelRef;
+use quiver_query::{Graph, QueryError, Value};
+use std::sync::Arc;
+
+pub const NODE: u8 = 0x4E;
+pub const REL: u8 = 0x52;
+pub const UNBOUND_REL: u8 = 0x72;
+pub const PATH: u8 = 0x50;
+pub const DATE: u8 = 0x44;
+pub const TIME: u8 = 0x54;
+pub const LOCAL_TIME: u8 = 0x74;
+pub const DATETIME: u8 = 0x49;
+pub const DATETIME_ZONE: u8 = 0x69;
+pub const LOCAL_DATETIME: u8 = 0x64;
+pub const DURATION: u8 = 0x45;
+
+/// A relationship's integer id: its type in the top 24 bits, its edge id below (ids
+/// are per type in Quiver).
+pub fn rel_id(r: &RelRef) -> i64 {
+    ((r.ty as i64) << 40) | (r.eid as i64 & ((1 << 40) - 1))
+}
+
+fn props(g: &Graph, p: Vec<(Arc<str>, Value)>) -> Result<Pack, QueryError> {
+    let mut m = Vec::with_capacity(p.len());
+    for (k, v) in p {
+        m.push((k.to_string(), to_pack(g, &v)?));
+    }
+    Ok(Pack::Map(m))
+}
+
+fn node(g: &Graph, n: u64) -> Result<Pack, QueryError> {
+    let labels = g
+        .labels(n)?
+        .iter()
+        .map(|l| Pack::str(l.to_string()))
+        .collect();
+    Ok(Pack::Struct(
+        NODE,
+        vec![
+            Pack::Int(n as i64),
+            Pack::List(labels),
+            props(g, g.node_props(n)?)?,
+            Pack::Str(n.to_string()),
+        ],
+    ))
+}
+
+fn rel(g: &Graph, r: &RelRef) -> Result<Pack, QueryError> {
+    let id = rel_id(r);
+    Ok(Pack::Struct(
+        REL,
+        vec![
+            Pack::Int(id),
+            Pack::Int(r.src as i64),
+            Pack::Int(r.dst as i64),
+            Pack::Str(g.rel_type_name(r.ty).to_string()),
+            props(g, g.rel_props(r)?)?,
+            Pack::Str(format!("{}:{}", r.ty, r.eid)),
+            Pack::Str(r.src.to_string()),
+            Pack::Str(r.dst.to_string()),
+        ],
+    ))
+}
+
+/// A query value as PackStream (reading labels and properties from `g`).
+pub fn to_pack(g: &Graph, v: &Value) -> Result<Pack, QueryError> {
+    Ok(match v {
+        Value::Null => Pack::Null,
+        Value::Bool(b) => Pack::Bool(*b),
+        Value::Int(i) => Pack::Int(*i),
+        Value::Float(f) => Pack::Float(*f),
+        Value::Str(s) => Pack::Str(s.to_string()),
+        Value::List(l) => Pack::List(l.iter().map(|x| to_pack(g, x)).collect::<Result<_, _>>()?),
+        Value::Map(m) => props(g, m.to_vec())?,
+        Value::Node(n) => node(g, *n)?,
+        Value::Rel(r) => rel(g, r)?,
+        Value::Path(p) => {
+            let nodes: Vec<Pack> = p
+                .nodes
+                .iter()
+                .map(|&n| node(g, n))
+                .collect::<Result<_, _>>()?;
+            let mut rels = Vec::new();
+            let mut indices = Vec::new();
+            for (i, r) in p.rels.iter().enumerate() {
+                rels.push(Pack::Struct(
+                    UNBOUND_REL,
+                    vec![
+                        Pack::Int(rel_id(r)),
+                        Pack::Str(g.rel_type_name(r.ty).to_string()),
+                        props(g, g.rel_props(r)?)?,
+                        Pack::Str(format!("{}:{}", r.ty, r.eid)),
+                    ],
+                ));
+                // 1-based; negative when the path walks the relationship backwards.
+                let forward = r.src as u64 == p.nodes[i];
+                let k = i as i64 + 1;
+                indices.push(Pack::Int(if forward { k } else { -k }));
+                indices.push(Pack::Int(i as i64 + 1));
+            }
+            Pack::Struct(
+                PATH,
+                vec![Pack::List(nodes), Pack::List(rels), Pack::List(indices)],
+            )
+        }
+        Value::Date(d) => Pack::Struct(DATE, vec![Pack::Int(*d)]),
+        Value::LocalTime(t) => Pack::Struct(LOCAL_TIME, vec![Pack::Int(*t)]),
+        Value::Time(t, o) => Pack::Struct(TIME, vec![Pack::Int(*t), Pack::Int(*o as i64)]),
+        Value::LocalDateTime(s) => Pack::Struct(
+            LOCAL_DATETIME,
+            vec![Pack::Int(s.secs), Pack::Int(s.nanos as i64)],
+        ),
+        Value::DateTime(s, o, z) => match zone_name(*z) {
+            Some(name) => Pack::Struct(
+                DATETIME_ZONE,
+                vec![
+                    Pack::Int(s.secs),
+                    Pack::Int(s.nanos as i64),
+                    Pack::Str(name.to_string()),
+                ],
+            ),
+            None => Pack::Struct(
+                DATETIME,
+                vec![
+                    Pack::Int(s.secs),
+                    Pack::Int(s.nanos as i64),
+                    Pack::Int(*o as i64),
+                ],
+            ),
+        },
+        Value::Duration(d) => Pack::Struct(
+            DURATION,
+            vec![
+                Pack::Int(d.months),
+                Pack::Int(d.days),
+                Pack::Int(d.secs),
+                Pack::Int(d.nanos as i64),
+            ],
+        ),
+    })
+}
+
+/// A parameter from PackStream. Nodes, relationships and paths cannot be parameters;
+/// bytes have no Quiver type yet.
+pub fn from_pack(p: &Pack) -> Result<Value, String> {
+    let ints = |f: &[Pack], n: usize, what: &str| -> Result<Vec<i64>, String> {
+        let v: Vec<i64> = f.iter().take(n).filter_map(Pack::as_int).collect();
+        if v.len() == n && f.len() >= n {
+            Ok(v)
+        } else {
+            Err(format!("a {what} parameter needs {n} integer fields"))
+        }
+    };
+    Ok(match p {
+        Pack::Null => Value::Null,
+        Pack::Bool(b) => Value::Bool(*b),
+        Pack::Int(i) => Value::Int(*i),
+        Pack::Float(f) => Value::Float(*f),
+        Pack::Str(s) => Value::str(s),
+        Pack::Bytes(_) => return Err("byte arrays are not supported as parameters".into()),
+        Pack::List(l) => Value::list(l.iter().map(from_pack).collect::<Result<_, _>>()?),
+        Pack::Map(m) => Value::Map(Arc::new(
+            m.iter()
+                .map(|(k, v)| Ok((Arc::from(k.as_str()), from_pack(v)?)))
+                .collect::<Result<_, String>>()?,
+        )),
+        Pack::Struct(tag, f) => match *tag {
+            DATE => Value::Date(ints(f, 1, "date")?[0]),
+            LOCAL_TIME => {
+                let ns = ints(f, 1, "local time")?[0];
+                if !(0..86_400_000_000_000).contains(&ns) {
+                    return Err("a local time is 0 to 86399999999999 nanoseconds".into());
+                }
+                Value::LocalTime(ns)
+            }
+            TIME => {
+                let v = ints(f, 2, "time")?;
+                Value::Time(v[0].rem_euclid(86_400_000_000_000), offset(v[1])?)
+            }
+            LOCAL_DATETIME => {
+                let v = ints(f, 2, "local datetime")?;
+                Value::LocalDateTime(stamp(v[0], v[1])?)
+            }
+            DATETIME => {
+                let v = ints(f, 3, "datetime")?;
+                Value::DateTime(stamp(v[0], v[1])?, offset(v[2])?, 0)
+            }
+            DATETIME_ZONE => {
+                let v = ints(f, 2, "datetime")?;
+                let Some(Pack::Str(name)) = f.get(2) else {
+                    return Err("a zoned datetime parameter needs a zone name".into());
+                };
+                let tz = jiff_zone(name)?;
+                let s = stamp(v[0], v[1])?;
+                let ts = jiff::Timestamp::new(s.secs, s.nanos as i32).map_err(|e| e.to_string())?;
+                Value::DateTime(s, tz.to_offset(ts).seconds(), zone_id(name))
+            }
+            DURATION => {
+                let v = ints(f, 4, "duration")?;
+                let total = v[2] as i128 * 1_000_000_000 + v[3] as i128;
+                Value::Duration(Arc::new(Dur {
+                    months: v[0],
+                    days: v[1],
+                    secs: total.div_euclid(1_000_000_000) as i64,
+                    nanos: total.rem_euclid(1_000_000_000) as i32,
+                }))
+            }
+            NODE | REL | UNBOUND_REL | PATH => {
+                return Err("nodes, relationships and paths cannot be parameters".into())
+            }
+            t => return Err(format!("unknown structure 0x{t:02X} in a parameter")),
+        },
+    })
+}
+
+fn stamp(secs: i64, nanos: i64) -> Result<Stamp, String> {
+    if !(0..1_000_000_000).contains(&nanos) {
+        return Err("nanoseconds must be 0 to 999999999".into());
+    }
+    Ok(Stamp {
+        secs,
+        nanos: nanos as u32,
+    })
+}
+
+fn offset(o: i64) -> Result<i32, String> {
+    if o.abs() > 18 * 3600 {
+        return Err(format!("offset {o} s is beyond 18 hours"));
+    }
+    Ok(o as i32)
+}
+
+fn jiff_zone(name: &str) -> Result<jiff::tz::TimeZone, String> {
+    jiff::tz::TimeZone::get(name).map_err(|_| format!("unknown time zone '{name}'"))
+}

@@ -1,0 +1,67 @@
+//! `quiver serve`: the Bolt server, so the Neo4j drivers and tools connect.
+
+use super::DbArgs;
+use anyhow::{bail, Context, Result};
+use quiver_bolt::{ServeOptions, Users};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to listen on. Only loopback unless another address is asked for.
+    #[arg(long, default_value = "127.0.0.1:7687")]
+    pub listen: SocketAddr,
+    /// Accept any client without a password (warned about; for local experiments).
+    #[arg(long)]
+    pub no_auth: bool,
+    /// Most connections at once; more are refused.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
+    /// Close a connection silent for this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub idle_timeout_secs: u64,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let session = a.db.open()?;
+    let store = session.store().clone();
+    drop(session);
+    let users = Users::load(&a.db.db)?;
+    if a.no_auth {
+        eprintln!(
+            "warning: --no-auth: any client that reaches {} can read and write this database",
+            a.listen
+        );
+    } else if users.is_empty() {
+        bail!(
+            "{} has no users, so nobody could log in: add one with `quiver user add NAME --db {}` (or serve with --no-auth)",
+            a.db.db.display(),
+            a.db.db.display()
+        );
+    }
+    let listener =
+        TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
+    let listen = listener.local_addr()?;
+    eprintln!(
+        "quiver: serving {} over Bolt on {listen} ({})",
+        a.db.db.display(),
+        if a.no_auth {
+            "no authentication"
+        } else {
+            "users of the database"
+        }
+    );
+    let opts = ServeOptions {
+        listen,
+        auth: !a.no_auth,
+        max_connections: a.max_connections,
+        idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
+        query_memory_limit: a.db.query_memory_limit,
+        import_dir: a.db.import_dir.clone(),
+        ..ServeOptions::default()
+    };
+    quiver_bolt::serve(listener, store, opts)?;
+    Ok(())
+}
