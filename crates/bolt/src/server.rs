@@ -166,6 +166,7 @@ pub fn failure(e: &QueryError) -> Failure {
         QueryError::Argument(_) => "Neo.ClientError.Statement.ArgumentError",
         QueryError::Semantic(_) => "Neo.ClientError.Statement.SemanticError",
         QueryError::EntityNotFound(_) => "Neo.ClientError.Statement.EntityNotFound",
+        QueryError::Procedure(_) => "Neo.ClientError.Procedure.ProcedureNotFound",
         QueryError::Memory { .. } => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
         QueryError::Cancelled => "Neo.TransientError.Transaction.Terminated",
         QueryError::Engine(E::Conflict(_)) => "Neo.TransientError.Transaction.DeadlockDetected",

@@ -127,6 +127,19 @@ with d.session(fetch_size=1000) as s:
     next(iter(res))
     check(s.run("RETURN 1 AS one").single()["one"] == 1, "after a half-read result")
 
+# The calls tools make on connect.
+labels = [r["label"] for r in d.execute_query("CALL db.labels()").records]
+check(labels == ["P", "T"], f"db.labels() {labels}")
+types = [r["relationshipType"] for r in d.execute_query("CALL db.relationshipTypes() YIELD relationshipType RETURN relationshipType").records]
+check(types == ["K"], f"db.relationshipTypes() {types}")
+keys = [r["propertyKey"] for r in d.execute_query("CALL db.propertyKeys()").records]
+check({"name", "w", "v"} <= set(keys), f"db.propertyKeys() {keys}")
+try:
+    d.execute_query("CALL db.nothing()")
+    sys.exit("FAILED: an unknown procedure was accepted")
+except exceptions.ClientError as e:
+    check("no procedure" in e.message, f"unknown procedure: {e.message}")
+
 d.close()
 
 # neo4j:// URIs route through the single-server routing table.

@@ -79,6 +79,24 @@ pub enum Clause {
         rows: Option<Expr>,
         on_error: OnError,
     },
+    /// `CALL ns.proc(args) [YIELD out [AS name], ... | YIELD *] [WHERE pred]`
+    CallProc(ProcCall),
+}
+
+/// A procedure call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcCall {
+    pub name: String,
+    /// Where the name starts in the text.
+    pub at: usize,
+    /// `None`: called without parentheses, its arguments taken from the parameters of
+    /// the same names (allowed only in a standalone call).
+    pub args: Option<Vec<Expr>>,
+    /// `None`: no YIELD. Otherwise (output, name it is bound to), in order.
+    pub yields: Option<Vec<(String, String)>>,
+    /// `YIELD *`.
+    pub star: bool,
+    pub where_: Option<Expr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

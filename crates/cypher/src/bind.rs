@@ -662,6 +662,33 @@ impl Checker<'_> {
                         scope.insert(c);
                     }
                 }
+                Clause::CallProc(pc) => {
+                    for a in pc.args.iter().flatten() {
+                        if contains_aggregate(a) {
+                            return self.fail(
+                                first_offset(a).unwrap_or(pc.at),
+                                format!("an aggregate cannot be an argument of {}(); aggregate in a WITH first", pc.name),
+                            );
+                        }
+                        self.expr(a, &scope, false)?;
+                    }
+                    let mut new = BTreeSet::new();
+                    for (_, alias) in pc.yields.iter().flatten() {
+                        if scope.contains(alias) || !new.insert(alias.clone()) {
+                            return self.fail(
+                                pc.at,
+                                format!("`{alias}` is already bound; YIELD it AS another name"),
+                            );
+                        }
+                    }
+                    for n in new {
+                        kinds.insert(n.clone(), Kind::Unknown);
+                        scope.insert(n);
+                    }
+                    if let Some(w) = &pc.where_ {
+                        self.expr(w, &scope, false)?;
+                    }
+                }
                 Clause::Return(p) => {
                     self.projection(p, &scope, "RETURN")?;
                     columns = p

@@ -17,7 +17,7 @@ pub struct ParseError {
     pub snippet: String,
 }
 
-pub(crate) fn error_at(text: &str, offset: usize, message: String) -> ParseError {
+pub fn error_at(text: &str, offset: usize, message: String) -> ParseError {
     let offset = offset.min(text.len());
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line = text[..offset].matches('\n').count();
@@ -417,6 +417,8 @@ impl<'t> Parser<'t> {
                     rows,
                     on_error,
                 });
+            } else if self.eat_kw("CALL") {
+                clauses.push(Clause::CallProc(self.proc_call()?));
             } else {
                 break;
             }
@@ -441,6 +443,7 @@ impl<'t> Parser<'t> {
                     | Clause::Remove(_)
                     | Clause::Delete { .. }
                     | Clause::CallInTx { .. }
+                    | Clause::CallProc(_)
             )
         );
         if !ends_ok && !self.is_kw("UNION") {
@@ -1095,6 +1098,66 @@ impl<'t> Parser<'t> {
             }
             _ => self.err("an expression"),
         }
+    }
+
+    /// After CALL: `ns.proc[(args)] [YIELD * | YIELD out [AS name], ...] [WHERE p]`.
+    fn proc_call(&mut self) -> R<ProcCall> {
+        let at = self.toks[self.pos].offset;
+        let mut name = self.any_name("a procedure name")?;
+        while self.eat_p(".") {
+            name.push('.');
+            name.push_str(&self.any_name("a procedure name")?);
+        }
+        let args = if self.eat_p("(") {
+            let mut a = Vec::new();
+            if !self.is_p(")") {
+                loop {
+                    a.push(self.expr()?);
+                    if !self.eat_p(",") {
+                        break;
+                    }
+                }
+            }
+            self.expect_p(")")?;
+            Some(a)
+        } else {
+            None
+        };
+        let (mut yields, mut star) = (None, false);
+        if self.eat_kw("YIELD") {
+            if self.eat_p("*") {
+                star = true;
+                yields = Some(Vec::new());
+            } else {
+                let mut y = Vec::new();
+                loop {
+                    let out = self.name("a procedure output")?;
+                    let alias = if self.eat_kw("AS") {
+                        self.name("a variable name")?
+                    } else {
+                        out.clone()
+                    };
+                    y.push((out, alias));
+                    if !self.eat_p(",") {
+                        break;
+                    }
+                }
+                yields = Some(y);
+            }
+        }
+        let where_ = if yields.is_some() && self.eat_kw("WHERE") {
+            Some(self.expr()?)
+        } else {
+            None
+        };
+        Ok(ProcCall {
+            name,
+            at,
+            args,
+            yields,
+            star,
+            where_,
+        })
     }
 
     /// `date.truncate(`, `duration.between(`: a dotted function name.

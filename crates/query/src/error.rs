@@ -35,6 +35,9 @@ pub enum QueryError {
     /// A statement that is well formed but cannot mean anything (MERGE on a null).
     #[error("{0}")]
     Semantic(String),
+    /// CALL of a procedure that does not exist.
+    #[error("{0}")]
+    Procedure(String),
     /// A node or relationship deleted earlier in the transaction was read.
     #[error("{0}")]
     EntityNotFound(String),

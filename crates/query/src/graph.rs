@@ -288,6 +288,43 @@ impl<'db> Graph<'db> {
         }
     }
 
+    /// Every label name (the database's and the delta's).
+    pub fn label_names(&self) -> Vec<String> {
+        match self.delta() {
+            Some(d) => d.labels.iter().map(|l| l.to_string()).collect(),
+            None => self.db.labels().to_vec(),
+        }
+    }
+
+    /// Every relationship type name.
+    pub fn rel_type_names(&self) -> Vec<String> {
+        (0..self.n_rel_types() as u32)
+            .map(|t| self.rel_type_name(t).to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
+    /// Property names the segments have columns for, and those the delta's entities
+    /// hold.
+    pub fn property_keys(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .tables
+            .iter()
+            .flat_map(|t| t.props.keys().cloned())
+            .chain(self.rels.iter().flat_map(|r| r.props.keys().cloned()))
+            .filter(|k| !k.starts_with(':'))
+            .collect();
+        if let Some(d) = self.delta() {
+            for r in d.nodes.values() {
+                out.extend(r.props.iter().map(|(k, _)| k.to_string()));
+            }
+            for r in d.rels.values() {
+                out.extend(r.props.iter().map(|(k, _)| k.to_string()));
+            }
+        }
+        out
+    }
+
     /// Node id range of table `t`.
     pub fn table_range(&self, t: usize) -> (u64, u64) {
         let ti = &self.tables[t];

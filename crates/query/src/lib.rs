@@ -20,6 +20,7 @@ pub mod graph;
 pub mod index;
 pub mod ops;
 pub mod plan;
+pub mod procs;
 pub mod render;
 /// The write operators and LOAD CSV live with the other operators, by family.
 pub use ops::{load, write};
@@ -62,6 +63,8 @@ pub struct QueryOptions {
     /// Told the result's column names once the statement is planned, before its first
     /// row (a server answers RUN with them and streams the rows as they are pulled).
     pub on_columns: Option<ColumnsHook>,
+    /// Procedures `CALL` may run besides the built-in `db.*` ones.
+    pub procedures: procs::Procedures,
 }
 
 /// See [`QueryOptions::on_columns`].
@@ -89,6 +92,7 @@ impl Default for QueryOptions {
             rejects_dir: None,
             database_memory: None,
             on_columns: None,
+            procedures: procs::Procedures::default(),
         }
     }
 }
@@ -196,7 +200,9 @@ pub fn run_statement(
         ));
     }
     let g = Graph::with_delta(db, delta, writes);
+    procs::check(text, stmt, &opts.procedures)?;
     let mut planner = plan::Planner::new(&g, params, indexes);
+    planner.procs = opts.procedures.clone();
     let (root, columns) = planner.plan(&stmt.query)?;
     let descs = std::mem::take(&mut planner.descs);
     if let Some(h) = &opts.on_columns {

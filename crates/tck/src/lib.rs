@@ -14,8 +14,8 @@
 //!   which is how the kit defines them;
 //! - `a <Type> should be raised at <compile time|runtime|any time>: <detail>`: the
 //!   error's type and phase are checked ([`classify`]); the detail is not (yet).
-//! - `there exists a procedure ...`: Quiver has no procedure registry, so such
-//!   scenarios fail with that reason.
+//! - `there exists a procedure ...`: registers a test procedure (its signature and
+//!   table) with the scenario's session.
 //!
 //! The skip list (`tests/tck/skip.txt`) names scenarios (or prefixes of their ids) that
 //! are not run, each with its reason; [`Report`] counts pass, fail and skip per area.
@@ -394,6 +394,59 @@ struct Ctx {
     effects: Option<BTreeMap<&'static str, usize>>,
 }
 
+/// A test procedure from its signature (`test.my.proc(in :: INTEGER?) :: (out ::
+/// STRING?):`) and its table (inputs, then outputs, per row).
+fn procedure(sig: &str, table: &[Vec<String>]) -> Result<quiver_query::procs::Procedure, String> {
+    use quiver_query::procs::{Body, PType, Procedure};
+    let bad = || format!("procedure signature `{sig}`");
+    let open = sig.find('(').ok_or_else(bad)?;
+    let name = sig[..open].trim().to_string();
+    let close = open + sig[open..].find(')').ok_or_else(bad)?;
+    let rest = sig[close + 1..]
+        .trim()
+        .strip_prefix("::")
+        .ok_or_else(bad)?
+        .trim();
+    let outs = rest
+        .strip_prefix('(')
+        .and_then(|r| r.rfind(')').map(|e| &r[..e]))
+        .ok_or_else(bad)?;
+    let params = |s: &str| -> Result<Vec<(String, PType)>, String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(|x| {
+                let (n, t) = x.split_once("::").ok_or_else(bad)?;
+                Ok((n.trim().to_string(), PType::parse(t)))
+            })
+            .collect()
+    };
+    let inputs = params(&sig[open + 1..close])?;
+    let outputs = params(outs)?;
+    let mut rows = Vec::new();
+    let width = inputs.len() + outputs.len();
+    for row in table.iter().skip(1) {
+        if row.len() != width {
+            return Err(format!(
+                "procedure {name}: a row of {} values, not {width}",
+                row.len()
+            ));
+        }
+        let vals = row
+            .iter()
+            .map(|c| value::parse(c)?.to_value())
+            .collect::<Result<Vec<_>, _>>()?;
+        let (i, o) = vals.split_at(inputs.len());
+        rows.push((i.to_vec(), o.to_vec()));
+    }
+    Ok(Procedure {
+        name,
+        inputs,
+        outputs,
+        body: Body::Table(rows),
+    })
+}
+
 fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let session = Session::open_with(&dir.path().join("g.qdb"), OpenMode::Mapped, true)
@@ -437,10 +490,13 @@ fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
                 let v = value::parse(&row[1])?.to_value()?;
                 cx.params.insert(row[0].clone(), v);
             }
-        } else if t.starts_with("there exists a procedure") {
-            return Err(
-                "procedures: Quiver has no procedure registry (CALL of test procedures)".into(),
-            );
+        } else if let Some(sig) = t.strip_prefix("there exists a procedure ") {
+            let p = procedure(sig, st.table.as_deref().unwrap_or(&[]))?;
+            cx.session
+                .opts
+                .procedures
+                .registered
+                .push(std::sync::Arc::new(p));
         } else if t == "executing query:" || t == "executing control query:" {
             let q = doc()?;
             let before = if t == "executing query:" {
@@ -726,6 +782,7 @@ pub fn classify(e: &QueryError) -> (&'static str, bool) {
         QueryError::Engine(EngineError::Constraint(_)) => ("ConstraintVerificationFailed", false),
         QueryError::Engine(EngineError::PropertyType(_)) => ("TypeError", false),
         QueryError::Semantic(_) => ("SemanticError", false),
+        QueryError::Procedure(_) => ("ProcedureError", true),
         QueryError::EntityNotFound(_) => ("EntityNotFound", false),
         QueryError::RolledBack(inner) => classify(inner),
         _ => ("Unsupported", false),

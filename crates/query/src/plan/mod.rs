@@ -122,6 +122,8 @@ pub struct Planner<'a, 'g, 'db> {
     in_batches: bool,
     /// Nothing follows the clauses being planned in the statement.
     tail: bool,
+    /// The procedures CALL may run (besides the built-ins).
+    pub procs: crate::procs::Procedures,
 }
 
 /// Names of anonymous pattern parts start with a space, which no user variable can.
@@ -317,6 +319,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             wrote: false,
             in_batches: false,
             tail: false,
+            procs: crate::procs::Procedures::default(),
         }
     }
 
@@ -581,6 +584,87 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
                     );
                     scope.bind(&l.var, Kind::Other);
+                }
+                Clause::CallProc(pc) => {
+                    let proc = self.procs.find(&pc.name).ok_or_else(|| {
+                        QueryError::Procedure(format!("there is no procedure {}", pc.name))
+                    })?;
+                    let args = match &pc.args {
+                        Some(a) => a
+                            .iter()
+                            .map(|e| self.compile(e, &scope, &[]))
+                            .collect::<Result<Vec<_>, _>>()?,
+                        // Implicit arguments: the parameters named like the inputs.
+                        None => proc
+                            .inputs
+                            .iter()
+                            .map(|(n, _)| self.compile(&Expr::Param(n.clone()), &scope, &[]))
+                            .collect::<Result<Vec<_>, _>>()?,
+                    };
+                    let standalone = clauses.len() == 1;
+                    let all = || {
+                        proc.outputs
+                            .iter()
+                            .map(|(o, _)| (o.clone(), o.clone()))
+                            .collect::<Vec<_>>()
+                    };
+                    let yields: Vec<(String, String)> = match &pc.yields {
+                        None if standalone => all(),
+                        None => Vec::new(),
+                        Some(_) if pc.star => all(),
+                        Some(y) => y.clone(),
+                    };
+                    let mut outputs = Vec::new();
+                    for (out, alias) in &yields {
+                        let i =
+                            proc.outputs
+                                .iter()
+                                .position(|(o, _)| o == out)
+                                .ok_or_else(|| {
+                                    QueryError::Argument(format!(
+                                        "{}() has no output `{out}`",
+                                        proc.name
+                                    ))
+                                })?;
+                        outputs.push(i);
+                        scope.bind(alias, Kind::Other);
+                    }
+                    let void = proc.outputs.is_empty();
+                    cur = self.wrap(
+                        "ProcedureCall",
+                        proc.name.clone(),
+                        vec![cur.id],
+                        Box::new(crate::procs::CallOp {
+                            input: cur.op,
+                            proc: proc.clone(),
+                            args,
+                            outputs,
+                            void,
+                        }),
+                    );
+                    if let Some(w) = &pc.where_ {
+                        let e = self.compile(w, &scope, &[])?;
+                        cur = self.filter(cur, e, w);
+                    }
+                    if standalone && !void {
+                        let p = Projection {
+                            distinct: false,
+                            star: false,
+                            items: yields
+                                .iter()
+                                .map(|(_, a)| (Expr::Var(a.clone(), 0), None))
+                                .collect(),
+                            order: Vec::new(),
+                            skip: None,
+                            limit: None,
+                            where_: None,
+                            texts: yields.iter().map(|(_, a)| a.clone()).collect(),
+                        };
+                        let (c, s, n) = self.projection(cur, &scope, &p)?;
+                        cur = c;
+                        scope = s;
+                        names = n;
+                    }
                 }
                 Clause::CallInTx {
                     body,

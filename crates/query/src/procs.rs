@@ -1,0 +1,267 @@
+//! Procedures that `CALL` runs: the built-in `db.*` ones (what the Neo4j tools call on
+//! connect) and any a session registers (the TCK's test procedures, given as tables).
+
+use crate::batch::Batch;
+use crate::error::QueryError;
+use crate::expr::{eval, CExpr, Env};
+use crate::graph::Graph;
+use crate::ops::{BoxOp, Cx, Op};
+use crate::value::{Key, Value};
+use quiver_cypher::ast::{Clause, Expr, Statement};
+use std::sync::Arc;
+
+/// The type of a procedure's input or output, as signatures write it (`INTEGER?`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PType {
+    Any,
+    Integer,
+    Float,
+    Number,
+    String,
+    Boolean,
+    Other,
+}
+
+impl PType {
+    pub fn parse(s: &str) -> PType {
+        match s.trim().trim_end_matches('?').to_ascii_uppercase().as_str() {
+            "ANY" => PType::Any,
+            "INTEGER" | "INT" => PType::Integer,
+            "FLOAT" => PType::Float,
+            "NUMBER" => PType::Number,
+            "STRING" => PType::String,
+            "BOOLEAN" => PType::Boolean,
+            _ => PType::Other,
+        }
+    }
+
+    /// Whether a value of this (literal) kind may be passed where `self` is declared.
+    fn accepts(self, v: &Value) -> bool {
+        match (self, v) {
+            (_, Value::Null) | (PType::Any | PType::Other, _) => true,
+            (PType::Integer, Value::Int(_)) => true,
+            (PType::Float | PType::Number, Value::Int(_) | Value::Float(_)) => true,
+            (PType::String, Value::Str(_)) => true,
+            (PType::Boolean, Value::Bool(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What a procedure does.
+#[derive(Clone)]
+pub enum Body {
+    /// Rows of (inputs, outputs): a call yields the outputs of the rows whose inputs
+    /// equal its arguments.
+    Table(Vec<(Vec<Value>, Vec<Value>)>),
+    Builtin(fn(&Graph) -> Result<Vec<Vec<Value>>, QueryError>),
+}
+
+#[derive(Clone)]
+pub struct Procedure {
+    pub name: String,
+    pub inputs: Vec<(String, PType)>,
+    pub outputs: Vec<(String, PType)>,
+    pub body: Body,
+}
+
+impl std::fmt::Debug for Procedure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}(..)", self.name)
+    }
+}
+
+impl Procedure {
+    fn call(&self, g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+        match &self.body {
+            Body::Builtin(f) => f(g),
+            Body::Table(rows) => Ok(rows
+                .iter()
+                .filter(|(ins, _)| {
+                    ins.len() == args.len()
+                        && ins
+                            .iter()
+                            .zip(args)
+                            .all(|(a, b)| Key(a.clone()) == Key(b.clone()))
+                })
+                .map(|(_, outs)| outs.clone())
+                .collect()),
+        }
+    }
+}
+
+fn strings(mut v: Vec<String>) -> Vec<Vec<Value>> {
+    v.sort();
+    v.dedup();
+    v.into_iter().map(|s| vec![Value::str(&s)]).collect()
+}
+
+fn db_labels(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    Ok(strings(g.label_names()))
+}
+
+fn db_types(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    Ok(strings(g.rel_type_names()))
+}
+
+fn db_keys(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    Ok(strings(g.property_keys()))
+}
+
+/// The built-in procedures.
+pub fn builtins() -> Vec<Procedure> {
+    let one = |name: &str, out: &str, f| Procedure {
+        name: name.into(),
+        inputs: Vec::new(),
+        outputs: vec![(out.into(), PType::String)],
+        body: Body::Builtin(f),
+    };
+    vec![
+        one("db.labels", "label", db_labels),
+        one("db.relationshipTypes", "relationshipType", db_types),
+        one("db.propertyKeys", "propertyKey", db_keys),
+    ]
+}
+
+/// The procedures a session can call: the built-ins and those registered.
+#[derive(Debug, Clone, Default)]
+pub struct Procedures {
+    pub registered: Vec<Arc<Procedure>>,
+}
+
+impl Procedures {
+    pub fn find(&self, name: &str) -> Option<Arc<Procedure>> {
+        self.registered
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .or_else(|| {
+                builtins()
+                    .into_iter()
+                    .find(|p| p.name == name)
+                    .map(Arc::new)
+            })
+    }
+}
+
+/// Checks every CALL of a statement against the procedures' signatures before it
+/// runs (compile time): the procedure exists, the arguments are as many as its inputs
+/// and literals of their types, YIELD names its outputs, an in-query call of a
+/// procedure with outputs yields them, and `YIELD *` stands alone.
+pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), QueryError> {
+    use quiver_cypher::parse::error_at;
+    for part in &stmt.query.parts {
+        let standalone = part.clauses.len() == 1;
+        for c in &part.clauses {
+            let Clause::CallProc(pc) = c else { continue };
+            let syntax = |msg: String| QueryError::Parse(error_at(text, pc.at, msg));
+            let Some(p) = procs.find(&pc.name) else {
+                return Err(QueryError::Procedure(
+                    error_at(text, pc.at, format!("there is no procedure {}", pc.name)).to_string(),
+                ));
+            };
+            match &pc.args {
+                Some(a) => {
+                    if a.len() != p.inputs.len() {
+                        return Err(syntax(format!(
+                            "{}() takes {} argument(s), got {}",
+                            p.name,
+                            p.inputs.len(),
+                            a.len()
+                        )));
+                    }
+                    for (e, (n, t)) in a.iter().zip(&p.inputs) {
+                        let lit = match e {
+                            Expr::Int(i) => Some(Value::Int(*i)),
+                            Expr::Float(f) => Some(Value::Float(*f)),
+                            Expr::Str(s) => Some(Value::str(s)),
+                            Expr::Bool(b) => Some(Value::Bool(*b)),
+                            _ => None,
+                        };
+                        if lit.is_some_and(|v| !t.accepts(&v)) {
+                            return Err(syntax(format!(
+                                "argument `{n}` of {}() is {t:?}, and this literal is not",
+                                p.name
+                            )));
+                        }
+                    }
+                }
+                None if !standalone && !p.inputs.is_empty() => {
+                    return Err(syntax(format!(
+                        "{}() takes arguments: give them in parentheses (only a standalone CALL takes them from parameters)",
+                        p.name
+                    )));
+                }
+                None => {}
+            }
+            if pc.star && !standalone {
+                return Err(syntax(
+                    "YIELD * is only allowed in a standalone CALL".into(),
+                ));
+            }
+            for (out, _) in pc.yields.iter().flatten() {
+                if !p.outputs.iter().any(|(o, _)| o == out) {
+                    return Err(syntax(format!("{}() has no output `{out}`", p.name)));
+                }
+            }
+            if pc.yields.is_none() && !standalone && !p.outputs.is_empty() {
+                return Err(syntax(format!(
+                    "a CALL of {}() inside a query needs YIELD (its outputs: {})",
+                    p.name,
+                    p.outputs
+                        .iter()
+                        .map(|(o, _)| o.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Calls a procedure for each input row and appends the yielded outputs; a procedure
+/// with no outputs passes each row on once.
+pub struct CallOp {
+    pub input: BoxOp,
+    pub proc: Arc<Procedure>,
+    pub args: Vec<CExpr>,
+    /// Indexes of the outputs appended, in slot order.
+    pub outputs: Vec<usize>,
+    pub void: bool,
+}
+
+impl Op for CallOp {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            let Some(b) = self.input.next(cx)? else {
+                return Ok(None);
+            };
+            let env: &Env = &cx.env;
+            let mut out = Batch::empty(b.width() + self.outputs.len());
+            let mut locals = Vec::new();
+            for row in 0..b.len {
+                let args = self
+                    .args
+                    .iter()
+                    .map(|a| eval(env, a, &b, row, &mut locals))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if self.void {
+                    out.push_row_from(&b, row, &[]);
+                    continue;
+                }
+                for r in self.proc.call(env.g, &args)? {
+                    let ext: Vec<Value> = self
+                        .outputs
+                        .iter()
+                        .map(|&i| r.get(i).cloned().unwrap_or(Value::Null))
+                        .collect();
+                    out.push_row_from(&b, row, &ext);
+                }
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}
