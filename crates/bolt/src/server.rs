@@ -54,6 +54,43 @@ pub struct ServeOptions {
     pub query_memory_limit: Option<u64>,
     /// Where LOAD CSV reads from (`None`: the `import` folder beside the database).
     pub import_dir: Option<std::path::PathBuf>,
+    /// TLS (`bolt+s://`), from `--tls-cert` and `--tls-key`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// A TLS configuration from a PEM certificate chain and a PEM private key.
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> io::Result<Arc<rustls::ServerConfig>> {
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p)
+            .map(io::BufReader::new)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+    };
+    let certs = rustls_pemfile::certs(&mut open(cert)?).collect::<Result<Vec<_>, _>>()?;
+    if certs.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: no PEM certificate in it", cert.display()),
+        ));
+    }
+    let key = rustls_pemfile::private_key(&mut open(key)?)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: no PEM private key in it", key.display()),
+        )
+    })?;
+    let bad = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(bad)?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(bad)?;
+    Ok(Arc::new(cfg))
 }
 
 /// Largest message before authentication: HELLO and LOGON are small, so an
@@ -70,6 +107,7 @@ impl Default for ServeOptions {
             max_message: 64 << 20,
             query_memory_limit: None,
             import_dir: None,
+            tls: None,
         }
     }
 }
@@ -96,10 +134,12 @@ pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
         let pick = minor.min(VERSIONS.1);
         if pick >= lo.max(VERSIONS.0) {
             s.write_all(&[0, 0, pick, 5])?;
+            s.flush()?;
             return Ok(Some((5, pick)));
         }
     }
     s.write_all(&[0, 0, 0, 0])?;
+    s.flush()?;
     Ok(None)
 }
 
@@ -508,9 +548,9 @@ fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
     Ok(out)
 }
 
-/// Serves one connection until it closes.
+/// Serves one connection until it closes (over TLS when the options have it).
 pub fn connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     store: Arc<Store>,
     users: Arc<Users>,
     opts: &ServeOptions,
@@ -518,7 +558,29 @@ pub fn connection(
 ) -> io::Result<()> {
     stream.set_read_timeout(Some(opts.idle_timeout))?;
     stream.set_nodelay(true)?;
-    if handshake(&mut stream)?.is_none() {
+    match &opts.tls {
+        Some(cfg) => {
+            let conn = rustls::ServerConnection::new(cfg.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::Other, e.to_string()))?;
+            let mut s = rustls::StreamOwned::new(conn, stream);
+            bolt(&mut s, store, users, opts, id)
+        }
+        None => {
+            let mut s = stream;
+            bolt(&mut s, store, users, opts, id)
+        }
+    }
+}
+
+/// The protocol over an established stream.
+fn bolt(
+    stream: &mut (impl Read + Write),
+    store: Arc<Store>,
+    users: Arc<Users>,
+    opts: &ServeOptions,
+    id: usize,
+) -> io::Result<()> {
+    if handshake(stream)?.is_none() {
         return Ok(());
     }
     let (jobs, rx) = mpsc::channel();
@@ -553,7 +615,7 @@ pub fn connection(
             } else {
                 opts.max_message
             };
-            let Some(msg) = read_message(&mut stream, max)? else {
+            let Some(msg) = read_message(stream, max)? else {
                 return Ok(());
             };
             let (tag, fields) = match decode(&msg) {
@@ -562,6 +624,7 @@ pub fn connection(
             };
             let close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
             stream.write_all(&c.out)?;
+            stream.flush()?;
             c.out.clear();
             if close || c.state == State::Defunct {
                 return Ok(());

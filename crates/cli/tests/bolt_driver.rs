@@ -7,8 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-#[test]
-fn the_python_driver_works_against_quiver_serve() {
+fn have_driver() -> bool {
     let have = Command::new("python3")
         .args(["-c", "import neo4j, pytz"])
         .status()
@@ -21,21 +20,33 @@ fn the_python_driver_works_against_quiver_serve() {
         eprintln!(
             "skipped: the neo4j Python driver is not installed (python3 -m pip install neo4j)"
         );
-        return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
+    have
+}
+
+/// A database with user alice (password `pa55word`) and a server on it; the server's
+/// address. The server is killed when the returned guard drops.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
     let quiver = env!("CARGO_BIN_EXE_quiver");
     let st = Command::new(quiver)
         .args(["query", "--db"])
-        .arg(&db)
+        .arg(db)
         .arg("RETURN 1")
         .output()
         .unwrap();
     assert!(st.status.success(), "{st:?}");
     let mut add = Command::new(quiver)
         .args(["user", "add", "alice", "--db"])
-        .arg(&db)
+        .arg(db)
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -43,7 +54,8 @@ fn the_python_driver_works_against_quiver_serve() {
     assert!(add.wait().unwrap().success());
     let mut server = Command::new(quiver)
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(&db)
+        .arg(db)
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -57,16 +69,72 @@ fn the_python_driver_works_against_quiver_serve() {
         .and_then(|s| s.split_whitespace().next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
+    (Server(server), addr)
+}
+
+fn python(args: &[&str]) -> std::process::Output {
+    Command::new("python3").args(args).output().unwrap()
+}
+
+#[test]
+fn the_python_driver_works_against_quiver_serve() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bolt_driver.py");
-    let out = Command::new("python3")
-        .args([script, &format!("bolt://{addr}"), "alice", "pa55word"])
-        .output()
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    let out = python(&[script, &format!("bolt://{addr}"), "alice", "pa55word"]);
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
         "driver script failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `--tls-cert` / `--tls-key`: the driver connects with `bolt+ssc://` (TLS, the
+/// self-signed certificate accepted); a plain `bolt://` client does not get in.
+#[test]
+fn tls_with_a_self_signed_certificate() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&c, cert.cert.pem()).unwrap();
+    std::fs::write(&k, cert.key_pair.serialize_pem()).unwrap();
+    let (_server, addr) = start(
+        &dir.path().join("db"),
+        &[
+            "--tls-cert",
+            c.to_str().unwrap(),
+            "--tls-key",
+            k.to_str().unwrap(),
+        ],
+    );
+    let code = format!(
+        r#"
+import sys
+from neo4j import GraphDatabase
+with GraphDatabase.driver("bolt+ssc://{addr}", auth=("alice", "pa55word")) as d:
+    assert d.execute_query("RETURN 41 + 1 AS x").records[0]["x"] == 42
+try:
+    with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word"), connection_timeout=5) as d:
+        d.verify_connectivity()
+    sys.exit("a plaintext client got in")
+except Exception as e:
+    if "plaintext" in str(e):
+        raise
+print("ok")
+"#
+    );
+    let out = python(&["-c", &code]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

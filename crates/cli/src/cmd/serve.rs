@@ -22,6 +22,12 @@ pub struct Args {
     /// Close a connection silent for this many seconds.
     #[arg(long, default_value_t = 600)]
     pub idle_timeout_secs: u64,
+    /// Serve TLS (bolt+s://) with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -41,12 +47,19 @@ pub fn run(a: Args) -> Result<()> {
             a.db.db.display()
         );
     }
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => Some(
+            quiver_bolt::server::tls_config(c, k).context("loading the TLS certificate and key")?,
+        ),
+        _ => None,
+    };
     let listener =
         TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
     let listen = listener.local_addr()?;
     eprintln!(
-        "quiver: serving {} over Bolt on {listen} ({})",
+        "quiver: serving {} over Bolt on {listen} ({}, {})",
         a.db.db.display(),
+        if tls.is_some() { "TLS" } else { "no TLS" },
         if a.no_auth {
             "no authentication"
         } else {
@@ -60,6 +73,7 @@ pub fn run(a: Args) -> Result<()> {
         idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
         query_memory_limit: a.db.query_memory_limit,
         import_dir: a.db.import_dir.clone(),
+        tls,
         ..ServeOptions::default()
     };
     quiver_bolt::serve(listener, store, opts)?;
