@@ -56,6 +56,8 @@ pub struct ServeOptions {
     pub import_dir: Option<std::path::PathBuf>,
     /// TLS (`bolt+s://`), from `--tls-cert` and `--tls-key`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// A statement running longer is stopped (`None`: no limit).
+    pub query_timeout: Option<Duration>,
 }
 
 /// A TLS configuration from a PEM certificate chain and a PEM private key.
@@ -108,6 +110,7 @@ impl Default for ServeOptions {
             query_memory_limit: None,
             import_dir: None,
             tls: None,
+            query_timeout: None,
         }
     }
 }
@@ -310,6 +313,46 @@ struct Open {
     pending: VecDeque<Vec<Pack>>,
     done: Option<Result<Done, Failure>>,
     started: Instant,
+    /// The query timeout passed and the statement was told to stop.
+    timed_out: bool,
+}
+
+impl Open {
+    /// The statement's next event. Past `timeout` since it started, the statement is
+    /// cancelled and its cancellation reported as a timeout.
+    fn recv(
+        &mut self,
+        timeout: Option<Duration>,
+        cancel: &AtomicBool,
+    ) -> Result<Event, mpsc::RecvError> {
+        let ev = match timeout {
+            Some(t) if !self.timed_out => {
+                let left = t.saturating_sub(self.started.elapsed());
+                match self.events.recv_timeout(left) {
+                    Ok(e) => Ok(e),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.timed_out = true;
+                        cancel.store(true, Ordering::Relaxed);
+                        self.events.recv()
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(mpsc::RecvError),
+                }
+            }
+            _ => self.events.recv(),
+        }?;
+        Ok(match ev {
+            Event::Done(Err(f)) if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" => {
+                Event::Done(Err(Failure {
+                    code: "Neo.ClientError.Transaction.TransactionTimedOut",
+                    message: format!(
+                        "the statement ran longer than the server's query timeout ({} s) and was stopped",
+                        timeout.map_or(0, |t| t.as_secs())
+                    ),
+                }))
+            }
+            e => e,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,6 +376,7 @@ struct Conn {
     open: Option<Open>,
     out: Vec<u8>,
     bookmark: u64,
+    timeout: Option<Duration>,
 }
 
 fn success(out: &mut Vec<u8>, meta: Vec<(&str, Pack)>) {
@@ -386,9 +430,10 @@ impl Conn {
             pending: VecDeque::new(),
             done: None,
             started,
+            timed_out: false,
         };
         loop {
-            match open.events.recv() {
+            match open.recv(self.timeout, &self.cancel) {
                 Ok(Event::Columns(c)) => {
                     self.open = Some(open);
                     return Ok(c);
@@ -426,7 +471,7 @@ impl Conn {
             self.cancel.store(true, Ordering::Relaxed);
             open.pending.clear();
             while open.done.is_none() {
-                match open.events.recv() {
+                match open.recv(self.timeout, &self.cancel) {
                     Ok(Event::Done(d)) => open.done = Some(d),
                     Ok(_) => {}
                     Err(_) => open.done = Some(Err(internal())),
@@ -453,7 +498,7 @@ impl Conn {
             if open.done.is_some() {
                 break;
             }
-            match open.events.recv() {
+            match open.recv(self.timeout, &self.cancel) {
                 Ok(Event::Rows(r)) => open.pending.extend(r),
                 Ok(Event::Done(d)) => open.done = Some(d),
                 Ok(Event::Columns(_)) => {}
@@ -463,7 +508,7 @@ impl Conn {
         if !open.pending.is_empty() || open.done.is_none() {
             // More may come: peek whether the statement has ended with nothing left.
             if open.pending.is_empty() {
-                if let Ok(ev) = open.events.recv() {
+                if let Ok(ev) = open.recv(self.timeout, &self.cancel) {
                     match ev {
                         Event::Rows(r) => open.pending.extend(r),
                         Event::Done(d) => open.done = Some(d),
@@ -606,6 +651,7 @@ fn bolt(
         open: None,
         out: Vec::new(),
         bookmark: 0,
+        timeout: opts.query_timeout,
     };
     let mut hello = false;
     let r = (|| -> io::Result<()> {

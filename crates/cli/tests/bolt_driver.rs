@@ -139,3 +139,39 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--query-timeout-secs`: a statement past the limit is stopped and reported as a
+/// timeout; the server and the session stay usable.
+#[test]
+fn a_statement_past_the_query_timeout_is_stopped() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &["--query-timeout-secs", "1"]);
+    let code = format!(
+        r#"
+import time
+from neo4j import GraphDatabase, exceptions
+with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
+    d.execute_query("UNWIND range(1, 3000) AS i CREATE (:N {{i: i}})")
+    t = time.time()
+    try:
+        # 2.7e10 rows of a cartesian product: minutes of work, little memory.
+        d.execute_query("MATCH (a:N), (b:N), (c:N) WHERE a.i + b.i + c.i < 0 RETURN count(*)")
+        raise SystemExit("the statement was not stopped")
+    except exceptions.ClientError as e:
+        assert "timeout" in e.message, e.message
+    assert time.time() - t < 30, time.time() - t
+    assert d.execute_query("RETURN 1 AS one").records[0]["one"] == 1
+print("ok")
+"#
+    );
+    let out = python(&["-c", &code]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -22,6 +22,9 @@ pub struct Args {
     /// Close a connection silent for this many seconds.
     #[arg(long, default_value_t = 600)]
     pub idle_timeout_secs: u64,
+    /// Stop a statement that runs longer than this many seconds (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub query_timeout_secs: u64,
     /// Serve TLS (bolt+s://) with this PEM certificate chain (needs --tls-key).
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
@@ -74,6 +77,8 @@ pub fn run(a: Args) -> Result<()> {
         query_memory_limit: a.db.query_memory_limit,
         import_dir: a.db.import_dir.clone(),
         tls,
+        query_timeout: (a.query_timeout_secs > 0)
+            .then(|| Duration::from_secs(a.query_timeout_secs)),
         ..ServeOptions::default()
     };
     quiver_bolt::serve(listener, store, opts)?;
