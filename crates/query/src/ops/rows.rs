@@ -117,32 +117,74 @@ impl Op for Project {
 }
 
 /// UNWIND: a row per list element.
+/// UNWIND: one row per element of the list each input row gives. Output batches hold
+/// at most [`BATCH_ROWS`](crate::batch::BATCH_ROWS) rows, and one input row's list is
+/// held at a time: `UNWIND range(1, 10000000) AS x UNWIND range(1, 10000000) AS y`
+/// used to build the inner list for a whole batch of outer rows at once (22 GB resident
+/// under a 256 MiB query limit).
 pub struct Unwind {
     pub input: BoxOp,
     pub expr: CExpr,
+    /// The input batch being unwound, its next row, and that row's list and position.
+    pub cur: Option<(Batch, usize)>,
+    pub list: Option<(Arc<Vec<Value>>, usize)>,
+}
+
+impl Unwind {
+    pub fn new(input: BoxOp, expr: CExpr) -> Unwind {
+        Unwind {
+            input,
+            expr,
+            cur: None,
+            list: None,
+        }
+    }
 }
 
 impl Op for Unwind {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        while let Some(b) = self.input.next(cx)? {
-            let lists = eval_col(&cx.env, &self.expr, &b)?;
-            let mut out = Batch::empty(b.width() + 1);
-            for (row, l) in lists.into_iter().enumerate() {
-                match l {
-                    Value::Null => {}
-                    Value::List(items) => {
-                        for x in items.iter() {
-                            out.push_row_from(&b, row, std::slice::from_ref(x));
-                        }
-                    }
-                    v => out.push_row_from(&b, row, &[v]),
+        let mut locals = Vec::new();
+        loop {
+            if self.cur.is_none() {
+                match self.input.next(cx)? {
+                    Some(b) => self.cur = Some((b, 0)),
+                    None => return Ok(None),
                 }
             }
+            let (b, next_row) = self.cur.as_mut().expect("set above");
+            let mut out = Batch::empty(b.width() + 1);
+            while out.len < crate::batch::BATCH_ROWS {
+                if let Some((items, pos)) = &mut self.list {
+                    let row = *next_row - 1;
+                    let take = (items.len() - *pos).min(crate::batch::BATCH_ROWS - out.len);
+                    for x in &items[*pos..*pos + take] {
+                        out.push_row_from(b, row, std::slice::from_ref(x));
+                    }
+                    *pos += take;
+                    if *pos == items.len() {
+                        self.list = None;
+                    }
+                    continue;
+                }
+                if *next_row >= b.len {
+                    break;
+                }
+                let row = *next_row;
+                *next_row += 1;
+                match eval(&cx.env, &self.expr, b, row, &mut locals)? {
+                    Value::Null => {}
+                    Value::List(items) => self.list = Some((items, 0)),
+                    v => out.push_row_from(b, row, &[v]),
+                }
+            }
+            if self.list.is_none() && *next_row >= b.len {
+                self.cur = None;
+            }
+            cx.check_cancel()?;
             if out.len > 0 {
                 return Ok(Some(out));
             }
         }
-        Ok(None)
     }
 }
 

@@ -482,10 +482,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         "Unwind",
                         format!("{} AS {var}", short(expr)),
                         vec![cur.id],
-                        Box::new(Unwind {
-                            input: cur.op,
-                            expr: e,
-                        }),
+                        Box::new(Unwind::new(cur.op, e)),
                     );
                     scope.bind(var, Kind::Other);
                 }
