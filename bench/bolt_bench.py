@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Seed 003's seek queries through `quiver serve` and the official neo4j Python driver,
+with 1, 2, 4 and 8 concurrent clients, beside Quiver in-process and Kùzu in-process.
+
+    cargo build --release
+    pip install neo4j kuzu
+    python3 bench/bolt_bench.py --scale 1 --runs 2000
+
+Each client is a process with its own driver and session, running the query with
+random ids (auto-commit, one `session.run(...).consume()`-style round trip per query,
+rows turned into Python values). Prints per client count: queries/s (all clients),
+median and p99 latency, and the server's peak RSS; then the in-process medians (Quiver:
+`quiver query --bench-params`, Kùzu: its Python API with literal ids, the form its
+planner uses the primary-key index for) and the Bolt median minus Quiver's in-process
+median, the overhead the issue bounds at 0.2 ms. RESULT lines are JSON.
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_bench import QUIVER, ROOT  # noqa: E402
+from query_bench import prepare, run, stats  # noqa: E402
+
+QUERIES = [
+    ("find node", "MATCH (n:User {id: $id}) RETURN n", "MATCH (n:User) WHERE n.id = {id} RETURN n"),
+    ("1-hop", "MATCH (s:User {id: $id})-->(n:User) RETURN n.id",
+     "MATCH (s:User)-[:FOLLOWS]->(n:User) WHERE s.id = {id} RETURN n.id"),
+]
+
+
+def client(uri, query, ids, out):
+    from neo4j import GraphDatabase
+    lat = []
+    with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
+        for i in ids[:20]:
+            list(s.run(query, id=i))
+        t0 = time.perf_counter()
+        for i in ids:
+            t = time.perf_counter()
+            list(s.run(query, id=i))
+            lat.append((time.perf_counter() - t) * 1e3)
+        out.put((lat, time.perf_counter() - t0))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def peak_rss_kb(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", default="1")
+    ap.add_argument("--runs", type=int, default=2000, help="queries per client")
+    ap.add_argument("--clients", default="1,2,4,8")
+    ap.add_argument("--peers", default="kuzu")
+    args = ap.parse_args()
+    work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
+    work.mkdir(parents=True, exist_ok=True)
+    q, kz, n_users = prepare(args, work)
+    port = free_port()
+    server = subprocess.Popen([QUIVER, "serve", "--db", q, "--no-auth", "--listen", f"127.0.0.1:{port}",
+                               "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
+    server.stderr.readline()
+    uri = f"bolt://127.0.0.1:{port}"
+    rng = random.Random(7)
+    print(f"social scale {args.scale}: {n_users} users; {args.runs} queries per client; server pid {server.pid}")
+    print(f"{'query':<10} {'clients':>7} {'q/s':>9} {'median ms':>10} {'p99 ms':>8} {'server RSS':>11}")
+    try:
+        for name, qq, kq in QUERIES:
+            bolt_median_1 = None
+            for n in [int(c) for c in args.clients.split(",")]:
+                ids = [[rng.randint(1, n_users) for _ in range(args.runs)] for _ in range(n)]
+                out = mp.Queue()
+                ps = [mp.Process(target=client, args=(uri, qq, ids[i], out)) for i in range(n)]
+                for p in ps:
+                    p.start()
+                res = [out.get() for _ in ps]
+                for p in ps:
+                    p.join()
+                lat = [x for r, _ in res for x in r]
+                wall = max(t for _, t in res)
+                st = stats(lat, wall)
+                if n == 1:
+                    bolt_median_1 = st["median_ms"]
+                rss = peak_rss_kb(server.pid) / 1024
+                print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
+                print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))
+                sys.stdout.flush()
+            # In-process, one client: Quiver's loop and Kùzu's Python API.
+            pfile = work / "bolt-params.csv"
+            ids = [rng.randint(1, n_users) for _ in range(args.runs)]
+            pfile.write_text("id\n" + "\n".join(map(str, ids)) + "\n")
+            lines = [json.loads(l) for l in run([QUIVER, "query", "--db", q, "--bench-params", pfile,
+                                                  "--warmup", "20", qq]).splitlines() if l.strip()]
+            inproc = statistics.median([l["ms"] for l in lines[:-1]])
+            line = f"{name:<10} in-process quiver median {inproc:.3f} ms; bolt overhead {bolt_median_1 - inproc:+.3f} ms"
+            if "kuzu" in args.peers:
+                spec = work / "bolt-spec.json"
+                # One process, literal ids inline: build a runner over a list of queries.
+                kscript = (
+                    "import json, sys, time, kuzu\n"
+                    "db = kuzu.Database(sys.argv[1], read_only=True); c = kuzu.Connection(db)\n"
+                    "qs = json.load(open(sys.argv[2]))\n"
+                    "for q in qs[:20]: r = c.execute(q)\n"
+                    "lat = []\n"
+                    "for q in qs:\n"
+                    "    t = time.perf_counter(); r = c.execute(q)\n"
+                    "    while r.has_next(): r.get_next()\n"
+                    "    lat.append((time.perf_counter() - t) * 1e3)\n"
+                    "print(json.dumps(lat))\n"
+                )
+                spec.write_text(json.dumps([kq.format(id=i) for i in ids]))
+                k_lat = json.loads(run([sys.executable, "-c", kscript, kz, spec]))
+                kmed = statistics.median(k_lat)
+                line += f"; kuzu in-process (literal ids) median {kmed:.3f} ms"
+            print(line)
+            print("RESULT " + json.dumps({"query": name, "in_process_quiver_ms": inproc,
+                                          "bolt_1_client_ms": bolt_median_1}))
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
