@@ -134,6 +134,10 @@ types = [r["relationshipType"] for r in d.execute_query("CALL db.relationshipTyp
 check(types == ["K"], f"db.relationshipTypes() {types}")
 keys = [r["propertyKey"] for r in d.execute_query("CALL db.propertyKeys()").records]
 check({"name", "w", "v"} <= set(keys), f"db.propertyKeys() {keys}")
+comp = d.execute_query("CALL dbms.components() YIELD name, versions, edition RETURN *").records[0]
+check(comp["name"] == "Neo4j Kernel" and comp["versions"] == ["5.26.0"], f"dbms.components() {comp}")
+dbs = d.execute_query("SHOW DATABASES").records
+check(len(dbs) == 1 and dbs[0]["name"] == "neo4j" and dbs[0]["home"] is True, f"SHOW DATABASES {dbs}")
 try:
     d.execute_query("CALL db.nothing()")
     sys.exit("FAILED: an unknown procedure was accepted")

@@ -356,6 +356,9 @@ pub enum Command {
         prop: String,
     },
     ShowIndexes,
+    /// `SHOW DATABASES`, `SHOW DATABASE name`, `SHOW DEFAULT|HOME DATABASE`: the one
+    /// database a Quiver server serves (what Neo4j's tools ask on connect).
+    ShowDatabases,
     /// `CREATE CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE` (Memgraph, Neo4j 4) or
     /// `CREATE CONSTRAINT [name] [IF NOT EXISTS] FOR (n:L) REQUIRE n.p IS UNIQUE` (Neo4j 5).
     CreateConstraint {

@@ -1431,6 +1431,17 @@ impl Parser<'_> {
         } else if self.eat_kws("SHOW", "STORAGE") {
             self.expect_kw("INFO")?;
             Command::ShowStorageInfo
+        } else if self.eat_kws("SHOW", "DATABASES")
+            || self.eat_kws("SHOW", "DATABASE")
+            || (self.is_kw("SHOW")
+                && (self.is_kw_at(1, "DEFAULT") || self.is_kw_at(1, "HOME"))
+                && self.is_kw_at(2, "DATABASE"))
+        {
+            // SHOW DATABASE name / SHOW DEFAULT DATABASE / SHOW HOME DATABASE.
+            while !matches!(self.peek(), Tok::Eof) && !self.is_p(";") {
+                self.bump();
+            }
+            Command::ShowDatabases
         } else if self.eat_kws("SHOW", "INDEXES") || self.eat_kws("SHOW", "INDEX") {
             self.eat_kw("INFO");
             Command::ShowIndexes

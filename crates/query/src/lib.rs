@@ -657,6 +657,47 @@ impl Session {
                     .collect();
                 table(&snap.db, &["key", "value"], rows, t0, sink)
             }
+            Command::ShowDatabases => {
+                let db = self.db();
+                let row = vec![
+                    Value::str("neo4j"),
+                    Value::str("standard"),
+                    Value::list(Vec::new()),
+                    Value::str(if self.store.is_writable() {
+                        "read-write"
+                    } else {
+                        "read-only"
+                    }),
+                    Value::str("primary"),
+                    Value::Bool(true),
+                    Value::str("online"),
+                    Value::str("online"),
+                    Value::str(""),
+                    Value::Bool(true),
+                    Value::Bool(true),
+                    Value::list(Vec::new()),
+                ];
+                table(
+                    &db,
+                    &[
+                        "name",
+                        "type",
+                        "aliases",
+                        "access",
+                        "role",
+                        "writer",
+                        "requestedStatus",
+                        "currentStatus",
+                        "statusMessage",
+                        "default",
+                        "home",
+                        "constituents",
+                    ],
+                    vec![row],
+                    t0,
+                    sink,
+                )
+            }
             Command::ShowIndexes => {
                 let db = self.db();
                 let rows = index::show(&db)

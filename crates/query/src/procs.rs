@@ -108,6 +108,16 @@ fn db_keys(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(strings(g.property_keys()))
 }
 
+/// `dbms.components()`: what Neo4j's tools read to learn the server's version. Quiver
+/// answers as the Neo4j 5.26 it is compatible with, as its Bolt HELLO does.
+fn dbms_components(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    Ok(vec![vec![
+        Value::str("Neo4j Kernel"),
+        Value::list(vec![Value::str("5.26.0")]),
+        Value::str("community"),
+    ]])
+}
+
 /// The built-in procedures.
 pub fn builtins() -> Vec<Procedure> {
     let one = |name: &str, out: &str, f| Procedure {
@@ -120,6 +130,16 @@ pub fn builtins() -> Vec<Procedure> {
         one("db.labels", "label", db_labels),
         one("db.relationshipTypes", "relationshipType", db_types),
         one("db.propertyKeys", "propertyKey", db_keys),
+        Procedure {
+            name: "dbms.components".into(),
+            inputs: Vec::new(),
+            outputs: vec![
+                ("name".into(), PType::String),
+                ("versions".into(), PType::Other),
+                ("edition".into(), PType::String),
+            ],
+            body: Body::Builtin(dbms_components),
+        },
     ]
 }
 
