@@ -12,7 +12,9 @@ rows turned into Python values). Prints per client count: queries/s (all clients
 median and p99 latency, and the server's peak RSS; then the in-process medians (Quiver:
 `quiver query --bench-params`, Kùzu: its Python API with literal ids, the form its
 planner uses the primary-key index for) and the Bolt median minus Quiver's in-process
-median, the overhead the issue bounds at 0.2 ms. RESULT lines are JSON.
+median, the overhead the issue bounds at 0.2 ms. A raw Bolt client (plain sockets, no
+driver) measures the server's own round trip, so the driver's share can be told apart.
+RESULT lines are JSON.
 """
 
 import argparse
@@ -20,6 +22,7 @@ import json
 import multiprocessing as mp
 import random
 import socket
+import struct
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,69 @@ def client(uri, query, ids, out):
             list(s.run(query, id=i))
             lat.append((time.perf_counter() - t) * 1e3)
         out.put((lat, time.perf_counter() - t0))
+
+
+def _pstr(x):
+    b = x.encode()
+    if len(b) < 16:
+        return bytes([0x80 | len(b)]) + b
+    if len(b) < 256:
+        return bytes([0xD0, len(b)]) + b
+    return b"\xD1" + struct.pack(">H", len(b)) + b
+
+
+def _msg(body):
+    return struct.pack(">H", len(body)) + body + b"\x00\x00"
+
+
+def raw_client(port, query, ids):
+    """The server's own latency: Bolt 5.4 spoken over a plain socket (no driver), RUN
+    and PULL pipelined as drivers send them, the reply read to its last message."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(bytes([0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5] + [0] * 12))
+    s.recv(4)
+    buf = b""
+
+    def summaries(k):
+        """Reads messages until `k` summaries (SUCCESS, FAILURE, IGNORED) have come."""
+        nonlocal buf
+        seen, i, first = 0, 0, None
+        while True:
+            while len(buf) - i >= 2:
+                n = struct.unpack(">H", buf[i:i + 2])[0]
+                if len(buf) - i - 2 < n:
+                    break
+                if n == 0:
+                    i += 2
+                    if first in (0x70, 0x7E, 0x7F):
+                        seen += 1
+                        if seen == k:
+                            buf = buf[i:]
+                            return
+                    first = None
+                    continue
+                if first is None:
+                    first = buf[i + 3]  # struct marker, then the tag
+                i += 2 + n
+            buf = buf[i:] + s.recv(1 << 16)
+            i = 0
+
+    s.sendall(_msg(b"\xB1\x01\xA1" + _pstr("user_agent") + _pstr("raw/1")))
+    summaries(1)
+    s.sendall(_msg(b"\xB1\x6A\xA1" + _pstr("scheme") + _pstr("none")))
+    summaries(1)
+    lat = []
+    pull = _msg(b"\xB1\x3F\xA1" + _pstr("n") + b"\xC9\x03\xE8")
+    for i in ids:
+        run = _msg(b"\xB3\x10" + _pstr(query) + b"\xA1" + _pstr("id") + b"\xCB"
+                   + struct.pack(">q", i) + b"\xA0")
+        t = time.perf_counter()
+        s.sendall(run + pull)
+        summaries(2)
+        lat.append((time.perf_counter() - t) * 1e3)
+    s.close()
+    return lat
 
 
 def free_port():
@@ -113,7 +179,10 @@ def main():
             lines = [json.loads(l) for l in run([QUIVER, "query", "--db", q, "--bench-params", pfile,
                                                   "--warmup", "20", qq]).splitlines() if l.strip()]
             inproc = statistics.median([l["ms"] for l in lines[:-1]])
-            line = f"{name:<10} in-process quiver median {inproc:.3f} ms; bolt overhead {bolt_median_1 - inproc:+.3f} ms"
+            raw = statistics.median(raw_client(port, qq, ids)[20:])
+            line = (f"{name:<10} in-process quiver median {inproc:.3f} ms; raw Bolt client {raw:.3f} ms "
+                    f"(server overhead {raw - inproc:+.3f} ms); Python driver {bolt_median_1:.3f} ms "
+                    f"({bolt_median_1 - inproc:+.3f} ms)")
             if "kuzu" in args.peers:
                 spec = work / "bolt-spec.json"
                 # One process, literal ids inline: build a runner over a list of queries.
@@ -135,7 +204,7 @@ def main():
                 line += f"; kuzu in-process (literal ids) median {kmed:.3f} ms"
             print(line)
             print("RESULT " + json.dumps({"query": name, "in_process_quiver_ms": inproc,
-                                          "bolt_1_client_ms": bolt_median_1}))
+                                          "raw_bolt_ms": raw, "bolt_1_client_ms": bolt_median_1}))
     finally:
         server.kill()
         server.wait()

@@ -178,6 +178,38 @@ pub fn read_message(r: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>
     }
 }
 
+/// Input read in as large pieces as the socket gives, so that pipelined messages are
+/// seen together (and answered in one write).
+struct Pipelined {
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+}
+
+struct PipeReader<'a, S> {
+    p: &'a mut Pipelined,
+    s: &'a mut S,
+}
+
+impl Pipelined {
+    fn reader<'a, S: Read>(&'a mut self, s: &'a mut S) -> PipeReader<'a, S> {
+        PipeReader { p: self, s }
+    }
+}
+
+impl<S: Read> Read for PipeReader<'_, S> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.p.pos == self.p.end {
+            self.p.pos = 0;
+            self.p.end = self.s.read(&mut self.p.buf)?;
+        }
+        let n = out.len().min(self.p.end - self.p.pos);
+        out[..n].copy_from_slice(&self.p.buf[self.p.pos..self.p.pos + n]);
+        self.p.pos += n;
+        Ok(n)
+    }
+}
+
 /// Appends `v` as one chunked message.
 pub fn write_message(out: &mut Vec<u8>, v: &Pack) {
     let mut body = Vec::new();
@@ -562,8 +594,10 @@ impl Conn {
     /// Drops an open statement and rolls back an open transaction (RESET, errors).
     fn reset(&mut self) {
         if self.open.is_some() {
+            // The discard's own responses are not sent; those queued before are.
+            let keep = self.out.len();
             self.pull(-1, true);
-            self.out.clear();
+            self.out.truncate(keep);
         }
         if self.in_tx {
             let _ = self.tx("ROLLBACK");
@@ -654,6 +688,11 @@ fn bolt(
         timeout: opts.query_timeout,
     };
     let mut hello = false;
+    let mut input = Pipelined {
+        buf: vec![0; 64 << 10],
+        pos: 0,
+        end: 0,
+    };
     let r = (|| -> io::Result<()> {
         loop {
             let max = if c.state == State::Authentication {
@@ -661,7 +700,7 @@ fn bolt(
             } else {
                 opts.max_message
             };
-            let Some(msg) = read_message(stream, max)? else {
+            let Some(msg) = read_message(&mut input.reader(stream), max)? else {
                 return Ok(());
             };
             let (tag, fields) = match decode(&msg) {
@@ -669,9 +708,13 @@ fn bolt(
                 Ok(_) | Err(_) => return Ok(()), // not a message: the protocol is broken
             };
             let close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
-            stream.write_all(&c.out)?;
-            stream.flush()?;
-            c.out.clear();
+            // Messages the client pipelined (RUN then PULL) are answered together, in
+            // one write, once none is left waiting.
+            if close || c.state == State::Defunct || input.pos == input.end {
+                stream.write_all(&c.out)?;
+                stream.flush()?;
+                c.out.clear();
+            }
             if close || c.state == State::Defunct {
                 return Ok(());
             }
