@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Load test of `quiver serve` (loopback only, bounded in time): N clients x M
+operations, each chosen at random among
+- a query read to its end,
+- a large result abandoned mid-stream by closing the socket,
+- a large result cut short by RESET and the connection reused,
+- a transaction that writes and is abandoned by disconnecting,
+- a transaction that writes and commits.
+
+The server must stay up, answer a query after the storm, and its resident memory must
+come back near its baseline. Prints operations/s, each action's count and failures,
+and the server's RSS before, at peak and after.
+
+    cargo build --release
+    pip install neo4j
+    python3 bench/bolt_load.py --clients 8 --ops 300
+"""
+
+import argparse
+import multiprocessing as mp
+import random
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_bench import QUIVER  # noqa: E402
+from bolt_bench import _msg, _pstr, free_port  # noqa: E402
+
+
+def rss_kb(pid, key="VmRSS:"):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+    return 0
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(bytes([0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5] + [0] * 12))
+    assert s.recv(4) == b"\x00\x00\x04\x05"
+    s.sendall(_msg(b"\xB1\x01\xA1" + _pstr("user_agent") + _pstr("load/1")))
+    s.sendall(_msg(b"\xB1\x6A\xA1" + _pstr("scheme") + _pstr("none")))
+    return s
+
+
+def read_summaries(s, k, buf=b""):
+    """Reads until `k` summaries (SUCCESS/IGNORED/FAILURE); returns their tags."""
+    tags, i, first = [], 0, None
+    while True:
+        while len(buf) - i >= 2:
+            n = struct.unpack(">H", buf[i:i + 2])[0]
+            if len(buf) - i - 2 < n:
+                break
+            if n == 0:
+                i += 2
+                if first in (0x70, 0x7E, 0x7F):
+                    tags.append(first)
+                    if len(tags) == k:
+                        return tags, buf[i:]
+                first = None
+                continue
+            if first is None:
+                first = buf[i + 3]
+            i += 2 + n
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed")
+        buf = buf[i:] + chunk
+        i = 0
+
+
+def run(q, n=-1):
+    return _msg(b"\xB3\x10" + _pstr(q) + b"\xA0\xA0") + _msg(
+        b"\xB1\x3F\xA1" + _pstr("n") + (b"\xFF" if n < 0 else b"\xC9" + struct.pack(">h", n)))
+
+
+BIG = "UNWIND range(1, 2000000) AS x RETURN x, toString(x) AS s"
+
+
+def worker(port, ops, seed, out):
+    rng = random.Random(seed)
+    counts = {}
+    fails = 0
+    for _ in range(ops):
+        action = rng.choice(["query", "abandon", "reset", "abandon_tx", "commit_tx"])
+        counts[action] = counts.get(action, 0) + 1
+        try:
+            s = connect(port)
+            _, buf = read_summaries(s, 2)
+            if action == "query":
+                s.sendall(run("MATCH (n) RETURN count(n) AS c"))
+                tags, buf = read_summaries(s, 2, buf)
+                assert tags == [0x70, 0x70], tags
+            elif action == "abandon":
+                s.sendall(run(BIG, 100))
+                read_summaries(s, 2, buf)
+                s.close()
+                continue
+            elif action == "reset":
+                s.sendall(run(BIG, 100))
+                _, buf = read_summaries(s, 2, buf)
+                s.sendall(_msg(b"\xB0\x0F"))
+                tags, buf = read_summaries(s, 1, buf)
+                assert tags == [0x70], tags
+                s.sendall(run("RETURN 1 AS one"))
+                tags, buf = read_summaries(s, 2, buf)
+                assert tags == [0x70, 0x70], tags
+            elif action in ("abandon_tx", "commit_tx"):
+                s.sendall(_msg(b"\xB1\x11\xA0"))
+                s.sendall(run("CREATE (:Load {v: 1})"))
+                tags, buf = read_summaries(s, 3, buf)
+                assert tags == [0x70, 0x70, 0x70], tags
+                if action == "abandon_tx":
+                    s.close()
+                    continue
+                s.sendall(_msg(b"\xB0\x12"))
+                tags, buf = read_summaries(s, 1, buf)
+                assert tags == [0x70], tags
+            s.sendall(_msg(b"\xB0\x02"))
+            s.close()
+        except Exception as e:  # noqa: BLE001 (counted, reported)
+            fails += 1
+            print(f"  {action}: {e!r}", file=sys.stderr)
+    out.put((counts, fails))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--ops", type=int, default=300, help="operations per client")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "db"
+        subprocess.run([QUIVER, "query", "--db", db, "UNWIND range(1, 10000) AS i CREATE (:N {i: i})"],
+                       check=True, capture_output=True)
+        port = free_port()
+        server = subprocess.Popen([QUIVER, "serve", "--db", db, "--no-auth", "--listen", f"127.0.0.1:{port}"],
+                                  stderr=subprocess.PIPE, text=True)
+        server.stderr.readline()
+        try:
+            # Warm up, then the baseline.
+            s = connect(port)
+            _, buf = read_summaries(s, 2)
+            s.sendall(run("MATCH (n) RETURN count(n)"))
+            read_summaries(s, 2, buf)
+            s.close()
+            time.sleep(0.5)
+            base = rss_kb(server.pid)
+            t = time.time()
+            out = mp.Queue()
+            ps = [mp.Process(target=worker, args=(port, args.ops, i, out)) for i in range(args.clients)]
+            for p in ps:
+                p.start()
+            res = [out.get() for _ in ps]
+            for p in ps:
+                p.join()
+            wall = time.time() - t
+            counts, fails = {}, 0
+            for c, f in res:
+                fails += f
+                for k, v in c.items():
+                    counts[k] = counts.get(k, 0) + v
+            time.sleep(2)
+            assert server.poll() is None, "the server died"
+            s = connect(port)
+            _, buf = read_summaries(s, 2)
+            s.sendall(run("MATCH (n:Load) RETURN count(n)"))
+            tags, _ = read_summaries(s, 2, buf)
+            s.close()
+            after = rss_kb(server.pid)
+            peak = rss_kb(server.pid, "VmHWM:")
+            total = sum(counts.values())
+            print(f"{total} operations by {args.clients} clients in {wall:.1f} s ({total / wall:.0f}/s); "
+                  f"failures {fails}; {counts}")
+            print(f"server RSS: baseline {base / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, "
+                  f"after {after / 1024:.0f} MiB; answers after the storm: {tags == [0x70, 0x70]}")
+        finally:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()
