@@ -120,13 +120,35 @@ const VERSIONS: (u8, u8) = (1, 4);
 
 /// Reads the client's preamble and four proposals; answers the version chosen (or
 /// zero, and `None`). A proposal is `[0, range, minor, major]`: versions
-/// `major.minor` down to `major.(minor - range)`. The v1 manifest (`00 00 01 FF`),
-/// which 5.7+ drivers offer first, is passed over for the 5.x ranges they also offer.
+/// `major.minor` down to `major.(minor - range)`.
+///
+/// When the client offers the v1 manifest (`00 00 01 FF`, which drivers for Bolt 5.7+
+/// send first), the server answers with it: the manifest marker, a varint count of
+/// version ranges, the ranges, and a varint of capabilities (none); the client then
+/// sends the version it picked and its capabilities.
 pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
     let mut b = [0u8; 20];
     s.read_exact(&mut b)?;
     if b[..4] != [0x60, 0x60, 0xB0, 0x17] {
         return Ok(None);
+    }
+    if b[4..].chunks(4).any(|p| p == [0, 0, 1, 0xFF]) {
+        let (lo, hi) = VERSIONS;
+        // The manifest, one range (5.hi down to 5.lo), no capabilities.
+        s.write_all(&[0, 0, 1, 0xFF, 1, 0, hi - lo, hi, 5, 0])?;
+        s.flush()?;
+        let mut chosen = [0u8; 4];
+        s.read_exact(&mut chosen)?;
+        // The client's capabilities: a varint (at most 10 bytes), none understood.
+        let mut one = [0u8; 1];
+        for _ in 0..10 {
+            s.read_exact(&mut one)?;
+            if one[0] & 0x80 == 0 {
+                break;
+            }
+        }
+        let (minor, major) = (chosen[2], chosen[3]);
+        return Ok((major == 5 && (lo..=hi).contains(&minor)).then_some((5, minor)));
     }
     for p in b[4..].chunks(4) {
         let (range, minor, major) = (p[1], p[2], p[3]);
@@ -931,6 +953,28 @@ fn handle(
     false
 }
 
+/// Answers a connection past `--max-connections`: the handshake, then FAILURE to its
+/// first message.
+fn refuse(mut s: TcpStream, max: usize) -> io::Result<()> {
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    if handshake(&mut s)?.is_none() {
+        return Ok(());
+    }
+    read_message(&mut s, PRE_AUTH_MESSAGE_MAX)?;
+    let mut out = Vec::new();
+    fail(
+        &mut out,
+        &Failure {
+            code: "Neo.TransientError.Request.NoThreadsAvailable",
+            message: format!(
+                "the server has {max} connections open, its --max-connections; try again later"
+            ),
+        },
+    );
+    s.write_all(&out)?;
+    s.flush()
+}
+
 /// Accepts connections until the process ends. Each gets its own threads; past
 /// `max_connections`, a new one is refused.
 pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io::Result<()> {
@@ -939,12 +983,24 @@ pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
     );
     let live = Arc::new(AtomicUsize::new(0));
+    let refusing = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
     for s in listener.incoming() {
         let Ok(stream) = s else { continue };
         next += 1;
         if live.load(Ordering::Relaxed) >= opts.max_connections {
-            drop(stream);
+            // A clean error to this client (a transient one, which drivers retry), from
+            // a few threads at most; past them the connection is just closed.
+            if refusing.load(Ordering::Relaxed) < 8 {
+                refusing.fetch_add(1, Ordering::Relaxed);
+                let (refusing, max) = (refusing.clone(), opts.max_connections);
+                let _ = std::thread::Builder::new()
+                    .name("bolt-refuse".into())
+                    .spawn(move || {
+                        let _ = refuse(stream, max);
+                        refusing.fetch_sub(1, Ordering::Relaxed);
+                    });
+            }
             continue;
         }
         live.fetch_add(1, Ordering::Relaxed);
@@ -958,4 +1014,106 @@ pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io
             })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream that reads `input` and records what is written.
+    struct Mock {
+        input: io::Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Mock {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            self.input.read(b)
+        }
+    }
+
+    impl Write for Mock {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.output.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn mock(input: &[u8]) -> Mock {
+        Mock {
+            input: io::Cursor::new(input.to_vec()),
+            output: Vec::new(),
+        }
+    }
+
+    const MAGIC: [u8; 4] = [0x60, 0x60, 0xB0, 0x17];
+
+    #[test]
+    fn handshake_picks_from_ranges() {
+        // 5.8 down to 5.0, then 4.4: 5.4 is chosen.
+        let mut m = mock(
+            &[
+                &MAGIC[..],
+                &[0, 8, 8, 5, 0, 2, 4, 4, 0, 0, 0, 3, 0, 0, 0, 0],
+            ]
+            .concat(),
+        );
+        assert_eq!(handshake(&mut m).unwrap(), Some((5, 4)));
+        assert_eq!(m.output, [0, 0, 4, 5]);
+        // Only 4.x: refused with zeros.
+        let mut m = mock(
+            &[
+                &MAGIC[..],
+                &[0, 2, 4, 4, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0],
+            ]
+            .concat(),
+        );
+        assert_eq!(handshake(&mut m).unwrap(), None);
+        assert_eq!(m.output, [0, 0, 0, 0]);
+        // 5.0 alone (no LOGON): refused.
+        let mut m = mock(&[&MAGIC[..], &[0, 0, 0, 5], &[0; 12]].concat());
+        assert_eq!(handshake(&mut m).unwrap(), None);
+        // Not Bolt (an HTTP request): nothing is answered.
+        let mut m = mock(b"GET / HTTP/1.1\r\nHost: x\r\n");
+        assert_eq!(handshake(&mut m).unwrap(), None);
+        assert!(m.output.is_empty());
+    }
+
+    #[test]
+    fn handshake_speaks_the_v1_manifest() {
+        // The driver offers the manifest; the server lists 5.4 down to 5.1 and no
+        // capabilities; the driver picks 5.4 with no capabilities.
+        let client = [
+            &MAGIC[..],
+            &[0, 0, 1, 0xFF, 0, 8, 8, 5, 0, 2, 4, 4, 0, 0, 0, 3],
+            &[0, 0, 4, 5, 0],
+        ]
+        .concat();
+        let mut m = mock(&client);
+        assert_eq!(handshake(&mut m).unwrap(), Some((5, 4)));
+        assert_eq!(m.output, [0, 0, 1, 0xFF, 1, 0, 3, 4, 5, 0]);
+        // A pick outside what was offered is refused.
+        let client = [&MAGIC[..], &[0, 0, 1, 0xFF], &[0; 12], &[0, 0, 8, 5, 0]].concat();
+        assert_eq!(handshake(&mut mock(&client)).unwrap(), None);
+    }
+
+    #[test]
+    fn messages_are_chunked_and_capped() {
+        let v = Pack::Struct(0x10, vec![Pack::str("x".repeat(70_000))]);
+        let mut out = Vec::new();
+        write_message(&mut out, &v);
+        let back = read_message(&mut io::Cursor::new(out.clone()), 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(decode(&back).unwrap(), v);
+        // Over the cap: an error, before the rest is read.
+        assert!(read_message(&mut io::Cursor::new(out), 1 << 10).is_err());
+        // A clean end of stream between messages.
+        assert!(read_message(&mut io::Cursor::new(Vec::new()), 10)
+            .unwrap()
+            .is_none());
+    }
 }

@@ -175,3 +175,43 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--max-connections`: a client past the limit gets a transient error (which drivers
+/// retry), not a dropped socket; once a connection frees, it gets in.
+#[test]
+fn a_client_past_max_connections_gets_a_transient_error() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &["--max-connections", "1"]);
+    let code = format!(
+        r#"
+from neo4j import GraphDatabase, exceptions
+auth = ("alice", "pa55word")
+d1 = GraphDatabase.driver("bolt://{addr}", auth=auth)
+s1 = d1.session()
+s1.run("RETURN 1").consume()
+d2 = GraphDatabase.driver("bolt://{addr}", auth=auth, max_transaction_retry_time=0.5)
+try:
+    d2.execute_query("RETURN 2")
+    raise SystemExit("a second client got in past --max-connections 1")
+except exceptions.TransientError as e:
+    assert "max-connections" in e.message, e.message
+s1.close()
+d1.close()
+import time
+time.sleep(0.5)
+assert d2.execute_query("RETURN 3 AS x").records[0]["x"] == 3
+d2.close()
+print("ok")
+"#
+    );
+    let out = python(&["-c", &code]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
