@@ -39,6 +39,26 @@ QUERIES = [
      "MATCH (s:User)-[:FOLLOWS]->(n:User) WHERE s.id = {id} RETURN n.id"),
 ]
 
+# Seed 003's writes, each an auto-commit transaction through the driver (durable in the
+# write-ahead log before SUCCESS). They run on a copy of the database.
+WRITES = [
+    ("insert node", "CREATE (n:UserTemp {id: $id}) RETURN n"),
+    ("insert edge", "MATCH (n:User {id: $id}), (m:User {id: $to}) WITH n, m CREATE (n)-[e:Temp]->(m) RETURN e"),
+]
+
+
+def write_client(uri, query, ids, n_users, out):
+    from neo4j import GraphDatabase
+    rng = random.Random(ids[0])
+    lat = []
+    with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
+        t0 = time.perf_counter()
+        for i in ids:
+            t = time.perf_counter()
+            list(s.run(query, id=i, to=rng.randint(1, n_users)))
+            lat.append((time.perf_counter() - t) * 1e3)
+        out.put((lat, time.perf_counter() - t0))
+
 
 def client(uri, query, ids, out):
     from neo4j import GraphDatabase
@@ -105,7 +125,8 @@ def raw_client(port, query, ids):
     s.sendall(_msg(b"\xB1\x6A\xA1" + _pstr("scheme") + _pstr("none")))
     summaries(1)
     lat = []
-    pull = _msg(b"\xB1\x3F\xA1" + _pstr("n") + b"\xC9\x03\xE8")
+    # PULL everything (n = -1): a PULL of 1000 would leave the larger results open.
+    pull = _msg(b"\xB1\x3F\xA1" + _pstr("n") + b"\xFF")
     for i in ids:
         run = _msg(b"\xB3\x10" + _pstr(query) + b"\xA1" + _pstr("id") + b"\xCB"
                    + struct.pack(">q", i) + b"\xA0")
@@ -208,6 +229,37 @@ def main():
     finally:
         server.kill()
         server.wait()
+    # Writes, on a copy (the read benchmarks reuse the database).
+    import shutil
+    wdb = work / "bolt-writes.qdb"
+    shutil.rmtree(wdb, ignore_errors=True)
+    shutil.copytree(q, wdb)
+    port = free_port()
+    server = subprocess.Popen([QUIVER, "serve", "--db", wdb, "--no-auth", "--listen", f"127.0.0.1:{port}",
+                               "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
+    server.stderr.readline()
+    uri = f"bolt://127.0.0.1:{port}"
+    try:
+        for name, qq in WRITES:
+            for n in [int(c) for c in args.clients.split(",")]:
+                ids = [[rng.randint(1, n_users) for _ in range(args.runs // 4)] for _ in range(n)]
+                out = mp.Queue()
+                ps = [mp.Process(target=write_client, args=(uri, qq, ids[i], n_users, out)) for i in range(n)]
+                for p in ps:
+                    p.start()
+                res = [out.get() for _ in ps]
+                for p in ps:
+                    p.join()
+                lat = [x for r, _ in res for x in r]
+                st = stats(lat, max(t for _, t in res))
+                rss = peak_rss_kb(server.pid) / 1024
+                print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
+                print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))
+                sys.stdout.flush()
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(wdb, ignore_errors=True)
 
 
 if __name__ == "__main__":
