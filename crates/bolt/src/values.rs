@@ -75,6 +75,7 @@ pub fn to_pack(g: &Graph, v: &Value) -> Result<Pack, QueryError> {
         Value::Int(i) => Pack::Int(*i),
         Value::Float(f) => Pack::Float(*f),
         Value::Str(s) => Pack::Str(s.to_string()),
+        Value::Bytes(b) => Pack::Bytes(b.to_vec()),
         Value::List(l) => Pack::List(l.iter().map(|x| to_pack(g, x)).collect::<Result<_, _>>()?),
         Value::Map(m) => props(g, m.to_vec())?,
         Value::Node(n) => node(g, *n)?,
@@ -145,8 +146,7 @@ pub fn to_pack(g: &Graph, v: &Value) -> Result<Pack, QueryError> {
     })
 }
 
-/// A parameter from PackStream. Nodes, relationships and paths cannot be parameters;
-/// bytes have no Quiver type yet.
+/// A parameter from PackStream. Nodes, relationships and paths cannot be parameters.
 pub fn from_pack(p: &Pack) -> Result<Value, String> {
     let ints = |f: &[Pack], n: usize, what: &str| -> Result<Vec<i64>, String> {
         let v: Vec<i64> = f.iter().take(n).filter_map(Pack::as_int).collect();
@@ -162,7 +162,7 @@ pub fn from_pack(p: &Pack) -> Result<Value, String> {
         Pack::Int(i) => Value::Int(*i),
         Pack::Float(f) => Value::Float(*f),
         Pack::Str(s) => Value::str(s),
-        Pack::Bytes(_) => return Err("byte arrays are not supported as parameters".into()),
+        Pack::Bytes(b) => Value::Bytes(Arc::from(b.as_slice())),
         Pack::List(l) => Value::list(l.iter().map(from_pack).collect::<Result<_, _>>()?),
         Pack::Map(m) => Value::Map(Arc::new(
             m.iter()

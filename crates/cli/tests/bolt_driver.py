@@ -52,6 +52,7 @@ values = {
     "int": -(2 ** 40),
     "float": 2.5,
     "str": "héllo",
+    "bytes": bytearray(b"\x00\x01\xfe\xff"),
     "list": [1, "two", [3.0]],
     "map": {"k": [1, {"x": None}]},
     "date": Date(2024, 2, 29),
@@ -65,6 +66,10 @@ values = {
 for name, v in values.items():
     got = d.execute_query("RETURN $v AS v", v=v).records[0]["v"]
     check(got == v, f"{name}: sent {v!r}, got {got!r}")
+# Bytes are stored as a property and read back.
+d.execute_query("CREATE (:B {b: $b})", b=bytearray(b"\x07" * 1000))
+got = d.execute_query("MATCH (x:B) RETURN x.b AS b").records[0]["b"]
+check(got == bytearray(b"\x07" * 1000), "a bytes property")
 # A zoned datetime keeps its zone.
 berlin = pytz.timezone("Europe/Berlin").localize(datetime.datetime(2024, 7, 1, 12, 0))
 got = d.execute_query("RETURN $v AS v", v=berlin).records[0]["v"]
@@ -129,7 +134,7 @@ with d.session(fetch_size=1000) as s:
 
 # The calls tools make on connect.
 labels = [r["label"] for r in d.execute_query("CALL db.labels()").records]
-check(labels == ["P", "T"], f"db.labels() {labels}")
+check(labels == ["B", "P", "T"], f"db.labels() {labels}")
 types = [r["relationshipType"] for r in d.execute_query("CALL db.relationshipTypes() YIELD relationshipType RETURN relationshipType").records]
 check(types == ["K"], f"db.relationshipTypes() {types}")
 keys = [r["propertyKey"] for r in d.execute_query("CALL db.propertyKeys()").records]

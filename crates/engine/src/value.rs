@@ -54,6 +54,8 @@ pub enum Value {
     /// Months, days, seconds and nanoseconds, kept apart: a month is not a fixed number
     /// of days, nor a day of seconds.
     Duration(Arc<Dur>),
+    /// A byte array (from a driver's parameter; Cypher has no literal for one).
+    Bytes(Arc<[u8]>),
 }
 
 // Values travel in batches of thousands: keep them at four words.
@@ -179,6 +181,7 @@ impl Value {
             Value::LocalDateTime(_) => "LOCAL DATETIME",
             Value::DateTime(..) => "DATETIME",
             Value::Duration(_) => "DURATION",
+            Value::Bytes(_) => "BYTES",
         }
     }
 
@@ -316,10 +319,11 @@ impl Value {
             Value::Time(..) => 8,
             Value::LocalTime(_) => 9,
             Value::Duration(_) => 10,
-            Value::Str(_) => 11,
-            Value::Bool(_) => 12,
-            Value::Int(_) | Value::Float(_) => 13,
-            Value::Null => 14,
+            Value::Bytes(_) => 11,
+            Value::Str(_) => 12,
+            Value::Bool(_) => 13,
+            Value::Int(_) | Value::Float(_) => 14,
+            Value::Null => 15,
         }
     }
 }
@@ -365,6 +369,7 @@ pub fn order(a: &Value, b: &Value) -> Ordering {
         (Value::Duration(x), Value::Duration(y)) => {
             (x.months, x.days, x.time_nanos()).cmp(&(y.months, y.days, y.time_nanos()))
         }
+        (Value::Bytes(x), Value::Bytes(y)) => x.cmp(y),
         (Value::Node(x), Value::Node(y)) => x.cmp(y),
         (Value::Rel(x), Value::Rel(y)) => (x.ty, x.eid).cmp(&(y.ty, y.eid)),
         (Value::List(x), Value::List(y)) => {
@@ -458,6 +463,7 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
         Value::Time(t, o) => Value::time_utc(*t, *o).hash(h),
         Value::LocalDateTime(s) | Value::DateTime(s, ..) => s.hash(h),
         Value::Duration(d) => d.hash(h),
+        Value::Bytes(b) => b.hash(h),
     }
 }
 
@@ -473,6 +479,7 @@ pub fn heap_bytes(v: &Value) -> usize {
                 .sum::<usize>()
         }
         Value::Path(p) => 48 + p.nodes.len() * 8 + p.rels.len() * 24,
+        Value::Bytes(b) => 16 + b.len(),
         _ => 0,
     }
 }
@@ -527,6 +534,7 @@ impl PartialEq for Value {
             (LocalDateTime(a), LocalDateTime(b)) => a == b,
             (DateTime(a, x, z), DateTime(b, y, w)) => (a, x, z) == (b, y, w),
             (Duration(a), Duration(b)) => a == b,
+            (Bytes(a), Bytes(b)) => a == b,
             _ => false,
         }
     }

@@ -402,6 +402,11 @@ fn put_value(o: &mut Vec<u8>, v: &Value) {
             put_u64(o, *t as u64);
             put_u32(o, *offset as u32);
         }
+        Value::Bytes(b) => {
+            o.push(14);
+            put_u32(o, b.len() as u32);
+            o.extend_from_slice(b);
+        }
         Value::Duration(d) => {
             o.push(13);
             put_u64(o, d.months as u64);
@@ -553,6 +558,10 @@ impl Reader<'_> {
                 )
             }
             11 => Value::LocalTime(self.u64()? as i64),
+            14 => {
+                let n = self.u32()? as usize;
+                Value::Bytes(Arc::from(self.take(n)?))
+            }
             12 => Value::Time(self.u64()? as i64, self.u32()? as i32),
             13 => Value::Duration(Arc::new(Dur {
                 months: self.u64()? as i64,

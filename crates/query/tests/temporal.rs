@@ -298,3 +298,47 @@ fn every_temporal_type_survives_the_log_and_a_checkpoint() {
     let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
     assert_eq!(read(&mut s), want, "after a checkpoint");
 }
+
+/// A byte array (from a driver's parameter) is stored as a property and read back the
+/// same from the log and after a checkpoint (from the op file).
+#[test]
+fn bytes_survive_the_log_and_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let bytes: std::sync::Arc<[u8]> = (0..=255u8).collect::<Vec<_>>().into();
+    let read = |s: &mut Session| {
+        let mut out = Vec::new();
+        s.run(
+            "MATCH (n:B) RETURN n.b AS b",
+            &Default::default(),
+            &mut |_, b| {
+                out.push(b.cols[0][0].clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        out
+    };
+    {
+        let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+        let mut p = quiver_query::Params::new();
+        p.insert("b".into(), Value::Bytes(bytes.clone()));
+        s.run("CREATE (:B {b: $b})", &p, &mut |_, _| Ok(()))
+            .unwrap();
+        assert_eq!(read(&mut s), [Value::Bytes(bytes.clone())]);
+    }
+    {
+        let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+        assert_eq!(read(&mut s), [Value::Bytes(bytes.clone())], "from the log");
+        run(&mut s, "CHECKPOINT").unwrap();
+    }
+    let mut s = Session::open_with(&path, OpenMode::Mapped, true).unwrap();
+    assert_eq!(read(&mut s), [Value::Bytes(bytes)], "after a checkpoint");
+    assert_eq!(
+        rows(&mut s, "MATCH (n:B) RETURN toString(n.b) AS t")[0][0],
+        Value::str(&format!(
+            "0x{}",
+            (0..=255u8).map(|x| format!("{x:02x}")).collect::<String>()
+        ))
+    );
+}

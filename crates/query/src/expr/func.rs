@@ -11,6 +11,13 @@ pub fn to_string(v: &Value) -> String {
         Value::Float(f) => return format_float(*f),
         Value::Bool(b) => return b.to_string(),
         Value::Null => return "null".into(),
+        // Bytes as hex, `0x` first (Cypher has no text form for them).
+        Value::Bytes(b) => {
+            s.push_str("0x");
+            for x in b.iter() {
+                s.push_str(&format!("{x:02x}"));
+            }
+        }
         v if temporal::format(v, &mut s).is_some() => {}
         _ => return v.type_name().to_lowercase(),
     }
