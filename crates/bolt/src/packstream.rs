@@ -77,6 +77,9 @@ pub enum DecodeError {
 /// Deepest nesting the decoder accepts (lists in maps in structures...).
 pub const DEPTH_MAX: usize = 64;
 
+/// Most items a list or map reserves room for before they are decoded.
+const RESERVE_MAX: usize = 256;
+
 /// Decodes exactly one value filling `b`.
 pub fn decode(b: &[u8]) -> Result<Pack, DecodeError> {
     let mut d = Decoder { b, i: 0 };
@@ -154,7 +157,10 @@ impl Decoder<'_> {
                     _ => self.uint(1 << (m - 0xD4))?,
                 };
                 let n = self.count(n)?;
-                let mut l = Vec::with_capacity(n);
+                // Reserve little up front: each nesting level could otherwise reserve
+                // for all the bytes left (64 levels x 48 bytes x the message, found by
+                // the fuzzer); the vector grows with the items actually decoded.
+                let mut l = Vec::with_capacity(n.min(RESERVE_MAX));
                 for _ in 0..n {
                     l.push(self.value(depth + 1)?);
                 }
@@ -167,7 +173,7 @@ impl Decoder<'_> {
                 };
                 // Each entry is at least two bytes.
                 let n = self.count(n.saturating_mul(2))? / 2;
-                let mut e = Vec::with_capacity(n);
+                let mut e = Vec::with_capacity(n.min(RESERVE_MAX));
                 for _ in 0..n {
                     let Pack::Str(k) = self.value(depth + 1)? else {
                         return Err(DecodeError::Key);
