@@ -264,6 +264,7 @@ pub fn failure(e: &QueryError) -> Failure {
         QueryError::Semantic(_) => "Neo.ClientError.Statement.SemanticError",
         QueryError::EntityNotFound(_) => "Neo.ClientError.Statement.EntityNotFound",
         QueryError::Procedure(_) => "Neo.ClientError.Procedure.ProcedureNotFound",
+        QueryError::InvalidArgument(_) => "Neo.ClientError.Statement.ArgumentError",
         QueryError::Memory { .. } => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
         QueryError::Cancelled => "Neo.TransientError.Transaction.Terminated",
         QueryError::Engine(E::Conflict(_)) => "Neo.TransientError.Transaction.DeadlockDetected",

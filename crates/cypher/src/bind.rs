@@ -335,6 +335,19 @@ impl Checker<'_> {
         if any_agg {
             self.unambiguous_aggregation(p)?;
         }
+        // A literal SKIP or LIMIT must be a non-negative integer.
+        for (e, what) in [(&p.skip, "SKIP"), (&p.limit, "LIMIT")] {
+            let bad = match e {
+                Some(Expr::Int(i)) => *i < 0,
+                Some(Expr::Float(_)) => true,
+                Some(Expr::Unary(UnOp::Neg, x)) => matches!(**x, Expr::Int(_) | Expr::Float(_)),
+                _ => false,
+            };
+            if bad {
+                let at = e.as_ref().and_then(first_offset).unwrap_or(0);
+                return self.fail(at, format!("{what} needs a non-negative integer"));
+            }
+        }
         // ORDER BY sees the projected names, and the incoming ones unless aggregating or
         // DISTINCT (then only what is projected exists).
         let mut order_scope = out.clone();

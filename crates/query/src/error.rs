@@ -35,6 +35,10 @@ pub enum QueryError {
     /// A statement that is well formed but cannot mean anything (MERGE on a null).
     #[error("{0}")]
     Semantic(String),
+    /// A value the syntax forbids where it stands, found when the statement ran (a
+    /// negative LIMIT from a parameter).
+    #[error("{0}")]
+    InvalidArgument(String),
     /// CALL of a procedure that does not exist.
     #[error("{0}")]
     Procedure(String),

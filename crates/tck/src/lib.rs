@@ -783,6 +783,7 @@ pub fn classify(e: &QueryError) -> (&'static str, bool) {
         QueryError::Engine(EngineError::PropertyType(_)) => ("TypeError", false),
         QueryError::Semantic(_) => ("SemanticError", false),
         QueryError::Procedure(_) => ("ProcedureError", true),
+        QueryError::InvalidArgument(_) => ("SyntaxError", false),
         QueryError::EntityNotFound(_) => ("EntityNotFound", false),
         QueryError::RolledBack(inner) => classify(inner),
         _ => ("Unsupported", false),

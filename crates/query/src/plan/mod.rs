@@ -727,12 +727,25 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         )
     }
 
+    /// SKIP and LIMIT: an expression of constants and parameters (no variables),
+    /// evaluated once, that must give a non-negative integer.
     fn const_usize(&mut self, e: &Expr, what: &str) -> Result<usize, QueryError> {
-        let c = self.compile(e, &Scope::default(), &[])?;
-        match c {
-            CExpr::Const(Value::Int(i)) if i >= 0 => Ok(i as usize),
-            _ => Err(QueryError::Argument(format!(
-                "{what} needs a non-negative integer constant or parameter"
+        let c = self.compile(e, &Scope::default(), &[]).map_err(|_| {
+            QueryError::Argument(format!(
+                "{what} needs an expression of constants and parameters (no variables)"
+            ))
+        })?;
+        let one = crate::batch::Batch::empty(0);
+        let env = crate::expr::Env { g: self.g };
+        let v = match c {
+            CExpr::Const(v) => v,
+            c => crate::expr::eval(&env, &c, &one, 0, &mut Vec::new())?,
+        };
+        match v {
+            Value::Int(i) if i >= 0 => Ok(i as usize),
+            v => Err(QueryError::InvalidArgument(format!(
+                "{what} needs a non-negative integer, got {}",
+                crate::expr::to_string(&v)
             ))),
         }
     }
