@@ -47,29 +47,19 @@ WRITES = [
 ]
 
 
-def write_client(uri, query, ids, n_users, out):
+def client(uri, query, ids, n_users, warmup, out):
+    """One driver and session running `query` once per id (`$to` a random user too,
+    for the edge insert), after `warmup` untimed runs."""
     from neo4j import GraphDatabase
     rng = random.Random(ids[0])
     lat = []
     with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
+        for i in ids[:warmup]:
+            list(s.run(query, id=i, to=rng.randint(1, n_users)))
         t0 = time.perf_counter()
         for i in ids:
             t = time.perf_counter()
             list(s.run(query, id=i, to=rng.randint(1, n_users)))
-            lat.append((time.perf_counter() - t) * 1e3)
-        out.put((lat, time.perf_counter() - t0))
-
-
-def client(uri, query, ids, out):
-    from neo4j import GraphDatabase
-    lat = []
-    with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
-        for i in ids[:20]:
-            list(s.run(query, id=i))
-        t0 = time.perf_counter()
-        for i in ids:
-            t = time.perf_counter()
-            list(s.run(query, id=i))
             lat.append((time.perf_counter() - t) * 1e3)
         out.put((lat, time.perf_counter() - t0))
 
@@ -87,43 +77,50 @@ def _msg(body):
     return struct.pack(">H", len(body)) + body + b"\x00\x00"
 
 
-def raw_client(port, query, ids):
-    """The server's own latency: Bolt 5.4 spoken over a plain socket (no driver), RUN
-    and PULL pipelined as drivers send them, the reply read to its last message."""
+def connect(port):
+    """A raw Bolt 5.4 connection (no driver): handshake, then HELLO and LOGON sent; their
+    two SUCCESS replies are left for the caller's first `read_summaries`."""
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.sendall(bytes([0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5] + [0] * 12))
-    s.recv(4)
-    buf = b""
-
-    def summaries(k):
-        """Reads messages until `k` summaries (SUCCESS, FAILURE, IGNORED) have come."""
-        nonlocal buf
-        seen, i, first = 0, 0, None
-        while True:
-            while len(buf) - i >= 2:
-                n = struct.unpack(">H", buf[i:i + 2])[0]
-                if len(buf) - i - 2 < n:
-                    break
-                if n == 0:
-                    i += 2
-                    if first in (0x70, 0x7E, 0x7F):
-                        seen += 1
-                        if seen == k:
-                            buf = buf[i:]
-                            return
-                    first = None
-                    continue
-                if first is None:
-                    first = buf[i + 3]  # struct marker, then the tag
-                i += 2 + n
-            buf = buf[i:] + s.recv(1 << 16)
-            i = 0
-
+    assert s.recv(4) == b"\x00\x00\x04\x05"
     s.sendall(_msg(b"\xB1\x01\xA1" + _pstr("user_agent") + _pstr("raw/1")))
-    summaries(1)
     s.sendall(_msg(b"\xB1\x6A\xA1" + _pstr("scheme") + _pstr("none")))
-    summaries(1)
+    return s
+
+
+def read_summaries(s, k, buf=b""):
+    """Reads messages until `k` summaries (SUCCESS, IGNORED, FAILURE) have come; returns
+    their tags and the bytes read past them."""
+    tags, i, first = [], 0, None
+    while True:
+        while len(buf) - i >= 2:
+            n = struct.unpack(">H", buf[i:i + 2])[0]
+            if len(buf) - i - 2 < n:
+                break
+            if n == 0:
+                i += 2
+                if first in (0x70, 0x7E, 0x7F):
+                    tags.append(first)
+                    if len(tags) == k:
+                        return tags, buf[i:]
+                first = None
+                continue
+            if first is None:
+                first = buf[i + 3]  # struct marker, then the tag
+            i += 2 + n
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed")
+        buf = buf[i:] + chunk
+        i = 0
+
+
+def raw_client(port, query, ids):
+    """The server's own latency: RUN and PULL pipelined over a raw connection, as
+    drivers send them, the reply read to its last message."""
+    s = connect(port)
+    _, buf = read_summaries(s, 2)
     lat = []
     # PULL everything (n = -1): a PULL of 1000 would leave the larger results open.
     pull = _msg(b"\xB1\x3F\xA1" + _pstr("n") + b"\xFF")
@@ -132,7 +129,7 @@ def raw_client(port, query, ids):
                    + struct.pack(">q", i) + b"\xA0")
         t = time.perf_counter()
         s.sendall(run + pull)
-        summaries(2)
+        _, buf = read_summaries(s, 2, buf)
         lat.append((time.perf_counter() - t) * 1e3)
     s.close()
     return lat
@@ -144,14 +141,42 @@ def free_port():
         return s.getsockname()[1]
 
 
-def peak_rss_kb(pid):
+def rss_kb(pid, key="VmRSS:"):
+    """A process's resident memory (`VmHWM:` for its peak), in KiB."""
     try:
         for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def serve(db):
+    """`quiver serve --no-auth` on a free loopback port: the process and its port."""
+    port = free_port()
+    server = subprocess.Popen([QUIVER, "serve", "--db", db, "--no-auth", "--listen", f"127.0.0.1:{port}",
+                               "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
+    server.stderr.readline()
+    return server, port
+
+
+def clients(server, port, name, query, n, ids, n_users, warmup):
+    """`n` client processes, one id list each; prints and returns the stats."""
+    out = mp.Queue()
+    uri = f"bolt://127.0.0.1:{port}"
+    ps = [mp.Process(target=client, args=(uri, query, ids[i], n_users, warmup, out)) for i in range(n)]
+    for p in ps:
+        p.start()
+    res = [out.get() for _ in ps]
+    for p in ps:
+        p.join()
+    st = stats([x for r, _ in res for x in r], max(t for _, t in res))
+    rss = rss_kb(server.pid, "VmHWM:") / 1024
+    print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
+    print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))
+    sys.stdout.flush()
+    return st
 
 
 def main():
@@ -164,11 +189,7 @@ def main():
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
     q, kz, n_users = prepare(args, work)
-    port = free_port()
-    server = subprocess.Popen([QUIVER, "serve", "--db", q, "--no-auth", "--listen", f"127.0.0.1:{port}",
-                               "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
-    server.stderr.readline()
-    uri = f"bolt://127.0.0.1:{port}"
+    server, port = serve(q)
     rng = random.Random(7)
     print(f"social scale {args.scale}: {n_users} users; {args.runs} queries per client; server pid {server.pid}")
     print(f"{'query':<10} {'clients':>7} {'q/s':>9} {'median ms':>10} {'p99 ms':>8} {'server RSS':>11}")
@@ -177,22 +198,9 @@ def main():
             bolt_median_1 = None
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs)] for _ in range(n)]
-                out = mp.Queue()
-                ps = [mp.Process(target=client, args=(uri, qq, ids[i], out)) for i in range(n)]
-                for p in ps:
-                    p.start()
-                res = [out.get() for _ in ps]
-                for p in ps:
-                    p.join()
-                lat = [x for r, _ in res for x in r]
-                wall = max(t for _, t in res)
-                st = stats(lat, wall)
+                st = clients(server, port, name, qq, n, ids, n_users, 20)
                 if n == 1:
                     bolt_median_1 = st["median_ms"]
-                rss = peak_rss_kb(server.pid) / 1024
-                print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
-                print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))
-                sys.stdout.flush()
             # In-process, one client: Quiver's loop and Kùzu's Python API.
             pfile = work / "bolt-params.csv"
             ids = [rng.randint(1, n_users) for _ in range(args.runs)]
@@ -234,28 +242,12 @@ def main():
     wdb = work / "bolt-writes.qdb"
     shutil.rmtree(wdb, ignore_errors=True)
     shutil.copytree(q, wdb)
-    port = free_port()
-    server = subprocess.Popen([QUIVER, "serve", "--db", wdb, "--no-auth", "--listen", f"127.0.0.1:{port}",
-                               "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
-    server.stderr.readline()
-    uri = f"bolt://127.0.0.1:{port}"
+    server, port = serve(wdb)
     try:
         for name, qq in WRITES:
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs // 4)] for _ in range(n)]
-                out = mp.Queue()
-                ps = [mp.Process(target=write_client, args=(uri, qq, ids[i], n_users, out)) for i in range(n)]
-                for p in ps:
-                    p.start()
-                res = [out.get() for _ in ps]
-                for p in ps:
-                    p.join()
-                lat = [x for r, _ in res for x in r]
-                st = stats(lat, max(t for _, t in res))
-                rss = peak_rss_kb(server.pid) / 1024
-                print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
-                print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))
-                sys.stdout.flush()
+                clients(server, port, name, qq, n, ids, n_users, 0)
     finally:
         server.kill()
         server.wait()

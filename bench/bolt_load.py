@@ -19,7 +19,6 @@ and the server's RSS before, at peak and after.
 import argparse
 import multiprocessing as mp
 import random
-import socket
 import struct
 import subprocess
 import sys
@@ -29,50 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_bench import QUIVER  # noqa: E402
-from bolt_bench import _msg, _pstr, free_port  # noqa: E402
-
-
-def rss_kb(pid, key="VmRSS:"):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(key):
-            return int(line.split()[1])
-    return 0
-
-
-def connect(port):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(bytes([0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5] + [0] * 12))
-    assert s.recv(4) == b"\x00\x00\x04\x05"
-    s.sendall(_msg(b"\xB1\x01\xA1" + _pstr("user_agent") + _pstr("load/1")))
-    s.sendall(_msg(b"\xB1\x6A\xA1" + _pstr("scheme") + _pstr("none")))
-    return s
-
-
-def read_summaries(s, k, buf=b""):
-    """Reads until `k` summaries (SUCCESS/IGNORED/FAILURE); returns their tags."""
-    tags, i, first = [], 0, None
-    while True:
-        while len(buf) - i >= 2:
-            n = struct.unpack(">H", buf[i:i + 2])[0]
-            if len(buf) - i - 2 < n:
-                break
-            if n == 0:
-                i += 2
-                if first in (0x70, 0x7E, 0x7F):
-                    tags.append(first)
-                    if len(tags) == k:
-                        return tags, buf[i:]
-                first = None
-                continue
-            if first is None:
-                first = buf[i + 3]
-            i += 2 + n
-        chunk = s.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("closed")
-        buf = buf[i:] + chunk
-        i = 0
+from bolt_bench import _msg, _pstr, connect, read_summaries, rss_kb, serve  # noqa: E402
 
 
 def run(q, n=-1):
@@ -139,10 +95,7 @@ def main():
         db = Path(d) / "db"
         subprocess.run([QUIVER, "query", "--db", db, "UNWIND range(1, 10000) AS i CREATE (:N {i: i})"],
                        check=True, capture_output=True)
-        port = free_port()
-        server = subprocess.Popen([QUIVER, "serve", "--db", db, "--no-auth", "--listen", f"127.0.0.1:{port}"],
-                                  stderr=subprocess.PIPE, text=True)
-        server.stderr.readline()
+        server, port = serve(db)
         try:
             # Warm up, then the baseline.
             s = connect(port)

@@ -250,6 +250,15 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    fn new(code: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
 /// The status code of a query error (drivers raise `CypherSyntaxError`,
 /// `ConstraintError`, `TransientError` (retried by managed transactions)...).
 pub fn failure(e: &QueryError) -> Failure {
@@ -274,10 +283,7 @@ pub fn failure(e: &QueryError) -> Failure {
         QueryError::RolledBack(inner) => return failure(inner),
         _ => "Neo.ClientError.Statement.ExecutionFailed",
     };
-    Failure {
-        code,
-        message: e.to_string(),
-    }
+    Failure::new(code, e.to_string())
 }
 
 /// What a statement's run sends the connection.
@@ -373,6 +379,16 @@ struct Open {
 }
 
 impl Open {
+    /// Takes the statement's next event into `pending` or `done`.
+    fn pump(&mut self, timeout: Option<Duration>, cancel: &AtomicBool) {
+        match self.recv(timeout, cancel) {
+            Ok(Event::Rows(r)) => self.pending.extend(r),
+            Ok(Event::Done(d)) => self.done = Some(d),
+            Ok(Event::Columns(_)) => {}
+            Err(_) => self.done = Some(Err(internal())),
+        }
+    }
+
     /// The statement's next event. Past `timeout` since it started, the statement is
     /// cancelled and its cancellation reported as a timeout.
     fn recv(
@@ -397,13 +413,10 @@ impl Open {
         }?;
         Ok(match ev {
             Event::Done(Err(f)) if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" => {
-                Event::Done(Err(Failure {
-                    code: "Neo.ClientError.Transaction.TransactionTimedOut",
-                    message: format!(
+                Event::Done(Err(Failure::new("Neo.ClientError.Transaction.TransactionTimedOut", format!(
                         "the statement ran longer than the server's query timeout ({} s) and was stopped",
                         timeout.map_or(0, |t| t.as_secs())
-                    ),
-                }))
+                    ))))
             }
             e => e,
         })
@@ -513,10 +526,10 @@ impl Conn {
         let Some(open) = self.open.as_mut() else {
             fail(
                 &mut self.out,
-                &Failure {
-                    code: "Neo.ClientError.Request.Invalid",
-                    message: "nothing to pull: no statement is open".into(),
-                },
+                &Failure::new(
+                    "Neo.ClientError.Request.Invalid",
+                    "nothing to pull: no statement is open",
+                ),
             );
             self.state = State::Failed;
             return;
@@ -526,11 +539,8 @@ impl Conn {
             self.cancel.store(true, Ordering::Relaxed);
             open.pending.clear();
             while open.done.is_none() {
-                match open.recv(self.timeout, &self.cancel) {
-                    Ok(Event::Done(d)) => open.done = Some(d),
-                    Ok(_) => {}
-                    Err(_) => open.done = Some(Err(internal())),
-                }
+                open.pump(self.timeout, &self.cancel);
+                open.pending.clear();
             }
             // A discarded read that was cut short still ended well for the client.
             if let Some(Err(f)) = &open.done {
@@ -553,28 +563,16 @@ impl Conn {
             if open.done.is_some() {
                 break;
             }
-            match open.recv(self.timeout, &self.cancel) {
-                Ok(Event::Rows(r)) => open.pending.extend(r),
-                Ok(Event::Done(d)) => open.done = Some(d),
-                Ok(Event::Columns(_)) => {}
-                Err(_) => open.done = Some(Err(internal())),
-            }
+            open.pump(self.timeout, &self.cancel);
+        }
+        // n records sent and nothing waiting: one more event tells whether the
+        // statement has ended (then the summary goes now, not after another PULL).
+        if open.pending.is_empty() && open.done.is_none() {
+            open.pump(self.timeout, &self.cancel);
         }
         if !open.pending.is_empty() || open.done.is_none() {
-            // More may come: peek whether the statement has ended with nothing left.
-            if open.pending.is_empty() {
-                if let Ok(ev) = open.recv(self.timeout, &self.cancel) {
-                    match ev {
-                        Event::Rows(r) => open.pending.extend(r),
-                        Event::Done(d) => open.done = Some(d),
-                        Event::Columns(_) => {}
-                    }
-                }
-            }
-            if !open.pending.is_empty() || open.done.is_none() {
-                success(&mut self.out, vec![("has_more", Pack::Bool(true))]);
-                return;
-            }
+            success(&mut self.out, vec![("has_more", Pack::Bool(true))]);
+            return;
         }
         let open = self.open.take().expect("checked above");
         let t_last = open.started.elapsed().as_millis() as i64;
@@ -630,19 +628,21 @@ impl Conn {
 }
 
 fn internal() -> Failure {
-    Failure {
-        code: "Neo.DatabaseError.General.UnknownError",
-        message: "the statement's worker stopped".into(),
-    }
+    Failure::new(
+        "Neo.DatabaseError.General.UnknownError",
+        "the statement's worker stopped",
+    )
 }
 
 fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
     let mut out = Params::new();
     if let Some(Pack::Map(m)) = p {
         for (k, v) in m {
-            let v = from_pack(v).map_err(|message| Failure {
-                code: "Neo.ClientError.Statement.TypeError",
-                message: format!("parameter ${k}: {message}"),
+            let v = from_pack(v).map_err(|message| {
+                Failure::new(
+                    "Neo.ClientError.Statement.TypeError",
+                    format!("parameter ${k}: {message}"),
+                )
             })?;
             out.insert(k.clone(), v);
         }
@@ -800,10 +800,10 @@ fn handle(
         if tag != LOGON {
             fail(
                 &mut c.out,
-                &Failure {
-                    code: "Neo.ClientError.Security.Unauthorized",
-                    message: "authenticate first (LOGON)".into(),
-                },
+                &Failure::new(
+                    "Neo.ClientError.Security.Unauthorized",
+                    "authenticate first (LOGON)",
+                ),
             );
             c.state = State::Defunct;
             return true;
@@ -827,10 +827,10 @@ fn handle(
             std::thread::sleep(Duration::from_millis(500));
             fail(
                 &mut c.out,
-                &Failure {
-                    code: "Neo.ClientError.Security.Unauthorized",
-                    message: "the user name or password is wrong".into(),
-                },
+                &Failure::new(
+                    "Neo.ClientError.Security.Unauthorized",
+                    "the user name or password is wrong",
+                ),
             );
             c.state = State::Defunct;
         }
@@ -895,10 +895,10 @@ fn handle(
             let Some(text) = f.first().and_then(Pack::as_str) else {
                 failed(
                     c,
-                    Failure {
-                        code: "Neo.ClientError.Request.Invalid",
-                        message: "RUN needs a query string".into(),
-                    },
+                    Failure::new(
+                        "Neo.ClientError.Request.Invalid",
+                        "RUN needs a query string",
+                    ),
                 );
                 return false;
             };
@@ -945,10 +945,10 @@ fn handle(
         }
         (t, s) => failed(
             c,
-            Failure {
-                code: "Neo.ClientError.Request.Invalid",
-                message: format!("message 0x{t:02X} is not expected in state {s:?}"),
-            },
+            Failure::new(
+                "Neo.ClientError.Request.Invalid",
+                format!("message 0x{t:02X} is not expected in state {s:?}"),
+            ),
         ),
     }
     false
@@ -965,12 +965,12 @@ fn refuse(mut s: TcpStream, max: usize) -> io::Result<()> {
     let mut out = Vec::new();
     fail(
         &mut out,
-        &Failure {
-            code: "Neo.TransientError.Request.NoThreadsAvailable",
-            message: format!(
+        &Failure::new(
+            "Neo.TransientError.Request.NoThreadsAvailable",
+            format!(
                 "the server has {max} connections open, its --max-connections; try again later"
             ),
-        },
+        ),
     );
     s.write_all(&out)?;
     s.flush()

@@ -4,6 +4,8 @@
 //! the driver and sets QUIVER_REQUIRE_BOLT_DRIVER, so in CI a missing driver fails the
 //! test; elsewhere it is reported and skipped.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
@@ -37,13 +39,7 @@ impl Drop for Server {
 
 fn start(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
     let quiver = env!("CARGO_BIN_EXE_quiver");
-    let st = Command::new(quiver)
-        .args(["query", "--db"])
-        .arg(db)
-        .arg("RETURN 1")
-        .output()
-        .unwrap();
-    assert!(st.status.success(), "{st:?}");
+    common::ok(&["query", "--db", common::s(db), "RETURN 1"]);
     let mut add = Command::new(quiver)
         .args(["user", "add", "alice", "--db"])
         .arg(db)
@@ -72,8 +68,15 @@ fn start(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
     (Server(server), addr)
 }
 
-fn python(args: &[&str]) -> std::process::Output {
-    Command::new("python3").args(args).output().unwrap()
+/// Runs python3 with `args`; it must succeed and print `ok`.
+fn python_ok(args: &[&str]) {
+    let out = Command::new("python3").args(args).output().unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "python3 failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -84,13 +87,7 @@ fn the_python_driver_works_against_quiver_serve() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, addr) = start(&dir.path().join("db"), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bolt_driver.py");
-    let out = python(&[script, &format!("bolt://{addr}"), "alice", "pa55word"]);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "driver script failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_ok(&[script, &format!("bolt://{addr}"), "alice", "pa55word"]);
 }
 
 /// `--tls-cert` / `--tls-key`: the driver connects with `bolt+ssc://` (TLS, the
@@ -131,13 +128,7 @@ except Exception as e:
 print("ok")
 "#
     );
-    let out = python(&["-c", &code]);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_ok(&["-c", &code]);
 }
 
 /// `--query-timeout-secs`: a statement past the limit is stopped and reported as a
@@ -167,13 +158,7 @@ with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
 print("ok")
 "#
     );
-    let out = python(&["-c", &code]);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_ok(&["-c", &code]);
 }
 
 /// `--max-connections`: a client past the limit gets a transient error (which drivers
@@ -207,11 +192,5 @@ d2.close()
 print("ok")
 "#
     );
-    let out = python(&["-c", &code]);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_ok(&["-c", &code]);
 }

@@ -67,13 +67,14 @@ fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
     }
 }
 
-/// Whether `e` calls an aggregate (outside nested comprehensions too).
-fn contains_aggregate(e: &Expr) -> bool {
-    match e {
-        Expr::CountStar => true,
-        Expr::Call { name, .. } if is_aggregate(name) => true,
-        _ => e.children().into_iter().any(contains_aggregate),
-    }
+/// Whether `e` is a call of an aggregate (`count(*)` included).
+pub fn is_aggregate_call(e: &Expr) -> bool {
+    matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
+}
+
+/// Whether `e` calls an aggregate anywhere in it.
+pub fn contains_aggregate(e: &Expr) -> bool {
+    is_aggregate_call(e) || e.children().into_iter().any(contains_aggregate)
 }
 
 /// Whether `e` calls function `f`.

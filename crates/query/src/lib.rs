@@ -201,8 +201,7 @@ pub fn run_statement(
     }
     let g = Graph::with_delta(db, delta, writes);
     procs::check(text, stmt, &opts.procedures)?;
-    let mut planner = plan::Planner::new(&g, params, indexes);
-    planner.procs = opts.procedures.clone();
+    let mut planner = plan::Planner::new(&g, params, indexes, &opts.procedures);
     let (root, columns) = planner.plan(&stmt.query)?;
     let descs = std::mem::take(&mut planner.descs);
     if let Some(h) = &opts.on_columns {

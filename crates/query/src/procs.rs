@@ -118,8 +118,13 @@ fn dbms_components(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
     ]])
 }
 
-/// The built-in procedures.
-pub fn builtins() -> Vec<Procedure> {
+/// The built-in procedures, made once.
+pub fn builtins() -> &'static [Arc<Procedure>] {
+    static BUILTINS: std::sync::OnceLock<Vec<Arc<Procedure>>> = std::sync::OnceLock::new();
+    BUILTINS.get_or_init(|| make_builtins().into_iter().map(Arc::new).collect())
+}
+
+fn make_builtins() -> Vec<Procedure> {
     let one = |name: &str, out: &str, f| Procedure {
         name: name.into(),
         inputs: Vec::new(),
@@ -154,13 +159,8 @@ impl Procedures {
         self.registered
             .iter()
             .find(|p| p.name == name)
+            .or_else(|| builtins().iter().find(|p| p.name == name))
             .cloned()
-            .or_else(|| {
-                builtins()
-                    .into_iter()
-                    .find(|p| p.name == name)
-                    .map(Arc::new)
-            })
     }
 }
 

@@ -709,6 +709,17 @@ fn query(
     Ok((summary.columns, rows))
 }
 
+impl State {
+    /// The property triples of a node (`node`) or relationship from its property map.
+    fn add_props(&mut self, node: bool, id: i64, props: &TVal) {
+        if let TVal::Map(m) = props {
+            for (k, v) in m {
+                self.props.insert((node, id, k.clone(), v.canon(false)));
+            }
+        }
+    }
+}
+
 fn state(session: &mut Session) -> Result<State, String> {
     let none = quiver_query::Params::new();
     let r = (|| -> Result<State, QueryError> {
@@ -728,11 +739,7 @@ fn state(session: &mut Session) -> Result<State, String> {
                     }
                 }
             }
-            if let TVal::Map(m) = &r[2] {
-                for (k, v) in m {
-                    s.props.insert((true, id, k.clone(), v.canon(false)));
-                }
-            }
+            s.add_props(true, id, &r[2]);
         }
         let (_, rels) = query(
             session,
@@ -742,11 +749,7 @@ fn state(session: &mut Session) -> Result<State, String> {
         for r in rels {
             let TVal::Int(id) = r[0] else { continue };
             s.rels.insert(id);
-            if let TVal::Map(m) = &r[1] {
-                for (k, v) in m {
-                    s.props.insert((false, id, k.clone(), v.canon(false)));
-                }
-            }
+            s.add_props(false, id, &r[1]);
         }
         Ok(s)
     })();

@@ -304,21 +304,6 @@ fn push2(out: &mut String, n: i64) {
     out.push((b'0' + (n % 10) as u8) as char);
 }
 
-fn fmt_date(d: civil::Date, out: &mut String) {
-    let y = d.year() as i64;
-    if (0..=9999).contains(&y) {
-        out.push_str(&format!("{y:04}"));
-    } else if y < 0 {
-        out.push_str(&format!("-{:04}", -y));
-    } else {
-        out.push_str(&format!("+{y}"));
-    }
-    out.push('-');
-    push2(out, d.month() as i64);
-    out.push('-');
-    push2(out, d.day() as i64);
-}
-
 /// `HH:MM`, then `:SS` when seconds or a fraction are set, the fraction in groups of
 /// three digits (as Java prints it).
 fn fmt_time(ns: i64, out: &mut String) {
@@ -415,7 +400,7 @@ pub fn format(v: &Value, out: &mut String) -> Option<()> {
         return v.is_temporal().then_some(());
     };
     if let Some(d) = p.date {
-        fmt_date(d, out);
+        quiver_csv::value::format_date(days_of(d), out);
         if p.time.is_some() {
             out.push('T');
         }

@@ -21,7 +21,7 @@ use crate::index::IndexSet;
 use crate::ops::*;
 use crate::value::Value;
 use quiver_cypher::ast::*;
-use quiver_cypher::bind::{is_aggregate, same};
+use quiver_cypher::bind::{contains_aggregate, is_aggregate, is_aggregate_call, same};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -123,7 +123,7 @@ pub struct Planner<'a, 'g, 'db> {
     /// Nothing follows the clauses being planned in the statement.
     tail: bool,
     /// The procedures CALL may run (besides the built-ins).
-    pub procs: crate::procs::Procedures,
+    procs: &'a crate::procs::Procedures,
 }
 
 /// Names of anonymous pattern parts start with a space, which no user variable can.
@@ -197,17 +197,9 @@ fn vars_of(e: &Expr) -> Vec<String> {
     out
 }
 
-fn is_agg_call(e: &Expr) -> bool {
-    matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
-}
-
-fn contains_agg(e: &Expr) -> bool {
-    is_agg_call(e) || e.children().into_iter().any(contains_agg)
-}
-
 /// The aggregate calls in `e` (outermost), each once.
 fn collect_aggs(e: &Expr, out: &mut Vec<Expr>) {
-    if is_agg_call(e) {
+    if is_aggregate_call(e) {
         if !out.iter().any(|x| same(x, e)) {
             out.push(e.clone())
         }
@@ -303,7 +295,12 @@ fn short(e: &Expr) -> String {
 }
 
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
-    pub fn new(g: &'g Graph<'db>, params: &'a Params, indexes: &'a IndexSet) -> Self {
+    pub fn new(
+        g: &'g Graph<'db>,
+        params: &'a Params,
+        indexes: &'a IndexSet,
+        procs: &'a crate::procs::Procedures,
+    ) -> Self {
         Planner {
             fused: None,
             last_expand: None,
@@ -319,7 +316,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             wrote: false,
             in_batches: false,
             tail: false,
-            procs: crate::procs::Procedures::default(),
+            procs,
         }
     }
 

@@ -24,7 +24,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             items.push((e.clone(), name));
         }
         let names: Vec<String> = items.iter().map(|i| i.1.clone()).collect();
-        let aggregating = items.iter().any(|(e, _)| contains_agg(e));
+        let aggregating = items.iter().any(|(e, _)| contains_aggregate(e));
         let kind_of = |e: &Expr| match e {
             Expr::Var(n, _) => scope.get(n).map_or(Kind::Other, |s| s.1),
             _ => Kind::Other,
@@ -116,7 +116,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let keys: Vec<&Expr> = items
             .iter()
             .map(|i| &i.0)
-            .filter(|e| !contains_agg(e))
+            .filter(|e| !contains_aggregate(e))
             .collect();
         let key_exprs = keys
             .iter()

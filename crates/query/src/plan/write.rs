@@ -7,16 +7,7 @@ use super::*;
 /// property expression reads a node or relationship this CREATE made earlier.
 fn publish_if_read(e: &Expr, scope: &Scope, steps: &mut Vec<crate::write::CreateStep>) {
     use crate::write::CreateStep;
-    fn vars<'e>(e: &'e Expr, out: &mut Vec<&'e str>) {
-        if let Expr::Var(n, _) = e {
-            out.push(n);
-        }
-        for c in e.children() {
-            vars(c, out);
-        }
-    }
-    let mut names = Vec::new();
-    vars(e, &mut names);
+    let names = vars_of(e);
     let made = |slot: usize| {
         steps.iter().any(|s| {
             matches!(s, CreateStep::Node { slot: x, .. } | CreateStep::Rel { slot: x, .. } if *x == slot)
