@@ -595,6 +595,26 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
     }
 }
 
+/// The header of an `i64` column chunk without nulls whose values follow as `width`-bit
+/// offsets from `min` (for writers that stream the values, e.g. a sorted id index).
+pub fn i64_chunk_header(n: u32, min: i64, width: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&[TAG_I64_FOR, 0, 0, 0]);
+    put_u32(out, n);
+    put_u64(out, min as u64);
+    out.push(width as u8);
+    out.extend_from_slice(&[0; 7]);
+}
+
+/// The header of a plain string column chunk without nulls: `n + 1` offsets packed at
+/// `width` bits follow, then `data_len` bytes of data.
+pub fn bytes_chunk_header(n: u32, data_len: u64, width: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&[TAG_BYTES_PLAIN, 0, 0, 0]);
+    put_u32(out, n);
+    put_u64(out, data_len);
+    out.push(width as u8);
+    out.extend_from_slice(&[0; 7]);
+}
+
 fn encode_plain_bytes(ends: &[u64], data: &[u8], out: &mut Vec<u8>) {
     let width = bits_for(data.len() as u64);
     put_u64(out, data.len() as u64);

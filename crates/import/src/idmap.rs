@@ -3,9 +3,8 @@
 //! Integer ids that are dense (the common case: `1..n`, in any order) use a paged direct
 //! array of 4 bytes per id; sparse integers use a hash table of 12-byte entries; string ids use a
 //! hash table of indexes into an arena of the id bytes, so inserting allocates nothing per
-//! row. Every growth takes a grant first; a refused grant fails the import with a clear
-//! budget error. (Spilling the id map to disk, sort-merge style, is future work noted in
-//! the issue; see ARCHITECTURE.md.)
+//! row. Every growth takes a grant first; a refused grant makes the import sort the space's
+//! ids on disk instead (`crate::spill`).
 
 use crate::error::ImportError;
 use hashbrown::HashTable;
@@ -305,6 +304,43 @@ impl IdMapWithGrant {
             self.grant.try_resize(b)?;
         }
         Ok(None)
+    }
+
+    /// Every key and its node, in no particular order.
+    pub fn for_each(
+        &self,
+        f: &mut dyn FnMut(Key<'_>, u32) -> Result<(), ImportError>,
+    ) -> Result<(), ImportError> {
+        match &self.map {
+            IdMap::Int(IntMap::Dense {
+                dir_base, pages, ..
+            }) => {
+                for (pi, p) in pages.iter().enumerate() {
+                    if let Some(p) = p {
+                        let base = (*dir_base + pi as i64) << PAGE_BITS;
+                        for (i, &s) in p.iter().enumerate() {
+                            if s != NONE {
+                                f(Key::Int(base + i as i64), s)?;
+                            }
+                        }
+                    }
+                }
+            }
+            IdMap::Int(IntMap::Hash(t)) => {
+                for &(k, v) in t.iter() {
+                    f(Key::Int(k), v)?;
+                }
+            }
+            IdMap::Str { table, arena } => {
+                for e in table.iter() {
+                    f(
+                        Key::Str(&arena[e.off as usize..e.off as usize + e.len as usize]),
+                        e.node,
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Ends the inserts; detects the identity layout that makes lookups arithmetic.

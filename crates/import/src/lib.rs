@@ -20,6 +20,7 @@ pub mod error;
 pub mod idmap;
 pub mod parse;
 pub mod progress;
+pub mod spill;
 
 pub use error::ImportError;
 pub use progress::{NoProgress, Phase, Progress};
@@ -96,6 +97,9 @@ pub struct ImportConfig {
     /// Field values read as "no value" in property columns, besides the empty field
     /// (real exports write `NA`, `\N` or `NULL`).
     pub null_markers: Vec<Vec<u8>>,
+    /// Sort every id space on disk from the start, as when the ids do not fit the
+    /// budget (`--spill-ids`; tests use it to compare both paths on the same input).
+    pub spill_ids: bool,
     /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
     /// `ImportError::Interrupted` within a window's time and removes what it staged.
     pub cancel: Arc<AtomicBool>,
@@ -119,6 +123,7 @@ impl ImportConfig {
             no_edge_properties: false,
             infer_types: false,
             null_markers: Vec::new(),
+            spill_ids: false,
             cancel: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -150,6 +155,8 @@ pub struct ImportSummary {
     pub peak_rss_bytes: u64,
     pub db_bytes: u64,
     pub spilled_edges: u64,
+    /// Ids resolved by sorting on disk, because their space did not fit the budget.
+    pub spilled_ids: u64,
     pub row_groups: u64,
     /// Each phase (reading nodes, indexing ids, ...) in order.
     pub phases: Vec<PhaseStats>,
@@ -172,8 +179,43 @@ impl ImportSummary {
 struct Space {
     name: Option<String>,
     map: IdMapWithGrant,
+    /// Set once the space's ids no longer fit in memory: they are sorted on disk, and
+    /// `map` is empty.
+    spilled: Option<spill::SpaceFile>,
     /// An append: the position of this space among the database's id spaces.
     base: Option<usize>,
+}
+
+impl Space {
+    fn n_ids(&self) -> u64 {
+        self.spilled.as_ref().map_or(self.map.len(), |f| f.n_ids)
+    }
+}
+
+/// A spilled space's file as the id index writer scans it.
+struct SpaceIds<'a> {
+    path: &'a Path,
+    integer: bool,
+}
+
+impl quiver_storage::write::SortedIds for SpaceIds<'_> {
+    fn scan(
+        &mut self,
+        f: &mut dyn FnMut(quiver_storage::IdKey<'_>, u32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        use quiver_storage::IdKey;
+        let to_io = |e: ImportError| std::io::Error::other(e.to_string());
+        let mut r = spill::PairReader::open(self.path).map_err(to_io)?;
+        let mut k = Vec::new();
+        while let Some(node) = r.next_into(&mut k).map_err(to_io)? {
+            if self.integer {
+                f(IdKey::Int(spill::key_int(&k)), node as u32)?;
+            } else {
+                f(IdKey::Str(&k), node as u32)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 struct RelState {
@@ -422,6 +464,7 @@ fn run(
             .map(|(i, s)| Space {
                 name: s.name.clone(),
                 map: IdMapWithGrant::new(s.id_type == IdType::Integer, &ctx.budget),
+                spilled: None,
                 base: Some(i),
             })
             .collect()
@@ -449,6 +492,7 @@ fn run(
             &mut labels,
             n_nodes,
             &mut done_before,
+            temp,
         )?;
         n_nodes += t.n_rows;
         tables.push(t);
@@ -466,7 +510,12 @@ fn run(
         sp.map.seal();
     }
     // Persist the id indexes (the maps stay in memory for the relationships).
-    let total_ids: u64 = spaces.iter().map(|s| s.map.len()).sum();
+    let total_ids: u64 = spaces.iter().map(Space::n_ids).sum();
+    let spilled_ids: u64 = spaces
+        .iter()
+        .filter_map(|s| s.spilled.as_ref())
+        .map(|f| f.n_ids)
+        .sum();
     ctx.phase(Phase::IdIndex, total_ids);
     let mut id_spaces = Vec::new();
     for (si, s) in spaces.iter().enumerate() {
@@ -475,6 +524,28 @@ fn run(
                 id_spaces.push(m.id_spaces[b].clone());
                 continue;
             }
+        }
+        if let Some(f) = &s.spilled {
+            let seg = quiver_storage::write::write_id_index_streaming(
+                staging,
+                &format!("ids-{si:04}.seg"),
+                cfg.id_type,
+                f.n_ids,
+                f.key_bytes,
+                n_nodes,
+                &mut SpaceIds {
+                    path: &f.path,
+                    integer: cfg.id_type == IdType::Integer,
+                },
+            )?;
+            ctx.progress.advance(f.n_ids, 0);
+            id_spaces.push(IdSpaceMeta {
+                name: s.name.clone(),
+                id_type: cfg.id_type,
+                n_ids: f.n_ids,
+                index: seg,
+            });
+            continue;
         }
         let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
         let (keys, nodes, grant) = match (s.base, ctx.base) {
@@ -618,6 +689,7 @@ fn run(
         n_nodes: n_nodes - base_nodes,
         n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
         spilled_edges: spilled,
+        spilled_ids,
         ..Default::default()
     };
     let manifest = match base {
@@ -886,6 +958,7 @@ fn space_index(
             spaces.push(Space {
                 name: name.clone(),
                 map: IdMapWithGrant::new(integer, budget),
+                spilled: None,
                 base: None,
             });
             spaces.len() - 1
@@ -1037,6 +1110,7 @@ fn drive_batches(
     endpoints: Option<&Endpoints<'_>>,
     header_lines: u64,
     done_before: &mut u64,
+    report: Report,
     mut on_batch: impl FnMut(&mut Ctx<'_>, &Window, &Path, usize, u64, Batch) -> Result<(), ImportError>,
 ) -> Result<(), ImportError> {
     let mut lines = Lines {
@@ -1063,8 +1137,14 @@ fn drive_batches(
             let file = &files[w.file_idx];
             for (chunk_start, mut batch) in batches {
                 let base = lines.next_line;
-                ctx.rows_read += batch.records;
+                if report.count {
+                    ctx.rows_read += batch.records;
+                }
                 for e in std::mem::take(&mut batch.errors) {
+                    let at = (w.file_idx, base + e.line as u64);
+                    if report.errors_from.is_none_or(|from| at < from) {
+                        continue;
+                    }
                     let (s, t) = (e.span.0 as usize, e.span.1 as usize);
                     let raw = &w.data[chunk_start + s..(chunk_start + t).min(w.data.len())];
                     bad_row(
@@ -1081,17 +1161,250 @@ fn drive_batches(
                 on_batch(ctx, &w, file, chunk_start, base, batch)?;
                 lines.next_line = base + lines_total;
             }
-            ctx.bytes_read += w.file_bytes_done - last_done;
+            if report.count {
+                ctx.bytes_read += w.file_bytes_done - last_done;
+                ctx.progress
+                    .advance(*done_before + file_done_base + last_done, ctx.rows_read);
+            }
             last_done = w.file_bytes_done;
-            ctx.progress
-                .advance(*done_before + file_done_base + last_done, ctx.rows_read);
             // Hand the window's buffer back to the reader: no fresh pages per window.
             let _ = recycle.try_send(w.data);
         }
         Ok(())
     })?;
-    *done_before += file_done_base + last_done;
+    if report.count {
+        *done_before += file_done_base + last_done;
+    }
     Ok(())
+}
+
+/// What a read of a group reports: the bad rows from a place on (none: a read that
+/// only collects ids for sorting), and whether its records count.
+#[derive(Debug, Clone, Copy)]
+struct Report {
+    errors_from: Option<(usize, u64)>,
+    count: bool,
+}
+
+impl Report {
+    const ALL: Report = Report {
+        errors_from: Some((0, 0)),
+        count: true,
+    };
+    const QUIET: Report = Report {
+        errors_from: None,
+        count: false,
+    };
+}
+
+/// Where a node group's in-memory id map gave out.
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    /// (file, line) of the first row whose id was not mapped.
+    rows_at: (usize, u64),
+    /// (file, line) past the batch whose bad rows were reported.
+    errors_at: (usize, u64),
+    /// The node the first unmapped row would have been.
+    next_node: u64,
+}
+
+fn show_key(key: Key<'_>) -> String {
+    match key {
+        Key::Int(k) => k.to_string(),
+        Key::Str(s) => String::from_utf8_lossy(s).to_string(),
+    }
+}
+
+/// Labels of a batch's `:LABEL` column that are new to the database.
+fn new_labels(
+    batch: &Batch,
+    label_column: Option<usize>,
+    labels: &mut Vec<String>,
+) -> Result<(), ImportError> {
+    if let Some(lc) = label_column {
+        let col = &batch.columns[lc];
+        if let Some(child) = col.list_child_ref() {
+            for k in 0..child.len() {
+                let l = String::from_utf8_lossy(child.bytes_at(k));
+                if !l.is_empty() && !labels.iter().any(|x| *x == l) {
+                    label_index(labels, &l)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every input of `group` is a regular file, so it can be read a second time.
+fn rereadable(group: &InputGroup, why: &str) -> Result<(), ImportError> {
+    for f in &group.files {
+        if !std::fs::metadata(f).is_ok_and(|m| m.is_file()) {
+            return Err(ImportError::Usage(format!(
+                "{}: {why}, which reads the file a second time, and it is a pipe or device; import from a file, or raise --memory-budget",
+                f.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Starts a reader on `group`, skips its header and runs `f` on it; stops the reader.
+fn with_reader<T>(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    kind: HeaderKind,
+    f: impl FnOnce(
+        &mut Ctx<'_>,
+        &crossbeam_channel::Receiver<Msg>,
+        &crossbeam_channel::Sender<Vec<u8>>,
+    ) -> Result<T, ImportError>,
+) -> Result<T, ImportError> {
+    let (rx, recycle, handle) = start_reader(ctx, group);
+    let r = read_header(&rx, &group.files[0], kind).and_then(|_| f(ctx, &rx, &recycle));
+    drop(rx);
+    let _ = handle.join();
+    r
+}
+
+/// A node group's rows from `o.rows_at` on, when the id space does not fit in memory:
+/// 1. a read that sorts their ids with provisional node numbers into runs (the space's
+///    in-memory map, if it had one, is written out first and freed);
+/// 2. the merge with the space's ids, which finds the duplicates and makes the new
+///    space file;
+/// 3. a second read that hands the rows to `append`, without the duplicates (rejected
+///    as bad rows with their file, line and text), reporting the bad rows past
+///    `o.errors_at` and counting every record of the group.
+#[allow(clippy::too_many_arguments)]
+fn spill_nodes(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    plan: &Plan,
+    header_lines: u64,
+    temp: &Path,
+    space: &mut Space,
+    si: usize,
+    id_out: usize,
+    o: Resume,
+    counted: (u64, u64, u64),
+    done_before: &mut u64,
+    mut append: impl FnMut(&mut Ctx<'_>, &Batch) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    use crate::spill::{int_key, merge_nodes, RunWriter};
+    rereadable(
+        group,
+        "the node ids do not fit in --memory-budget and are sorted on disk",
+    )?;
+    let name = format!("ids{si:04}");
+    let integer = plan.integer_ids;
+    let mut runs = Vec::new();
+    if !space.map.is_empty() {
+        // The map fills the budget: write it out in small runs, then free it.
+        let mut w = RunWriter::new(&ctx.budget, temp, &format!("{name}-mem"), 0);
+        space.map.for_each(&mut |k, node| match k {
+            Key::Int(k) => w.push(&int_key(k), node as u64),
+            Key::Str(k) => w.push(k, node as u64),
+        })?;
+        space.map = IdMapWithGrant::new(integer, &ctx.budget);
+        runs.extend(w.finish()?);
+    }
+    // 1. Sort the rest.
+    let mut w = RunWriter::new(&ctx.budget, temp, &name, ctx.budget.limit_bytes() / 2);
+    let mut next = o.next_node;
+    with_reader(ctx, group, HeaderKind::Nodes, |ctx, rx, recycle| {
+        let mut d = 0;
+        drive_batches(
+            ctx,
+            &group.files,
+            rx,
+            recycle,
+            None,
+            plan,
+            None,
+            header_lines,
+            &mut d,
+            Report::QUIET,
+            |_, w_, _, _, base, batch| {
+                let col = &batch.columns[id_out];
+                for r in 0..batch.n_rows() {
+                    if (w_.file_idx, base + batch.lines[r] as u64) < o.rows_at {
+                        continue;
+                    }
+                    if next >= NODES_MAX {
+                        return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
+                    }
+                    if integer {
+                        w.push(&int_key(col.i64_values()[r]), next)?;
+                    } else {
+                        w.push(col.bytes_at(r), next)?;
+                    }
+                    next += 1;
+                }
+                Ok(())
+            },
+        )
+    })?;
+    runs.extend(w.finish()?);
+    // 2. Merge.
+    let merged = merge_nodes(runs, space.spilled.as_ref(), temp, &name, &ctx.budget)?;
+    space.spilled = Some(merged.space);
+    let dups = merged.duplicates;
+    // 3. Read again, for the table.
+    (ctx.rows_read, ctx.bytes_read, *done_before) = counted;
+    let mut next = o.next_node;
+    let mut di = 0;
+    with_reader(ctx, group, HeaderKind::Nodes, |ctx, rx, recycle| {
+        drive_batches(
+            ctx,
+            &group.files,
+            rx,
+            recycle,
+            None,
+            plan,
+            None,
+            header_lines,
+            done_before,
+            Report {
+                errors_from: Some(o.errors_at),
+                count: true,
+            },
+            |ctx, w_, file, chunk_start, base, mut batch| {
+                let n = batch.n_rows();
+                let mut keep: Option<Vec<bool>> = None;
+                for r in 0..n {
+                    let line = base + batch.lines[r] as u64;
+                    if (w_.file_idx, line) < o.rows_at {
+                        keep.get_or_insert_with(|| vec![true; n])[r] = false;
+                        continue;
+                    }
+                    let p = next;
+                    next += 1;
+                    while di < dups.len() && dups[di] < p {
+                        di += 1;
+                    }
+                    if dups.get(di) == Some(&p) {
+                        let col = &batch.columns[id_out];
+                        let key = if integer {
+                            Key::Int(col.i64_values()[r])
+                        } else {
+                            Key::Str(col.bytes_at(r))
+                        };
+                        let message = format!(
+                            "duplicate node id '{}' (an earlier node has it)",
+                            show_key(key)
+                        );
+                        let (s, e) = batch.spans[r];
+                        let raw = &w_.data[chunk_start + s as usize..chunk_start + e as usize];
+                        bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
+                        keep.get_or_insert_with(|| vec![true; n])[r] = false;
+                    }
+                }
+                if let Some(keep) = keep {
+                    batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                }
+                append(ctx, &batch)
+            },
+        )
+    })
 }
 
 /// A window with its chunks parsed.
@@ -1170,11 +1483,17 @@ fn import_nodes(
     labels: &mut Vec<String>,
     first_node: u64,
     done_before: &mut u64,
+    temp: &Path,
 ) -> Result<NodeTableMeta, ImportError> {
     let cfg = ctx.cfg;
     let (rx, recycle, handle) = start_reader(ctx, group);
+    // Taken when the rows are to be read again (the id map spilled).
+    let (mut rx_slot, mut handle_slot) = (Some(rx), Some(handle));
     let result = (|| {
-        let (header, header_lines) = read_header(&rx, &group.files[0], HeaderKind::Nodes)?;
+        let rx = rx_slot
+            .as_ref()
+            .expect("the reader runs until the first pass ends");
+        let (header, header_lines) = read_header(rx, &group.files[0], HeaderKind::Nodes)?;
         let integer = cfg.id_type == IdType::Integer;
         let mut first_window: Option<Window> = None;
         let inferred = if cfg.infer_types {
@@ -1269,78 +1588,134 @@ fn import_nodes(
             TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
         let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone());
         let mut n_rows = 0u64;
-        drive_batches(
-            ctx,
-            &group.files,
-            &rx,
-            &recycle,
-            first_window.take(),
-            &plan,
-            None,
-            header_lines,
-            done_before,
-            |ctx, w, file, chunk_start, base, mut batch| {
-                // Ids: first occurrence wins; later ones are duplicates.
-                if let (Some(out), Some(si)) = (id_column, id_space) {
-                    let mut keep: Option<Vec<bool>> = None;
-                    let mut next_node = first_node + n_rows;
-                    for r in 0..batch.n_rows() {
-                        let col = &batch.columns[out];
-                        let key = if integer {
-                            Key::Int(col.i64_values()[r])
-                        } else {
-                            Key::Str(col.bytes_at(r))
-                        };
-                        if next_node >= NODES_MAX {
-                            return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
-                        }
-                        // An append: an id the database has already is a duplicate too.
-                        let in_base = match (ctx.base, spaces[si].base) {
-                            (Some(db), Some(b)) => db.lookup_id(b, key.into())?.is_some(),
-                            _ => false,
-                        };
-                        if in_base || spaces[si].map.insert(key, next_node as u32)?.is_some() {
-                            let shown = match key {
-                                Key::Int(k) => k.to_string(),
-                                Key::Str(s) => String::from_utf8_lossy(s).to_string(),
-                            };
-                            let (s, e) = batch.spans[r];
-                            let raw = &w.data[chunk_start + s as usize..chunk_start + e as usize];
-                            let message = if in_base {
-                                format!(
-                                    "duplicate node id '{shown}' (a node in the database has it)"
-                                )
+        let counted = (ctx.rows_read, ctx.bytes_read, *done_before);
+        let spilled_before = id_space.is_some_and(|si| {
+            spaces[si].spilled.is_some() || (cfg.spill_ids && ctx.base.is_none())
+        });
+        // Where the in-memory map gave out, if it did: rows from there on are resolved by
+        // sorting (see `spill`).
+        let mut resume: Option<Resume> = spilled_before.then_some(Resume {
+            rows_at: (0, 0),
+            errors_at: (0, 0),
+            next_node: first_node,
+        });
+        if resume.is_none() {
+            let r = drive_batches(
+                ctx,
+                &group.files,
+                rx,
+                &recycle,
+                first_window.take(),
+                &plan,
+                None,
+                header_lines,
+                done_before,
+                Report::ALL,
+                |ctx, w, file, chunk_start, base, mut batch| {
+                    // Ids: first occurrence wins; later ones are duplicates.
+                    if let (Some(out), Some(si)) = (id_column, id_space) {
+                        let mut keep: Option<Vec<bool>> = None;
+                        let mut next_node = first_node + n_rows;
+                        for r in 0..batch.n_rows() {
+                            let col = &batch.columns[out];
+                            let key = if integer {
+                                Key::Int(col.i64_values()[r])
                             } else {
-                                format!("duplicate node id '{shown}' (an earlier node has it)")
+                                Key::Str(col.bytes_at(r))
                             };
-                            let line = base + batch.lines[r] as u64;
-                            bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
-                            keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
-                        } else {
-                            next_node += 1;
-                        }
-                    }
-                    if let Some(keep) = keep {
-                        batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
-                    }
-                }
-                if let Some(lc) = label_column {
-                    let col = &batch.columns[lc];
-                    if let Some(child) = col.list_child_ref() {
-                        for k in 0..child.len() {
-                            let l = String::from_utf8_lossy(child.bytes_at(k));
-                            if !l.is_empty() && !labels.iter().any(|x| *x == l) {
-                                label_index(labels, &l)?;
+                            if next_node >= NODES_MAX {
+                                return Err(ImportError::Usage(format!(
+                                    "more than {NODES_MAX} nodes"
+                                )));
+                            }
+                            // An append: an id the database has already is a duplicate too.
+                            let in_base = match (ctx.base, spaces[si].base) {
+                                (Some(db), Some(b)) => db.lookup_id(b, key.into())?.is_some(),
+                                _ => false,
+                            };
+                            let dup = in_base
+                                || match spaces[si].map.insert(key, next_node as u32) {
+                                    Ok(old) => old.is_some(),
+                                    // The map is full: this row and the rest go the
+                                    // sorting way (not in an append, whose ids must
+                                    // also be looked up in the database's index).
+                                    Err(ImportError::Budget { .. }) if ctx.base.is_none() => {
+                                        resume = Some(Resume {
+                                            rows_at: (w.file_idx, base + batch.lines[r] as u64),
+                                            errors_at: (w.file_idx, base + batch.lines_total),
+                                            next_node,
+                                        });
+                                        let k =
+                                            keep.get_or_insert_with(|| vec![true; batch.n_rows()]);
+                                        k[r..].iter_mut().for_each(|x| *x = false);
+                                        break;
+                                    }
+                                    Err(e) => return Err(e),
+                                };
+                            if dup {
+                                let shown = show_key(key);
+                                let (s, e) = batch.spans[r];
+                                let raw =
+                                    &w.data[chunk_start + s as usize..chunk_start + e as usize];
+                                let message = if in_base {
+                                    format!(
+                                        "duplicate node id '{shown}' (a node in the database has it)"
+                                    )
+                                } else {
+                                    format!("duplicate node id '{shown}' (an earlier node has it)")
+                                };
+                                let line = base + batch.lines[r] as u64;
+                                bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
+                                keep.get_or_insert_with(|| vec![true; batch.n_rows()])[r] = false;
+                            } else {
+                                next_node += 1;
                             }
                         }
+                        if let Some(keep) = keep {
+                            batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                        }
                     }
-                }
-                let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
-                rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
-                n_rows += kept as u64;
-                Ok(())
-            },
-        )?;
+                    new_labels(&batch, label_column, labels)?;
+                    let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
+                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                    n_rows += kept as u64;
+                    if resume.is_some() {
+                        // Stops this read; the rows from `resume` on are read again.
+                        return Err(ImportError::Interrupted);
+                    }
+                    Ok(())
+                },
+            );
+            if resume.is_none() {
+                r?;
+            }
+        }
+        if let (Some(o), Some(out), Some(si)) = (resume, id_column, id_space) {
+            drop(rx_slot.take());
+            if let Some(h) = handle_slot.take() {
+                let _ = h.join();
+            }
+            spill_nodes(
+                ctx,
+                group,
+                &plan,
+                header_lines,
+                temp,
+                &mut spaces[si],
+                si,
+                out,
+                o,
+                counted,
+                done_before,
+                |ctx, batch| {
+                    new_labels(batch, label_column, labels)?;
+                    let kept = batch.columns.first().map_or(0, |c| c.len());
+                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                    n_rows += kept as u64;
+                    Ok(())
+                },
+            )?;
+        }
         rg.flush(&mut writer, &mut ctx.row_groups, true)?;
         let segment: SegmentMeta = writer.finish()?;
         Ok(NodeTableMeta {
@@ -1355,8 +1730,10 @@ fn import_nodes(
             segments: vec![segment],
         })
     })();
-    drop(rx);
-    let _ = handle.join();
+    drop(rx_slot);
+    if let Some(h) = handle_slot {
+        let _ = h.join();
+    }
     result
 }
 
@@ -1373,9 +1750,17 @@ fn import_rels(
 ) -> Result<(), ImportError> {
     let cfg = ctx.cfg;
     let (rx, recycle, handle) = start_reader(ctx, group);
+    // Taken when the endpoints are resolved by sorting (the rows are read twice).
+    let (mut rx_slot, mut handle_slot) = (Some(rx), Some(handle));
     let result = (|| {
         let file0 = &group.files[0];
-        let (header, header_lines) = read_header(&rx, file0, HeaderKind::Relationships)?;
+        let (header, header_lines) = read_header(
+            rx_slot
+                .as_ref()
+                .expect("the reader runs until the header is read"),
+            file0,
+            HeaderKind::Relationships,
+        )?;
         let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
             spaces.iter().position(|s| &s.name == space).ok_or_else(|| {
                 ImportError::Usage(format!(
@@ -1442,7 +1827,31 @@ fn import_rels(
             end_integer: integer,
             start_base: ctx.base.zip(spaces[ss].base),
             end_base: ctx.base.zip(spaces[es].base),
+            start_spilled: spaces[ss].spilled.is_some(),
+            end_spilled: spaces[es].spilled.is_some(),
         };
+        // Endpoints in spilled spaces: sort their keys with the row ordinal, join them
+        // with the space files, then read the rows again with the nodes found.
+        let mut resolved = if endpoints.start_spilled || endpoints.end_spilled {
+            drop(rx_slot.take());
+            if let Some(h) = handle_slot.take() {
+                let _ = h.join();
+            }
+            Some(resolve_endpoints(
+                ctx,
+                group,
+                &plan,
+                &endpoints,
+                header_lines,
+                temp,
+                (&spaces[ss], &spaces[es]),
+            )?)
+        } else {
+            None
+        };
+        let start_col = plan.slots.iter().position(|s| matches!(s, Slot::Start));
+        let end_col = plan.slots.iter().position(|s| matches!(s, Slot::End));
+        let mut ordinal = 0u64;
         let type_index = |name: &str,
                           rels: &mut Vec<RelState>,
                           ctx: &mut Ctx<'_>|
@@ -1484,112 +1893,262 @@ fn import_rels(
             _ => None,
         };
         let mut rg_grant = ctx.budget.empty_grant("relationship property buffer");
+        let mut main_pass =
+            |ctx: &mut Ctx<'_>,
+             rx: &crossbeam_channel::Receiver<Msg>,
+             recycle: &crossbeam_channel::Sender<Vec<u8>>| {
+                drive_batches(
+                    ctx,
+                    &group.files,
+                    rx,
+                    recycle,
+                    None,
+                    &plan,
+                    Some(&endpoints),
+                    header_lines,
+                    done_before,
+                    Report::ALL,
+                    |ctx, w, file, chunk_start, base, mut batch| {
+                        if let Some((start, end)) = resolved.as_mut() {
+                            // Rows whose endpoints the join did not find are rejected now.
+                            let n = batch.edges.len();
+                            let mut keep: Option<Vec<bool>> = None;
+                            for r in 0..n {
+                                let ord = ordinal;
+                                ordinal += 1;
+                                let mut e = batch.edges[r];
+                                let mut missing = None;
+                                if let Some(s) = start.as_mut() {
+                                    match s.get(ord)? {
+                                        Some(node) => e = (node as u64) << 32 | (e & 0xffff_ffff),
+                                        None => missing = start_col,
+                                    }
+                                }
+                                if let (None, Some(d)) = (missing, end.as_mut()) {
+                                    match d.get(ord)? {
+                                        Some(node) => e = (e & !0xffff_ffff) | node as u64,
+                                        None => missing = end_col,
+                                    }
+                                }
+                                batch.edges[r] = e;
+                                if let Some(col) = missing {
+                                    let (s, t) = batch.spans[r];
+                                    let raw =
+                                        &w.data[chunk_start + s as usize..chunk_start + t as usize];
+                                    let err = parse::RowError {
+                                        line: batch.lines[r],
+                                        column: parse::field_column(&plan, raw, col),
+                                        reason: Reason::MissingNode,
+                                        detail: parse::Detail::Field(col as u32),
+                                        span: (s, t),
+                                    };
+                                    bad_row(
+                                        ctx,
+                                        file,
+                                        base + err.line as u64,
+                                        err.column as u64,
+                                        err.reason,
+                                        &err.message(&plan, raw),
+                                        raw,
+                                    )?;
+                                    keep.get_or_insert_with(|| vec![true; n])[r] = false;
+                                }
+                            }
+                            if let Some(keep) = keep {
+                                let mut it = keep.iter();
+                                batch.edges.retain(|_| *it.next().unwrap_or(&true));
+                                if !batch.types.is_empty() {
+                                    let mut it = keep.iter();
+                                    batch.types.retain(|_| *it.next().unwrap_or(&true));
+                                }
+                                batch.columns =
+                                    batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                            }
+                        }
+                        // Global type index of every row.
+                        // Global type of every row, when the file has a :TYPE column.
+                        let row_types: Vec<usize> = match fixed_type {
+                            Some(_) => Vec::new(),
+                            None => {
+                                let mut map = Vec::with_capacity(batch.type_names.len());
+                                for n in &batch.type_names {
+                                    let name = String::from_utf8_lossy(n).to_string();
+                                    map.push(type_index(&name, rels, ctx)?);
+                                }
+                                batch.types.iter().map(|&t| map[t as usize]).collect()
+                            }
+                        };
+                        match fixed_type {
+                            Some(t) => rels[t].store.push_all(&batch.edges)?,
+                            None => {
+                                for (r, &e) in batch.edges.iter().enumerate() {
+                                    rels[row_types[r]]
+                                        .store
+                                        .push_all(std::slice::from_ref(&e))?;
+                                }
+                            }
+                        }
+                        if !columns.is_empty() {
+                            let (single, targets) = match fixed_type {
+                                Some(t) => (Some(t), vec![t]),
+                                None => {
+                                    let single = row_types
+                                        .first()
+                                        .copied()
+                                        .filter(|&t| row_types.iter().all(|&x| x == t));
+                                    let mut targets: Vec<usize> = row_types.clone();
+                                    targets.sort_unstable();
+                                    targets.dedup();
+                                    (single, targets)
+                                }
+                            };
+                            for t in targets {
+                                let cols: Vec<ColumnBuilder> = if single.is_some() {
+                                    Vec::new()
+                                } else {
+                                    let keep: Vec<bool> =
+                                        row_types.iter().map(|&x| x == t).collect();
+                                    batch.columns.iter().map(|c| c.filter(&keep)).collect()
+                                };
+                                let src = if single.is_some() {
+                                    &batch.columns
+                                } else {
+                                    &cols
+                                };
+                                let Some((writer, builders)) = rels[t].props.as_mut() else {
+                                    continue;
+                                };
+                                if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
+                                    ctx.pool.install(|| writer.write_row_group(builders))?;
+                                    ctx.row_groups += 1;
+                                    builders.iter_mut().for_each(|b| b.clear());
+                                }
+                                for (b, c) in builders.iter_mut().zip(src) {
+                                    b.append(c);
+                                }
+                            }
+                            // The property buffers of all types share one grant and the same cap
+                            // as node row groups; under pressure every type flushes.
+                            let held = |rels: &Vec<RelState>| -> u64 {
+                                rels.iter()
+                                    .filter_map(|r| r.props.as_ref())
+                                    .map(|(_, b)| {
+                                        b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>()
+                                    })
+                                    .sum::<u64>()
+                                    * 3
+                                    / 2
+                            };
+                            let need = held(rels);
+                            let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
+                                * ROW_GROUP_BUDGET_SHARE.0;
+                            if need > rg_grant.bytes()
+                                && (need > cap || rg_grant.try_resize(need).is_err())
+                            {
+                                for r in rels.iter_mut() {
+                                    if let Some((writer, builders)) = r.props.as_mut() {
+                                        if builders[0].len() > 0 {
+                                            ctx.pool
+                                                .install(|| writer.write_row_group(builders))?;
+                                            ctx.row_groups += 1;
+                                        }
+                                        *builders = out_types
+                                            .iter()
+                                            .map(|&t| ColumnBuilder::new(t))
+                                            .collect();
+                                    }
+                                }
+                                rg_grant.try_resize(held(rels))?;
+                            }
+                        }
+                        Ok(())
+                    },
+                )
+            };
+        match rx_slot.as_ref() {
+            Some(rx) => main_pass(ctx, rx, &recycle)?,
+            None => with_reader(ctx, group, HeaderKind::Relationships, |ctx, rx, recycle| {
+                main_pass(ctx, rx, recycle)
+            })?,
+        }
+        Ok(())
+    })();
+    drop(rx_slot);
+    if let Some(h) = handle_slot {
+        let _ = h.join();
+    }
+    result
+}
+
+/// Resolves the endpoints of `group` on its spilled sides: a read that writes each
+/// good row's keys with the row's ordinal into sorted runs, then a join of each side's
+/// runs with its space file. The result gives the node of each ordinal, side by side.
+fn resolve_endpoints(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    plan: &Plan,
+    endpoints: &Endpoints<'_>,
+    header_lines: u64,
+    temp: &Path,
+    spaces: (&Space, &Space),
+) -> Result<(Option<spill::Resolved>, Option<spill::Resolved>), ImportError> {
+    use crate::spill::{Resolved, RunWriter};
+    rereadable(
+        group,
+        "the node ids do not fit in --memory-budget and are sorted on disk",
+    )?;
+    let share = ctx.budget.limit_bytes() / 4;
+    let mut start = endpoints
+        .start_spilled
+        .then(|| RunWriter::new(&ctx.budget, temp, "start", share));
+    let mut end = endpoints
+        .end_spilled
+        .then(|| RunWriter::new(&ctx.budget, temp, "end", share));
+    let mut rows = 0u64;
+    with_reader(ctx, group, HeaderKind::Relationships, |ctx, rx, recycle| {
+        let mut d = 0;
         drive_batches(
             ctx,
             &group.files,
-            &rx,
-            &recycle,
+            rx,
+            recycle,
             None,
-            &plan,
-            Some(&endpoints),
+            plan,
+            Some(endpoints),
             header_lines,
-            done_before,
-            |ctx, _w, _file, _chunk_start, _base, batch| {
-                // Global type index of every row.
-                // Global type of every row, when the file has a :TYPE column.
-                let row_types: Vec<usize> = match fixed_type {
-                    Some(_) => Vec::new(),
-                    None => {
-                        let mut map = Vec::with_capacity(batch.type_names.len());
-                        for n in &batch.type_names {
-                            let name = String::from_utf8_lossy(n).to_string();
-                            map.push(type_index(&name, rels, ctx)?);
-                        }
-                        batch.types.iter().map(|&t| map[t as usize]).collect()
+            &mut d,
+            Report::QUIET,
+            |_, _, _, _, _, batch| {
+                for r in 0..batch.edges.len() {
+                    if let Some(w) = start.as_mut() {
+                        w.push(batch.start_keys.get(r), rows)?;
                     }
-                };
-                match fixed_type {
-                    Some(t) => rels[t].store.push_all(&batch.edges)?,
-                    None => {
-                        for (r, &e) in batch.edges.iter().enumerate() {
-                            rels[row_types[r]]
-                                .store
-                                .push_all(std::slice::from_ref(&e))?;
-                        }
+                    if let Some(w) = end.as_mut() {
+                        w.push(batch.end_keys.get(r), rows)?;
                     }
-                }
-                if !columns.is_empty() {
-                    let (single, targets) = match fixed_type {
-                        Some(t) => (Some(t), vec![t]),
-                        None => {
-                            let single = row_types
-                                .first()
-                                .copied()
-                                .filter(|&t| row_types.iter().all(|&x| x == t));
-                            let mut targets: Vec<usize> = row_types.clone();
-                            targets.sort_unstable();
-                            targets.dedup();
-                            (single, targets)
-                        }
-                    };
-                    for t in targets {
-                        let cols: Vec<ColumnBuilder> = if single.is_some() {
-                            Vec::new()
-                        } else {
-                            let keep: Vec<bool> = row_types.iter().map(|&x| x == t).collect();
-                            batch.columns.iter().map(|c| c.filter(&keep)).collect()
-                        };
-                        let src = if single.is_some() {
-                            &batch.columns
-                        } else {
-                            &cols
-                        };
-                        let Some((writer, builders)) = rels[t].props.as_mut() else {
-                            continue;
-                        };
-                        if builders[0].len() + src[0].len() > ROW_GROUP_ROWS_MAX {
-                            ctx.pool.install(|| writer.write_row_group(builders))?;
-                            ctx.row_groups += 1;
-                            builders.iter_mut().for_each(|b| b.clear());
-                        }
-                        for (b, c) in builders.iter_mut().zip(src) {
-                            b.append(c);
-                        }
-                    }
-                    // The property buffers of all types share one grant and the same cap
-                    // as node row groups; under pressure every type flushes.
-                    let held = |rels: &Vec<RelState>| -> u64 {
-                        rels.iter()
-                            .filter_map(|r| r.props.as_ref())
-                            .map(|(_, b)| b.iter().map(|c| c.heap_bytes() as u64).sum::<u64>())
-                            .sum::<u64>()
-                            * 3
-                            / 2
-                    };
-                    let need = held(rels);
-                    let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
-                        * ROW_GROUP_BUDGET_SHARE.0;
-                    if need > rg_grant.bytes() && (need > cap || rg_grant.try_resize(need).is_err())
-                    {
-                        for r in rels.iter_mut() {
-                            if let Some((writer, builders)) = r.props.as_mut() {
-                                if builders[0].len() > 0 {
-                                    ctx.pool.install(|| writer.write_row_group(builders))?;
-                                    ctx.row_groups += 1;
-                                }
-                                *builders =
-                                    out_types.iter().map(|&t| ColumnBuilder::new(t)).collect();
-                            }
-                        }
-                        rg_grant.try_resize(held(rels))?;
-                    }
+                    rows += 1;
                 }
                 Ok(())
             },
-        )?;
-        Ok(())
-    })();
-    drop(rx);
-    let _ = handle.join();
-    result
+        )
+    })?;
+    let join = |w: Option<RunWriter>, space: &Space, name: &str| -> Result<_, ImportError> {
+        let Some(w) = w else { return Ok(None) };
+        let runs = w.finish()?;
+        let file = space
+            .spilled
+            .as_ref()
+            .expect("a spilled side's space has its file");
+        Ok(Some(Resolved::join(
+            runs,
+            file,
+            rows,
+            temp,
+            name,
+            &ctx.budget,
+        )?))
+    };
+    let s = join(start.take(), spaces.0, "start")?;
+    let e = join(end.take(), spaces.1, "end")?;
+    Ok((s, e))
 }

@@ -66,6 +66,16 @@ pub enum Detail {
     Field(u32),
 }
 
+/// The 0-based byte column of header column `col` in the raw record `raw`.
+pub fn field_column(plan: &Plan, raw: &[u8], col: usize) -> u32 {
+    let mut tok = Tokenizer::new(raw, &plan.dialect);
+    let mut fields = Fields::default();
+    match tok.next_record(&mut fields) {
+        Ok(Some(_)) if col < fields.len() => fields.column(col) as u32,
+        _ => 0,
+    }
+}
+
 impl RowError {
     /// The human message, from the raw record (`raw`, as the span cuts it).
     pub fn message(&self, plan: &Plan, raw: &[u8]) -> String {
@@ -174,6 +184,36 @@ pub struct Endpoints<'a> {
     /// index of that space.
     pub start_base: Option<(&'a quiver_storage::Database, usize)>,
     pub end_base: Option<(&'a quiver_storage::Database, usize)>,
+    /// A side whose id space spilled to disk is not resolved here: its keys are kept
+    /// (see [`Batch::start_keys`]) for the sort-merge join of `crate::spill`.
+    pub start_spilled: bool,
+    pub end_spilled: bool,
+}
+
+/// Endpoint keys of a spilled side, one per good row, as the sort keys of
+/// `crate::spill` (integers as [`crate::spill::int_key`]).
+#[derive(Debug, Default)]
+pub struct Keys {
+    pub data: Vec<u8>,
+    pub ends: Vec<u32>,
+}
+
+impl Keys {
+    pub fn get(&self, i: usize) -> &[u8] {
+        let s = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.data[s..self.ends[i] as usize]
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.ends.truncate(n);
+        self.data
+            .truncate(self.ends.last().map_or(0, |&e| e as usize));
+    }
+
+    fn push(&mut self, k: &[u8]) {
+        self.data.extend_from_slice(k);
+        self.ends.push(self.data.len() as u32);
+    }
 }
 
 /// The parsed rows of one chunk.
@@ -187,6 +227,10 @@ pub struct Batch {
     pub edges: Vec<u64>,
     pub types: Vec<u32>,
     pub type_names: Vec<Vec<u8>>,
+    /// Keys of the endpoints on spilled sides (empty otherwise); a row with one also
+    /// has its span and line, since it may be rejected once the join has run.
+    pub start_keys: Keys,
+    pub end_keys: Keys,
     pub errors: Vec<RowError>,
     /// Records read (good and bad).
     pub records: u64,
@@ -302,6 +346,8 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
         edges: Vec::new(),
         types: Vec::new(),
         type_names: Vec::new(),
+        start_keys: Keys::default(),
+        end_keys: Keys::default(),
         errors: Vec::new(),
         records: 0,
         lines_total: 0,
@@ -358,6 +404,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
         }
         lens.clear();
         lens.extend(batch.columns.iter().map(|c| c.len()));
+        let key_lens = (batch.start_keys.ends.len(), batch.end_keys.ends.len());
         let mut ok = true;
         let mut src = 0u32;
         let mut dst = 0u32;
@@ -413,34 +460,52 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Slot::Start | Slot::End => {
                     let start = matches!(slot, Slot::Start);
                     let e = endpoints.expect("relationship plan has endpoints");
-                    let (map, integer, base) = if start {
-                        (e.start, e.start_integer, e.start_base)
+                    let (map, integer, base, spilled) = if start {
+                        (e.start, e.start_integer, e.start_base, e.start_spilled)
                     } else {
-                        (e.end, e.end_integer, e.end_base)
+                        (e.end, e.end_integer, e.end_base, e.end_spilled)
                     };
                     let key = if integer {
                         value::parse_i64(f).map(Key::Int)
                     } else {
                         Some(Key::Str(f))
                     };
-                    let found = key.and_then(|k| {
-                        map.get(k).or_else(|| {
-                            let (db, space) = base?;
-                            // A read error of the index reads as a missing node (the
-                            // row is rejected and says so), never a panic.
-                            db.lookup_id(space, k.into()).ok().flatten()
-                        })
-                    });
-                    match found {
-                        Some(n) => {
-                            if start {
-                                src = n;
-                            } else {
-                                dst = n;
-                            }
+                    if spilled {
+                        let keys = if start {
+                            &mut batch.start_keys
+                        } else {
+                            &mut batch.end_keys
+                        };
+                        match key {
+                            Some(Key::Int(k)) => keys.push(&crate::spill::int_key(k)),
+                            Some(Key::Str(k)) => keys.push(k),
+                            None => {}
+                        }
+                        if key.is_none() {
+                            Err(Reason::MissingNode)
+                        } else {
                             Ok(())
                         }
-                        None => Err(Reason::MissingNode),
+                    } else {
+                        let found = key.and_then(|k| {
+                            map.get(k).or_else(|| {
+                                let (db, space) = base?;
+                                // A read error of the index reads as a missing node (the
+                                // row is rejected and says so), never a panic.
+                                db.lookup_id(space, k.into()).ok().flatten()
+                            })
+                        });
+                        match found {
+                            Some(n) => {
+                                if start {
+                                    src = n;
+                                } else {
+                                    dst = n;
+                                }
+                                Ok(())
+                            }
+                            None => Err(Reason::MissingNode),
+                        }
                     }
                 }
             };
@@ -454,7 +519,13 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             for (c, &l) in batch.columns.iter_mut().zip(&lens) {
                 c.truncate(l);
             }
+            batch.start_keys.truncate(key_lens.0);
+            batch.end_keys.truncate(key_lens.1);
             continue;
+        }
+        if endpoints.is_some_and(|e| e.start_spilled || e.end_spilled) {
+            batch.spans.push((span.start as u32, span.end as u32));
+            batch.lines.push(span.line as u32);
         }
         if endpoints.is_some() {
             // Relationships need no spans: their rows are never rejected after parsing.

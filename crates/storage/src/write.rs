@@ -685,6 +685,146 @@ pub fn write_id_index(
     finish(w, &footer, &path, rel)
 }
 
+/// Ids sorted ascending with their nodes, scanned as often as a streaming writer needs.
+pub trait SortedIds {
+    fn scan(
+        &mut self,
+        f: &mut dyn FnMut(crate::IdKey<'_>, u32) -> std::io::Result<()>,
+    ) -> std::io::Result<()>;
+}
+
+/// Writes the same id index as [`write_id_index`] from ids that do not fit in memory:
+/// `n` ids whose keys take `key_bytes`, read in three sequential scans (keys or
+/// offsets, string data, nodes) and written as they come, so memory stays a buffer.
+pub fn write_id_index_streaming(
+    staging: &Staging,
+    name: &str,
+    id_type: IdType,
+    n: u64,
+    key_bytes: u64,
+    n_nodes_total: u64,
+    ids: &mut dyn SortedIds,
+) -> Result<SegmentMeta, WriteError> {
+    use crate::IdKey;
+    use quiver_format::column::{bytes_chunk_header, i64_chunk_header};
+    let (path, rel) = staging.file(name);
+    let mut w = create(&path)?;
+    // Scan 1: the key range and whether the ids are dense.
+    let integer = id_type == IdType::Integer;
+    let (mut min, mut max, mut first) = (0i64, 0i64, 0u64);
+    let mut dense = integer;
+    let mut i = 0u64;
+    if integer {
+        ids.scan(&mut |k, node| {
+            let IdKey::Int(k) = k else {
+                return Err(std::io::Error::other("string key in an integer id space"));
+            };
+            if i == 0 {
+                (min, first) = (k, node as u64);
+            }
+            dense &= k.wrapping_sub(min) as u64 == i && node as u64 == first + i;
+            max = k;
+            i += 1;
+            Ok(())
+        })
+        .at(&path)?;
+    }
+    let dense = (dense && n > 0).then_some((min, first));
+    let (keys_ref, nodes_ref, width) = if dense.is_some() {
+        (BlobRef::default(), BlobRef::default(), 0)
+    } else {
+        let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BUFFER_BYTES + 64);
+        let keys_start = w.position();
+        let spill = |w: &mut SegmentWriter<BufWriter<DurableFile>>, buf: &mut Vec<u8>| {
+            let r = w.write_raw(buf);
+            buf.clear();
+            r
+        };
+        if integer {
+            let width = bits_for(max.wrapping_sub(min) as u64);
+            i64_chunk_header(n as u32, min, width, &mut buf);
+            let mut bw = BitWriter::new(width);
+            ids.scan(&mut |k, _| {
+                if let IdKey::Int(k) = k {
+                    bw.push_to_vec(k.wrapping_sub(min) as u64, &mut buf);
+                }
+                if buf.len() >= WRITE_BUFFER_BYTES {
+                    spill(&mut w, &mut buf)?;
+                }
+                Ok(())
+            })
+            .at(&path)?;
+            bw.finish_to_vec(&mut buf);
+        } else {
+            let width = bits_for(key_bytes);
+            bytes_chunk_header(n as u32, key_bytes, width, &mut buf);
+            let mut bw = BitWriter::new(width);
+            bw.push_to_vec(0, &mut buf);
+            let mut end = 0u64;
+            ids.scan(&mut |k, _| {
+                if let IdKey::Str(k) = k {
+                    end += k.len() as u64;
+                }
+                bw.push_to_vec(end, &mut buf);
+                if buf.len() >= WRITE_BUFFER_BYTES {
+                    spill(&mut w, &mut buf)?;
+                }
+                Ok(())
+            })
+            .at(&path)?;
+            bw.finish_to_vec(&mut buf);
+            if end != key_bytes {
+                return Err(std::io::Error::other(format!(
+                    "the sorted ids changed between scans ({end} key bytes, {key_bytes} expected)"
+                )))
+                .at(&path);
+            }
+            ids.scan(&mut |k, _| {
+                if let IdKey::Str(k) = k {
+                    buf.extend_from_slice(k);
+                }
+                if buf.len() >= WRITE_BUFFER_BYTES {
+                    spill(&mut w, &mut buf)?;
+                }
+                Ok(())
+            })
+            .at(&path)?;
+        }
+        spill(&mut w, &mut buf).at(&path)?;
+        let keys_ref = BlobRef {
+            offset: keys_start,
+            len: w.position() - keys_start,
+        };
+        let width = bits_for(n_nodes_total.saturating_sub(1));
+        let nodes_start = w.position();
+        let mut bw = BitWriter::new(width);
+        ids.scan(&mut |_, node| {
+            bw.push_to_vec(node as u64, &mut buf);
+            if buf.len() >= WRITE_BUFFER_BYTES {
+                spill(&mut w, &mut buf)?;
+            }
+            Ok(())
+        })
+        .at(&path)?;
+        bw.finish_to_vec(&mut buf);
+        spill(&mut w, &mut buf).at(&path)?;
+        let nodes_ref = BlobRef {
+            offset: nodes_start,
+            len: w.position() - nodes_start,
+        };
+        (keys_ref, nodes_ref, width)
+    };
+    let footer = IdIndexFooter {
+        id_type,
+        n_ids: n,
+        dense,
+        keys: keys_ref,
+        nodes: nodes_ref,
+        nodes_width: width,
+    };
+    finish(w, &footer, &path, rel)
+}
+
 /// Writes a property index: `keys` sorted (an i64, f64 or string column), `nodes[i]` the
 /// node of `keys[i]`.
 pub fn write_prop_index(

@@ -64,6 +64,11 @@ pub struct Args {
     /// Drop relationship properties (halves what relationships cost).
     #[arg(long)]
     no_edge_properties: bool,
+    /// Resolve node ids by sorting them on disk from the start, as the import does on
+    /// its own when the ids outgrow --memory-budget (for ids you know will not fit: it
+    /// skips filling memory first).
+    #[arg(long)]
+    spill_ids: bool,
     /// Sniff the types of untyped columns from the first records.
     #[arg(long)]
     infer_types: bool,
@@ -196,6 +201,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.rejects = a.rejects.clone();
     cfg.overwrite = a.overwrite;
     cfg.no_edge_properties = a.no_edge_properties;
+    cfg.spill_ids = a.spill_ids;
     cfg.infer_types = a.infer_types;
     // Ctrl-C stops the import cleanly (nothing published, staging removed); a second
     // Ctrl-C exits at once (the next import cleans up what is left).
@@ -275,6 +281,7 @@ fn to_json(s: &ImportSummary) -> serde_json::Value {
         "db_bytes": s.db_bytes,
         "row_groups": s.row_groups,
         "spilled_edges": s.spilled_edges,
+        "spilled_ids": s.spilled_ids,
         "phases": s.phases.iter().map(|p| serde_json::json!({"phase": p.name, "seconds": p.seconds, "peak_rss_bytes": p.peak_rss_bytes})).collect::<Vec<_>>(),
     })
 }
@@ -338,6 +345,12 @@ fn print_summary(s: &ImportSummary) {
         })
         .collect();
     println!("  phases         {}", phases.join(", "));
+    if s.spilled_ids > 0 {
+        println!(
+            "  sorted ids     {:>14} node ids sorted on disk (they did not fit the budget)",
+            s.spilled_ids
+        );
+    }
     if s.spilled_edges > 0 {
         println!(
             "  spilled        {:>14} relationships to the temp directory",
