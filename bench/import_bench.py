@@ -87,9 +87,9 @@ def duck_script(db, statements, threads):
     """)
 
 
-def kuzu_script(db, statements, threads):
+def kuzu_script(db, statements, threads, module="kuzu"):
     return textwrap.dedent(f"""
-        import kuzu
+        import {module} as kuzu
         d = kuzu.Database({str(db)!r})
         c = kuzu.Connection(d, num_threads={threads})
         for s in {statements!r}:
@@ -102,6 +102,7 @@ def systems(args, files, work):
     q = work / "quiver.qdb"
     duck = work / "duck.duckdb"
     kz = work / "kuzu.kz"
+    lb = work / "ladybug.lb"
     qcmd = [str(QUIVER), "import", "--db", str(q), "--id-type", "integer", "--threads", str(args.threads), "--json", "--quiet"]
     if args.budget:
         qcmd += ["--memory-budget", args.budget]
@@ -110,6 +111,24 @@ def systems(args, files, work):
         qcmd += ["--nodes", f"Dolt={f}"]
         duck_stmts = [DOLT_DUCK, f"COPY dolt FROM '{f}' (HEADER true)"]
         kuzu_stmts = [DOLT_KUZU, f"COPY Dolt FROM '{f}' (header=true)"]
+    elif args.workload == "ids":
+        d = data / f"ids-{args.rows}"
+        if not (d / "edges.csv").exists():
+            cmd = [str(QUIVER), "generate", "ids", "--rows", str(args.rows), "--out", str(d)]
+            if args.rels:
+                cmd += ["--rels", str(args.rels)]
+            subprocess.run(cmd, check=True)
+        files["nodes"], files["edges"] = d / "nodes.csv", d / "edges.csv"
+        files["rows"] = args.rows + (args.rels or args.rows * 5)
+    elif args.workload == "ids":
+        n, e = files["nodes"], files["edges"]
+        qcmd = [c for c in qcmd if c != "integer"]
+        qcmd[qcmd.index("--id-type") + 1:qcmd.index("--id-type") + 1] = ["string"]
+        qcmd += ["--nodes", f"Node={n}", "--relationships", f"LINKS={e}"]
+        duck_stmts = ["CREATE TABLE nodes(hash VARCHAR PRIMARY KEY, n BIGINT)", "CREATE TABLE links(src VARCHAR, dst VARCHAR)",
+                      f"COPY nodes FROM '{n}' (HEADER true)", f"COPY links FROM '{e}' (HEADER true)"]
+        kuzu_stmts = ["CREATE NODE TABLE Node(hash STRING, n INT64, PRIMARY KEY(hash))", "CREATE REL TABLE LINKS(FROM Node TO Node)",
+                      f"COPY Node FROM '{n}' (header=true)", f"COPY LINKS FROM '{e}' (header=true)"]
     elif args.workload == "social":
         n, e = files["nodes"], files["edges"]
         qcmd += ["--nodes", f"User={n}", "--relationships", f"FOLLOWS={e}"]
@@ -130,8 +149,10 @@ def systems(args, files, work):
     out = [("quiver", q, qcmd)]
     if "duckdb" in args.peers:
         out.append(("duckdb", duck, [sys.executable, "-c", duck_script(duck, duck_stmts, args.threads)]))
-    if "kuzu" in args.peers:
+    if "kuzu" in args.peers.split(","):
         out.append(("kuzu", kz, [sys.executable, "-c", kuzu_script(kz, kuzu_stmts, args.threads)]))
+    if "ladybug" in args.peers.split(","):
+        out.append(("ladybug", lb, [sys.executable, "-c", kuzu_script(lb, kuzu_stmts, args.threads, "ladybug")]))
     return out
 
 
@@ -175,6 +196,15 @@ def generate(args, data):
             subprocess.run([str(QUIVER), "generate", "dolt", "--rows", str(args.rows), "--order", args.order, "--out", str(data)], check=True)
         files["dolt"] = f
         files["rows"] = args.rows
+    elif args.workload == "ids":
+        n, e = files["nodes"], files["edges"]
+        qcmd = [c for c in qcmd if c != "integer"]
+        qcmd[qcmd.index("--id-type") + 1:qcmd.index("--id-type") + 1] = ["string"]
+        qcmd += ["--nodes", f"Node={n}", "--relationships", f"LINKS={e}"]
+        duck_stmts = ["CREATE TABLE nodes(hash VARCHAR PRIMARY KEY, n BIGINT)", "CREATE TABLE links(src VARCHAR, dst VARCHAR)",
+                      f"COPY nodes FROM '{n}' (HEADER true)", f"COPY links FROM '{e}' (HEADER true)"]
+        kuzu_stmts = ["CREATE NODE TABLE Node(hash STRING, n INT64, PRIMARY KEY(hash))", "CREATE REL TABLE LINKS(FROM Node TO Node)",
+                      f"COPY Node FROM '{n}' (header=true)", f"COPY LINKS FROM '{e}' (header=true)"]
     elif args.workload == "social":
         d = data / f"social-{args.scale}"
         if not (d / "edges.csv").exists():
@@ -196,7 +226,7 @@ def generate(args, data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", choices=["dolt", "social", "wide"], required=True)
+    ap.add_argument("--workload", choices=["dolt", "social", "wide", "ids"], required=True)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--order", choices=["sorted", "random"], default="sorted")
     ap.add_argument("--scale", type=float, default=1.0)
@@ -204,7 +234,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--budget", default=None, help="Quiver --memory-budget (default: Quiver's default)")
-    ap.add_argument("--peers", default="duckdb,kuzu")
+    ap.add_argument("--rels", type=int, default=None, help="ids: relationships (default 5 per node)")
+    ap.add_argument("--peers", default="duckdb,kuzu", help="comma-separated: duckdb, kuzu, ladybug, postgres, mariadb")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
     args = ap.parse_args()
     if not QUIVER.exists():
@@ -215,7 +246,8 @@ def main():
     work = data / "work"
     work.mkdir(exist_ok=True)
     rows = files["rows"]
-    label = {"dolt": f"dolt {args.rows} {args.order}", "social": f"social scale {args.scale}", "wide": f"wide {args.rows}x{args.cols}"}[args.workload]
+    label = {"dolt": f"dolt {args.rows} {args.order}", "social": f"social scale {args.scale}", "wide": f"wide {args.rows}x{args.cols}",
+             "ids": f"ids {args.rows}"}[args.workload]
     print(f"# {label}: {rows} rows, {files['bytes'] / 2**20:.1f} MiB of CSV, {args.threads} threads, {args.runs} runs (median)")
     servers = []
     for peer in ("postgres", "mariadb"):

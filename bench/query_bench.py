@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Seed 003's read workload on the social graph: Quiver against Kùzu, side by side.
+"""Seed 003's read workload on the social graph: Quiver against Kùzu and LadybugDB.
 
     cargo build --release
-    pip install kuzu
+    pip install kuzu ladybug
     python3 bench/query_bench.py --scale 1 --runs 200
+
+Peers (`--peers`, comma-separated): `kuzu` passes the ids as parameters, as an
+application would; `kuzu-lit` and `ladybug-lit` write them into the query text as
+literals, which is their best form (their planners use the primary-key index only for
+literals; with a parameter they scan). `ladybug` is LadybugDB, Kùzu's maintained fork,
+with parameters. Each runs in its own process on its own copy of the graph.
 
 Both systems load the same generated graph (users and FOLLOWS edges). Each query runs
 many times with random ids (the same ids for both systems), after a few warm-up runs;
@@ -52,14 +58,21 @@ QUERIES = [
 ]
 
 KUZU_RUNNER = textwrap.dedent("""
-    import json, resource, sys, time
-    import kuzu
+    import importlib, json, re, resource, sys, time
     db_path, spec_path = sys.argv[1], sys.argv[2]
     spec = json.load(open(spec_path))
+    kuzu = importlib.import_module(spec["module"])
     db = kuzu.Database(db_path, read_only=True)
     c = kuzu.Connection(db)
     def once(q, p):
-        t = time.perf_counter()
+        if spec["literal"]:
+            # Ids written into the text (timed: building the text is the client's work).
+            t = time.perf_counter()
+            for k, v in p.items():
+                q = re.sub(r"\\$" + k + r"\\b", str(v), q)
+            p = {}
+        else:
+            t = time.perf_counter()
         r = c.execute(q, p)
         n = 0
         while r.has_next():
@@ -95,19 +108,24 @@ def prepare(args, work):
     if not (q / "CURRENT").exists():
         run([QUIVER, "import", "--db", q, "--id-type", "integer", "--overwrite", "--quiet",
              "--nodes", f"User={nodes}", "--relationships", f"FOLLOWS={edges}"])
-    kz = work / "social.kz"
-    if not kz.exists():
-        script = textwrap.dedent(f"""
-            import kuzu
-            d = kuzu.Database({str(kz)!r})
-            c = kuzu.Connection(d)
-            for s in [{USERS_KUZU!r}, "CREATE REL TABLE FOLLOWS(FROM User TO User)",
-                      "COPY User FROM '{nodes}' (header=true)", "COPY FOLLOWS FROM '{edges}' (header=true)"]:
-                c.execute(s)
-        """)
-        run([sys.executable, "-c", script])
+    peer_dbs = {}
+    for module in ("kuzu", "ladybug"):
+        if not any(p.split("-")[0] == module for p in args.peers.split(",")):
+            continue
+        kz = work / ("social.kz" if module == "kuzu" else "social.lb")
+        if not kz.exists():
+            script = textwrap.dedent(f"""
+                import {module} as kuzu
+                d = kuzu.Database({str(kz)!r})
+                c = kuzu.Connection(d)
+                for s in [{USERS_KUZU!r}, "CREATE REL TABLE FOLLOWS(FROM User TO User)",
+                          "COPY User FROM '{nodes}' (header=true)", "COPY FOLLOWS FROM '{edges}' (header=true)"]:
+                    c.execute(s)
+            """)
+            run([sys.executable, "-c", script])
+        peer_dbs[module] = kz
     n_users = sum(1 for _ in open(nodes, "rb")) - 1
-    return q, kz, n_users
+    return q, peer_dbs, n_users
 
 
 def stats(lat, total_s):
@@ -123,14 +141,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", help="comma-separated query names")
-    ap.add_argument("--peers", default="kuzu")
+    ap.add_argument("--peers", default="kuzu,kuzu-lit,ladybug-lit",
+                    help="comma-separated: kuzu, kuzu-lit, ladybug, ladybug-lit, or none")
     args = ap.parse_args()
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
-    q, kz, n_users = prepare(args, work)
+    peers = [p for p in args.peers.split(",") if p and p != "none"]
+    q, peer_dbs, n_users = prepare(args, work)
     rng = random.Random(args.seed)
     print(f"social scale {args.scale}: {n_users} users; {args.runs} runs per query (fewer for heavy ones)")
-    print(f"{'query':<20} {'system':<7} {'median ms':>10} {'p99 ms':>10} {'q/s':>9} {'peak RSS':>9} {'ratio':>8}")
+    print(f"{'query':<20} {'system':<12} {'median ms':>10} {'p99 ms':>10} {'q/s':>9} {'peak RSS':>9} {'ratio':>8}")
     for name, qq, kq, pnames, factor in QUERIES:
         if args.only and name not in args.only.split(","):
             continue
@@ -150,20 +170,23 @@ def main():
         qlat = [l["ms"] for l in lines[:-1]]
         qrows = [l["rows"] for l in lines[:-1]]
         res = {"quiver": dict(stats(qlat, sum(qlat) / 1e3), peak_rss_bytes=summ["peak_rss_bytes"], rows=sum(qrows))}
-        if "kuzu" in args.peers:
+        for peer in peers:
+            module = peer.split("-")[0]
             spec = work / "spec.json"
-            spec.write_text(json.dumps({"query": kq, "params": params, "warmup": args.warmup}))
-            k = json.loads(run([sys.executable, "-c", KUZU_RUNNER, kz, spec]))
+            spec.write_text(json.dumps({"query": kq, "params": params, "warmup": args.warmup,
+                                        "module": module, "literal": peer.endswith("-lit")}))
+            k = json.loads(run([sys.executable, "-c", KUZU_RUNNER, peer_dbs[module], spec]))
             klat = [r["ms"] for r in k["runs"]]
-            res["kuzu"] = dict(stats(klat, sum(klat) / 1e3), peak_rss_bytes=k["peak_rss_bytes"],
-                               rows=sum(r["rows"] for r in k["runs"]))
+            res[peer] = dict(stats(klat, sum(klat) / 1e3), peak_rss_bytes=k["peak_rss_bytes"],
+                             rows=sum(r["rows"] for r in k["runs"]))
         base = res["quiver"]["median_ms"]
         for sysname, r in res.items():
             ratio = "" if sysname == "quiver" else f"{r['median_ms'] / base:.2f}x"
-            print(f"{name:<20} {sysname:<7} {r['median_ms']:>10.3f} {r['p99_ms']:>10.3f} {r['qps']:>9.1f} "
+            print(f"{name:<20} {sysname:<12} {r['median_ms']:>10.3f} {r['p99_ms']:>10.3f} {r['qps']:>9.1f} "
                   f"{r['peak_rss_bytes'] / 2**20:>8.0f}M {ratio:>8}")
-        if "kuzu" in res and res["kuzu"]["rows"] != res["quiver"]["rows"]:
-            print(f"  note: total rows differ: quiver {res['quiver']['rows']}, kuzu {res['kuzu']['rows']}")
+        for peer in peers:
+            if res[peer]["rows"] != res["quiver"]["rows"]:
+                print(f"  note: total rows differ: quiver {res['quiver']['rows']}, {peer} {res[peer]['rows']}")
         print("RESULT " + json.dumps({"query": name, "runs": runs, **res}))
         sys.stdout.flush()
 

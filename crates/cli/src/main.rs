@@ -42,7 +42,7 @@ enum Command {
     Info(cmd::info::Args),
     /// Write the database back as CSV files with typed headers.
     Export(cmd::export::Args),
-    /// Generate a workload: dolt, wide or social.
+    /// Generate a workload: dolt, wide, social or ids.
     Generate(cmd::generate::Args),
     /// Verify every checksum of a database.
     Check(cmd::check::Args),

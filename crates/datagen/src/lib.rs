@@ -455,3 +455,58 @@ mod tests {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// A graph keyed by long string ids (content hashes, as in Software Heritage, seed 001):
+/// the case where the id map, not the data, outgrows the memory budget.
+pub mod hashids {
+    use super::*;
+
+    pub const NODES_HEADER: &str = "hash:ID,n:long\n";
+    pub const EDGES_HEADER: &str = ":START_ID,:END_ID\n";
+
+    fn mix(mut x: u64) -> u64 {
+        // splitmix64's finaliser: a bijection, so distinct inputs give distinct ids.
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+
+    /// The 40-character id of node `i` (hex, like a SHA-1).
+    pub fn id(i: u64, out: &mut Vec<u8>) {
+        let _ = write!(out, "{:016x}{:016x}{:08x}", mix(i), mix(!i), i as u32);
+    }
+
+    /// Writes `nodes.csv` (`nodes` ids) and `edges.csv` (`edges` uniform random pairs)
+    /// into `dir`.
+    pub fn generate(dir: &Path, nodes: u64, edges: u64, seed: u64) -> io::Result<()> {
+        let mut w = writer(&dir.join("nodes.csv"))?;
+        w.write_all(NODES_HEADER.as_bytes())?;
+        let mut line = Vec::with_capacity(1 << 16);
+        for i in 0..nodes {
+            id(i, &mut line);
+            let _ = writeln!(line, ",{i}");
+            if line.len() > 60_000 {
+                w.write_all(&line)?;
+                line.clear();
+            }
+        }
+        w.write_all(&line)?;
+        w.flush()?;
+        let mut w = writer(&dir.join("edges.csv"))?;
+        w.write_all(EDGES_HEADER.as_bytes())?;
+        let mut r = rng(seed, 17);
+        line.clear();
+        for _ in 0..edges {
+            id(r.random_range(0..nodes), &mut line);
+            line.push(b',');
+            id(r.random_range(0..nodes), &mut line);
+            line.push(b'\n');
+            if line.len() > 60_000 {
+                w.write_all(&line)?;
+                line.clear();
+            }
+        }
+        w.write_all(&line)?;
+        w.flush()
+    }
+}

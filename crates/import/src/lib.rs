@@ -1829,6 +1829,7 @@ fn import_rels(
             end_base: ctx.base.zip(spaces[es].base),
             start_spilled: spaces[ss].spilled.is_some(),
             end_spilled: spaces[es].spilled.is_some(),
+            keep_keys: false,
         };
         // Endpoints in spilled spaces: sort their keys with the row ordinal, join them
         // with the space files, then read the rows again with the nodes found.
@@ -2114,7 +2115,10 @@ fn resolve_endpoints(
             recycle,
             None,
             plan,
-            Some(endpoints),
+            Some(&Endpoints {
+                keep_keys: true,
+                ..*endpoints
+            }),
             header_lines,
             &mut d,
             Report::QUIET,

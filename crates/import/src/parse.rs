@@ -175,6 +175,7 @@ impl Plan {
 }
 
 /// Id maps for resolving relationship endpoints.
+#[derive(Clone, Copy)]
 pub struct Endpoints<'a> {
     pub start: &'a IdMapWithGrant,
     pub end: &'a IdMapWithGrant,
@@ -188,6 +189,9 @@ pub struct Endpoints<'a> {
     /// (see [`Batch::start_keys`]) for the sort-merge join of `crate::spill`.
     pub start_spilled: bool,
     pub end_spilled: bool,
+    /// Whether to keep the spilled sides' keys: the read that sorts them does, the read
+    /// after the join (which goes by row ordinal) does not.
+    pub keep_keys: bool,
 }
 
 /// Endpoint keys of a spilled side, one per good row, as the sort keys of
@@ -477,6 +481,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                             &mut batch.end_keys
                         };
                         match key {
+                            _ if !e.keep_keys => {}
                             Some(Key::Int(k)) => keys.push(&crate::spill::int_key(k)),
                             Some(Key::Str(k)) => keys.push(k),
                             None => {}

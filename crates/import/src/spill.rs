@@ -36,8 +36,10 @@ use std::path::{Path, PathBuf};
 
 /// Runs merged at once; more are merged in rounds.
 const FAN_IN: usize = 64;
-/// Buffer of each run reader and writer.
+/// Buffer of each run writer, and of each reader (a merge holds up to [`FAN_IN`]
+/// readers: 4 MiB, part of the fixed overhead).
 const IO_BUF: usize = 256 << 10;
+const READ_BUF: usize = 64 << 10;
 
 /// An integer id as a byte key whose byte order is its numeric order.
 #[inline]
@@ -223,7 +225,7 @@ pub struct PairReader {
 impl PairReader {
     pub fn open(path: &Path) -> Result<Self, ImportError> {
         Ok(PairReader {
-            r: BufReader::with_capacity(IO_BUF, File::open(path).at(path)?),
+            r: BufReader::with_capacity(READ_BUF, File::open(path).at(path)?),
             path: path.to_path_buf(),
         })
     }
@@ -499,18 +501,21 @@ impl Resolved {
             };
             self.grant.try_resize(self.per * 4)?;
             let mut a = vec![MISSING; self.per as usize];
-            let mut bytes = Vec::new();
-            File::open(path)
-                .and_then(|mut f| f.read_to_end(&mut bytes))
-                .at(path)?;
-            for pair in bytes.chunks_exact(8) {
+            // Streamed: the file holds twice the array's bytes.
+            let mut r = BufReader::with_capacity(READ_BUF, File::open(path).at(path)?);
+            let mut pair = [0u8; 8];
+            loop {
+                match r.read_exact(&mut pair) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e).at(path),
+                }
                 let o = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]) as usize;
                 let n = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
                 if let Some(s) = a.get_mut(o) {
                     *s = n;
                 }
             }
-            drop(bytes);
             let _ = std::fs::remove_file(path);
             self.current = Some((p, a));
         }

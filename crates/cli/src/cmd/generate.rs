@@ -1,19 +1,20 @@
 //! `quiver generate`: the workloads of the brief, seeded and deterministic.
 
 use anyhow::{Context, Result};
-use quiver_datagen::{dolt, social, wide};
+use quiver_datagen::{dolt, hashids, social, wide};
 use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// dolt, wide or social.
-    #[arg(value_parser = ["dolt", "wide", "social"])]
+    /// dolt, wide, social, or ids (a graph keyed by 40-character hash ids: the case
+    /// where the ids outgrow the memory budget).
+    #[arg(value_parser = ["dolt", "wide", "social", "ids"])]
     workload: String,
     /// Output directory.
     #[arg(long, default_value = "data")]
     out: PathBuf,
-    /// Rows (dolt: default 100000; wide: default 100000).
+    /// Rows (dolt: default 100000; wide: default 100000; ids: nodes, default 1000000).
     #[arg(long)]
     rows: Option<u64>,
     /// dolt: primary key order.
@@ -30,6 +31,9 @@ pub struct Args {
     /// social: edge line order.
     #[arg(long, default_value = "sorted", value_parser = ["sorted", "random"])]
     edge_order: String,
+    /// ids: relationships (default: 5 per node).
+    #[arg(long)]
+    rels: Option<u64>,
     #[arg(long, default_value_t = 42)]
     seed: u64,
 }
@@ -77,6 +81,17 @@ pub fn run(a: Args) -> Result<()> {
                 p.display(),
                 a.cols,
                 h.display()
+            );
+        }
+        "ids" => {
+            let n = a.rows.unwrap_or(1_000_000);
+            let m = a.rels.unwrap_or(n * 5);
+            hashids::generate(&a.out, n, m, a.seed)
+                .with_context(|| format!("writing into {}", a.out.display()))?;
+            println!(
+                "{}/nodes.csv  ({n} nodes)\n{}/edges.csv  ({m} relationships)",
+                a.out.display(),
+                a.out.display()
             );
         }
         _ => {
