@@ -78,7 +78,10 @@ def main():
     if not edges.exists():
         subprocess.run([str(QUIVER), "generate", "ids", "--rows", str(args.nodes), "--rels", str(args.rels),
                         "--out", str(data)], check=True)
-    if nodes.read_text(errors="replace")[:200].split("\n")[1].split(",")[0] != node_id(0):
+    with open(nodes, "rb") as f:  # two lines, not the file: a child inherits our peak RSS
+        f.readline()
+        first = f.readline().decode().split(",")[0]
+    if first != node_id(0):
         sys.exit("the generator's ids changed; update node_id()")
     work = ROOT / "data" / "bench" / "work"
     work.mkdir(parents=True, exist_ok=True)

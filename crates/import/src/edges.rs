@@ -115,6 +115,16 @@ impl EdgeStore {
         Ok(())
     }
 
+    /// Frees the memory blocks (to the spill file) when `need` more bytes are not
+    /// available from `budget`: the degree counts come next, and the blocks the input
+    /// left in memory must not starve them.
+    pub fn make_room(&mut self, budget: &MemoryBudget, need: u64) -> Result<(), ImportError> {
+        if !self.blocks.is_empty() && budget.try_grant(need, "probe").is_err() {
+            self.spill_blocks()?;
+        }
+        Ok(())
+    }
+
     /// Moves every full in-memory block to the spill file and frees them.
     fn spill_blocks(&mut self) -> Result<(), ImportError> {
         if self.spill.is_none() {

@@ -267,3 +267,70 @@ fn a_small_budget_spills_midway_and_matches_memory() {
     assert_eq!(sm.rows_read, ss.rows_read);
     check_same(dir.path(), &f, &mem, &small);
 }
+
+#[test]
+fn integer_ids_spill_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = rand::rngs::StdRng::seed_from_u64(11);
+    // Sparse and negative ids, a duplicate, a missing endpoint, a non-integer endpoint.
+    let mut nodes = String::from("id:ID,v:long\n");
+    let ids: Vec<i64> = (0..5000i64).map(|i| (i - 2500) * 1_000_003).collect();
+    for (i, k) in ids.iter().enumerate() {
+        writeln!(nodes, "{k},{i}").unwrap();
+    }
+    writeln!(nodes, "{},-1", ids[17]).unwrap();
+    let mut edges = String::from(":START_ID,:END_ID\n");
+    for _ in 0..20_000 {
+        let a = ids[r.random_range(0..ids.len())];
+        let b = ids[r.random_range(0..ids.len())];
+        writeln!(edges, "{a},{b}").unwrap();
+    }
+    writeln!(edges, "{},7", ids[3]).unwrap();
+    writeln!(edges, "x,{}", ids[3]).unwrap();
+    std::fs::write(dir.path().join("n.csv"), nodes).unwrap();
+    std::fs::write(dir.path().join("e.csv"), edges).unwrap();
+    let cfg = |name: &str, spill: bool| {
+        let mut c = ImportConfig::new(dir.path().join(format!("{name}.qdb")));
+        c.nodes
+            .push(InputGroup::parse(&format!("N={}", dir.path().join("n.csv").display())).unwrap());
+        c.relationships
+            .push(InputGroup::parse(&format!("E={}", dir.path().join("e.csv").display())).unwrap());
+        c.id_type = IdType::Integer;
+        c.threads = 2;
+        c.memory_budget_bytes = 64 << 20;
+        c.skip_bad_rows = true;
+        c.rejects = Some(dir.path().join(format!("{name}.rejects.csv")));
+        c.spill_ids = spill;
+        c
+    };
+    let (a, b) = (cfg("mem", false), cfg("spill", true));
+    let sa = import(&a, &NoProgress).unwrap();
+    let sb = import(&b, &NoProgress).unwrap();
+    assert_eq!(sb.spilled_ids, 5000);
+    assert_eq!((sa.n_nodes, sa.n_rels, sa.rows_rejected), (5000, 20_000, 3));
+    assert_eq!((sb.n_nodes, sb.n_rels, sb.rows_rejected), (5000, 20_000, 3));
+    let (da, db_) = (
+        Database::open(&a.db, OpenMode::Mapped).unwrap(),
+        Database::open(&b.db, OpenMode::Mapped).unwrap(),
+    );
+    assert_eq!(dump(&da), dump(&db_));
+    for k in [ids[0], ids[17], ids[4999], 5, i64::MIN] {
+        assert_eq!(
+            da.lookup_id(0, IdKey::Int(k)).unwrap(),
+            db_.lookup_id(0, IdKey::Int(k)).unwrap()
+        );
+    }
+    let mut ra: Vec<String> = std::fs::read_to_string(a.rejects.unwrap())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut rb: Vec<String> = std::fs::read_to_string(b.rejects.unwrap())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    ra.sort();
+    rb.sort();
+    assert_eq!(ra, rb);
+}
