@@ -112,15 +112,6 @@ def systems(args, files, work):
         duck_stmts = [DOLT_DUCK, f"COPY dolt FROM '{f}' (HEADER true)"]
         kuzu_stmts = [DOLT_KUZU, f"COPY Dolt FROM '{f}' (header=true)"]
     elif args.workload == "ids":
-        d = data / f"ids-{args.rows}"
-        if not (d / "edges.csv").exists():
-            cmd = [str(QUIVER), "generate", "ids", "--rows", str(args.rows), "--out", str(d)]
-            if args.rels:
-                cmd += ["--rels", str(args.rels)]
-            subprocess.run(cmd, check=True)
-        files["nodes"], files["edges"] = d / "nodes.csv", d / "edges.csv"
-        files["rows"] = args.rows + (args.rels or args.rows * 5)
-    elif args.workload == "ids":
         n, e = files["nodes"], files["edges"]
         qcmd = [c for c in qcmd if c != "integer"]
         qcmd[qcmd.index("--id-type") + 1:qcmd.index("--id-type") + 1] = ["string"]
@@ -197,14 +188,14 @@ def generate(args, data):
         files["dolt"] = f
         files["rows"] = args.rows
     elif args.workload == "ids":
-        n, e = files["nodes"], files["edges"]
-        qcmd = [c for c in qcmd if c != "integer"]
-        qcmd[qcmd.index("--id-type") + 1:qcmd.index("--id-type") + 1] = ["string"]
-        qcmd += ["--nodes", f"Node={n}", "--relationships", f"LINKS={e}"]
-        duck_stmts = ["CREATE TABLE nodes(hash VARCHAR PRIMARY KEY, n BIGINT)", "CREATE TABLE links(src VARCHAR, dst VARCHAR)",
-                      f"COPY nodes FROM '{n}' (HEADER true)", f"COPY links FROM '{e}' (HEADER true)"]
-        kuzu_stmts = ["CREATE NODE TABLE Node(hash STRING, n INT64, PRIMARY KEY(hash))", "CREATE REL TABLE LINKS(FROM Node TO Node)",
-                      f"COPY Node FROM '{n}' (header=true)", f"COPY LINKS FROM '{e}' (header=true)"]
+        d = data / f"ids-{args.rows}"
+        if not (d / "edges.csv").exists():
+            cmd = [str(QUIVER), "generate", "ids", "--rows", str(args.rows), "--out", str(d)]
+            if args.rels:
+                cmd += ["--rels", str(args.rels)]
+            subprocess.run(cmd, check=True)
+        files["nodes"], files["edges"] = d / "nodes.csv", d / "edges.csv"
+        files["rows"] = args.rows + (args.rels or args.rows * 5)
     elif args.workload == "social":
         d = data / f"social-{args.scale}"
         if not (d / "edges.csv").exists():

@@ -20,6 +20,27 @@ pub enum Key<'a> {
     Str(&'a [u8]),
 }
 
+impl<'a> Key<'a> {
+    /// Row `r`'s key in a parsed id column (integers or strings as `integer` says).
+    #[inline]
+    pub fn of(col: &'a quiver_format::column::ColumnBuilder, r: usize, integer: bool) -> Self {
+        if integer {
+            Key::Int(col.i64_values()[r])
+        } else {
+            Key::Str(col.bytes_at(r))
+        }
+    }
+
+    /// Runs `f` on the key as `crate::spill` sorts it (integers in numeric byte order).
+    #[inline]
+    pub fn with_sort_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Key::Int(k) => f(&crate::spill::int_key(k)),
+            Key::Str(s) => f(s),
+        }
+    }
+}
+
 impl<'a> From<Key<'a>> for quiver_storage::IdKey<'a> {
     /// The same key as the database's id index looks it up (an append).
     fn from(k: Key<'a>) -> Self {

@@ -192,32 +192,6 @@ impl Space {
     }
 }
 
-/// A spilled space's file as the id index writer scans it.
-struct SpaceIds<'a> {
-    path: &'a Path,
-    integer: bool,
-}
-
-impl quiver_storage::write::SortedIds for SpaceIds<'_> {
-    fn scan(
-        &mut self,
-        f: &mut dyn FnMut(quiver_storage::IdKey<'_>, u32) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
-        use quiver_storage::IdKey;
-        let to_io = |e: ImportError| std::io::Error::other(e.to_string());
-        let mut r = spill::PairReader::open(self.path).map_err(to_io)?;
-        let mut k = Vec::new();
-        while let Some(node) = r.next_into(&mut k).map_err(to_io)? {
-            if self.integer {
-                f(IdKey::Int(spill::key_int(&k)), node as u32)?;
-            } else {
-                f(IdKey::Str(&k), node as u32)?;
-            }
-        }
-        Ok(())
-    }
-}
-
 struct RelState {
     name: String,
     store: EdgeStore,
@@ -533,10 +507,7 @@ fn run(
                 f.n_ids,
                 f.key_bytes,
                 n_nodes,
-                &mut SpaceIds {
-                    path: &f.path,
-                    integer: cfg.id_type == IdType::Integer,
-                },
+                &mut f.ids(cfg.id_type == IdType::Integer),
             )?;
             ctx.progress.advance(f.n_ids, 0);
             id_spaces.push(IdSpaceMeta {
@@ -1236,12 +1207,13 @@ fn new_labels(
     Ok(())
 }
 
-/// Every input of `group` is a regular file, so it can be read a second time.
-fn rereadable(group: &InputGroup, why: &str) -> Result<(), ImportError> {
+/// Every input of `group` is a regular file, so that sorting ids on disk can read it a
+/// second time.
+fn rereadable(group: &InputGroup) -> Result<(), ImportError> {
     for f in &group.files {
         if !std::fs::metadata(f).is_ok_and(|m| m.is_file()) {
             return Err(ImportError::Usage(format!(
-                "{}: {why}, which reads the file a second time, and it is a pipe or device; import from a file, or raise --memory-budget",
+                "{}: the node ids do not fit in --memory-budget and are sorted on disk, which reads the file a second time, and it is a pipe or device; import from a file, or raise --memory-budget",
                 f.display()
             )));
         }
@@ -1267,6 +1239,36 @@ fn with_reader<T>(
     r
 }
 
+/// Reads `group` again from the start (a read of the sorting path), batch by batch.
+#[allow(clippy::too_many_arguments)]
+fn reread(
+    ctx: &mut Ctx<'_>,
+    group: &InputGroup,
+    kind: HeaderKind,
+    plan: &Plan,
+    endpoints: Option<&Endpoints<'_>>,
+    header_lines: u64,
+    report: Report,
+    done_before: &mut u64,
+    on_batch: impl FnMut(&mut Ctx<'_>, &Window, &Path, usize, u64, Batch) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    with_reader(ctx, group, kind, |ctx, rx, recycle| {
+        drive_batches(
+            ctx,
+            &group.files,
+            rx,
+            recycle,
+            None,
+            plan,
+            endpoints,
+            header_lines,
+            done_before,
+            report,
+            on_batch,
+        )
+    })
+}
+
 /// A node group's rows from `o.rows_at` on, when the id space does not fit in memory:
 /// 1. a read that sorts their ids with provisional node numbers into runs (the space's
 ///    in-memory map, if it had one, is written out first and freed);
@@ -1290,60 +1292,47 @@ fn spill_nodes(
     done_before: &mut u64,
     mut append: impl FnMut(&mut Ctx<'_>, &Batch) -> Result<(), ImportError>,
 ) -> Result<(), ImportError> {
-    use crate::spill::{int_key, merge_nodes, RunWriter};
-    rereadable(
-        group,
-        "the node ids do not fit in --memory-budget and are sorted on disk",
-    )?;
+    use crate::spill::{merge_nodes, RunWriter};
+    rereadable(group)?;
     let name = format!("ids{si:04}");
     let integer = plan.integer_ids;
     let mut runs = Vec::new();
     if !space.map.is_empty() {
         // The map fills the budget: write it out in small runs, then free it.
         let mut w = RunWriter::new(&ctx.budget, temp, &format!("{name}-mem"), 0);
-        space.map.for_each(&mut |k, node| match k {
-            Key::Int(k) => w.push(&int_key(k), node as u64),
-            Key::Str(k) => w.push(k, node as u64),
-        })?;
+        space
+            .map
+            .for_each(&mut |k, node| k.with_sort_bytes(|k| w.push(k, node as u64)))?;
         space.map = IdMapWithGrant::new(integer, &ctx.budget);
         runs.extend(w.finish()?);
     }
     // 1. Sort the rest.
     let mut w = RunWriter::new(&ctx.budget, temp, &name, ctx.budget.limit_bytes() / 2);
     let mut next = o.next_node;
-    with_reader(ctx, group, HeaderKind::Nodes, |ctx, rx, recycle| {
-        let mut d = 0;
-        drive_batches(
-            ctx,
-            &group.files,
-            rx,
-            recycle,
-            None,
-            plan,
-            None,
-            header_lines,
-            &mut d,
-            Report::QUIET,
-            |_, w_, _, _, base, batch| {
-                let col = &batch.columns[id_out];
-                for r in 0..batch.n_rows() {
-                    if (w_.file_idx, base + batch.lines[r] as u64) < o.rows_at {
-                        continue;
-                    }
-                    if next >= NODES_MAX {
-                        return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
-                    }
-                    if integer {
-                        w.push(&int_key(col.i64_values()[r]), next)?;
-                    } else {
-                        w.push(col.bytes_at(r), next)?;
-                    }
-                    next += 1;
+    reread(
+        ctx,
+        group,
+        HeaderKind::Nodes,
+        plan,
+        None,
+        header_lines,
+        Report::QUIET,
+        &mut 0,
+        |_, w_, _, _, base, batch| {
+            let col = &batch.columns[id_out];
+            for r in 0..batch.n_rows() {
+                if (w_.file_idx, base + batch.lines[r] as u64) < o.rows_at {
+                    continue;
                 }
-                Ok(())
-            },
-        )
-    })?;
+                if next >= NODES_MAX {
+                    return Err(ImportError::Usage(format!("more than {NODES_MAX} nodes")));
+                }
+                Key::of(col, r, integer).with_sort_bytes(|k| w.push(k, next))?;
+                next += 1;
+            }
+            Ok(())
+        },
+    )?;
     runs.extend(w.finish()?);
     // 2. Merge.
     let merged = merge_nodes(runs, space.spilled.as_ref(), temp, &name, &ctx.budget)?;
@@ -1353,59 +1342,50 @@ fn spill_nodes(
     (ctx.rows_read, ctx.bytes_read, *done_before) = counted;
     let mut next = o.next_node;
     let mut di = 0;
-    with_reader(ctx, group, HeaderKind::Nodes, |ctx, rx, recycle| {
-        drive_batches(
-            ctx,
-            &group.files,
-            rx,
-            recycle,
-            None,
-            plan,
-            None,
-            header_lines,
-            done_before,
-            Report {
-                errors_from: Some(o.errors_at),
-                count: true,
-            },
-            |ctx, w_, file, chunk_start, base, mut batch| {
-                let n = batch.n_rows();
-                let mut keep: Option<Vec<bool>> = None;
-                for r in 0..n {
-                    let line = base + batch.lines[r] as u64;
-                    if (w_.file_idx, line) < o.rows_at {
-                        keep.get_or_insert_with(|| vec![true; n])[r] = false;
-                        continue;
-                    }
-                    let p = next;
-                    next += 1;
-                    while di < dups.len() && dups[di] < p {
-                        di += 1;
-                    }
-                    if dups.get(di) == Some(&p) {
-                        let col = &batch.columns[id_out];
-                        let key = if integer {
-                            Key::Int(col.i64_values()[r])
-                        } else {
-                            Key::Str(col.bytes_at(r))
-                        };
-                        let message = format!(
-                            "duplicate node id '{}' (an earlier node has it)",
-                            show_key(key)
-                        );
-                        let (s, e) = batch.spans[r];
-                        let raw = &w_.data[chunk_start + s as usize..chunk_start + e as usize];
-                        bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
-                        keep.get_or_insert_with(|| vec![true; n])[r] = false;
-                    }
+    reread(
+        ctx,
+        group,
+        HeaderKind::Nodes,
+        plan,
+        None,
+        header_lines,
+        Report {
+            errors_from: Some(o.errors_at),
+            count: true,
+        },
+        done_before,
+        |ctx, w_, file, chunk_start, base, mut batch| {
+            let n = batch.n_rows();
+            let mut keep: Option<Vec<bool>> = None;
+            for r in 0..n {
+                let line = base + batch.lines[r] as u64;
+                if (w_.file_idx, line) < o.rows_at {
+                    keep.get_or_insert_with(|| vec![true; n])[r] = false;
+                    continue;
                 }
-                if let Some(keep) = keep {
-                    batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+                let p = next;
+                next += 1;
+                while di < dups.len() && dups[di] < p {
+                    di += 1;
                 }
-                append(ctx, &batch)
-            },
-        )
-    })
+                if dups.get(di) == Some(&p) {
+                    let key = Key::of(&batch.columns[id_out], r, integer);
+                    let message = format!(
+                        "duplicate node id '{}' (an earlier node has it)",
+                        show_key(key)
+                    );
+                    let (s, e) = batch.spans[r];
+                    let raw = &w_.data[chunk_start + s as usize..chunk_start + e as usize];
+                    bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
+                    keep.get_or_insert_with(|| vec![true; n])[r] = false;
+                }
+            }
+            if let Some(keep) = keep {
+                batch.columns = batch.columns.iter().map(|c| c.filter(&keep)).collect();
+            }
+            append(ctx, &batch)
+        },
+    )
 }
 
 /// A window with its chunks parsed.
@@ -1618,12 +1598,7 @@ fn import_nodes(
                         let mut keep: Option<Vec<bool>> = None;
                         let mut next_node = first_node + n_rows;
                         for r in 0..batch.n_rows() {
-                            let col = &batch.columns[out];
-                            let key = if integer {
-                                Key::Int(col.i64_values()[r])
-                            } else {
-                                Key::Str(col.bytes_at(r))
-                            };
+                            let key = Key::of(&batch.columns[out], r, integer);
                             if next_node >= NODES_MAX {
                                 return Err(ImportError::Usage(format!(
                                     "more than {NODES_MAX} nodes"
@@ -2106,10 +2081,7 @@ fn resolve_endpoints(
     spaces: (&Space, &Space),
 ) -> Result<(Option<spill::Resolved>, Option<spill::Resolved>), ImportError> {
     use crate::spill::{Resolved, RunWriter};
-    rereadable(
-        group,
-        "the node ids do not fit in --memory-budget and are sorted on disk",
-    )?;
+    rereadable(group)?;
     let share = ctx.budget.limit_bytes() / 4;
     let mut start = endpoints
         .start_spilled
@@ -2118,36 +2090,31 @@ fn resolve_endpoints(
         .end_spilled
         .then(|| RunWriter::new(&ctx.budget, temp, "end", share));
     let mut rows = 0u64;
-    with_reader(ctx, group, HeaderKind::Relationships, |ctx, rx, recycle| {
-        let mut d = 0;
-        drive_batches(
-            ctx,
-            &group.files,
-            rx,
-            recycle,
-            None,
-            plan,
-            Some(&Endpoints {
-                keep_keys: true,
-                ..*endpoints
-            }),
-            header_lines,
-            &mut d,
-            Report::QUIET,
-            |_, _, _, _, _, batch| {
-                for r in 0..batch.edges.len() {
-                    if let Some(w) = start.as_mut() {
-                        w.push(batch.start_keys.get(r), rows)?;
-                    }
-                    if let Some(w) = end.as_mut() {
-                        w.push(batch.end_keys.get(r), rows)?;
-                    }
-                    rows += 1;
+    reread(
+        ctx,
+        group,
+        HeaderKind::Relationships,
+        plan,
+        Some(&Endpoints {
+            keep_keys: true,
+            ..*endpoints
+        }),
+        header_lines,
+        Report::QUIET,
+        &mut 0,
+        |_, _, _, _, _, batch| {
+            for r in 0..batch.edges.len() {
+                if let Some(w) = start.as_mut() {
+                    w.push(batch.start_keys.get(r), rows)?;
                 }
-                Ok(())
-            },
-        )
-    })?;
+                if let Some(w) = end.as_mut() {
+                    w.push(batch.end_keys.get(r), rows)?;
+                }
+                rows += 1;
+            }
+            Ok(())
+        },
+    )?;
     let join = |w: Option<RunWriter>, space: &Space, name: &str| -> Result<_, ImportError> {
         let Some(w) = w else { return Ok(None) };
         let runs = w.finish()?;

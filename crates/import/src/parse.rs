@@ -361,6 +361,8 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
     let n_fields = plan.slots.len();
     let array_delim = plan.dialect.array_delimiter;
     let mut lens: Vec<usize> = Vec::with_capacity(batch.columns.len());
+    // Rows of a spilled side may be rejected after the join: they keep span and line.
+    let keep_spans = endpoints.is_some_and(|e| e.start_spilled || e.end_spilled);
     loop {
         let span = match tok.next_record(&mut fields) {
             Ok(Some(s)) => s,
@@ -480,11 +482,8 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                         } else {
                             &mut batch.end_keys
                         };
-                        match key {
-                            _ if !e.keep_keys => {}
-                            Some(Key::Int(k)) => keys.push(&crate::spill::int_key(k)),
-                            Some(Key::Str(k)) => keys.push(k),
-                            None => {}
+                        if let Some(k) = key.filter(|_| e.keep_keys) {
+                            k.with_sort_bytes(|b| keys.push(b));
                         }
                         if key.is_none() {
                             Err(Reason::MissingNode)
@@ -528,7 +527,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             batch.end_keys.truncate(key_lens.1);
             continue;
         }
-        if endpoints.is_some_and(|e| e.start_spilled || e.end_spilled) {
+        if keep_spans {
             batch.spans.push((span.start as u32, span.end as u32));
             batch.lines.push(span.line as u32);
         }

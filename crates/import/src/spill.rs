@@ -82,7 +82,6 @@ pub struct RunWriter {
     limit: usize,
     grant: Grant,
     runs: Vec<PathBuf>,
-    pub pairs: u64,
 }
 
 impl RunWriter {
@@ -105,7 +104,6 @@ impl RunWriter {
             limit: want as usize,
             grant,
             runs: Vec::new(),
-            pairs: 0,
         }
     }
 
@@ -147,7 +145,6 @@ impl RunWriter {
             len: key.len() as u32,
             val,
         });
-        self.pairs += 1;
         Ok(())
     }
 
@@ -348,6 +345,42 @@ pub struct SpaceFile {
     pub key_bytes: u64,
 }
 
+impl SpaceFile {
+    /// The file as the id index writer scans it (keys decoded to integers or strings).
+    pub fn ids(&self, integer: bool) -> SpaceIds<'_> {
+        SpaceIds {
+            path: &self.path,
+            integer,
+        }
+    }
+}
+
+/// A space file's ids, scanned front to back as often as asked.
+pub struct SpaceIds<'a> {
+    path: &'a Path,
+    integer: bool,
+}
+
+impl quiver_storage::write::SortedIds for SpaceIds<'_> {
+    fn scan(
+        &mut self,
+        f: &mut dyn FnMut(quiver_storage::IdKey<'_>, u32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        use quiver_storage::IdKey;
+        let to_io = |e: ImportError| std::io::Error::other(e.to_string());
+        let mut r = PairReader::open(self.path).map_err(to_io)?;
+        let mut k = Vec::new();
+        while let Some(node) = r.next_into(&mut k).map_err(to_io)? {
+            if self.integer {
+                f(IdKey::Int(key_int(&k)), node as u32)?;
+            } else {
+                f(IdKey::Str(&k), node as u32)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What merging a node group's runs into its space found.
 pub struct NodeMerge {
     pub space: SpaceFile,
@@ -472,11 +505,11 @@ impl Resolved {
                 id_node = ids.next_into(&mut id_key)?;
             }
             if let Some(node) = id_node.filter(|_| id_key == key) {
-                let p = (ord / per) as usize;
-                let w = &mut writers[p.min(n_parts - 1)];
+                let p = ((ord / per) as usize).min(n_parts - 1);
+                let w = &mut writers[p];
                 w.write_all(&((ord % per) as u32).to_le_bytes())
                     .and_then(|_| w.write_all(&(node as u32).to_le_bytes()))
-                    .at(&parts[p.min(n_parts - 1)])?;
+                    .at(&parts[p])?;
             }
         }
         for (w, p) in writers.into_iter().zip(&parts) {

@@ -645,7 +645,8 @@ fn write_sorted_keys(
     Ok((keys_ref, w.write_blob(&nb).at(path)?, width))
 }
 
-/// Writes an id index from keys sorted ascending and their node ids.
+/// Writes an id index from keys sorted ascending and their node ids (in memory: the
+/// streaming writer below, scanning the arrays).
 pub fn write_id_index(
     staging: &Staging,
     name: &str,
@@ -654,35 +655,44 @@ pub fn write_id_index(
     nodes: &[u32],
     n_nodes_total: u64,
 ) -> Result<SegmentMeta, WriteError> {
-    let (path, rel) = staging.file(name);
-    let mut w = create(&path)?;
-    let n = nodes.len() as u64;
-    let dense = if id_type == IdType::Integer && n > 0 {
-        let k = keys.i64_values();
-        let min = k[0];
-        let first = nodes[0] as u64;
-        let ok = k.iter().zip(nodes).enumerate().all(|(i, (&key, &node))| {
-            key.wrapping_sub(min) as u64 == i as u64 && node as u64 == first + i as u64
-        });
-        ok.then_some((min, first))
-    } else {
-        None
+    struct Arrays<'a> {
+        keys: &'a ColumnBuilder,
+        nodes: &'a [u32],
+        integer: bool,
+    }
+    impl SortedIds for Arrays<'_> {
+        fn scan(
+            &mut self,
+            f: &mut dyn FnMut(crate::IdKey<'_>, u32) -> std::io::Result<()>,
+        ) -> std::io::Result<()> {
+            for (i, &node) in self.nodes.iter().enumerate() {
+                let k = if self.integer {
+                    crate::IdKey::Int(self.keys.i64_values()[i])
+                } else {
+                    crate::IdKey::Str(self.keys.bytes_at(i))
+                };
+                f(k, node)?;
+            }
+            Ok(())
+        }
+    }
+    let key_bytes = match &keys.data {
+        quiver_format::column::ColumnData::Bytes { data, .. } => data.len() as u64,
+        _ => 0,
     };
-    let (keys_ref, nodes_ref, width) = if dense.is_some() {
-        (BlobRef::default(), BlobRef::default(), 0)
-    } else {
-        let nodes = nodes.iter().map(|&x| x as u64);
-        write_sorted_keys(&mut w, &path, keys, nodes, n_nodes_total)?
-    };
-    let footer = IdIndexFooter {
+    write_id_index_streaming(
+        staging,
+        name,
         id_type,
-        n_ids: n,
-        dense,
-        keys: keys_ref,
-        nodes: nodes_ref,
-        nodes_width: width,
-    };
-    finish(w, &footer, &path, rel)
+        nodes.len() as u64,
+        key_bytes,
+        n_nodes_total,
+        &mut Arrays {
+            keys,
+            nodes,
+            integer: id_type == IdType::Integer,
+        },
+    )
 }
 
 /// Ids sorted ascending with their nodes, scanned as often as a streaming writer needs.
@@ -693,9 +703,9 @@ pub trait SortedIds {
     ) -> std::io::Result<()>;
 }
 
-/// Writes the same id index as [`write_id_index`] from ids that do not fit in memory:
-/// `n` ids whose keys take `key_bytes`, read in three sequential scans (keys or
-/// offsets, string data, nodes) and written as they come, so memory stays a buffer.
+/// Writes an id index from `n` sorted ids whose keys take `key_bytes`, read in up to
+/// three sequential scans (keys or offsets, string data, nodes) and written as they
+/// come, so memory stays a buffer: ids that do not fit in memory are scanned from disk.
 pub fn write_id_index_streaming(
     staging: &Staging,
     name: &str,
