@@ -31,9 +31,9 @@ fn scalar_value(c: &ColumnChunk<'_>, i: usize, s: ScalarType) -> Value {
         DateTime => c.get_i64(i).map(Value::datetime_us),
         Float | Double => c.get_f64(i).map(Value::Float),
         Boolean => c.get_bool(i).map(Value::Bool),
-        String | Char => c
-            .get_bytes(i)
-            .map(|b| Value::Str(Arc::from(std::string::String::from_utf8_lossy(b)))),
+        String | Char => c.with_bytes(i, |b| {
+            Value::Str(Arc::from(std::string::String::from_utf8_lossy(b)))
+        }),
     };
     v.unwrap_or(Value::Null)
 }

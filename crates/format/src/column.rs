@@ -8,7 +8,9 @@
 //! - floats: plain little-endian `f64`;
 //! - booleans: one bit per value;
 //! - strings: dictionary (bit-packed codes) when a sample shows few distinct values,
-//!   otherwise plain (bit-packed offsets + bytes);
+//!   else FSST (each value compressed alone against a per-chunk symbol table, `fsst.rs`)
+//!   when a sample compresses by at least 15%, otherwise plain (bit-packed offsets +
+//!   bytes);
 //! - arrays: bit-packed list offsets + a child chunk of the element type.
 //!
 //! Nulls are a validity bitmap (1 = present), present in the blob only when the chunk has
@@ -16,8 +18,10 @@
 
 use crate::bitpack::{self, bits_for, Packed};
 use crate::error::{corrupted, FormatError};
+use crate::fsst::{self, FsstView};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, Physical};
+use std::borrow::Cow;
 
 /// Validity of the rows of a builder: allocated on the first null only.
 #[derive(Debug, Clone, Default)]
@@ -472,7 +476,9 @@ impl ColumnBuilder {
             + match &self.data {
                 ColumnData::I64(_) | ColumnData::F64(_) => bitpack::packed_len(n, 64),
                 ColumnData::Bool(_) => bitpack::packed_len(n, 1),
-                ColumnData::Bytes { data, .. } => data.len() + bitpack::packed_len(n + 1, 64) + 32,
+                ColumnData::Bytes { data, .. } => {
+                    data.len() + bitpack::packed_len(n + 1, 64) + 32 + fsst::OVERHEAD_BOUND
+                }
                 ColumnData::List { child, .. } => {
                     bitpack::packed_len(n + 1, 64) + child.encoded_len_bound() + 16
                 }
@@ -494,6 +500,20 @@ const TAG_BOOL_BITS: u8 = 3;
 const TAG_BYTES_PLAIN: u8 = 4;
 const TAG_BYTES_DICT: u8 = 5;
 const TAG_LIST: u8 = 6;
+const TAG_BYTES_FSST: u8 = 7;
+const TAG_I64_FOR_SCALED: u8 = 8;
+const TAG_F64_DECIMAL: u8 = 9;
+const TAG_F64_SINGLE: u8 = 10;
+
+/// Exact powers of ten as `f64` (all below 2^53, so each is exact).
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+/// Largest decimal exponent tried for floats (values with up to this many decimals).
+const DECIMAL_EXP_MAX: usize = 10;
+/// Floats are stored as decimals only when the scaled integers take at most this many
+/// bits: above it plain `f64` is about as small and needs no division on read.
+const DECIMAL_WIDTH_MAX: u32 = 48;
 
 const FLAG_NULLS: u8 = 1;
 
@@ -512,19 +532,51 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
     let n = b.len();
     let has_nulls = b.validity.n_null > 0;
+    let mut compressor = None;
+    let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
+    let (mut scaled, mut decimal) = (false, None);
     let tag = match &b.data {
-        ColumnData::I64(_) => TAG_I64_FOR,
-        ColumnData::F64(_) => TAG_F64_PLAIN,
+        ColumnData::I64(v) => {
+            scaled = common_factor(v.iter().copied(), valid).is_some();
+            if scaled {
+                TAG_I64_FOR_SCALED
+            } else {
+                TAG_I64_FOR
+            }
+        }
+        ColumnData::F64(v) => {
+            // The smallest of: decimals (bit-packed), single precision (4 bytes: values
+            // of `float` columns), plain.
+            let dec = decimal_exponent(v, valid);
+            let single = v
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| !valid(i) || ((x as f32) as f64).to_bits() == x.to_bits());
+            match dec {
+                Some((e, w)) if !single || w < 32 => {
+                    decimal = Some(e);
+                    TAG_F64_DECIMAL
+                }
+                _ if single => TAG_F64_SINGLE,
+                _ => TAG_F64_PLAIN,
+            }
+        }
         ColumnData::Bool(_) => TAG_BOOL_BITS,
-        ColumnData::Bytes { .. } => {
+        ColumnData::Bytes { ends, data } => {
             if dictionary_worthwhile(b) {
                 TAG_BYTES_DICT
             } else {
-                TAG_BYTES_PLAIN
+                compressor = fsst::worthwhile(ends.len(), data.len(), |i| value_at(ends, data, i));
+                if compressor.is_some() {
+                    TAG_BYTES_FSST
+                } else {
+                    TAG_BYTES_PLAIN
+                }
             }
         }
         ColumnData::List { .. } => TAG_LIST,
     };
+    let tag_pos = out.len();
     out.push(tag);
     out.push(if has_nulls { FLAG_NULLS } else { 0 });
     out.extend_from_slice(&[0, 0]);
@@ -536,44 +588,37 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
         ColumnData::I64(v) => {
             // Nulls hold 0 in the builder; exclude them from the frame so they cost nothing.
             let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
-            let (mut min, mut max) = (i64::MAX, i64::MIN);
-            for (i, &x) in v.iter().enumerate() {
-                if valid(i) {
-                    min = min.min(x);
-                    max = max.max(x);
+            encode_for(v.iter().copied(), valid, scaled, out);
+        }
+        ColumnData::F64(v) => match decimal {
+            Some(exp) => {
+                out.push(exp);
+                out.extend_from_slice(&[0; 7]);
+                let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
+                let ints = v.iter().map(|&x| (x * POW10[exp as usize]).round() as i64);
+                encode_for(ints, valid, false, out);
+            }
+            None if tag == TAG_F64_SINGLE => {
+                for x in v {
+                    out.extend_from_slice(&(*x as f32).to_le_bytes());
                 }
             }
-            if min > max {
-                min = 0;
-                max = 0;
+            None => {
+                for x in v {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
             }
-            let width = bits_for(max.wrapping_sub(min) as u64);
-            put_u64(out, min as u64);
-            out.push(width as u8);
-            out.extend_from_slice(&[0; 7]);
-            bitpack::pack(
-                v.iter().enumerate().map(|(i, &x)| {
-                    if valid(i) {
-                        x.wrapping_sub(min) as u64
-                    } else {
-                        0
-                    }
-                }),
-                width,
-                out,
-            );
-        }
-        ColumnData::F64(v) => {
-            for x in v {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-        }
+        },
         ColumnData::Bool(v) => bitpack::pack(v.iter().map(|&x| x as u64), 1, out),
         ColumnData::Bytes { ends, data } => {
-            if tag == TAG_BYTES_DICT {
-                encode_dict(ends, data, out)
-            } else {
-                encode_plain_bytes(ends, data, out)
+            let value = |i| value_at(ends, data, i);
+            match &compressor {
+                _ if tag == TAG_BYTES_DICT => encode_dict(ends, data, out),
+                Some(c) if fsst::encode(c, ends.len(), data.len(), value, out) => {}
+                _ => {
+                    out[tag_pos] = TAG_BYTES_PLAIN;
+                    encode_plain_bytes(ends, data, out)
+                }
             }
         }
         ColumnData::List { ends, child } => {
@@ -613,6 +658,123 @@ pub fn bytes_chunk_header(n: u32, data_len: u64, width: u32, out: &mut Vec<u8>) 
     put_u64(out, data_len);
     out.push(width as u8);
     out.extend_from_slice(&[0; 7]);
+}
+
+/// Frame of reference + bit-packing of `values` (`valid(i)` false for nulls, which are
+/// packed as 0). With `scaled`, the offsets from the minimum are divided by their
+/// greatest common factor, written after the width (timestamps of whole seconds in
+/// microseconds take 31 bits instead of 51).
+fn encode_for(
+    values: impl Iterator<Item = i64> + Clone,
+    valid: impl Fn(usize) -> bool,
+    scaled: bool,
+    out: &mut Vec<u8>,
+) {
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
+    for (i, x) in values.clone().enumerate() {
+        if valid(i) {
+            min = min.min(x);
+            max = max.max(x);
+        }
+    }
+    if min > max {
+        min = 0;
+        max = 0;
+    }
+    let factor = if scaled {
+        common_factor(values.clone(), &valid).unwrap_or(1)
+    } else {
+        1
+    };
+    let width = bits_for(max.wrapping_sub(min) as u64 / factor);
+    put_u64(out, min as u64);
+    out.push(width as u8);
+    out.extend_from_slice(&[0; 7]);
+    if scaled {
+        put_u64(out, factor);
+    }
+    bitpack::pack(
+        values.enumerate().map(|(i, x)| {
+            if valid(i) {
+                x.wrapping_sub(min) as u64 / factor
+            } else {
+                0
+            }
+        }),
+        width,
+        out,
+    );
+}
+
+/// The greatest common factor (above 1) of the valid values' offsets from their minimum.
+fn common_factor(
+    values: impl Iterator<Item = i64> + Clone,
+    valid: impl Fn(usize) -> bool,
+) -> Option<u64> {
+    let min = values
+        .clone()
+        .enumerate()
+        .filter(|&(i, _)| valid(i))
+        .map(|(_, x)| x)
+        .min()?;
+    let mut g = 0u64;
+    for (i, x) in values.enumerate() {
+        if valid(i) {
+            g = gcd(g, x.wrapping_sub(min) as u64);
+            if g == 1 {
+                return None;
+            }
+        }
+    }
+    (g > 1).then_some(g)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The smallest `e` such that every valid value is exactly `k / 10^e` for an integer `k`
+/// of at most 2^53 (the decimals a CSV wrote, e.g. `614.7223` at `e` = 4), with the bit
+/// width of the `k`s, when storing them saves space; `None` for values that are not short
+/// decimals (or -0.0, NaN, ∞).
+fn decimal_exponent(v: &[f64], valid: impl Fn(usize) -> bool) -> Option<(u8, u32)> {
+    let fits = |x: f64, e: usize| {
+        // Through `i64` as the reader does (which also turns -0.0 into 0.0: no fit).
+        let k = (x * POW10[e]).round();
+        k.abs() <= (1u64 << 53) as f64 && ((k as i64) as f64 / POW10[e]).to_bits() == x.to_bits()
+    };
+    // The exponent the values need (it only grows), then every value checked against it.
+    let mut e = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if valid(i) {
+            while !fits(x, e) {
+                e += 1;
+                if e > DECIMAL_EXP_MAX {
+                    return None;
+                }
+            }
+        }
+    }
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
+    for (i, &x) in v.iter().enumerate() {
+        if valid(i) {
+            if !fits(x, e) {
+                return None;
+            }
+            let k = (x * POW10[e]).round() as i64;
+            min = min.min(k);
+            max = max.max(k);
+        }
+    }
+    let width = if min > max {
+        0
+    } else {
+        bits_for(max.wrapping_sub(min) as u64)
+    };
+    (width <= DECIMAL_WIDTH_MAX).then_some((e as u8, width))
 }
 
 fn encode_plain_bytes(ends: &[u64], data: &[u8], out: &mut Vec<u8>) {
@@ -756,17 +918,28 @@ impl<'a> BytesView<'a> {
 /// The payload of a chunk.
 #[derive(Debug, Clone)]
 pub enum ChunkValues<'a> {
+    /// `base + packed[i] * factor`.
     I64 {
         base: i64,
         packed: Packed<'a>,
+        factor: u64,
     },
     F64(&'a [u8]),
+    /// `f32` values, widened on read.
+    F32(&'a [u8]),
+    /// `(base + packed[i]) / 10^exp`.
+    Decimal {
+        base: i64,
+        packed: Packed<'a>,
+        exp: u8,
+    },
     Bool(Packed<'a>),
     Bytes(BytesView<'a>),
     Dict {
         dict: BytesView<'a>,
         codes: Packed<'a>,
     },
+    Fsst(FsstView<'a>),
     List {
         offsets: Packed<'a>,
         child: Box<ColumnChunk<'a>>,
@@ -816,13 +989,37 @@ impl<'a> ColumnChunk<'a> {
                     child: Box::new(child),
                 }
             }
-            (TAG_I64_FOR, DataType::Scalar(_)) if expect == Physical::I64 => {
+            (TAG_I64_FOR | TAG_I64_FOR_SCALED, DataType::Scalar(_)) if expect == Physical::I64 => {
                 let base = c.u64()? as i64;
                 let width = c.u8()? as u32;
                 c.take(7)?;
+                let factor = if tag == TAG_I64_FOR_SCALED {
+                    c.u64()?
+                } else {
+                    1
+                };
                 ChunkValues::I64 {
                     base,
                     packed: c.packed(n, width)?,
+                    factor,
+                }
+            }
+            (TAG_F64_SINGLE, DataType::Scalar(_)) if expect == Physical::F64 => {
+                ChunkValues::F32(c.take(n.checked_mul(4).ok_or_else(|| corrupted("row count"))?)?)
+            }
+            (TAG_F64_DECIMAL, DataType::Scalar(_)) if expect == Physical::F64 => {
+                let exp = c.u8()?;
+                c.take(7)?;
+                if exp as usize >= POW10.len() {
+                    return Err(corrupted(format!("decimal exponent {exp}")));
+                }
+                let base = c.u64()? as i64;
+                let width = c.u8()? as u32;
+                c.take(7)?;
+                ChunkValues::Decimal {
+                    base,
+                    packed: c.packed(n, width)?,
+                    exp,
                 }
             }
             (TAG_F64_PLAIN, DataType::Scalar(_)) if expect == Physical::F64 => {
@@ -841,6 +1038,9 @@ impl<'a> ColumnChunk<'a> {
                 let dict = BytesView::open(c, n_dict)?;
                 let codes = c.packed(n, width)?;
                 ChunkValues::Dict { dict, codes }
+            }
+            (TAG_BYTES_FSST, DataType::Scalar(_)) if expect == Physical::Bytes => {
+                ChunkValues::Fsst(FsstView::open(|k| c.take(k), n)?)
             }
             _ => {
                 return Err(corrupted(format!(
@@ -871,11 +1071,15 @@ impl<'a> ColumnChunk<'a> {
 
     pub fn encoding_name(&self) -> &'static str {
         match self.values {
-            ChunkValues::I64 { .. } => "for-bitpack",
+            ChunkValues::I64 { factor: 1, .. } => "for-bitpack",
+            ChunkValues::I64 { .. } => "for-scaled",
             ChunkValues::F64(_) => "plain",
+            ChunkValues::F32(_) => "single",
+            ChunkValues::Decimal { .. } => "decimal",
             ChunkValues::Bool(_) => "bitmap",
             ChunkValues::Bytes(_) => "plain",
             ChunkValues::Dict { .. } => "dictionary",
+            ChunkValues::Fsst(_) => "fsst",
             ChunkValues::List { .. } => "list",
         }
     }
@@ -888,8 +1092,12 @@ impl<'a> ColumnChunk<'a> {
     #[inline]
     pub fn get_i64(&self, i: usize) -> Option<i64> {
         match &self.values {
-            ChunkValues::I64 { base, packed } if self.is_valid(i) => {
-                Some(base.wrapping_add(packed.get(i) as i64))
+            ChunkValues::I64 {
+                base,
+                packed,
+                factor,
+            } if self.is_valid(i) => {
+                Some(base.wrapping_add(packed.get(i).wrapping_mul(*factor) as i64))
             }
             _ => None,
         }
@@ -901,6 +1109,12 @@ impl<'a> ColumnChunk<'a> {
             ChunkValues::F64(b) if self.is_valid(i) => Some(f64::from_le_bytes(
                 b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]),
             )),
+            ChunkValues::F32(b) if self.is_valid(i) => {
+                Some(f32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap_or([0; 4])) as f64)
+            }
+            ChunkValues::Decimal { base, packed, exp } if self.is_valid(i) => {
+                Some(base.wrapping_add(packed.get(i) as i64) as f64 / POW10[*exp as usize])
+            }
             _ => None,
         }
     }
@@ -913,11 +1127,57 @@ impl<'a> ColumnChunk<'a> {
         }
     }
 
+    /// Value `i` of a string chunk: borrowed from the chunk's bytes, or decoded into a
+    /// new buffer for a compressed chunk (hot paths use [`with_bytes`](Self::with_bytes),
+    /// which decodes into a reused buffer).
     #[inline]
-    pub fn get_bytes(&self, i: usize) -> Option<&'a [u8]> {
+    pub fn get_bytes(&self, i: usize) -> Option<Cow<'a, [u8]>> {
         if !self.is_valid(i) {
             return None;
         }
+        match &self.values {
+            ChunkValues::Fsst(f) => {
+                let mut v = Vec::new();
+                f.decode_into(i, &mut v);
+                Some(Cow::Owned(v))
+            }
+            _ => self.borrowed_bytes(i).map(Cow::Borrowed),
+        }
+    }
+
+    /// Calls `f` with value `i` of a string chunk; `None` for a null (or a chunk of
+    /// another type). A compressed value is decoded into a per-thread buffer.
+    #[inline]
+    pub fn with_bytes<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        if !self.is_valid(i) {
+            return None;
+        }
+        match &self.values {
+            ChunkValues::Fsst(v) => {
+                thread_local! {
+                    static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                BUF.with(|b| match b.try_borrow_mut() {
+                    Ok(mut b) => {
+                        b.clear();
+                        v.decode_into(i, &mut b);
+                        Some(f(&b))
+                    }
+                    // Re-entered from inside `f`: decode into a buffer of its own.
+                    Err(_) => {
+                        let mut b = Vec::new();
+                        v.decode_into(i, &mut b);
+                        Some(f(&b))
+                    }
+                })
+            }
+            _ => self.borrowed_bytes(i).map(f),
+        }
+    }
+
+    /// Value `i` of a plain or dictionary chunk, borrowed.
+    #[inline]
+    fn borrowed_bytes(&self, i: usize) -> Option<&'a [u8]> {
         match &self.values {
             ChunkValues::Bytes(b) => Some(b.get(i)),
             ChunkValues::Dict { dict, codes } => {
@@ -993,10 +1253,11 @@ fn push_from(b: &mut ColumnBuilder, c: &ColumnChunk<'_>, i: usize) {
             Some(v) => b.push_bool(v),
             None => b.push_null(),
         },
-        Physical::Bytes => match c.get_bytes(i) {
-            Some(v) => b.push_bytes(v),
-            None => b.push_null(),
-        },
+        Physical::Bytes => {
+            if c.with_bytes(i, |v| b.push_bytes(v)).is_none() {
+                b.push_null()
+            }
+        }
     }
 }
 
@@ -1044,6 +1305,224 @@ mod tests {
         }
     }
 
+    /// Strings that FSST compresses well: words from a small vocabulary, with a random
+    /// tail, nulls and empty values between them.
+    fn wordy(seed: &[(u8, u16)]) -> Vec<Option<Vec<u8>>> {
+        const WORDS: [&str; 8] = [
+            "graph ", "import ", "chunk ", "merge ", "index ", "table ", "join ", "the ",
+        ];
+        seed.iter()
+            .map(|&(a, b)| match a % 16 {
+                0 => None,
+                1 => Some(Vec::new()),
+                _ => {
+                    let mut v = Vec::new();
+                    for k in 0..(3 + b % 9) {
+                        v.extend_from_slice(
+                            WORDS[((b >> (k % 8)) as usize + k as usize) % 8].as_bytes(),
+                        );
+                    }
+                    v.extend_from_slice(format!("{b}.{a}").as_bytes());
+                    Some(v)
+                }
+            })
+            .collect()
+    }
+
+    fn string_column(values: &[Option<Vec<u8>>]) -> ColumnBuilder {
+        let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+        for v in values {
+            match v {
+                Some(x) => b.push_bytes(x),
+                None => b.push_null(),
+            }
+        }
+        b
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Compressible chunks come back FSST-encoded, smaller, with every value readable
+        /// at random through both read paths.
+        #[test]
+        fn fsst_round_trip_and_random_access(
+            seed in proptest::collection::vec((any::<u8>(), any::<u16>()), 400..2000),
+            probes in proptest::collection::vec(any::<usize>(), 50),
+        ) {
+            let values = wordy(&seed);
+            let b = string_column(&values);
+            let mut out = Vec::new();
+            b.encode(&mut out);
+            let c = ColumnChunk::open(&out, b.dtype).unwrap();
+            let plain: usize = values.iter().flatten().map(|v| v.len()).sum();
+            if plain >= 16 << 10 {
+                // Few distinct values make a dictionary; otherwise FSST.
+                prop_assert!(matches!(c.encoding_name(), "fsst" | "dictionary"), "{}", c.encoding_name());
+            }
+            for p in probes {
+                let i = p % values.len();
+                let (got, via) = (c.get_bytes(i), c.with_bytes(i, |v| v.to_vec()));
+                prop_assert_eq!(got.as_deref(), values[i].as_deref());
+                prop_assert_eq!(via.as_deref(), values[i].as_deref());
+            }
+            let r = c.to_builder();
+            for (i, v) in values.iter().enumerate() {
+                match v {
+                    Some(x) => prop_assert_eq!(r.bytes_at(i), &x[..]),
+                    None => prop_assert!(!r.is_valid(i)),
+                }
+            }
+        }
+
+        /// Any bytes (escapes included: byte 255 and bytes the table never saw) survive a
+        /// table trained on other data.
+        #[test]
+        fn fsst_any_bytes_round_trip(
+            values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..200),
+        ) {
+            let train: Vec<Vec<u8>> = wordy(&[(7, 3), (9, 200), (12, 77), (3, 1000)]).into_iter().flatten().collect();
+            let refs: Vec<&[u8]> = train.iter().map(|v| &v[..]).collect();
+            let c = ::fsst::Compressor::train(&refs);
+            let total: usize = values.iter().map(|v| v.len()).sum();
+            let mut out = Vec::new();
+            // Room for every byte to be an escape: the encoder must not give up.
+            prop_assert!(fsst::encode(&c, values.len(), 2 * total + 1, |i| &values[i][..], &mut out));
+            let mut at = 0;
+            let view = FsstView::open(|k| { let s = &out[at..at + k]; at += k; Ok(s) }, values.len()).unwrap();
+            for (i, v) in values.iter().enumerate() {
+                let mut d = Vec::new();
+                view.decode_into(i, &mut d);
+                prop_assert_eq!(&d, v);
+            }
+        }
+
+        /// Damaged FSST chunks open with an error or read without panicking.
+        #[test]
+        fn fsst_corruption_never_panics(
+            seed in proptest::collection::vec((any::<u8>(), any::<u16>()), 400..800),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+            cut in any::<usize>(),
+        ) {
+            let b = string_column(&wordy(&seed));
+            let mut out = Vec::new();
+            b.encode(&mut out);
+            for (pos, x) in flips {
+                let n = out.len();
+                out[pos % n] ^= x | 1;
+            }
+            let cut = out.len() - cut % 64.min(out.len());
+            for bytes in [&out[..], &out[..cut]] {
+                if let Ok(c) = ColumnChunk::open(bytes, b.dtype) {
+                    for i in 0..c.len() {
+                        let _ = c.get_bytes(i);
+                    }
+                }
+            }
+        }
+
+        /// Integers with a common factor (timestamps of whole seconds) are stored divided
+        /// by it; any integers come back exactly.
+        #[test]
+        fn scaled_ints_round_trip(
+            base in any::<i64>(),
+            factor in 1u64..5_000_000,
+            ks in proptest::collection::vec(proptest::option::of(0u64..1_000_000), 1..300),
+            wild in proptest::option::of(any::<i64>()),
+        ) {
+            let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::LocalDateTime));
+            let mut want = Vec::new();
+            for k in &ks {
+                let v = k.map(|k| base.wrapping_add(k.wrapping_mul(factor) as i64));
+                match v { Some(x) => b.push_i64(x), None => b.push_null() }
+                want.push(v);
+            }
+            if let Some(w) = wild { b.push_i64(w); want.push(Some(w)); }
+            let mut out = Vec::new();
+            b.encode(&mut out);
+            let c = ColumnChunk::open(&out, b.dtype).unwrap();
+            for (i, v) in want.iter().enumerate() {
+                prop_assert_eq!(c.get_i64(i), *v);
+            }
+        }
+
+        /// Decimals (`k / 10^e`), single-precision values and arbitrary doubles (NaN,
+        /// infinities, -0.0, subnormals) all come back bit for bit.
+        #[test]
+        fn floats_round_trip_bit_for_bit(
+            ks in proptest::collection::vec(proptest::option::of(-10_000_000i64..10_000_000), 1..300),
+            e in 0usize..8,
+            singles in proptest::collection::vec(any::<f32>(), 0..50),
+            wild in proptest::collection::vec(any::<f64>(), 0..3),
+            specials in proptest::collection::vec(0usize..5, 0..3),
+        ) {
+            for set in 0..3 {
+                let mut want: Vec<Option<f64>> = match set {
+                    0 => ks.iter().map(|k| k.map(|k| k as f64 / POW10[e])).collect(),
+                    1 => singles.iter().map(|&x| Some(x as f64)).collect(),
+                    _ => ks.iter().map(|k| k.map(|k| k as f64 / POW10[e])).chain(wild.iter().map(|&x| Some(x))).collect(),
+                };
+                for &s in &specials {
+                    want.push(Some([f64::NAN, f64::INFINITY, -0.0, f64::MIN_POSITIVE / 3.0, 1e300][s]));
+                }
+                let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
+                for v in &want { match v { Some(x) => b.push_f64(*x), None => b.push_null() } }
+                let mut out = Vec::new();
+                b.encode(&mut out);
+                let c = ColumnChunk::open(&out, b.dtype).unwrap();
+                for (i, v) in want.iter().enumerate() {
+                    prop_assert_eq!(c.get_f64(i).map(f64::to_bits), v.map(f64::to_bits), "set {} row {} of {}", set, i, c.encoding_name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fsst_is_chosen_for_varied_text() {
+        let seed: Vec<(u8, u16)> = (0..5000u32)
+            .map(|i| ((i * 7 % 251) as u8, (i * 7919 % 65_521) as u16))
+            .collect();
+        let b = string_column(&wordy(&seed));
+        let mut out = Vec::new();
+        b.encode(&mut out);
+        let c = ColumnChunk::open(&out, b.dtype).unwrap();
+        assert_eq!(c.encoding_name(), "fsst");
+        assert!(
+            out.len() * 2 < b.data_bytes(),
+            "{} of {}",
+            out.len(),
+            b.data_bytes()
+        );
+    }
+
+    #[test]
+    fn number_encodings_are_chosen_and_smaller() {
+        let enc = |b: &ColumnBuilder| {
+            let mut out = Vec::new();
+            b.encode(&mut out);
+            let name = ColumnChunk::open(&out, b.dtype).unwrap().encoding_name();
+            (name, out.len())
+        };
+        let mut t = ColumnBuilder::new(DataType::Scalar(ScalarType::LocalDateTime));
+        let mut d = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
+        let mut f = ColumnBuilder::new(DataType::Scalar(ScalarType::Float));
+        let mut r = ColumnBuilder::new(DataType::Scalar(ScalarType::Double));
+        for i in 0..10_000i64 {
+            t.push_i64(1_700_000_000_000_000 + (i * 7919 % 10_000) * 1_000_000);
+            d.push_f64((i * 37 % 100_000) as f64 / 100.0);
+            f.push_f64(((i as f32) * 0.377_f32).sin() as f64);
+            r.push_f64(((i as f64) * 0.377).sin());
+        }
+        let (name, len) = enc(&t);
+        assert_eq!(name, "for-scaled");
+        assert!(len < 10_000 * 2, "{len}");
+        let (name, len) = enc(&d);
+        assert_eq!(name, "decimal");
+        assert!(len < 10_000 * 3, "{len}");
+        assert_eq!(enc(&f).0, "single");
+        assert_eq!(enc(&r).0, "plain");
+    }
+
     #[test]
     fn dictionary_is_chosen_for_low_cardinality() {
         let mut b = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
@@ -1055,7 +1534,7 @@ mod tests {
         let c = ColumnChunk::open(&out, b.dtype).unwrap();
         assert_eq!(c.encoding_name(), "dictionary");
         assert!(out.len() < 4_000, "{} bytes", out.len());
-        assert_eq!(c.get_bytes(9_997), Some(&b"green"[..]));
+        assert_eq!(c.get_bytes(9_997).as_deref(), Some(&b"green"[..]));
     }
 
     #[test]
@@ -1167,8 +1646,11 @@ mod tests {
         let c = ColumnChunk::open(&out, DataType::Scalar(ScalarType::String)).unwrap();
         assert_eq!(c.len(), 7);
         assert_eq!(c.get_bytes(3).map(|v| v.len()), Some(1 << 30));
-        assert_eq!(c.get_bytes(4), Some(&b"after the 4 GiB mark"[..]));
+        assert_eq!(
+            c.get_bytes(4).as_deref(),
+            Some(&b"after the 4 GiB mark"[..])
+        );
         assert_eq!(c.get_bytes(5), None);
-        assert_eq!(c.get_bytes(6), Some(&b"last"[..]));
+        assert_eq!(c.get_bytes(6).as_deref(), Some(&b"last"[..]));
     }
 }

@@ -13,6 +13,7 @@
 pub mod bitpack;
 pub mod column;
 pub mod error;
+pub mod fsst;
 pub mod segment;
 
 pub use error::FormatError;

@@ -143,7 +143,7 @@ fn chunk_text(
         (0..n)
             .map(|i| match (c.get_i64(i), c.get_bytes(i)) {
                 (Some(v), _) => v.to_string(),
-                (_, Some(b)) => String::from_utf8_lossy(b).to_string(),
+                (_, Some(b)) => String::from_utf8_lossy(&b).to_string(),
                 _ => "null".to_string(),
             })
             .collect::<Vec<_>>()

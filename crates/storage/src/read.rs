@@ -941,8 +941,8 @@ impl Database {
                 (p < n && keys.get_i64(p) == Some(k)).then_some(p)
             }
             IdKey::Str(s) => {
-                let p = partition(n, |i| keys.get_bytes(i).unwrap_or(&[]) < s);
-                (p < n && keys.get_bytes(p) == Some(s)).then_some(p)
+                let p = partition(n, |i| keys.with_bytes(i, |k| k < s).unwrap_or(true));
+                (p < n && keys.with_bytes(p, |k| k == s) == Some(true)).then_some(p)
             }
         };
         Ok(pos.map(|p| nodes.get(p) as u32))
@@ -977,7 +977,10 @@ impl Database {
             let node = nodes.get(i) as u32;
             match ft.id_type {
                 IdType::Integer => f(IdKey::Int(keys.get_i64(i).unwrap_or(i64::MIN)), node),
-                IdType::String => f(IdKey::Str(keys.get_bytes(i).unwrap_or(&[])), node),
+                IdType::String => {
+                    let key = keys.get_bytes(i).unwrap_or_default();
+                    f(IdKey::Str(&key), node)
+                }
             }
         }
         Ok(())
@@ -1030,7 +1033,9 @@ impl Database {
                 (IndexKeyKind::Float, IndexKey::Float(k)) => {
                     keys.get_f64(i).unwrap_or(f64::NEG_INFINITY).total_cmp(&k)
                 }
-                (IndexKeyKind::String, IndexKey::Str(k)) => keys.get_bytes(i).unwrap_or(&[]).cmp(k),
+                (IndexKeyKind::String, IndexKey::Str(k)) => {
+                    keys.with_bytes(i, |v| v.cmp(k)).unwrap_or(Ordering::Less)
+                }
                 _ => return None,
             })
         };

@@ -1,0 +1,226 @@
+//! FSST-compressed string chunks: every value is compressed on its own against one
+//! symbol table per chunk (up to 255 symbols of 1-8 bytes; code 255 escapes one literal
+//! byte), so any value decodes alone, in O(its length), and random access stays O(1).
+//!
+//! Training and compression are the `fsst-rs` crate's (the algorithm of Boncz, Neumann
+//! and Leis, VLDB 2020). Decoding is ours: it is a dozen lines, and the crate's decoder
+//! trusts its input, while a reader of this format must not panic or read out of bounds
+//! on corrupted bytes (a bad code decodes to nothing; the segment checksum reports it).
+//!
+//! Layout after the chunk header (see docs/format.md):
+//! `n_symbols: u8, 7 pad, symbols: n_symbols × u64 LE, lengths: n_symbols × u8,
+//!  data_len: u64, width: u8, 7 pad, data: data_len bytes, offsets: n + 1 packed at width`.
+//! The data comes before its offsets so that the encoder streams codes straight into the
+//! output and packs the offsets after (their width is fixed up front from the plain size,
+//! which the compressed size may not pass: a chunk that would grow is written plain).
+
+use crate::bitpack::{bits_for, BitWriter, Packed};
+use crate::error::{corrupted, FormatError};
+use fsst::{Compressor, ESCAPE_CODE};
+
+/// Chunks with less string data than this stay plain: the symbol table (up to 2.3 KiB)
+/// and the training would not pay for themselves.
+const MIN_DATA_BYTES: usize = 16 << 10;
+/// The sample the symbol table is trained on and the saving judged from: the paper's
+/// 16 KiB, taken from values spread over the chunk.
+const SAMPLE_BYTES: usize = 16 << 10;
+/// Bytes taken from any one sampled value (a few long values must not fill the sample).
+const SAMPLE_VALUE_MAX: usize = 256;
+/// FSST is chosen when the sample compresses to at most this fraction (in 1/100) of its
+/// size. Decoding runs at about a GB/s per core, so even a small saving pays once the
+/// data is read from disk (random letters save 6%, as they do in DuckDB's FSST); under
+/// 5% the saving is within the sample's noise and the symbol table's cost.
+const MAX_RATIO_PERCENT: usize = 95;
+
+/// Upper bound of the bytes FSST adds beside the data and offsets of a plain chunk.
+pub const OVERHEAD_BOUND: usize = 8 + 255 * 9 + 16;
+
+/// A trained compressor, when the sample says FSST saves enough on these values.
+/// `value(i)` returns value `i` of `n`; `data_len` is their total size.
+pub fn worthwhile<'v>(
+    n: usize,
+    data_len: usize,
+    value: impl Fn(usize) -> &'v [u8],
+) -> Option<Compressor> {
+    if n == 0 || data_len < MIN_DATA_BYTES {
+        return None;
+    }
+    // Evenly spaced values, clipped, until the sample is full.
+    let avg = (data_len / n).clamp(1, SAMPLE_VALUE_MAX);
+    let want = (SAMPLE_BYTES / avg).clamp(1, n);
+    let step = n / want;
+    let sample: Vec<&[u8]> = (0..want)
+        .map(|k| {
+            let v = value(k * step);
+            &v[..v.len().min(SAMPLE_VALUE_MAX)]
+        })
+        .filter(|v| !v.is_empty())
+        .collect();
+    let plain: usize = sample.iter().map(|v| v.len()).sum();
+    if plain == 0 {
+        return None;
+    }
+    let c = Compressor::train(&sample);
+    let mut buf = Vec::new();
+    let packed: usize = sample
+        .iter()
+        .map(|v| {
+            compress_one(&c, v, &mut buf);
+            buf.len()
+        })
+        .sum();
+    (packed * 100 <= plain * MAX_RATIO_PERCENT).then_some(c)
+}
+
+/// Compresses `v` into `buf` (replacing its contents).
+fn compress_one(c: &Compressor, v: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    if v.is_empty() {
+        return;
+    }
+    // Every byte may become an escape: two output bytes.
+    buf.reserve(2 * v.len() + 8);
+    // SAFETY: `buf` has room for the worst case (all escapes), as `compress_into` asks.
+    unsafe { c.compress_into(v, buf) };
+}
+
+/// Writes the FSST payload of `n` values whose plain data is `data_len` bytes to `out`.
+/// Returns false, with `out` unchanged, when the compressed data would be larger than
+/// the plain data (the sample misjudged the chunk); the caller then writes it plain.
+pub fn encode<'v>(
+    c: &Compressor,
+    n: usize,
+    data_len: usize,
+    value: impl Fn(usize) -> &'v [u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    let start = out.len();
+    let symbols = c.symbol_table();
+    let lengths = c.symbol_lengths();
+    out.push(symbols.len() as u8);
+    out.extend_from_slice(&[0; 7]);
+    for s in symbols {
+        out.extend_from_slice(&s.to_u64().to_le_bytes());
+    }
+    out.extend_from_slice(lengths);
+    let len_pos = out.len();
+    out.extend_from_slice(&[0; 8]);
+    let width = bits_for(data_len as u64);
+    out.push(width as u8);
+    out.extend_from_slice(&[0; 7]);
+    let data_start = out.len();
+    let mut offsets = Vec::with_capacity(crate::bitpack::packed_len(n + 1, width));
+    let mut w = BitWriter::new(width);
+    w.push_to_vec(0, &mut offsets);
+    let mut buf = Vec::new();
+    for i in 0..n {
+        compress_one(c, value(i), &mut buf);
+        if out.len() - data_start + buf.len() > data_len {
+            out.truncate(start);
+            return false;
+        }
+        out.extend_from_slice(&buf);
+        w.push_to_vec((out.len() - data_start) as u64, &mut offsets);
+    }
+    w.finish_to_vec(&mut offsets);
+    let compressed = (out.len() - data_start) as u64;
+    out[len_pos..len_pos + 8].copy_from_slice(&compressed.to_le_bytes());
+    out.extend_from_slice(&offsets);
+    true
+}
+
+/// A zero-copy view of an FSST payload.
+#[derive(Debug, Clone, Copy)]
+pub struct FsstView<'a> {
+    symbols: &'a [u8],
+    lengths: &'a [u8],
+    offsets: Packed<'a>,
+    data: &'a [u8],
+}
+
+impl<'a> FsstView<'a> {
+    /// Opens the payload of `n` values at the start of `bytes`; returns the view and the
+    /// bytes it took. O(number of symbols).
+    pub(crate) fn open(
+        mut take: impl FnMut(usize) -> Result<&'a [u8], FormatError>,
+        n: usize,
+    ) -> Result<Self, FormatError> {
+        let n_sym = take(8)?[0] as usize;
+        if n_sym > ESCAPE_CODE as usize {
+            return Err(corrupted(format!("FSST table of {n_sym} symbols")));
+        }
+        let symbols = take(n_sym * 8)?;
+        let lengths = take(n_sym)?;
+        if let Some(l) = lengths.iter().find(|&&l| !(1..=8).contains(&l)) {
+            return Err(corrupted(format!("FSST symbol of length {l}")));
+        }
+        let head = take(16)?;
+        let data_len = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
+        let width = head[8] as u32;
+        if width > 64 {
+            return Err(corrupted(format!("bit width {width}")));
+        }
+        let data = take(usize::try_from(data_len).map_err(|_| corrupted("FSST data length"))?)?;
+        let off_bytes = take(crate::bitpack::packed_len(n + 1, width))?;
+        let offsets =
+            Packed::new(off_bytes, width, n + 1).ok_or_else(|| corrupted("packed array"))?;
+        Ok(FsstView {
+            symbols,
+            lengths,
+            offsets,
+            data,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The compressed codes of value `i` (empty when its offsets are corrupted).
+    #[inline]
+    fn codes(&self, i: usize) -> &'a [u8] {
+        let s = self.offsets.get(i) as usize;
+        let e = self.offsets.get(i + 1) as usize;
+        self.data.get(s..e).unwrap_or(&[])
+    }
+
+    /// Appends value `i`, decoded, to `out`.
+    #[inline]
+    pub fn decode_into(&self, i: usize, out: &mut Vec<u8>) {
+        let codes = self.codes(i);
+        let start = out.len();
+        // Each code yields at most 8 bytes; write whole symbols and advance by their
+        // length (the tail past the last symbol is cut below).
+        out.resize(start + codes.len() * 8 + 8, 0);
+        let mut p = start;
+        let mut k = 0;
+        while k < codes.len() {
+            let c = codes[k] as usize;
+            if c == ESCAPE_CODE as usize {
+                if let Some(&b) = codes.get(k + 1) {
+                    out[p] = b;
+                    p += 1;
+                }
+                k += 2;
+            } else {
+                if let (Some(sym), Some(&len)) =
+                    (self.symbols.get(c * 8..c * 8 + 8), self.lengths.get(c))
+                {
+                    out[p..p + 8].copy_from_slice(sym);
+                    p += len as usize;
+                }
+                k += 1;
+            }
+        }
+        out.truncate(p);
+    }
+
+    /// Compressed bytes of the values, for reports.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
