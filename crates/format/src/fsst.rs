@@ -241,31 +241,39 @@ impl<'a> FsstView<'a> {
     #[inline]
     pub fn decode_into(&self, i: usize, out: &mut Vec<u8>) {
         let codes = self.codes(i);
+        let n_sym = self.lengths.len();
+        // Each code yields at most 8 bytes. Whole 8-byte symbols are written and the
+        // cursor advances by their length; the room is reserved first, so the writes
+        // stay inside the allocation, and only the bytes written become the length.
+        out.reserve(codes.len() * 8 + 8);
         let start = out.len();
-        // Each code yields at most 8 bytes; write whole symbols and advance by their
-        // length (the tail past the last symbol is cut below).
-        out.resize(start + codes.len() * 8 + 8, 0);
+        let base = out.as_mut_ptr();
         let mut p = start;
         let mut k = 0;
         while k < codes.len() {
             let c = codes[k] as usize;
-            if c == ESCAPE_CODE as usize {
+            if c < n_sym {
+                // `open` checked symbols.len() == 8 * n_sym and lengths.len() == n_sym.
+                let sym = &self.symbols[c * 8..c * 8 + 8];
+                // SAFETY: p + 8 <= start + 8 * k + 8 <= the reserved capacity, since
+                // every code so far advanced p by at most 8.
+                unsafe { std::ptr::copy_nonoverlapping(sym.as_ptr(), base.add(p), 8) };
+                p += self.lengths[c] as usize;
+                k += 1;
+            } else if c == ESCAPE_CODE as usize {
                 if let Some(&b) = codes.get(k + 1) {
-                    out[p] = b;
+                    // SAFETY: as above (an escape advances p by 1 for 2 codes).
+                    unsafe { base.add(p).write(b) };
                     p += 1;
                 }
                 k += 2;
             } else {
-                if let (Some(sym), Some(&len)) =
-                    (self.symbols.get(c * 8..c * 8 + 8), self.lengths.get(c))
-                {
-                    out[p..p + 8].copy_from_slice(sym);
-                    p += len as usize;
-                }
+                // A code past the table: corrupted bytes, which decode to nothing.
                 k += 1;
             }
         }
-        out.truncate(p);
+        // SAFETY: bytes start..p were written above; p is within the capacity.
+        unsafe { out.set_len(p) };
     }
 
     /// Compressed bytes of the values, for reports.
