@@ -583,7 +583,14 @@ fn run(
         };
         let has_props = props.is_some();
         let n_edges = r.store.len();
-        r.store.make_room(&ctx.budget, n_nodes * 8)?;
+        // The degree counts, then the CSR builds, need room. Blocks the input left in
+        // memory save a write and a read of the spill file, but only while the builds
+        // still fit in a few passes: each pass reads every edge, and with the blocks
+        // resident a small budget left the builds ~3 MiB, 46 passes per direction on the
+        // social graph at 256 MiB (1.2-2.4 s; 0.4 s after spilling the blocks).
+        let entry_bytes = if has_props { 8 } else { 4 };
+        r.store
+            .make_room(&ctx.budget, n_nodes * 8 + n_edges * entry_bytes)?;
         r.store.finish_input()?;
         let (out_deg, in_deg, _deg_grant) = ctx.pool.install(|| r.store.degrees(&ctx.budget))?;
         let sorted = r.store.sorted;
