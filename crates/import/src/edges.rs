@@ -203,6 +203,21 @@ impl EdgeStore {
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<quiver_storage::manifest::SegmentMeta, ImportError> {
         let n_nodes = degrees.len();
+        if forward && self.sorted {
+            // Input sorted by (source, target) is the forward CSR already: stream it,
+            // with no buffer and no sort (the other direction gets the whole budget).
+            let mut failed = None;
+            self.for_each(|id, _, d| {
+                if failed.is_none() {
+                    failed = writer.push(d, id).err();
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            progress(self.n);
+            return Ok(writer.finish()?);
+        }
         let entry_bytes: u64 = if with_edge_ids { 8 } else { 4 };
         // Leave a quarter of our share for everything else still alive. A partition
         // holds at least one node, whatever its degree.
