@@ -244,7 +244,10 @@ impl EdgeStore {
                 acc += d as u64;
             }
             starts.push(acc);
-            let mut cursor: Vec<u64> = starts[..hi - lo].to_vec();
+            // `starts` is also the write cursor (one array of 8 bytes per node, which is
+            // what the grant counts): each node's entry ends at the next node's start
+            // after the scatter, and shifting by one restores the starts.
+            let cursor = &mut starts;
             let (lo32, hi32) = (lo as u32, hi as u32);
             if with_edge_ids {
                 let mut buf = vec![0u64; m as usize];
@@ -256,6 +259,7 @@ impl EdgeStore {
                         *c += 1;
                     }
                 })?;
+                unshift(&mut starts);
                 sort_lists(&mut buf, &starts);
                 for e in &buf {
                     writer.push((e >> 32) as u32, e & 0xffff_ffff)?;
@@ -270,6 +274,7 @@ impl EdgeStore {
                         *c += 1;
                     }
                 })?;
+                unshift(&mut starts);
                 sort_lists(&mut buf, &starts);
                 for (i, &v) in buf.iter().enumerate() {
                     writer.push(v, i as u64)?;
@@ -281,6 +286,14 @@ impl EdgeStore {
         }
         Ok(writer.finish()?)
     }
+}
+
+/// Restores `starts` after it served as the scatter cursor (entry `i` then holds the
+/// start of list `i + 1`; the last entry, the end, was never a cursor).
+fn unshift(starts: &mut [u64]) {
+    let n = starts.len() - 1;
+    starts.copy_within(0..n, 1);
+    starts[0] = 0;
 }
 
 /// Sorts each node's list `buf[starts[i]..starts[i+1]]`, in parallel over node ranges.

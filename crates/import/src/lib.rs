@@ -318,9 +318,11 @@ fn import_with(
             .build()
             .map_err(|e| ImportError::Usage(format!("cannot start {threads} threads: {e}")))?,
     );
-    // Input windows are fixed overhead outside the budget: a few windows of at most
-    // 8 MiB, smaller for small budgets.
-    let window_bytes = ((cfg.memory_budget_bytes / 32) as usize).clamp(1 << 20, CSV_WINDOW_BYTES);
+    // Input windows are fixed overhead outside the budget: about five are alive at once
+    // (reader, two channels, parser, sequential stage), each of at most 8 MiB and of
+    // 1/128 of the budget below 1 GiB. At 1/32, social scale 4 at 256 MiB peaked at
+    // 362 MiB, 40 MiB of it windows; at 1/128 it peaks at 318 MiB, as fast.
+    let window_bytes = ((cfg.memory_budget_bytes / 128) as usize).clamp(1 << 20, CSV_WINDOW_BYTES);
     let chunk_bytes = (window_bytes / (threads * 2)).clamp(64 << 10, CSV_CHUNK_BYTES);
     let rejects_path = cfg.rejects.clone().unwrap_or_else(|| {
         let mut p = cfg.db.clone().into_os_string();
@@ -608,11 +610,9 @@ fn run(
             n_edges,
             has_props,
         )?;
-        // Both directions build side by side, each with half of what is free (input
-        // sorted by source streams into the forward CSR and needs none of its half; the
-        // other direction taking all of it measured faster by less than the noise and
-        // raised the peak by ~10 MiB).
-        let in_share = (1, 2);
+        // Both directions build side by side, each with half of what is free; input
+        // sorted by source streams into the forward CSR, and the other takes it all.
+        let in_share = if sorted { (1, 1) } else { (1, 2) };
         let done = std::sync::atomic::AtomicU64::new(0);
         let progress = ctx.progress;
         let advance = |m: u64| {
