@@ -148,3 +148,61 @@ fn edges_spill_under_a_small_budget_and_stay_correct() {
         assert!(ns.windows(2).all(|w| w[0] <= w[1]), "neighbours sorted");
     }
 }
+
+/// Id indexes in their three forms answer every lookup and list every entry in key
+/// order: ids `1..=n` in row order (no arrays), `1..=n` shuffled (implied keys, a node
+/// array), sparse ids (keys and nodes).
+#[test]
+fn id_index_forms_answer_lookups_and_scans() {
+    let mut r = rand::rngs::StdRng::seed_from_u64(9);
+    for form in ["dense", "shuffled", "sparse"] {
+        let n = 1000u64;
+        let mut ids: Vec<i64> = (1..=n as i64).collect();
+        if form != "dense" {
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, r.random_range(0..=i));
+            }
+        }
+        if form == "sparse" {
+            ids.iter_mut().for_each(|x| *x = *x * 31 - 500);
+        }
+        let mut nodes = String::from("uid:ID(P)\n");
+        for id in &ids {
+            writeln!(nodes, "{id}").unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path(), &nodes, ":START_ID(P),:END_ID(P)\n", 64 << 20);
+        import(&cfg, &NoProgress).unwrap();
+        let db = Database::open(&cfg.db, OpenMode::Mapped).unwrap();
+        let space = db.id_space(Some("P")).unwrap();
+        // Row i (node i) has id ids[i].
+        for (row, &id) in ids.iter().enumerate() {
+            assert_eq!(
+                db.lookup_id(space, IdKey::Int(id)).unwrap(),
+                Some(row as u32),
+                "{form} id {id}"
+            );
+        }
+        let (lo, hi) = (*ids.iter().min().unwrap(), *ids.iter().max().unwrap());
+        for missing in [lo - 1, hi + 1, i64::MIN, i64::MAX] {
+            assert_eq!(
+                db.lookup_id(space, IdKey::Int(missing)).unwrap(),
+                None,
+                "{form} {missing}"
+            );
+        }
+        let mut entries = Vec::new();
+        db.id_entries(space, &mut |k, node| match k {
+            IdKey::Int(k) => entries.push((k, node)),
+            IdKey::Str(_) => panic!("string key"),
+        })
+        .unwrap();
+        let mut want: Vec<(i64, u32)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as u32))
+            .collect();
+        want.sort();
+        assert_eq!(entries, want, "{form}");
+    }
+}

@@ -233,6 +233,11 @@ pub struct IdIndexFooter {
     /// Integer ids that are exactly `min .. min + n_ids` with node id `first_node + k`
     /// for key `min + k` need no arrays.
     pub dense: Option<(i64, u64)>,
+    /// Integer ids that are exactly `min .. min + n_ids` in another order than their
+    /// nodes (rows not sorted by id) need no key array: `nodes[k - min]` is key `k`'s
+    /// node. Absent in indexes written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_keys: Option<i64>,
     /// Sorted keys: an `i64` column chunk or a string column chunk.
     pub keys: BlobRef,
     /// Node id of each key, bit-packed.

@@ -70,6 +70,22 @@ struct SegFile {
 impl SegFile {
     /// The two blobs of an index (id or property): sorted keys as a column chunk and the
     /// node of each key bit-packed; also how many entries both hold.
+    /// The node array of an index whose keys are implied (`dense_keys`).
+    fn index_nodes(
+        &self,
+        what: &'static str,
+        (nodes, width): (BlobRef, u32),
+        n_entries: u64,
+    ) -> Result<Packed<'_>, ReadError> {
+        let bytes = self.bytes(what)?;
+        let slice = nodes.slice(bytes).map_err(|source| ReadError::Format {
+            file: self.path.clone(),
+            source,
+        })?;
+        Packed::new(slice, width, n_entries as usize)
+            .ok_or_else(|| corrupted(&self.path, "index nodes"))
+    }
+
     fn sorted_keys(
         &self,
         what: &'static str,
@@ -925,6 +941,17 @@ impl Database {
                 _ => None,
             });
         }
+        if let Some(min) = f.dense_keys {
+            let nodes = idx
+                .file
+                .index_nodes("id lookup", (f.nodes, f.nodes_width), f.n_ids)?;
+            return Ok(match key {
+                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => {
+                    Some(nodes.get((k - min) as usize) as u32)
+                }
+                _ => None,
+            });
+        }
         let scalar = match f.id_type {
             IdType::Integer => quiver_common::ScalarType::Long,
             IdType::String => quiver_common::ScalarType::String,
@@ -960,6 +987,15 @@ impl Database {
         if let Some((min, first)) = ft.dense {
             for i in 0..ft.n_ids {
                 f(IdKey::Int(min + i as i64), (first + i) as u32);
+            }
+            return Ok(());
+        }
+        if let Some(min) = ft.dense_keys {
+            let nodes = idx
+                .file
+                .index_nodes("id index", (ft.nodes, ft.nodes_width), ft.n_ids)?;
+            for i in 0..ft.n_ids {
+                f(IdKey::Int(min + i as i64), nodes.get(i as usize) as u32);
             }
             return Ok(());
         }

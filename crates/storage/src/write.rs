@@ -723,6 +723,7 @@ pub fn write_id_index_streaming(
     let integer = id_type == IdType::Integer;
     let (mut min, mut max, mut first) = (0i64, 0i64, 0u64);
     let mut dense = integer;
+    let mut keys_dense = integer;
     let mut i = 0u64;
     if integer {
         ids.scan(&mut |k, node| {
@@ -732,7 +733,8 @@ pub fn write_id_index_streaming(
             if i == 0 {
                 (min, first) = (k, node as u64);
             }
-            dense &= k.wrapping_sub(min) as u64 == i && node as u64 == first + i;
+            keys_dense &= k.wrapping_sub(min) as u64 == i;
+            dense &= keys_dense && node as u64 == first + i;
             max = k;
             i += 1;
             Ok(())
@@ -740,6 +742,7 @@ pub fn write_id_index_streaming(
         .at(&path)?;
     }
     let dense = (dense && n > 0).then_some((min, first));
+    let dense_keys = (keys_dense && dense.is_none() && n > 0).then_some(min);
     let (keys_ref, nodes_ref, width) = if dense.is_some() {
         (BlobRef::default(), BlobRef::default(), 0)
     } else {
@@ -750,7 +753,9 @@ pub fn write_id_index_streaming(
             buf.clear();
             r
         };
-        if integer {
+        if dense_keys.is_some() {
+            // The keys are implied by their position.
+        } else if integer {
             let width = bits_for(max.wrapping_sub(min) as u64);
             i64_chunk_header(n as u32, min, width, &mut buf);
             let mut bw = BitWriter::new(width);
@@ -828,6 +833,7 @@ pub fn write_id_index_streaming(
         id_type,
         n_ids: n,
         dense,
+        dense_keys,
         keys: keys_ref,
         nodes: nodes_ref,
         nodes_width: width,
