@@ -9,12 +9,12 @@
 //!
 //! Layout after the chunk header (see docs/format.md):
 //! `n_symbols: u8, 7 pad, symbols: n_symbols × u64 LE, lengths: n_symbols × u8,
-//!  data_len: u64, width: u8, 7 pad, data: data_len bytes, offsets: n + 1 packed at width`.
+//!  data_len: u64, data: data_len bytes, offsets: n + 1, blocked`.
 //! The data comes before its offsets so that the encoder streams codes straight into the
-//! output and packs the offsets after (their width is fixed up front from the plain size,
-//! which the compressed size may not pass: a chunk that would grow is written plain).
+//! output and writes the offsets after (a chunk whose data would outgrow the plain data
+//! is written plain instead).
 
-use crate::bitpack::{bits_for, BitWriter, Packed};
+use crate::column::Offsets;
 use crate::error::{corrupted, FormatError};
 use fsst::{Compressor, ESCAPE_CODE};
 use rayon::prelude::*;
@@ -107,50 +107,46 @@ pub fn encode<'v>(
     out.extend_from_slice(lengths);
     let len_pos = out.len();
     out.extend_from_slice(&[0; 8]);
-    let width = bits_for(data_len as u64);
-    out.push(width as u8);
-    out.extend_from_slice(&[0; 7]);
     let data_start = out.len();
-    let mut offsets = Vec::with_capacity(crate::bitpack::packed_len(n + 1, width));
-    let mut w = BitWriter::new(width);
-    w.push_to_vec(0, &mut offsets);
+    // Compressed lengths, for the offsets written after the data.
+    let mut lens: Vec<u32> = Vec::with_capacity(n);
     // Compression runs at about half a GB/s per core, so a big chunk is cut into pieces
     // of ~1 MiB compressed in parallel, a wave of a few at a time written in order: the
     // waiting copies are a few MiB, not a second copy of the chunk.
     let pieces = piece_bounds(n, data_len, &value);
     let wave = rayon::current_num_threads().max(1) * 2;
     for group in pieces.windows(2).collect::<Vec<_>>().chunks(wave) {
-        let done: Vec<(Vec<u8>, Vec<u64>)> = group
+        let done: Vec<(Vec<u8>, Vec<u32>)> = group
             .par_iter()
             .map(|r| {
-                let (a, b) = (r[0], r[1]);
                 let mut data = Vec::new();
-                let mut ends = Vec::with_capacity(b - a);
+                let mut lens = Vec::with_capacity(r[1] - r[0]);
                 let mut buf = Vec::new();
-                for i in a..b {
+                for i in r[0]..r[1] {
                     compress_one(c, value(i), &mut buf);
                     data.extend_from_slice(&buf);
-                    ends.push(data.len() as u64);
+                    // A value past 2 GiB compressed cannot be listed; it stays plain.
+                    lens.push(u32::try_from(buf.len()).unwrap_or(u32::MAX));
                 }
-                (data, ends)
+                (data, lens)
             })
             .collect();
-        for (data, ends) in done {
-            let base = (out.len() - data_start) as u64;
-            if base + data.len() as u64 > data_len as u64 {
+        for (data, piece_lens) in done {
+            if out.len() - data_start + data.len() > data_len || piece_lens.contains(&u32::MAX) {
                 out.truncate(start);
                 return false;
             }
             out.extend_from_slice(&data);
-            for e in ends {
-                w.push_to_vec(base + e, &mut offsets);
-            }
+            lens.extend_from_slice(&piece_lens);
         }
     }
-    w.finish_to_vec(&mut offsets);
     let compressed = (out.len() - data_start) as u64;
     out[len_pos..len_pos + 8].copy_from_slice(&compressed.to_le_bytes());
-    out.extend_from_slice(&offsets);
+    let ends = std::iter::once(0u64).chain(lens.iter().scan(0u64, |acc, &l| {
+        *acc += l as u64;
+        Some(*acc)
+    }));
+    crate::column::encode_offsets(ends, out);
     true
 }
 
@@ -183,7 +179,7 @@ const PIECE_BYTES: usize = 1 << 20;
 pub struct FsstView<'a> {
     symbols: &'a [u8],
     lengths: &'a [u8],
-    offsets: Packed<'a>,
+    offsets: Offsets<'a>,
     data: &'a [u8],
 }
 
@@ -193,6 +189,7 @@ impl<'a> FsstView<'a> {
     pub(crate) fn open(
         mut take: impl FnMut(usize) -> Result<&'a [u8], FormatError>,
         n: usize,
+        blocked: bool,
     ) -> Result<Self, FormatError> {
         let n_sym = take(8)?[0] as usize;
         if n_sym > ESCAPE_CODE as usize {
@@ -203,16 +200,13 @@ impl<'a> FsstView<'a> {
         if let Some(l) = lengths.iter().find(|&&l| !(1..=8).contains(&l)) {
             return Err(corrupted(format!("FSST symbol of length {l}")));
         }
-        let head = take(16)?;
-        let data_len = u64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
-        let width = head[8] as u32;
-        if width > 64 {
-            return Err(corrupted(format!("bit width {width}")));
+        if !blocked {
+            return Err(corrupted("FSST chunk without blocked offsets"));
         }
+        let head = take(8)?;
+        let data_len = u64::from_le_bytes(head.try_into().unwrap_or([0; 8]));
         let data = take(usize::try_from(data_len).map_err(|_| corrupted("FSST data length"))?)?;
-        let off_bytes = take(crate::bitpack::packed_len(n + 1, width))?;
-        let offsets =
-            Packed::new(off_bytes, width, n + 1).ok_or_else(|| corrupted("packed array"))?;
+        let offsets = Offsets::open(&mut take, n + 1, true)?;
         Ok(FsstView {
             symbols,
             lengths,
