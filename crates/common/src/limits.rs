@@ -5,6 +5,12 @@
 /// negligible, small enough that one group of one column fits comfortably in memory.
 pub const ROW_GROUP_ROWS_MAX: usize = 1 << 20;
 
+/// Bytes a node row group being imported may hold (its buffers and encoded copy), even
+/// when the budget allows more: a wide table's full 1,048,576-row group held 430 MiB at
+/// the default budget (half of RAM), and smaller groups import as fast, since the
+/// last group's encoding is the only part that does not overlap the parsing.
+pub const ROW_GROUP_BYTES_MAX: u64 = 160 << 20;
+
 /// Seed 004's rule (SQL Server's bulk-load threshold): a statement that creates at least
 /// this many nodes writes them straight into row groups of a new node table, not row by
 /// row into the delta. Below it, the few rows would make a row group too small to pay

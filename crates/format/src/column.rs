@@ -370,6 +370,15 @@ impl ColumnBuilder {
         }
     }
 
+    /// Bytes of string data held (0 for other columns): what `reserve_exact`'s
+    /// `data_bytes` argument reserves.
+    pub fn string_bytes(&self) -> usize {
+        match &self.data {
+            ColumnData::Bytes { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+
     /// Empties the builder but keeps its allocations.
     pub fn clear(&mut self) {
         match &mut self.data {
@@ -487,7 +496,13 @@ impl ColumnBuilder {
 
     /// Encodes all rows as one column chunk blob appended to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        encode_chunk(self, out)
+        encode_chunk(self, out, &mut EncodeMemo::default())
+    }
+
+    /// As [`encode`](Self::encode), for one of a column's successive chunks: choices
+    /// that cost work (training an FSST table) are made on the first chunk and reused.
+    pub fn encode_with(&self, out: &mut Vec<u8>, memo: &mut EncodeMemo) {
+        encode_chunk(self, out, memo)
     }
 }
 
@@ -533,10 +548,27 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
+/// What a column's first chunk decided for the chunks after it (see
+/// [`ColumnBuilder::encode_with`]). Training an FSST table on each chunk of a column cost
+/// a wide table of plain strings 10-20% of its import time; a column keeps its first
+/// verdict and its table (a table that fits later chunks worse still decodes them; a
+/// chunk it would grow is written plain).
+#[derive(Default)]
+pub struct EncodeMemo {
+    strings: StringsChoice,
+}
+
+#[derive(Default)]
+enum StringsChoice {
+    #[default]
+    Unknown,
+    Plain,
+    Fsst(Box<fsst::Compressor>),
+}
+
+fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>, memo: &mut EncodeMemo) {
     let n = b.len();
     let has_nulls = b.validity.n_null > 0;
-    let mut compressor = None;
     let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
     let (mut scaled, mut decimal) = (false, None);
     let tag = match &b.data {
@@ -569,9 +601,18 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
         ColumnData::Bytes { ends, data } => {
             if dictionary_worthwhile(b) {
                 TAG_BYTES_DICT
+            } else if data.len() < fsst::MIN_DATA_BYTES {
+                TAG_BYTES_PLAIN
             } else {
-                compressor = fsst::worthwhile(ends.len(), data.len(), |i| value_at(ends, data, i));
-                if compressor.is_some() {
+                if matches!(memo.strings, StringsChoice::Unknown) {
+                    memo.strings =
+                        match fsst::worthwhile(ends.len(), data.len(), |i| value_at(ends, data, i))
+                        {
+                            Some(c) => StringsChoice::Fsst(Box::new(c)),
+                            None => StringsChoice::Plain,
+                        };
+                }
+                if matches!(memo.strings, StringsChoice::Fsst(_)) {
                     TAG_BYTES_FSST
                 } else {
                     TAG_BYTES_PLAIN
@@ -621,7 +662,11 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>) {
         ColumnData::Bool(v) => bitpack::pack(v.iter().map(|&x| x as u64), 1, out),
         ColumnData::Bytes { ends, data } => {
             let value = |i| value_at(ends, data, i);
-            match &compressor {
+            let compressor = match &memo.strings {
+                StringsChoice::Fsst(c) if tag == TAG_BYTES_FSST => Some(&**c),
+                _ => None,
+            };
+            match compressor {
                 _ if tag == TAG_BYTES_DICT => encode_dict(ends, data, out),
                 Some(c) if fsst::encode(c, ends.len(), data.len(), value, out) => {}
                 _ => {

@@ -16,12 +16,13 @@
 
 use crate::column::Offsets;
 use crate::error::{corrupted, FormatError};
-use fsst::{Compressor, ESCAPE_CODE};
+pub use fsst::Compressor;
+use fsst::ESCAPE_CODE;
 use rayon::prelude::*;
 
 /// Chunks with less string data than this stay plain: the symbol table (up to 2.3 KiB)
 /// and the training would not pay for themselves.
-const MIN_DATA_BYTES: usize = 16 << 10;
+pub(crate) const MIN_DATA_BYTES: usize = 16 << 10;
 /// The sample the symbol table is trained on and the saving judged from: the paper's
 /// 16 KiB, taken from values spread over the chunk.
 const SAMPLE_BYTES: usize = 16 << 10;

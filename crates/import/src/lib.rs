@@ -1010,8 +1010,9 @@ impl RowGroup {
         // Buffers, plus the encoded row group that exists briefly while it is written. A
         // row group takes at most `ROW_GROUP_BUDGET_SHARE` of the budget so that the id
         // map and the edge store always have room to grow.
-        let cap =
-            self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0;
+        let cap = (self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
+            * ROW_GROUP_BUDGET_SHARE.0)
+            .min(quiver_common::limits::ROW_GROUP_BYTES_MAX);
         if self.rows_target == 0 {
             self.presize(cols, n, cap);
         }
@@ -1047,7 +1048,11 @@ impl RowGroup {
             // The budget is busy elsewhere: grow as needed instead.
             return;
         }
-        for (b, per) in self.builders.iter_mut().zip(per_row) {
+        for (b, c) in self.builders.iter_mut().zip(cols) {
+            // Fixed-width values and offsets are reserved by row count; only string
+            // bytes by their share (reserving offsets twice made a wide table's buffers
+            // pass the cap at once and flush a group of a few hundred rows per batch).
+            let per = c.string_bytes() as f64 / n as f64;
             let extra = self.rows_target.saturating_sub(b.len());
             b.reserve_exact(extra, (per * extra as f64 * 1.25) as usize);
         }

@@ -14,7 +14,7 @@ use crate::manifest::{
     TableFooter,
 };
 use quiver_format::bitpack::{bits_for, BitWriter};
-use quiver_format::column::ColumnBuilder;
+use quiver_format::column::{ColumnBuilder, EncodeMemo};
 use quiver_format::segment::{BlobRef, SegmentWriter};
 use rayon::prelude::*;
 use std::fs::{self, File};
@@ -409,6 +409,8 @@ pub struct TableWriter {
     rel: String,
     w: SegmentWriter<BufWriter<DurableFile>>,
     footer: TableFooter,
+    /// Each column's encoding choices, kept across row groups.
+    memos: Vec<EncodeMemo>,
 }
 
 impl TableWriter {
@@ -438,6 +440,7 @@ impl TableWriter {
                 columns,
                 row_groups: Vec::new(),
             },
+            memos: Vec::new(),
         })
     }
 
@@ -454,12 +457,16 @@ impl TableWriter {
         // whole row group.
         let width = rayon::current_num_threads().max(1);
         let mut chunks = Vec::with_capacity(columns.len());
-        for group in columns.chunks(width) {
+        if self.memos.len() != columns.len() {
+            self.memos = columns.iter().map(|_| EncodeMemo::default()).collect();
+        }
+        for (group, memos) in columns.chunks(width).zip(self.memos.chunks_mut(width)) {
             let blobs: Vec<Vec<u8>> = group
                 .par_iter()
-                .map(|c| {
+                .zip(memos.par_iter_mut())
+                .map(|(c, memo)| {
                     let mut out = Vec::with_capacity(c.encoded_len_bound());
-                    c.encode(&mut out);
+                    c.encode_with(&mut out, memo);
                     out
                 })
                 .collect();
