@@ -178,10 +178,19 @@ def server_statements(args, files, peer):
     return None
 
 
+def short(n):
+    """The file-name form of a row count that `quiver generate` uses (1m, 100k, 12345)."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
+    if n >= 1_000 and n % 1_000 == 0:
+        return f"{n // 1_000}k"
+    return str(n)
+
+
 def generate(args, data):
     files = {}
     if args.workload == "dolt":
-        name = {100_000: "100k", 1_000_000: "1m", 10_000_000: "10m"}.get(args.rows, str(args.rows))
+        name = short(args.rows)
         f = data / f"dolt-{name}-{args.order}.csv"
         if not f.exists():
             subprocess.run([str(QUIVER), "generate", "dolt", "--rows", str(args.rows), "--order", args.order, "--out", str(data)], check=True)
@@ -204,7 +213,7 @@ def generate(args, data):
         files["rows"] = sum(1 for _ in open(files["nodes"], "rb")) - 1 + sum(1 for _ in open(files["edges"], "rb")) - 1
     else:
         d = data / "wide"
-        f = d / f"wide-{args.rows // 1000}k.csv"
+        f = d / f"wide-{short(args.rows)}.csv"
         if not f.exists():
             subprocess.run([str(QUIVER), "generate", "wide", "--rows", str(args.rows), "--cols", str(args.cols), "--out", str(d)], check=True)
         # Quiver's header-only first file gives a row id column plus c0..c99.
