@@ -9,7 +9,7 @@
 //! - booleans: one bit per value;
 //! - strings: dictionary (bit-packed codes) when a sample shows few distinct values,
 //!   else FSST (each value compressed alone against a per-chunk symbol table, `fsst.rs`)
-//!   when a sample compresses by at least 15%, otherwise plain (bit-packed offsets +
+//!   when a sample compresses by at least 10%, otherwise plain (bit-packed offsets +
 //!   bytes);
 //! - arrays: bit-packed list offsets + a child chunk of the element type.
 //!
@@ -570,11 +570,11 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>, memo: &mut EncodeMemo) {
     let n = b.len();
     let has_nulls = b.validity.n_null > 0;
     let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
-    let (mut scaled, mut decimal) = (false, None);
+    let (mut factor, mut decimal) = (None, None);
     let tag = match &b.data {
         ColumnData::I64(v) => {
-            scaled = common_factor(v.iter().copied(), valid).is_some();
-            if scaled {
+            factor = common_factor(v.iter().copied(), valid);
+            if factor.is_some() {
                 TAG_I64_FOR_SCALED
             } else {
                 TAG_I64_FOR
@@ -635,18 +635,15 @@ fn encode_chunk(b: &ColumnBuilder, out: &mut Vec<u8>, memo: &mut EncodeMemo) {
         bitpack::pack((0..n).map(|i| b.validity.is_valid(i) as u64), 1, out);
     }
     match &b.data {
-        ColumnData::I64(v) => {
-            // Nulls hold 0 in the builder; exclude them from the frame so they cost nothing.
-            let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
-            encode_for(v.iter().copied(), valid, scaled, out);
-        }
+        // Nulls hold 0 in the builder; `valid` keeps them out of the frame, so they cost
+        // nothing.
+        ColumnData::I64(v) => encode_for(v.iter().copied(), valid, factor, out),
         ColumnData::F64(v) => match decimal {
             Some(exp) => {
                 out.push(exp);
                 out.extend_from_slice(&[0; 7]);
-                let valid = |i: usize| !has_nulls || b.validity.is_valid(i);
                 let ints = v.iter().map(|&x| (x * POW10[exp as usize]).round() as i64);
-                encode_for(ints, valid, false, out);
+                encode_for(ints, valid, None, out);
             }
             None if tag == TAG_F64_SINGLE => {
                 for x in v {
@@ -715,13 +712,13 @@ pub fn bytes_chunk_header(n: u32, data_len: u64, width: u32, out: &mut Vec<u8>) 
 }
 
 /// Frame of reference + bit-packing of `values` (`valid(i)` false for nulls, which are
-/// packed as 0). With `scaled`, the offsets from the minimum are divided by their
-/// greatest common factor, written after the width (timestamps of whole seconds in
+/// packed as 0). With a `factor` (from [`common_factor`]), the offsets from the minimum
+/// are divided by it, and it is written after the width (timestamps of whole seconds in
 /// microseconds take 31 bits instead of 51).
 fn encode_for(
     values: impl Iterator<Item = i64> + Clone,
     valid: impl Fn(usize) -> bool,
-    scaled: bool,
+    factor: Option<u64>,
     out: &mut Vec<u8>,
 ) {
     let (mut min, mut max) = (i64::MAX, i64::MIN);
@@ -735,11 +732,8 @@ fn encode_for(
         min = 0;
         max = 0;
     }
-    let factor = if scaled {
-        common_factor(values.clone(), &valid).unwrap_or(1)
-    } else {
-        1
-    };
+    let scaled = factor.is_some();
+    let factor = factor.unwrap_or(1);
     let width = bits_for(max.wrapping_sub(min) as u64 / factor);
     put_u64(out, min as u64);
     out.push(width as u8);
@@ -760,24 +754,21 @@ fn encode_for(
     );
 }
 
-/// The greatest common factor (above 1) of the valid values' offsets from their minimum.
-fn common_factor(
-    values: impl Iterator<Item = i64> + Clone,
-    valid: impl Fn(usize) -> bool,
-) -> Option<u64> {
-    let min = values
-        .clone()
-        .enumerate()
-        .filter(|&(i, _)| valid(i))
-        .map(|(_, x)| x)
-        .min()?;
+/// The greatest common factor (above 1) of the valid values' offsets from their minimum,
+/// in one pass that stops at the first value giving 1. Differences from any one value of
+/// the set have the same common factor as offsets from the minimum, so the first valid
+/// value serves (the difference taken in `i128`, where it is exact).
+fn common_factor(values: impl Iterator<Item = i64>, valid: impl Fn(usize) -> bool) -> Option<u64> {
+    let mut first = None;
     let mut g = 0u64;
     for (i, x) in values.enumerate() {
-        if valid(i) {
-            g = gcd(g, x.wrapping_sub(min) as u64);
-            if g == 1 {
-                return None;
-            }
+        if !valid(i) {
+            continue;
+        }
+        let a = *first.get_or_insert(x);
+        g = gcd(g, (x as i128 - a as i128).unsigned_abs() as u64);
+        if g == 1 {
+            return None;
         }
     }
     (g > 1).then_some(g)
@@ -922,13 +913,17 @@ fn encode_dict(ends: &[u64], data: &[u8], out: &mut Vec<u8>) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
-struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Cursor { bytes, pos: 0 }
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
         let end = self
             .pos
             .checked_add(n)
@@ -946,7 +941,7 @@ impl<'a> Cursor<'a> {
             self.take(4)?.try_into().unwrap_or([0; 4]),
         ))
     }
-    fn u64(&mut self) -> Result<u64, FormatError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, FormatError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().unwrap_or([0; 8]),
         ))
@@ -969,26 +964,15 @@ pub(crate) enum Offsets<'a> {
 
 impl<'a> Offsets<'a> {
     /// Reads `n` offsets from the cursor, in the layout `blocked` says.
-    pub(crate) fn open(
-        take: &mut impl FnMut(usize) -> Result<&'a [u8], FormatError>,
-        n: usize,
-        blocked: bool,
-    ) -> Result<Self, FormatError> {
-        let packed = |take: &mut dyn FnMut(usize) -> Result<&'a [u8], FormatError>, n, w: u32| {
-            if w > 64 {
-                return Err(corrupted(format!("bit width {w}")));
-            }
-            let bytes = take(bitpack::packed_len(n, w))?;
-            Packed::new(bytes, w, n).ok_or_else(|| corrupted("packed array"))
-        };
+    pub(crate) fn open(c: &mut Cursor<'a>, n: usize, blocked: bool) -> Result<Self, FormatError> {
         if !blocked {
-            let w = take(8)?[0] as u32;
-            return Ok(Offsets::Flat(packed(take, n, w)?));
+            let w = c.take(8)?[0] as u32;
+            return Ok(Offsets::Flat(c.packed(n, w)?));
         }
-        let h = take(8)?;
+        let h = c.take(8)?;
         let (bw, rw) = (h[0] as u32, h[1] as u32);
-        let bases = packed(take, n.div_ceil(1 << OFFSET_BLOCK_SHIFT), bw)?;
-        let rel = packed(take, n, rw)?;
+        let bases = c.packed(n.div_ceil(1 << OFFSET_BLOCK_SHIFT), bw)?;
+        let rel = c.packed(n, rw)?;
         Ok(Offsets::Blocked { bases, rel })
     }
 
@@ -1020,7 +1004,7 @@ pub struct BytesView<'a> {
 impl<'a> BytesView<'a> {
     fn open(c: &mut Cursor<'a>, n: usize, blocked: bool) -> Result<Self, FormatError> {
         let data_len = c.u64()? as usize;
-        let offsets = Offsets::open(&mut |k| c.take(k), n + 1, blocked)?;
+        let offsets = Offsets::open(c, n + 1, blocked)?;
         let data = c.take(data_len)?;
         Ok(BytesView { offsets, data })
     }
@@ -1086,8 +1070,7 @@ pub struct ColumnChunk<'a> {
 impl<'a> ColumnChunk<'a> {
     /// Opens a blob written by [`ColumnBuilder::encode`] in O(1), validating its sizes.
     pub fn open(bytes: &'a [u8], dtype: DataType) -> Result<Self, FormatError> {
-        let mut c = Cursor { bytes, pos: 0 };
-        Self::open_cursor(&mut c, dtype)
+        Self::open_cursor(&mut Cursor::new(bytes), dtype)
     }
 
     fn open_cursor(c: &mut Cursor<'a>, dtype: DataType) -> Result<Self, FormatError> {
@@ -1169,7 +1152,7 @@ impl<'a> ColumnChunk<'a> {
                 ChunkValues::Dict { dict, codes }
             }
             (TAG_BYTES_FSST, DataType::Scalar(_)) if expect == Physical::Bytes => {
-                ChunkValues::Fsst(FsstView::open(|k| c.take(k), n, blocked)?)
+                ChunkValues::Fsst(FsstView::open(c, n, blocked)?)
             }
             _ => {
                 return Err(corrupted(format!(
@@ -1517,8 +1500,7 @@ mod tests {
             let mut out = Vec::new();
             // Room for every byte to be an escape: the encoder must not give up.
             prop_assert!(fsst::encode(&c, values.len(), 2 * total + 1, |i| &values[i][..], &mut out));
-            let mut at = 0;
-            let view = FsstView::open(|k| { let s = &out[at..at + k]; at += k; Ok(s) }, values.len(), true).unwrap();
+            let view = FsstView::open(&mut Cursor::new(&out), values.len(), true).unwrap();
             for (i, v) in values.iter().enumerate() {
                 let mut d = Vec::new();
                 view.decode_into(i, &mut d);

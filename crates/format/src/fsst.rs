@@ -14,7 +14,7 @@
 //! output and writes the offsets after (a chunk whose data would outgrow the plain data
 //! is written plain instead).
 
-use crate::column::Offsets;
+use crate::column::{Cursor, Offsets};
 use crate::error::{corrupted, FormatError};
 pub use fsst::Compressor;
 use fsst::ESCAPE_CODE;
@@ -185,43 +185,29 @@ pub struct FsstView<'a> {
 }
 
 impl<'a> FsstView<'a> {
-    /// Opens the payload of `n` values at the start of `bytes`; returns the view and the
-    /// bytes it took. O(number of symbols).
-    pub(crate) fn open(
-        mut take: impl FnMut(usize) -> Result<&'a [u8], FormatError>,
-        n: usize,
-        blocked: bool,
-    ) -> Result<Self, FormatError> {
-        let n_sym = take(8)?[0] as usize;
+    /// Opens the payload of `n` values at the cursor. O(number of symbols).
+    pub(crate) fn open(c: &mut Cursor<'a>, n: usize, blocked: bool) -> Result<Self, FormatError> {
+        let n_sym = c.take(8)?[0] as usize;
         if n_sym > ESCAPE_CODE as usize {
             return Err(corrupted(format!("FSST table of {n_sym} symbols")));
         }
-        let symbols = take(n_sym * 8)?;
-        let lengths = take(n_sym)?;
+        let symbols = c.take(n_sym * 8)?;
+        let lengths = c.take(n_sym)?;
         if let Some(l) = lengths.iter().find(|&&l| !(1..=8).contains(&l)) {
             return Err(corrupted(format!("FSST symbol of length {l}")));
         }
         if !blocked {
             return Err(corrupted("FSST chunk without blocked offsets"));
         }
-        let head = take(8)?;
-        let data_len = u64::from_le_bytes(head.try_into().unwrap_or([0; 8]));
-        let data = take(usize::try_from(data_len).map_err(|_| corrupted("FSST data length"))?)?;
-        let offsets = Offsets::open(&mut take, n + 1, true)?;
+        let data_len = c.u64()?;
+        let data = c.take(usize::try_from(data_len).map_err(|_| corrupted("FSST data length"))?)?;
+        let offsets = Offsets::open(c, n + 1, true)?;
         Ok(FsstView {
             symbols,
             lengths,
             offsets,
             data,
         })
-    }
-
-    pub fn len(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The compressed codes of value `i` (empty when its offsets are corrupted).
@@ -269,10 +255,5 @@ impl<'a> FsstView<'a> {
         }
         // SAFETY: bytes start..p were written above; p is within the capacity.
         unsafe { out.set_len(p) };
-    }
-
-    /// Compressed bytes of the values, for reports.
-    pub fn data_len(&self) -> usize {
-        self.data.len()
     }
 }

@@ -218,7 +218,7 @@ impl EdgeStore {
             progress(self.n);
             return Ok(writer.finish()?);
         }
-        let entry_bytes: u64 = if with_edge_ids { 8 } else { 4 };
+        let entry_bytes = csr_entry_bytes(with_edge_ids);
         // Leave a quarter of our share for everything else still alive. A partition
         // holds at least one node, whatever its degree.
         let avail = budget.available_bytes() / share.1 * share.0 / 4 * 3;
@@ -285,6 +285,16 @@ impl EdgeStore {
             lo = hi;
         }
         Ok(writer.finish()?)
+    }
+}
+
+/// Bytes a CSR build holds per entry: the neighbour, and the edge id when it is not the
+/// entry's position.
+pub fn csr_entry_bytes(with_edge_ids: bool) -> u64 {
+    if with_edge_ids {
+        8
+    } else {
+        4
     }
 }
 

@@ -590,9 +590,10 @@ fn run(
         // still fit in a few passes: each pass reads every edge, and with the blocks
         // resident a small budget left the builds ~3 MiB, 46 passes per direction on the
         // social graph at 256 MiB (1.2-2.4 s; 0.4 s after spilling the blocks).
-        let entry_bytes = if has_props { 8 } else { 4 };
-        r.store
-            .make_room(&ctx.budget, n_nodes * 8 + n_edges * entry_bytes)?;
+        r.store.make_room(
+            &ctx.budget,
+            n_nodes * 8 + n_edges * edges::csr_entry_bytes(has_props),
+        )?;
         r.store.finish_input()?;
         let (out_deg, in_deg, _deg_grant) = ctx.pool.install(|| r.store.degrees(&ctx.budget))?;
         let sorted = r.store.sorted;
@@ -966,6 +967,13 @@ fn label_index(labels: &mut Vec<String>, l: &str) -> Result<u32, ImportError> {
 /// Most of the budget one row group under construction may hold (numerator, denominator).
 const ROW_GROUP_BUDGET_SHARE: (u64, u64) = (2, 5);
 
+/// The most a row group of property columns may hold under `budget`:
+/// `ROW_GROUP_BUDGET_SHARE` of it, so that the id map and the edge store always have
+/// room to grow.
+fn row_group_cap(budget: &MemoryBudget) -> u64 {
+    budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1 * ROW_GROUP_BUDGET_SHARE.0
+}
+
 /// A row group under construction, with the grant that covers it.
 struct RowGroup {
     pool: Arc<rayon::ThreadPool>,
@@ -1007,12 +1015,10 @@ impl RowGroup {
         if n == 0 {
             return Ok(());
         }
-        // Buffers, plus the encoded row group that exists briefly while it is written. A
-        // row group takes at most `ROW_GROUP_BUDGET_SHARE` of the budget so that the id
-        // map and the edge store always have room to grow.
-        let cap = (self.grant.budget().limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
-            * ROW_GROUP_BUDGET_SHARE.0)
-            .min(quiver_common::limits::ROW_GROUP_BYTES_MAX);
+        // Buffers, plus the encoded row group that exists briefly while it is written,
+        // within the budget's share and the byte cap of node row groups.
+        let cap =
+            row_group_cap(self.grant.budget()).min(quiver_common::limits::ROW_GROUP_BYTES_MAX);
         if self.rows_target == 0 {
             self.presize(cols, n, cap);
         }
@@ -1034,11 +1040,8 @@ impl RowGroup {
     /// of growing by doubling and faulting in fresh pages every time (the page faults
     /// were a quarter of the CPU profile of the dolt import).
     fn presize(&mut self, cols: &[ColumnBuilder], n: usize, cap: u64) {
-        let per_row: Vec<f64> = cols
-            .iter()
-            .map(|c| c.data_bytes() as f64 / n as f64)
-            .collect();
-        let row_bytes = per_row.iter().sum::<f64>().max(1.0);
+        let row_bytes =
+            (cols.iter().map(|c| c.data_bytes()).sum::<usize>() as f64 / n as f64).max(1.0);
         // Buffers with 25% slack for longer rows, plus the encoded copy (x1.5), stay
         // under five sixths of the cap, so that validity bitmaps and offsets fit too.
         let rows = (cap as f64 / 1.5 / 1.5 / row_bytes) as usize;
@@ -2034,8 +2037,7 @@ fn import_rels(
                                     / 2
                             };
                             let need = held(rels);
-                            let cap = ctx.budget.limit_bytes() / ROW_GROUP_BUDGET_SHARE.1
-                                * ROW_GROUP_BUDGET_SHARE.0;
+                            let cap = row_group_cap(&ctx.budget);
                             if need > rg_grant.bytes()
                                 && (need > cap || rg_grant.try_resize(need).is_err())
                             {

@@ -67,10 +67,34 @@ struct SegFile {
     trailer: Trailer,
 }
 
+/// An id index as read: keys `min .. min + n_ids` implied by position, or sorted keys.
+enum IdArrays<'a> {
+    Implied(i64, ImpliedNodes<'a>),
+    Sorted {
+        keys: ColumnChunk<'a>,
+        nodes: Packed<'a>,
+        n: usize,
+    },
+}
+
+/// The nodes of implied keys, by position: consecutive from a first node (`dense`), or
+/// listed (`dense_keys`).
+enum ImpliedNodes<'a> {
+    Consecutive(u64),
+    Listed(Packed<'a>),
+}
+
+impl ImpliedNodes<'_> {
+    fn get(&self, pos: u64) -> u32 {
+        match self {
+            ImpliedNodes::Consecutive(first) => (first + pos) as u32,
+            ImpliedNodes::Listed(p) => p.get(pos as usize) as u32,
+        }
+    }
+}
+
 impl SegFile {
-    /// The two blobs of an index (id or property): sorted keys as a column chunk and the
-    /// node of each key bit-packed; also how many entries both hold.
-    /// The node array of an index whose keys are implied (`dense_keys`).
+    /// The node array of an index: the node of each key, bit-packed.
     fn index_nodes(
         &self,
         what: &'static str,
@@ -86,11 +110,13 @@ impl SegFile {
             .ok_or_else(|| corrupted(&self.path, "index nodes"))
     }
 
+    /// The two blobs of an index (id or property): sorted keys as a column chunk and the
+    /// node of each key bit-packed; also how many entries both hold.
     fn sorted_keys(
         &self,
         what: &'static str,
         (keys, scalar): (BlobRef, quiver_common::ScalarType),
-        (nodes, width): (BlobRef, u32),
+        nodes: (BlobRef, u32),
         n_entries: u64,
     ) -> Result<(ColumnChunk<'_>, Packed<'_>, usize), ReadError> {
         let bytes = self.bytes(what)?;
@@ -100,8 +126,7 @@ impl SegFile {
         };
         let dtype = quiver_common::DataType::Scalar(scalar);
         let keys = ColumnChunk::open(keys.slice(bytes).map_err(fmt)?, dtype).map_err(fmt)?;
-        let nodes = Packed::new(nodes.slice(bytes).map_err(fmt)?, width, n_entries as usize)
-            .ok_or_else(|| corrupted(&self.path, "index nodes"))?;
+        let nodes = self.index_nodes(what, nodes, n_entries)?;
         let n = keys.len().min(n_entries as usize);
         Ok((keys, nodes, n))
     }
@@ -929,50 +954,52 @@ impl Database {
         )
     }
 
-    /// Looks up an external id in id space `space`; `None` if absent.
-    pub fn lookup_id(&self, space: usize, key: IdKey<'_>) -> Result<Option<u32>, ReadError> {
+    /// The arrays of id space `space`'s index, in the form its footer says.
+    fn id_arrays(&self, space: usize, what: &'static str) -> Result<IdArrays<'_>, ReadError> {
         let idx = &self.ids[space];
         let f = &idx.footer;
+        let nodes = (f.nodes, f.nodes_width);
         if let Some((min, first)) = f.dense {
-            return Ok(match key {
-                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => {
-                    Some((first + (k - min) as u64) as u32)
-                }
-                _ => None,
-            });
+            return Ok(IdArrays::Implied(min, ImpliedNodes::Consecutive(first)));
         }
         if let Some(min) = f.dense_keys {
-            let nodes = idx
-                .file
-                .index_nodes("id lookup", (f.nodes, f.nodes_width), f.n_ids)?;
-            return Ok(match key {
-                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < f.n_ids => {
-                    Some(nodes.get((k - min) as usize) as u32)
-                }
-                _ => None,
-            });
+            let nodes = idx.file.index_nodes(what, nodes, f.n_ids)?;
+            return Ok(IdArrays::Implied(min, ImpliedNodes::Listed(nodes)));
         }
         let scalar = match f.id_type {
             IdType::Integer => quiver_common::ScalarType::Long,
             IdType::String => quiver_common::ScalarType::String,
         };
-        let (keys, nodes, n) = idx.file.sorted_keys(
-            "id lookup",
-            (f.keys, scalar),
-            (f.nodes, f.nodes_width),
-            f.n_ids,
-        )?;
-        let pos = match key {
-            IdKey::Int(k) => {
-                let p = partition(n, |i| keys.get_i64(i).unwrap_or(i64::MIN) < k);
-                (p < n && keys.get_i64(p) == Some(k)).then_some(p)
+        let (keys, nodes, n) = idx
+            .file
+            .sorted_keys(what, (f.keys, scalar), nodes, f.n_ids)?;
+        Ok(IdArrays::Sorted { keys, nodes, n })
+    }
+
+    /// Looks up an external id in id space `space`; `None` if absent.
+    pub fn lookup_id(&self, space: usize, key: IdKey<'_>) -> Result<Option<u32>, ReadError> {
+        let n_ids = self.ids[space].footer.n_ids;
+        Ok(match self.id_arrays(space, "id lookup")? {
+            IdArrays::Implied(min, nodes) => match key {
+                IdKey::Int(k) if k >= min && (k.wrapping_sub(min) as u64) < n_ids => {
+                    Some(nodes.get(k.wrapping_sub(min) as u64))
+                }
+                _ => None,
+            },
+            IdArrays::Sorted { keys, nodes, n } => {
+                let pos = match key {
+                    IdKey::Int(k) => {
+                        let p = partition(n, |i| keys.get_i64(i).unwrap_or(i64::MIN) < k);
+                        (p < n && keys.get_i64(p) == Some(k)).then_some(p)
+                    }
+                    IdKey::Str(s) => {
+                        let p = partition(n, |i| keys.with_bytes(i, |k| k < s).unwrap_or(true));
+                        (p < n && keys.with_bytes(p, |k| k == s) == Some(true)).then_some(p)
+                    }
+                };
+                pos.map(|p| nodes.get(p) as u32)
             }
-            IdKey::Str(s) => {
-                let p = partition(n, |i| keys.with_bytes(i, |k| k < s).unwrap_or(true));
-                (p < n && keys.with_bytes(p, |k| k == s) == Some(true)).then_some(p)
-            }
-        };
-        Ok(pos.map(|p| nodes.get(p) as u32))
+        })
     }
 
     /// Every entry of id space `space`'s index, in key order (what an append merges its
@@ -982,40 +1009,22 @@ impl Database {
         space: usize,
         f: &mut dyn FnMut(IdKey<'_>, u32),
     ) -> Result<(), ReadError> {
-        let idx = &self.ids[space];
-        let ft = &idx.footer;
-        if let Some((min, first)) = ft.dense {
-            for i in 0..ft.n_ids {
-                f(IdKey::Int(min + i as i64), (first + i) as u32);
+        let (n_ids, id_type) = (self.ids[space].footer.n_ids, self.ids[space].footer.id_type);
+        match self.id_arrays(space, "id index")? {
+            IdArrays::Implied(min, nodes) => {
+                for i in 0..n_ids {
+                    f(IdKey::Int(min + i as i64), nodes.get(i));
+                }
             }
-            return Ok(());
-        }
-        if let Some(min) = ft.dense_keys {
-            let nodes = idx
-                .file
-                .index_nodes("id index", (ft.nodes, ft.nodes_width), ft.n_ids)?;
-            for i in 0..ft.n_ids {
-                f(IdKey::Int(min + i as i64), nodes.get(i as usize) as u32);
-            }
-            return Ok(());
-        }
-        let scalar = match ft.id_type {
-            IdType::Integer => quiver_common::ScalarType::Long,
-            IdType::String => quiver_common::ScalarType::String,
-        };
-        let (keys, nodes, n) = idx.file.sorted_keys(
-            "id index",
-            (ft.keys, scalar),
-            (ft.nodes, ft.nodes_width),
-            ft.n_ids,
-        )?;
-        for i in 0..n {
-            let node = nodes.get(i) as u32;
-            match ft.id_type {
-                IdType::Integer => f(IdKey::Int(keys.get_i64(i).unwrap_or(i64::MIN)), node),
-                IdType::String => {
-                    let key = keys.get_bytes(i).unwrap_or_default();
-                    f(IdKey::Str(&key), node)
+            IdArrays::Sorted { keys, nodes, n } => {
+                for i in 0..n {
+                    let node = nodes.get(i) as u32;
+                    match id_type {
+                        IdType::Integer => f(IdKey::Int(keys.get_i64(i).unwrap_or(i64::MIN)), node),
+                        IdType::String => {
+                            f(IdKey::Str(&keys.get_bytes(i).unwrap_or_default()), node)
+                        }
+                    }
                 }
             }
         }

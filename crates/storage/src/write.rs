@@ -435,12 +435,12 @@ impl TableWriter {
             w: create(&path)?,
             path,
             rel,
+            memos: columns.iter().map(|_| EncodeMemo::default()).collect(),
             footer: TableFooter {
                 n_rows: 0,
                 columns,
                 row_groups: Vec::new(),
             },
-            memos: Vec::new(),
         })
     }
 
@@ -457,9 +457,6 @@ impl TableWriter {
         // whole row group.
         let width = rayon::current_num_threads().max(1);
         let mut chunks = Vec::with_capacity(columns.len());
-        if self.memos.len() != columns.len() {
-            self.memos = columns.iter().map(|_| EncodeMemo::default()).collect();
-        }
         for (group, memos) in columns.chunks(width).zip(self.memos.chunks_mut(width)) {
             let blobs: Vec<Vec<u8>> = group
                 .par_iter()
