@@ -156,3 +156,320 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
     step("mkdir", path)?;
     fs::create_dir_all(path)
 }
+
+/// Bytes per write of a [`SegmentFile`]; a multiple of every logical block size.
+const SEGMENT_BUF: usize = 1 << 20;
+/// Buffers a [`SegmentFile`] may hold: one filling, the others queued or being written.
+const SEGMENT_BUFS: usize = 3;
+/// Alignment of direct writes: their memory, length and file offset.
+const ALIGN: usize = 4096;
+
+/// A 1 MiB buffer at a 4 KiB-aligned address, inside a vector (no `unsafe`).
+struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+}
+
+impl Aligned {
+    fn new() -> Aligned {
+        let raw = vec![0u8; SEGMENT_BUF + ALIGN];
+        let off = raw.as_ptr().align_offset(ALIGN);
+        Aligned { raw, off }
+    }
+
+    fn buf(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + SEGMENT_BUF]
+    }
+}
+
+/// A full buffer on its way to the writer thread (`len` bytes of it).
+struct Job {
+    buf: Aligned,
+    len: usize,
+}
+
+/// A segment file written sequentially, bypassing the page cache where the file system
+/// allows (Linux `O_DIRECT`), from a thread of its own.
+///
+/// Why: on the machines measured (virtual, 2 cores), a buffered write of a fresh file
+/// costs the writer 1-2 s of CPU per GiB, copying into newly allocated page-cache pages
+/// (`copy_folio_from_iter_atomic` was a fifth of the CPU profile of the 10M-row dolt
+/// import), and the fsync at publish then writes it all out again. A direct write is a
+/// DMA from our buffer: 0.05 s of CPU per GiB, and the device time overlaps the import.
+///
+/// Bytes gather in aligned 1 MiB buffers; a full one goes to the writer thread (started
+/// with the first one) and a free one comes back, so a file holds at most 3 MiB. The
+/// last partial block is padded with zeros, written, and cut off with `set_len` by
+/// [`finish`](Self::finish). A file system that refuses `O_DIRECT` at open or on a write
+/// gets buffered writes of the same buffers instead. Every buffer handed over is one
+/// [`step`] of fault injection, taken on the caller's thread.
+pub struct SegmentFile {
+    file: Option<File>,
+    path: std::path::PathBuf,
+    cur: Aligned,
+    fill: usize,
+    /// Bytes handed over so far (whole buffers).
+    handed: u64,
+    free: Vec<Aligned>,
+    made: usize,
+    queue: Option<crossbeam_channel::Sender<Job>>,
+    back: Option<crossbeam_channel::Receiver<io::Result<Aligned>>>,
+    /// The writer thread; it gives the file back when its queue closes.
+    thread: Option<std::thread::JoinHandle<File>>,
+    in_flight: usize,
+}
+
+impl SegmentFile {
+    /// Creates (or truncates) `path`.
+    pub fn create(path: &Path) -> io::Result<SegmentFile> {
+        step("create", path)?;
+        Ok(SegmentFile {
+            file: Some(open_direct(path)?),
+            path: path.to_path_buf(),
+            cur: Aligned::new(),
+            fill: 0,
+            handed: 0,
+            free: Vec::new(),
+            made: 1,
+            queue: None,
+            back: None,
+            thread: None,
+            in_flight: 0,
+        })
+    }
+
+    /// Bytes written so far, including those still in the buffer.
+    pub fn position(&self) -> u64 {
+        self.handed + self.fill as u64
+    }
+
+    /// Hands the current (full) buffer to the writer thread and takes a free one.
+    fn hand_over(&mut self) -> io::Result<()> {
+        step("write", &self.path)?;
+        if self.queue.is_none() {
+            self.start()?;
+        }
+        let next = match self.free.pop() {
+            Some(b) => b,
+            None if self.made < SEGMENT_BUFS => {
+                self.made += 1;
+                Aligned::new()
+            }
+            None => self.wait_one()?,
+        };
+        let buf = std::mem::replace(&mut self.cur, next);
+        let job = Job {
+            buf,
+            len: self.fill,
+        };
+        let queue = self.queue.as_ref().expect("started");
+        queue
+            .send(job)
+            .map_err(|_| io::Error::other("segment writer thread stopped"))?;
+        self.in_flight += 1;
+        self.handed += self.fill as u64;
+        self.fill = 0;
+        Ok(())
+    }
+
+    fn start(&mut self) -> io::Result<()> {
+        let mut file = self.file.take().expect("open");
+        let (queue, jobs) = crossbeam_channel::bounded::<Job>(SEGMENT_BUFS);
+        let (done, back) = crossbeam_channel::bounded(SEGMENT_BUFS);
+        let path = self.path.clone();
+        let thread = std::thread::Builder::new()
+            .name("quiver-segment-writer".into())
+            .spawn(move || {
+                for mut job in jobs {
+                    let r = write_block(&mut file, &path, &job.buf.buf()[..job.len]);
+                    let failed = r.is_err();
+                    if done.send(r.map(|()| job.buf)).is_err() || failed {
+                        break;
+                    }
+                }
+                file
+            })?;
+        self.queue = Some(queue);
+        self.back = Some(back);
+        self.thread = Some(thread);
+        Ok(())
+    }
+
+    /// Waits for the writer thread to finish one buffer; returns it or its error.
+    fn wait_one(&mut self) -> io::Result<Aligned> {
+        let back = self.back.as_ref().expect("started");
+        let r = back
+            .recv()
+            .map_err(|_| io::Error::other("segment writer thread stopped"))?;
+        self.in_flight -= 1;
+        r
+    }
+
+    /// Writes what is left, waits for the writer thread, and cuts the file to its length.
+    /// The caller fsyncs (at publish).
+    pub fn finish(mut self) -> io::Result<u64> {
+        let len = self.position();
+        while self.in_flight > 0 {
+            let b = self.wait_one()?;
+            self.free.push(b);
+        }
+        self.queue = None;
+        let mut file = match (self.file.take(), self.thread.take()) {
+            (Some(f), _) => f,
+            (None, Some(t)) => t
+                .join()
+                .map_err(|_| io::Error::other("segment writer thread panicked"))?,
+            (None, None) => unreachable!("a segment file has its file or its thread"),
+        };
+        if self.fill > 0 {
+            step("write", &self.path)?;
+            let padded = self.fill.next_multiple_of(ALIGN);
+            let fill = self.fill;
+            let buf = self.cur.buf();
+            buf[fill..padded].fill(0);
+            write_block(&mut file, &self.path, &buf[..padded])?;
+            if padded != fill {
+                file.set_len(len)?;
+            }
+        }
+        Ok(len)
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        // An abandoned file (an error on the way): stop the thread; the file is removed
+        // with its staging folder.
+        self.queue = None;
+        self.back = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Write for SegmentFile {
+    fn write(&mut self, mut data: &[u8]) -> io::Result<usize> {
+        let n = data.len();
+        while !data.is_empty() {
+            let take = (SEGMENT_BUF - self.fill).min(data.len());
+            let fill = self.fill;
+            self.cur.buf()[fill..fill + take].copy_from_slice(&data[..take]);
+            self.fill += take;
+            data = &data[take..];
+            if self.fill == SEGMENT_BUF {
+                self.hand_over()?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Whole buffers are already handed over; the last partial block is written by
+    /// [`SegmentFile::finish`], which a direct write needs to pad.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Opens `path` for writing with `O_DIRECT` where the platform and file system take it.
+fn open_direct(path: &Path) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let direct = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match direct {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            r => return r,
+        }
+    }
+    File::create(path)
+}
+
+/// Writes one aligned block; when the file system refuses the direct write, turns
+/// `O_DIRECT` off for the file and writes the rest buffered.
+fn write_block(file: &mut File, path: &Path, block: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    let mut buffered = false;
+    while done < block.len() {
+        match file.write(&block[done..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            #[cfg(target_os = "linux")]
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && !buffered => {
+                use std::os::unix::io::AsRawFd;
+                let fd = file.as_raw_fd();
+                // SAFETY: fcntl on a descriptor we own, setting its own flags minus
+                // O_DIRECT.
+                let ok = unsafe {
+                    let flags = libc::fcntl(fd, libc::F_GETFL);
+                    flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) == 0
+                };
+                if !ok {
+                    return Err(io::Error::other(format!(
+                        "{}: direct write refused and buffered mode unavailable: {e}",
+                        path.display()
+                    )));
+                }
+                buffered = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `sizes` pieces of a known pattern through a `SegmentFile` in `dir` and
+    /// checks the file holds exactly them.
+    fn round_trip(dir: &Path, sizes: &[usize]) {
+        let path = dir.join("seg");
+        let mut f = SegmentFile::create(&path).unwrap();
+        let mut want = Vec::new();
+        for (k, &n) in sizes.iter().enumerate() {
+            let piece: Vec<u8> = (0..n).map(|i| (i * 31 + k * 7) as u8).collect();
+            f.write_all(&piece).unwrap();
+            want.extend_from_slice(&piece);
+            assert_eq!(f.position(), want.len() as u64);
+        }
+        assert_eq!(f.finish().unwrap(), want.len() as u64);
+        let got = fs::read(&path).unwrap();
+        assert_eq!(got.len(), want.len(), "{sizes:?}");
+        assert!(got == want, "{sizes:?}: contents differ");
+    }
+
+    #[test]
+    fn segment_files_hold_exactly_what_was_written() {
+        let dirs: Vec<std::path::PathBuf> = [Some(std::env::temp_dir()), {
+            // tmpfs, where O_DIRECT may be refused at open: the buffered path.
+            let shm = Path::new("/dev/shm");
+            shm.is_dir().then(|| shm.to_path_buf())
+        }]
+        .into_iter()
+        .flatten()
+        .collect();
+        for base in dirs {
+            let dir = tempfile::tempdir_in(base).unwrap();
+            for sizes in [
+                &[][..],
+                &[1],
+                &[4096],
+                &[SEGMENT_BUF],
+                &[SEGMENT_BUF + 1],
+                &[3, SEGMENT_BUF * 5 + 17, 4095, 1],
+                &[SEGMENT_BUF - 1, 1, 1, SEGMENT_BUF * 2],
+                &[700_001; 9],
+            ] {
+                round_trip(dir.path(), sizes);
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! next writer removes them (after taking the lock), so nothing trips the next run.
 
 use crate::error::{IoContext, WriteError};
-use crate::fsio::{self, DurableFile};
+use crate::fsio::{self, SegmentFile};
 use crate::manifest::{
     CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta,
     TableFooter,
@@ -358,56 +358,31 @@ fn remove_unreferenced(db: &Path) {
 
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
-fn create(path: &Path) -> Result<SegmentWriter<BufWriter<DurableFile>>, WriteError> {
-    let f = DurableFile::create(path).at(path)?;
-    Ok(SegmentWriter::new(BufWriter::with_capacity(
-        WRITE_BUFFER_BYTES,
-        f,
-    )))
+/// A segment being written: checksummed blobs over a [`SegmentFile`] (direct writes from
+/// a thread of its own).
+type Out = SegmentWriter<SegmentFile>;
+
+fn create(path: &Path) -> Result<Out, WriteError> {
+    Ok(SegmentWriter::new(SegmentFile::create(path).at(path)?))
 }
 
 fn finish<F: serde::Serialize>(
-    w: SegmentWriter<BufWriter<DurableFile>>,
+    w: Out,
     footer: &F,
     path: &Path,
     rel: String,
 ) -> Result<SegmentMeta, WriteError> {
-    let (mut out, bytes) = w.finish(footer).at(path)?;
-    out.flush().at(path)?;
+    let (out, bytes) = w.finish(footer).at(path)?;
+    let written = out.finish().at(path)?;
+    debug_assert_eq!(written, bytes);
     Ok(SegmentMeta { file: rel, bytes })
-}
-
-/// Asks the kernel to start writing what the file holds so far (Linux
-/// `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait). Writeback then overlaps
-/// the rest of the import instead of all landing on the fsync at publish (0.4 s per
-/// GiB measured on dolt).
-fn start_writeback(
-    w: &mut SegmentWriter<BufWriter<DurableFile>>,
-    path: &Path,
-) -> Result<(), WriteError> {
-    let buf = w.inner_mut();
-    buf.flush().at(path)?;
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: a valid descriptor; offset 0 and length 0 mean "to the end of the file".
-        unsafe {
-            libc::sync_file_range(
-                buf.get_ref().file().as_raw_fd(),
-                0,
-                0,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Writes a table of typed columns, one row group at a time.
 pub struct TableWriter {
     path: PathBuf,
     rel: String,
-    w: SegmentWriter<BufWriter<DurableFile>>,
+    w: Out,
     footer: TableFooter,
     /// Each column's encoding choices, kept across row groups.
     memos: Vec<EncodeMemo>,
@@ -477,7 +452,6 @@ impl TableWriter {
             chunks,
         });
         self.footer.n_rows += n_rows;
-        start_writeback(&mut self.w, &self.path)?;
         Ok(())
     }
 
@@ -495,7 +469,7 @@ impl TableWriter {
 pub struct CsrWriter {
     path: PathBuf,
     rel: String,
-    w: SegmentWriter<BufWriter<DurableFile>>,
+    w: Out,
     footer: CsrFooter,
     targets: BitWriter,
     /// Packed target bytes waiting to be written (one `write_raw` per 64 KiB, not per word).
@@ -618,7 +592,7 @@ impl CsrWriter {
 }
 
 /// Adapts a `SegmentWriter` to `io::Write` so that bit writers can stream into it.
-struct WriterSink<'a>(&'a mut SegmentWriter<BufWriter<DurableFile>>);
+struct WriterSink<'a>(&'a mut Out);
 
 impl Write for WriterSink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -633,7 +607,7 @@ impl Write for WriterSink<'_> {
 /// The two blobs of an index: the sorted keys as a column chunk, and the node of each
 /// key bit-packed; returns their references and the node width.
 fn write_sorted_keys(
-    w: &mut SegmentWriter<BufWriter<DurableFile>>,
+    w: &mut Out,
     path: &Path,
     keys: &ColumnBuilder,
     nodes: impl Iterator<Item = u64>,
@@ -752,7 +726,7 @@ pub fn write_id_index_streaming(
     } else {
         let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BUFFER_BYTES + 64);
         let keys_start = w.position();
-        let spill = |w: &mut SegmentWriter<BufWriter<DurableFile>>, buf: &mut Vec<u8>| {
+        let spill = |w: &mut Out, buf: &mut Vec<u8>| {
             let r = w.write_raw(buf);
             buf.clear();
             r
