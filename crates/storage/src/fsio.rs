@@ -161,7 +161,7 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
 /// otherwise; a multiple of every logical block size.
 pub const DIRECT_BUF: usize = 1 << 20;
 /// Buffers a [`DirectWriter`] may hold: one filling, the others queued or being written.
-const DIRECT_BUFS: usize = 3;
+const DIRECT_BUFS: usize = 2;
 /// Alignment of direct writes: their memory, length and file offset.
 const ALIGN: usize = 4096;
 
@@ -207,7 +207,7 @@ struct Job {
 ///
 /// Bytes gather in aligned buffers (1 MiB unless told otherwise); a full one goes to the
 /// writer thread (started with the first one) and a free one comes back, so a file holds
-/// at most three. The
+/// at most two. The
 /// last partial block is padded with zeros, written, and cut off with `set_len` by
 /// [`finish`](Self::finish). A file system that refuses `O_DIRECT` at open or on a write
 /// gets buffered writes of the same buffers instead. Every buffer handed over is one
@@ -234,7 +234,7 @@ impl DirectWriter {
         DirectWriter::with_buffer(path, DIRECT_BUF)
     }
 
-    /// Creates (or truncates) `path`, with three buffers of `bytes` (rounded up to 4 KiB):
+    /// Creates (or truncates) `path`, with two buffers of `bytes` (rounded up to 4 KiB):
     /// smaller for files written many at a time, such as partitions.
     pub fn with_buffer(path: &Path, bytes: usize) -> io::Result<DirectWriter> {
         step("create", path)?;
