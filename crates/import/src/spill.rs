@@ -30,16 +30,16 @@ use quiver_common::{Grant, MemoryBudget};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use quiver_storage::fsio::{DirectReader, DirectWriter};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Runs merged at once; more are merged in rounds.
 const FAN_IN: usize = 64;
-/// Buffer of each run writer (two, direct writes), and of each reader (two, one read
-/// ahead; a merge holds up to [`FAN_IN`] readers: 4 MiB, part of the fixed overhead).
+/// Buffer of each run writer, and of each reader (a merge holds up to [`FAN_IN`]
+/// readers: 4 MiB, part of the fixed overhead).
 const IO_BUF: usize = 256 << 10;
-const READ_BUF: usize = 32 << 10;
+const READ_BUF: usize = 64 << 10;
 
 /// An integer id as a byte key whose byte order is its numeric order.
 #[inline]
@@ -163,11 +163,11 @@ impl RunWriter {
         let path = self
             .dir
             .join(format!("{}-run{:05}.bin", self.name, self.runs.len()));
-        let mut w = DirectWriter::with_buffer(&path, IO_BUF).at(&path)?;
+        let mut w = BufWriter::with_capacity(IO_BUF, File::create(&path).at(&path)?);
         for e in &self.entries {
             write_pair(&mut w, key(e), e.val).at(&path)?;
         }
-        w.finish().at(&path)?;
+        w.flush().at(&path)?;
         self.runs.push(path);
         self.entries.clear();
         self.arena.clear();
@@ -191,14 +191,14 @@ fn write_pair(w: &mut impl Write, key: &[u8], val: u64) -> std::io::Result<()> {
 
 /// Writes `(key, value)` pairs already in order (a merge's output).
 pub struct PairWriter {
-    w: DirectWriter,
+    w: BufWriter<File>,
     path: PathBuf,
 }
 
 impl PairWriter {
     pub fn create(path: &Path) -> Result<Self, ImportError> {
         Ok(PairWriter {
-            w: DirectWriter::with_buffer(path, IO_BUF).at(path)?,
+            w: BufWriter::with_capacity(IO_BUF, File::create(path).at(path)?),
             path: path.to_path_buf(),
         })
     }
@@ -207,22 +207,22 @@ impl PairWriter {
         write_pair(&mut self.w, key, val).at(&self.path)
     }
 
-    pub fn finish(self) -> Result<PathBuf, ImportError> {
-        self.w.finish().at(&self.path)?;
+    pub fn finish(mut self) -> Result<PathBuf, ImportError> {
+        self.w.flush().at(&self.path)?;
         Ok(self.path)
     }
 }
 
 /// Reads a run (or a space file) front to back.
 pub struct PairReader {
-    r: DirectReader,
+    r: BufReader<File>,
     path: PathBuf,
 }
 
 impl PairReader {
     pub fn open(path: &Path) -> Result<Self, ImportError> {
         Ok(PairReader {
-            r: DirectReader::with_buffer(path, READ_BUF).at(path)?,
+            r: BufReader::with_capacity(READ_BUF, File::open(path).at(path)?),
             path: path.to_path_buf(),
         })
     }
@@ -490,7 +490,10 @@ impl Resolved {
         let mut parts = Vec::with_capacity(n_parts);
         for p in 0..n_parts {
             let path = dir.join(format!("{name}-part{p:05}.bin"));
-            writers.push(DirectWriter::with_buffer(&path, 64 << 10).at(&path)?);
+            writers.push(BufWriter::with_capacity(
+                64 << 10,
+                File::create(&path).at(&path)?,
+            ));
             parts.push(path);
         }
         let mut m = Merge::open(runs, dir, name)?;
@@ -510,7 +513,7 @@ impl Resolved {
             }
         }
         for (w, p) in writers.into_iter().zip(&parts) {
-            w.finish().at(p)?;
+            w.into_inner().map_err(|e| e.into_error()).at(p)?;
         }
         Ok(Resolved {
             parts,
@@ -532,7 +535,7 @@ impl Resolved {
             self.grant.try_resize(self.per * 4)?;
             let mut a = vec![MISSING; self.per as usize];
             // Streamed: the file holds twice the array's bytes.
-            let mut r = DirectReader::with_buffer(path, READ_BUF).at(path)?;
+            let mut r = BufReader::with_capacity(READ_BUF, File::open(path).at(path)?);
             let mut pair = [0u8; 8];
             loop {
                 match r.read_exact(&mut pair) {
