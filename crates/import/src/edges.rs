@@ -11,10 +11,10 @@
 
 use crate::error::{ImportError, IoAt};
 use quiver_common::{Grant, MemoryBudget};
-use quiver_storage::fsio::{DirectReader, DirectWriter};
 use quiver_storage::write::CsrWriter;
 use rayon::prelude::*;
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Edges per in-memory block (8 bytes each: 4 MiB blocks).
@@ -23,7 +23,7 @@ const BLOCK_EDGES: usize = 1 << 19;
 pub struct EdgeStore {
     blocks: Vec<Vec<u64>>,
     /// The spill file and, until `finish_input`, its writer.
-    spill: Option<(PathBuf, Option<DirectWriter>)>,
+    spill: Option<(PathBuf, Option<BufWriter<File>>)>,
     spilled: u64,
     n: u64,
     grant: Grant,
@@ -131,8 +131,8 @@ impl EdgeStore {
             let path = self
                 .temp_dir
                 .join(format!("edges-{}.bin", sanitize(&self.name)));
-            let f = DirectWriter::create(&path).at(&path)?;
-            self.spill = Some((path, Some(f)));
+            let f = File::create(&path).at(&path)?;
+            self.spill = Some((path, Some(BufWriter::with_capacity(1 << 20, f))));
         }
         let Some((path, Some(w))) = self.spill.as_mut() else {
             return Err(ImportError::Usage(
@@ -154,8 +154,8 @@ impl EdgeStore {
     /// Ends the input: flushes the spill file so that builds can read it.
     pub fn finish_input(&mut self) -> Result<(), ImportError> {
         if let Some((path, w)) = self.spill.as_mut() {
-            if let Some(w) = w.take() {
-                w.finish().at(path)?;
+            if let Some(mut w) = w.take() {
+                w.flush().at(path)?;
             }
         }
         Ok(())
@@ -165,7 +165,7 @@ impl EdgeStore {
     fn for_each(&self, mut f: impl FnMut(u64, u32, u32)) -> Result<(), ImportError> {
         let mut id = 0u64;
         if let Some((path, _)) = self.spill.as_ref() {
-            let mut r = DirectReader::open(path).at(path)?;
+            let mut r = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);
             let mut buf = vec![0u8; 1 << 20];
             let mut left = self.spilled * 8;
             while left > 0 {

@@ -8,7 +8,7 @@
 //! next writer removes them (after taking the lock), so nothing trips the next run.
 
 use crate::error::{IoContext, WriteError};
-use crate::fsio::{self, DirectWriter};
+use crate::fsio::{self, SegmentFile};
 use crate::manifest::{
     CsrFooter, IdIndexFooter, IdType, Manifest, PropertyMeta, RowGroupMeta, SegmentMeta,
     TableFooter,
@@ -358,12 +358,12 @@ fn remove_unreferenced(db: &Path) {
 
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
-/// A segment being written: checksummed blobs over a [`DirectWriter`] (direct writes from
+/// A segment being written: checksummed blobs over a [`SegmentFile`] (direct writes from
 /// a thread of its own).
-type Out = SegmentWriter<DirectWriter>;
+type Out = SegmentWriter<SegmentFile>;
 
 fn create(path: &Path) -> Result<Out, WriteError> {
-    Ok(SegmentWriter::new(DirectWriter::create(path).at(path)?))
+    Ok(SegmentWriter::new(SegmentFile::create(path).at(path)?))
 }
 
 fn finish<F: serde::Serialize>(
