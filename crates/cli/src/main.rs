@@ -75,7 +75,44 @@ fn main() {
         Command::User(a) => cmd::user::run(a),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", message(&e));
         std::process::exit(1);
+    }
+}
+
+/// The error and its causes, each once: an error whose message already quotes its cause
+/// (`path: No space left on device`) does not get the cause appended again, as anyhow's
+/// `{:#}` would.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if out.contains(&c) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_printed_once() {
+        let io = std::io::Error::from_raw_os_error(28);
+        let e = anyhow::Error::new(quiver_import::ImportError::Io {
+            path: "/data/run.bin".into(),
+            source: io,
+        });
+        let m = message(&e);
+        assert_eq!(m.matches("No space left on device").count(), 1, "{m}");
+        assert!(m.starts_with("/data/run.bin: "), "{m}");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(message(&e), "outer: inner");
     }
 }
