@@ -438,6 +438,26 @@ impl<'db> Graph<'db> {
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
+        self.node_prop_batch_map(nodes, name, out, &|c, i, t| Ok(chunk_value(c, i, t)), &Ok)
+    }
+
+    /// As [`node_prop_batch`](Self::node_prop_batch), with each value mapped on its way
+    /// out: `seg` reads entry `i` of a segment's column chunk of type `t` (so a caller can
+    /// test a string's bytes without making a value of it), `val` maps a value from the
+    /// write layer. Rows without the property stay null, unmapped: for operators that give
+    /// null on a null operand.
+    pub fn node_prop_batch_map(
+        &self,
+        nodes: &[Value],
+        name: &str,
+        out: &mut Vec<Value>,
+        seg: &dyn Fn(
+            &quiver_format::column::ColumnChunk<'_>,
+            usize,
+            DataType,
+        ) -> Result<Value, QueryError>,
+        val: &dyn Fn(Value) -> Result<Value, QueryError>,
+    ) -> Result<(), QueryError> {
         let base = out.len();
         out.resize(base + nodes.len(), Value::Null);
         let d = self.delta();
@@ -450,7 +470,10 @@ impl<'db> Graph<'db> {
             let Value::Node(n) = *v else { continue };
             if let Some(r) = d.as_ref().and_then(|d| d.node(n)) {
                 let r = r.ok_or_else(|| deleted("node", n, name))?;
-                out[base + pos] = prop_of(Some(&r.props), name);
+                let v = prop_of(Some(&r.props), name);
+                if !matches!(v, Value::Null) {
+                    out[base + pos] = val(v)?;
+                }
                 continue;
             }
             let (t, row) = self.locate(n)?;
@@ -471,9 +494,10 @@ impl<'db> Graph<'db> {
             let dtype = self.tables[t].dtypes[col];
             self.db.with_node_chunk(t, rg, col, |c| {
                 for (pos, idx) in items {
-                    out[base + pos] = chunk_value(c, idx, dtype);
+                    out[base + pos] = seg(c, idx, dtype)?;
                 }
-            })?;
+                Ok::<(), QueryError>(())
+            })??;
         }
         Ok(())
     }
