@@ -14,6 +14,13 @@ use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::Dir;
 use quiver_engine::delta::{prop_get, KeyVal, NodeRec, Props, RelRec};
 pub use quiver_engine::segments::chunk_value;
+
+/// Reads entry `i` of a segment's column chunk of type `t` as a (mapped) value.
+pub type SegRead<'a> = dyn Fn(&quiver_format::column::ColumnChunk<'_>, usize, DataType) -> Result<Value, QueryError>
+    + Sync
+    + 'a;
+/// Maps a property value from the write layer.
+pub type ValMap<'a> = dyn Fn(Value) -> Result<Value, QueryError> + Sync + 'a;
 use quiver_engine::{Delta, View};
 use quiver_storage::manifest::IdType;
 use quiver_storage::read::{Database, Direction, IdKey};
@@ -517,6 +524,76 @@ impl<'db> Graph<'db> {
             }
             return Ok(());
         }
+        self.prop_range_chunks(lo, hi, name, |chunk, count| {
+            match chunk {
+                None => out.extend(std::iter::repeat_n(Value::Null, count)),
+                Some((c, dtype, a, b)) => match dtype {
+                    DataType::Scalar(
+                        ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+                    ) => out.extend((a..b).map(|i| c.get_i64(i).map_or(Value::Null, Value::Int))),
+                    _ => out.extend((a..b).map(|i| chunk_value(c, i, dtype))),
+                },
+            }
+            Ok(())
+        })
+    }
+
+    /// As [`node_prop_range`](Self::node_prop_range), with each present value mapped on
+    /// its way out: `seg` reads entry `i` of a segment's column chunk of type `t`, `val`
+    /// maps a value from the write layer (see
+    /// [`node_prop_batch_map`](Self::node_prop_batch_map)). Absent values stay null.
+    pub fn node_prop_range_map(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut Vec<Value>,
+        seg: &SegRead<'_>,
+        val: &ValMap<'_>,
+    ) -> Result<(), QueryError> {
+        if self.has_delta() {
+            for n in lo..hi {
+                out.push(match self.node_prop(n, name)? {
+                    Value::Null => Value::Null,
+                    v => val(v)?,
+                });
+            }
+            return Ok(());
+        }
+        self.prop_range_chunks(lo, hi, name, |chunk, count| {
+            match chunk {
+                None => out.extend(std::iter::repeat_n(Value::Null, count)),
+                Some((c, dtype, a, b)) => {
+                    for i in a..b {
+                        out.push(match c.is_valid(i) {
+                            true => seg(c, i, dtype)?,
+                            false => Value::Null,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Calls `each` for every run of nodes `lo..hi` (without a delta) in one row group of
+    /// one table: with the chunk of `name`, its type and the run's entries `a..b`, or
+    /// with `None` when the table lacks the property; and the run's length.
+    fn prop_range_chunks(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        mut each: impl FnMut(
+            Option<(
+                &quiver_format::column::ColumnChunk<'_>,
+                DataType,
+                usize,
+                usize,
+            )>,
+            usize,
+        ) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
         let mut n = lo;
         while n < hi {
             let (t, row) = self.locate(n)?;
@@ -526,24 +603,13 @@ impl<'db> Graph<'db> {
             let end_row = rg_end.min(row + (hi - n));
             let count = (end_row - row) as usize;
             match ti.props.get(name) {
-                None => out.extend(std::iter::repeat_n(Value::Null, count)),
+                None => each(None, count)?,
                 Some(&col) => {
                     let dtype = ti.dtypes[col];
                     let base = ti.rg_first[rg];
-                    self.db.with_node_chunk(t, rg, col, |c| {
-                        let (a, b) = ((row - base) as usize, (end_row - base) as usize);
-                        match dtype {
-                            DataType::Scalar(
-                                ScalarType::Byte
-                                | ScalarType::Short
-                                | ScalarType::Int
-                                | ScalarType::Long,
-                            ) => out.extend(
-                                (a..b).map(|i| c.get_i64(i).map_or(Value::Null, Value::Int)),
-                            ),
-                            _ => out.extend((a..b).map(|i| chunk_value(c, i, dtype))),
-                        }
-                    })?;
+                    let (a, b) = ((row - base) as usize, (end_row - base) as usize);
+                    self.db
+                        .with_node_chunk(t, rg, col, |c| each(Some((c, dtype, a, b)), count))??;
                 }
             }
             n += count as u64;

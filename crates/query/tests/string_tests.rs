@@ -1,8 +1,9 @@
 //! `STARTS WITH`, `ENDS WITH`, `CONTAINS`, `=` and `<>` against a string constant are
 //! tested on a string column's stored bytes (plain, dictionary or FSST chunks) without
 //! making a value per row. The answers must be the ones the string values give: here
-//! against a model, on imported nodes (with nulls, multi-byte characters and the empty
-//! string) and on nodes created in the write layer on top of them.
+//! against a model, on imported nodes (with nulls and multi-byte characters) and on
+//! nodes created in the write layer on top of them (with the empty string), row by row
+//! and under an aggregation (whose direct path reads tests and presence as columns).
 
 mod common;
 
@@ -91,8 +92,23 @@ fn string_tests_on_stored_bytes_match_the_values() {
                     got.len(),
                     want.len()
                 );
+                // The same test under an aggregation (the direct column path).
+                let q = format!("MATCH (n:N) WHERE n.s {op} '{pat}' RETURN count(*)");
+                assert_eq!(ints(s, &q), vec![want.len() as i64], "{q}");
             }
         }
+        // Presence without string values: count(property) and IS NULL.
+        let present = values.iter().filter(|v| v.is_some()).count() as i64;
+        let all = values.len() as i64;
+        assert_eq!(ints(s, "MATCH (n:N) RETURN count(n.s)"), vec![present]);
+        assert_eq!(
+            ints(s, "MATCH (n:N) WHERE n.s IS NULL RETURN count(*)"),
+            vec![all - present]
+        );
+        assert_eq!(
+            ints(s, "MATCH (n:N) WHERE n.s IS NOT NULL RETURN count(n.k)"),
+            vec![present]
+        );
         // A constant of another type, and a property that is not a string, take the
         // value path.
         assert!(ints(s, "MATCH (n:N) WHERE n.k = '3' RETURN n.k").is_empty());

@@ -249,10 +249,75 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
     }
 }
 
-/// `n.name STARTS WITH 'x'` (or ENDS WITH, CONTAINS, =, <>) over a batch of nodes,
-/// tested on the stored bytes of each string: no string value is made per row (their
-/// allocation was 40% of such a scan's profile). `None` when `x op y` is not a node
-/// property against a string constant.
+/// Operators [`StringTest`] runs on stored bytes.
+pub fn is_string_test(op: BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::StartsWith | BinOp::EndsWith | BinOp::Contains | BinOp::Eq | BinOp::Ne
+    )
+}
+
+/// `value op 'pattern'` for a string test ([`is_string_test`]), run on the stored bytes of
+/// each value of a column chunk: no string value is made per row (their allocation was
+/// 40% of such a scan's profile).
+pub struct StringTest {
+    op: BinOp,
+    pat: Value,
+}
+
+impl StringTest {
+    pub fn new(op: BinOp, pat: Arc<str>) -> StringTest {
+        debug_assert!(is_string_test(op));
+        StringTest {
+            op,
+            pat: Value::Str(pat),
+        }
+    }
+
+    /// The test on entry `i` of a segment's column chunk of type `t`.
+    pub fn on_chunk(
+        &self,
+        chunk: &quiver_format::column::ColumnChunk<'_>,
+        i: usize,
+        t: quiver_common::types::DataType,
+    ) -> Result<Value, QueryError> {
+        use quiver_common::types::{DataType, ScalarType};
+        if let (DataType::Scalar(ScalarType::String | ScalarType::Char), Value::Str(pat)) =
+            (t, &self.pat)
+        {
+            let pat = pat.as_bytes();
+            // Valid UTF-8 bytes stand for their string exactly, and these tests on a
+            // string are the same tests on its bytes (UTF-8 is self-synchronizing).
+            // Bytes that are not valid UTF-8 (a damaged file) take the value path,
+            // which replaces them.
+            let tested = chunk.with_bytes(i, |s| {
+                simdutf8::basic::from_utf8(s).is_ok().then(|| {
+                    Value::Bool(match self.op {
+                        BinOp::StartsWith => s.starts_with(pat),
+                        BinOp::EndsWith => s.ends_with(pat),
+                        BinOp::Contains => memchr::memmem::find(s, pat).is_some(),
+                        BinOp::Eq => s == pat,
+                        _ => s != pat,
+                    })
+                })
+            });
+            match tested {
+                None => return Ok(Value::Null),
+                Some(Some(v)) => return Ok(v),
+                Some(None) => {}
+            }
+        }
+        self.on_value(crate::graph::chunk_value(chunk, i, t))
+    }
+
+    /// The test on a value (from the write layer, or of another type).
+    pub fn on_value(&self, v: Value) -> Result<Value, QueryError> {
+        binary_fast(self.op, &v, &self.pat)
+    }
+}
+
+/// `n.name STARTS WITH 'x'` (or another [`StringTest`]) over a batch of nodes, on the
+/// stored bytes. `None` when `x op y` is not a node property against a string constant.
 fn string_test_col(
     env: &Env,
     op: BinOp,
@@ -260,14 +325,10 @@ fn string_test_col(
     y: &CExpr,
     b: &Batch,
 ) -> Result<Option<Vec<Value>>, QueryError> {
-    use quiver_common::types::{DataType, ScalarType};
-    let (CExpr::Prop(x, name), CExpr::Const(c @ Value::Str(pat))) = (x, y) else {
+    let (CExpr::Prop(x, name), CExpr::Const(Value::Str(pat))) = (x, y) else {
         return Ok(None);
     };
-    if !matches!(
-        op,
-        BinOp::StartsWith | BinOp::EndsWith | BinOp::Contains | BinOp::Eq | BinOp::Ne
-    ) {
+    if !is_string_test(op) {
         return Ok(None);
     }
     let owned;
@@ -284,35 +345,15 @@ fn string_test_col(
     {
         return Ok(None);
     }
-    let pat = pat.as_bytes();
-    // Valid UTF-8 bytes stand for their string exactly, and these tests on a string
-    // are the same tests on its bytes (UTF-8 is self-synchronizing). Bytes that are not
-    // valid UTF-8 (a damaged file) take the value path, which replaces them.
-    let test = |s: &[u8]| match op {
-        BinOp::StartsWith => s.starts_with(pat),
-        BinOp::EndsWith => s.ends_with(pat),
-        BinOp::Contains => memchr::memmem::find(s, pat).is_some(),
-        BinOp::Eq => s == pat,
-        _ => s != pat,
-    };
-    let seg = |chunk: &quiver_format::column::ColumnChunk<'_>, i: usize, t: DataType| {
-        if let DataType::Scalar(ScalarType::String | ScalarType::Char) = t {
-            let tested = chunk.with_bytes(i, |s| {
-                simdutf8::basic::from_utf8(s)
-                    .is_ok()
-                    .then(|| Value::Bool(test(s)))
-            });
-            match tested {
-                None => return Ok(Value::Null),
-                Some(Some(v)) => return Ok(v),
-                Some(None) => {}
-            }
-        }
-        binary_fast(op, &crate::graph::chunk_value(chunk, i, t), c)
-    };
+    let test = StringTest::new(op, pat.clone());
     let mut out = Vec::with_capacity(b.len);
-    env.g
-        .node_prop_batch_map(base, name, &mut out, &seg, &|v| binary_fast(op, &v, c))?;
+    env.g.node_prop_batch_map(
+        base,
+        name,
+        &mut out,
+        &|c, i, t| test.on_chunk(c, i, t),
+        &|v| test.on_value(v),
+    )?;
     Ok(Some(out))
 }
 

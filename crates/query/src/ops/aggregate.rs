@@ -2,6 +2,9 @@
 //! DISTINCT and distinct-on-node-ids.
 
 use super::*;
+use crate::graph::{SegRead, ValMap};
+use crate::Graph;
+use quiver_cypher::ast::BinOp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AggFn {
@@ -426,7 +429,46 @@ impl Op for Aggregate {
 }
 
 /// Properties read as columns, and the filter, keys and aggregates rewritten to them.
-pub type DirectColumns = (Vec<Arc<str>>, Option<CExpr>, Vec<CExpr>, Vec<AggSpec>);
+pub type DirectColumns = (Vec<PropColumn>, Option<CExpr>, Vec<CExpr>, Vec<AggSpec>);
+
+/// A column the direct path reads for each node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PropColumn {
+    /// The property's values.
+    Value(Arc<str>),
+    /// `property op 'pattern'`, a string test run on the stored bytes
+    /// ([`crate::expr::StringTest`]): no string value is made.
+    Test(Arc<str>, BinOp, Arc<str>),
+    /// `true` where the property is present, null where not: all that `IS NULL` and
+    /// `count(property)` need.
+    Present(Arc<str>),
+}
+
+impl PropColumn {
+    /// Reads this column for nodes `lo..hi` into `out`.
+    fn read(
+        &self,
+        g: &Graph<'_>,
+        lo: u64,
+        hi: u64,
+        out: &mut Vec<Value>,
+    ) -> Result<(), QueryError> {
+        match self {
+            PropColumn::Value(p) => g.node_prop_range(lo, hi, p, out),
+            PropColumn::Test(p, op, pat) => {
+                let test = crate::expr::StringTest::new(*op, pat.clone());
+                let seg: &SegRead<'_> = &|c, i, t| test.on_chunk(c, i, t);
+                let val: &ValMap<'_> = &|v| test.on_value(v);
+                g.node_prop_range_map(lo, hi, p, out, seg, val)
+            }
+            PropColumn::Present(p) => {
+                let seg: &SegRead<'_> = &|_, _, _| Ok(Value::Bool(true));
+                let val: &ValMap<'_> = &|_| Ok(Value::Bool(true));
+                g.node_prop_range_map(lo, hi, p, out, seg, val)
+            }
+        }
+    }
+}
 
 /// A label scan (with its filter) feeding an aggregation, run on all cores: each worker
 /// scans morsels of node ids into its own group table; the tables are merged. Chosen by
@@ -443,22 +485,47 @@ pub struct ParallelAggregate {
     pub peak: u64,
 }
 
-/// `e` with every `Prop(Slot(0), p)` read from a column of `props` instead; `None` when
-/// `e` uses the node in another way.
-pub fn rewrite_props(e: &CExpr, props: &mut Vec<Arc<str>>) -> Option<CExpr> {
+/// `e` with every `Prop(Slot(0), p)` read from a column of `props` instead (a string
+/// test of it against a constant, and a null test of it, from a column that makes no
+/// string values); `None` when `e` uses the node in another way.
+pub fn rewrite_props(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> {
+    let mut column = |c: PropColumn| {
+        CExpr::Slot(match props.iter().position(|p| *p == c) {
+            Some(i) => i,
+            None => {
+                props.push(c);
+                props.len() - 1
+            }
+        })
+    };
+    let node_prop = |x: &CExpr| match x {
+        CExpr::Prop(n, name) if matches!(**n, CExpr::Slot(0)) => Some(name.clone()),
+        _ => None,
+    };
+    match e {
+        CExpr::Bin(op, a, b) if crate::expr::is_string_test(*op) => {
+            if let (Some(name), CExpr::Const(Value::Str(pat))) = (node_prop(a), &**b) {
+                return Some(column(PropColumn::Test(name, *op, pat.clone())));
+            }
+        }
+        CExpr::IsNull(x, f) => {
+            if let Some(name) = node_prop(x) {
+                return Some(CExpr::IsNull(
+                    Box::new(column(PropColumn::Present(name))),
+                    *f,
+                ));
+            }
+        }
+        CExpr::Prop(..) => {
+            if let Some(name) = node_prop(e) {
+                return Some(column(PropColumn::Value(name)));
+            }
+        }
+        _ => {}
+    }
     let mut rec = |x: &CExpr| rewrite_props(x, props).map(Box::new);
     Some(match e {
         CExpr::Const(v) => CExpr::Const(v.clone()),
-        CExpr::Prop(x, name) if matches!(**x, CExpr::Slot(0)) => {
-            let i = match props.iter().position(|p| p == name) {
-                Some(i) => i,
-                None => {
-                    props.push(name.clone());
-                    props.len() - 1
-                }
-            };
-            CExpr::Slot(i)
-        }
         CExpr::Bin(op, a, b) => CExpr::Bin(*op, rec(a)?, rec(b)?),
         CExpr::Not(x) => CExpr::Not(rec(x)?),
         CExpr::Neg(x) => CExpr::Neg(rec(x)?),
@@ -471,6 +538,22 @@ pub fn rewrite_props(e: &CExpr, props: &mut Vec<Arc<str>>) -> Option<CExpr> {
         ),
         _ => return None,
     })
+}
+
+/// The argument of `count(x)` rewritten as [`rewrite_props`] does, except that a bare
+/// node property only needs to be present: `count(n.name)` makes no string values.
+pub fn rewrite_counted(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> {
+    match e {
+        CExpr::Prop(n, name) if matches!(**n, CExpr::Slot(0)) => {
+            let c = PropColumn::Present(name.clone());
+            let i = props.iter().position(|p| *p == c).unwrap_or_else(|| {
+                props.push(c);
+                props.len() - 1
+            });
+            Some(CExpr::Slot(i))
+        }
+        e => rewrite_props(e, props),
+    }
 }
 
 /// Nodes per unit of parallel work.
@@ -525,7 +608,7 @@ impl Op for ParallelAggregate {
                         let mut cols = Vec::with_capacity(props.len());
                         for p in props {
                             let mut c = Vec::with_capacity((end - n) as usize);
-                            env.g.node_prop_range(n, end, p, &mut c)?;
+                            p.read(&env.g, n, end, &mut c)?;
                             cols.push(c);
                         }
                         let mut b = Batch {

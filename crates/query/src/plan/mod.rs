@@ -280,6 +280,7 @@ fn direct_columns(
         .map(|a| {
             Some(AggSpec {
                 arg: match &a.arg {
+                    Some(x) if a.func == AggFn::Count => Some(rewrite_counted(x, &mut props)?),
                     Some(x) => Some(rewrite_props(x, &mut props)?),
                     None => None,
                 },
