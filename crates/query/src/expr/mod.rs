@@ -180,6 +180,13 @@ pub fn col<'b>(
     })
 }
 
+/// Whether every value is a node or null (a column whose properties the graph reads in
+/// one batch).
+fn only_nodes(col: &[Value]) -> bool {
+    col.iter()
+        .all(|v| matches!(v, Value::Node(_) | Value::Null))
+}
+
 /// Evaluates `e` over every row of `b`.
 pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryError> {
     let n = b.len;
@@ -188,24 +195,14 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
         CExpr::Const(c) => Ok(vec![c.clone(); n]),
         CExpr::Prop(x, name) => {
             // A slot is read in place, not copied.
-            let owned;
-            let base: &[Value] = match &**x {
-                CExpr::Slot(i) => &b.cols[*i],
-                x => {
-                    owned = eval_col(env, x, b)?;
-                    &owned
-                }
-            };
-            if base
-                .iter()
-                .all(|v| matches!(v, Value::Node(_) | Value::Null))
-            {
+            let base = col(env, x, b)?;
+            if only_nodes(&base) {
                 let mut out = Vec::with_capacity(n);
-                env.g.node_prop_batch(base, name, &mut out)?;
+                env.g.node_prop_batch(&base, name, &mut out)?;
                 return Ok(out);
             }
             let mut out = Vec::with_capacity(n);
-            for v in base {
+            for v in base.iter() {
                 out.push(prop(env, v, name)?);
             }
             Ok(out)
@@ -331,24 +328,14 @@ fn string_test_col(
     if !is_string_test(op) {
         return Ok(None);
     }
-    let owned;
-    let base: &[Value] = match &**x {
-        CExpr::Slot(i) => &b.cols[*i],
-        x => {
-            owned = eval_col(env, x, b)?;
-            &owned
-        }
-    };
-    if !base
-        .iter()
-        .all(|v| matches!(v, Value::Node(_) | Value::Null))
-    {
+    let base = col(env, x, b)?;
+    if !only_nodes(&base) {
         return Ok(None);
     }
     let test = StringTest::new(op, pat.clone());
     let mut out = Vec::with_capacity(b.len);
     env.g.node_prop_batch_map(
-        base,
+        &base,
         name,
         &mut out,
         &|c, i, t| test.on_chunk(c, i, t),
