@@ -481,32 +481,26 @@ pub mod hashids {
     pub fn generate(dir: &Path, nodes: u64, edges: u64, seed: u64) -> io::Result<()> {
         let mut w = writer(&dir.join("nodes.csv"))?;
         w.write_all(NODES_HEADER.as_bytes())?;
-        let mut line = Vec::with_capacity(1 << 16);
+        // One line at a time into the writer's buffer.
+        let mut line = Vec::with_capacity(128);
         for i in 0..nodes {
+            line.clear();
             id(i, &mut line);
             let _ = writeln!(line, ",{i}");
-            if line.len() > 60_000 {
-                w.write_all(&line)?;
-                line.clear();
-            }
+            w.write_all(&line)?;
         }
-        w.write_all(&line)?;
         w.flush()?;
         let mut w = writer(&dir.join("edges.csv"))?;
         w.write_all(EDGES_HEADER.as_bytes())?;
         let mut r = rng(seed, 17);
-        line.clear();
         for _ in 0..edges {
+            line.clear();
             id(r.random_range(0..nodes), &mut line);
             line.push(b',');
             id(r.random_range(0..nodes), &mut line);
             line.push(b'\n');
-            if line.len() > 60_000 {
-                w.write_all(&line)?;
-                line.clear();
-            }
+            w.write_all(&line)?;
         }
-        w.write_all(&line)?;
         w.flush()
     }
 }

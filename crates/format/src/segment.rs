@@ -58,11 +58,6 @@ impl<W: Write> SegmentWriter<W> {
         }
     }
 
-    /// The underlying writer (to flush it or reach its file).
-    pub fn inner_mut(&mut self) -> &mut W {
-        &mut self.out
-    }
-
     pub fn position(&self) -> u64 {
         self.pos
     }

@@ -36,9 +36,10 @@ use std::path::{Path, PathBuf};
 
 /// Runs merged at once; more are merged in rounds.
 const FAN_IN: usize = 64;
-/// Buffer of each run writer, and of each reader (a merge holds up to [`FAN_IN`]
-/// readers: 4 MiB, part of the fixed overhead).
+/// Buffer of each run writer.
 const IO_BUF: usize = 256 << 10;
+/// Buffer of each reader (a merge holds up to [`FAN_IN`] readers: 4 MiB, part of the
+/// fixed overhead).
 const READ_BUF: usize = 64 << 10;
 
 /// An integer id as a byte key whose byte order is its numeric order.

@@ -207,9 +207,8 @@ struct Job {
 /// Bytes gather in aligned 1 MiB buffers; a full one goes to the writer thread (started
 /// with the first one) and a free one comes back, so a file holds at most 2 MiB (three
 /// buffers took social scale 4 at 256 MiB from 317.7 to 327.4 MiB peak, two CSR
-/// directions being written at once). The
-/// last partial block is padded with zeros, written, and cut off with `set_len` by
-/// [`finish`](Self::finish). A file system that refuses `O_DIRECT` at open or on a write
+/// directions being written at once). The last partial block is padded with zeros,
+/// written, and cut off with `set_len` by [`finish`](Self::finish). A file system that refuses `O_DIRECT` at open or on a write
 /// gets buffered writes of the same buffers instead. Every buffer handed over is one
 /// [`step`] of fault injection, taken on the caller's thread.
 pub struct SegmentFile {
@@ -219,7 +218,7 @@ pub struct SegmentFile {
     fill: usize,
     /// Bytes handed over so far (whole buffers).
     handed: u64,
-    free: Vec<Aligned>,
+    /// Buffers made so far (at most `SEGMENT_BUFS`).
     made: usize,
     queue: Option<crossbeam_channel::Sender<Job>>,
     back: Option<crossbeam_channel::Receiver<io::Result<Aligned>>>,
@@ -238,7 +237,6 @@ impl SegmentFile {
             cur: Aligned::new(),
             fill: 0,
             handed: 0,
-            free: Vec::new(),
             made: 1,
             queue: None,
             back: None,
@@ -258,13 +256,11 @@ impl SegmentFile {
         if self.queue.is_none() {
             self.start()?;
         }
-        let next = match self.free.pop() {
-            Some(b) => b,
-            None if self.made < SEGMENT_BUFS => {
-                self.made += 1;
-                Aligned::new()
-            }
-            None => self.wait_one()?,
+        let next = if self.made < SEGMENT_BUFS {
+            self.made += 1;
+            Aligned::new()
+        } else {
+            self.wait_one()?
         };
         let buf = std::mem::replace(&mut self.cur, next);
         let job = Job {
@@ -319,8 +315,7 @@ impl SegmentFile {
     pub fn finish(mut self) -> io::Result<u64> {
         let len = self.position();
         while self.in_flight > 0 {
-            let b = self.wait_one()?;
-            self.free.push(b);
+            self.wait_one()?;
         }
         self.queue = None;
         let mut file = match (self.file.take(), self.thread.take()) {

@@ -489,15 +489,7 @@ pub struct ParallelAggregate {
 /// test of it against a constant, and a null test of it, from a column that makes no
 /// string values); `None` when `e` uses the node in another way.
 pub fn rewrite_props(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> {
-    let mut column = |c: PropColumn| {
-        CExpr::Slot(match props.iter().position(|p| *p == c) {
-            Some(i) => i,
-            None => {
-                props.push(c);
-                props.len() - 1
-            }
-        })
-    };
+    let mut column = |c: PropColumn| column_slot(props, c);
     let node_prop = |x: &CExpr| match x {
         CExpr::Prop(n, name) if matches!(**n, CExpr::Slot(0)) => Some(name.clone()),
         _ => None,
@@ -540,17 +532,23 @@ pub fn rewrite_props(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> {
     })
 }
 
+/// The slot of column `c` among `props`, added if it is not there yet.
+fn column_slot(props: &mut Vec<PropColumn>, c: PropColumn) -> CExpr {
+    CExpr::Slot(match props.iter().position(|p| *p == c) {
+        Some(i) => i,
+        None => {
+            props.push(c);
+            props.len() - 1
+        }
+    })
+}
+
 /// The argument of `count(x)` rewritten as [`rewrite_props`] does, except that a bare
 /// node property only needs to be present: `count(n.name)` makes no string values.
 pub fn rewrite_counted(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> {
     match e {
         CExpr::Prop(n, name) if matches!(**n, CExpr::Slot(0)) => {
-            let c = PropColumn::Present(name.clone());
-            let i = props.iter().position(|p| *p == c).unwrap_or_else(|| {
-                props.push(c);
-                props.len() - 1
-            });
-            Some(CExpr::Slot(i))
+            Some(column_slot(props, PropColumn::Present(name.clone())))
         }
         e => rewrite_props(e, props),
     }
