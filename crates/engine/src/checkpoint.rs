@@ -30,6 +30,7 @@ use quiver_storage::manifest::{
 };
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
 use quiver_storage::{Database, Direction, WriteError};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -40,8 +41,10 @@ pub struct CheckpointReport {
     pub generation: u64,
     pub nodes_written: u64,
     pub relationships_written: u64,
-    /// Ops carried in the op file (changes to earlier segments).
+    /// Ops carried in the op file (changes to earlier segments that did not fold).
     pub carried_ops: u64,
+    /// Property values of earlier segments' entities folded into their columns.
+    pub values_folded: u64,
     pub log_bytes_freed: u64,
     pub elapsed: Duration,
 }
@@ -333,18 +336,46 @@ impl Store {
                 id_space: None,
                 columns: metas,
                 segments: vec![seg],
+                patches: Vec::new(),
             });
             m.n_nodes = delta.next_node;
         }
 
-        // Changes to segment nodes.
+        // Changes to segment nodes and relationships: property changes fold into their
+        // columns (below), the rest is carried.
+        let mut changes: Vec<Op> = Vec::new();
         for (&id, r) in delta.nodes.range(..delta.base_nodes) {
             if r.deleted {
                 carried.push(Op::DeleteNode { id });
                 continue;
             }
             let (labels, props) = segments::node_state(db, id)?;
-            diff_node(id, &labels, &props, &r.labels, &r.props, &mut carried);
+            diff_node(id, &labels, &props, &r.labels, &r.props, &mut changes);
+        }
+        for (t, name) in delta.types.iter().enumerate() {
+            let t32 = t as u32;
+            let base = delta.base_edges[t];
+            for (&(_, eid), r) in delta.rels.range((t32, 0)..(t32, base)) {
+                if r.deleted {
+                    carried.push(Op::DeleteRel {
+                        ty: name.clone(),
+                        eid,
+                        src: r.src,
+                        dst: r.dst,
+                    });
+                } else {
+                    let old = segments::rel_props(db, t, eid)?;
+                    diff_rel(name, eid, r.src, r.dst, &old, &r.props, &mut changes);
+                }
+            }
+        }
+        let folded = fold_changes(db, &staging, &mut m, changes, &mut carried)?;
+        report.values_folded = folded.0;
+        // A declared index over a rewritten column is rebuilt by the index hook.
+        for ix in m.indexes.iter_mut() {
+            if folded.1.iter().any(|k| **k == *ix.property) {
+                ix.covers_nodes = 0;
+            }
         }
 
         // Created relationships, per type: a new segment each.
@@ -358,20 +389,6 @@ impl Store {
                 .filter(|(_, r)| r.created && !r.deleted)
                 .map(|(_, r)| r.clone())
                 .collect();
-            // Segment relationships changed or deleted.
-            for (&(_, eid), r) in delta.rels.range((t32, 0)..(t32, base)) {
-                if r.deleted {
-                    carried.push(Op::DeleteRel {
-                        ty: name.clone(),
-                        eid,
-                        src: r.src,
-                        dst: r.dst,
-                    });
-                } else {
-                    let old = segments::rel_props(db, t, eid)?;
-                    diff_rel(name, eid, r.src, r.dst, &old, &r.props, &mut carried);
-                }
-            }
             if created.is_empty() {
                 continue;
             }
@@ -471,6 +488,7 @@ impl Store {
                     file: rel,
                     bytes: t.segment.bytes,
                 }],
+                patches: Vec::new(),
             });
             m.n_nodes += t.n_rows;
             report.nodes_written += t.n_rows;
@@ -533,6 +551,98 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+/// Folds property changes to entities of `db`'s segments into patch files of their
+/// tables (see [`crate::fold`]); what does not fold is carried. Returns how many values
+/// folded and the names of the columns rewritten.
+fn fold_changes(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    changes: Vec<Op>,
+    carried: &mut Vec<Op>,
+) -> Result<(u64, Vec<Arc<str>>), EngineError> {
+    use crate::fold::{fold_table, split_ops, Target};
+    use quiver_storage::TableRef;
+    let split = split_ops(db, changes, carried);
+    let mut n = 0u64;
+    let mut names: Vec<Arc<str>> = Vec::new();
+    let mut tables: Vec<_> = split.nodes.into_iter().collect();
+    tables.sort_by_key(|(t, _)| *t);
+    for (t, sets) in tables {
+        let table = &db.node_tables()[t];
+        let meta = &mut m.node_tables[t];
+        let first = meta.first_node;
+        let total = sets.len() as u64;
+        let frozen = meta
+            .id_column
+            .into_iter()
+            .chain(meta.label_column)
+            .collect();
+        let (left, keys) = fold_table(
+            db,
+            staging,
+            Target {
+                tref: TableRef::Node(t),
+                tag: format!("nodes-{t:04}"),
+                footer: &table.footer,
+                columns: &mut meta.columns,
+                patches: &mut meta.patches,
+                frozen,
+            },
+            sets,
+        )?;
+        n += total - left.len() as u64;
+        for s in left {
+            carried.push(Op::SetNodeProp {
+                id: first + s.row,
+                key: s.key,
+                value: s.value,
+            });
+        }
+        names.extend(keys);
+    }
+    let mut rels: Vec<_> = split.rels.into_iter().collect();
+    rels.sort_by_key(|(t, _)| *t);
+    for (t, sets) in rels {
+        let r = &db.rel_types()[t];
+        let Some(footer) = r.props_footer() else {
+            continue;
+        };
+        let ends: HashMap<u64, (u64, u64)> =
+            sets.iter().map(|(s, a, z)| (s.row, (*a, *z))).collect();
+        let sets: Vec<_> = sets.into_iter().map(|(s, _, _)| s).collect();
+        let total = sets.len() as u64;
+        let meta = &mut m.rel_types[t];
+        let (left, keys) = fold_table(
+            db,
+            staging,
+            Target {
+                tref: TableRef::Rel(t),
+                tag: format!("rels-{t:04}"),
+                footer,
+                columns: &mut meta.columns,
+                patches: &mut meta.patches,
+                frozen: Vec::new(),
+            },
+            sets,
+        )?;
+        n += total - left.len() as u64;
+        for s in left {
+            let (src, dst) = ends[&s.row];
+            carried.push(Op::SetRelProp {
+                ty: Arc::from(meta.name.as_str()),
+                eid: s.row,
+                src,
+                dst,
+                key: s.key,
+                value: s.value,
+            });
+        }
+        names.extend(keys);
+    }
+    Ok((n, names))
 }
 
 /// The delta a generation starts with: its op file replayed.
@@ -760,6 +870,7 @@ fn add_rel_segment(
             segments: vec![seg],
             start_space: None,
             end_space: None,
+            patches: Vec::new(),
         }),
     }
 }

@@ -8,6 +8,7 @@
 //! - [`wal`]: the log.
 //! - [`store`]: [`Store`] (an open database) and [`Txn`] (a transaction).
 //! - [`checkpoint`]: the delta into new segments.
+//! - [`fold`]: changes to earlier segments folded into patched column chunks.
 //! - [`bulk`]: seed 004's direct path: big creations straight into row groups.
 //!
 //! **Invariant:** segments never change; only a checkpoint writes new ones, as a new
@@ -16,6 +17,7 @@
 pub mod bulk;
 pub mod checkpoint;
 pub mod delta;
+pub mod fold;
 pub mod segments;
 pub mod store;
 pub mod value;

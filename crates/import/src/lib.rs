@@ -651,6 +651,7 @@ fn run(
             }],
             start_space: Some(r.start_space),
             end_space: Some(r.end_space),
+            patches: Vec::new(),
         });
     }
     let summary = ImportSummary {
@@ -1723,6 +1724,7 @@ fn import_nodes(
             id_space,
             columns,
             segments: vec![segment],
+            patches: Vec::new(),
         })
     })();
     drop(rx_slot);

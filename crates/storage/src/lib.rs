@@ -33,4 +33,4 @@ pub mod write;
 
 pub use error::{OpenError, ReadError, WriteError};
 pub use manifest::Manifest;
-pub use read::{Database, Direction, IdKey, OpenMode};
+pub use read::{Database, Direction, IdKey, OpenMode, TableRef};

@@ -51,6 +51,7 @@ impl Manifest {
         let mut v: Vec<&str> = Vec::new();
         for t in &self.node_tables {
             v.extend(t.segments.iter().map(|s| s.file.as_str()));
+            v.extend(t.patches.iter().map(|s| s.file.as_str()));
         }
         for r in &self.rel_types {
             for s in &r.segments {
@@ -58,6 +59,7 @@ impl Manifest {
                 v.push(&s.r#in.file);
                 v.extend(s.props.iter().map(|p| p.file.as_str()));
             }
+            v.extend(r.patches.iter().map(|s| s.file.as_str()));
         }
         v.extend(self.id_spaces.iter().map(|s| s.index.file.as_str()));
         v.extend(self.indexes.iter().map(|i| i.segment.file.as_str()));
@@ -166,6 +168,11 @@ pub struct NodeTableMeta {
     /// Segment files holding consecutive rows, in order. An import writes one; later
     /// imports, writes and checkpoints add more.
     pub segments: Vec<SegmentMeta>,
+    /// Patch files ([`PatchFooter`]), oldest first: column chunks a checkpoint rewrote
+    /// (changed values folded in) or added (a property the segments lack). A later
+    /// patch's chunk replaces an earlier one's, and any patch's the segment's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<SegmentMeta>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -179,6 +186,9 @@ pub struct RelTypeMeta {
     /// Id spaces of the endpoints as given in the header, for export.
     pub start_space: Option<usize>,
     pub end_space: Option<usize>,
+    /// Patch files of the property table (as for [`NodeTableMeta::patches`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<SegmentMeta>,
 }
 
 /// One segment of a relationship type: its edges are edge ids
@@ -207,6 +217,26 @@ pub struct RowGroupMeta {
     pub n_rows: u64,
     /// One chunk per column.
     pub chunks: Vec<BlobRef>,
+}
+
+/// Footer of a patch file: column chunks that stand in for chunks of a table's row
+/// groups (copy-on-write per chunk, so a checkpoint rewrites only what changed).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PatchFooter {
+    /// The table's columns as of this patch: the segments' columns, then any the
+    /// patches added (each added column has a chunk for every row group).
+    pub columns: Vec<PropertyMeta>,
+    pub chunks: Vec<PatchChunk>,
+}
+
+/// One chunk of a patch file.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct PatchChunk {
+    /// Row group, counted across the table's segments.
+    pub row_group: u64,
+    pub column: u32,
+    pub n_rows: u64,
+    pub blob: BlobRef,
 }
 
 /// Footer of a CSR segment.

@@ -324,32 +324,50 @@ impl Read for PositionedReader<'_> {
 }
 
 /// Typed columns in row groups, over one or more segment files (a table grows by
-/// segments: later imports and checkpoints add files beside the first).
+/// segments: later imports and checkpoints add files beside the first), with the chunks
+/// of its patch files standing in for the segments' where a checkpoint rewrote them.
 struct Table {
-    /// All row groups of all segments, `first_row` counted across segments.
+    /// All row groups of all segments, `first_row` counted across segments; columns
+    /// are the manifest's (segments' plus patches'), chunk refs the segment's or the
+    /// patch's that replaces it (their lengths, for sizes; offsets are per file).
     footer: TableFooter,
     files: Vec<(SegFile, TableFooter)>,
     /// Global row group -> (segment, row group within it).
     rg_map: Vec<(usize, usize)>,
+    /// Patch files, oldest first.
+    patch_files: Vec<SegFile>,
+    /// (global row group, column) -> (patch file, blob), for patched chunks only.
+    patched: std::collections::HashMap<(u32, u32), (u32, BlobRef)>,
 }
 
 impl Table {
+    /// Opens a table's `segments` and `patches`; `columns` are the manifest's.
     fn open(
         dir: &Path,
         segments: &[crate::manifest::SegmentMeta],
+        patches: &[crate::manifest::SegmentMeta],
+        columns: Option<&[crate::manifest::PropertyMeta]>,
         mode: OpenMode,
     ) -> Result<Table, OpenError> {
         let mut files = Vec::new();
-        let mut footer: Option<TableFooter> = None;
         let mut rg_map = Vec::new();
+        // The table's columns: the manifest's; segments hold a prefix of them (a column
+        // a checkpoint added lives in patch files for the row groups before it).
+        let mut footer = TableFooter {
+            n_rows: 0,
+            columns: columns.map(|c| c.to_vec()).unwrap_or_default(),
+            row_groups: Vec::new(),
+        };
+        // Columns each row group's segment holds itself.
+        let mut native: Vec<usize> = Vec::new();
         for (si, seg) in segments.iter().enumerate() {
             let (file, f): (SegFile, TableFooter) = SegFile::open(dir, &seg.file, mode)?;
-            let merged = footer.get_or_insert_with(|| TableFooter {
-                n_rows: 0,
-                columns: f.columns.clone(),
-                row_groups: Vec::new(),
-            });
-            if merged.columns != f.columns {
+            if columns.is_none() && si == 0 {
+                footer.columns = f.columns.clone();
+            }
+            if f.columns.len() > footer.columns.len()
+                || f.columns[..] != footer.columns[..f.columns.len()]
+            {
                 return Err(OpenError::Corrupted {
                     file: dir.join(&seg.file),
                     what: "segment columns differ from the table's".into(),
@@ -357,22 +375,60 @@ impl Table {
             }
             for (ri, rg) in f.row_groups.iter().enumerate() {
                 let mut g = rg.clone();
-                g.first_row = merged.n_rows + rg.first_row;
-                merged.row_groups.push(g);
+                g.first_row = footer.n_rows + rg.first_row;
+                g.chunks.resize(footer.columns.len(), BlobRef::default());
+                footer.row_groups.push(g);
                 rg_map.push((si, ri));
+                native.push(f.columns.len());
             }
-            merged.n_rows += f.n_rows;
+            footer.n_rows += f.n_rows;
             files.push((file, f));
         }
-        let footer = footer.unwrap_or(TableFooter {
-            n_rows: 0,
-            columns: Vec::new(),
-            row_groups: Vec::new(),
-        });
+        let mut patch_files = Vec::new();
+        let mut patched = std::collections::HashMap::new();
+        for (pi, seg) in patches.iter().enumerate() {
+            let path = dir.join(&seg.file);
+            let bad = |what: &str| OpenError::Corrupted {
+                file: path.clone(),
+                what: what.into(),
+            };
+            let (file, f): (SegFile, crate::manifest::PatchFooter) =
+                SegFile::open(dir, &seg.file, mode)?;
+            if f.columns.len() > footer.columns.len()
+                || f.columns[..] != footer.columns[..f.columns.len()]
+            {
+                return Err(bad("patch columns differ from the table's"));
+            }
+            for ch in &f.chunks {
+                let g = footer
+                    .row_groups
+                    .get_mut(ch.row_group as usize)
+                    .filter(|g| g.n_rows == ch.n_rows && (ch.column as usize) < f.columns.len())
+                    .ok_or_else(|| bad("patch chunk outside the table"))?;
+                g.chunks[ch.column as usize] = ch.blob;
+                patched.insert((ch.row_group as u32, ch.column), (pi as u32, ch.blob));
+            }
+            patch_files.push(file);
+        }
+        // Every row group has a chunk of every column, its segment's or a patch's.
+        for (rg, &n) in native.iter().enumerate() {
+            for c in n..footer.columns.len() {
+                if !patched.contains_key(&(rg as u32, c as u32)) {
+                    return Err(OpenError::Corrupted {
+                        file: patches
+                            .last()
+                            .map_or_else(|| dir.to_path_buf(), |p| dir.join(&p.file)),
+                        what: format!("no chunk of column {c} for row group {rg}"),
+                    });
+                }
+            }
+        }
         Ok(Table {
             footer,
             files,
             rg_map,
+            patch_files,
+            patched,
         })
     }
 
@@ -386,8 +442,45 @@ impl Table {
             kind: "row group",
             name: rg.to_string(),
         })?;
+        if !self.patched.is_empty() {
+            if let Some(&(pi, blob)) = self.patched.get(&(rg as u32, column as u32)) {
+                let g = &self.footer.row_groups[rg];
+                let dtype = self.footer.columns[column].dtype;
+                return open_chunk(&self.patch_files[pi as usize], blob, dtype, g.n_rows, f);
+            }
+        }
         let (file, footer) = &self.files[si];
         with_chunk(footer, file, lrg, column, f)
+    }
+
+    /// Every file of the table: segments, then patches.
+    fn all_files(&self) -> impl Iterator<Item = &SegFile> {
+        self.files
+            .iter()
+            .map(|(f, _)| f)
+            .chain(self.patch_files.iter())
+    }
+
+    /// The raw bytes of chunk (`rg`, `column`) as stored (for a checkpoint that carries
+    /// a patched chunk into a new patch file unchanged).
+    fn chunk_bytes(&self, rg: usize, column: usize) -> Result<Cow<'_, [u8]>, ReadError> {
+        if let Some(&(pi, blob)) = self.patched.get(&(rg as u32, column as u32)) {
+            return self.patch_files[pi as usize].blob(blob);
+        }
+        let &(si, lrg) = self.rg_map.get(rg).ok_or_else(|| ReadError::NotFound {
+            kind: "row group",
+            name: rg.to_string(),
+        })?;
+        let (file, footer) = &self.files[si];
+        let r = footer
+            .row_groups
+            .get(lrg)
+            .and_then(|g| g.chunks.get(column))
+            .ok_or_else(|| ReadError::NotFound {
+                kind: "column",
+                name: column.to_string(),
+            })?;
+        file.blob(*r)
     }
 }
 
@@ -451,6 +544,13 @@ pub enum IndexKey<'a> {
 pub enum IdKey<'a> {
     Int(i64),
     Str(&'a [u8]),
+}
+
+/// A table of typed columns: a node table's, or a relationship type's properties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TableRef {
+    Node(usize),
+    Rel(usize),
 }
 
 /// An open database.
@@ -689,7 +789,7 @@ impl Database {
         }
         let mut tables = Vec::new();
         for t in &manifest.node_tables {
-            let table = Table::open(dir, &t.segments, mode)?;
+            let table = Table::open(dir, &t.segments, &t.patches, Some(&t.columns), mode)?;
             tables.push(NodeTable {
                 meta: t.clone(),
                 footer: table.footer.clone(),
@@ -721,7 +821,13 @@ impl Database {
             let props = if prop_segments.is_empty() {
                 None
             } else {
-                Some(Table::open(dir, &prop_segments, mode)?)
+                Some(Table::open(
+                    dir,
+                    &prop_segments,
+                    &r.patches,
+                    Some(&r.columns),
+                    mode,
+                )?)
             };
             rels.push(RelType {
                 meta: r.clone(),
@@ -784,10 +890,7 @@ impl Database {
 
     /// Every open segment file.
     fn files(&self) -> impl Iterator<Item = &SegFile> {
-        let tables = self
-            .tables
-            .iter()
-            .flat_map(|t| t.table.files.iter().map(|(f, _)| f));
+        let tables = self.tables.iter().flat_map(|t| t.table.all_files());
         let csr = self
             .rels
             .iter()
@@ -796,7 +899,7 @@ impl Database {
             .rels
             .iter()
             .filter_map(|r| r.props.as_ref())
-            .flat_map(|t| t.files.iter().map(|(f, _)| f));
+            .flat_map(|t| t.all_files());
         tables
             .chain(csr)
             .chain(props)
@@ -836,6 +939,55 @@ impl Database {
                 name: self.rels[rel].meta.name.clone(),
             }),
         }
+    }
+
+    fn table(&self, t: TableRef) -> Result<&Table, ReadError> {
+        match t {
+            TableRef::Node(i) => Ok(&self.tables[i].table),
+            TableRef::Rel(i) => self.rels[i]
+                .props
+                .as_ref()
+                .ok_or_else(|| ReadError::NotFound {
+                    kind: "relationship property table",
+                    name: self.rels[i].meta.name.clone(),
+                }),
+        }
+    }
+
+    /// The chunks of table `t` that its patch files hold: (row group, column).
+    pub fn patched_chunks(&self, t: TableRef) -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = self
+            .table(t)
+            .map(|t| {
+                t.patched
+                    .keys()
+                    .map(|&(rg, c)| (rg as usize, c as usize))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
+    /// The stored bytes of one chunk of table `t` (encoded, as a patch file takes them).
+    pub fn raw_chunk(
+        &self,
+        t: TableRef,
+        row_group: usize,
+        column: usize,
+    ) -> Result<Cow<'_, [u8]>, ReadError> {
+        self.table(t)?.chunk_bytes(row_group, column)
+    }
+
+    /// Runs `f` on one column chunk of table `t`.
+    pub fn with_chunk<R>(
+        &self,
+        t: TableRef,
+        row_group: usize,
+        column: usize,
+        f: impl FnOnce(&ColumnChunk<'_>) -> R,
+    ) -> Result<R, ReadError> {
+        self.table(t)?.with_chunk(row_group, column, f)
     }
 
     /// The node table and row of internal node `node`.
@@ -1153,13 +1305,23 @@ fn with_chunk<R>(
         kind: "column",
         name: column.to_string(),
     })?;
-    let dtype = footer.columns[column].dtype;
+    open_chunk(file, r, footer.columns[column].dtype, rg.n_rows, f)
+}
+
+/// Runs `f` on the chunk at `r` in `file`, checked to hold `n_rows` values.
+fn open_chunk<R>(
+    file: &SegFile,
+    r: BlobRef,
+    dtype: quiver_common::DataType,
+    n_rows: u64,
+    f: impl FnOnce(&ColumnChunk<'_>) -> R,
+) -> Result<R, ReadError> {
     let bytes = file.blob(r)?;
     let chunk = ColumnChunk::open(&bytes, dtype).map_err(|source| ReadError::Format {
         file: file.path.clone(),
         source,
     })?;
-    if chunk.len() as u64 != rg.n_rows {
+    if chunk.len() as u64 != n_rows {
         return Err(corrupted(
             &file.path,
             "column chunk row count differs from its row group",

@@ -464,6 +464,58 @@ impl TableWriter {
     }
 }
 
+/// Writes a patch file: column chunks that stand in for a table's (see
+/// [`crate::manifest::PatchFooter`]).
+pub struct PatchWriter {
+    path: PathBuf,
+    rel: String,
+    w: Out,
+    chunks: Vec<crate::manifest::PatchChunk>,
+}
+
+impl PatchWriter {
+    pub fn create(staging: &Staging, name: &str) -> Result<Self, WriteError> {
+        let (path, rel) = staging.file(name);
+        Ok(PatchWriter {
+            w: create(&path)?,
+            path,
+            rel,
+            chunks: Vec::new(),
+        })
+    }
+
+    /// Appends an encoded chunk of `n_rows` values for (`row_group`, `column`).
+    pub fn write_chunk(
+        &mut self,
+        row_group: u64,
+        column: u32,
+        n_rows: u64,
+        encoded: &[u8],
+    ) -> Result<(), WriteError> {
+        let blob = self.w.write_blob(encoded).at(&self.path)?;
+        self.chunks.push(crate::manifest::PatchChunk {
+            row_group,
+            column,
+            n_rows,
+            blob,
+        });
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Finishes the file; `columns` are the table's as of this patch.
+    pub fn finish(self, columns: Vec<PropertyMeta>) -> Result<SegmentMeta, WriteError> {
+        let footer = crate::manifest::PatchFooter {
+            columns,
+            chunks: self.chunks,
+        };
+        finish(self.w, &footer, &self.path, self.rel)
+    }
+}
+
 /// Writes one direction of a CSR: offsets from the degrees, then the neighbour lists in
 /// node order, streamed.
 pub struct CsrWriter {

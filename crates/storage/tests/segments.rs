@@ -89,6 +89,7 @@ fn segments_read_as_one() {
             id_space: None,
             columns: cols,
             segments: segs,
+            patches: Vec::new(),
         }],
         rel_types: vec![RelTypeMeta {
             name: "R".into(),
@@ -97,6 +98,7 @@ fn segments_read_as_one() {
             segments: rel_segs,
             start_space: None,
             end_space: None,
+            patches: Vec::new(),
         }],
         indexes: vec![],
         base_ops: None,
