@@ -18,7 +18,7 @@
 //! deleted ones, so a checkpoint runs only when no other transaction has written.
 
 use crate::bulk::{value_at, BulkRels, BulkTable};
-use crate::delta::{prop_get, Delta, Op, Props};
+use crate::delta::{Delta, NodeRec, Op, Props, RelRec};
 use crate::segments;
 use crate::store::{indexed_names, lock, CommitState, Current, EngineError, Store};
 use crate::value::Value;
@@ -349,8 +349,8 @@ impl Store {
                 carried.push(Op::DeleteNode { id });
                 continue;
             }
-            let (labels, props) = segments::node_state(db, id)?;
-            diff_node(id, &labels, &props, &r.labels, &r.props, &mut changes);
+            let labels = segments::node_labels(db, id)?;
+            diff_node(db, id, &labels, r, &mut changes)?;
         }
         for (t, name) in delta.types.iter().enumerate() {
             let t32 = t as u32;
@@ -364,8 +364,7 @@ impl Store {
                         dst: r.dst,
                     });
                 } else {
-                    let old = segments::rel_props(db, t, eid)?;
-                    diff_rel(name, eid, r.src, r.dst, &old, &r.props, &mut changes);
+                    diff_rel(db, t, name, eid, r, &mut changes)?;
                 }
             }
         }
@@ -657,15 +656,16 @@ pub(crate) fn base_delta(db: &Database) -> Result<Delta, EngineError> {
     Ok(d)
 }
 
+/// The ops that turn segment node `id` (labels `old_labels`) into record `r` (an
+/// overlay of its changed properties).
 fn diff_node(
+    db: &Database,
     id: u64,
     old_labels: &[Arc<str>],
-    old: &Props,
-    labels: &[Arc<str>],
-    props: &Props,
+    r: &NodeRec,
     out: &mut Vec<Op>,
-) {
-    for l in labels {
+) -> Result<(), EngineError> {
+    for l in &r.labels {
         if !old_labels.contains(l) {
             out.push(Op::AddLabel {
                 id,
@@ -674,60 +674,51 @@ fn diff_node(
         }
     }
     for l in old_labels {
-        if !labels.contains(l) {
+        if !r.labels.contains(l) {
             out.push(Op::RemoveLabel {
                 id,
                 label: l.clone(),
             });
         }
     }
-    for (k, v) in props {
-        if prop_get(old, k) != Some(v) {
-            out.push(Op::SetNodeProp {
-                id,
-                key: k.clone(),
-                value: v.clone(),
-            });
+    for (k, v) in &r.props {
+        // Removing a property the segment never had changes nothing.
+        if v.is_null() && segments::node_prop(db, id, k)?.is_null() {
+            continue;
         }
+        out.push(Op::SetNodeProp {
+            id,
+            key: k.clone(),
+            value: v.clone(),
+        });
     }
-    for (k, _) in old {
-        if prop_get(props, k).is_none() {
-            out.push(Op::SetNodeProp {
-                id,
-                key: k.clone(),
-                value: Value::Null,
-            });
-        }
-    }
+    Ok(())
 }
 
+/// The ops that give segment relationship `eid` of type `t` (`ty`) record `r`'s changed
+/// properties.
 fn diff_rel(
+    db: &Database,
+    t: usize,
     ty: &Arc<str>,
     eid: u64,
-    src: u64,
-    dst: u64,
-    old: &Props,
-    new: &Props,
+    r: &RelRec,
     out: &mut Vec<Op>,
-) {
-    let set = |key: &Arc<str>, value: Value| Op::SetRelProp {
-        ty: ty.clone(),
-        eid,
-        src,
-        dst,
-        key: key.clone(),
-        value,
-    };
-    for (k, v) in new {
-        if prop_get(old, k) != Some(v) {
-            out.push(set(k, v.clone()));
+) -> Result<(), EngineError> {
+    for (k, v) in &r.props {
+        if v.is_null() && segments::rel_prop(db, t, eid, k)?.is_null() {
+            continue;
         }
+        out.push(Op::SetRelProp {
+            ty: ty.clone(),
+            eid,
+            src: r.src,
+            dst: r.dst,
+            key: k.clone(),
+            value: v.clone(),
+        });
     }
-    for (k, _) in old {
-        if prop_get(new, k).is_none() {
-            out.push(set(k, Value::Null));
-        }
-    }
+    Ok(())
 }
 
 /// The CSR both ways of `rels` (renumbered `0..`, relative to the segment).

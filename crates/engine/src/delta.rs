@@ -13,8 +13,10 @@
 //! Entities:
 //! - nodes created since the segments get ids from `base_nodes` up (an aborted
 //!   transaction's ids stay unused: scans skip ids without a record);
-//! - a segment node that a transaction changes is copied whole into a [`NodeRec`] on its
-//!   first change; reads then take the record and never the segment;
+//! - a segment node that a transaction changes gets a [`NodeRec`] on its first change:
+//!   its labels, and only the properties changed (an overlay: a key absent from it is
+//!   read from the segment, `Value::Null` in it is a removal), so a SET costs about a
+//!   hundred bytes, not a copy of the node;
 //! - relationships likewise, keyed by (type, edge id); created ones are also listed per
 //!   endpoint in `out` / `inc` for expansion.
 //!
@@ -34,9 +36,15 @@ pub const UNCOMMITTED: u64 = u64::MAX;
 /// Property maps: keys in first-set order, no nulls.
 pub type Props = Vec<(Arc<str>, Value)>;
 
+/// What [`NodeRec::get`] and [`RelRec::get`] answer for a property the record does not
+/// decide (a created entity lacks it).
+static NULL: Value = Value::Null;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRec {
     pub labels: Vec<Arc<str>>,
+    /// A created node's properties (no nulls); a segment node's changed ones, an overlay
+    /// over its segment row (`Value::Null`: removed). Read through [`NodeRec::get`].
     pub props: Props,
     pub deleted: bool,
     /// Created in the delta (not a segment node).
@@ -48,10 +56,52 @@ pub struct NodeRec {
 pub struct RelRec {
     pub src: u64,
     pub dst: u64,
+    /// As [`NodeRec::props`]: whole when created, an overlay otherwise.
     pub props: Props,
     pub deleted: bool,
     pub created: bool,
     pub ts: u64,
+}
+
+impl NodeRec {
+    /// Property `key` as the record decides it (`Value::Null`: absent), or `None` when
+    /// the segment row holds it (an overlay that did not change it).
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        overlay_get(&self.props, self.created, key)
+    }
+}
+
+impl RelRec {
+    /// As [`NodeRec::get`].
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        overlay_get(&self.props, self.created, key)
+    }
+}
+
+#[inline]
+fn overlay_get<'p>(props: &'p Props, whole: bool, key: &str) -> Option<&'p Value> {
+    match prop_get(props, key) {
+        Some(v) => Some(v),
+        None if whole => Some(&NULL),
+        None => None,
+    }
+}
+
+/// `seg` (a segment entity's properties, no nulls) with `overlay` applied.
+pub fn overlaid(mut seg: Props, overlay: &Props) -> Props {
+    for (k, v) in overlay {
+        match seg.iter().position(|(x, _)| x == k) {
+            Some(i) if v.is_null() => {
+                seg.remove(i);
+            }
+            Some(i) => seg[i].1 = v.clone(),
+            None if v.is_null() => {}
+            None => seg.push((k.clone(), v.clone())),
+        }
+    }
+    seg
 }
 
 /// What a transaction wrote, by name (so that the log does not depend on the ids a
@@ -184,22 +234,58 @@ pub enum ApplyError {
     Read(#[from] ReadError),
 }
 
-fn props_bytes(p: &Props) -> u64 {
-    p.iter()
-        .map(|(k, v)| 16 + k.len() as u64 + 16 + crate::value::heap_bytes(v) as u64)
-        .sum()
+/// Bytes an allocation of `n` bytes takes from glibc's malloc: an 8-byte header, rounded
+/// up to 16, at least 32.
+pub(crate) const fn alloc_bytes(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let c = (n + 8 + 15) & !15;
+    if c < 32 {
+        32
+    } else {
+        c
+    }
 }
 
+/// Bytes of one entry of the persistent maps (`nodes`, `rels`): the key and the `Arc`
+/// in a B-tree node of up to 64 entries, with the node's own slack.
+const MAP_ENTRY_BYTES: u64 = 40;
+
+fn props_bytes(p: &Props) -> u64 {
+    alloc_bytes(p.capacity() as u64 * std::mem::size_of::<(Arc<str>, Value)>() as u64)
+        + p.iter()
+            .map(|(_, v)| crate::value::heap_bytes(v) as u64)
+            .sum::<u64>()
+}
+
+/// What a node record holds: its `Arc` allocation, its label list, its properties and
+/// its map entry (label and key names are shared `Arc`s, counted once elsewhere).
 fn node_bytes(r: &NodeRec) -> u64 {
-    96 + r.labels.iter().map(|l| 16 + l.len() as u64).sum::<u64>() + props_bytes(&r.props)
+    alloc_bytes(16 + std::mem::size_of::<NodeRec>() as u64)
+        + alloc_bytes(r.labels.capacity() as u64 * 16)
+        + props_bytes(&r.props)
+        + MAP_ENTRY_BYTES
 }
 
 fn rel_bytes(r: &RelRec) -> u64 {
-    96 + props_bytes(&r.props)
+    alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + props_bytes(&r.props) + MAP_ENTRY_BYTES
 }
 
 pub fn prop_get<'p>(props: &'p Props, key: &str) -> Option<&'p Value> {
     props.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
+}
+
+/// Sets `key` in an overlay (a null stays, as a removal). The overlay grows one entry
+/// at a time: a SET of one property holds one entry, not the four a `push` reserves.
+fn overlay_set(props: &mut Props, key: &Arc<str>, value: Value) {
+    match props.iter().position(|(k, _)| k == key) {
+        Some(i) => props[i].1 = value,
+        None => {
+            props.reserve_exact(1);
+            props.push((key.clone(), value));
+        }
+    }
 }
 
 fn prop_set(props: &mut Props, key: &Arc<str>, value: Value) {
@@ -317,17 +403,42 @@ impl Delta {
         }
     }
 
-    /// Moves node `id`'s entries in the delta's index from `old` to `new` properties;
-    /// `entering`: the node was not in the delta before, so an unchanged value goes in
-    /// too (a segment index built before a label was added misses it).
-    fn index_update(&mut self, id: u64, old: Option<&Props>, new: Option<&Props>, entering: bool) {
+    /// Moves node `id`'s entries in the delta's index from its `old` record to `new`;
+    /// `entering`: the node was not in the delta before and its labels changed, so an
+    /// unchanged value goes in too (a segment index built before a label was added
+    /// misses it). Values a record leaves to the segment are read from it.
+    fn index_update(
+        &mut self,
+        db: &Database,
+        id: u64,
+        old: Option<&NodeRec>,
+        new: Option<&NodeRec>,
+        entering: bool,
+    ) -> Result<(), ApplyError> {
         if self.indexed.is_empty() {
-            return;
+            return Ok(());
         }
+        let value = |r: Option<&NodeRec>, key: &str| -> Result<Option<KeyVal>, ApplyError> {
+            Ok(match r {
+                None => None,
+                Some(r) => match r.get(key) {
+                    Some(v) => KeyVal::of(v),
+                    None => KeyVal::of(&segments::node_prop(db, id, key)?),
+                },
+            })
+        };
         let indexed = self.indexed.clone();
         for key in indexed.iter() {
-            let a = old.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
-            let b = new.and_then(|p| prop_get(p, key)).and_then(KeyVal::of);
+            // A property neither record changed, on a node whose labels did not change,
+            // is the segment index's business.
+            let touched = |r: Option<&NodeRec>| {
+                r.is_some_and(|r| r.created || prop_get(&r.props, key).is_some())
+            };
+            if !entering && !touched(old) && !touched(new) && old.is_some() && new.is_some() {
+                continue;
+            }
+            let a = value(old, key)?;
+            let b = value(new, key)?;
             if a == b {
                 if let (true, Some(b)) = (entering, b) {
                     self.index.entry((key.clone(), b)).or_default().insert(id);
@@ -347,6 +458,7 @@ impl Delta {
                 self.index.entry((key.clone(), b)).or_default().insert(id);
             }
         }
+        Ok(())
     }
 
     /// Nodes of the delta whose property `key` equals `v` (created or changed nodes; a
@@ -365,7 +477,11 @@ impl Delta {
     /// The record of node `id`, copied from the segments on first use.
     /// Whether live node `id` has property `key` (removing one it lacks changes nothing).
     pub fn node_has_prop(&self, db: &Database, id: u64, key: &str) -> Result<bool, ApplyError> {
-        Ok(prop_get(&self.node_rec(db, id)?.props, key).is_some())
+        let r = self.node_rec(db, id)?;
+        Ok(match r.get(key) {
+            Some(v) => !v.is_null(),
+            None => !segments::node_prop(db, id, key)?.is_null(),
+        })
     }
 
     /// Like [`node_has_prop`](Self::node_has_prop) for a relationship.
@@ -377,7 +493,11 @@ impl Delta {
         ends: (u64, u64),
         key: &str,
     ) -> Result<bool, ApplyError> {
-        Ok(prop_get(&self.rel_rec(db, name, eid, ends)?.1.props, key).is_some())
+        let (ty, r) = self.rel_rec(db, name, eid, ends)?;
+        Ok(match r.get(key) {
+            Some(v) => !v.is_null(),
+            None => !segments::rel_prop(db, ty as usize, eid, key)?.is_null(),
+        })
     }
 
     fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {
@@ -390,24 +510,32 @@ impl Delta {
         if id >= self.base_nodes {
             return Err(ApplyError::NoNode(id));
         }
-        let (labels, props) = segments::node_state(db, id)?;
         Ok(NodeRec {
-            labels,
-            props,
+            labels: segments::node_labels(db, id)?,
+            props: Vec::new(),
             deleted: false,
             created: false,
             ts: 0,
         })
     }
 
-    fn put_node(&mut self, id: u64, old: Option<&NodeRec>, rec: NodeRec) {
-        let old_props = old.filter(|o| !o.deleted).map(|o| &o.props);
-        let new_props = (!rec.deleted).then_some(&rec.props);
-        let entering = !self.nodes.contains_key(&id);
-        self.index_update(id, old_props, new_props, entering);
-        self.bytes = self.bytes + node_bytes(&rec) - old.map_or(0, node_bytes).min(self.bytes);
+    fn put_node(
+        &mut self,
+        db: &Database,
+        id: u64,
+        old: Option<&NodeRec>,
+        rec: NodeRec,
+    ) -> Result<(), ApplyError> {
+        let prev = self.nodes.get(&id).cloned();
+        let old_live = old.filter(|o| !o.deleted);
+        let new_live = (!rec.deleted).then_some(&rec);
+        let entering = prev.is_none() && old.is_some_and(|o| o.labels != rec.labels);
+        self.index_update(db, id, old_live, new_live, entering)?;
+        self.bytes =
+            self.bytes + node_bytes(&rec) - prev.map_or(0, |p| node_bytes(&p)).min(self.bytes);
         self.changes += 1;
         self.nodes.insert(id, Arc::new(rec));
+        Ok(())
     }
 
     /// The type id and live record of relationship `eid` of type `name`, copied from
@@ -436,7 +564,7 @@ impl Delta {
         let rec = RelRec {
             src,
             dst,
-            props: segments::rel_props(db, ty as usize, eid)?,
+            props: Vec::new(),
             deleted: false,
             created: false,
             ts: 0,
@@ -445,7 +573,8 @@ impl Delta {
     }
 
     fn put_rel(&mut self, ty: u32, eid: u64, rec: RelRec) {
-        self.bytes += rel_bytes(&rec);
+        let prev = self.rels.get(&(ty, eid)).map_or(0, |p| rel_bytes(p));
+        self.bytes = self.bytes + rel_bytes(&rec) - prev.min(self.bytes);
         self.changes += 1;
         self.rels.insert((ty, eid), Arc::new(rec));
     }
@@ -476,7 +605,7 @@ impl Delta {
                     ts,
                 };
                 self.next_node = self.next_node.max(id + 1);
-                self.put_node(*id, None, rec);
+                self.put_node(db, *id, None, rec)?;
             }
             Op::DeleteNode { id } => {
                 let old = self.node_rec(db, *id)?;
@@ -485,14 +614,18 @@ impl Delta {
                 rec.ts = ts;
                 rec.props.clear();
                 self.deleted_nodes += 1;
-                self.put_node(*id, Some(&old), rec);
+                self.put_node(db, *id, Some(&old), rec)?;
             }
             Op::SetNodeProp { id, key, value } => {
                 let old = self.node_rec(db, *id)?;
                 let mut rec = old.clone();
-                prop_set(&mut rec.props, key, value.clone());
+                if rec.created {
+                    prop_set(&mut rec.props, key, value.clone());
+                } else {
+                    overlay_set(&mut rec.props, key, value.clone());
+                }
                 rec.ts = ts;
-                self.put_node(*id, Some(&old), rec);
+                self.put_node(db, *id, Some(&old), rec)?;
             }
             Op::AddLabel { id, label } | Op::RemoveLabel { id, label } => {
                 let old = self.node_rec(db, *id)?;
@@ -503,7 +636,7 @@ impl Delta {
                     rec.labels.push(label.clone());
                 }
                 rec.ts = ts;
-                self.put_node(*id, Some(&old), rec);
+                self.put_node(db, *id, Some(&old), rec)?;
             }
             Op::CreateRel {
                 ty,
@@ -548,7 +681,11 @@ impl Delta {
                 value,
             } => {
                 let (t, mut rec) = self.rel_rec(db, ty, *eid, (*src, *dst))?;
-                prop_set(&mut rec.props, key, value.clone());
+                if rec.created {
+                    prop_set(&mut rec.props, key, value.clone());
+                } else {
+                    overlay_set(&mut rec.props, key, value.clone());
+                }
                 rec.ts = ts;
                 self.put_rel(t, *eid, rec);
             }

@@ -109,6 +109,69 @@ pub fn node_state(
     Ok((labels, props))
 }
 
+/// A segment node's labels: its table's, then its `:LABEL` values.
+pub fn node_labels(db: &Database, node: u64) -> Result<Vec<Arc<str>>, ReadError> {
+    let (t, row) = db.node_location(node)?;
+    let table = &db.node_tables()[t];
+    let meta = &table.meta;
+    let mut labels: Vec<Arc<str>> = meta
+        .labels
+        .iter()
+        .map(|&l| Arc::from(db.labels()[l as usize].as_str()))
+        .collect();
+    if let Some(c) = meta.label_column {
+        let (rg, i) = row_group_of(&table.footer, row);
+        let dtype = meta.columns[c].dtype;
+        if let Value::List(l) = db.with_node_chunk(t, rg, c, |ch| chunk_value(ch, i, dtype))? {
+            for x in l.iter() {
+                if let Value::Str(s) = x {
+                    if !labels.contains(s) {
+                        labels.push(s.clone());
+                    }
+                }
+            }
+        }
+    }
+    Ok(labels)
+}
+
+/// Property `key` of a segment node (null when its table has no such column).
+pub fn node_prop(db: &Database, node: u64, key: &str) -> Result<Value, ReadError> {
+    let (t, row) = db.node_location(node)?;
+    let table = &db.node_tables()[t];
+    let meta = &table.meta;
+    let Some(c) = meta
+        .columns
+        .iter()
+        .enumerate()
+        .position(|(c, col)| col.name == key && Some(c) != meta.label_column)
+    else {
+        return Ok(Value::Null);
+    };
+    let (rg, i) = row_group_of(&table.footer, row);
+    let dtype = meta.columns[c].dtype;
+    db.with_node_chunk(t, rg, c, |ch| chunk_value(ch, i, dtype))
+}
+
+/// Property `key` of segment relationship `eid` of type `ty`.
+pub fn rel_prop(db: &Database, ty: usize, eid: u64, key: &str) -> Result<Value, ReadError> {
+    let Some(r) = db.rel_types().get(ty) else {
+        return Ok(Value::Null);
+    };
+    let (Some(footer), Some(c)) = (
+        r.props_footer(),
+        r.meta.columns.iter().position(|c| c.name == key),
+    ) else {
+        return Ok(Value::Null);
+    };
+    if eid >= footer.n_rows {
+        return Ok(Value::Null);
+    }
+    let (rg, i) = row_group_of(footer, eid);
+    let dtype = r.meta.columns[c].dtype;
+    db.with_rel_chunk(ty, rg, c, |ch| chunk_value(ch, i, dtype))
+}
+
 /// A segment relationship's non-null properties, in column order.
 pub fn rel_props(db: &Database, ty: usize, eid: u64) -> Result<Vec<(Arc<str>, Value)>, ReadError> {
     let r = &db.rel_types()[ty];

@@ -23,7 +23,7 @@ impl<'a> View<'a> {
         match self.delta.node(n) {
             Some(Some(r)) => Ok(r.labels.clone()),
             Some(None) => Ok(Vec::new()),
-            None => Ok(segments::node_state(self.db, n)?.0),
+            None => segments::node_labels(self.db, n),
         }
     }
 

@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::Dir;
-use quiver_engine::delta::{prop_get, KeyVal, NodeRec, Props, RelRec};
+use quiver_engine::delta::{overlaid, KeyVal, NodeRec, Props, RelRec};
 pub use quiver_engine::segments::chunk_value;
 
 /// Reads entry `i` of a segment's column chunk of type `t` as a (mapped) value.
@@ -91,12 +91,6 @@ pub fn dirs(d: Dir) -> &'static [Direction] {
         Dir::In => &[Direction::In],
         Dir::Both => &[Direction::Out, Direction::In],
     }
-}
-
-/// Property `name` of a delta record (null when absent or deleted).
-fn prop_of(p: Option<&Props>, name: &str) -> Value {
-    p.and_then(|p| prop_get(p, name).cloned())
-        .unwrap_or(Value::Null)
 }
 
 /// A delta record's properties as query pairs.
@@ -323,10 +317,20 @@ impl<'db> Graph<'db> {
             .collect();
         if let Some(d) = self.delta() {
             for r in d.nodes.values() {
-                out.extend(r.props.iter().map(|(k, _)| k.to_string()));
+                out.extend(
+                    r.props
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, _)| k.to_string()),
+                );
             }
             for r in d.rels.values() {
-                out.extend(r.props.iter().map(|(k, _)| k.to_string()));
+                out.extend(
+                    r.props
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, _)| k.to_string()),
+                );
             }
         }
         out
@@ -426,8 +430,11 @@ impl<'db> Graph<'db> {
     }
 
     pub fn node_prop(&self, node: u64, name: &str) -> Result<Value, QueryError> {
-        if let Some(v) = self.delta_node(node, |r| r.map(|r| prop_of(Some(&r.props), name))) {
-            return v.ok_or_else(|| deleted("node", node, name));
+        if let Some(v) = self.delta_node(node, |r| r.map(|r| r.get(name).cloned())) {
+            // A record that leaves the property to the segment falls through.
+            if let Some(v) = v.ok_or_else(|| deleted("node", node, name))? {
+                return Ok(v);
+            }
         }
         let (t, row) = self.locate(node)?;
         match self.tables[t].props.get(name) {
@@ -477,11 +484,12 @@ impl<'db> Graph<'db> {
             let Value::Node(n) = *v else { continue };
             if let Some(r) = d.as_ref().and_then(|d| d.node(n)) {
                 let r = r.ok_or_else(|| deleted("node", n, name))?;
-                let v = prop_of(Some(&r.props), name);
-                if !matches!(v, Value::Null) {
-                    out[base + pos] = val(v)?;
+                if let Some(v) = r.get(name) {
+                    if !matches!(v, Value::Null) {
+                        out[base + pos] = val(v.clone())?;
+                    }
+                    continue;
                 }
-                continue;
             }
             let (t, row) = self.locate(n)?;
             let ti = &self.tables[t];
@@ -619,10 +627,26 @@ impl<'db> Graph<'db> {
 
     /// Every property of a node that is not null, in column order.
     pub fn node_props(&self, node: u64) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
-        if let Some(v) = self.delta_node(node, |r| pairs(r.map(|r| &r.props))) {
-            return Ok(v);
+        let mut overlay = None;
+        if let Some(d) = self.delta() {
+            match d.node(node) {
+                Some(None) => return Ok(Vec::new()),
+                Some(Some(r)) if r.created => return Ok(pairs(Some(&r.props))),
+                Some(Some(r)) => overlay = Some(r.props.clone()),
+                None => {}
+            }
         }
         let (t, row) = self.locate(node)?;
+        if let Some(o) = overlay {
+            let mut seg = Vec::new();
+            for (name, c) in &self.tables[t].prop_list {
+                let v = self.cell(t, row, *c)?;
+                if !v.is_null() {
+                    seg.push((name.clone(), v));
+                }
+            }
+            return Ok(overlaid(seg, &o));
+        }
         let mut out = Vec::new();
         for (name, c) in &self.tables[t].prop_list {
             let v = self.cell(t, row, *c)?;
@@ -634,8 +658,10 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
-        if let Some(v) = self.delta_rel(r, |rec| rec.map(|r| prop_of(Some(&r.props), name))) {
-            return v.ok_or_else(|| deleted("relationship", r.eid, name));
+        if let Some(v) = self.delta_rel(r, |rec| rec.map(|r| r.get(name).cloned())) {
+            if let Some(v) = v.ok_or_else(|| deleted("relationship", r.eid, name))? {
+                return Ok(v);
+            }
         }
         let Some(ri) = self.rels.get(r.ty as usize) else {
             return Ok(Value::Null);
@@ -657,11 +683,19 @@ impl<'db> Graph<'db> {
     }
 
     pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
-        if let Some(v) = self.delta_rel(r, |rec| pairs(rec.map(|r| &r.props))) {
-            return Ok(v);
+        let mut overlay = None;
+        if let Some(d) = self.delta() {
+            match d.rel(r.ty, r.eid) {
+                Some(None) => return Ok(Vec::new()),
+                Some(Some(rec)) if rec.created => return Ok(pairs(Some(&rec.props))),
+                Some(Some(rec)) => overlay = Some(rec.props.clone()),
+                None => {}
+            }
         }
         let Some(ri) = self.rels.get(r.ty as usize) else {
-            return Ok(Vec::new());
+            return Ok(overlay
+                .map(|o| overlaid(Vec::new(), &o))
+                .unwrap_or_default());
         };
         let mut out = Vec::new();
         for (name, c) in &ri.prop_list {
@@ -670,7 +704,10 @@ impl<'db> Graph<'db> {
                 out.push((name.clone(), v));
             }
         }
-        Ok(out)
+        Ok(match overlay {
+            Some(o) => overlaid(out, &o),
+            None => out,
+        })
     }
 
     /// An id-index seek for `MATCH (n:Label {prop: key})` when `prop` is the imported
@@ -738,9 +775,13 @@ impl<'db> Graph<'db> {
 
     /// Whether a segment index's candidate `n` for `key = v` still holds.
     pub fn still_matches(&self, n: u64, key: &str, v: &Value) -> bool {
-        self.delta_node(n, |r| {
-            let cur = r.and_then(|r| prop_get(&r.props, key));
-            cur.is_some() && cur.and_then(KeyVal::of) == KeyVal::of(v)
+        self.delta_node(n, |r| match r {
+            None => false,
+            // Unchanged: the segment index that found it is right.
+            Some(r) => match r.get(key) {
+                None => true,
+                Some(cur) => !cur.is_null() && KeyVal::of(cur) == KeyVal::of(v),
+            },
         })
         .unwrap_or(true)
     }

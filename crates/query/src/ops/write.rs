@@ -16,7 +16,7 @@ use crate::expr::{eval, CExpr, Env};
 use crate::ops::{account, ArgCell, BoxOp, Cx, Op};
 use crate::value::{PathVal, Value};
 use quiver_common::memory::Grant;
-use quiver_engine::delta::{prop_get, KeyVal, Props};
+use quiver_engine::delta::{KeyVal, Props};
 use quiver_engine::Txn;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -450,9 +450,14 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
         if !rec.labels.contains(label) {
             continue;
         }
-        let Some(v) = prop_get(&rec.props, prop) else {
-            continue;
+        let v = match rec.get(prop) {
+            Some(v) => v.clone(),
+            None => quiver_engine::segments::node_prop(g.db, n, prop)?,
         };
+        if v.is_null() {
+            continue;
+        }
+        let v = &v;
         let Some(kv) = KeyVal::of(v) else {
             continue;
         };
@@ -469,9 +474,11 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
             let holds = |d: &quiver_engine::Delta| -> Result<bool, QueryError> {
                 Ok(match d.nodes.get(&c) {
                     Some(r) => {
-                        !r.deleted
-                            && r.labels.contains(label)
-                            && prop_get(&r.props, prop).and_then(KeyVal::of).as_ref() == Some(&kv)
+                        let cur = match r.get(prop) {
+                            Some(v) => KeyVal::of(v),
+                            None => KeyVal::of(&quiver_engine::segments::node_prop(g.db, c, prop)?),
+                        };
+                        !r.deleted && r.labels.contains(label) && cur.as_ref() == Some(&kv)
                     }
                     // An unchanged segment node found through the index has the key.
                     None => c < d.base_nodes,
