@@ -404,8 +404,7 @@ impl Delta {
     }
 
     /// Moves node `id`'s entries in the delta's index from its `old` record to `new`;
-    /// `entering`: the node was not in the delta before and its labels changed, so an
-    /// unchanged value goes in too (a segment index built before a label was added
+    /// `entering`: its labels changed, so an unchanged value goes in too (a segment index built before a label was added
     /// misses it). Values a record leaves to the segment are read from it.
     fn index_update(
         &mut self,
@@ -529,7 +528,9 @@ impl Delta {
         let prev = self.nodes.get(&id).cloned();
         let old_live = old.filter(|o| !o.deleted);
         let new_live = (!rec.deleted).then_some(&rec);
-        let entering = prev.is_none() && old.is_some_and(|o| o.labels != rec.labels);
+        // A label change puts every indexed value in (a segment index built before a
+        // label was added misses the node; entries are a set, so again is harmless).
+        let entering = old.is_some_and(|o| o.labels != rec.labels);
         self.index_update(db, id, old_live, new_live, entering)?;
         self.bytes =
             self.bytes + node_bytes(&rec) - prev.map_or(0, |p| node_bytes(&p)).min(self.bytes);

@@ -19,6 +19,26 @@ const LABELS: [&str; 3] = ["A", "B", "C"];
 const PROPS: [&str; 3] = ["x", "y", "z"];
 const TYPES: [&str; 2] = ["T", "U"];
 
+/// A property value of the model: an integer, or (negative) the string `s<-v>`, so that
+/// a column of integers also meets values of another type (which a checkpoint cannot
+/// fold into it and carries instead).
+fn lit(v: i64) -> String {
+    if v < 0 {
+        format!("'s{}'", -v)
+    } else {
+        v.to_string()
+    }
+}
+
+/// A value to SET: mostly an integer, sometimes a string.
+fn some_value(rng: &mut Pcg64) -> i64 {
+    if rng.random_bool(0.15) {
+        -rng.random_range(1..4)
+    } else {
+        rng.random_range(0..5)
+    }
+}
+
 /// A node of the model; `k` (its key in `Model::nodes`) is a property every node has.
 #[derive(Clone, Debug, Default)]
 struct Node {
@@ -177,10 +197,10 @@ impl Model {
                     e.properties_set = n.props.remove(p).is_some() as u64;
                     format!("MATCH (n {{k: {a}}}) SET n.{p} = null")
                 } else {
-                    let v = rng.random_range(0..5);
+                    let v = some_value(rng);
                     n.props.insert(p, v);
                     e.properties_set = 1;
-                    format!("MATCH (n {{k: {a}}}) SET n.{p} = {v}")
+                    format!("MATCH (n {{k: {a}}}) SET n.{p} = {}", lit(v))
                 }
             }
             (50..=54, Some(a)) => {
@@ -221,10 +241,10 @@ impl Model {
                 let r = self.some_rel(rng).unwrap();
                 let rel = self.rels.get_mut(&r).unwrap();
                 if rng.random_bool(0.7) {
-                    let v = rng.random_range(0..5);
+                    let v = some_value(rng);
                     rel.w = Some(v);
                     e.properties_set = 1;
-                    format!("MATCH ()-[r {{r: {r}}}]->() SET r.w = {v}")
+                    format!("MATCH ()-[r {{r: {r}}}]->() SET r.w = {}", lit(v))
                 } else {
                     e.properties_set = rel.w.take().is_some() as u64;
                     format!("MATCH ()-[r {{r: {r}}}]->() REMOVE r.w")
@@ -290,7 +310,11 @@ impl Model {
 }
 
 fn opt(v: Option<i64>) -> Value {
-    v.map(Value::Int).unwrap_or(Value::Null)
+    match v {
+        None => Value::Null,
+        Some(v) if v < 0 => Value::str(&format!("s{}", -v)),
+        Some(v) => Value::Int(v),
+    }
 }
 
 /// Reads the database every way the checks use and compares each with the model.

@@ -1,0 +1,269 @@
+//! Checkpoints fold changes to imported entities into their columns (patch files):
+//! rounds of property changes on an imported graph of several row groups — a bulk SET,
+//! single SETs and REMOVEs, new keys (new columns), values of another type than their
+//! column (carried as ops), relationship properties — each followed by a CHECKPOINT and
+//! a reopen (mapped or loaded), then every value, a declared index's seeks, the delta
+//! left behind and the patch files are checked against a model.
+
+mod common;
+
+use common::{ints, rows, run};
+use quiver_engine::fold::PATCH_FILES_MAX;
+use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
+use quiver_query::{Session, Value};
+use quiver_storage::manifest::IdType;
+use quiver_storage::{Database, OpenMode};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+const N: i64 = 60_000;
+const NODE_KEYS: [&str; 4] = ["a", "f", "s", "extra"];
+
+/// The model: node id -> key -> value (absent: null); relationship of node i -> w, w2.
+struct Model {
+    nodes: Vec<BTreeMap<&'static str, Value>>,
+    rels: Vec<BTreeMap<&'static str, Value>>,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Str(s) => format!("'{s}'"),
+        Value::Float(f) => format!("{f:?}"),
+        Value::Int(i) => i.to_string(),
+        Value::Null => "null".into(),
+        v => panic!("no literal for {v:?}"),
+    }
+}
+
+fn setup(dir: &Path) -> (std::path::PathBuf, Model) {
+    let mut nodes = String::from("id:ID,a:int,f:double,s:string,pad:string\n");
+    let mut rels = String::from(":START_ID,:END_ID,w:int\n");
+    let mut m = Model {
+        nodes: Vec::new(),
+        rels: Vec::new(),
+    };
+    let pad = "p".repeat(200);
+    for i in 0..N {
+        let mut n = BTreeMap::new();
+        n.insert("a", Value::Int(i % 1000));
+        if i % 3 != 0 {
+            n.insert("f", Value::Float(i as f64 / 4.0));
+        }
+        n.insert("s", Value::str(&format!("v{i}")));
+        let f = if i % 3 != 0 {
+            format!("{:?}", i as f64 / 4.0)
+        } else {
+            String::new()
+        };
+        writeln!(nodes, "{i},{},{f},v{i},{pad}", i % 1000).unwrap();
+        m.nodes.push(n);
+        writeln!(rels, "{i},{},{}", (i + 1) % N, i % 10).unwrap();
+        m.rels.push(BTreeMap::from([("w", Value::Int(i % 10))]));
+    }
+    std::fs::write(dir.join("n.csv"), nodes).unwrap();
+    std::fs::write(dir.join("r.csv"), rels).unwrap();
+    let db = dir.join("g.qdb");
+    let mut cfg = ImportConfig::new(&db);
+    cfg.nodes
+        .push(InputGroup::parse(&format!("N={}", dir.join("n.csv").display())).unwrap());
+    cfg.relationships
+        .push(InputGroup::parse(&format!("R={}", dir.join("r.csv").display())).unwrap());
+    cfg.id_type = IdType::Integer;
+    cfg.threads = 2;
+    // A small budget: row groups of a few tens of thousands of rows.
+    cfg.memory_budget_bytes = 24 << 20;
+    import(&cfg, &NoProgress).unwrap();
+    let d = Database::open(&db, OpenMode::Mapped).unwrap();
+    assert!(
+        d.node_tables()[0].footer.row_groups.len() >= 2,
+        "the test needs several row groups"
+    );
+    (db, m)
+}
+
+fn storage_info(s: &mut Session, key: &str) -> i64 {
+    rows(s, "SHOW STORAGE INFO")
+        .into_iter()
+        .find(|r| r[0] == Value::str(key))
+        .and_then(|r| match r[1] {
+            Value::Int(i) => Some(i),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {key} in SHOW STORAGE INFO"))
+}
+
+fn check(s: &mut Session, m: &Model, rng: &mut rand::rngs::StdRng, ctx: &str) {
+    let got = rows(
+        s,
+        "MATCH (n:N) RETURN n.id, n.a, n.f, n.s, n.extra ORDER BY n.id",
+    );
+    assert_eq!(got.len(), N as usize, "{ctx}: node count");
+    for (i, row) in got.iter().enumerate() {
+        let want: Vec<Value> = std::iter::once(Value::Int(i as i64))
+            .chain(
+                NODE_KEYS
+                    .iter()
+                    .map(|k| m.nodes[i].get(k).cloned().unwrap_or(Value::Null)),
+            )
+            .collect();
+        assert_eq!(row, &want, "{ctx}: node {i}");
+    }
+    let got = rows(
+        s,
+        "MATCH (a)-[r:R]->() RETURN a.id, r.w, r.w2 ORDER BY a.id",
+    );
+    assert_eq!(got.len(), N as usize, "{ctx}: relationship count");
+    for (i, row) in got.iter().enumerate() {
+        let want = vec![
+            Value::Int(i as i64),
+            m.rels[i].get("w").cloned().unwrap_or(Value::Null),
+            m.rels[i].get("w2").cloned().unwrap_or(Value::Null),
+        ];
+        assert_eq!(row, &want, "{ctx}: relationship of {i}");
+    }
+    // Seeks through the declared index on :N(a), values that exist and not.
+    for _ in 0..8 {
+        let x = rng.random_range(0..2000);
+        let want: Vec<i64> = (0..N)
+            .filter(|&i| m.nodes[i as usize].get("a") == Some(&Value::Int(x)))
+            .collect();
+        let mut got = ints(s, &format!("MATCH (n:N {{a: {x}}}) RETURN n.id"));
+        got.sort_unstable();
+        assert_eq!(got, want, "{ctx}: seek a = {x}");
+    }
+    // Properties as a whole (the overlay merged with the segment, or the patch).
+    for _ in 0..20 {
+        let i = rng.random_range(0..N) as usize;
+        let got = rows(s, &format!("MATCH (n:N {{id: {i}}}) RETURN properties(n)"));
+        let Value::Map(p) = &got[0][0] else {
+            panic!("{ctx}: properties(n) of {i}: {got:?}")
+        };
+        let mut got: Vec<(String, Value)> =
+            p.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        got.retain(|(k, _)| k != "pad" && k != "id");
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let want: Vec<(String, Value)> = m.nodes[i]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        assert_eq!(got, want, "{ctx}: properties of {i}");
+    }
+}
+
+#[test]
+fn checkpoints_fold_changes_into_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut m) = setup(dir.path());
+    let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
+    run(&mut s, "CREATE INDEX ON :N(a)").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..7 {
+        let ctx = format!("round {round}");
+        // A bulk SET over a slice of the nodes.
+        let k = rng.random_range(2..9);
+        run(
+            &mut s,
+            &format!(
+                "MATCH (n:N) WHERE n.id % {k} = {} SET n.a = n.a + 1000",
+                round % k
+            ),
+        )
+        .unwrap();
+        for i in 0..N {
+            if i % k == round % k {
+                let n = &mut m.nodes[i as usize];
+                // `+` adds to an integer and appends to a string.
+                match n.get("a").cloned() {
+                    Some(Value::Int(a)) => n.insert("a", Value::Int(a + 1000)),
+                    Some(Value::Str(a)) => n.insert("a", Value::str(&format!("{a}1000"))),
+                    _ => None,
+                };
+            }
+        }
+        // Single changes: each key, removals, other types, new keys, relationships.
+        for _ in 0..200 {
+            let i = rng.random_range(0..N) as usize;
+            let (key, v): (&'static str, Value) = match rng.random_range(0..8) {
+                0 => ("a", Value::Int(rng.random_range(0..2000))),
+                1 => ("f", Value::Float(rng.random_range(0..100) as f64 + 0.5)),
+                2 => ("s", Value::str(&format!("new{}", rng.random_range(0..99)))),
+                3 => ("extra", Value::Int(rng.random_range(0..50))),
+                4 => ("f", Value::Null),
+                5 => ("a", Value::str("text")),
+                6 => ("w", Value::Int(rng.random_range(0..100))),
+                _ => ("w2", Value::Float(rng.random_range(0..10) as f64 * 0.25)),
+            };
+            let rel = key.starts_with('w');
+            let q = if rel {
+                format!(
+                    "MATCH (:N {{id: {i}}})-[r:R]->() SET r.{key} = {}",
+                    text(&v)
+                )
+            } else {
+                format!("MATCH (n:N {{id: {i}}}) SET n.{key} = {}", text(&v))
+            };
+            run(&mut s, &q).unwrap_or_else(|e| panic!("{ctx}: {q}: {e}"));
+            let target = if rel { &mut m.rels[i] } else { &mut m.nodes[i] };
+            if v == Value::Null {
+                target.remove(key);
+            } else {
+                target.insert(key, v);
+            }
+        }
+        check(&mut s, &m, &mut rng, &format!("{ctx}, before CHECKPOINT"));
+        run(&mut s, "CHECKPOINT").unwrap();
+        // What stays in the delta: only the values that fit no column (strings in the
+        // integer column `a`), one op each.
+        let strings_in_a = m
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.get("a"), Some(Value::Str(_))))
+            .count() as i64;
+        let left = storage_info(&mut s, "delta_changes");
+        assert!(
+            left <= strings_in_a,
+            "{ctx}: {left} changes left in the delta after CHECKPOINT, {strings_in_a} misfits"
+        );
+        check(&mut s, &m, &mut rng, &format!("{ctx}, after CHECKPOINT"));
+        drop(s);
+        let mode = if round % 2 == 0 {
+            OpenMode::Loaded
+        } else {
+            OpenMode::Mapped
+        };
+        let d = Database::open(&db, mode).unwrap();
+        d.verify().unwrap();
+        for t in &d.manifest().node_tables {
+            assert!(
+                t.patches.len() <= PATCH_FILES_MAX,
+                "{ctx}: {} patch files",
+                t.patches.len()
+            );
+        }
+        for r in &d.manifest().rel_types {
+            assert!(
+                r.patches.len() <= PATCH_FILES_MAX,
+                "{ctx}: {} patch files",
+                r.patches.len()
+            );
+        }
+        drop(d);
+        s = Session::open_with(&db, mode, false).unwrap();
+        assert_eq!(
+            storage_info(&mut s, "delta_changes"),
+            left,
+            "{ctx}: what a reopen replays"
+        );
+        check(&mut s, &m, &mut rng, &format!("{ctx}, reopened {mode:?}"));
+    }
+    // Seven checkpoints of changes to the same table: the patch files were merged.
+    let d = Database::open(&db, OpenMode::Mapped).unwrap();
+    let t = &d.manifest().node_tables[0];
+    assert!(
+        !t.patches.is_empty() && t.patches.len() < 7,
+        "{:?}",
+        t.patches
+    );
+}
