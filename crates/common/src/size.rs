@@ -51,6 +51,12 @@ pub fn current_rss_bytes() -> Option<u64> {
     status_field("VmRSS:")
 }
 
+/// Resident memory that is not a file mapping (heap, stacks): what the process itself
+/// holds, without the mapped segments' pages that the page cache owns.
+pub fn anon_rss_bytes() -> Option<u64> {
+    status_field("RssAnon:")
+}
+
 fn status_field(name: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with(name))?;

@@ -208,8 +208,10 @@ pub struct Delta {
     pub base_edges: Vector<u64>,
     pub nodes: OrdMap<u64, Arc<NodeRec>>,
     pub rels: OrdMap<(u32, u64), Arc<RelRec>>,
-    pub out: PMap<u64, Adj>,
-    pub inc: PMap<u64, Adj>,
+    /// Created adjacency per node. B-trees, not hash maps: a HAMT node is allocated
+    /// whole for its few entries (measured: about 120 bytes an entry against 40).
+    pub out: OrdMap<u64, Adj>,
+    pub inc: OrdMap<u64, Adj>,
     /// Property names indexed in the segments (`:ID` columns, declared indexes): the
     /// delta indexes them too, so that seeks find created and changed nodes.
     pub indexed: Arc<Vec<Arc<str>>>,
@@ -268,6 +270,14 @@ fn node_bytes(r: &NodeRec) -> u64 {
         + MAP_ENTRY_BYTES
 }
 
+/// Bytes of one node's created adjacency in one direction: the `Arc`'d vector, its
+/// entries, and its map entry.
+fn adj_bytes(a: &Adj) -> u64 {
+    alloc_bytes(16 + 24)
+        + alloc_bytes(a.capacity() as u64 * std::mem::size_of::<(u32, u64, u64)>() as u64)
+        + MAP_ENTRY_BYTES
+}
+
 fn rel_bytes(r: &RelRec) -> u64 {
     alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + props_bytes(&r.props) + MAP_ENTRY_BYTES
 }
@@ -314,8 +324,8 @@ impl Delta {
             base_edges: db.rel_types().iter().map(|r| r.meta.n_edges).collect(),
             nodes: OrdMap::new(),
             rels: OrdMap::new(),
-            out: PMap::new(),
-            inc: PMap::new(),
+            out: OrdMap::new(),
+            inc: OrdMap::new(),
             indexed: Arc::new(indexed),
             index: PMap::new(),
             deleted_nodes: 0,
@@ -580,12 +590,21 @@ impl Delta {
         self.rels.insert((ty, eid), Arc::new(rec));
     }
 
-    fn adj_push(map: &mut PMap<u64, Adj>, node: u64, entry: (u32, u64, u64)) {
+    /// Adds `entry` to `node`'s created adjacency; returns the bytes it now holds
+    /// beyond what it held.
+    fn adj_push(map: &mut OrdMap<u64, Adj>, node: u64, entry: (u32, u64, u64)) -> i64 {
+        let before = map.get(&node).map_or(0, adj_bytes);
         let a = map.entry(node).or_default();
-        Arc::make_mut(a).push(entry);
+        let v = Arc::make_mut(a);
+        if v.len() == v.capacity() {
+            // Double as `push` would, but from one entry (most nodes get a few).
+            v.reserve_exact(v.len().max(1));
+        }
+        v.push(entry);
+        adj_bytes(a) as i64 - before as i64
     }
 
-    fn adj_remove(map: &mut PMap<u64, Adj>, node: u64, ty: u32, eid: u64) {
+    fn adj_remove(map: &mut OrdMap<u64, Adj>, node: u64, ty: u32, eid: u64) {
         if let Some(a) = map.get_mut(&node) {
             Arc::make_mut(a).retain(|&(t, e, _)| !(t == ty && e == eid));
         }
@@ -655,10 +674,10 @@ impl Delta {
                     created: true,
                     ts,
                 };
-                self.bytes += 48; // two adjacency entries
                 self.put_rel(t, *eid, rec);
-                Self::adj_push(&mut self.out, *src, (t, *eid, *dst));
-                Self::adj_push(&mut self.inc, *dst, (t, *eid, *src));
+                let grew = Self::adj_push(&mut self.out, *src, (t, *eid, *dst))
+                    + Self::adj_push(&mut self.inc, *dst, (t, *eid, *src));
+                self.bytes = (self.bytes as i64 + grew).max(0) as u64;
             }
             Op::DeleteRel { ty, eid, src, dst } => {
                 let (t, old) = self.rel_rec(db, ty, *eid, (*src, *dst))?;

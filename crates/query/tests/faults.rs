@@ -180,19 +180,34 @@ fn every_failed_step_leaves_the_database_before_or_after() {
             "MATCH (a:P {v: 3}), (b:P {v: 4}) CREATE (a)-[:E]->(b)",
         )
         .unwrap();
+        // Imported nodes and relationships changed: the checkpoint folds them into
+        // patch files (and a new key into a new column).
         run(&mut s, "MATCH (p:P) WHERE p.v < 3 SET p.v = p.v + 100").unwrap();
+        run(
+            &mut s,
+            "MATCH ()-[e:E]->() WHERE e.w < 5 SET e.w = e.w + 1000, e.x = 1",
+        )
+        .unwrap();
+        let rel_sum = "MATCH ()-[e:E]->() RETURN sum(e.w) + sum(e.x)";
+        let rel_print = |db: &Path| {
+            let mut s = Session::open_with(db, OpenMode::Mapped, false).unwrap();
+            ints(&mut s, rel_sum)
+        };
         let committed = print_of(&mut s);
+        let rels = ints(&mut s, rel_sum);
         faults::arm(n);
         let r = run(&mut s, "CHECKPOINT");
         let taken = faults::disarm();
         drop(s);
         // Committed writes survive whether or not the checkpoint got through.
         assert_eq!(fingerprint(&db), Some(committed.clone()), "step {n}: {r:?}");
+        assert_eq!(rel_print(&db), rels, "step {n}: relationship properties");
         // And the next checkpoint works.
         let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
         run(&mut s, "CHECKPOINT").unwrap_or_else(|e| panic!("step {n}: retry: {e}"));
         drop(s);
         assert_eq!(fingerprint(&db), Some(committed), "step {n}: after retry");
+        assert_eq!(rel_print(&db), rels, "step {n}: relationship properties");
         r.is_ok() && taken < n
     });
     report.push(("checkpoint", steps));
