@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,6 +75,12 @@ def reads(db, work, n_users, runs, seed):
     return out
 
 
+def to_file(cmd, path):
+    with open(path, "w") as f:
+        if subprocess.run(list(map(str, cmd)), stdout=f).returncode != 0:
+            sys.exit(f"failed: {' '.join(map(str, cmd))}")
+
+
 def transformed(name, nodes, edges, pairs, out):
     """The generated CSV files changed as scenario `name` changes the graph."""
     out.mkdir(parents=True, exist_ok=True)
@@ -82,8 +89,8 @@ def transformed(name, nodes, edges, pairs, out):
     if name.startswith("set"):
         k = {"set5": 20, "set25": 4, "set100": 1}[name]
         # age is the second field; an empty age becomes 1 (coalesce(null, 0) + 1).
-        run(["awk", "-F,", "-v", "OFS=,", f"NR>1 && $1 % {k} == 0 {{ $2 = ($2 == \"\" ? 1 : $2 + 1) }} {{ print }}",
-             nodes], stdout=open(n_out, "w"))
+        to_file(["awk", "-F,", "-v", "OFS=,",
+                 f"NR>1 && $1 % {k} == 0 {{ $2 = ($2 == \"\" ? 1 : $2 + 1) }} {{ print }}", nodes], n_out)
         fresh(e_out)
         e_out.symlink_to(edges)
     elif name == "rels1m":
@@ -92,11 +99,11 @@ def transformed(name, nodes, edges, pairs, out):
         fresh(e_out)
         e_out.symlink_to(edges)
         tail = out / "pairs-noheader.csv"
-        run(["tail", "-n", "+2", pairs], stdout=open(tail, "w"))
+        to_file(["tail", "-n", "+2", pairs], tail)
         files.append(tail)
     elif name == "delete10":
-        run(["awk", "-F,", "NR==1 || $1 % 10 != 0", nodes], stdout=open(n_out, "w"))
-        run(["awk", "-F,", "NR==1 || ($1 % 10 != 0 && $2 % 10 != 0)", edges], stdout=open(e_out, "w"))
+        to_file(["awk", "-F,", "NR==1 || $1 % 10 != 0", nodes], n_out)
+        to_file(["awk", "-F,", "NR==1 || ($1 % 10 != 0 && $2 % 10 != 0)", edges], e_out)
     return n_out, files
 
 

@@ -26,8 +26,9 @@ use quiver_common::limits::ROW_GROUP_ROWS_MAX;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{
-    Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta, SegmentMeta,
+    DeletedMeta, Manifest, NodeTableMeta, PropertyMeta, RelSegmentMeta, RelTypeMeta, SegmentMeta,
 };
+use quiver_storage::read::Bits;
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
 use quiver_storage::{Database, Direction, WriteError};
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ pub struct CheckpointReport {
     pub carried_ops: u64,
     /// Property values of earlier segments' entities folded into their columns.
     pub values_folded: u64,
+    /// Nodes and relationships of earlier segments marked deleted in their bitmaps.
+    pub entities_deleted: u64,
     pub log_bytes_freed: u64,
     pub elapsed: Duration,
 }
@@ -253,6 +256,8 @@ impl Store {
         let mut m: Manifest = db.manifest().clone();
         m.generation = staging.generation();
         m.written_by = format!("quiver {}", env!("CARGO_PKG_VERSION"));
+        // Patch and deletion files need a reader that knows them.
+        m.format_version = m.format_version.max(quiver_format::FORMAT_VERSION);
         for l in delta.labels.iter().skip(m.labels.len()) {
             m.labels.push(l.to_string());
         }
@@ -314,9 +319,11 @@ impl Store {
                     value,
                 });
             }
+            // Ids never committed or deleted since: deleted rows of the new table.
+            let mut holes = Bits::new(recs.len() as u64);
             for (i, r) in recs.iter().enumerate() {
                 if r.is_none() {
-                    carried.push(Op::DeleteNode { id: lo + i as u64 });
+                    holes.set(i as u64);
                 } else {
                     report.nodes_written += 1;
                 }
@@ -337,42 +344,75 @@ impl Store {
                 columns: metas,
                 segments: vec![seg],
                 patches: Vec::new(),
+                deleted: None,
             });
+            if holes.count() > 0 {
+                let t = m.node_tables.len() - 1;
+                m.node_tables[t].deleted = Some(write_deleted(
+                    &staging,
+                    &format!("nodes-{t:04}-deleted.seg"),
+                    &[&holes],
+                )?);
+            }
             m.n_nodes = delta.next_node;
         }
 
         // Changes to segment nodes and relationships: property changes fold into their
         // columns (below), the rest is carried.
         let mut changes: Vec<Op> = Vec::new();
+        let mut label_sets: Vec<(u64, Value, Vec<Op>)> = Vec::new();
+        let mut changed_labels: Vec<Arc<str>> = Vec::new();
+        let mut node_dels: Vec<u64> = Vec::new();
+        let mut rel_dels: Vec<(usize, u64, u64, u64)> = Vec::new();
         for (&id, r) in delta.nodes.range(..delta.base_nodes) {
             if r.deleted {
-                carried.push(Op::DeleteNode { id });
+                node_dels.push(id);
                 continue;
             }
             let labels = segments::node_labels(db, id)?;
-            diff_node(db, id, &labels, r, &mut changes)?;
+            let mut label_ops = Vec::new();
+            diff_node(db, id, &labels, r, &mut label_ops, &mut changes)?;
+            if !label_ops.is_empty() {
+                // Labels fold into the table's `:LABEL` column when the node keeps every
+                // label its table gives all rows; otherwise they are carried.
+                for op in &label_ops {
+                    if let Op::AddLabel { label, .. } | Op::RemoveLabel { label, .. } = op {
+                        changed_labels.push(label.clone());
+                    }
+                }
+                match extra_labels(db, id, &r.labels)? {
+                    Some(v) => label_sets.push((id, v, label_ops)),
+                    None => carried.extend(label_ops),
+                }
+            }
         }
         for (t, name) in delta.types.iter().enumerate() {
             let t32 = t as u32;
             let base = delta.base_edges[t];
             for (&(_, eid), r) in delta.rels.range((t32, 0)..(t32, base)) {
                 if r.deleted {
-                    carried.push(Op::DeleteRel {
-                        ty: name.clone(),
-                        eid,
-                        src: r.src,
-                        dst: r.dst,
-                    });
+                    rel_dels.push((t, eid, r.src, r.dst));
                 } else {
                     diff_rel(db, t, name, eid, r, &mut changes)?;
                 }
             }
         }
-        let folded = fold_changes(db, &staging, &mut m, changes, &mut carried)?;
+        let folded = fold_changes(db, &staging, &mut m, changes, label_sets, &mut carried)?;
+        report.entities_deleted = fold_deletions(
+            db,
+            &staging,
+            &mut m,
+            &node_dels,
+            &rel_dels,
+            delta,
+            &mut carried,
+        )?;
         report.values_folded = folded.0;
         // A declared index over a rewritten column is rebuilt by the index hook.
         for ix in m.indexes.iter_mut() {
-            if folded.1.iter().any(|k| **k == *ix.property) {
+            if folded.1.iter().any(|k| **k == *ix.property)
+                || changed_labels.iter().any(|l| **l == *ix.label)
+            {
                 ix.covers_nodes = 0;
             }
         }
@@ -442,6 +482,7 @@ impl Store {
                 out: seg.0,
                 r#in: seg.1,
                 props,
+                deleted: None,
             };
             add_rel_segment(&mut m, existing, name, columns, rs);
             report.relationships_written += k;
@@ -488,6 +529,7 @@ impl Store {
                     bytes: t.segment.bytes,
                 }],
                 patches: Vec::new(),
+                deleted: None,
             });
             m.n_nodes += t.n_rows;
             report.nodes_written += t.n_rows;
@@ -552,19 +594,57 @@ impl Store {
     }
 }
 
-/// Folds property changes to entities of `db`'s segments into patch files of their
-/// tables (see [`crate::fold`]); what does not fold is carried. Returns how many values
-/// folded and the names of the columns rewritten.
+/// The `:LABEL` value of segment node `id` with `labels`: those its table does not give
+/// every row (null when none), or `None` when it lost one of those (a column cannot
+/// take a table label away from one row).
+fn extra_labels(db: &Database, id: u64, labels: &[Arc<str>]) -> Result<Option<Value>, EngineError> {
+    let (t, _) = db.node_location(id)?;
+    let fixed: Vec<&str> = db.node_tables()[t]
+        .meta
+        .labels
+        .iter()
+        .map(|&l| db.labels()[l as usize].as_str())
+        .collect();
+    if !fixed.iter().all(|f| labels.iter().any(|l| **l == **f)) {
+        return Ok(None);
+    }
+    let extra: Vec<Value> = labels
+        .iter()
+        .filter(|l| !fixed.contains(&&***l))
+        .map(|l| Value::Str(l.clone()))
+        .collect();
+    Ok(Some(if extra.is_empty() {
+        Value::Null
+    } else {
+        Value::list(extra)
+    }))
+}
+
+/// Folds property changes to entities of `db`'s segments, and label changes of nodes
+/// (`labels`: node, its new `:LABEL` value, the ops to carry if it does not fold), into
+/// patch files of their tables (see [`crate::fold`]); what does not fold is carried.
+/// Returns how many values folded and the names of the columns rewritten.
 fn fold_changes(
     db: &Database,
     staging: &Staging,
     m: &mut Manifest,
     changes: Vec<Op>,
+    labels: Vec<(u64, Value, Vec<Op>)>,
     carried: &mut Vec<Op>,
 ) -> Result<(u64, Vec<Arc<str>>), EngineError> {
-    use crate::fold::{fold_table, split_ops, Target};
+    use crate::fold::{fold_table, split_ops, RowSet, Target, LABEL_KEY};
     use quiver_storage::TableRef;
-    let split = split_ops(db, changes, carried);
+    let mut split = split_ops(db, changes, carried);
+    let mut label_ops: HashMap<u64, Vec<Op>> = HashMap::new();
+    for (id, value, ops) in labels {
+        let (t, row) = db.node_location(id)?;
+        split.nodes.entry(t).or_default().push(RowSet {
+            row,
+            key: Arc::from(LABEL_KEY),
+            value,
+        });
+        label_ops.insert(id, ops);
+    }
     let mut n = 0u64;
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut tables: Vec<_> = split.nodes.into_iter().collect();
@@ -574,11 +654,7 @@ fn fold_changes(
         let meta = &mut m.node_tables[t];
         let first = meta.first_node;
         let total = sets.len() as u64;
-        let frozen = meta
-            .id_column
-            .into_iter()
-            .chain(meta.label_column)
-            .collect();
+        let frozen = meta.id_column.into_iter().collect();
         let (left, keys) = fold_table(
             db,
             staging,
@@ -593,7 +669,14 @@ fn fold_changes(
             sets,
         )?;
         n += total - left.len() as u64;
+        if meta.label_column.is_none() {
+            meta.label_column = meta.columns.iter().position(|c| c.name == LABEL_KEY);
+        }
         for s in left {
+            if &*s.key == LABEL_KEY {
+                carried.extend(label_ops.remove(&(first + s.row)).unwrap_or_default());
+                continue;
+            }
             carried.push(Op::SetNodeProp {
                 id: first + s.row,
                 key: s.key,
@@ -644,6 +727,91 @@ fn fold_changes(
     Ok((n, names))
 }
 
+/// Writes a deletion file of `maps` (bitmaps of one length).
+fn write_deleted(
+    staging: &Staging,
+    name: &str,
+    maps: &[&Bits],
+) -> Result<DeletedMeta, EngineError> {
+    let len = maps.first().map_or(0, |b| b.len());
+    let words: Vec<&[u64]> = maps.iter().map(|b| b.words()).collect();
+    let file = quiver_storage::write::write_bitmaps(staging, name, len, &words)?;
+    Ok(DeletedMeta {
+        count: maps.first().map_or(0, |b| b.count()),
+        file,
+    })
+}
+
+/// Deletions of entities of `db`'s segments into the deletion bitmaps of their tables
+/// and relationship segments (each rewritten whole: the old bits and the new). A
+/// relationship whose entries cannot be found is carried as an op. Returns how many
+/// entities were marked.
+fn fold_deletions(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    nodes: &[u64],
+    rels: &[(usize, u64, u64, u64)],
+    delta: &Delta,
+    carried: &mut Vec<Op>,
+) -> Result<u64, EngineError> {
+    let mut marked = 0u64;
+    let mut tables: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
+    for &id in nodes {
+        let (t, row) = db.node_location(id)?;
+        tables.entry(t).or_default().push(row);
+    }
+    for (t, rows) in tables {
+        let table = &db.node_tables()[t];
+        let mut bits = table
+            .deleted
+            .clone()
+            .unwrap_or_else(|| Bits::new(table.meta.n_rows));
+        for row in rows {
+            bits.set(row);
+            marked += 1;
+        }
+        m.node_tables[t].deleted = Some(write_deleted(
+            staging,
+            &format!("nodes-{t:04}-deleted.seg"),
+            &[&bits],
+        )?);
+    }
+    let mut segs: std::collections::BTreeMap<(usize, usize), Vec<(u64, u64)>> = Default::default();
+    for &(t, eid, src, dst) in rels {
+        match db.edge_positions(t, src, dst, eid)? {
+            Some((seg, o, i)) => {
+                segs.entry((t, seg)).or_default().push((o, i));
+                marked += 1;
+            }
+            None => carried.push(Op::DeleteRel {
+                ty: delta.types[t].clone(),
+                eid,
+                src,
+                dst,
+            }),
+        }
+    }
+    for ((t, seg), positions) in segs {
+        let meta = &m.rel_types[t].segments[seg];
+        let n = meta.n_edges;
+        let [mut out, mut inc] = db
+            .edge_deletions(t, seg)
+            .cloned()
+            .unwrap_or_else(|| [Bits::new(n), Bits::new(n)]);
+        for (o, i) in positions {
+            out.set(o);
+            inc.set(i);
+        }
+        m.rel_types[t].segments[seg].deleted = Some(write_deleted(
+            staging,
+            &format!("rels-{t:04}-{seg:04}-deleted.seg"),
+            &[&out, &inc],
+        )?);
+    }
+    Ok(marked)
+}
+
 /// The delta a generation starts with: its op file replayed.
 pub(crate) fn base_delta(db: &Database) -> Result<Delta, EngineError> {
     let mut d = Delta::new(db, indexed_names(db.manifest()));
@@ -657,17 +825,19 @@ pub(crate) fn base_delta(db: &Database) -> Result<Delta, EngineError> {
 }
 
 /// The ops that turn segment node `id` (labels `old_labels`) into record `r` (an
-/// overlay of its changed properties).
+/// overlay of its changed properties): label changes to `label_ops`, properties to
+/// `out`.
 fn diff_node(
     db: &Database,
     id: u64,
     old_labels: &[Arc<str>],
     r: &NodeRec,
+    label_ops: &mut Vec<Op>,
     out: &mut Vec<Op>,
 ) -> Result<(), EngineError> {
     for l in &r.labels {
         if !old_labels.contains(l) {
-            out.push(Op::AddLabel {
+            label_ops.push(Op::AddLabel {
                 id,
                 label: l.clone(),
             });
@@ -675,7 +845,7 @@ fn diff_node(
     }
     for l in old_labels {
         if !r.labels.contains(l) {
-            out.push(Op::RemoveLabel {
+            label_ops.push(Op::RemoveLabel {
                 id,
                 label: l.clone(),
             });
@@ -835,6 +1005,7 @@ fn write_bulk_rels(
         out,
         r#in: inc,
         props,
+        deleted: None,
     };
     add_rel_segment(m, existing, &bulk.ty, columns, seg);
     Ok(n)

@@ -516,7 +516,7 @@ impl Delta {
             }
             return Ok((**r).clone());
         }
-        if id >= self.base_nodes {
+        if id >= self.base_nodes || db.node_deleted(id) {
             return Err(ApplyError::NoNode(id));
         }
         Ok(NodeRec {

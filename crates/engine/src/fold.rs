@@ -10,9 +10,13 @@
 //! the older ones that are still live into its new file and the table keeps that one
 //! alone (an LSM's merge, on raw encoded bytes).
 //!
+//! Label changes fold as the node's new `:LABEL` value (the labels its table does not
+//! give every row; the column is added when the table had none).
+//!
 //! What does not fold is returned to be carried as ops: values of another type than
 //! their column (a string set where the column holds integers), the `:ID` column (its
-//! index is not rewritten here), `:LABEL`, and tables without row groups.
+//! index is not rewritten here), a table label removed from one row, and tables without
+//! row groups.
 
 use crate::checkpoint::{dtype_of, push_value};
 use crate::delta::Op;
@@ -25,6 +29,10 @@ use quiver_storage::write::{PatchWriter, Staging};
 use quiver_storage::{Database, TableRef};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// The name of a node table's column of per-row labels (and the key label changes fold
+/// under; a property of that name is never folded).
+pub const LABEL_KEY: &str = ":LABEL";
 
 /// Patch files a table keeps before a checkpoint merges them into one.
 pub const PATCH_FILES_MAX: usize = 4;
@@ -258,12 +266,12 @@ pub(crate) fn split_ops(db: &Database, ops: Vec<Op>, carried: &mut Vec<Op>) -> S
     for op in ops {
         match op {
             Op::SetNodeProp { id, key, value } => match db.node_location(id) {
-                Ok((t, row)) => s
+                Ok((t, row)) if !key.starts_with(':') => s
                     .nodes
                     .entry(t)
                     .or_default()
                     .push(RowSet { row, key, value }),
-                Err(_) => carried.push(Op::SetNodeProp { id, key, value }),
+                _ => carried.push(Op::SetNodeProp { id, key, value }),
             },
             Op::SetRelProp {
                 ty,

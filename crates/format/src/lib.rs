@@ -18,5 +18,7 @@ pub mod segment;
 
 pub use error::FormatError;
 
-/// Version of the on-disk format written by this build (see docs/format.md).
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk format written by this build (see docs/format.md): 2 added
+/// patch files and deletion files, which a reader of version 1 would ignore and so read
+/// stale values; this build reads both versions.
+pub const FORMAT_VERSION: u32 = 2;

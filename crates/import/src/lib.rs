@@ -648,6 +648,7 @@ fn run(
                 out,
                 r#in: inc,
                 props,
+                deleted: None,
             }],
             start_space: Some(r.start_space),
             end_space: Some(r.end_space),
@@ -1725,6 +1726,7 @@ fn import_nodes(
             columns,
             segments: vec![segment],
             patches: Vec::new(),
+            deleted: None,
         })
     })();
     drop(rx_slot);

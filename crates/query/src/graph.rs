@@ -221,13 +221,22 @@ impl<'db> Graph<'db> {
         }
     }
 
-    /// Whether node `n` exists (always for segment nodes without a delta).
+    /// Whether node `n` exists (segment nodes unless a checkpoint's bitmap or the delta
+    /// deleted them).
     #[inline]
     pub fn node_live(&self, n: u64) -> bool {
+        let seg_live = |n: u64| !self.db.node_deleted(n);
         match self.delta() {
-            Some(d) => d.node_exists(n),
-            None => n < self.db.n_nodes(),
+            Some(d) => d.node_exists(n) && (n >= d.base_nodes || seg_live(n)),
+            None => n < self.db.n_nodes() && seg_live(n),
         }
+    }
+
+    /// Whether scans must test each node for life: the delta may have deleted some, or
+    /// the segments have deleted rows.
+    #[inline]
+    pub fn scans_check_life(&self) -> bool {
+        self.has_delta() || self.db.has_deleted_nodes()
     }
 
     /// Whether segment node `n`, in a table that carries `label`, is live and still
@@ -235,7 +244,7 @@ impl<'db> Graph<'db> {
     #[inline]
     pub fn live_keeping_label(&self, n: u64, label: u32) -> bool {
         let Some(d) = self.delta() else {
-            return n < self.db.n_nodes();
+            return n < self.db.n_nodes() && !self.db.node_deleted(n);
         };
         match d.node(n) {
             Some(None) => false,
@@ -243,7 +252,7 @@ impl<'db> Graph<'db> {
                 .labels
                 .get(label as usize)
                 .is_some_and(|name| r.labels.contains(name)),
-            None => n < d.base_nodes,
+            None => n < d.base_nodes && !self.db.node_deleted(n),
         }
     }
 
@@ -401,6 +410,9 @@ impl<'db> Graph<'db> {
             if label as usize >= self.db.labels().len() {
                 return Ok(false);
             }
+        }
+        if self.db.node_deleted(node) {
+            return Ok(false);
         }
         let (t, row) = self.locate(node)?;
         let ti = &self.tables[t];

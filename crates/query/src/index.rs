@@ -381,7 +381,7 @@ fn build(
             db.with_node_chunk(t, rg, col, |c| -> Result<(), QueryError> {
                 for i in 0..c.len() {
                     let node = base + i as u64;
-                    if check && !g.has_label(node, lid)? {
+                    if check && !g.has_label(node, lid)? || g.db.node_deleted(node) {
                         continue;
                     }
                     let v = chunk_value(c, i, dtype);

@@ -567,11 +567,12 @@ impl Session {
                 Ok(summary_msg(
                     t0,
                     format!(
-                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} changes carried as ops, {} of log freed, {:.1} ms",
+                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} deletions marked, {} changes carried as ops, {} of log freed, {:.1} ms",
                         r.generation,
                         r.nodes_written,
                         r.relationships_written,
                         r.values_folded,
+                        r.entities_deleted,
                         r.carried_ops,
                         human_bytes(r.log_bytes_freed),
                         r.elapsed.as_secs_f64() * 1e3
@@ -608,6 +609,7 @@ impl Session {
                 let snap = self.store.snapshot();
                 let d = &snap.delta;
                 let live_nodes = snap.db.n_nodes()
+                    - snap.db.n_deleted_nodes()
                     - d.nodes
                         .range(..d.base_nodes)
                         .filter(|(_, r)| r.deleted)
@@ -616,7 +618,9 @@ impl Session {
                         .range(d.base_nodes..)
                         .filter(|(_, r)| !r.deleted)
                         .count() as u64;
-                let seg_edges: u64 = snap.db.rel_types().iter().map(|r| r.meta.n_edges).sum();
+                let seg_edges: u64 = (0..snap.db.rel_types().len())
+                    .map(|t| snap.db.rel_types()[t].meta.n_edges - snap.db.n_deleted_edges(t))
+                    .sum();
                 let created_rels = d
                     .rels
                     .iter()

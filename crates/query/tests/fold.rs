@@ -21,10 +21,33 @@ use std::path::Path;
 const N: i64 = 60_000;
 const NODE_KEYS: [&str; 4] = ["a", "f", "s", "extra"];
 
-/// The model: node id -> key -> value (absent: null); relationship of node i -> w, w2.
+/// The model: node id -> key -> value (absent: null); the relationship from node i to
+/// node i + 1 -> w, w2. `None`: deleted.
 struct Model {
-    nodes: Vec<BTreeMap<&'static str, Value>>,
-    rels: Vec<BTreeMap<&'static str, Value>>,
+    nodes: Vec<Option<BTreeMap<&'static str, Value>>>,
+    rels: Vec<Option<BTreeMap<&'static str, Value>>>,
+    /// Live nodes that have the label `X` (added by SET n:X).
+    x: std::collections::BTreeSet<usize>,
+}
+
+impl Model {
+    fn live_node(&self, rng: &mut rand::rngs::StdRng) -> usize {
+        loop {
+            let i = rng.random_range(0..N) as usize;
+            if self.nodes[i].is_some() {
+                return i;
+            }
+        }
+    }
+
+    fn live_rel(&self, rng: &mut rand::rngs::StdRng) -> usize {
+        loop {
+            let i = rng.random_range(0..N) as usize;
+            if self.rels[i].is_some() {
+                return i;
+            }
+        }
+    }
 }
 
 fn text(v: &Value) -> String {
@@ -43,6 +66,7 @@ fn setup(dir: &Path) -> (std::path::PathBuf, Model) {
     let mut m = Model {
         nodes: Vec::new(),
         rels: Vec::new(),
+        x: Default::default(),
     };
     let pad = "p".repeat(200);
     for i in 0..N {
@@ -58,9 +82,10 @@ fn setup(dir: &Path) -> (std::path::PathBuf, Model) {
             String::new()
         };
         writeln!(nodes, "{i},{},{f},v{i},{pad}", i % 1000).unwrap();
-        m.nodes.push(n);
+        m.nodes.push(Some(n));
         writeln!(rels, "{i},{},{}", (i + 1) % N, i % 10).unwrap();
-        m.rels.push(BTreeMap::from([("w", Value::Int(i % 10))]));
+        m.rels
+            .push(Some(BTreeMap::from([("w", Value::Int(i % 10))])));
     }
     std::fs::write(dir.join("n.csv"), nodes).unwrap();
     std::fs::write(dir.join("r.csv"), rels).unwrap();
@@ -95,47 +120,136 @@ fn storage_info(s: &mut Session, key: &str) -> i64 {
 }
 
 fn check(s: &mut Session, m: &Model, rng: &mut rand::rngs::StdRng, ctx: &str) {
+    let live: Vec<usize> = (0..N as usize).filter(|&i| m.nodes[i].is_some()).collect();
     let got = rows(
         s,
         "MATCH (n:N) RETURN n.id, n.a, n.f, n.s, n.extra ORDER BY n.id",
     );
-    assert_eq!(got.len(), N as usize, "{ctx}: node count");
-    for (i, row) in got.iter().enumerate() {
+    assert_eq!(got.len(), live.len(), "{ctx}: node count");
+    for (&i, row) in live.iter().zip(&got) {
+        let n = m.nodes[i].as_ref().expect("live");
         let want: Vec<Value> = std::iter::once(Value::Int(i as i64))
             .chain(
                 NODE_KEYS
                     .iter()
-                    .map(|k| m.nodes[i].get(k).cloned().unwrap_or(Value::Null)),
+                    .map(|k| n.get(k).cloned().unwrap_or(Value::Null)),
             )
             .collect();
         assert_eq!(row, &want, "{ctx}: node {i}");
     }
+    assert_eq!(
+        ints(s, "MATCH (n:N) RETURN count(n)"),
+        vec![live.len() as i64],
+        "{ctx}: count(n)"
+    );
+    assert_eq!(
+        ints(s, "MATCH (n) RETURN count(*)"),
+        vec![live.len() as i64],
+        "{ctx}: count(*) of all nodes"
+    );
+    let want_f = live
+        .iter()
+        .filter(|&&i| m.nodes[i].as_ref().is_some_and(|n| n.contains_key("f")))
+        .count() as i64;
+    assert_eq!(
+        ints(s, "MATCH (n:N) RETURN count(n.f)"),
+        vec![want_f],
+        "{ctx}: count(n.f)"
+    );
+    let live_rels: Vec<usize> = (0..N as usize).filter(|&i| m.rels[i].is_some()).collect();
     let got = rows(
         s,
         "MATCH (a)-[r:R]->() RETURN a.id, r.w, r.w2 ORDER BY a.id",
     );
-    assert_eq!(got.len(), N as usize, "{ctx}: relationship count");
-    for (i, row) in got.iter().enumerate() {
+    assert_eq!(got.len(), live_rels.len(), "{ctx}: relationship count");
+    for (&i, row) in live_rels.iter().zip(&got) {
+        let r = m.rels[i].as_ref().expect("live");
         let want = vec![
             Value::Int(i as i64),
-            m.rels[i].get("w").cloned().unwrap_or(Value::Null),
-            m.rels[i].get("w2").cloned().unwrap_or(Value::Null),
+            r.get("w").cloned().unwrap_or(Value::Null),
+            r.get("w2").cloned().unwrap_or(Value::Null),
         ];
         assert_eq!(row, &want, "{ctx}: relationship of {i}");
     }
-    // Seeks through the declared index on :N(a), values that exist and not.
+    assert_eq!(
+        ints(s, "MATCH ()-[r:R]->() RETURN count(r)"),
+        vec![live_rels.len() as i64],
+        "{ctx}: count(r)"
+    );
+    // Expansion both ways from live nodes.
+    for _ in 0..20 {
+        let i = m.live_node(rng);
+        let out: Vec<i64> = match m.rels[i] {
+            Some(_) => vec![((i as i64) + 1) % N],
+            None => vec![],
+        };
+        assert_eq!(
+            ints(s, &format!("MATCH (:N {{id: {i}}})-->(b) RETURN b.id")),
+            out,
+            "{ctx}: out of {i}"
+        );
+        let p = (i + N as usize - 1) % N as usize;
+        let inc: Vec<i64> = match m.rels[p] {
+            Some(_) => vec![p as i64],
+            None => vec![],
+        };
+        assert_eq!(
+            ints(s, &format!("MATCH (:N {{id: {i}}})<--(b) RETURN b.id")),
+            inc,
+            "{ctx}: into {i}"
+        );
+    }
+    // Seeks through the declared index on :N(a), values that exist and not; and by id.
     for _ in 0..8 {
         let x = rng.random_range(0..2000);
-        let want: Vec<i64> = (0..N)
-            .filter(|&i| m.nodes[i as usize].get("a") == Some(&Value::Int(x)))
+        let want: Vec<i64> = live
+            .iter()
+            .filter(|&&i| m.nodes[i].as_ref().and_then(|n| n.get("a")) == Some(&Value::Int(x)))
+            .map(|&i| i as i64)
             .collect();
         let mut got = ints(s, &format!("MATCH (n:N {{a: {x}}}) RETURN n.id"));
         got.sort_unstable();
         assert_eq!(got, want, "{ctx}: seek a = {x}");
+        let i = rng.random_range(0..N);
+        let want: Vec<i64> = m.nodes[i as usize]
+            .as_ref()
+            .map(|_| i)
+            .into_iter()
+            .collect();
+        assert_eq!(
+            ints(s, &format!("MATCH (n:N {{id: {i}}}) RETURN n.id")),
+            want,
+            "{ctx}: seek id {i}"
+        );
+    }
+    // The label added to imported nodes: a scan, a count, seeks through its index.
+    let want: Vec<i64> = m.x.iter().map(|&i| i as i64).collect();
+    assert_eq!(
+        ints(s, "MATCH (n:X) RETURN n.id ORDER BY n.id"),
+        want,
+        "{ctx}: label scan :X"
+    );
+    assert_eq!(
+        ints(s, "MATCH (n:X) RETURN count(n)"),
+        vec![want.len() as i64],
+        "{ctx}: count :X"
+    );
+    for &i in m.x.iter().take(5) {
+        let Some(Value::Int(a)) = m.nodes[i].as_ref().and_then(|n| n.get("a")).cloned() else {
+            continue;
+        };
+        let want: Vec<i64> =
+            m.x.iter()
+                .filter(|&&j| m.nodes[j].as_ref().and_then(|n| n.get("a")) == Some(&Value::Int(a)))
+                .map(|&j| j as i64)
+                .collect();
+        let mut got = ints(s, &format!("MATCH (n:X {{a: {a}}}) RETURN n.id"));
+        got.sort_unstable();
+        assert_eq!(got, want, "{ctx}: seek :X(a = {a})");
     }
     // Properties as a whole (the overlay merged with the segment, or the patch).
     for _ in 0..20 {
-        let i = rng.random_range(0..N) as usize;
+        let i = m.live_node(rng);
         let got = rows(s, &format!("MATCH (n:N {{id: {i}}}) RETURN properties(n)"));
         let Value::Map(p) = &got[0][0] else {
             panic!("{ctx}: properties(n) of {i}: {got:?}")
@@ -145,6 +259,8 @@ fn check(s: &mut Session, m: &Model, rng: &mut rand::rngs::StdRng, ctx: &str) {
         got.retain(|(k, _)| k != "pad" && k != "id");
         got.sort_by(|a, b| a.0.cmp(&b.0));
         let want: Vec<(String, Value)> = m.nodes[i]
+            .as_ref()
+            .expect("live")
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
@@ -158,6 +274,7 @@ fn checkpoints_fold_changes_into_columns() {
     let (db, mut m) = setup(dir.path());
     let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
     run(&mut s, "CREATE INDEX ON :N(a)").unwrap();
+    run(&mut s, "CREATE INDEX ON :X(a)").unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for round in 0..7 {
         let ctx = format!("round {round}");
@@ -173,7 +290,9 @@ fn checkpoints_fold_changes_into_columns() {
         .unwrap();
         for i in 0..N {
             if i % k == round % k {
-                let n = &mut m.nodes[i as usize];
+                let Some(n) = m.nodes[i as usize].as_mut() else {
+                    continue;
+                };
                 // `+` adds to an integer and appends to a string.
                 match n.get("a").cloned() {
                     Some(Value::Int(a)) => n.insert("a", Value::Int(a + 1000)),
@@ -184,7 +303,6 @@ fn checkpoints_fold_changes_into_columns() {
         }
         // Single changes: each key, removals, other types, new keys, relationships.
         for _ in 0..200 {
-            let i = rng.random_range(0..N) as usize;
             let (key, v): (&'static str, Value) = match rng.random_range(0..8) {
                 0 => ("a", Value::Int(rng.random_range(0..2000))),
                 1 => ("f", Value::Float(rng.random_range(0..100) as f64 + 0.5)),
@@ -196,6 +314,11 @@ fn checkpoints_fold_changes_into_columns() {
                 _ => ("w2", Value::Float(rng.random_range(0..10) as f64 * 0.25)),
             };
             let rel = key.starts_with('w');
+            let i = if rel {
+                m.live_rel(&mut rng)
+            } else {
+                m.live_node(&mut rng)
+            };
             let q = if rel {
                 format!(
                     "MATCH (:N {{id: {i}}})-[r:R]->() SET r.{key} = {}",
@@ -206,20 +329,55 @@ fn checkpoints_fold_changes_into_columns() {
             };
             run(&mut s, &q).unwrap_or_else(|e| panic!("{ctx}: {q}: {e}"));
             let target = if rel { &mut m.rels[i] } else { &mut m.nodes[i] };
+            let target = target.as_mut().expect("live");
             if v == Value::Null {
                 target.remove(key);
             } else {
                 target.insert(key, v);
             }
         }
+        // Labels: added to imported nodes (a `:LABEL` column appears), removed again.
+        for _ in 0..30 {
+            let i = m.live_node(&mut rng);
+            run(&mut s, &format!("MATCH (n:N {{id: {i}}}) SET n:X")).unwrap();
+            m.x.insert(i);
+        }
+        for _ in 0..8 {
+            let Some(&i) = m.x.iter().nth(rng.random_range(0..m.x.len())) else {
+                break;
+            };
+            run(&mut s, &format!("MATCH (n:N {{id: {i}}}) REMOVE n:X")).unwrap();
+            m.x.remove(&i);
+        }
+        // Deletions of imported relationships and nodes (with theirs).
+        for _ in 0..40 {
+            let i = m.live_rel(&mut rng);
+            run(
+                &mut s,
+                &format!("MATCH (:N {{id: {i}}})-[r:R]->() DELETE r"),
+            )
+            .unwrap();
+            m.rels[i] = None;
+        }
+        for _ in 0..25 {
+            let i = m.live_node(&mut rng);
+            run(&mut s, &format!("MATCH (n:N {{id: {i}}}) DETACH DELETE n")).unwrap();
+            m.nodes[i] = None;
+            m.x.remove(&i);
+            m.rels[i] = None;
+            m.rels[(i + N as usize - 1) % N as usize] = None;
+        }
         check(&mut s, &m, &mut rng, &format!("{ctx}, before CHECKPOINT"));
         run(&mut s, "CHECKPOINT").unwrap();
         // What stays in the delta: only the values that fit no column (strings in the
-        // integer column `a`), one op each.
+        // integer column `a`), one op each; deletions are in bitmaps.
         let strings_in_a = m
             .nodes
             .iter()
-            .filter(|n| matches!(n.get("a"), Some(Value::Str(_))))
+            .filter(|n| {
+                n.as_ref()
+                    .is_some_and(|n| matches!(n.get("a"), Some(Value::Str(_))))
+            })
             .count() as i64;
         let left = storage_info(&mut s, "delta_changes");
         assert!(

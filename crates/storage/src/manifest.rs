@@ -52,12 +52,14 @@ impl Manifest {
         for t in &self.node_tables {
             v.extend(t.segments.iter().map(|s| s.file.as_str()));
             v.extend(t.patches.iter().map(|s| s.file.as_str()));
+            v.extend(t.deleted.iter().map(|d| d.file.file.as_str()));
         }
         for r in &self.rel_types {
             for s in &r.segments {
                 v.push(&s.out.file);
                 v.push(&s.r#in.file);
                 v.extend(s.props.iter().map(|p| p.file.as_str()));
+                v.extend(s.deleted.iter().map(|d| d.file.file.as_str()));
             }
             v.extend(r.patches.iter().map(|s| s.file.as_str()));
         }
@@ -173,6 +175,25 @@ pub struct NodeTableMeta {
     /// patch's chunk replaces an earlier one's, and any patch's the segment's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<SegmentMeta>,
+    /// Rows deleted since the table was written: a bitmap over its rows
+    /// ([`BitmapFooter`], one map). Scans, seeks and counts skip them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<DeletedMeta>,
+}
+
+/// A file of deletion bitmaps and how many bits are set.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeletedMeta {
+    pub count: u64,
+    pub file: SegmentMeta,
+}
+
+/// Footer of a deletion file: `maps` bitmaps of `len` bits each (little-endian `u64`
+/// words; bit `i` set: entry `i` is deleted).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BitmapFooter {
+    pub len: u64,
+    pub maps: Vec<BlobRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -201,6 +222,10 @@ pub struct RelSegmentMeta {
     pub r#in: SegmentMeta,
     /// The properties of these edges, one row per edge, in edge-id order.
     pub props: Option<SegmentMeta>,
+    /// Edges deleted since the segment was written: two bitmaps ([`BitmapFooter`]) over
+    /// the entry positions of the out CSR and of the in CSR; expansions skip them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<DeletedMeta>,
 }
 
 /// Footer of a node table or relationship property segment.

@@ -484,12 +484,94 @@ impl Table {
     }
 }
 
+/// A deletion bitmap as read (small: a bit per row or CSR entry, read whole at open).
+#[derive(Debug, Clone, Default)]
+pub struct Bits {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl Bits {
+    /// `len` bits, none set.
+    pub fn new(len: u64) -> Bits {
+        Bits {
+            words: vec![0; len.div_ceil(64) as usize],
+            len,
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, i: u64) -> bool {
+        self.words
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    pub fn set(&mut self, i: u64) {
+        if i < self.len {
+            self.words[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// Set bits in `a..b`.
+    pub fn count_range(&self, a: u64, b: u64) -> u64 {
+        (a..b.min(self.len)).filter(|&i| self.get(i)).count() as u64
+    }
+
+    pub fn count(&self) -> u64 {
+        self.words.iter().map(|w| w.count_ones() as u64).sum()
+    }
+
+    /// Reads the maps of a deletion file.
+    fn open(
+        dir: &Path,
+        meta: &crate::manifest::DeletedMeta,
+        mode: OpenMode,
+    ) -> Result<Vec<Bits>, OpenError> {
+        let rel = &meta.file.file;
+        let (file, f): (SegFile, crate::manifest::BitmapFooter) = SegFile::open(dir, rel, mode)?;
+        let mut out = Vec::new();
+        for r in &f.maps {
+            let bytes = file.blob(*r).map_err(|e| OpenError::Corrupted {
+                file: dir.join(rel),
+                what: e.to_string(),
+            })?;
+            if (bytes.len() as u64) < f.len.div_ceil(64) * 8 {
+                return Err(OpenError::Corrupted {
+                    file: dir.join(rel),
+                    what: "deletion bitmap shorter than its length".into(),
+                });
+            }
+            let words = bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            out.push(Bits { words, len: f.len });
+        }
+        Ok(out)
+    }
+}
+
 /// A node table: its manifest entry and its segments.
 pub struct NodeTable {
     pub meta: NodeTableMeta,
     /// Columns and every row group, across segments.
     pub footer: TableFooter,
     table: Table,
+    /// Rows deleted since the table was written.
+    pub deleted: Option<Bits>,
 }
 
 struct Csr {
@@ -503,6 +585,8 @@ struct RelSeg {
     inc: Csr,
     /// Edge id of the segment's edge 0.
     first_edge: u64,
+    /// Deleted entries of the out CSR and of the in CSR, by position.
+    deleted: Option<[Bits; 2]>,
 }
 
 impl RelSeg {
@@ -511,6 +595,13 @@ impl RelSeg {
             Direction::Out => &self.out,
             Direction::In => &self.inc,
         }
+    }
+
+    fn deleted(&self, dir: Direction) -> Option<&Bits> {
+        self.deleted.as_ref().map(|d| match dir {
+            Direction::Out => &d[0],
+            Direction::In => &d[1],
+        })
     }
 }
 
@@ -562,6 +653,8 @@ pub struct Database {
     rels: Vec<RelType>,
     ids: Vec<IdIndex>,
     prop_idx: Vec<PropIdx>,
+    /// Whether any node table has deleted rows.
+    any_deleted_nodes: bool,
 }
 
 /// The entries of one node in one CSR segment.
@@ -571,6 +664,8 @@ struct Part<'a> {
     pos: usize,
     end: usize,
     eid_base: u64,
+    /// Deleted entries of the segment, skipped.
+    deleted: Option<&'a Bits>,
 }
 
 /// The neighbours of one node: (neighbour node id, edge id), segment after segment.
@@ -586,9 +681,12 @@ impl Iterator for Neighbours<'_> {
     fn next(&mut self) -> Option<(u32, u64)> {
         loop {
             let p = self.cur.as_mut()?;
-            if p.pos < p.end {
+            while p.pos < p.end {
                 let i = p.pos;
                 p.pos += 1;
+                if p.deleted.is_some_and(|d| d.get(i as u64)) {
+                    continue;
+                }
                 let eid = p.eid_base + p.edge_ids.map_or(i as u64, |e| e.get(i));
                 return Some((p.targets.get(i) as u32, eid));
             }
@@ -603,11 +701,14 @@ impl Iterator for Neighbours<'_> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.cur.as_ref().map_or(0, |p| p.end - p.pos)
             + self.rest.iter().map(|p| p.end - p.pos).sum::<usize>();
-        (n, Some(n))
+        let deletions = self
+            .cur
+            .iter()
+            .chain(&self.rest)
+            .any(|p| p.deleted.is_some());
+        (if deletions { 0 } else { n }, Some(n))
     }
 }
-
-impl ExactSizeIterator for Neighbours<'_> {}
 
 fn corrupted(file: &Path, what: &str) -> ReadError {
     ReadError::Format {
@@ -662,16 +763,24 @@ impl Csr {
             pos: s,
             end: e,
             eid_base,
+            deleted: None,
         })
     }
 
-    fn degree(&self, node: u32) -> Result<u64, ReadError> {
+    fn degree(&self, node: u32, deleted: Option<&Bits>) -> Result<u64, ReadError> {
         let p = self.neighbours(node, 0)?;
-        Ok((p.end - p.pos) as u64)
+        let gone = deleted.map_or(0, |d| d.count_range(p.pos as u64, p.end as u64));
+        Ok((p.end - p.pos) as u64 - gone)
     }
 
-    /// Streams every entry in node order: `f(node, neighbour, edge_id)`.
-    fn scan(&self, eid_base: u64, mut f: impl FnMut(u32, u32, u64)) -> Result<(), ReadError> {
+    /// Streams every entry in node order: `f(node, neighbour, edge_id)`, skipping
+    /// `deleted` positions.
+    fn scan(
+        &self,
+        eid_base: u64,
+        deleted: Option<&Bits>,
+        mut f: impl FnMut(u32, u32, u64),
+    ) -> Result<(), ReadError> {
         let ft = &self.footer;
         let io = |source| ReadError::Io {
             path: self.file.path.clone(),
@@ -699,7 +808,9 @@ impl Csr {
                     Some(u) => u.next().map_err(io)?,
                     None => pos,
                 };
-                f(node as u32, t as u32, eid_base + e);
+                if !deleted.is_some_and(|d| d.get(pos)) {
+                    f(node as u32, t as u32, eid_base + e);
+                }
                 pos += 1;
             }
             prev = end;
@@ -790,10 +901,15 @@ impl Database {
         let mut tables = Vec::new();
         for t in &manifest.node_tables {
             let table = Table::open(dir, &t.segments, &t.patches, Some(&t.columns), mode)?;
+            let deleted = match &t.deleted {
+                Some(d) => Bits::open(dir, d, mode)?.into_iter().next(),
+                None => None,
+            };
             tables.push(NodeTable {
                 meta: t.clone(),
                 footer: table.footer.clone(),
                 table,
+                deleted,
             });
         }
         let mut rels = Vec::new();
@@ -804,7 +920,24 @@ impl Database {
             for seg in &r.segments {
                 let (of, out) = SegFile::open(dir, &seg.out.file, mode)?;
                 let (inf, inc) = SegFile::open(dir, &seg.r#in.file, mode)?;
+                let deleted = match &seg.deleted {
+                    Some(d) => {
+                        let mut maps = Bits::open(dir, d, mode)?.into_iter();
+                        match (maps.next(), maps.next()) {
+                            (Some(o), Some(i)) => Some([o, i]),
+                            _ => {
+                                return Err(OpenError::Corrupted {
+                                    file: dir.join(&d.file.file),
+                                    what: "a relationship segment's deletions need two bitmaps"
+                                        .into(),
+                                })
+                            }
+                        }
+                    }
+                    None => None,
+                };
                 segs.push(RelSeg {
+                    deleted,
                     out: Csr {
                         footer: out,
                         file: of,
@@ -845,6 +978,7 @@ impl Database {
             let (file, footer) = SegFile::open(dir, &ix.segment.file, mode)?;
             prop_idx.push(PropIdx { footer, file });
         }
+        let any_deleted_nodes = tables.iter().any(|t| t.deleted.is_some());
         Ok(Database {
             dir: dir.to_path_buf(),
             mode,
@@ -853,6 +987,7 @@ impl Database {
             rels,
             ids,
             prop_idx,
+            any_deleted_nodes,
         })
     }
 
@@ -990,6 +1125,92 @@ impl Database {
         self.table(t)?.with_chunk(row_group, column, f)
     }
 
+    /// Whether any node of the segments was deleted (scans then test each node).
+    #[inline]
+    pub fn has_deleted_nodes(&self) -> bool {
+        self.any_deleted_nodes
+    }
+
+    /// Whether segment node `node` was deleted (by a checkpoint's deletion bitmap).
+    #[inline]
+    pub fn node_deleted(&self, node: u64) -> bool {
+        if !self.any_deleted_nodes {
+            return false;
+        }
+        match self.node_location(node) {
+            Ok((t, row)) => self.tables[t].deleted.as_ref().is_some_and(|d| d.get(row)),
+            Err(_) => false,
+        }
+    }
+
+    /// Nodes deleted from the segments.
+    pub fn n_deleted_nodes(&self) -> u64 {
+        self.tables
+            .iter()
+            .filter_map(|t| t.deleted.as_ref())
+            .map(|d| d.count())
+            .sum()
+    }
+
+    /// Relationships of type `rel` deleted from the segments.
+    pub fn n_deleted_edges(&self, rel: usize) -> u64 {
+        self.rels[rel]
+            .segs
+            .iter()
+            .filter_map(|s| s.deleted.as_ref())
+            .map(|d| d[0].count())
+            .sum()
+    }
+
+    /// The deletion bitmaps of segment `seg` of type `rel` (out, in), if any.
+    pub fn edge_deletions(&self, rel: usize, seg: usize) -> Option<&[Bits; 2]> {
+        self.rels[rel].segs.get(seg)?.deleted.as_ref()
+    }
+
+    /// Where segment relationship `eid` of type `rel` (from `src` to `dst`) sits: its
+    /// segment and its entry positions in that segment's out and in CSRs (what a
+    /// deletion bitmap marks). `None` when no entry has that id.
+    pub fn edge_positions(
+        &self,
+        rel: usize,
+        src: u64,
+        dst: u64,
+        eid: u64,
+    ) -> Result<Option<(usize, u64, u64)>, ReadError> {
+        let r = &self.rels[rel];
+        for (si, s) in r.segs.iter().enumerate() {
+            let n_edges = s.out.footer.n_edges;
+            if eid < s.first_edge || eid >= s.first_edge + n_edges {
+                continue;
+            }
+            if src >= s.out.footer.n_nodes || dst >= s.inc.footer.n_nodes {
+                return Ok(None);
+            }
+            let out = s.out.neighbours(src as u32, s.first_edge)?;
+            let out_pos = (out.pos..out.end).find(|&i| {
+                out.targets.get(i) == dst
+                    && s.first_edge + out.edge_ids.map_or(i as u64, |e| e.get(i)) == eid
+            });
+            let inc = s.inc.neighbours(dst as u32, s.first_edge)?;
+            let mut in_pos = None;
+            for i in inc.pos..inc.end {
+                if inc.targets.get(i) != src {
+                    continue;
+                }
+                let raw = s.first_edge + inc.edge_ids.map_or(i as u64, |e| e.get(i));
+                if self.canonical_edge_id(rel, dst as u32, src as u32, raw)? == eid {
+                    in_pos = Some(i);
+                    break;
+                }
+            }
+            return Ok(match (out_pos, in_pos) {
+                (Some(o), Some(i)) => Some((si, o as u64, i as u64)),
+                _ => None,
+            });
+        }
+        Ok(None)
+    }
+
     /// The node table and row of internal node `node`.
     pub fn node_location(&self, node: u64) -> Result<(usize, u64), ReadError> {
         let i = self
@@ -1021,7 +1242,8 @@ impl Database {
             if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
                 continue;
             }
-            let p = s.csr(dir).neighbours(node, s.first_edge)?;
+            let mut p = s.csr(dir).neighbours(node, s.first_edge)?;
+            p.deleted = s.deleted(dir);
             if it.cur.is_none() {
                 it.cur = Some(p);
             } else {
@@ -1037,7 +1259,7 @@ impl Database {
             if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
                 continue;
             }
-            d += s.csr(dir).degree(node)?;
+            d += s.csr(dir).degree(node, s.deleted(dir))?;
         }
         Ok(d)
     }
@@ -1051,7 +1273,7 @@ impl Database {
         mut f: impl FnMut(u32, u32, u64),
     ) -> Result<(), ReadError> {
         for s in &self.rels[rel].segs {
-            s.csr(dir).scan(s.first_edge, &mut f)?;
+            s.csr(dir).scan(s.first_edge, s.deleted(dir), &mut f)?;
         }
         Ok(())
     }

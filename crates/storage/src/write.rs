@@ -464,6 +464,28 @@ impl TableWriter {
     }
 }
 
+/// Writes a deletion file: `maps` bitmaps (as `u64` words) of `len` bits each.
+pub fn write_bitmaps(
+    staging: &Staging,
+    name: &str,
+    len: u64,
+    maps: &[&[u64]],
+) -> Result<SegmentMeta, WriteError> {
+    let (path, rel) = staging.file(name);
+    let mut w = create(&path)?;
+    let mut refs = Vec::with_capacity(maps.len());
+    for m in maps {
+        let words = len.div_ceil(64) as usize;
+        let mut bytes = Vec::with_capacity(words * 8);
+        for i in 0..words {
+            bytes.extend_from_slice(&m.get(i).copied().unwrap_or(0).to_le_bytes());
+        }
+        refs.push(w.write_blob(&bytes).at(&path)?);
+    }
+    let footer = crate::manifest::BitmapFooter { len, maps: refs };
+    finish(w, &footer, &path, rel)
+}
+
 /// Writes a patch file: column chunks that stand in for a table's (see
 /// [`crate::manifest::PatchFooter`]).
 pub struct PatchWriter {

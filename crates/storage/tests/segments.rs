@@ -64,12 +64,14 @@ fn segments_read_as_one() {
             out: csr(&st, "r0.out.seg", 6, &e0),
             r#in: csr(&st, "r0.in.seg", 6, &rev(&e0)),
             props: None,
+            deleted: None,
         },
         RelSegmentMeta {
             n_edges: 2,
             out: csr(&st, "r1.out.seg", 6, &e1),
             r#in: csr(&st, "r1.in.seg", 6, &rev(&e1)),
             props: None,
+            deleted: None,
         },
     ];
     let manifest = Manifest {
@@ -90,6 +92,7 @@ fn segments_read_as_one() {
             columns: cols,
             segments: segs,
             patches: Vec::new(),
+            deleted: None,
         }],
         rel_types: vec![RelTypeMeta {
             name: "R".into(),
@@ -127,7 +130,7 @@ fn segments_read_as_one() {
         assert_eq!(all, vec![10, 11, 12, 13, 14, 15]);
         let out: Vec<(u32, u64)> = d.neighbours(0, 0, Direction::Out).unwrap().collect();
         assert_eq!(out, vec![(1, 0), (2, 1), (5, 2)]);
-        assert_eq!(d.neighbours(0, 0, Direction::Out).unwrap().len(), 3);
+        assert_eq!(d.neighbours(0, 0, Direction::Out).unwrap().count(), 3);
         assert_eq!(d.degree(0, 0, Direction::In).unwrap(), 1);
         // Without stored edge ids (a type without properties) an in-entry's id is its
         // position in the in-CSR, offset by the segment: 2 + 0 here (see docs/format.md).

@@ -173,6 +173,13 @@ pub fn run(a: Args) -> Result<()> {
             }
             let chunks = &cols;
             for row in 0..rg.n_rows as usize {
+                // Rows a checkpoint marked deleted are not part of the graph.
+                if t.deleted
+                    .as_ref()
+                    .is_some_and(|d| d.get(rg.first_row + row as u64))
+                {
+                    continue;
+                }
                 let mut k = 0;
                 for (ci, ch) in chunks.iter().enumerate() {
                     if Some(ci) == t.meta.label_column {

@@ -53,7 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         let (ob, ib) = db.csr_bytes(ri);
         let e = r.meta.n_edges.max(1) as f64;
         rels.push(serde_json::json!({
-            "type": r.meta.name, "edges": r.meta.n_edges,
+            "type": r.meta.name, "edges": r.meta.n_edges - db.n_deleted_edges(ri),
             "out_bytes": ob, "in_bytes": ib,
             "bits_per_edge_out": ob as f64 * 8.0 / e, "bits_per_edge_both": (ob + ib) as f64 * 8.0 / e,
             "properties": r.meta.columns.iter().map(|c| format!("{}:{}", c.name, c.dtype.name())).collect::<Vec<_>>(),
@@ -89,7 +89,8 @@ pub fn run(a: Args) -> Result<()> {
         "db": a.db, "generation": m.generation, "format_version": m.format_version, "written_by": m.written_by,
         "open_mode": format!("{:?}", a.open).to_lowercase(), "open_ms": open_ms,
         "rss_before_open_bytes": rss_before, "rss_after_open_bytes": rss_after, "resident_segment_bytes": db.resident_bytes(),
-        "nodes": db.n_nodes(), "relationships": m.rel_types.iter().map(|r| r.n_edges).sum::<u64>(),
+        "nodes": db.n_nodes() - db.n_deleted_nodes(),
+        "relationships": (0..m.rel_types.len()).map(|r| m.rel_types[r].n_edges - db.n_deleted_edges(r)).sum::<u64>(),
         "disk_bytes": db.disk_bytes(), "labels": labels, "node_tables": tables, "relationship_types": rels, "id_spaces": spaces,
         "indexes": indexes,
     });
@@ -113,7 +114,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     println!(
         "nodes {}, relationships {}, on disk {}",
-        db.n_nodes(),
+        info["nodes"],
         info["relationships"],
         human_bytes(db.disk_bytes())
     );

@@ -613,6 +613,11 @@ impl Op for ParallelAggregate {
                             cols,
                             len: (end - n) as usize,
                         };
+                        if env.g.db.has_deleted_nodes() {
+                            let live: Vec<bool> =
+                                (n..end).map(|x| !env.g.db.node_deleted(x)).collect();
+                            b.filter(&live);
+                        }
                         n = end;
                         if let Some(f) = filter {
                             b.filter(&holds(&eval_col(env, f, &b)?));
@@ -627,6 +632,8 @@ impl Op for ParallelAggregate {
                             if !env.g.has_label(x, l)? {
                                 continue;
                             }
+                        } else if env.g.db.node_deleted(x) {
+                            continue;
                         }
                         col.push(Value::Node(x));
                     }

@@ -56,7 +56,7 @@ impl Op for Scan {
                     .min(self.node + (BATCH_ROWS - out.len) as u64)
                     .max(self.node);
                 let w = cur.width();
-                let check_live = cx.env.g.has_delta();
+                let check_live = cx.env.g.scans_check_life();
                 for n in self.node..end {
                     if let Some(l) = r.label {
                         if !cx.env.g.has_label(n, l)? {
@@ -276,7 +276,8 @@ impl Op for Seek {
                     continue;
                 };
                 self.at += 1;
-                let mut ok = true;
+                // Indexes keep entries of nodes a checkpoint marked deleted.
+                let mut ok = !cx.env.g.db.node_deleted(n);
                 for &l in &self.labels {
                     ok &= cx.env.g.has_label(n, l)?;
                 }
