@@ -835,7 +835,13 @@ fn diff_node(
     label_ops: &mut Vec<Op>,
     out: &mut Vec<Op>,
 ) -> Result<(), EngineError> {
-    for l in &r.labels {
+    let unchanged: &[Arc<str>] = &[];
+    let (old_labels, new_labels) = if r.seg_labels {
+        (unchanged, unchanged)
+    } else {
+        (old_labels, &r.labels[..])
+    };
+    for l in new_labels {
         if !old_labels.contains(l) {
             label_ops.push(Op::AddLabel {
                 id,
@@ -844,7 +850,7 @@ fn diff_node(
         }
     }
     for l in old_labels {
-        if !r.labels.contains(l) {
+        if !new_labels.contains(l) {
             label_ops.push(Op::RemoveLabel {
                 id,
                 label: l.clone(),

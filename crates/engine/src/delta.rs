@@ -42,7 +42,11 @@ static NULL: Value = Value::Null;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRec {
+    /// The node's labels, unless `seg_labels`.
     pub labels: Vec<Arc<str>>,
+    /// The labels are the segment's, unchanged (and `labels` is empty): a property SET
+    /// copies no label list. Read them through [`NodeRec::labels_of`].
+    pub seg_labels: bool,
     /// A created node's properties (no nulls); a segment node's changed ones, an overlay
     /// over its segment row (`Value::Null`: removed). Read through [`NodeRec::get`].
     pub props: Props,
@@ -64,6 +68,15 @@ pub struct RelRec {
 }
 
 impl NodeRec {
+    /// The labels of node `id` (whose record this is).
+    pub fn labels_of(&self, db: &Database, id: u64) -> Result<Vec<Arc<str>>, ReadError> {
+        if self.seg_labels {
+            segments::node_labels(db, id)
+        } else {
+            Ok(self.labels.clone())
+        }
+    }
+
     /// Property `key` as the record decides it (`Value::Null`: absent), or `None` when
     /// the segment row holds it (an overlay that did not change it).
     #[inline]
@@ -520,7 +533,8 @@ impl Delta {
             return Err(ApplyError::NoNode(id));
         }
         Ok(NodeRec {
-            labels: segments::node_labels(db, id)?,
+            labels: Vec::new(),
+            seg_labels: true,
             props: Vec::new(),
             deleted: false,
             created: false,
@@ -540,7 +554,8 @@ impl Delta {
         let new_live = (!rec.deleted).then_some(&rec);
         // A label change puts every indexed value in (a segment index built before a
         // label was added misses the node; entries are a set, so again is harmless).
-        let entering = old.is_some_and(|o| o.labels != rec.labels);
+        let entering =
+            old.is_some_and(|o| o.seg_labels != rec.seg_labels || o.labels != rec.labels);
         self.index_update(db, id, old_live, new_live, entering)?;
         self.bytes =
             self.bytes + node_bytes(&rec) - prev.map_or(0, |p| node_bytes(&p)).min(self.bytes);
@@ -619,6 +634,7 @@ impl Delta {
                 }
                 let rec = NodeRec {
                     labels: labels.clone(),
+                    seg_labels: false,
                     props: props.clone(),
                     deleted: false,
                     created: true,
@@ -650,6 +666,10 @@ impl Delta {
             Op::AddLabel { id, label } | Op::RemoveLabel { id, label } => {
                 let old = self.node_rec(db, *id)?;
                 let mut rec = old.clone();
+                if rec.seg_labels {
+                    rec.labels = segments::node_labels(db, *id)?;
+                    rec.seg_labels = false;
+                }
                 rec.labels.retain(|l| l != label);
                 if matches!(op, Op::AddLabel { .. }) {
                     self.intern_label(label);

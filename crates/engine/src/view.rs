@@ -21,7 +21,7 @@ impl<'a> View<'a> {
 
     pub fn node_labels(&self, n: u64) -> Result<Vec<Arc<str>>, ReadError> {
         match self.delta.node(n) {
-            Some(Some(r)) => Ok(r.labels.clone()),
+            Some(Some(r)) => r.labels_of(self.db, n),
             Some(None) => Ok(Vec::new()),
             None => segments::node_labels(self.db, n),
         }

@@ -248,6 +248,8 @@ impl<'db> Graph<'db> {
         };
         match d.node(n) {
             Some(None) => false,
+            // Unchanged labels: its table carries this one.
+            Some(Some(r)) if r.seg_labels => true,
             Some(Some(r)) => d
                 .labels
                 .get(label as usize)
@@ -375,9 +377,14 @@ impl<'db> Graph<'db> {
 
     /// The labels of a node (table labels, then its own `:LABEL` values).
     pub fn labels(&self, node: u64) -> Result<Vec<Arc<str>>, QueryError> {
-        if let Some(v) = self.delta_node(node, |r| r.map(|r| r.labels.clone()).unwrap_or_default())
-        {
-            return Ok(v);
+        if let Some(v) = self.delta_node(node, |r| match r {
+            None => Some(Vec::new()),
+            Some(r) if r.seg_labels => None,
+            Some(r) => Some(r.labels.clone()),
+        }) {
+            if let Some(v) = v {
+                return Ok(v);
+            }
         }
         let (t, row) = self.locate(node)?;
         let ti = &self.tables[t];
@@ -404,8 +411,10 @@ impl<'db> Graph<'db> {
         if let Some(d) = self.delta() {
             if let Some(r) = d.node(node) {
                 let Some(r) = r else { return Ok(false) };
-                let name = d.labels.get(label as usize);
-                return Ok(name.is_some_and(|n| r.labels.contains(n)));
+                if !r.seg_labels {
+                    let name = d.labels.get(label as usize);
+                    return Ok(name.is_some_and(|n| r.labels.contains(n)));
+                }
             }
             if label as usize >= self.db.labels().len() {
                 return Ok(false);

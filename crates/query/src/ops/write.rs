@@ -446,8 +446,9 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
         return Ok(());
     }
     let head = t.store().snapshot();
+    let labels = rec.labels_of(g.db, n)?;
     for (label, prop) in &ix.unique {
-        if !rec.labels.contains(label) {
+        if !labels.contains(label) {
             continue;
         }
         let v = match rec.get(prop) {
@@ -478,7 +479,12 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
                             Some(v) => KeyVal::of(v),
                             None => KeyVal::of(&quiver_engine::segments::node_prop(g.db, c, prop)?),
                         };
-                        !r.deleted && r.labels.contains(label) && cur.as_ref() == Some(&kv)
+                        !r.deleted
+                            && (r.labels.contains(label)
+                                || r.seg_labels
+                                    && quiver_engine::segments::node_labels(g.db, c)?
+                                        .contains(label))
+                            && cur.as_ref() == Some(&kv)
                     }
                     // An unchanged segment node found through the index has the key.
                     None => c < d.base_nodes,

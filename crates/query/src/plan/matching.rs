@@ -478,6 +478,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             if let (Some(l), Some(name)) = (label, label.and_then(|l| d.labels.get(l as usize))) {
                 for (&n, r) in d.nodes.range(..d.base_nodes) {
                     if !r.deleted
+                        && !r.seg_labels
                         && r.labels.contains(name)
                         && !v.iter().any(|x| x.lo <= n && n < x.hi)
                     {
