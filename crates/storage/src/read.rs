@@ -1143,6 +1143,26 @@ impl Database {
         }
     }
 
+    /// `out[i]` is whether node `lo + i` of `lo..hi` was not deleted from the segments
+    /// (one table lookup per table the range crosses, then a bit test per node).
+    pub fn live_mask(&self, lo: u64, hi: u64, out: &mut Vec<bool>) {
+        out.clear();
+        let mut n = lo;
+        while n < hi {
+            let Ok((t, row)) = self.node_location(n) else {
+                out.extend(std::iter::repeat_n(true, (hi - n) as usize));
+                return;
+            };
+            let table = &self.tables[t];
+            let end = hi.min(table.meta.first_node + table.meta.n_rows);
+            match &table.deleted {
+                Some(d) => out.extend((row..row + (end - n)).map(|r| !d.get(r))),
+                None => out.extend(std::iter::repeat_n(true, (end - n) as usize)),
+            }
+            n = end;
+        }
+    }
+
     /// Nodes deleted from the segments.
     pub fn n_deleted_nodes(&self) -> u64 {
         self.tables

@@ -614,8 +614,8 @@ impl Op for ParallelAggregate {
                             len: (end - n) as usize,
                         };
                         if env.g.db.has_deleted_nodes() {
-                            let live: Vec<bool> =
-                                (n..end).map(|x| !env.g.db.node_deleted(x)).collect();
+                            let mut live = Vec::with_capacity(b.len);
+                            env.g.db.live_mask(n, end, &mut live);
                             b.filter(&live);
                         }
                         n = end;
