@@ -61,6 +61,8 @@ pub struct Graph<'db> {
     /// The statement's clock: `datetime()`, `date.statement()` and `timestamp()` read
     /// one instant, taken at the first read, so a statement sees time stand still.
     clock: std::sync::OnceLock<jiff::Timestamp>,
+    /// The statement writes (see [`Graph::is_writing`]).
+    writing: bool,
 }
 
 /// Where the nodes carrying a label are.
@@ -161,6 +163,7 @@ impl<'db> Graph<'db> {
             label_ids,
             delta: None,
             clock: std::sync::OnceLock::new(),
+            writing: false,
         }
     }
 
@@ -169,7 +172,70 @@ impl<'db> Graph<'db> {
     pub fn with_delta(db: &'db Database, delta: Option<Arc<Delta>>, writing: bool) -> Graph<'db> {
         let mut g = Graph::new(db);
         g.delta = delta.filter(|d| writing || !d.is_empty()).map(ArcSwap::new);
+        g.writing = writing;
         g
+    }
+
+    /// Whether the statement writes (its delta then changes under the reads).
+    pub fn is_writing(&self) -> bool {
+        self.writing
+    }
+
+    /// `out[i]`: whether node `lo + i` of `lo..hi` is live and, when `table_label` is
+    /// given (a range of tables that carry it), still has it. Segment rows are tested a
+    /// table at a time against the deletion bitmaps, then corrected by the delta's few
+    /// records in the range; created ids one by one.
+    pub fn live_mask(&self, lo: u64, hi: u64, table_label: Option<u32>, out: &mut Vec<bool>) {
+        let Some(d) = self.delta() else {
+            self.db.live_mask(lo, hi, out);
+            return;
+        };
+        let seg_hi = hi.min(d.base_nodes).max(lo);
+        self.db.live_mask(lo, seg_hi, out);
+        for (&id, r) in d.nodes.range(lo..seg_hi) {
+            out[(id - lo) as usize] = !r.deleted
+                && match table_label {
+                    None => true,
+                    Some(l) => {
+                        r.seg_labels
+                            || d.labels
+                                .get(l as usize)
+                                .is_some_and(|name| r.labels.contains(name))
+                    }
+                };
+        }
+        for n in seg_hi..hi {
+            out.push(match table_label {
+                None => d.node_exists(n),
+                Some(l) => self.live_keeping_label(n, l),
+            });
+        }
+    }
+
+    /// Values of the delta's records of nodes in `lo..hi` over a run read from the
+    /// segments (`out[base..]` holds `lo..hi`): each record that decides property `name`
+    /// replaces its node's value, mapped by `val` (a null stays null).
+    fn overlay_range(
+        &self,
+        d: &Delta,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut [Value],
+        val: &ValMap<'_>,
+    ) -> Result<(), QueryError> {
+        for (&id, r) in d.nodes.range(lo..hi) {
+            if r.deleted {
+                continue;
+            }
+            if let Some(v) = r.get(name) {
+                out[(id - lo) as usize] = match v {
+                    Value::Null => Value::Null,
+                    v => val(v.clone())?,
+                };
+            }
+        }
+        Ok(())
     }
 
     /// Makes `d` the delta later reads see (a writing statement's newest state).
@@ -547,12 +613,32 @@ impl<'db> Graph<'db> {
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
-        if self.has_delta() {
-            for n in lo..hi {
-                out.push(self.node_prop(n, name)?);
+        if let Some(d) = self.delta() {
+            // Segment rows at column speed, then the delta's records over them; created
+            // nodes one by one.
+            let seg_hi = hi.min(d.base_nodes).max(lo);
+            let base = out.len();
+            self.node_prop_range_seg(lo, seg_hi, name, out)?;
+            self.overlay_range(&d, lo, seg_hi, name, &mut out[base..], &Ok)?;
+            for n in seg_hi..hi {
+                out.push(match d.node(n) {
+                    Some(Some(r)) => r.get(name).cloned().unwrap_or(Value::Null),
+                    _ => Value::Null,
+                });
             }
             return Ok(());
         }
+        self.node_prop_range_seg(lo, hi, name, out)
+    }
+
+    /// [`node_prop_range`](Self::node_prop_range) over segment rows only.
+    fn node_prop_range_seg(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut Vec<Value>,
+    ) -> Result<(), QueryError> {
         self.prop_range_chunks(lo, hi, name, |chunk, count| {
             match chunk {
                 None => out.extend(std::iter::repeat_n(Value::Null, count)),
@@ -580,15 +666,34 @@ impl<'db> Graph<'db> {
         seg: &SegRead<'_>,
         val: &ValMap<'_>,
     ) -> Result<(), QueryError> {
-        if self.has_delta() {
-            for n in lo..hi {
-                out.push(match self.node_prop(n, name)? {
-                    Value::Null => Value::Null,
-                    v => val(v)?,
+        if let Some(d) = self.delta() {
+            let seg_hi = hi.min(d.base_nodes).max(lo);
+            let base = out.len();
+            self.prop_range_map_seg(lo, seg_hi, name, out, seg)?;
+            self.overlay_range(&d, lo, seg_hi, name, &mut out[base..], val)?;
+            for n in seg_hi..hi {
+                out.push(match d.node(n) {
+                    Some(Some(r)) => match r.get(name) {
+                        Some(Value::Null) | None => Value::Null,
+                        Some(v) => val(v.clone())?,
+                    },
+                    _ => Value::Null,
                 });
             }
             return Ok(());
         }
+        self.prop_range_map_seg(lo, hi, name, out, seg)
+    }
+
+    /// [`node_prop_range_map`](Self::node_prop_range_map) over segment rows only.
+    fn prop_range_map_seg(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut Vec<Value>,
+        seg: &SegRead<'_>,
+    ) -> Result<(), QueryError> {
         self.prop_range_chunks(lo, hi, name, |chunk, count| {
             match chunk {
                 None => out.extend(std::iter::repeat_n(Value::Null, count)),

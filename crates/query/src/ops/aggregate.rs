@@ -567,10 +567,12 @@ impl Op for ParallelAggregate {
             return Ok(it.next());
         }
         let mut morsels = Vec::new();
+        let n_nodes = cx.env.g.n_nodes();
         for r in &self.ranges {
             let mut lo = r.lo;
-            while lo < r.hi {
-                let hi = (lo + MORSEL_NODES).min(r.hi);
+            let r_hi = r.hi.min(n_nodes);
+            while lo < r_hi {
+                let hi = (lo + MORSEL_NODES).min(r_hi);
                 morsels.push(ScanRange {
                     lo,
                     hi,
@@ -583,20 +585,23 @@ impl Op for ParallelAggregate {
         let env = &cx.env;
         let budget = &cx.budget;
         let cancel = cx.cancel;
-        let direct = self
-            .direct
-            .as_ref()
-            .filter(|_| self.ranges.iter().all(|r| r.label.is_none()));
-        let (keys, aggs, filter) = match direct {
-            Some((_, f, k, a)) => (k, a, f),
-            None => (&self.keys, &self.aggs, &self.filter),
-        };
+        // Nodes deleted (from the segments or by the delta) or that lost the label of
+        // their range's tables are masked out, a morsel's batch at a time.
+        let check_life = env.g.scans_check_life();
         let tables: Vec<(GroupTable, u64)> = morsels
             .par_iter()
             .map(|m| -> Result<(GroupTable, u64), QueryError> {
                 if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
                     return Err(QueryError::Cancelled);
                 }
+                // Columns straight from the chunks where no node needs a label test
+                // (a range of tables that carry the label); node values elsewhere.
+                let direct = self.direct.as_ref().filter(|_| m.label.is_none());
+                let (keys, aggs, filter) = match direct {
+                    Some((_, f, k, a)) => (k, a, f),
+                    None => (&self.keys, &self.aggs, &self.filter),
+                };
+                let mut live = Vec::new();
                 let mut t = GroupTable::new(keys.len(), aggs);
                 let mut grant = budget.empty_grant("Aggregate");
                 let mut n = m.lo;
@@ -613,9 +618,8 @@ impl Op for ParallelAggregate {
                             cols,
                             len: (end - n) as usize,
                         };
-                        if env.g.db.has_deleted_nodes() {
-                            let mut live = Vec::with_capacity(b.len);
-                            env.g.db.live_mask(n, end, &mut live);
+                        if check_life {
+                            env.g.live_mask(n, end, m.table_label, &mut live);
                             b.filter(&live);
                         }
                         n = end;
@@ -627,12 +631,15 @@ impl Op for ParallelAggregate {
                         continue;
                     }
                     let mut col = Vec::with_capacity((end - n) as usize);
+                    if check_life && m.label.is_none() {
+                        env.g.live_mask(n, end, m.table_label, &mut live);
+                    }
                     for x in n..end {
                         if let Some(l) = m.label {
                             if !env.g.has_label(x, l)? {
                                 continue;
                             }
-                        } else if env.g.db.node_deleted(x) {
+                        } else if check_life && !live[(x - n) as usize] {
                             continue;
                         }
                         col.push(Value::Node(x));

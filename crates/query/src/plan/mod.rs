@@ -440,7 +440,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     patterns,
                     where_,
                 } => {
-                    let fused = if scope.width == 0 && self.fused.is_none() && !self.g.has_delta() {
+                    // A read statement's delta is a fixed snapshot: the morsels read it
+                    // beside the segments. A writing one's changes under its reads.
+                    let fused = if scope.width == 0 && self.fused.is_none() && !self.g.is_writing()
+                    {
                         self.fusable_scan(patterns, where_)
                     } else {
                         None
