@@ -246,3 +246,40 @@ fn answers_p(db: &Path) -> String {
         "MATCH (p:P) RETURN p.id, p.name ORDER BY p.id",
     ])
 }
+
+/// A node created by Cypher with an id of the space joins its index at the checkpoint:
+/// relationships appended afterwards find it as an endpoint, both ways.
+#[test]
+fn appended_relationships_reach_nodes_cypher_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let [(n1, r1), _] = parts(40);
+    let (np, rp) = (dir.path().join("n.csv"), dir.path().join("r.csv"));
+    std::fs::write(&np, n1).unwrap();
+    std::fs::write(&rp, r1).unwrap();
+    let db = dir.path().join("g.qdb");
+    import(&db, &[], &np, &rp);
+    let q = |text: &str| ok(&["query", "--db", s(&db), "--format", "csv", text]);
+    q("CREATE (:U {id: 'made-1', name: 'made', n: 1})");
+    q("CHECKPOINT");
+    let more = dir.path().join("more.csv");
+    std::fs::write(
+        &more,
+        ":START_ID(U),:END_ID(U),w:int\nmade-1,u-00003,900\nu-00004,made-1,901\n",
+    )
+    .unwrap();
+    let r = format!("R={}", s(&more));
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--quiet",
+        "--relationships",
+        &r,
+    ]);
+    let got = q("MATCH (a)-[r:R]->(b) WHERE r.w >= 900 RETURN a.id, r.w, b.id ORDER BY r.w");
+    assert_eq!(
+        got,
+        "a.id,r.w,b.id\nmade-1,900,u-00003\nu-00004,901,made-1\n"
+    );
+}

@@ -30,7 +30,7 @@ use quiver_storage::manifest::{
 };
 use quiver_storage::read::Bits;
 use quiver_storage::write::{CsrWriter, Staging, TableWriter};
-use quiver_storage::{Database, Direction, WriteError};
+use quiver_storage::{Database, Direction, IdKey, WriteError};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -48,6 +48,8 @@ pub struct CheckpointReport {
     pub values_folded: u64,
     /// Nodes and relationships of earlier segments marked deleted in their bitmaps.
     pub entities_deleted: u64,
+    /// Created nodes given entries in an id space's index (their `:ID` property).
+    pub ids_indexed: u64,
     pub log_bytes_freed: u64,
     pub elapsed: Duration,
 }
@@ -346,14 +348,15 @@ impl Store {
                 patches: Vec::new(),
                 deleted: None,
             });
+            let t = m.node_tables.len() - 1;
             if holes.count() > 0 {
-                let t = m.node_tables.len() - 1;
                 m.node_tables[t].deleted = Some(write_deleted(
                     &staging,
                     &format!("nodes-{t:04}-deleted.seg"),
                     &[&holes],
                 )?);
             }
+            report.ids_indexed = index_created_ids(db, &staging, &mut m, t, &recs)?;
             m.n_nodes = delta.next_node;
         }
 
@@ -725,6 +728,164 @@ fn fold_changes(
         names.extend(keys);
     }
     Ok((n, names))
+}
+
+/// An id index's entries with new ones merged in, in key order, for the streaming
+/// writer (which scans them up to three times).
+struct MergedIds<'a> {
+    db: &'a Database,
+    space: usize,
+    /// New keys, sorted, with their nodes.
+    new: &'a [(IdOwned, u32)],
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum IdOwned {
+    Int(i64),
+    Str(Arc<str>),
+}
+
+impl IdOwned {
+    fn key(&self) -> IdKey<'_> {
+        match self {
+            IdOwned::Int(i) => IdKey::Int(*i),
+            IdOwned::Str(s) => IdKey::Str(s.as_bytes()),
+        }
+    }
+}
+
+impl quiver_storage::write::SortedIds for MergedIds<'_> {
+    fn scan(
+        &mut self,
+        f: &mut dyn FnMut(IdKey<'_>, u32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let below = |a: &IdOwned, b: IdKey<'_>| match (a, b) {
+            (IdOwned::Int(a), IdKey::Int(b)) => *a < b,
+            (IdOwned::Str(a), IdKey::Str(b)) => a.as_bytes() < b,
+            _ => false,
+        };
+        let (new, mut j, mut failed) = (self.new, 0usize, None);
+        self.db
+            .id_entries(self.space, &mut |k, node| {
+                if failed.is_some() {
+                    return;
+                }
+                while j < new.len() && below(&new[j].0, k) {
+                    if let Err(e) = f(new[j].0.key(), new[j].1) {
+                        failed = Some(e);
+                        return;
+                    }
+                    j += 1;
+                }
+                if let Err(e) = f(k, node) {
+                    failed = Some(e);
+                }
+            })
+            .map_err(std::io::Error::other)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        for (k, node) in &new[j..] {
+            f(k.key(), *node)?;
+        }
+        Ok(())
+    }
+}
+
+/// Gives the created nodes of new table `t` (`recs`, one per row) entries in an id
+/// space's index when they are that space's nodes: the table has exactly the labels of
+/// the space's imported tables, and every live row has the space's id property, of its
+/// type, unique among them and not in the index already. Then `MATCH (n:L {id: ..})`
+/// stays an index seek and `import --append` finds them. Otherwise (no such space, a
+/// missing or duplicate id) the table has no id column, as before. Returns how many
+/// ids it indexed.
+fn index_created_ids(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    t: usize,
+    recs: &[Option<Arc<NodeRec>>],
+) -> Result<u64, EngineError> {
+    use quiver_storage::manifest::IdType;
+    let table = &m.node_tables[t];
+    let mut fixed = table.labels.clone();
+    fixed.sort_unstable();
+    // The one id space whose imported tables carry exactly these labels.
+    let mut found: Option<(usize, String)> = None;
+    for it in &m.node_tables[..t] {
+        let (Some(s), Some(c)) = (it.id_space, it.id_column) else {
+            continue;
+        };
+        let mut l = it.labels.clone();
+        l.sort_unstable();
+        if l != fixed || fixed.is_empty() {
+            continue;
+        }
+        let name = it.columns[c].name.clone();
+        match &found {
+            Some((fs, fname)) if *fs != s || *fname != name => return Ok(0),
+            _ => found = Some((s, name)),
+        }
+    }
+    let Some((space, name)) = found else {
+        return Ok(0);
+    };
+    let Some(col) = table.columns.iter().position(|c| c.name == name) else {
+        return Ok(0);
+    };
+    let id_type = m.id_spaces[space].id_type;
+    let first = table.first_node;
+    let mut new: Vec<(IdOwned, u32)> = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        let Some(r) = r else { continue };
+        let key = match (id_type, crate::delta::prop_get(&r.props, &name)) {
+            (IdType::Integer, Some(Value::Int(k))) => IdOwned::Int(*k),
+            (IdType::String, Some(Value::Str(k))) => IdOwned::Str(k.clone()),
+            _ => return Ok(0),
+        };
+        if db.lookup_id(space, key.key())?.is_some() {
+            return Ok(0);
+        }
+        new.push((key, (first + i as u64) as u32));
+    }
+    new.sort_unstable();
+    if new.is_empty() || new.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Ok(0);
+    }
+    // String keys: the writer needs their total length up front.
+    let mut key_bytes = 0u64;
+    if id_type == IdType::String {
+        db.id_entries(space, &mut |k, _| {
+            if let IdKey::Str(b) = k {
+                key_bytes += b.len() as u64;
+            }
+        })?;
+        for (k, _) in &new {
+            if let IdOwned::Str(s) = k {
+                key_bytes += s.len() as u64;
+            }
+        }
+    }
+    let n = m.id_spaces[space].n_ids + new.len() as u64;
+    let seg = quiver_storage::write::write_id_index_streaming(
+        staging,
+        &format!("ids-{space:04}.seg"),
+        id_type,
+        n,
+        key_bytes,
+        m.n_nodes.max(first + recs.len() as u64),
+        &mut MergedIds {
+            db,
+            space,
+            new: &new,
+        },
+    )?;
+    m.id_spaces[space].index = seg;
+    m.id_spaces[space].n_ids = n;
+    let table = &mut m.node_tables[t];
+    table.id_column = Some(col);
+    table.id_space = Some(space);
+    Ok(new.len() as u64)
 }
 
 /// Writes a deletion file of `maps` (bitmaps of one length).

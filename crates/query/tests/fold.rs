@@ -524,12 +524,19 @@ fn created_nodes_join_the_id_index() {
     drop(d);
     let seek = |s: &mut Session, id: i64| {
         let q = format!("MATCH (n:N {{id: {id}}}) RETURN n.a");
-        let plan = run(s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap_or_default();
+        let plan = run(s, &format!("EXPLAIN {q}"))
+            .unwrap()
+            .plan
+            .unwrap_or_default();
         (plan.contains("by id index"), rows(s, &q))
     };
     for i in [0i64, 1, 50, 99] {
         let (indexed, got) = seek(&mut s, N + i * 3);
-        assert!(indexed, "created id {} is sought through the index", N + i * 3);
+        assert!(
+            indexed,
+            "created id {} is sought through the index",
+            N + i * 3
+        );
         assert_eq!(got, vec![vec![Value::Int(i)]], "created id {}", N + i * 3);
     }
     assert_eq!(seek(&mut s, 17), (true, vec![vec![Value::Int(17)]]));
