@@ -840,13 +840,16 @@ impl<'db> Graph<'db> {
     /// `:ID` column of every table that can hold `Label`: the candidate nodes (still to be
     /// checked for the label). `None` when the index does not apply.
     pub fn id_seek_space(&self, label: u32, prop: &str) -> Option<usize> {
+        // Tables that can hold the label without `prop` as their `:ID` column (a
+        // checkpoint's table of created nodes of several labels) are scanned beside the
+        // index: see `id_seek_residual`.
         let scan = self.label_scan(label);
         let mut space = None;
         for &(t, _) in &scan.tables {
             let ti = &self.tables[t];
-            let col = ti.id_column?;
+            let Some(col) = ti.id_column else { continue };
             if ti.prop_list.iter().all(|(n, c)| *c != col || **n != *prop) {
-                return None;
+                continue;
             }
             let s = ti.id_space?;
             if space.is_some_and(|x| x != s) {
@@ -855,6 +858,24 @@ impl<'db> Graph<'db> {
             space = Some(s);
         }
         space
+    }
+
+    /// The node ranges of the tables that can hold `label` but whose `prop` is not in
+    /// id space `space`'s index: an id seek scans them beside its index lookup.
+    pub fn id_seek_residual(&self, label: u32, prop: &str, space: usize) -> Vec<(u64, u64)> {
+        self.label_scan(label)
+            .tables
+            .iter()
+            .map(|&(t, _)| &self.tables[t])
+            .filter(|ti| {
+                let indexed = ti.id_space == Some(space)
+                    && ti.id_column.is_some_and(|col| {
+                        ti.prop_list.iter().any(|(n, c)| *c == col && **n == *prop)
+                    });
+                !indexed
+            })
+            .map(|ti| (ti.first_node, ti.first_node + ti.n_rows))
+            .collect()
     }
 
     pub fn id_lookup(&self, space: usize, key: &Value) -> Result<Option<u64>, QueryError> {

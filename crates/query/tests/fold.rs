@@ -541,12 +541,31 @@ fn created_nodes_join_the_id_index() {
     }
     assert_eq!(seek(&mut s, 17), (true, vec![vec![Value::Int(17)]]));
     assert_eq!(seek(&mut s, N + 1).1, Vec::<Vec<Value>>::new());
-    // A repeated id: that table stays out of the index; seeks scan and stay right.
+    // A repeated id: that table stays out of the index, and seeks scan it beside the
+    // index lookup; so does a table of created nodes of several labels.
     run(&mut s, "CREATE (:N {id: 17, a: -1})").unwrap();
     run(&mut s, "CHECKPOINT").unwrap();
-    let (indexed, mut got) = seek(&mut s, 17);
+    run(
+        &mut s,
+        "CREATE (:N {id: 5000000, a: -2}), (:Other {id: 5000000, a: -3})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let plan = run(&mut s, "EXPLAIN MATCH (n:N {id: 17}) RETURN n.a")
+        .unwrap()
+        .plan
+        .unwrap_or_default();
+    assert!(
+        plan.contains("by id index") && plan.contains("a scan of 3 nodes outside it"),
+        "{plan}"
+    );
+    let (_, mut got) = seek(&mut s, 17);
     got.sort_by_key(|r| format!("{r:?}"));
-    assert!(!indexed);
     assert_eq!(got, vec![vec![Value::Int(-1)], vec![Value::Int(17)]]);
     assert_eq!(seek(&mut s, N + 3).1, vec![vec![Value::Int(1)]]);
+    assert_eq!(seek(&mut s, 5000000).1, vec![vec![Value::Int(-2)]]);
+    assert_eq!(
+        rows(&mut s, "MATCH (n:Other {id: 5000000}) RETURN n.a"),
+        vec![vec![Value::Int(-3)]]
+    );
 }

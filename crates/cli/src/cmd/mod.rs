@@ -37,6 +37,15 @@ pub struct DbArgs {
     /// folder beside the database.
     #[arg(long, value_name = "DIR")]
     pub import_dir: Option<PathBuf>,
+    /// A checkpoint runs after a commit once the write-ahead log holds this much
+    /// (e.g. 64MiB). Between Memgraph's 20 MiB WAL files and PostgreSQL's 1 GB
+    /// max_wal_size; a checkpoint folds the changes, so it costs what changed.
+    #[arg(long, value_parser = parse_bytes, default_value = "256MiB")]
+    pub checkpoint_log_size: u64,
+    /// ... or once the committed delta holds this much (at most a quarter of the
+    /// memory limit).
+    #[arg(long, value_parser = parse_bytes, default_value = "512MiB")]
+    pub checkpoint_delta_size: u64,
 }
 
 impl DbArgs {
@@ -47,7 +56,8 @@ impl DbArgs {
             memory_limit: self
                 .memory_limit
                 .unwrap_or_else(quiver_engine::store::default_memory_limit),
-            ..Default::default()
+            checkpoint_log_bytes: self.checkpoint_log_size,
+            checkpoint_delta_bytes: self.checkpoint_delta_size,
         };
         let mut session = Session::open_opts(&self.db, opts, true)?;
         if let Some(l) = self.query_memory_limit {

@@ -95,11 +95,13 @@ impl Op for Scan {
 
 /// How a seek finds nodes from an input row.
 pub enum SeekBy {
-    /// The imported `:ID` column's index, in an id space.
+    /// The imported `:ID` column's index, in an id space, and a scan of the node
+    /// ranges of tables that can hold the label outside it.
     Id {
         space: usize,
         prop: Arc<str>,
         key: CExpr,
+        residual: Vec<(u64, u64)>,
     },
     /// A declared index, equality.
     Index {
@@ -155,9 +157,31 @@ impl Seek {
         };
         let mut out = Vec::with_capacity(b.len);
         match &self.by {
-            SeekBy::Id { space, prop, key } => {
+            SeekBy::Id {
+                space,
+                prop,
+                key,
+                residual,
+            } => {
+                let mut vals = Vec::new();
                 for k in eval_col(&cx.env, key, b)? {
-                    let found: Vec<u64> = g.id_lookup(*space, &k)?.into_iter().collect();
+                    let mut found: Vec<u64> = g.id_lookup(*space, &k)?.into_iter().collect();
+                    if let (false, Some(want)) =
+                        (residual.is_empty(), quiver_engine::delta::KeyVal::of(&k))
+                    {
+                        for &(lo, hi) in residual {
+                            vals.clear();
+                            g.node_prop_range(lo, hi, prop, &mut vals)?;
+                            found.extend(
+                                vals.iter()
+                                    .enumerate()
+                                    .filter(|(_, v)| {
+                                        quiver_engine::delta::KeyVal::of(v).as_ref() == Some(&want)
+                                    })
+                                    .map(|(i, _)| lo + i as u64),
+                            );
+                        }
+                    }
                     out.push(with_delta(g, found, prop, &k));
                 }
             }

@@ -325,11 +325,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             for prop in self.eq_props(conj, v) {
                 if let Some(space) = self.g.id_seek_space(lid, &prop) {
                     if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
-                        let detail =
-                            format!("({}:{l}) by id index on {prop} = {}", v.trim(), short(&key));
+                        let residual = self.g.id_seek_residual(lid, &prop, space);
+                        let rest: u64 = residual.iter().map(|(a, b)| b - a).sum();
+                        let detail = format!(
+                            "({}:{l}) by id index on {prop} = {}{}",
+                            v.trim(),
+                            short(&key),
+                            if rest > 0 {
+                                format!(", and a scan of {rest} nodes outside it")
+                            } else {
+                                String::new()
+                            }
+                        );
                         let key = self.compile(&key, scope, &[])?;
                         let prop = Arc::from(prop.as_str());
-                        return Ok(Some(("NodeSeek", detail, SeekBy::Id { space, prop, key })));
+                        return Ok(Some((
+                            "NodeSeek",
+                            detail,
+                            SeekBy::Id {
+                                space,
+                                prop,
+                                key,
+                                residual,
+                            },
+                        )));
                     }
                 }
                 if let Some(index) = self.indexes.get(l, &prop) {
