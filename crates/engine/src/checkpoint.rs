@@ -793,12 +793,15 @@ impl quiver_storage::write::SortedIds for MergedIds<'_> {
 }
 
 /// Gives the created nodes of new table `t` (`recs`, one per row) entries in an id
-/// space's index when they are that space's nodes: the table has exactly the labels of
-/// the space's imported tables, and every live row has the space's id property, of its
-/// type, unique among them and not in the index already. Then `MATCH (n:L {id: ..})`
-/// stays an index seek and `import --append` finds them. Otherwise (no such space, a
-/// missing or duplicate id) the table has no id column, as before. Returns how many
-/// ids it indexed.
+/// space's index: the space is the one whose imported tables' labels some created
+/// nodes carry (all of them) and whose id property the table has; every row with that
+/// property must hold a value of the space's type, unique among them and not in the
+/// index already, and all go in (rows without it have nothing to be found by). Then
+/// the table's id column is that property, `MATCH (n:L {id: ..})` stays an index seek
+/// and `import --append` finds them; a table of several labels (users and the events
+/// a LOAD CSV made beside them) included. Otherwise (no one space, a value of another
+/// type, a repeated id) the table has no id column, as before, and seeks scan it beside
+/// the index. Returns how many ids it indexed.
 fn index_created_ids(
     db: &Database,
     staging: &Staging,
@@ -808,17 +811,23 @@ fn index_created_ids(
 ) -> Result<u64, EngineError> {
     use quiver_storage::manifest::IdType;
     let table = &m.node_tables[t];
-    let mut fixed = table.labels.clone();
-    fixed.sort_unstable();
-    // The one id space whose imported tables carry exactly these labels.
+    // The one id space whose imported tables' labels some created node carries.
     let mut found: Option<(usize, String)> = None;
     for it in &m.node_tables[..t] {
         let (Some(s), Some(c)) = (it.id_space, it.id_column) else {
             continue;
         };
-        let mut l = it.labels.clone();
-        l.sort_unstable();
-        if l != fixed || fixed.is_empty() {
+        let labels: Vec<&str> = it
+            .labels
+            .iter()
+            .map(|&l| m.labels[l as usize].as_str())
+            .collect();
+        let carried = !labels.is_empty()
+            && recs
+                .iter()
+                .flatten()
+                .any(|r| labels.iter().all(|l| r.labels.iter().any(|x| **x == **l)));
+        if !carried {
             continue;
         }
         let name = it.columns[c].name.clone();
@@ -839,6 +848,7 @@ fn index_created_ids(
     for (i, r) in recs.iter().enumerate() {
         let Some(r) = r else { continue };
         let key = match (id_type, crate::delta::prop_get(&r.props, &name)) {
+            (_, None) => continue,
             (IdType::Integer, Some(Value::Int(k))) => IdOwned::Int(*k),
             (IdType::String, Some(Value::Str(k))) => IdOwned::Str(k.clone()),
             _ => return Ok(0),

@@ -264,44 +264,40 @@ pub(crate) fn split_ops(db: &Database, ops: Vec<Op>, carried: &mut Vec<Op>) -> S
         rels: HashMap::new(),
     };
     for op in ops {
-        match op {
-            Op::SetNodeProp { id, key, value } => match db.node_location(id) {
-                Ok((t, row)) if !key.starts_with(':') => s
-                    .nodes
-                    .entry(t)
-                    .or_default()
-                    .push(RowSet { row, key, value }),
-                _ => carried.push(Op::SetNodeProp { id, key, value }),
-            },
-            Op::SetRelProp {
-                ty,
-                eid,
-                src,
-                dst,
-                key,
-                value,
-            } => match db.rel_type_index(&ty) {
-                Some(t) if db.rel_types()[t].props_footer().is_some() => {
-                    s.rels.entry(t).or_default().push((
-                        RowSet {
-                            row: eid,
-                            key,
-                            value,
-                        },
-                        src,
-                        dst,
-                    ));
-                }
-                _ => carried.push(Op::SetRelProp {
-                    ty,
-                    eid,
+        // Where the op folds: (table or type, row), or nowhere.
+        let node_at = match &op {
+            Op::SetNodeProp { id, key, .. } if !key.starts_with(':') => db.node_location(*id).ok(),
+            _ => None,
+        };
+        let rel_at = match &op {
+            Op::SetRelProp { ty, eid, .. } => db
+                .rel_type_index(ty)
+                .filter(|&t| db.rel_types()[t].props_footer().is_some())
+                .map(|t| (t, *eid)),
+            _ => None,
+        };
+        match (op, node_at, rel_at) {
+            (Op::SetNodeProp { key, value, .. }, Some((t, row)), _) => s
+                .nodes
+                .entry(t)
+                .or_default()
+                .push(RowSet { row, key, value }),
+            (
+                Op::SetRelProp {
                     src,
                     dst,
                     key,
                     value,
-                }),
-            },
-            other => carried.push(other),
+                    ..
+                },
+                _,
+                Some((t, row)),
+            ) => s
+                .rels
+                .entry(t)
+                .or_default()
+                .push((RowSet { row, key, value }, src, dst)),
+            (op, ..) => carried.push(op),
         }
     }
     s

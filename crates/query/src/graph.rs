@@ -613,22 +613,40 @@ impl<'db> Graph<'db> {
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
-        if let Some(d) = self.delta() {
-            // Segment rows at column speed, then the delta's records over them; created
-            // nodes one by one.
-            let seg_hi = hi.min(d.base_nodes).max(lo);
-            let base = out.len();
-            self.node_prop_range_seg(lo, seg_hi, name, out)?;
-            self.overlay_range(&d, lo, seg_hi, name, &mut out[base..], &Ok)?;
-            for n in seg_hi..hi {
-                out.push(match d.node(n) {
-                    Some(Some(r)) => r.get(name).cloned().unwrap_or(Value::Null),
-                    _ => Value::Null,
-                });
-            }
-            return Ok(());
+        self.range_with_delta(lo, hi, name, out, &Ok, &mut |g, a, b, out| {
+            g.node_prop_range_seg(a, b, name, out)
+        })
+    }
+
+    /// Property `name` of nodes `lo..hi` into `out`: segment rows by `seg_rows` (at
+    /// column speed), then the delta's records laid over them (mapped by `val`),
+    /// created nodes one by one.
+    fn range_with_delta(
+        &self,
+        lo: u64,
+        hi: u64,
+        name: &str,
+        out: &mut Vec<Value>,
+        val: &ValMap<'_>,
+        seg_rows: &mut dyn FnMut(&Self, u64, u64, &mut Vec<Value>) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let Some(d) = self.delta() else {
+            return seg_rows(self, lo, hi, out);
+        };
+        let seg_hi = hi.min(d.base_nodes).max(lo);
+        let base = out.len();
+        seg_rows(self, lo, seg_hi, out)?;
+        self.overlay_range(&d, lo, seg_hi, name, &mut out[base..], val)?;
+        for n in seg_hi..hi {
+            out.push(match d.node(n) {
+                Some(Some(r)) => match r.get(name) {
+                    Some(Value::Null) | None => Value::Null,
+                    Some(v) => val(v.clone())?,
+                },
+                _ => Value::Null,
+            });
         }
-        self.node_prop_range_seg(lo, hi, name, out)
+        Ok(())
     }
 
     /// [`node_prop_range`](Self::node_prop_range) over segment rows only.
@@ -666,23 +684,9 @@ impl<'db> Graph<'db> {
         seg: &SegRead<'_>,
         val: &ValMap<'_>,
     ) -> Result<(), QueryError> {
-        if let Some(d) = self.delta() {
-            let seg_hi = hi.min(d.base_nodes).max(lo);
-            let base = out.len();
-            self.prop_range_map_seg(lo, seg_hi, name, out, seg)?;
-            self.overlay_range(&d, lo, seg_hi, name, &mut out[base..], val)?;
-            for n in seg_hi..hi {
-                out.push(match d.node(n) {
-                    Some(Some(r)) => match r.get(name) {
-                        Some(Value::Null) | None => Value::Null,
-                        Some(v) => val(v.clone())?,
-                    },
-                    _ => Value::Null,
-                });
-            }
-            return Ok(());
-        }
-        self.prop_range_map_seg(lo, hi, name, out, seg)
+        self.range_with_delta(lo, hi, name, out, val, &mut |g, a, b, out| {
+            g.prop_range_map_seg(a, b, name, out, seg)
+        })
     }
 
     /// [`node_prop_range_map`](Self::node_prop_range_map) over segment rows only.

@@ -568,4 +568,22 @@ fn created_nodes_join_the_id_index() {
         rows(&mut s, "MATCH (n:Other {id: 5000000}) RETURN n.a"),
         vec![vec![Value::Int(-3)]]
     );
+    // Created nodes of several labels, the others without the id (a LOAD CSV's events
+    // beside new users): the table joins the index, nothing more is scanned.
+    run(
+        &mut s,
+        "CREATE (:N {id: 6000000, a: -4}), (:Other {k: 1}), (:Other {k: 2})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let plan = run(&mut s, "EXPLAIN MATCH (n:N {id: 6000000}) RETURN n.a")
+        .unwrap()
+        .plan
+        .unwrap_or_default();
+    assert!(plan.contains("a scan of 3 nodes outside it"), "{plan}");
+    assert_eq!(seek(&mut s, 6000000).1, vec![vec![Value::Int(-4)]]);
+    assert_eq!(
+        rows(&mut s, "MATCH (n:Other {k: 2}) RETURN n.k"),
+        vec![vec![Value::Int(2)]]
+    );
 }
