@@ -21,7 +21,6 @@ and each process's peak RSS. RESULT lines are JSON for docs/benchmarks.md.
 
 import argparse
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -99,15 +98,22 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def prepare(args, work):
-    data = ROOT / "data" / "bench" / f"social-{args.scale}"
+def social(scale, db, flags=("--id-type", "integer")):
+    """The generated social graph of `scale` (made if missing) imported at `db` (once,
+    with `flags`): (nodes file, edges file, number of users)."""
+    data = ROOT / "data" / "bench" / f"social-{scale}"
     if not (data / "edges.csv").exists():
-        run([QUIVER, "generate", "social", "--scale", str(args.scale), "--out", data])
+        run([QUIVER, "generate", "social", "--scale", str(scale), "--out", data])
     nodes, edges = data / "nodes.csv", data / "edges.csv"
-    q = work / "social.qdb"
-    if not (q / "CURRENT").exists():
-        run([QUIVER, "import", "--db", q, "--id-type", "integer", "--overwrite", "--quiet",
+    if not (db / "CURRENT").exists():
+        run([QUIVER, "import", "--db", db, *flags, "--overwrite", "--quiet",
              "--nodes", f"User={nodes}", "--relationships", f"FOLLOWS={edges}"])
+    return nodes, edges, sum(1 for _ in open(nodes, "rb")) - 1
+
+
+def prepare(args, work):
+    q = work / "social.qdb"
+    nodes, edges, n_users = social(args.scale, q)
     peer_dbs = {}
     for module in ("kuzu", "ladybug"):
         if not any(p.split("-")[0] == module for p in args.peers.split(",")):
@@ -124,7 +130,6 @@ def prepare(args, work):
             """)
             run([sys.executable, "-c", script])
         peer_dbs[module] = kz
-    n_users = sum(1 for _ in open(nodes, "rb")) - 1
     return q, peer_dbs, n_users
 
 

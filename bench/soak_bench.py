@@ -22,7 +22,6 @@ RESULT lines are JSON; `--png` writes a plot.
 import argparse
 import json
 import multiprocessing as mp
-import os
 import random
 import signal
 import subprocess
@@ -34,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bolt_bench import free_port, rss_kb  # noqa: E402
 from import_bench import QUIVER, ROOT, fresh, fresh_copy  # noqa: E402
-from query_bench import run  # noqa: E402
+from query_bench import run, social, stats  # noqa: E402
 
 READS = {
     "find node": "MATCH (n:User {id: $id}) RETURN n",
@@ -126,11 +125,6 @@ def generation(port):
         return {r["key"]: r["value"] for r in s.run("SHOW STORAGE INFO")}
 
 
-def p99(v):
-    v = sorted(v)
-    return v[min(len(v) - 1, round((len(v) - 1) * 0.99))] if v else 0.0
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="1")
@@ -143,20 +137,14 @@ def main():
                     help="the server's automatic checkpoint threshold (small, so that several run)")
     ap.add_argument("--png", help="write a plot of the table here (needs matplotlib)")
     args = ap.parse_args()
-    data = ROOT / "data" / "bench" / f"social-{args.scale}"
-    if not (data / "edges.csv").exists():
-        run([QUIVER, "generate", "social", "--scale", str(args.scale), "--out", data])
     work = ROOT / "data" / "bench" / "work" / f"soak-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
     base = work / "base.qdb"
-    if not (base / "CURRENT").exists():
-        run([QUIVER, "import", "--db", base, "--id-type", "integer", "--overwrite", "--quiet",
-             "--nodes", f"User={data / 'nodes.csv'}", "--relationships", f"FOLLOWS={data / 'edges.csv'}"])
+    _, _, n_users = social(args.scale, base)
     db = work / "live.qdb"
     fresh_copy(base, db)
     imports = work / "import"
     imports.mkdir(exist_ok=True)
-    n_users = sum(1 for _ in open(data / "nodes.csv", "rb")) - 1
     port = free_port()
     server = subprocess.Popen([QUIVER, "serve", "--db", db, "--no-auth", "--listen", f"127.0.0.1:{port}",
                                "--memory-limit", args.memory_limit, "--import-dir", imports,
@@ -203,7 +191,8 @@ def main():
         errors = sum(r["minutes"].get(m, {}).get("errors", 0) for r in res)
         g = gens.get(m, {})
         row = {"minute": m + 1, "reads_per_s": len(reads) / 60, "writes_per_s": len(writes) / 60,
-               "read_p99_ms": p99(reads), "write_p99_ms": p99(writes), "errors": errors,
+               "read_p99_ms": stats(reads, 60)["p99_ms"] if reads else 0.0,
+               "write_p99_ms": stats(writes, 60)["p99_ms"] if writes else 0.0, "errors": errors,
                "server_rss_mib": rss.get(m, 0), "generation": g.get("generation"),
                "delta_mib": (g.get("delta_bytes") or 0) / 2**20}
         rows.append(row)

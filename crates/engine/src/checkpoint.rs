@@ -113,20 +113,26 @@ pub(crate) fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
 /// Columns for a set of property maps: each key, in first-seen order, gets the type
 /// most of its values have.
 fn choose_columns<'p>(maps: impl Iterator<Item = &'p Props>) -> Vec<PropertyMeta> {
+    columns_of(maps.flat_map(|p| p.iter().map(|(k, v)| (k, v))))
+}
+
+/// Columns for (key, value) pairs: each key, in first-seen order, gets the type most of
+/// its values have (keys with no typed value get none).
+pub(crate) fn columns_of<'p>(
+    pairs: impl Iterator<Item = (&'p Arc<str>, &'p Value)>,
+) -> Vec<PropertyMeta> {
     let mut tally: Vec<(Arc<str>, Vec<(DataType, u64)>)> = Vec::new();
     let mut at: hashbrown::HashMap<Arc<str>, usize> = hashbrown::HashMap::new();
-    for p in maps {
-        for (k, v) in p {
-            let Some(t) = dtype_of(v) else { continue };
-            let i = *at.entry(k.clone()).or_insert_with(|| {
-                tally.push((k.clone(), Vec::new()));
-                tally.len() - 1
-            });
-            let types = &mut tally[i].1;
-            match types.iter_mut().find(|(x, _)| *x == t) {
-                Some(e) => e.1 += 1,
-                None => types.push((t, 1)),
-            }
+    for (k, v) in pairs {
+        let Some(t) = dtype_of(v) else { continue };
+        let i = *at.entry(k.clone()).or_insert_with(|| {
+            tally.push((k.clone(), Vec::new()));
+            tally.len() - 1
+        });
+        let types = &mut tally[i].1;
+        match types.iter_mut().find(|(x, _)| *x == t) {
+            Some(e) => e.1 += 1,
+            None => types.push((t, 1)),
         }
     }
     tally
@@ -372,9 +378,8 @@ impl Store {
                 node_dels.push(id);
                 continue;
             }
-            let labels = segments::node_labels(db, id)?;
             let mut label_ops = Vec::new();
-            diff_node(db, id, &labels, r, &mut label_ops, &mut changes)?;
+            diff_node(db, id, r, &mut label_ops, &mut changes)?;
             if !label_ops.is_empty() {
                 // Labels fold into the table's `:LABEL` column when the node keeps every
                 // label its table gives all rows; otherwise they are carried.
@@ -730,15 +735,7 @@ fn fold_changes(
     Ok((n, names))
 }
 
-/// An id index's entries with new ones merged in, in key order, for the streaming
-/// writer (which scans them up to three times).
-struct MergedIds<'a> {
-    db: &'a Database,
-    space: usize,
-    /// New keys, sorted, with their nodes.
-    new: &'a [(IdOwned, u32)],
-}
-
+/// An id key owned (created nodes' ids, sorted before they are merged into an index).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum IdOwned {
     Int(i64),
@@ -751,44 +748,6 @@ impl IdOwned {
             IdOwned::Int(i) => IdKey::Int(*i),
             IdOwned::Str(s) => IdKey::Str(s.as_bytes()),
         }
-    }
-}
-
-impl quiver_storage::write::SortedIds for MergedIds<'_> {
-    fn scan(
-        &mut self,
-        f: &mut dyn FnMut(IdKey<'_>, u32) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
-        let below = |a: &IdOwned, b: IdKey<'_>| match (a, b) {
-            (IdOwned::Int(a), IdKey::Int(b)) => *a < b,
-            (IdOwned::Str(a), IdKey::Str(b)) => a.as_bytes() < b,
-            _ => false,
-        };
-        let (new, mut j, mut failed) = (self.new, 0usize, None);
-        self.db
-            .id_entries(self.space, &mut |k, node| {
-                if failed.is_some() {
-                    return;
-                }
-                while j < new.len() && below(&new[j].0, k) {
-                    if let Err(e) = f(new[j].0.key(), new[j].1) {
-                        failed = Some(e);
-                        return;
-                    }
-                    j += 1;
-                }
-                if let Err(e) = f(k, node) {
-                    failed = Some(e);
-                }
-            })
-            .map_err(std::io::Error::other)?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        for (k, node) in &new[j..] {
-            f(k.key(), *node)?;
-        }
-        Ok(())
     }
 }
 
@@ -862,33 +821,14 @@ fn index_created_ids(
     if new.is_empty() || new.windows(2).any(|w| w[0].0 == w[1].0) {
         return Ok(0);
     }
-    // String keys: the writer needs their total length up front.
-    let mut key_bytes = 0u64;
-    if id_type == IdType::String {
-        db.id_entries(space, &mut |k, _| {
-            if let IdKey::Str(b) = k {
-                key_bytes += b.len() as u64;
-            }
-        })?;
-        for (k, _) in &new {
-            if let IdOwned::Str(s) = k {
-                key_bytes += s.len() as u64;
-            }
-        }
-    }
-    let n = m.id_spaces[space].n_ids + new.len() as u64;
-    let seg = quiver_storage::write::write_id_index_streaming(
+    let (seg, n) = quiver_storage::write::write_id_index_merged(
         staging,
         &format!("ids-{space:04}.seg"),
-        id_type,
-        n,
-        key_bytes,
+        db,
+        space,
+        new.len(),
+        &|j| (new[j].0.key(), new[j].1),
         m.n_nodes.max(first + recs.len() as u64),
-        &mut MergedIds {
-            db,
-            space,
-            new: &new,
-        },
     )?;
     m.id_spaces[space].index = seg;
     m.id_spaces[space].n_ids = n;
@@ -995,23 +935,22 @@ pub(crate) fn base_delta(db: &Database) -> Result<Delta, EngineError> {
     Ok(d)
 }
 
-/// The ops that turn segment node `id` (labels `old_labels`) into record `r` (an
-/// overlay of its changed properties): label changes to `label_ops`, properties to
-/// `out`.
+/// The ops that turn segment node `id` into record `r` (an overlay of its changed
+/// properties): label changes to `label_ops` (the segment's labels are read only when
+/// the record's differ), properties to `out`.
 fn diff_node(
     db: &Database,
     id: u64,
-    old_labels: &[Arc<str>],
     r: &NodeRec,
     label_ops: &mut Vec<Op>,
     out: &mut Vec<Op>,
 ) -> Result<(), EngineError> {
-    let unchanged: &[Arc<str>] = &[];
-    let (old_labels, new_labels) = if r.seg_labels {
-        (unchanged, unchanged)
+    let old_labels = if r.seg_labels {
+        Vec::new()
     } else {
-        (old_labels, &r.labels[..])
+        segments::node_labels(db, id)?
     };
+    let new_labels = &r.labels;
     for l in new_labels {
         if !old_labels.contains(l) {
             label_ops.push(Op::AddLabel {
@@ -1020,7 +959,7 @@ fn diff_node(
             });
         }
     }
-    for l in old_labels {
+    for l in &old_labels {
         if !new_labels.contains(l) {
             label_ops.push(Op::RemoveLabel {
                 id,

@@ -83,6 +83,15 @@ impl NodeRec {
     pub fn get(&self, key: &str) -> Option<&Value> {
         overlay_get(&self.props, self.created, key)
     }
+
+    /// Property `key` of node `id` (whose record this is): the record's, else the
+    /// segment row's.
+    pub fn value_of(&self, db: &Database, id: u64, key: &str) -> Result<Value, ReadError> {
+        match self.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => segments::node_prop(db, id, key),
+        }
+    }
 }
 
 impl RelRec {
@@ -90,6 +99,20 @@ impl RelRec {
     #[inline]
     pub fn get(&self, key: &str) -> Option<&Value> {
         overlay_get(&self.props, self.created, key)
+    }
+
+    /// As [`NodeRec::value_of`], for relationship `eid` of type `ty`.
+    pub fn value_of(
+        &self,
+        db: &Database,
+        ty: usize,
+        eid: u64,
+        key: &str,
+    ) -> Result<Value, ReadError> {
+        match self.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => segments::rel_prop(db, ty, eid, key),
+        }
     }
 }
 
@@ -443,10 +466,7 @@ impl Delta {
         let value = |r: Option<&NodeRec>, key: &str| -> Result<Option<KeyVal>, ApplyError> {
             Ok(match r {
                 None => None,
-                Some(r) => match r.get(key) {
-                    Some(v) => KeyVal::of(v),
-                    None => KeyVal::of(&segments::node_prop(db, id, key)?),
-                },
+                Some(r) => KeyVal::of(&r.value_of(db, id, key)?),
             })
         };
         let indexed = self.indexed.clone();
@@ -499,11 +519,7 @@ impl Delta {
     /// The record of node `id`, copied from the segments on first use.
     /// Whether live node `id` has property `key` (removing one it lacks changes nothing).
     pub fn node_has_prop(&self, db: &Database, id: u64, key: &str) -> Result<bool, ApplyError> {
-        let r = self.node_rec(db, id)?;
-        Ok(match r.get(key) {
-            Some(v) => !v.is_null(),
-            None => !segments::node_prop(db, id, key)?.is_null(),
-        })
+        Ok(!self.node_rec(db, id)?.value_of(db, id, key)?.is_null())
     }
 
     /// Like [`node_has_prop`](Self::node_has_prop) for a relationship.
@@ -516,10 +532,7 @@ impl Delta {
         key: &str,
     ) -> Result<bool, ApplyError> {
         let (ty, r) = self.rel_rec(db, name, eid, ends)?;
-        Ok(match r.get(key) {
-            Some(v) => !v.is_null(),
-            None => !segments::rel_prop(db, ty as usize, eid, key)?.is_null(),
-        })
+        Ok(!r.value_of(db, ty as usize, eid, key)?.is_null())
     }
 
     fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {

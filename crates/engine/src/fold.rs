@@ -18,7 +18,7 @@
 //! index is not rewritten here), a table label removed from one row, and tables without
 //! row groups.
 
-use crate::checkpoint::{dtype_of, push_value};
+use crate::checkpoint::{columns_of, dtype_of, push_value};
 use crate::delta::Op;
 use crate::store::EngineError;
 use crate::value::Value;
@@ -93,28 +93,12 @@ pub(crate) fn fold_table(
     }
     let old_cols = t.columns.len();
     // New columns: a key the table lacks takes the type most of its values have.
-    let mut tally: BTreeMap<Arc<str>, Vec<(DataType, u64)>> = BTreeMap::new();
-    for s in &sets {
-        if t.columns.iter().any(|c| *c.name == *s.key) {
-            continue;
-        }
-        let types = tally.entry(s.key.clone()).or_default();
-        if let Some(d) = dtype_of(&s.value) {
-            match types.iter_mut().find(|(x, _)| *x == d) {
-                Some(e) => e.1 += 1,
-                None => types.push((d, 1)),
-            }
-        }
-    }
     let mut columns = t.columns.clone();
-    for (key, types) in tally {
-        if let Some((dtype, _)) = types.into_iter().max_by_key(|(_, n)| *n) {
-            columns.push(PropertyMeta {
-                name: key.to_string(),
-                dtype,
-            });
-        }
-    }
+    columns.extend(columns_of(
+        sets.iter()
+            .filter(|s| !t.columns.iter().any(|c| *c.name == *s.key))
+            .map(|s| (&s.key, &s.value)),
+    ));
     let at: HashMap<&str, usize> = columns
         .iter()
         .enumerate()
@@ -138,26 +122,8 @@ pub(crate) fn fold_table(
             _ => left.push(s),
         }
     }
-    // An added column needs a chunk in every row group (nulls where nothing was set);
-    // one whose every value was a misfit is not added.
-    let added: Vec<usize> = (old_cols..columns.len())
-        .filter(|&c| groups.keys().any(|&(_, gc)| gc == c))
-        .collect();
-    if added.len() < columns.len() - old_cols {
-        // Renumber: keep only the added columns that got values (they are at the end,
-        // in order, so dropping the others shifts later ones down).
-        let mut remap = HashMap::new();
-        let mut kept = columns[..old_cols].to_vec();
-        for &c in &added {
-            remap.insert(c, kept.len());
-            kept.push(columns[c].clone());
-        }
-        groups = groups
-            .into_iter()
-            .map(|((rg, c), v)| ((rg, if c < old_cols { c } else { remap[&c] }), v))
-            .collect();
-        columns = kept;
-    }
+    // An added column needs a chunk in every row group (nulls where nothing was set).
+    // Each got a value: its type is one of its values' own (which fits it).
     for c in old_cols..columns.len() {
         for rg in 0..footer.row_groups.len() {
             groups.entry((rg, c)).or_default();

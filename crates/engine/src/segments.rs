@@ -1,6 +1,6 @@
-//! Reading one node's or relationship's whole state from the immutable segments: what
-//! the delta layer copies when a transaction first changes an entity that lives in a
-//! segment, and how query values are decoded from column chunks.
+//! Reading one segment entity's labels or one property from the immutable segments
+//! (what the delta's overlay records leave to them), and how query values are decoded
+//! from column chunks.
 
 use crate::value::Value;
 use quiver_common::types::{DataType, ScalarType};
@@ -74,41 +74,6 @@ pub fn canonical_edge_id(
     }
 }
 
-/// A segment node's labels (table labels, then its `:LABEL` values) and its non-null
-/// properties in column order.
-pub fn node_state(
-    db: &Database,
-    node: u64,
-) -> Result<(Vec<Arc<str>>, Vec<(Arc<str>, Value)>), ReadError> {
-    let (t, row) = db.node_location(node)?;
-    let table = &db.node_tables()[t];
-    let meta = &table.meta;
-    let (rg, i) = row_group_of(&table.footer, row);
-    let mut labels: Vec<Arc<str>> = meta
-        .labels
-        .iter()
-        .map(|&l| Arc::from(db.labels()[l as usize].as_str()))
-        .collect();
-    let mut props = Vec::new();
-    for (c, col) in meta.columns.iter().enumerate() {
-        let v = db.with_node_chunk(t, rg, c, |ch| chunk_value(ch, i, col.dtype))?;
-        if Some(c) == meta.label_column {
-            if let Value::List(l) = v {
-                for x in l.iter() {
-                    if let Value::Str(s) = x {
-                        if !labels.contains(s) {
-                            labels.push(s.clone());
-                        }
-                    }
-                }
-            }
-        } else if !v.is_null() {
-            props.push((Arc::from(col.name.as_str()), v));
-        }
-    }
-    Ok((labels, props))
-}
-
 /// A segment node's labels: its table's, then its `:LABEL` values.
 pub fn node_labels(db: &Database, node: u64) -> Result<Vec<Arc<str>>, ReadError> {
     let (t, row) = db.node_location(node)?;
@@ -170,21 +135,4 @@ pub fn rel_prop(db: &Database, ty: usize, eid: u64, key: &str) -> Result<Value, 
     let (rg, i) = row_group_of(footer, eid);
     let dtype = r.meta.columns[c].dtype;
     db.with_rel_chunk(ty, rg, c, |ch| chunk_value(ch, i, dtype))
-}
-
-/// A segment relationship's non-null properties, in column order.
-pub fn rel_props(db: &Database, ty: usize, eid: u64) -> Result<Vec<(Arc<str>, Value)>, ReadError> {
-    let r = &db.rel_types()[ty];
-    let Some(footer) = r.props_footer() else {
-        return Ok(Vec::new());
-    };
-    let (rg, i) = row_group_of(footer, eid);
-    let mut out = Vec::new();
-    for (c, col) in r.meta.columns.iter().enumerate() {
-        let v = db.with_rel_chunk(ty, rg, c, |ch| chunk_value(ch, i, col.dtype))?;
-        if !v.is_null() {
-            out.push((Arc::from(col.name.as_str()), v));
-        }
-    }
-    Ok(out)
 }

@@ -521,19 +521,35 @@ fn run(
             continue;
         }
         let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
-        let (keys, nodes, grant) = match (s.base, ctx.base) {
-            (Some(b), Some(db)) => merge_ids(db, b, keys, nodes, grant, &ctx.budget)?,
-            _ => (keys, nodes, grant),
+        let name = format!("ids-{si:04}.seg");
+        let (seg, n_ids) = match (s.base, ctx.base) {
+            // An append: the database's index and the new ids (no key is in both, the
+            // append rejected those as duplicates), merged as they are written.
+            (Some(b), Some(db)) => {
+                let integer = cfg.id_type == IdType::Integer;
+                let new = |j: usize| {
+                    let k = if integer {
+                        quiver_storage::IdKey::Int(keys.i64_values()[j])
+                    } else {
+                        quiver_storage::IdKey::Str(keys.bytes_at(j))
+                    };
+                    (k, nodes[j])
+                };
+                quiver_storage::write::write_id_index_merged(
+                    staging,
+                    &name,
+                    db,
+                    b,
+                    nodes.len(),
+                    &new,
+                    n_nodes,
+                )?
+            }
+            _ => (
+                write_id_index(staging, &name, cfg.id_type, &keys, &nodes, n_nodes)?,
+                nodes.len() as u64,
+            ),
         };
-        let n_ids = nodes.len() as u64;
-        let seg = write_id_index(
-            staging,
-            &format!("ids-{si:04}.seg"),
-            cfg.id_type,
-            &keys,
-            &nodes,
-            n_nodes,
-        )?;
         drop((keys, nodes, grant));
         ctx.progress.advance(s.map.len(), 0);
         id_spaces.push(IdSpaceMeta {
@@ -875,61 +891,6 @@ fn infer_types(
                 .map(|k| DataType::Scalar(cands[k]))
         })
         .collect()
-}
-
-/// The database's index of id space `space` merged with an append's new ids (both
-/// sorted; no key is in both, the append rejected those as duplicates).
-fn merge_ids(
-    db: &quiver_storage::Database,
-    space: usize,
-    keys: ColumnBuilder,
-    nodes: Vec<u32>,
-    grant: Grant,
-    budget: &MemoryBudget,
-) -> Result<(ColumnBuilder, Vec<u32>, Grant), ImportError> {
-    use quiver_storage::IdKey;
-    let integer = db.manifest().id_spaces[space].id_type == IdType::Integer;
-    let n = db.manifest().id_spaces[space].n_ids as usize + nodes.len();
-    let g = budget.try_grant(
-        (n * if integer { 12 } else { 28 }) as u64,
-        "id index (append)",
-    )?;
-    let mut out_keys = ColumnBuilder::new(keys.dtype);
-    out_keys.reserve_exact(n, 0);
-    let mut out_nodes = Vec::with_capacity(n);
-    let push = |out_keys: &mut ColumnBuilder, out_nodes: &mut Vec<u32>, k: IdKey<'_>, node| {
-        match k {
-            IdKey::Int(k) => out_keys.push_i64(k),
-            IdKey::Str(k) => out_keys.push_bytes(k),
-        }
-        out_nodes.push(node);
-    };
-    let new_key = |j: usize| {
-        if integer {
-            IdKey::Int(keys.i64_values()[j])
-        } else {
-            IdKey::Str(keys.bytes_at(j))
-        }
-    };
-    let below = |a: IdKey<'_>, b: IdKey<'_>| match (a, b) {
-        (IdKey::Int(a), IdKey::Int(b)) => a < b,
-        (IdKey::Str(a), IdKey::Str(b)) => a < b,
-        _ => false,
-    };
-    let mut j = 0;
-    db.id_entries(space, &mut |k, node| {
-        // New keys below this old one go first.
-        while j < nodes.len() && below(new_key(j), k) {
-            push(&mut out_keys, &mut out_nodes, new_key(j), nodes[j]);
-            j += 1;
-        }
-        push(&mut out_keys, &mut out_nodes, k, node);
-    })?;
-    for (j, &node) in nodes.iter().enumerate().skip(j) {
-        push(&mut out_keys, &mut out_nodes, new_key(j), node);
-    }
-    drop((keys, nodes, grant));
-    Ok((out_keys, out_nodes, g))
 }
 
 fn space_index(

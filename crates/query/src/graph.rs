@@ -95,6 +95,15 @@ pub fn dirs(d: Dir) -> &'static [Direction] {
     }
 }
 
+/// Whether segment node record `r`, of a table that carries `label`, still has it
+/// (unchanged labels are its table's).
+fn keeps_label(d: &Delta, r: &NodeRec, label: u32) -> bool {
+    r.seg_labels
+        || d.labels
+            .get(label as usize)
+            .is_some_and(|name| r.labels.contains(name))
+}
+
 /// A delta record's properties as query pairs.
 fn pairs(p: Option<&Props>) -> Vec<(Arc<str>, Value)> {
     p.map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -193,16 +202,8 @@ impl<'db> Graph<'db> {
         let seg_hi = hi.min(d.base_nodes).max(lo);
         self.db.live_mask(lo, seg_hi, out);
         for (&id, r) in d.nodes.range(lo..seg_hi) {
-            out[(id - lo) as usize] = !r.deleted
-                && match table_label {
-                    None => true,
-                    Some(l) => {
-                        r.seg_labels
-                            || d.labels
-                                .get(l as usize)
-                                .is_some_and(|name| r.labels.contains(name))
-                    }
-                };
+            out[(id - lo) as usize] =
+                !r.deleted && table_label.is_none_or(|l| keeps_label(&d, r, l));
         }
         for n in seg_hi..hi {
             out.push(match table_label {
@@ -314,12 +315,7 @@ impl<'db> Graph<'db> {
         };
         match d.node(n) {
             Some(None) => false,
-            // Unchanged labels: its table carries this one.
-            Some(Some(r)) if r.seg_labels => true,
-            Some(Some(r)) => d
-                .labels
-                .get(label as usize)
-                .is_some_and(|name| r.labels.contains(name)),
+            Some(Some(r)) => keeps_label(&d, r, label),
             None => n < d.base_nodes && !self.db.node_deleted(n),
         }
     }
@@ -767,16 +763,6 @@ impl<'db> Graph<'db> {
             }
         }
         let (t, row) = self.locate(node)?;
-        if let Some(o) = overlay {
-            let mut seg = Vec::new();
-            for (name, c) in &self.tables[t].prop_list {
-                let v = self.cell(t, row, *c)?;
-                if !v.is_null() {
-                    seg.push((name.clone(), v));
-                }
-            }
-            return Ok(overlaid(seg, &o));
-        }
         let mut out = Vec::new();
         for (name, c) in &self.tables[t].prop_list {
             let v = self.cell(t, row, *c)?;
@@ -784,7 +770,10 @@ impl<'db> Graph<'db> {
                 out.push((name.clone(), v));
             }
         }
-        Ok(out)
+        Ok(match overlay {
+            Some(o) => overlaid(out, &o),
+            None => out,
+        })
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {

@@ -346,7 +346,7 @@ impl Table {
         dir: &Path,
         segments: &[crate::manifest::SegmentMeta],
         patches: &[crate::manifest::SegmentMeta],
-        columns: Option<&[crate::manifest::PropertyMeta]>,
+        columns: &[crate::manifest::PropertyMeta],
         mode: OpenMode,
     ) -> Result<Table, OpenError> {
         let mut files = Vec::new();
@@ -355,16 +355,13 @@ impl Table {
         // a checkpoint added lives in patch files for the row groups before it).
         let mut footer = TableFooter {
             n_rows: 0,
-            columns: columns.map(|c| c.to_vec()).unwrap_or_default(),
+            columns: columns.to_vec(),
             row_groups: Vec::new(),
         };
         // Columns each row group's segment holds itself.
         let mut native: Vec<usize> = Vec::new();
         for (si, seg) in segments.iter().enumerate() {
             let (file, f): (SegFile, TableFooter) = SegFile::open(dir, &seg.file, mode)?;
-            if columns.is_none() && si == 0 {
-                footer.columns = f.columns.clone();
-            }
             if f.columns.len() > footer.columns.len()
                 || f.columns[..] != footer.columns[..f.columns.len()]
             {
@@ -432,25 +429,39 @@ impl Table {
         })
     }
 
-    fn with_chunk<R>(
-        &self,
-        rg: usize,
-        column: usize,
-        f: impl FnOnce(&ColumnChunk<'_>) -> R,
-    ) -> Result<R, ReadError> {
+    /// Where chunk (`rg`, `column`) is stored: the newest patch file that has it, else
+    /// its segment's file.
+    fn chunk_at(&self, rg: usize, column: usize) -> Result<(&SegFile, BlobRef), ReadError> {
         let &(si, lrg) = self.rg_map.get(rg).ok_or_else(|| ReadError::NotFound {
             kind: "row group",
             name: rg.to_string(),
         })?;
         if !self.patched.is_empty() {
             if let Some(&(pi, blob)) = self.patched.get(&(rg as u32, column as u32)) {
-                let g = &self.footer.row_groups[rg];
-                let dtype = self.footer.columns[column].dtype;
-                return open_chunk(&self.patch_files[pi as usize], blob, dtype, g.n_rows, f);
+                return Ok((&self.patch_files[pi as usize], blob));
             }
         }
         let (file, footer) = &self.files[si];
-        with_chunk(footer, file, lrg, column, f)
+        let r = footer
+            .row_groups
+            .get(lrg)
+            .and_then(|g| g.chunks.get(column))
+            .ok_or_else(|| ReadError::NotFound {
+                kind: "column",
+                name: column.to_string(),
+            })?;
+        Ok((file, *r))
+    }
+
+    fn with_chunk<R>(
+        &self,
+        rg: usize,
+        column: usize,
+        f: impl FnOnce(&ColumnChunk<'_>) -> R,
+    ) -> Result<R, ReadError> {
+        let (file, blob) = self.chunk_at(rg, column)?;
+        let dtype = self.footer.columns[column].dtype;
+        open_chunk(file, blob, dtype, self.footer.row_groups[rg].n_rows, f)
     }
 
     /// Every file of the table: segments, then patches.
@@ -464,23 +475,8 @@ impl Table {
     /// The raw bytes of chunk (`rg`, `column`) as stored (for a checkpoint that carries
     /// a patched chunk into a new patch file unchanged).
     fn chunk_bytes(&self, rg: usize, column: usize) -> Result<Cow<'_, [u8]>, ReadError> {
-        if let Some(&(pi, blob)) = self.patched.get(&(rg as u32, column as u32)) {
-            return self.patch_files[pi as usize].blob(blob);
-        }
-        let &(si, lrg) = self.rg_map.get(rg).ok_or_else(|| ReadError::NotFound {
-            kind: "row group",
-            name: rg.to_string(),
-        })?;
-        let (file, footer) = &self.files[si];
-        let r = footer
-            .row_groups
-            .get(lrg)
-            .and_then(|g| g.chunks.get(column))
-            .ok_or_else(|| ReadError::NotFound {
-                kind: "column",
-                name: column.to_string(),
-            })?;
-        file.blob(*r)
+        let (file, blob) = self.chunk_at(rg, column)?;
+        file.blob(blob)
     }
 }
 
@@ -900,7 +896,7 @@ impl Database {
         }
         let mut tables = Vec::new();
         for t in &manifest.node_tables {
-            let table = Table::open(dir, &t.segments, &t.patches, Some(&t.columns), mode)?;
+            let table = Table::open(dir, &t.segments, &t.patches, &t.columns, mode)?;
             let deleted = match &t.deleted {
                 Some(d) => Bits::open(dir, d, mode)?.into_iter().next(),
                 None => None,
@@ -958,7 +954,7 @@ impl Database {
                     dir,
                     &prop_segments,
                     &r.patches,
-                    Some(&r.columns),
+                    &r.columns,
                     mode,
                 )?)
             };
@@ -1165,20 +1161,20 @@ impl Database {
 
     /// Nodes deleted from the segments.
     pub fn n_deleted_nodes(&self) -> u64 {
-        self.tables
+        let m = &self.manifest;
+        m.node_tables
             .iter()
             .filter_map(|t| t.deleted.as_ref())
-            .map(|d| d.count())
+            .map(|d| d.count)
             .sum()
     }
 
     /// Relationships of type `rel` deleted from the segments.
     pub fn n_deleted_edges(&self, rel: usize) -> u64 {
-        self.rels[rel]
-            .segs
-            .iter()
+        let segs = &self.manifest.rel_types[rel].segments;
+        segs.iter()
             .filter_map(|s| s.deleted.as_ref())
-            .map(|d| d[0].count())
+            .map(|d| d.count)
             .sum()
     }
 
@@ -1527,27 +1523,6 @@ impl RelType {
     pub fn csr_footers(&self) -> impl Iterator<Item = (&CsrFooter, &CsrFooter)> {
         self.segs.iter().map(|s| (&s.out.footer, &s.inc.footer))
     }
-}
-
-fn with_chunk<R>(
-    footer: &TableFooter,
-    file: &SegFile,
-    row_group: usize,
-    column: usize,
-    f: impl FnOnce(&ColumnChunk<'_>) -> R,
-) -> Result<R, ReadError> {
-    let rg = footer
-        .row_groups
-        .get(row_group)
-        .ok_or_else(|| ReadError::NotFound {
-            kind: "row group",
-            name: row_group.to_string(),
-        })?;
-    let r = *rg.chunks.get(column).ok_or_else(|| ReadError::NotFound {
-        kind: "column",
-        name: column.to_string(),
-    })?;
-    open_chunk(file, r, footer.columns[column].dtype, rg.n_rows, f)
 }
 
 /// Runs `f` on the chunk at `r` in `file`, checked to hold `n_rows` values.

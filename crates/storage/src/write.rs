@@ -747,6 +747,103 @@ pub fn write_id_index(
     )
 }
 
+/// Writes id space `space`'s index of `db` with new ids merged in: `n_new` of them,
+/// sorted, none already in the index; `new(j)` is the `j`-th (key, node). Both are
+/// streamed into the writer (no merged copy in memory). Returns the segment and the
+/// number of ids. `import --append` and a checkpoint that indexes created nodes use it.
+pub fn write_id_index_merged<'a>(
+    staging: &Staging,
+    name: &str,
+    db: &crate::Database,
+    space: usize,
+    n_new: usize,
+    new: &'a dyn Fn(usize) -> (crate::IdKey<'a>, u32),
+    n_nodes_total: u64,
+) -> Result<(SegmentMeta, u64), WriteError> {
+    use crate::IdKey;
+    struct Merged<'d, 'a> {
+        db: &'d crate::Database,
+        space: usize,
+        n_new: usize,
+        new: &'a dyn Fn(usize) -> (IdKey<'a>, u32),
+    }
+    impl SortedIds for Merged<'_, '_> {
+        fn scan(
+            &mut self,
+            f: &mut dyn FnMut(IdKey<'_>, u32) -> std::io::Result<()>,
+        ) -> std::io::Result<()> {
+            let below = |a: IdKey<'_>, b: IdKey<'_>| match (a, b) {
+                (IdKey::Int(a), IdKey::Int(b)) => a < b,
+                (IdKey::Str(a), IdKey::Str(b)) => a < b,
+                _ => false,
+            };
+            let (mut j, mut failed) = (0usize, None);
+            self.db
+                .id_entries(self.space, &mut |k, node| {
+                    if failed.is_some() {
+                        return;
+                    }
+                    // New keys below this old one go first.
+                    while j < self.n_new && below((self.new)(j).0, k) {
+                        let (nk, nn) = (self.new)(j);
+                        if let Err(e) = f(nk, nn) {
+                            failed = Some(e);
+                            return;
+                        }
+                        j += 1;
+                    }
+                    if let Err(e) = f(k, node) {
+                        failed = Some(e);
+                    }
+                })
+                .map_err(std::io::Error::other)?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            for j in j..self.n_new {
+                let (k, node) = (self.new)(j);
+                f(k, node)?;
+            }
+            Ok(())
+        }
+    }
+    let id_type = db.manifest().id_spaces[space].id_type;
+    // String keys: the writer needs their total length up front.
+    let mut key_bytes = 0u64;
+    if id_type == IdType::String {
+        db.id_entries(space, &mut |k, _| {
+            if let IdKey::Str(b) = k {
+                key_bytes += b.len() as u64;
+            }
+        })
+        .map_err(|e| WriteError::Io {
+            path: staging.file(name).0,
+            source: std::io::Error::other(e),
+        })?;
+        for j in 0..n_new {
+            if let IdKey::Str(b) = new(j).0 {
+                key_bytes += b.len() as u64;
+            }
+        }
+    }
+    let n = db.manifest().id_spaces[space].n_ids + n_new as u64;
+    let seg = write_id_index_streaming(
+        staging,
+        name,
+        id_type,
+        n,
+        key_bytes,
+        n_nodes_total,
+        &mut Merged {
+            db,
+            space,
+            n_new,
+            new,
+        },
+    )?;
+    Ok((seg, n))
+}
+
 /// Ids sorted ascending with their nodes, scanned as often as a streaming writer needs.
 pub trait SortedIds {
     fn scan(

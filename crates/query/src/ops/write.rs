@@ -451,10 +451,7 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
         if !labels.contains(label) {
             continue;
         }
-        let v = match rec.get(prop) {
-            Some(v) => v.clone(),
-            None => quiver_engine::segments::node_prop(g.db, n, prop)?,
-        };
+        let v = rec.value_of(g.db, n, prop)?;
         if v.is_null() {
             continue;
         }
@@ -475,16 +472,9 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
             let holds = |d: &quiver_engine::Delta| -> Result<bool, QueryError> {
                 Ok(match d.nodes.get(&c) {
                     Some(r) => {
-                        let cur = match r.get(prop) {
-                            Some(v) => KeyVal::of(v),
-                            None => KeyVal::of(&quiver_engine::segments::node_prop(g.db, c, prop)?),
-                        };
                         !r.deleted
-                            && (r.labels.contains(label)
-                                || r.seg_labels
-                                    && quiver_engine::segments::node_labels(g.db, c)?
-                                        .contains(label))
-                            && cur.as_ref() == Some(&kv)
+                            && r.labels_of(g.db, c)?.contains(label)
+                            && KeyVal::of(&r.value_of(g.db, c, prop)?).as_ref() == Some(&kv)
                     }
                     // An unchanged segment node found through the index has the key.
                     None => c < d.base_nodes,
