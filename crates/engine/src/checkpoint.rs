@@ -227,8 +227,10 @@ fn write_rows(
 }
 
 impl Store {
-    /// Merges the delta into a new generation of segments and starts a fresh log.
-    /// Refused while another transaction holds uncommitted writes.
+    /// Merges the delta into a new generation of segments. Readers go on meanwhile, and
+    /// so do writers (their commits go to a new log file and are replayed onto the new
+    /// generation when it is published); in analytical mode, whose writes the log does
+    /// not hold, it is refused while another transaction has uncommitted writes.
     pub fn checkpoint(&self) -> Result<CheckpointReport, EngineError> {
         let t0 = Instant::now();
         if !self.is_writable() {
@@ -237,32 +239,165 @@ impl Store {
                 self.dir().display()
             )));
         }
-        let commit = self.commit_lock();
-        if self.has_uncommitted_writers(false) {
-            return Err(EngineError::Refused(
-                "cannot checkpoint while another transaction has uncommitted writes; commit or roll it back first".into(),
-            ));
-        }
-        self.checkpoint_locked(commit, Vec::new(), Vec::new(), false, t0)
+        let publisher = self.publishing();
+        let held = if self.mode() == crate::store::StorageMode::InMemoryAnalytical
+            || self.unlogged.load(Ordering::SeqCst)
+        {
+            let commit = self.commit_lock();
+            if self.has_uncommitted_writers(false) {
+                return Err(EngineError::Refused(
+                    "cannot checkpoint in analytical mode while another transaction has uncommitted writes; commit or roll it back first".into(),
+                ));
+            }
+            Some(commit)
+        } else {
+            None
+        };
+        self.run_checkpoint(&publisher, held, Vec::new(), Vec::new(), false, t0)
     }
 
-    /// The checkpoint proper, under the commit lock with no other writer: the delta and
-    /// the `bulk` tables (a bulk write's commit, which `tick`s the clock) into a new
-    /// generation.
-    pub(crate) fn checkpoint_locked(
+    /// The checkpoint proper (the caller holds [`Store::publishing`]): the delta and the
+    /// `bulk` tables (a bulk write's commit, which `tick`s the clock) into a new
+    /// generation. With `held`, the commit lock throughout (no commit runs beside it);
+    /// otherwise in three steps:
+    ///
+    /// 1. under the commit lock: sync the log, take the newest state, note where its
+    ///    created entities end (reserving ids for `bulk` past every id handed out), and
+    ///    start a new log file for the commits that follow;
+    /// 2. without it: write and publish the generation (its manifest names the new log
+    ///    file), and bring the declared indexes up to date;
+    /// 3. under the commit lock again: the new generation's delta is its op file plus
+    ///    the new log file replayed; it becomes the newest state.
+    pub(crate) fn run_checkpoint(
         &self,
-        mut commit: MutexGuard<'_, CommitState>,
+        _publisher: &MutexGuard<'_, ()>,
+        held: Option<MutexGuard<'_, CommitState>>,
         bulk: Vec<BulkTable>,
         bulk_rels: Vec<BulkRels>,
         tick: bool,
         t0: Instant,
     ) -> Result<CheckpointReport, EngineError> {
-        let cur = self.snapshot();
-        let log_before = commit.wal.as_ref().map_or(0, |w| w.bytes);
+        let hold = held.is_some();
+        let mut c = held.unwrap_or_else(|| self.commit_lock());
+        if let Some(why) = &c.failed {
+            return Err(EngineError::Refused(format!(
+                "the write-ahead log could not be synced earlier ({why}); reopen the database"
+            )));
+        }
+        self.sync_locked(&mut c)?;
+        let cur = self.head();
+        let ts0 = c.clock;
+        let log_before = c.wal.as_ref().map_or(0, |w| w.bytes);
+        // Where the created entities end: past the newest committed ones, or for bulk
+        // tables past every id handed out (those after it are the tables').
+        let delta = &*cur.delta;
+        let bulk_rows: u64 = bulk.iter().map(|t| t.n_rows).sum();
+        let nodes = if bulk_rows > 0 {
+            self.next_node.fetch_add(bulk_rows, Ordering::SeqCst).max(delta.next_node)
+        } else {
+            delta.next_node
+        };
+        let mut edges = hashbrown::HashMap::new();
+        for (t, name) in delta.types.iter().enumerate() {
+            let t32 = t as u32;
+            let base = delta.base_edges[t];
+            let end = delta
+                .rels
+                .range((t32, base)..(t32 + 1, 0))
+                .next_back()
+                .map_or(base, |(&(_, e), _)| e + 1);
+            edges.insert(name.clone(), end);
+        }
+        let floor = crate::store::Floor {
+            first_tx: self.next_tx_id(),
+            nodes,
+            edges,
+        };
+        let log = match c.wal.as_ref() {
+            Some(w) => {
+                let next = w.rotate(self.dir())?;
+                let n = next.number();
+                c.wal = Some(next);
+                n
+            }
+            None => return Err(EngineError::Refused("the database is open read-only".into())),
+        };
+        // Transactions open now whose snapshots are older than this state: they claim
+        // against the versions of what changed since the oldest of them.
+        let oldest = self.oldest_snapshot().unwrap_or(u64::MAX);
+        let ends = (floor.nodes, floor.edges.clone());
+        let held = if hold {
+            Some(c)
+        } else {
+            c.floor = Some(floor);
+            drop(c);
+            None
+        };
+
+        let written = self.write_generation(&cur, &ends, bulk, bulk_rels, log);
+        let folded_versions = if oldest < ts0 {
+            // (With what earlier checkpoints folded that those transactions may claim.)
+            let mut v = delta.versions_after(oldest);
+            for (e, &ts) in cur.folded_versions.iter() {
+                if ts > oldest {
+                    v.entry(*e).or_insert(ts);
+                }
+            }
+            Arc::new(v)
+        } else {
+            Arc::default()
+        };
+        let mut c = held.unwrap_or_else(|| self.commit_lock());
+        c.floor = None;
+        let (mut report, new_db, hook_error) = written?;
+        self.sync_locked(&mut c)?;
+        let new_delta = self.replayed(&new_db)?;
+        if tick {
+            c.clock += 1;
+        }
+        report.generation = new_db.manifest().generation;
+        self.adopt(&mut c, new_db, new_delta, ts0, folded_versions);
+        crate::wal::remove_logs_before(self.dir(), log);
+        if hold {
+            self.unlogged.store(false, Ordering::SeqCst);
+        }
+        report.log_bytes_freed = log_before;
+        report.elapsed = t0.elapsed();
+        if let Some(e) = hook_error {
+            return Err(EngineError::Refused(format!(
+                "the checkpoint was published, but its declared indexes could not be rebuilt ({e}); seeks on them scan until the next checkpoint"
+            )));
+        }
+        // Freeing a big delta (millions of records) takes a while: a thread of its own
+        // does it when this was the last reference, so the checkpoint returns now.
+        drop(c);
+        if let Ok(cur) = Arc::try_unwrap(cur) {
+            let old = cur.delta;
+            if Arc::strong_count(&old) == 1 {
+                let _ = std::thread::Builder::new()
+                    .name("quiver-free-delta".into())
+                    .spawn(move || drop(old));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Step 2 of [`Store::run_checkpoint`]: the generation of `cur` with its created
+    /// entities up to `ends`, the bulk tables after them, published with its log
+    /// starting at file `log`, and its declared indexes brought up to date.
+    fn write_generation(
+        &self,
+        cur: &Current,
+        ends: &(u64, hashbrown::HashMap<Arc<str>, u64>),
+        bulk: Vec<BulkTable>,
+        bulk_rels: Vec<BulkRels>,
+        log: u64,
+    ) -> Result<(CheckpointReport, Arc<Database>, Option<String>), EngineError> {
         let (db, delta) = (&*cur.db, &*cur.delta);
         let staging = Staging::begin_held(self.dir())?;
         let mut m: Manifest = db.manifest().clone();
         m.generation = staging.generation();
+        m.log = Some(log);
         m.written_by = format!("quiver {}", env!("CARGO_PKG_VERSION"));
         // Patch and deletion files need a reader that knows them.
         m.format_version = m.format_version.max(quiver_format::FORMAT_VERSION);
@@ -275,8 +410,10 @@ impl Store {
             ..Default::default()
         };
 
-        // Created nodes: one table over their id range.
-        if delta.next_node > delta.base_nodes {
+        // Created nodes: one table over their id range (ids handed out to transactions
+        // still open are deleted rows: those transactions cannot commit them).
+        let node_end = ends.0;
+        if node_end > delta.base_nodes {
             let lo = delta.base_nodes;
             let live = |id: u64| {
                 delta
@@ -285,7 +422,7 @@ impl Store {
                     .filter(|r| r.created && !r.deleted)
                     .cloned()
             };
-            let recs: Vec<_> = (lo..delta.next_node).map(live).collect();
+            let recs: Vec<_> = (lo..node_end).map(live).collect();
             let columns = choose_columns(recs.iter().flatten().map(|r| &r.props));
             let mut common: Option<Vec<Arc<str>>> = None;
             for r in recs.iter().flatten() {
@@ -340,7 +477,7 @@ impl Store {
             m.node_tables.push(NodeTableMeta {
                 name: format!("delta-{}", m.generation),
                 first_node: lo,
-                n_rows: delta.next_node - lo,
+                n_rows: node_end - lo,
                 labels: common
                     .iter()
                     .filter_map(|l| m.labels.iter().position(|x| **x == **l))
@@ -363,7 +500,7 @@ impl Store {
                 )?);
             }
             report.ids_indexed = index_created_ids(db, &staging, &mut m, t, &recs)?;
-            m.n_nodes = delta.next_node;
+            m.n_nodes = node_end;
         }
 
         // Changes to segment nodes and relationships: property changes fold into their
@@ -425,31 +562,50 @@ impl Store {
             }
         }
 
-        // Created relationships, per type: a new segment each.
+        // Created relationships, per type: a new segment each, over their id range
+        // (ids keep their relationships across the checkpoint, so commits beside it
+        // replay onto the new generation as they are): deleted ones, and ids handed
+        // out to transactions that rolled back or are still open, are deleted entries.
         let n_nodes = m.n_nodes;
         for (t, name) in delta.types.iter().enumerate() {
             let t32 = t as u32;
             let base = delta.base_edges[t];
-            let created: Vec<_> = delta
-                .rels
-                .range((t32, base)..(t32 + 1, 0))
-                .filter(|(_, r)| r.created && !r.deleted)
-                .map(|(_, r)| r.clone())
-                .collect();
-            if created.is_empty() {
+            let end = ends.1.get(name).copied().unwrap_or(base);
+            if end <= base {
                 continue;
+            }
+            let mut slots: Vec<Option<Arc<RelRec>>> = vec![None; (end - base) as usize];
+            let mut pairs: Vec<(u64, u64)> = vec![(0, 0); slots.len()];
+            let mut dead = Bits::new(slots.len() as u64);
+            for i in 0..slots.len() as u64 {
+                dead.set(i);
+            }
+            for (&(_, eid), r) in delta.rels.range((t32, base)..(t32, end)) {
+                let i = (eid - base) as usize;
+                pairs[i] = (r.src, r.dst);
+                if r.created && !r.deleted {
+                    slots[i] = Some(r.clone());
+                    dead.clear(i as u64);
+                }
             }
             let existing = m.rel_types.iter().position(|r| *r.name == **name);
             let first_edge = existing.map_or(0, |i| m.rel_types[i].n_edges);
+            debug_assert_eq!(first_edge, base);
             let columns = match existing {
                 Some(i) => m.rel_types[i].columns.clone(),
-                None => choose_columns(created.iter().map(|r| &r.props)),
+                None => choose_columns(slots.iter().flatten().map(|r| &r.props)),
             };
-            let k = created.len() as u64;
-            let ends: Vec<(u64, u64)> = created.iter().map(|r| (r.src, r.dst)).collect();
-            let seg = write_csr(&staging, &format!("rels-{t:04}-delta"), n_nodes, &ends)?;
+            let k = slots.len() as u64;
+            let (out, inc, dead_at) = write_csr(
+                &staging,
+                &format!("rels-{t:04}-delta"),
+                n_nodes,
+                &pairs,
+                (dead.count() > 0).then_some(&dead),
+            )?;
             let props = if columns.is_empty() {
-                for (i, r) in created.iter().enumerate() {
+                for (i, r) in slots.iter().enumerate() {
+                    let Some(r) = r else { continue };
                     for (key, value) in &r.props {
                         carried.push(Op::SetRelProp {
                             ty: name.clone(),
@@ -469,31 +625,39 @@ impl Store {
                     &format!("rels-{t:04}-delta-props.seg"),
                     &columns,
                     false,
-                    &mut created.iter().map(|r| (Some(&r.props), None)),
+                    &mut slots.iter().map(|r| (r.as_ref().map(|r| &r.props), None)),
                     &mut misfits,
                 )?;
                 for (row, key, value) in misfits {
-                    let r = &created[row as usize];
+                    let (src, dst) = pairs[row as usize];
                     carried.push(Op::SetRelProp {
                         ty: name.clone(),
                         eid: first_edge + row,
-                        src: r.src,
-                        dst: r.dst,
+                        src,
+                        dst,
                         key,
                         value,
                     });
                 }
                 Some(seg)
             };
+            let deleted = match dead_at {
+                Some([o, i]) => Some(write_deleted(
+                    &staging,
+                    &format!("rels-{t:04}-delta-deleted.seg"),
+                    &[&o, &i],
+                )?),
+                None => None,
+            };
             let rs = RelSegmentMeta {
                 n_edges: k,
-                out: seg.0,
-                r#in: seg.1,
+                out,
+                r#in: inc,
                 props,
-                deleted: None,
+                deleted,
             };
             add_rel_segment(&mut m, existing, name, columns, rs);
-            report.relationships_written += k;
+            report.relationships_written += k - dead.count();
         }
 
         // Bulk-written tables: moved into the generation, after everything else.
@@ -560,45 +724,23 @@ impl Store {
         report.carried_ops = carried.len() as u64;
         staging.publish(&m)?;
 
-        // Reopen on the new generation; the old one's log is now stale.
+        // Reopen on the new generation: from here on it is the database on disk, so it
+        // becomes the newest state whatever follows.
         let mut new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
-        // The new node tables go into the declared indexes (a newer generation).
+        // The new node tables go into the declared indexes (a newer generation, before
+        // anyone reads this one). If that fails, the stale indexes are not used (seeks
+        // scan) until a later checkpoint rebuilds them.
+        let mut hook_error = None;
         if let Some(hook) = lock(&self.index_hook).as_ref() {
-            if hook(self.dir(), &new_db).map_err(EngineError::Refused)? {
-                new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+            match hook(self.dir(), &new_db) {
+                Ok(true) => {
+                    new_db = Arc::new(Database::open(self.dir(), self.opts.open_mode)?);
+                }
+                Ok(false) => {}
+                Err(e) => hook_error = Some(e),
             }
         }
-        let new_delta = base_delta(&new_db)?;
-        let generation = new_db.manifest().generation;
-        report.generation = generation;
-        self.reset_after_checkpoint(&mut commit, &new_delta, generation)?;
-        // No writer holds ids past the new tables: one racing this checkpoint fails at
-        // its commit (its snapshot is of the old generation).
-        self.next_node.store(new_delta.next_node, Ordering::SeqCst);
-        let ts = if tick {
-            commit.clock += 1;
-            commit.clock
-        } else {
-            cur.ts
-        };
-        self.replace_current(Current {
-            db: new_db,
-            delta: Arc::new(new_delta),
-            ts,
-        });
-        self.unlogged.store(false, Ordering::SeqCst);
-        report.log_bytes_freed = log_before;
-        report.elapsed = t0.elapsed();
-        // Freeing a big delta (millions of records) takes a while: a thread of its own
-        // does it when this was the last reference, so the checkpoint returns now.
-        drop(commit);
-        if Arc::strong_count(&cur.delta) == 1 {
-            let old = cur.delta;
-            let _ = std::thread::Builder::new()
-                .name("quiver-free-delta".into())
-                .spawn(move || drop(old));
-        }
-        Ok(report)
+        Ok((report, new_db, hook_error))
     }
 }
 
@@ -1115,7 +1257,8 @@ fn write_bulk_rels(
     for (row, key, value) in bulk.misfits {
         carry(carried, row, &key, value);
     }
-    let (out, inc) = write_csr(staging, &format!("rels-bulk-{k:04}"), m.n_nodes, &bulk.ends)?;
+    let (out, inc, _) =
+        write_csr(staging, &format!("rels-bulk-{k:04}"), m.n_nodes, &bulk.ends, None)?;
     let seg = RelSegmentMeta {
         n_edges: n,
         out,
@@ -1154,14 +1297,18 @@ fn add_rel_segment(
 }
 
 /// A CSR segment per direction over relationships `ends` (edge ids: their positions),
-/// in files named after `tag`.
+/// in files named after `tag`; with `dead` (by edge id), the deletion bitmaps of both
+/// directions (by entry position).
+#[allow(clippy::type_complexity)]
 fn write_csr(
     staging: &Staging,
     tag: &str,
     n_nodes: u64,
     ends: &[(u64, u64)],
-) -> Result<(SegmentMeta, SegmentMeta), EngineError> {
+    dead: Option<&Bits>,
+) -> Result<(SegmentMeta, SegmentMeta, Option<[Bits; 2]>), EngineError> {
     let mut metas = Vec::new();
+    let mut maps = Vec::new();
     for dir in [Direction::Out, Direction::In] {
         let mut entries: Vec<(u64, u64, u64)> = ends
             .iter()
@@ -1172,6 +1319,15 @@ fn write_csr(
             })
             .collect();
         entries.sort_unstable();
+        if let Some(dead) = dead {
+            let mut bits = Bits::new(entries.len() as u64);
+            for (pos, e) in entries.iter().enumerate() {
+                if dead.get(e.2) {
+                    bits.set(pos as u64);
+                }
+            }
+            maps.push(bits);
+        }
         let mut degrees = vec![0u32; n_nodes as usize];
         for e in &entries {
             degrees[e.0 as usize] += 1;
@@ -1188,5 +1344,9 @@ fn write_csr(
     }
     let inc = metas.pop().expect("two directions");
     let out = metas.pop().expect("two directions");
-    Ok((out, inc))
+    let dead = match (maps.pop(), maps.pop()) {
+        (Some(i), Some(o)) => Some([o, i]),
+        _ => None,
+    };
+    Ok((out, inc, dead))
 }

@@ -440,6 +440,22 @@ impl Delta {
         }
     }
 
+    /// The versions of the entities last changed after `ts`.
+    pub fn versions_after(&self, ts: u64) -> hashbrown::HashMap<Entity, u64> {
+        let mut m = hashbrown::HashMap::new();
+        for (&n, r) in self.nodes.iter() {
+            if r.ts > ts {
+                m.insert(Entity::Node(n), r.ts);
+            }
+        }
+        for (&(t, e), r) in self.rels.iter() {
+            if r.ts > ts {
+                m.insert(Entity::Rel(t, e), r.ts);
+            }
+        }
+        m
+    }
+
     /// Whether node `n` exists (segment nodes unless deleted; created ones with a live
     /// record).
     pub fn node_exists(&self, n: u64) -> bool {

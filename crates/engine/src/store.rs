@@ -88,6 +88,56 @@ pub struct Current {
     pub delta: Arc<Delta>,
     /// Commit timestamp of the last commit in `delta`.
     pub ts: u64,
+    /// Commits up to this timestamp were folded into `db` by a checkpoint of this
+    /// process (their records, and so their versions, are gone from `delta`).
+    pub folded: u64,
+    /// The versions of what those commits changed after the oldest snapshot still open
+    /// when the checkpoint began: a transaction open across it claims against them.
+    pub folded_versions: Arc<HashMap<Entity, u64>>,
+}
+
+impl Current {
+    pub(crate) fn new(db: Arc<Database>, delta: Arc<Delta>, ts: u64) -> Current {
+        Current {
+            db,
+            delta,
+            ts,
+            folded: 0,
+            folded_versions: Arc::default(),
+        }
+    }
+
+    /// A successor with another delta (a commit): what was folded stays known.
+    pub(crate) fn with_delta(&self, delta: Arc<Delta>, ts: u64) -> Current {
+        Current {
+            db: self.db.clone(),
+            delta,
+            ts,
+            folded: self.folded,
+            folded_versions: self.folded_versions.clone(),
+        }
+    }
+
+    /// The timestamp of the last commit that changed `e`, as far as a transaction whose
+    /// snapshot is at `since` needs to know.
+    fn version(&self, e: Entity, since: u64) -> u64 {
+        let v = self.delta.version(e);
+        if self.folded > since {
+            v.max(self.folded_versions.get(&e).copied().unwrap_or(0))
+        } else {
+            v
+        }
+    }
+}
+
+/// Where a running checkpoint's created entities end: a transaction that began before
+/// it and created a node or relationship below these ids (an id inside the checkpoint's
+/// tables, a deleted row there) cannot commit.
+pub(crate) struct Floor {
+    /// Transactions with ids from here began after the checkpoint did.
+    pub(crate) first_tx: u64,
+    pub(crate) nodes: u64,
+    pub(crate) edges: HashMap<Arc<str>, u64>,
 }
 
 /// A consistent view for one query or transaction.
@@ -117,6 +167,8 @@ pub(crate) struct CommitState {
     /// reached the disk is unknown, so nothing more is committed until a reopen replays
     /// what the log holds.
     pub(crate) failed: Option<String>,
+    /// Set while a checkpoint writes: where its created entities end.
+    pub(crate) floor: Option<Floor>,
 }
 
 /// The write counters of a statement or transaction (what Neo4j's drivers show).
@@ -177,6 +229,10 @@ pub struct StoreOptions {
     /// The database's memory limit (`--memory-limit`): the committed delta, every open
     /// transaction's uncommitted writes and every query's operators take grants from it.
     pub memory_limit: u64,
+    /// Whether the automatic checkpoint runs on a thread of its own (a server: the
+    /// commit that passed the threshold returns at once) rather than in the session
+    /// whose commit passed it (a one-shot command, which then exits on a clean state).
+    pub background_checkpoints: bool,
 }
 
 /// Three quarters of the machine's memory.
@@ -191,6 +247,7 @@ impl Default for StoreOptions {
             checkpoint_log_bytes: 256 << 20,
             checkpoint_delta_bytes: 512 << 20,
             memory_limit: default_memory_limit(),
+            background_checkpoints: false,
         }
     }
 }
@@ -221,6 +278,10 @@ pub struct Store {
     /// Analytical writes not yet made durable by a checkpoint.
     pub(crate) unlogged: AtomicBool,
     pub(crate) index_hook: Mutex<Option<IndexHook>>,
+    /// Held by the one checkpoint that writes at a time.
+    pub(crate) publisher: Mutex<()>,
+    /// Set while a background checkpoint is asked for or runs.
+    checkpointing: Arc<AtomicBool>,
     /// The database's writer lock; `None` when another process holds it (read only).
     _lock: Option<File>,
 }
@@ -277,13 +338,13 @@ impl Store {
             Err(WriteError::Locked { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let generation = db.manifest().generation;
+        let log = db.manifest().log_start();
         let mut delta = crate::checkpoint::base_delta(&db)?;
         let (wal, replay) = if lock.is_some() {
-            let (w, r) = Wal::open(dir, generation)?;
+            let (w, r) = Wal::open(dir, log)?;
             (Some(w), r)
         } else {
-            (None, crate::wal::read_only(dir, generation)?)
+            (None, crate::wal::read_only(dir, log)?)
         };
         let mut clock = 0;
         for (ts, ops) in &replay.records {
@@ -308,18 +369,17 @@ impl Store {
             delta_grant: Mutex::new(delta_grant),
             next_node: AtomicU64::new(delta.next_node),
             writers: AtomicUsize::new(0),
-            current: ArcSwap::from_pointee(Current {
-                db,
-                delta: Arc::new(delta),
-                ts: clock,
-            }),
+            current: ArcSwap::from_pointee(Current::new(db, Arc::new(delta), clock)),
             commit: Mutex::new(CommitState {
                 wal,
                 clock,
                 head: None,
                 synced: clock,
                 failed: None,
+                floor: None,
             }),
+            publisher: Mutex::new(()),
+            checkpointing: Arc::new(AtomicBool::new(false)),
             sync: Mutex::new(()),
             locks: Mutex::new(HashMap::new()),
             active: Mutex::new(HashMap::new()),
@@ -392,6 +452,8 @@ impl Store {
         if mode == StorageMode::InMemoryTransactional && self.unlogged.load(Ordering::SeqCst) {
             self.checkpoint()?;
         }
+        // Not while a checkpoint replays the log: analytical writes are not in it.
+        let _publishing = self.publishing();
         *lock(&self.mode) = mode;
         Ok(())
     }
@@ -435,20 +497,61 @@ impl Store {
         lock(&self.commit)
     }
 
-    /// Reopens on the newest generation after something else published one (index DDL);
-    /// the delta must have been checkpointed first.
+    /// Runs a checkpoint on a thread of its own and returns at once; nothing happens
+    /// when one is running already. A failure is reported on stderr and leaves the
+    /// delta to the next one.
+    pub fn checkpoint_in_background(self: &Arc<Store>) {
+        if self.checkpointing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let st = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("quiver-checkpoint".into())
+            .spawn(move || {
+                if let Err(e) = st.checkpoint() {
+                    eprintln!("quiver: automatic checkpoint failed (retried later): {e}");
+                }
+                st.checkpointing.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.checkpointing.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits for a background checkpoint to finish, if one runs.
+    pub fn wait_for_checkpoint(&self) {
+        while self.checkpointing.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The right to publish a generation: one writer of generations at a time (a
+    /// checkpoint, index DDL, which holds it across its publish and [`Store::reload`]).
+    pub fn publishing(&self) -> MutexGuard<'_, ()> {
+        lock(&self.publisher)
+    }
+
+    /// Reopens on the newest generation after something else published one (index DDL,
+    /// holding [`Store::publishing`]): its segments, and the commits of its log.
     pub fn reload(&self) -> Result<(), EngineError> {
         let mut c = lock(&self.commit);
+        self.sync_locked(&mut c)?;
         let db = Arc::new(Database::open(&self.dir, self.opts.open_mode)?);
-        let delta = crate::checkpoint::base_delta(&db)?;
-        self.reset_after_checkpoint(&mut c, &delta, db.manifest().generation)?;
-        let ts = c.clock;
-        self.replace_current(Current {
-            db,
-            delta: Arc::new(delta),
-            ts,
-        });
+        let delta = self.replayed(&db)?;
+        self.adopt(&mut c, db, delta, 0, Arc::default());
         Ok(())
+    }
+
+    /// The delta of generation `db` with the commits of its log (all synced).
+    pub(crate) fn replayed(&self, db: &Database) -> Result<Delta, EngineError> {
+        let mut delta = crate::checkpoint::base_delta(db)?;
+        let log = crate::wal::read_only(&self.dir, db.manifest().log_start())?;
+        for (ts, ops) in &log.records {
+            for op in ops {
+                delta.apply(db, op, *ts)?;
+            }
+        }
+        Ok(delta)
     }
 
     /// Whether a transaction other than the caller (`own`: the caller is one) holds
@@ -457,24 +560,68 @@ impl Store {
         self.writers.load(Ordering::SeqCst) > own as usize
     }
 
-    /// After a checkpoint (commit lock held): the new generation's log, and edge ids
-    /// continuing from the renumbered segments.
-    pub(crate) fn reset_after_checkpoint(
+    /// Makes every commit written to the log durable and published (commit lock held):
+    /// afterwards nothing is between its log write and its sync.
+    pub(crate) fn sync_locked(&self, c: &mut CommitState) -> Result<(), EngineError> {
+        if c.synced >= c.clock {
+            return Ok(());
+        }
+        if let Some(w) = c.wal.as_ref() {
+            if let Err(e) = w.sync_handle().sync_data() {
+                let err = sync_failed(&e.to_string());
+                c.failed = Some(e.to_string());
+                return Err(err);
+            }
+        }
+        c.synced = c.clock;
+        if let Some(h) = c.head.take() {
+            if h.ts > self.current.load().ts {
+                self.current.store(h);
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs generation `db` with `delta` as the newest state (commit lock held, the
+    /// log synced): id allocation continues past both, and past what open transactions
+    /// hold already.
+    pub(crate) fn adopt(
         &self,
         c: &mut CommitState,
-        delta: &Delta,
-        generation: u64,
-    ) -> Result<(), EngineError> {
-        if c.wal.is_some() {
-            let (w, _) = Wal::open(&self.dir, generation)?;
-            c.wal = Some(w);
-        }
-        // (No commit is between its log write and its sync here: a checkpoint runs with
-        // no other writer registered, and a committer stays registered until it returns.)
+        db: Arc<Database>,
+        delta: Delta,
+        folded: u64,
+        folded_versions: Arc<HashMap<Entity, u64>>,
+    ) {
         c.head = None;
         c.synced = c.clock;
-        *lock(&self.next_edge) = next_edges(delta);
-        Ok(())
+        self.next_node.fetch_max(delta.next_node, Ordering::SeqCst);
+        {
+            let mut m = lock(&self.next_edge);
+            for (ty, next) in next_edges(&delta) {
+                let e = m.entry(ty).or_insert(0);
+                *e = (*e).max(next);
+            }
+        }
+        let mut cur = Current::new(db, Arc::new(delta), c.clock);
+        cur.folded = folded;
+        cur.folded_versions = folded_versions;
+        self.replace_current(cur);
+    }
+
+    /// The id the next transaction will get.
+    pub(crate) fn next_tx_id(&self) -> u64 {
+        self.next_tx.load(Ordering::SeqCst)
+    }
+
+    /// The oldest snapshot an open transaction reads.
+    pub(crate) fn oldest_snapshot(&self) -> Option<u64> {
+        lock(&self.active).values().copied().min()
+    }
+
+    /// The newest published state.
+    pub(crate) fn head(&self) -> Arc<Current> {
+        self.current.load_full()
     }
 
     /// Returns once the commit `ts` (already in the log) is on disk and published. The
@@ -502,7 +649,7 @@ impl Store {
             c.failed = Some(e.to_string());
             return Err(err);
         }
-        c.synced = upto;
+        c.synced = c.synced.max(upto);
         if let Some(h) = head {
             // (Its delta was granted when it was written.)
             if h.ts > self.current.load().ts {
@@ -637,7 +784,7 @@ impl Txn {
         }
         self.locked.insert(e);
         let head = self.store.current.load();
-        if head.delta.version(e) > self.snap.ts {
+        if head.version(e, self.snap.ts) > self.snap.ts {
             return Err(EngineError::Conflict(format!(
                 "{} was changed by a transaction that committed after this one started",
                 describe(e)
@@ -1074,11 +1221,7 @@ impl Txn {
             c.clock += 1;
             // Its records carry timestamp 0: analytical mode keeps no versions.
             let work = std::mem::replace(&mut self.work, (*cur.delta).clone());
-            store.replace_current(Current {
-                db: cur.db.clone(),
-                delta: Arc::new(work),
-                ts: c.clock,
-            });
+            store.replace_current(cur.with_delta(Arc::new(work), c.clock));
             store.unlogged.store(true, Ordering::SeqCst);
             return Ok(c.clock);
         }
@@ -1094,10 +1237,34 @@ impl Txn {
             }
             let ts = c.clock + 1;
             let cur = c.head.clone().unwrap_or_else(|| store.current.load_full());
-            if cur.db.manifest().generation != self.snap.db.manifest().generation {
-                return Err(EngineError::Conflict(
-                    "a checkpoint ran since this transaction started".into(),
-                ));
+            // A checkpoint that began while this transaction was open put the ids below
+            // its floor into its tables: creations there cannot commit. (Everything else
+            // keeps its id across a checkpoint: the ops replay onto the new generation.)
+            let floor = match &c.floor {
+                Some(f) if self.id < f.first_tx => Some((f.nodes, Some(&f.edges))),
+                _ if !Arc::ptr_eq(&cur.db, &self.snap.db) => Some((cur.delta.base_nodes, None)),
+                _ => None,
+            };
+            if let Some((nodes, edges)) = floor {
+                let edge_floor = |ty: &str| match edges {
+                    Some(m) => m.get(ty).copied().unwrap_or(0),
+                    None => cur
+                        .delta
+                        .types
+                        .iter()
+                        .position(|t| **t == *ty)
+                        .map_or(0, |t| cur.delta.base_edges[t]),
+                };
+                let below = self.ops.ops().iter().any(|op| match op {
+                    Op::CreateNode { id, .. } => *id < nodes,
+                    Op::CreateRel { ty, eid, .. } => *eid < edge_floor(ty),
+                    _ => false,
+                });
+                if below {
+                    return Err(EngineError::Conflict(
+                        "a checkpoint began while this transaction was open and wrote the ids of what it created into segments; retry the transaction".into(),
+                    ));
+                }
             }
             let d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
                 // Nothing committed since this snapshot: the working copy is the new head
@@ -1130,11 +1297,7 @@ impl Txn {
                     })?;
                 }
             }
-            let next = Arc::new(Current {
-                db: cur.db.clone(),
-                delta: Arc::new(d),
-                ts,
-            });
+            let next = Arc::new(cur.with_delta(Arc::new(d), ts));
             c.clock = ts;
             match c.wal.as_mut() {
                 Some(w) => {
@@ -1154,8 +1317,9 @@ impl Txn {
     }
 
     /// Commits a direct write (seed 004): its tables, and the delta with them, become a
-    /// new generation. It needs the database to itself for the checkpoint: it waits up
-    /// to [`BULK_WAIT`] for other writers to finish.
+    /// new generation. Created nodes go in beside open transactions and other bulk
+    /// writes (one publishes at a time); created relationships need the database to
+    /// themselves: they wait up to [`BULK_WAIT`] for other writers to finish.
     fn commit_bulk(&mut self) -> Result<u64, EngineError> {
         let t0 = std::time::Instant::now();
         let store = self.store.clone();
@@ -1174,26 +1338,36 @@ impl Txn {
                 let _ = std::fs::remove_file(&t.path);
             }
         };
+        let unlogged = store.mode() == StorageMode::InMemoryAnalytical
+            || store.unlogged.load(Ordering::SeqCst);
+        if rels.is_empty() && !unlogged {
+            // Nodes only: a checkpoint beside whatever else is open (their ids are
+            // reserved past every id handed out so far).
+            let publisher = store.publishing();
+            return match store.run_checkpoint(&publisher, None, tables, Vec::new(), true, t0) {
+                Ok(_) => Ok(store.snapshot().ts),
+                Err(e) => Err(e),
+            };
+        }
+        // Relationships between existing nodes (whose ends a concurrent deletion could
+        // take away), or writes the log does not hold: the database to itself.
         loop {
+            let publisher = store.publishing();
             let c = lock(&store.commit);
             if !store.has_uncommitted_writers(self.registered) {
-                let generation = store.current.load().db.manifest().generation;
-                if generation != self.snap.db.manifest().generation {
-                    drop(c);
-                    remove(&tables);
-                    return Err(EngineError::Conflict(
-                        "a checkpoint ran since this transaction started".into(),
-                    ));
-                }
                 // Relationships were not locked at their ends: one whose end another
                 // transaction deleted since this one began cannot be written.
                 let head = store.snapshot();
-                if head.ts != self.snap.ts && head.delta.deleted_nodes > 0 {
+                if head.ts != self.snap.ts {
+                    let live = |n: u64| {
+                        head.delta.node_exists(n)
+                            && (n >= head.delta.base_nodes || !head.db.node_deleted(n))
+                    };
                     let gone = rels
                         .iter()
                         .flat_map(|r| r.ends.iter())
                         .flat_map(|&(a, z)| [a, z])
-                        .find(|&n| !head.delta.node_exists(n));
+                        .find(|&n| !live(n));
                     if let Some(n) = gone {
                         drop(c);
                         remove(&tables);
@@ -1202,17 +1376,18 @@ impl Txn {
                         )));
                     }
                 }
-                return match store.checkpoint_locked(c, tables, rels, true, t0) {
+                return match store.run_checkpoint(&publisher, Some(c), tables, rels, true, t0) {
                     Ok(_) => Ok(store.snapshot().ts),
                     Err(e) => Err(e),
                 };
             }
             drop(c);
+            drop(publisher);
             if t0.elapsed() > BULK_WAIT {
                 remove(&tables);
                 return Err(EngineError::Conflict(format!(
-                    "a bulk write ({} nodes) commits as a checkpoint, and other transactions kept uncommitted writes open for {} s",
-                    tables.iter().map(|t| t.n_rows).sum::<u64>(),
+                    "a bulk write of relationships ({} of them) commits as a checkpoint, and other transactions kept uncommitted writes open for {} s",
+                    rels.iter().map(|r| r.ends.len()).sum::<usize>(),
                     BULK_WAIT.as_secs()
                 )));
             }

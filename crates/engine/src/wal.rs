@@ -1,11 +1,13 @@
-//! The write-ahead log: one file per generation, `wal-<generation>.log`, of committed
-//! transactions. A commit returns after its record is on disk (`fdatasync`); opening the
-//! database replays the log of the current generation onto an empty delta. A checkpoint
-//! publishes a new generation whose segments hold everything the log held, then starts
-//! that generation's (empty) log and removes the old one: a log whose generation is not
-//! the current one is stale, whichever step a crash interrupted.
+//! The write-ahead log: numbered files `wal-<n>.log` of committed transactions. A commit
+//! returns after its record is on disk (`fdatasync`); opening the database replays, onto
+//! the generation's delta, the log file its manifest names (`Manifest::log_start`) and
+//! every later one, in order. A checkpoint starts a new file (under the commit lock, after
+//! syncing the old one), goes on writing segments while commits append to the new file,
+//! and publishes a generation whose manifest names the new file: the old one is then
+//! stale. Whichever step a crash interrupts, the published manifest and the files from
+//! its first log on hold every acknowledged commit exactly once.
 //!
-//! Layout: a 24-byte header (`QVWAL001`, the generation, a CRC-32 of those 16 bytes),
+//! Layout: a 24-byte header (`QVWAL001`, the log's number, a CRC-32 of those 16 bytes),
 //! then records `[payload length u32][CRC-32 of payload u32][payload]`. A payload is the
 //! commit timestamp and the transaction's ops. A record that is cut short or fails its
 //! checksum ends the log: it and anything after it are cut off at open (a torn write of
@@ -42,6 +44,8 @@ pub fn path(dir: &Path, generation: u64) -> PathBuf {
 
 /// An open log, appended to by commits.
 pub struct Wal {
+    /// The file's number (`wal-<n>.log`).
+    number: u64,
     path: PathBuf,
     file: DurableFile,
     /// The same open file, for `fdatasync` outside the commit lock.
@@ -64,20 +68,46 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
     }
 }
 
-fn header(generation: u64) -> [u8; HEADER] {
+fn header(n: u64) -> [u8; HEADER] {
     let mut h = [0u8; HEADER];
     h[..8].copy_from_slice(MAGIC);
-    h[8..16].copy_from_slice(&generation.to_le_bytes());
+    h[8..16].copy_from_slice(&n.to_le_bytes());
     let crc = crc32fast::hash(&h[..16]);
     h[16..20].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
 impl Wal {
-    /// Opens (creating if needed) the log of `generation` in `dir`, replays it, cuts a
-    /// torn tail, and removes the logs of other generations.
-    pub fn open(dir: &Path, generation: u64) -> Result<(Wal, Replay), WalError> {
-        let p = path(dir, generation);
+    /// Opens the log that starts at file `first`: replays it and every later file in
+    /// order, cuts a torn tail of the last (the one commits append to; created when
+    /// there is none), and removes the files before `first`.
+    pub fn open(dir: &Path, first: u64) -> Result<(Wal, Replay), WalError> {
+        let mut replay = Replay {
+            records: Vec::new(),
+            cut_bytes: 0,
+        };
+        let mut n = first;
+        while path(dir, n + 1).exists() {
+            // An earlier file of the chain was synced whole before the next one began.
+            let p = path(dir, n);
+            let bytes = match std::fs::read(&p) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(io(&p)(e)),
+            };
+            records(&bytes, n, &mut replay.records);
+            n += 1;
+        }
+        let (wal, last) = Wal::open_one(dir, n)?;
+        replay.records.extend(last.records);
+        replay.cut_bytes = last.cut_bytes;
+        remove_logs_before(dir, first);
+        Ok((wal, replay))
+    }
+
+    /// Opens (creating if needed) log file `n`, replays it and cuts a torn tail.
+    fn open_one(dir: &Path, n: u64) -> Result<(Wal, Replay), WalError> {
+        let p = path(dir, n);
         let mut replay = Replay {
             records: Vec::new(),
             cut_bytes: 0,
@@ -94,17 +124,17 @@ impl Wal {
         .map_err(io(&p))?;
         let mut bytes = Vec::new();
         file.file().read_to_end(&mut bytes).map_err(io(&p))?;
-        let mut good = records(&bytes, generation, &mut replay.records);
+        let mut good = records(&bytes, n, &mut replay.records);
         if good == 0 && exists && bytes.len() >= HEADER {
             return Err(WalError::Corrupt {
                 path: p,
-                what: "not a log of this database generation (bad header)".into(),
+                what: "not a log file of this database (bad header)".into(),
             });
         }
         if good < HEADER {
             // New, empty or torn while its header was written.
             file.file().set_len(0).map_err(io(&p))?;
-            file.write_all(&header(generation)).map_err(io(&p))?;
+            file.write_all(&header(n)).map_err(io(&p))?;
             file.sync_all().map_err(io(&p))?;
             fsync_dir(dir)?;
             good = HEADER;
@@ -115,10 +145,10 @@ impl Wal {
         }
         use std::io::Seek;
         file.seek(std::io::SeekFrom::End(0)).map_err(io(&p))?;
-        remove_other_logs(dir, generation);
         let sync = Arc::new(file.try_clone().map_err(io(&p))?);
         Ok((
             Wal {
+                number: n,
                 path: p,
                 file,
                 sync,
@@ -126,6 +156,30 @@ impl Wal {
             },
             replay,
         ))
+    }
+
+    /// The next log file, empty, for the commits after this one's (a checkpoint's start:
+    /// the caller has synced this one and holds the commit lock).
+    pub fn rotate(&self, dir: &Path) -> Result<Wal, WalError> {
+        let n = self.number + 1;
+        let p = path(dir, n);
+        // A file of that number is not part of any chain (it would have been opened as
+        // the last): whatever it holds is stale.
+        let _ = std::fs::remove_file(&p);
+        Ok(Wal::open_one(dir, n)?.0)
+    }
+
+    /// This file's number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The records of this file (what commits appended since it began), read back.
+    pub fn read_back(&self) -> Result<Vec<(u64, Vec<Op>)>, WalError> {
+        let bytes = std::fs::read(&self.path).map_err(io(&self.path))?;
+        let mut out = Vec::new();
+        records(&bytes, self.number, &mut out);
+        Ok(out)
     }
 
     /// Appends one committed transaction and waits until it is on disk.
@@ -164,27 +218,30 @@ impl Wal {
     }
 }
 
-/// Reads the log of `generation` without changing it (another process owns it): the
-/// records up to the first incomplete one.
-pub fn read_only(dir: &Path, generation: u64) -> Result<Replay, WalError> {
-    let p = path(dir, generation);
+/// Reads the log that starts at file `first` without changing it (another process owns
+/// it): the records of each file up to its first incomplete one.
+pub fn read_only(dir: &Path, first: u64) -> Result<Replay, WalError> {
     let mut replay = Replay {
         records: Vec::new(),
         cut_bytes: 0,
     };
-    let bytes = match std::fs::read(&p) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(replay),
-        Err(e) => return Err(io(&p)(e)),
-    };
-    records(&bytes, generation, &mut replay.records);
-    Ok(replay)
+    let mut n = first;
+    loop {
+        let p = path(dir, n);
+        let bytes = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(replay),
+            Err(e) => return Err(io(&p)(e)),
+        };
+        records(&bytes, n, &mut replay.records);
+        n += 1;
+    }
 }
 
-/// Decodes the records of a log of `generation` up to the first incomplete or damaged
-/// one; returns where they end (0 when the header is not this generation's).
-fn records(bytes: &[u8], generation: u64, out: &mut Vec<(u64, Vec<Op>)>) -> usize {
-    if bytes.len() < HEADER || bytes[..HEADER] != header(generation) {
+/// Decodes the records of log file `n` up to the first incomplete or damaged one;
+/// returns where they end (0 when the header is not that file's).
+fn records(bytes: &[u8], n: u64, out: &mut Vec<(u64, Vec<Op>)>) -> usize {
+    if bytes.len() < HEADER || bytes[..HEADER] != header(n) {
         return 0;
     }
     let mut at = HEADER;
@@ -296,8 +353,8 @@ fn fsync_dir(dir: &Path) -> Result<(), WalError> {
     fsio::sync_dir(dir).map_err(io(dir))
 }
 
-/// Removes `wal-*.log` files of generations other than `generation`.
-pub fn remove_other_logs(dir: &Path, generation: u64) {
+/// Removes the log files numbered before `first` (stale: the manifest starts after them).
+pub fn remove_logs_before(dir: &Path, first: u64) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -308,7 +365,7 @@ pub fn remove_other_logs(dir: &Path, generation: u64) {
             .and_then(|x| x.strip_suffix(".log"))
             .and_then(|x| x.parse::<u64>().ok())
         {
-            if g != generation {
+            if g < first {
                 let _ = std::fs::remove_file(e.path());
             }
         }

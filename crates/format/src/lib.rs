@@ -20,5 +20,6 @@ pub use error::FormatError;
 
 /// Version of the on-disk format written by this build (see docs/format.md): 2 added
 /// patch files and deletion files, which a reader of version 1 would ignore and so read
-/// stale values; this build reads both versions.
-pub const FORMAT_VERSION: u32 = 2;
+/// stale values; 3 added the manifest's first log file (`log`), which a reader of
+/// version 2 would ignore and so replay the wrong log; this build reads all three.
+pub const FORMAT_VERSION: u32 = 3;

@@ -706,11 +706,13 @@ fn run(
             rel_types: rel_metas,
             indexes: Vec::new(),
             base_ops: None,
+            log: None,
         },
         Some(m) => {
             // Everything the database had stays; its declared indexes are rebuilt over
             // the new tables when the database next opens for writing.
             let mut m = m.clone();
+            m.pin_log();
             m.generation = staging.generation();
             m.written_by = format!("quiver {}", env!("CARGO_PKG_VERSION"));
             m.n_nodes = n_nodes;

@@ -130,6 +130,11 @@ impl IndexSet {
             .map(|i| (Arc::from(i.label.as_str()), Arc::from(i.property.as_str())))
             .collect();
         for (pos, ix) in db.manifest().indexes.iter().enumerate() {
+            if ix.covers_nodes < db.n_nodes() {
+                // Stale (a checkpoint whose index rebuild failed): it would miss the
+                // nodes of newer tables, so seeks scan until it is rebuilt.
+                continue;
+            }
             // The kind follows the first table that has the property.
             let kind = db
                 .node_tables()
@@ -230,6 +235,7 @@ pub fn create_in(
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
     let mut man = m.clone();
+    man.pin_log();
     man.generation = staging.generation();
     man.indexes.push(meta);
     staging
@@ -254,6 +260,7 @@ pub fn refresh_in(
     let n = db.n_nodes();
     let staging = begin(dir, held)?;
     let mut man = m.clone();
+    man.pin_log();
     man.generation = staging.generation();
     let mut kept = Vec::new();
     for mut meta in std::mem::take(&mut man.indexes) {
@@ -481,6 +488,7 @@ pub fn constrain_in(
     }
     let staging = begin(dir, held)?;
     let mut man = m.clone();
+    man.pin_log();
     man.generation = staging.generation();
     let msg = if unique {
         let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
@@ -553,6 +561,7 @@ pub fn drop_in(
     }
     let staging = begin(dir, held)?;
     let mut man = m.clone();
+    man.pin_log();
     man.generation = staging.generation();
     man.indexes
         .retain(|i| !(i.label == label && i.property == prop));

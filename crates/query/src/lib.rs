@@ -519,16 +519,21 @@ impl Session {
         }
     }
 
-    /// Checkpoints when the log or the delta has grown past its threshold and nothing
-    /// else is writing.
+    /// Checkpoints when the log or the delta has grown past its threshold (on a thread
+    /// of its own when the store says so).
     fn maybe_checkpoint(&mut self) {
         let st = &self.store;
         let delta_bytes = st.snapshot().delta.bytes;
         if st.log_bytes() >= st.opts.checkpoint_log_bytes
             || delta_bytes >= st.opts.checkpoint_delta_bytes
         {
-            // A refusal (another writer) just defers it to a later commit.
-            let _ = st.checkpoint();
+            if st.opts.background_checkpoints {
+                st.checkpoint_in_background();
+            } else {
+                // A refusal (analytical mode with another writer) defers it to a later
+                // commit.
+                let _ = st.checkpoint();
+            }
         }
     }
 
@@ -800,9 +805,12 @@ impl Session {
         if !self.store.snapshot().delta.is_empty() {
             self.store.checkpoint()?;
         }
+        // No checkpoint publishes between this generation and the reload.
+        let publishing = self.store.publishing();
         let db = self.db();
         let msg = f(self.store.dir(), &db, &self.store.memory)?;
         self.store.reload()?;
+        drop(publishing);
         let mut s = summary_msg(t0, msg);
         s.changed = true;
         Ok(s)

@@ -27,6 +27,12 @@ pub struct Manifest {
     /// (the log's encoding), replayed at every open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_ops: Option<SegmentMeta>,
+    /// The first write-ahead log file (`wal-<n>.log`) this generation replays, then
+    /// every later one: a checkpoint that let commits go on while it wrote names the
+    /// file they went to. `None` (older databases, fresh imports): the generation's
+    /// number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<u64>,
 }
 
 impl Manifest {
@@ -43,7 +49,21 @@ impl Manifest {
             rel_types: Vec::new(),
             indexes: Vec::new(),
             base_ops: None,
+            log: None,
         }
+    }
+
+    /// Names the log file this generation replays explicitly, before the manifest
+    /// becomes the next generation's (whose number would name another file).
+    pub fn pin_log(&mut self) {
+        self.log = Some(self.log_start());
+        // A reader that does not know the field would replay the wrong file.
+        self.format_version = self.format_version.max(3);
+    }
+
+    /// The number of the first log file this generation replays.
+    pub fn log_start(&self) -> u64 {
+        self.log.unwrap_or(self.generation)
     }
 
     /// Every file the manifest references (relative to the database directory).

@@ -509,6 +509,12 @@ impl Bits {
         }
     }
 
+    pub fn clear(&mut self, i: u64) {
+        if i < self.len {
+            self.words[(i / 64) as usize] &= !(1 << (i % 64));
+        }
+    }
+
     pub fn len(&self) -> u64 {
         self.len
     }

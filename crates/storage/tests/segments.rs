@@ -105,6 +105,7 @@ fn segments_read_as_one() {
         }],
         indexes: vec![],
         base_ops: None,
+        log: None,
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {

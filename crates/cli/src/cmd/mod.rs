@@ -51,6 +51,11 @@ pub struct DbArgs {
 impl DbArgs {
     /// The session; a directory that does not exist yet becomes an empty database.
     pub fn open(&self) -> anyhow::Result<Session> {
+        self.open_with(false)
+    }
+
+    /// The session, with automatic checkpoints on a thread of their own (a server).
+    pub fn open_with(&self, background_checkpoints: bool) -> anyhow::Result<Session> {
         let opts = quiver_engine::StoreOptions {
             open_mode: self.open,
             memory_limit: self
@@ -58,6 +63,7 @@ impl DbArgs {
                 .unwrap_or_else(quiver_engine::store::default_memory_limit),
             checkpoint_log_bytes: self.checkpoint_log_size,
             checkpoint_delta_bytes: self.checkpoint_delta_size,
+            background_checkpoints,
         };
         let mut session = Session::open_opts(&self.db, opts, true)?;
         if let Some(l) = self.query_memory_limit {
