@@ -1,0 +1,204 @@
+//! Checkpoints and bulk loads beside open transactions: a checkpoint holds writers only
+//! while it starts and while it publishes, a bulk load of nodes waits for no one, a
+//! transaction open across either commits onto the new generation, and no update and
+//! no acknowledged commit is lost.
+
+mod common;
+
+use common::{ints, rows, run};
+use quiver_query::Session;
+use quiver_storage::OpenMode;
+use std::path::Path;
+
+fn open(dir: &Path) -> Session {
+    std::fs::create_dir_all(dir.join("import")).unwrap();
+    Session::open_with(&dir.join("g.qdb"), OpenMode::Mapped, true).unwrap()
+}
+
+fn count(s: &mut Session, q: &str) -> i64 {
+    ints(s, q)[0]
+}
+
+/// 100 nodes `(:N {id, v: 0})`, checkpointed into segments.
+fn seeded(dir: &Path) -> Session {
+    let mut s = open(dir);
+    run(&mut s, "UNWIND range(1, 100) AS i CREATE (:N {id: i, v: 0})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    s
+}
+
+#[test]
+fn a_transaction_open_across_a_checkpoint_commits_onto_the_new_generation() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    // A relationship of the delta, deleted ones before it (ids without an entity).
+    for _ in 0..3 {
+        run(&mut a, "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 0}]->(y)").unwrap();
+        run(&mut a, "MATCH ()-[r:R]->() DELETE r").unwrap();
+    }
+    run(&mut a, "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 1}]->(y)").unwrap();
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut b, "MATCH (n:N {id: 1}) SET n.v = 1").unwrap();
+    // Another session writes and checkpoints meanwhile: it does not wait for `b`.
+    run(&mut a, "MATCH (n:N {id: 2}) SET n.v = 2").unwrap();
+    run(&mut a, "CREATE (:N {id: 101, v: 0})").unwrap();
+    let ids = "MATCH (n:N {id: 101}), ()-[r:R]->() RETURN id(n), id(r)";
+    let before = rows(&mut a, ids);
+    run(&mut a, "CHECKPOINT").unwrap();
+    // Created entities keep their ids in the segments.
+    assert_eq!(rows(&mut a, ids), before);
+    // `b` goes on: an entity no one changed since it began, and a relationship the
+    // checkpoint wrote into a segment (its id kept).
+    run(&mut b, "MATCH (n:N {id: 3}) SET n.v = 3").unwrap();
+    run(&mut b, "MATCH ()-[r:R]->() SET r.w = 2").unwrap();
+    run(&mut b, "CREATE (:N {id: 102, v: 4})").unwrap();
+    run(&mut b, "COMMIT").unwrap();
+    let check = |s: &mut Session| {
+        assert_eq!(count(s, "MATCH (n:N) RETURN sum(n.v)"), 1 + 2 + 3 + 4);
+        assert_eq!(count(s, "MATCH (n:N) RETURN count(n)"), 102);
+        assert_eq!(count(s, "MATCH ()-[r:R]->() RETURN r.w"), 2);
+    };
+    check(&mut a);
+    run(&mut a, "CHECKPOINT").unwrap();
+    check(&mut a);
+    drop((a, b));
+    check(&mut open(d.path()));
+}
+
+#[test]
+fn a_claim_after_a_checkpoint_sees_the_changes_it_folded() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(count(&mut b, "MATCH (n:N {id: 1}) RETURN n.v"), 0);
+    run(&mut a, "MATCH (n:N {id: 1}) SET n.v = 10").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    // The change is in the segments now, without a version in the delta: `b`'s update
+    // would overwrite it unseen.
+    let e = run(&mut b, "MATCH (n:N {id: 1}) SET n.v = n.v + 1").unwrap_err();
+    assert!(e.to_string().contains("committed after this one started"), "{e}");
+    assert_eq!(count(&mut a, "MATCH (n:N {id: 1}) RETURN n.v"), 10);
+}
+
+#[test]
+fn creations_below_a_checkpoint_floor_fail_retryably() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    let mut b = Session::on(a.store().clone());
+    // `b` creates first, `a` after it and commits: the checkpoint's table of created
+    // nodes covers `b`'s id as a deleted row, so `b` cannot commit it.
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut b, "CREATE (:M {k: 1})").unwrap();
+    run(&mut a, "CREATE (:M {k: 2})").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    let e = run(&mut b, "COMMIT").unwrap_err();
+    assert!(e.to_string().contains("retry"), "{e}");
+    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 2);
+    // One that created past everything committed keeps its ids.
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut b, "CREATE (:M {k: 3})").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    run(&mut b, "COMMIT").unwrap();
+    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 5);
+    drop((a, b));
+    assert_eq!(count(&mut open(d.path()), "MATCH (m:M) RETURN sum(m.k)"), 5);
+}
+
+/// `n` rows `id,score` in the import directory.
+fn rows_file(dir: &Path, name: &str, n: u64) {
+    let mut t = String::from("id,score\n");
+    for i in 0..n {
+        t += &format!("{i},{}\n", i % 10);
+    }
+    std::fs::write(dir.join("import").join(name), t).unwrap();
+}
+
+#[test]
+fn bulk_loads_commit_beside_an_open_transaction_and_each_other() {
+    let n = quiver_common::limits::BULK_ROWS_MIN + 1000;
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    rows_file(d.path(), "p.csv", n);
+    rows_file(d.path(), "q.csv", n);
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut b, "MATCH (n:N {id: 1}) SET n.v = 7").unwrap();
+    // Two bulk loads at once, while `b` stays open: both commit (a bulk load that
+    // waited for `b` would fail after 30 s, before `b` commits below).
+    let store = a.store().clone();
+    let loads: Vec<_> = ["P", "Q"]
+        .into_iter()
+        .map(|label| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut s = Session::on(store);
+                let file = format!("{}.csv", label.to_lowercase());
+                run(
+                    &mut s,
+                    &format!("LOAD CSV FROM '{file}' WITH HEADER AS row CREATE (:{label} {{id: toInteger(row.id), score: toInteger(row.score)}})"),
+                )
+                .map(|s| s.counters.nodes_created)
+                .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    for l in loads {
+        assert_eq!(l.join().unwrap().unwrap(), n);
+    }
+    run(&mut b, "MATCH (n:N {id: 2}) SET n.v = 8").unwrap();
+    run(&mut b, "COMMIT").unwrap();
+    let check = |s: &mut Session| {
+        assert_eq!(count(s, "MATCH (p:P) RETURN count(p)"), n as i64);
+        assert_eq!(count(s, "MATCH (q:Q) RETURN count(q)"), n as i64);
+        assert_eq!(count(s, "MATCH (q:Q {id: 17}) RETURN q.score"), 7);
+        assert_eq!(count(s, "MATCH (n:N) RETURN sum(n.v)"), 15);
+        assert_eq!(count(s, "MATCH (n:N) RETURN count(n)"), 100);
+    };
+    check(&mut a);
+    drop((a, b));
+    check(&mut open(d.path()));
+}
+
+#[test]
+fn commits_beside_checkpoints_survive_a_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    let store = a.store().clone();
+    let writer = std::thread::spawn(move || {
+        let mut s = Session::on(store);
+        let mut done = 0;
+        for i in 0..300 {
+            let q = format!(
+                "MATCH (n:N {{id: {}}}) SET n.v = n.v + 1 CREATE (:W {{i: {i}}})",
+                i % 100 + 1
+            );
+            // A conflict is retryable: the statement did nothing.
+            loop {
+                match run(&mut s, &q) {
+                    Ok(_) => break,
+                    Err(e) if e.to_string().contains("retry") || e.to_string().contains("changed") => {}
+                    Err(e) => panic!("{q}: {e}"),
+                }
+            }
+            done += 1;
+        }
+        done
+    });
+    let mut checkpoints = 0;
+    while !writer.is_finished() {
+        run(&mut a, "CHECKPOINT").unwrap();
+        checkpoints += 1;
+    }
+    assert_eq!(writer.join().unwrap(), 300);
+    assert!(checkpoints > 0);
+    let check = |s: &mut Session| {
+        assert_eq!(count(s, "MATCH (w:W) RETURN count(w)"), 300);
+        assert_eq!(count(s, "MATCH (w:W) RETURN sum(w.i)"), 299 * 300 / 2);
+        assert_eq!(count(s, "MATCH (n:N) RETURN sum(n.v)"), 300);
+    };
+    check(&mut a);
+    drop(a);
+    check(&mut open(d.path()));
+}
