@@ -310,7 +310,6 @@ impl Store {
         }
         let floor = crate::store::Floor {
             first_tx: self.next_tx_id(),
-            nodes,
             edges,
         };
         let log = match c.wal.as_ref() {
@@ -325,7 +324,7 @@ impl Store {
         // Transactions open now whose snapshots are older than this state: they claim
         // against the versions of what changed since the oldest of them.
         let oldest = self.oldest_snapshot().unwrap_or(u64::MAX);
-        let ends = (floor.nodes, floor.edges.clone());
+        let ends = (nodes, floor.edges.clone());
         let held = if hold {
             Some(c)
         } else {
@@ -511,6 +510,19 @@ impl Store {
         let mut node_dels: Vec<u64> = Vec::new();
         let mut rel_dels: Vec<(usize, u64, u64, u64)> = Vec::new();
         for (&id, r) in delta.nodes.range(..delta.base_nodes) {
+            if r.created {
+                // An id an earlier checkpoint left as a deleted row, committed since by
+                // the transaction it was handed to: the row stays deleted and the node
+                // is carried whole (rare: a transaction open across a checkpoint).
+                if !r.deleted {
+                    carried.push(Op::CreateNode {
+                        id,
+                        labels: r.labels.clone(),
+                        props: r.props.clone(),
+                    });
+                }
+                continue;
+            }
             if r.deleted {
                 node_dels.push(id);
                 continue;

@@ -130,13 +130,12 @@ impl Current {
     }
 }
 
-/// Where a running checkpoint's created entities end: a transaction that began before
-/// it and created a node or relationship below these ids (an id inside the checkpoint's
-/// tables, a deleted row there) cannot commit.
+/// Where a running checkpoint's created relationships end, per type: a transaction
+/// that began before it and created one below these ids (a deleted entry of the
+/// checkpoint's segment) cannot commit.
 pub(crate) struct Floor {
     /// Transactions with ids from here began after the checkpoint did.
     pub(crate) first_tx: u64,
-    pub(crate) nodes: u64,
     pub(crate) edges: HashMap<Arc<str>, u64>,
 }
 
@@ -1233,15 +1232,19 @@ impl Txn {
             }
             let ts = c.clock + 1;
             let cur = c.head.clone().unwrap_or_else(|| store.current.load_full());
-            // A checkpoint that began while this transaction was open put the ids below
-            // its floor into its tables: creations there cannot commit. (Everything else
-            // keeps its id across a checkpoint: the ops replay onto the new generation.)
+            // A checkpoint that began while this transaction was open wrote the ids
+            // below its floor into its segments. A node created there commits anyway:
+            // its id is a deleted row of the checkpoint's table, and its record in the
+            // delta brings it back (no one else was handed that id). A relationship
+            // there cannot (its id is a deleted CSR entry between other nodes). Every
+            // other op keeps its ids across a checkpoint and replays onto the new
+            // generation.
             let floor = match &c.floor {
-                Some(f) if self.id < f.first_tx => Some((f.nodes, Some(&f.edges))),
-                _ if !Arc::ptr_eq(&cur.db, &self.snap.db) => Some((cur.delta.base_nodes, None)),
+                Some(f) if self.id < f.first_tx => Some(Some(&f.edges)),
+                _ if !Arc::ptr_eq(&cur.db, &self.snap.db) => Some(None),
                 _ => None,
             };
-            if let Some((nodes, edges)) = floor {
+            if let Some(edges) = floor {
                 let edge_floor = |ty: &str| match edges {
                     Some(m) => m.get(ty).copied().unwrap_or(0),
                     None => cur
@@ -1252,13 +1255,12 @@ impl Txn {
                         .map_or(0, |t| cur.delta.base_edges[t]),
                 };
                 let below = self.ops.ops().iter().any(|op| match op {
-                    Op::CreateNode { id, .. } => *id < nodes,
                     Op::CreateRel { ty, eid, .. } => *eid < edge_floor(ty),
                     _ => false,
                 });
                 if below {
                     return Err(EngineError::Conflict(
-                        "a checkpoint began while this transaction was open and wrote the ids of what it created into segments; retry the transaction".into(),
+                        "a checkpoint began while this transaction was open and wrote the ids of the relationships it created into segments; retry the transaction".into(),
                     ));
                 }
             }

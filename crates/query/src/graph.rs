@@ -294,7 +294,10 @@ impl<'db> Graph<'db> {
     pub fn node_live(&self, n: u64) -> bool {
         let seg_live = |n: u64| !self.db.node_deleted(n);
         match self.delta() {
-            Some(d) => d.node_exists(n) && (n >= d.base_nodes || seg_live(n)),
+            Some(d) => match d.node(n) {
+                Some(r) => r.is_some(),
+                None => n < d.base_nodes && seg_live(n),
+            },
             None => n < self.db.n_nodes() && seg_live(n),
         }
     }

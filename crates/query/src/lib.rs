@@ -618,11 +618,13 @@ impl Session {
                     - snap.db.n_deleted_nodes()
                     - d.nodes
                         .range(..d.base_nodes)
-                        .filter(|(_, r)| r.deleted)
+                        .filter(|(_, r)| r.deleted && !r.created)
                         .count() as u64
+                    // (Created nodes below `base_nodes`: ids a checkpoint left as
+                    // deleted rows for the transaction that then committed them.)
                     + d.nodes
-                        .range(d.base_nodes..)
-                        .filter(|(_, r)| !r.deleted)
+                        .iter()
+                        .filter(|(_, r)| r.created && !r.deleted)
                         .count() as u64;
                 let seg_edges: u64 = (0..snap.db.rel_types().len())
                     .map(|t| snap.db.rel_types()[t].meta.n_edges - snap.db.n_deleted_edges(t))

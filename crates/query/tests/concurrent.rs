@@ -83,27 +83,67 @@ fn a_claim_after_a_checkpoint_sees_the_changes_it_folded() {
 }
 
 #[test]
-fn creations_below_a_checkpoint_floor_fail_retryably() {
+fn nodes_created_before_a_checkpoint_commit_after_it() {
     let d = tempfile::tempdir().unwrap();
     let mut a = seeded(d.path());
     let mut b = Session::on(a.store().clone());
     // `b` creates first, `a` after it and commits: the checkpoint's table of created
-    // nodes covers `b`'s id as a deleted row, so `b` cannot commit it.
+    // nodes holds `b`'s id as a deleted row; `b`'s commit brings it back, id and all.
     run(&mut b, "BEGIN").unwrap();
-    run(&mut b, "CREATE (:M {k: 1})").unwrap();
+    run(&mut b, "CREATE (:M {k: 1})-[:S]->(:M {k: 10})").unwrap();
+    let ids = "MATCH (m:M) RETURN m.k, id(m) ORDER BY m.k";
+    let seen = rows(&mut b, ids);
     run(&mut a, "CREATE (:M {k: 2})").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    run(&mut b, "COMMIT").unwrap();
+    let check = |s: &mut Session| {
+        assert_eq!(count(s, "MATCH (m:M) RETURN sum(m.k)"), 13);
+        assert_eq!(count(s, "MATCH (m:M {k: 1}) RETURN count(m)"), 1);
+        assert_eq!(count(s, "MATCH (:M {k: 1})-[:S]->(m:M) RETURN m.k"), 10);
+        assert_eq!(count(s, "MATCH (n) RETURN count(n)"), 103);
+        let r = rows(s, ids);
+        assert_eq!(r.iter().filter(|r| seen.contains(r)).count(), 2, "{r:?}");
+    };
+    check(&mut a);
+    // Through more checkpoints and a reopen, and then changed and deleted.
+    run(&mut a, "CHECKPOINT").unwrap();
+    check(&mut a);
+    drop((a, b));
+    let mut a = open(d.path());
+    check(&mut a);
+    run(&mut a, "MATCH (m:M {k: 1}) SET m.k = 5").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 17);
+    run(&mut a, "MATCH (m:M {k: 5}) DETACH DELETE m").unwrap();
+    run(&mut a, "CHECKPOINT").unwrap();
+    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 12);
+    assert_eq!(count(&mut a, "MATCH (n) RETURN count(n)"), 102);
+    drop(a);
+    let mut a = open(d.path());
+    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 12);
+    assert_eq!(count(&mut a, "MATCH (n) RETURN count(n)"), 102);
+}
+
+#[test]
+fn relationships_created_below_a_checkpoint_floor_fail_retryably() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    run(&mut b, "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 1}]->(y)").unwrap();
+    run(&mut a, "MATCH (x:N {id: 3}), (y:N {id: 4}) CREATE (x)-[:R {k: 2}]->(y)").unwrap();
     run(&mut a, "CHECKPOINT").unwrap();
     let e = run(&mut b, "COMMIT").unwrap_err();
     assert!(e.to_string().contains("retry"), "{e}");
-    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 2);
+    assert_eq!(count(&mut a, "MATCH ()-[r:R]->() RETURN sum(r.k)"), 2);
     // One that created past everything committed keeps its ids.
     run(&mut b, "BEGIN").unwrap();
-    run(&mut b, "CREATE (:M {k: 3})").unwrap();
+    run(&mut b, "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 3}]->(y)").unwrap();
     run(&mut a, "CHECKPOINT").unwrap();
     run(&mut b, "COMMIT").unwrap();
-    assert_eq!(count(&mut a, "MATCH (m:M) RETURN sum(m.k)"), 5);
+    assert_eq!(count(&mut a, "MATCH ()-[r:R]->() RETURN sum(r.k)"), 5);
     drop((a, b));
-    assert_eq!(count(&mut open(d.path()), "MATCH (m:M) RETURN sum(m.k)"), 5);
+    assert_eq!(count(&mut open(d.path()), "MATCH ()-[r:R]->() RETURN sum(r.k)"), 5);
 }
 
 /// `n` rows `id,score` in the import directory.
@@ -125,6 +165,7 @@ fn bulk_loads_commit_beside_an_open_transaction_and_each_other() {
     let mut b = Session::on(a.store().clone());
     run(&mut b, "BEGIN").unwrap();
     run(&mut b, "MATCH (n:N {id: 1}) SET n.v = 7").unwrap();
+    run(&mut b, "CREATE (:Small {t: 1})").unwrap();
     // Two bulk loads at once, while `b` stays open: both commit (a bulk load that
     // waited for `b` would fail after 30 s, before `b` commits below).
     let store = a.store().clone();
@@ -155,10 +196,14 @@ fn bulk_loads_commit_beside_an_open_transaction_and_each_other() {
         assert_eq!(count(s, "MATCH (q:Q {id: 17}) RETURN q.score"), 7);
         assert_eq!(count(s, "MATCH (n:N) RETURN sum(n.v)"), 15);
         assert_eq!(count(s, "MATCH (n:N) RETURN count(n)"), 100);
+        assert_eq!(count(s, "MATCH (n:Small) RETURN sum(n.t)"), 1);
     };
     check(&mut a);
-    drop((a, b));
-    check(&mut open(d.path()));
+    drop((a, b, store));
+    let mut a = open(d.path());
+    check(&mut a);
+    run(&mut a, "CHECKPOINT").unwrap();
+    check(&mut a);
 }
 
 #[test]

@@ -300,8 +300,9 @@ impl Op for Seek {
                     continue;
                 };
                 self.at += 1;
-                // Indexes keep entries of nodes a checkpoint marked deleted.
-                let mut ok = !cx.env.g.db.node_deleted(n);
+                // Indexes keep entries of nodes a checkpoint marked deleted (and the
+                // delta may have brought back a deleted row: a created node's id).
+                let mut ok = cx.env.g.node_live(n);
                 for &l in &self.labels {
                     ok &= cx.env.g.has_label(n, l)?;
                 }
