@@ -43,7 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_bench import DOLT_KUZU, QUIVER, ROOT, USERS_KUZU, du, fresh, fresh_copy, kuzu_script, timed  # noqa: E402
 
 DOLT_COLS = ["pk", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
-DOLT_PROPS = ("pk: toInteger(row.pk), c1: toInteger(row.c1), c2: row.c2, c3: localdatetime(row.c3), "
+# The generator writes timestamps as `2033-06-10 06:45:12`; Cypher's localdatetime() takes
+# ISO 8601's `T` (as Neo4j's does).
+DOLT_PROPS = ("pk: toInteger(row.pk), c1: toInteger(row.c1), c2: row.c2, "
+              "c3: localdatetime(replace(row.c3, ' ', 'T')), "
               "c4: toFloat(row.c4), c5: toInteger(row.c5), c6: toFloat(row.c6), c7: row.c7, c8: row.c8, c9: row.c9")
 
 
