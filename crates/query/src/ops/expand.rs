@@ -487,6 +487,95 @@ pub struct ShortestPath {
     pub labels: Vec<u32>,
     pub uniq: Vec<usize>,
     pub peak: u64,
+    /// Predicates every node (every relationship) of the path must meet, over slot 0:
+    /// `all(x IN nodes(p) WHERE ...)` (`false`), or `none(...)` (`true`: negated). The
+    /// search admits only what meets them, so the path it finds is the shortest of those
+    /// that do (Neo4j's shortest path planning), not the shortest one dropped after.
+    pub node_ok: Vec<(CExpr, bool)>,
+    pub rel_ok: Vec<(CExpr, bool)>,
+}
+
+/// Whether each value meets every predicate of `preds` (evaluated a batch at a time
+/// over a one-column batch of `vals`; null is not met).
+fn meets(cx: &Cx, preds: &[(CExpr, bool)], vals: Vec<Value>) -> Result<Vec<bool>, QueryError> {
+    let mut ok = vec![true; vals.len()];
+    if preds.is_empty() || vals.is_empty() {
+        return Ok(ok);
+    }
+    let b = Batch {
+        len: vals.len(),
+        cols: vec![vals],
+    };
+    for (e, negate) in preds {
+        for (o, v) in ok.iter_mut().zip(crate::expr::eval_col(&cx.env, e, &b)?) {
+            *o &= v == Value::Bool(!negate);
+        }
+    }
+    Ok(ok)
+}
+
+impl ShortestPath {
+    /// Keeps the steps `(v, r)` of `nbrs` whose relationship and far node meet the
+    /// path predicates (`verdicts` remembers the nodes judged so far).
+    fn admit(
+        &self,
+        cx: &Cx,
+        steps: &mut Vec<(u64, u64, RelRef)>,
+        verdicts: &mut HashMap<u64, bool>,
+    ) -> Result<(), QueryError> {
+        if !self.rel_ok.is_empty() {
+            let mut ok = Vec::with_capacity(steps.len());
+            for part in steps.chunks(BATCH_ROWS) {
+                ok.extend(meets(cx, &self.rel_ok, part.iter().map(|&(_, _, r)| Value::Rel(r)).collect())?);
+            }
+            let mut i = 0;
+            steps.retain(|_| {
+                i += 1;
+                ok[i - 1]
+            });
+        }
+        if !self.node_ok.is_empty() {
+            let mut fresh: Vec<u64> = steps
+                .iter()
+                .map(|&(_, v, _)| v)
+                .filter(|v| !verdicts.contains_key(v))
+                .collect();
+            fresh.sort_unstable();
+            fresh.dedup();
+            for part in fresh.chunks(BATCH_ROWS) {
+                let ok = meets(cx, &self.node_ok, part.iter().map(|&v| Value::Node(v)).collect())?;
+                verdicts.extend(part.iter().copied().zip(ok));
+            }
+            steps.retain(|(_, v, _)| verdicts[v]);
+        }
+        Ok(())
+    }
+
+    /// The steps from the nodes of `front` (`dir`, the search's types) that meet the
+    /// path predicates, in order: (from, to, relationship).
+    fn level(
+        &self,
+        cx: &Cx,
+        front: &[u64],
+        dir: Dir,
+        seen: impl Fn(u64) -> bool,
+        verdicts: &mut HashMap<u64, bool>,
+    ) -> Result<Vec<(u64, u64, RelRef)>, QueryError> {
+        let mut steps = Vec::new();
+        let mut nbrs = Vec::new();
+        for &u in front {
+            nbrs.clear();
+            cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
+            steps.extend(nbrs.iter().filter(|&&(v, _)| !seen(v)).map(|&(v, r)| (u, v, r)));
+        }
+        self.admit(cx, &mut steps, verdicts)?;
+        Ok(steps)
+    }
+
+    /// Whether node `n` meets the node predicates (a path's ends must too).
+    fn node_meets(&self, cx: &Cx, n: u64) -> Result<bool, QueryError> {
+        Ok(meets(cx, &self.node_ok, vec![Value::Node(n)])?[0])
+    }
 }
 
 /// The opposite direction of a pattern step.
@@ -509,6 +598,10 @@ impl ShortestPath {
         s: u64,
         t: u64,
     ) -> Result<Vec<PathVal>, QueryError> {
+        if !self.node_meets(cx, s)? || !self.node_meets(cx, t)? {
+            return Ok(vec![]);
+        }
+        let mut verdicts: HashMap<u64, bool> = HashMap::new();
         if s == t {
             return Ok(if self.min == 0 {
                 vec![PathVal {
@@ -526,7 +619,6 @@ impl ShortestPath {
         bwd.insert(t, vec![]);
         let (mut ff, mut bf) = (vec![s], vec![t]);
         let mut depth = 0u32;
-        let mut nbrs = Vec::new();
         let mut meet: Vec<u64> = Vec::new();
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
@@ -538,20 +630,14 @@ impl ShortestPath {
             };
             let mut next = Vec::new();
             let mut level: Parents = HashMap::new();
-            for &u in front.iter() {
-                nbrs.clear();
-                cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
-                for &(v, r) in &nbrs {
-                    if seen.contains_key(&v) {
-                        continue;
-                    }
-                    let e = level.entry(v).or_default();
-                    if e.is_empty() {
-                        next.push(v);
-                    }
-                    if e.is_empty() || self.all {
-                        e.push((u, r));
-                    }
+            let steps = self.level(cx, front, dir, |v| seen.contains_key(&v), &mut verdicts)?;
+            for (u, v, r) in steps {
+                let e = level.entry(v).or_default();
+                if e.is_empty() {
+                    next.push(v);
+                }
+                if e.is_empty() || self.all {
+                    e.push((u, r));
                 }
             }
             depth += 1;
@@ -676,7 +762,6 @@ impl ShortestPath {
         seen.insert(s);
         let mut front = vec![s];
         let mut depth = 0;
-        let mut nbrs = Vec::new();
         let emit = |node: u64,
                     parent: &HashMap<u64, (u64, RelRef)>,
                     out: &mut Batch|
@@ -709,20 +794,20 @@ impl ShortestPath {
             );
             Ok(())
         };
+        if !self.node_meets(cx, s)? {
+            return Ok(());
+        }
+        let mut verdicts: HashMap<u64, bool> = HashMap::new();
         if self.min == 0 {
             emit(s, &parent, out)?;
         }
         while depth < self.max && !front.is_empty() {
             cx.check_cancel()?;
             let mut next = Vec::new();
-            for &u in &front {
-                nbrs.clear();
-                cx.env.g.step_rels(&self.types, self.dir, u, &mut nbrs)?;
-                for &(v, r) in &nbrs {
-                    if seen.insert(v) {
-                        parent.insert(v, (u, r));
-                        next.push(v);
-                    }
+            for (u, v, r) in self.level(cx, &front, self.dir, |v| seen.contains(&v), &mut verdicts)? {
+                if seen.insert(v) {
+                    parent.insert(v, (u, r));
+                    next.push(v);
                 }
             }
             depth += 1;

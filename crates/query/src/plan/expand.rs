@@ -247,6 +247,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let from = scope.get(&sv).expect("bound").0;
         let labels: Vec<u32> = self.label_ids(end);
         let all = p.kind == PathKind::AllShortest;
+        let (node_ok, rel_ok) = match &p.var {
+            Some(pv) => self.path_filters(pv, conj)?,
+            None => (Vec::new(), Vec::new()),
+        };
         let detail = format!(
             "({})-[*{}..{}]-({}){}",
             sv.trim(),
@@ -263,6 +267,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 " single source"
             }
         );
+        let detail = match (node_ok.len(), rel_ok.len()) {
+            (0, 0) => detail,
+            (n, r) => format!("{detail}, filtering in the search ({n} node, {r} relationship predicates)"),
+        };
         cur = self.wrap(
             if all {
                 "AllShortestPaths"
@@ -285,6 +293,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 labels,
                 uniq: rel_slots.clone(),
                 peak: 0,
+                node_ok,
+                rel_ok,
             }),
         );
         if to.is_none() {
@@ -310,6 +320,112 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         self.push_filters(cur, scope, conj)
     }
 
+    /// Takes out of `conj` the predicates over every node or every relationship of path
+    /// `pv` (`all(x IN nodes(pv) WHERE q)`, `none(...)`, the same over
+    /// `relationships(pv)`) whose `q` reads nothing but `x`, compiled over slot 0, for
+    /// the search to apply as it goes. Others stay filters on the path found.
+    #[allow(clippy::type_complexity)]
+    fn path_filters(
+        &mut self,
+        pv: &str,
+        conj: &mut Vec<Expr>,
+    ) -> Result<(Vec<(CExpr, bool)>, Vec<(CExpr, bool)>), QueryError> {
+        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < conj.len() {
+            if let Some((of_nodes, var, q, negate)) = path_quantifier(&conj[i], pv) {
+                if reads_only(q, &mut vec![var.to_string()]) {
+                    let mut sc = Scope::default();
+                    sc.bind(var, if of_nodes { Kind::Node } else { Kind::Rel });
+                    let c = self.compile(q, &sc, &[])?;
+                    if of_nodes {
+                        nodes.push((c, negate));
+                    } else {
+                        rels.push((c, negate));
+                    }
+                    conj.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        Ok((nodes, rels))
+    }
+
     // -------------------------------------------------------------------------------
     // WITH / RETURN
+}
+
+/// `all(x IN nodes(pv) WHERE q)` or `none(...)`, over `nodes` or `relationships` of
+/// path `pv`: (over nodes, `x`, `q`, negated).
+fn path_quantifier<'e>(e: &'e Expr, pv: &str) -> Option<(bool, &'e str, &'e Expr, bool)> {
+    let Expr::Call { name, args, .. } = e else {
+        return None;
+    };
+    let negate = match name.to_ascii_lowercase().as_str() {
+        "all" => false,
+        "none" => true,
+        _ => return None,
+    };
+    let [Expr::ListComp {
+        var,
+        list,
+        pred: None,
+        map: Some(q),
+    }] = args.as_slice()
+    else {
+        return None;
+    };
+    let Expr::Call { name: f, args: fa, .. } = &**list else {
+        return None;
+    };
+    let of_nodes = match f.to_ascii_lowercase().as_str() {
+        "nodes" => true,
+        "relationships" | "rels" => false,
+        _ => return None,
+    };
+    match fa.as_slice() {
+        [Expr::Var(v, _)] if v == pv => Some((of_nodes, var.as_str(), &**q, negate)),
+        _ => None,
+    }
+}
+
+/// Whether `e` reads no variable but those of `allowed` (and its own comprehensions').
+fn reads_only(e: &Expr, allowed: &mut Vec<String>) -> bool {
+    match e {
+        Expr::Var(n, _) => allowed.contains(n),
+        Expr::PatternPred(_) => false,
+        Expr::ListComp {
+            var,
+            list,
+            pred,
+            map,
+        } => {
+            if !reads_only(list, allowed) {
+                return false;
+            }
+            allowed.push(var.clone());
+            let ok = pred.as_deref().is_none_or(|p| reads_only(p, allowed))
+                && map.as_deref().is_none_or(|m| reads_only(m, allowed));
+            allowed.pop();
+            ok
+        }
+        Expr::Reduce {
+            acc,
+            init,
+            var,
+            list,
+            expr,
+        } => {
+            if !reads_only(init, allowed) || !reads_only(list, allowed) {
+                return false;
+            }
+            allowed.push(acc.clone());
+            allowed.push(var.clone());
+            let ok = reads_only(expr, allowed);
+            allowed.truncate(allowed.len() - 2);
+            ok
+        }
+        _ => e.children().into_iter().all(|c| reads_only(c, allowed)),
+    }
 }
