@@ -78,6 +78,26 @@ fn formats_params_and_plans() {
         plan.contains("NodeSeek") && plan.contains("Expand"),
         "{plan}"
     );
+    // A WITH that only passes variables on lets its WHERE pick the anchor (mgbench's
+    // vertex_on_label_property): the same seek, the same row.
+    let plan = ok(&[
+        "query",
+        "--db",
+        &db,
+        "PROFILE MATCH (a:User) WITH a WHERE a.id = 2 RETURN a.name",
+    ]);
+    assert!(
+        plan.contains("NodeSeek") && !plan.contains("NodeByLabelScan") && plan.contains("bob"),
+        "{plan}"
+    );
+    // Not through a WITH that changes the rows (DISTINCT, LIMIT): the filter stays after.
+    let plan = ok(&[
+        "query",
+        "--db",
+        &db,
+        "EXPLAIN MATCH (a:User) WITH a LIMIT 1 WHERE a.id = 2 RETURN a.name",
+    ]);
+    assert!(!plan.contains("NodeSeek"), "{plan}");
     let prof = ok(&[
         "query",
         "--db",

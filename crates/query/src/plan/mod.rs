@@ -415,6 +415,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         mut scope: Scope,
         clauses: &[Clause],
     ) -> Result<(P, Scope, Vec<String>), QueryError> {
+        let pushed = push_where_through_with(clauses);
+        let clauses = pushed.as_deref().unwrap_or(clauses);
         let mut names = Vec::new();
         for (i, c) in clauses.iter().enumerate() {
             let last = self.tail && i + 1 == clauses.len();
@@ -750,4 +752,47 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             ))),
         }
     }
+}
+
+/// `MATCH ... WITH a, b WHERE p` where the WITH only passes variables on (no renaming,
+/// DISTINCT, ORDER BY, SKIP or LIMIT): `p` joins the MATCH's WHERE, so it can pick the
+/// match's anchor (an index seek) instead of filtering every row the match made. The
+/// rows are the same: `p` reads only what the WITH passes, under the same names, and a
+/// non-optional MATCH drops the rows `p` rejects either way. `None`: nothing to move.
+fn push_where_through_with(clauses: &[Clause]) -> Option<Vec<Clause>> {
+    let movable = |w: &Clause| match w {
+        Clause::With(p) => {
+            p.where_.is_some()
+                && !p.distinct
+                && p.order.is_empty()
+                && p.skip.is_none()
+                && p.limit.is_none()
+                && p.items.iter().all(|(e, alias)| {
+                    matches!(e, Expr::Var(n, _) if alias.as_ref().is_none_or(|a| a == n))
+                })
+        }
+        _ => false,
+    };
+    let at: Vec<usize> = (1..clauses.len())
+        .filter(|&i| {
+            matches!(clauses[i - 1], Clause::Match { optional: false, .. }) && movable(&clauses[i])
+        })
+        .collect();
+    if at.is_empty() {
+        return None;
+    }
+    let mut out = clauses.to_vec();
+    for i in at {
+        let Clause::With(p) = &mut out[i] else {
+            continue;
+        };
+        let w = p.where_.take().expect("movable");
+        if let Clause::Match { where_, .. } = &mut out[i - 1] {
+            *where_ = Some(match where_.take() {
+                Some(x) => Expr::Binary(BinOp::And, Box::new(x), Box::new(w)),
+                None => w,
+            });
+        }
+    }
+    Some(out)
 }
