@@ -230,6 +230,7 @@ pub fn run_statement(
         explicit_tx,
         indexes: Some(indexes),
         load: load::LoadState::new(opts.import_dir.clone(), rejects_file(opts)),
+        want: batch::BATCH_ROWS,
     };
     let mut op = root.op;
     let mut rows = 0u64;

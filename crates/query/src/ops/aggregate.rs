@@ -416,10 +416,14 @@ impl Op for Aggregate {
         }
         let mut grant = cx.budget.empty_grant("Aggregate");
         let mut table = GroupTable::new(self.keys.len(), &self.aggs);
-        while let Some(b) = self.input.next(cx)? {
-            table.add(&cx.env, &self.keys, &self.aggs, &b)?;
-            account(&mut grant, table.bytes, "Aggregate")?;
-        }
+        let input = &mut self.input;
+        cx.full(|cx| -> Result<(), QueryError> {
+            while let Some(b) = input.next(cx)? {
+                table.add(&cx.env, &self.keys, &self.aggs, &b)?;
+                account(&mut grant, table.bytes, "Aggregate")?;
+            }
+            Ok(())
+        })?;
         self.peak = grant.bytes();
         Ok(emit(
             &mut self.out,

@@ -168,7 +168,8 @@ impl Op for Expand {
             let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rel);
             let mut out = Batch::empty(cur.width() + extra);
             let mut ext: Vec<Value> = Vec::with_capacity(2);
-            while out.len < BATCH_ROWS && self.row < cur.len {
+            let target = cx.batch_target();
+            while out.len < target && self.row < cur.len {
                 let row = self.row;
                 self.row += 1;
                 let Value::Node(node) = cur.cols[self.from][row] else {
@@ -417,7 +418,8 @@ impl Op for VarExpand {
             let width = self.cur.as_ref().map_or(0, |c| c.width());
             let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rels);
             let mut out = Batch::empty(width + extra);
-            while out.len < BATCH_ROWS {
+            let target = cx.batch_target();
+            while out.len < target {
                 let cur_len = self.cur.as_ref().map_or(0, |c| c.len);
                 if self.row >= cur_len {
                     break;

@@ -60,6 +60,27 @@ pub struct Cx<'g, 'db> {
     pub indexes: Option<&'g crate::index::IndexSet>,
     /// LOAD CSV's import directory, rejects file and bad-row count.
     pub load: crate::load::LoadState,
+    /// How many rows the operator above wants from the next batch: a LIMIT lowers it
+    /// (starting small and doubling) so that expansions hand over their first rows
+    /// early instead of filling a whole batch; an operator that consumes all its input
+    /// (aggregation, sort, an eager buffer) asks for full batches again.
+    pub want: usize,
+}
+
+impl Cx<'_, '_> {
+    /// Runs `f` (which drains an input) with full batches asked for.
+    pub(crate) fn full<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = std::mem::replace(&mut self.want, crate::batch::BATCH_ROWS);
+        let r = f(self);
+        self.want = saved;
+        r
+    }
+
+    /// The rows an expansion gathers before it hands a batch over.
+    #[inline]
+    pub(crate) fn batch_target(&self) -> usize {
+        self.want.clamp(1, crate::batch::BATCH_ROWS)
+    }
 }
 
 impl Cx<'_, '_> {

@@ -198,6 +198,8 @@ pub struct SkipLimit {
     /// Writes come before: the input runs to its end whatever the limit, since every
     /// row's writes happen (`CREATE ... RETURN n LIMIT 0` still creates).
     pub drain: bool,
+    /// Batches asked for so far (the size asked for doubles with each).
+    pub pulls: u32,
 }
 
 impl Op for SkipLimit {
@@ -209,7 +211,20 @@ impl Op for SkipLimit {
                 }
                 return Ok(None);
             }
-            let Some(mut b) = self.input.next(cx)? else {
+            // Ask for what is still needed, at least 1, 2, 4, ... rows (a selective
+            // filter in between then costs a few small batches, not thousands).
+            let want = match self.limit {
+                Some(l) if !self.drain => {
+                    let need = (self.skip - self.seen) + (l - self.emitted);
+                    need.max(1 << self.pulls.min(10))
+                }
+                _ => cx.want,
+            };
+            self.pulls += 1;
+            let saved = std::mem::replace(&mut cx.want, want);
+            let got = self.input.next(cx);
+            cx.want = saved;
+            let Some(mut b) = got? else {
                 return Ok(None);
             };
             if self.seen < self.skip {

@@ -82,6 +82,8 @@ impl Op for Sort {
             h.swap(i, m);
             i = m;
         };
+        // Every row is read whatever the LIMIT above: full batches.
+        let want = std::mem::replace(&mut cx.want, crate::batch::BATCH_ROWS);
         while let Some(b) = self.input.next(cx)? {
             width = b.width();
             let keys: Vec<std::borrow::Cow<[Value]>> = self
@@ -135,6 +137,7 @@ impl Op for Sort {
             account(&mut grant, bytes, "Sort")?;
             self.peak = self.peak.max(grant.bytes());
         }
+        cx.want = want;
         rows.sort_by(cmp_rows);
         if let Some(l) = self.limit {
             rows.truncate(l);

@@ -54,11 +54,14 @@ impl Feed {
                 .budget
                 .try_grant(0, self.name)
                 .map_err(|_| QueryError::Argument("memory budget".into()))?;
+            // (Every row is read: full batches.)
+            let want = std::mem::replace(&mut cx.want, crate::batch::BATCH_ROWS);
             while let Some(b) = self.input.next(cx)? {
                 bytes += b.bytes() as u64;
                 account(&mut grant, bytes, self.name)?;
                 q.push_back(b);
             }
+            cx.want = want;
             self.peak = self.peak.max(grant.bytes());
             self.grant = Some(grant);
             self.buffered = Some(q);

@@ -317,6 +317,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     seen: 0,
                     emitted: 0,
                     drain: self.wrote,
+                    pulls: 0,
                 }),
             );
         }
