@@ -206,6 +206,30 @@ pub struct RelPattern {
     pub range: Option<(Option<u64>, Option<u64>)>,
     /// Memgraph's `*BFS` spelling.
     pub bfs: bool,
+    /// Memgraph's `*ALLSHORTEST` / `*WSHORTEST` (which set `bfs` too): the weight
+    /// lambda and the variable bound to a path's total weight.
+    pub weighted: Option<Weighted>,
+    /// Memgraph's filter lambda `(e, n | predicate)` of those spellings: each step's
+    /// relationship and the node it reaches must pass.
+    pub filter: Option<Lambda>,
+}
+
+/// Memgraph's lambda `(e, n | expr)` over a step of a path: its relationship and the
+/// node it reaches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lambda {
+    pub rel: String,
+    pub node: String,
+    pub expr: Box<Expr>,
+}
+
+/// `*ALLSHORTEST (e, n | weight) total` / `*WSHORTEST (e, n | weight) total`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weighted {
+    /// Every path of the least weight (`ALLSHORTEST`), or one (`WSHORTEST`).
+    pub all: bool,
+    pub weight: Lambda,
+    pub total: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

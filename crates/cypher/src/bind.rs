@@ -494,6 +494,11 @@ impl Checker<'_> {
             }
             fresh.insert(v.clone());
         }
+        for (r, _) in &p.steps {
+            if let Some(w) = &r.weighted {
+                kinds.insert(w.total.clone(), Kind::Value);
+            }
+        }
         if let Some(v) = &p.var {
             // Not bound before this pattern (checked above): bound now means the
             // pattern names one of its own nodes or relationships like the path.
@@ -783,6 +788,9 @@ fn pattern_vars(p: &Pattern, out: &mut Vec<String>) {
     for (r, n) in &p.steps {
         if let Some(v) = &r.var {
             out.push(v.clone());
+        }
+        if let Some(w) = &r.weighted {
+            out.push(w.total.clone());
         }
         if let Some(v) = &n.var {
             out.push(v.clone());

@@ -274,6 +274,12 @@ impl<'t> Parser<'t> {
         } else {
             None
         };
+        // Memgraph's `USING PARALLEL EXECUTION` hint: Quiver decides for itself.
+        if self.is_kw("USING") && self.is_kw_at(1, "PARALLEL") && self.is_kw_at(2, "EXECUTION") {
+            self.eat_kw("USING");
+            self.eat_kw("PARALLEL");
+            self.eat_kw("EXECUTION");
+        }
         let mut parts = vec![self.single_query()?];
         let mut union_all = Vec::new();
         while self.eat_kw("UNION") {
@@ -740,9 +746,15 @@ impl<'t> Parser<'t> {
             dir: Dir::Both,
             range: None,
             bfs: false,
+            weighted: None,
+            filter: None,
         };
         if self.eat_p("[") {
-            if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && !self.is_kw("BFS") {
+            if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+                && !self.is_kw("BFS")
+                && !self.is_kw("ALLSHORTEST")
+                && !self.is_kw("WSHORTEST")
+            {
                 r.var_at = self.toks[self.pos].offset;
                 r.var = Some(self.name("a relationship variable")?);
             }
@@ -755,6 +767,14 @@ impl<'t> Parser<'t> {
             }
             if self.eat_p("*") {
                 r.bfs = self.eat_kw("BFS");
+                let weighted_all = if self.eat_kw("ALLSHORTEST") {
+                    Some(true)
+                } else if self.eat_kw("WSHORTEST") {
+                    Some(false)
+                } else {
+                    None
+                };
+                r.bfs |= weighted_all.is_some();
                 let lo = match self.peek() {
                     Tok::Int(i) if *i >= 0 => {
                         let v = *i as u64;
@@ -774,9 +794,22 @@ impl<'t> Parser<'t> {
                     };
                     (lo, hi)
                 } else {
-                    // `*3` is exactly three hops; `*` alone is one or more.
-                    (lo.or(Some(1)), lo)
+                    // `*3` is exactly three hops; `*` alone is one or more. (Memgraph's
+                    // `*WSHORTEST 10` is an upper bound.)
+                    if weighted_all.is_some() {
+                        (Some(1), lo)
+                    } else {
+                        (lo.or(Some(1)), lo)
+                    }
                 });
+                if let Some(all) = weighted_all {
+                    let weight = self.lambda()?;
+                    let total = self.name("the variable of the total weight")?;
+                    r.weighted = Some(Weighted { all, weight, total });
+                }
+                if r.bfs && self.is_p("(") {
+                    r.filter = Some(self.lambda()?);
+                }
             }
             if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
                 r.props = Some(self.atom()?);
@@ -1295,6 +1328,18 @@ impl<'t> Parser<'t> {
         let var = self.name("a variable")?;
         self.bump();
         Ok((var, Box::new(self.expr()?)))
+    }
+
+    /// Memgraph's `(e, n | expr)`.
+    fn lambda(&mut self) -> R<Lambda> {
+        self.expect_p("(")?;
+        let rel = self.name("the lambda's relationship variable")?;
+        self.expect_p(",")?;
+        let node = self.name("the lambda's node variable")?;
+        self.expect_p("|")?;
+        let expr = Box::new(self.expr()?);
+        self.expect_p(")")?;
+        Ok(Lambda { rel, node, expr })
     }
 
     fn comprehension(&mut self, close: &str) -> R<Expr> {

@@ -330,6 +330,29 @@ fn patterns_match_the_model() {
                 .unwrap()
                 .1;
                 assert_eq!(rows.len(), usize::from(through.is_some()));
+                // Memgraph's spelling: a filter lambda over each step's relationship
+                // and the node it reaches (not the start node).
+                let rows = query(
+                    &db,
+                    "MATCH p = (a {id: $x})-[*BFS ..15 (e, n | n.v >= 2)]->(b {id: $y}) RETURN length(p)",
+                    &p,
+                )
+                .unwrap()
+                .1;
+                let lambda = if a == b {
+                    None
+                } else {
+                    m.bfs_dist_through(a, b, &all, |i| i == a || m.v[i].is_some_and(|v| v >= 2))
+                };
+                assert_eq!(ints(&rows, 0), lambda.map(|d| d as i64).into_iter().collect::<Vec<_>>(), "BFS lambda {a}->{b}");
+                let rows = query(
+                    &db,
+                    "MATCH p = (a {id: $x})-[*WSHORTEST 15 (e, n | 2) total]->(b {id: $y}) RETURN total",
+                    &p,
+                )
+                .unwrap()
+                .1;
+                assert_eq!(ints(&rows, 0), want.map(|d| 2 * d as i64).into_iter().collect::<Vec<_>>(), "WSHORTEST {a}->{b}");
                 let all_rows = query(&db, "MATCH p = allShortestPaths((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
                 if let Some(d) = want {
                     assert!(

@@ -495,6 +495,9 @@ pub struct ShortestPath {
     /// that do (Neo4j's shortest path planning), not the shortest one dropped after.
     pub node_ok: Vec<(CExpr, bool)>,
     pub rel_ok: Vec<(CExpr, bool)>,
+    /// Memgraph's filter lambda over each step: its relationship (slot 0) and the node
+    /// it reaches (slot 1).
+    pub step_ok: Option<CExpr>,
 }
 
 /// Whether each value meets every predicate of `preds` (evaluated a batch at a time
@@ -529,6 +532,28 @@ impl ShortestPath {
             let mut ok = Vec::with_capacity(steps.len());
             for part in steps.chunks(BATCH_ROWS) {
                 ok.extend(meets(cx, &self.rel_ok, part.iter().map(|&(_, _, r)| Value::Rel(r)).collect())?);
+            }
+            let mut i = 0;
+            steps.retain(|_| {
+                i += 1;
+                ok[i - 1]
+            });
+        }
+        if let Some(e) = &self.step_ok {
+            let mut ok = Vec::with_capacity(steps.len());
+            for part in steps.chunks(BATCH_ROWS) {
+                let b = Batch {
+                    len: part.len(),
+                    cols: vec![
+                        part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
+                        part.iter().map(|&(_, v, _)| Value::Node(v)).collect(),
+                    ],
+                };
+                ok.extend(
+                    crate::expr::eval_col(&cx.env, e, &b)?
+                        .into_iter()
+                        .map(|v| v == Value::Bool(true)),
+                );
             }
             let mut i = 0;
             steps.retain(|_| {

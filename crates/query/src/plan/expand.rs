@@ -246,10 +246,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let min = min.min(1);
         let from = scope.get(&sv).expect("bound").0;
         let labels: Vec<u32> = self.label_ids(end);
-        let all = p.kind == PathKind::AllShortest;
+        let all = p.kind == PathKind::AllShortest || r.weighted.as_ref().is_some_and(|w| w.all);
         let (node_ok, rel_ok) = match &p.var {
             Some(pv) => self.path_filters(pv, conj)?,
             None => (Vec::new(), Vec::new()),
+        };
+        // Memgraph's filter lambda `(e, n | pred)`: each step's relationship (slot 0)
+        // and the node it reaches (slot 1).
+        let step_ok = match &r.filter {
+            Some(l) => Some(self.lambda(l, "a filter lambda")?),
+            None => None,
+        };
+        // Memgraph's weighted spellings: a weight that is the same for every step makes
+        // the lightest paths the shortest ones (a weight read from the graph needs a
+        // Dijkstra search, not built yet).
+        let weight = match &r.weighted {
+            Some(w) => match self.lambda(&w.weight, "a weight lambda")? {
+                CExpr::Const(v @ (Value::Int(_) | Value::Float(_))) => Some((w.total.clone(), v)),
+                _ => {
+                    return Err(QueryError::Unsupported(
+                        "weighted shortest paths whose weight differs between steps (*WSHORTEST / *ALLSHORTEST over a property) are not supported yet; a constant weight is".into(),
+                    ))
+                }
+            },
+            None => None,
         };
         let detail = format!(
             "({})-[*{}..{}]-({}){}",
@@ -295,12 +315,41 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 peak: 0,
                 node_ok,
                 rel_ok,
+                step_ok,
             }),
         );
         if to.is_none() {
             scope.bind(&ev, Kind::Node);
         }
         let path_slot = scope.bind(p.var.as_deref().unwrap_or(" path"), Kind::Other);
+        if let Some((total, w)) = weight {
+            let w = match w {
+                Value::Int(i) => Expr::Int(i),
+                Value::Float(f) => Expr::Float(f),
+                _ => Expr::Null,
+            };
+            let path = p.var.clone().unwrap_or_else(|| " path".into());
+            let e = Expr::Binary(
+                BinOp::Mul,
+                Box::new(Expr::Call {
+                    name: "length".into(),
+                    distinct: false,
+                    args: vec![Expr::Var(path, 0)],
+                }),
+                Box::new(w),
+            );
+            let c = self.compile(&e, scope, &[])?;
+            cur = self.wrap(
+                "Extend",
+                format!("{} = the path's weight", total.trim()),
+                vec![cur.id],
+                Box::new(Extend {
+                    input: cur.op,
+                    exprs: vec![c],
+                }),
+            );
+            scope.bind(&total, Kind::Other);
+        }
         if let Some(rv) = &r.var {
             cur = self.wrap(
                 "Extend",
@@ -318,6 +367,22 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             rel_slots.push(s);
         }
         self.push_filters(cur, scope, conj)
+    }
+
+    /// Memgraph's lambda `(e, n | expr)` compiled over a step: its relationship in slot 0,
+    /// the node it reaches in slot 1; it may read nothing else (`what` names it in the
+    /// error).
+    fn lambda(&mut self, l: &Lambda, what: &str) -> Result<CExpr, QueryError> {
+        if !reads_only(&l.expr, &mut vec![l.rel.clone(), l.node.clone()]) {
+            return Err(QueryError::Unsupported(format!(
+                "{what} may read only its own two variables (`{}`, `{}`) for now",
+                l.rel, l.node
+            )));
+        }
+        let mut sc = Scope::default();
+        sc.bind(&l.rel, Kind::Rel);
+        sc.bind(&l.node, Kind::Node);
+        self.compile(&l.expr, &sc, &[])
     }
 
     /// Takes out of `conj` the predicates over every node or every relationship of path
