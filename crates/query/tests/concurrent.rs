@@ -247,3 +247,91 @@ fn commits_beside_checkpoints_survive_a_reopen() {
     drop(a);
     check(&mut open(d.path()));
 }
+
+/// The child half of the test below: two bulk loads at once in this process, one small
+/// (it commits, and says so on stdout) and one big (killed mid-load).
+#[test]
+fn child_runs_two_bulk_loads() {
+    let Ok(dir) = std::env::var("QUIVER_TEST_TWO_LOADS") else {
+        return;
+    };
+    let a = open(Path::new(&dir));
+    let store = a.store().clone();
+    let loads: Vec<_> = [("P", "p.csv"), ("Q", "q.csv")]
+        .into_iter()
+        .map(|(label, file)| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut s = Session::on(store);
+                run(
+                    &mut s,
+                    &format!("LOAD CSV FROM '{file}' WITH HEADER AS row CREATE (:{label} {{id: toInteger(row.id), score: toInteger(row.score)}})"),
+                )
+                .unwrap();
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "committed {label}").unwrap();
+                out.flush().unwrap();
+            })
+        })
+        .collect();
+    for l in loads {
+        l.join().unwrap();
+    }
+}
+
+/// A SIGKILL while two bulk loads run: the one that was acknowledged is there whole,
+/// the other is there whole or not at all, and the database checks clean.
+#[test]
+fn a_kill_during_two_bulk_loads_loses_no_acknowledged_one() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let d = tempfile::tempdir().unwrap();
+    drop(seeded(d.path()));
+    let small = quiver_common::limits::BULK_ROWS_MIN + 100;
+    let big = 3_000_000u64;
+    rows_file(d.path(), "p.csv", small);
+    rows_file(d.path(), "q.csv", big);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_runs_two_bulk_loads", "--nocapture", "--test-threads", "1"])
+        .env("QUIVER_TEST_TWO_LOADS", d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Kill once P is acknowledged and Q is still loading.
+    let t = std::time::Instant::now();
+    let mut acked = Vec::new();
+    while t.elapsed() < std::time::Duration::from_secs(120) {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(5)) {
+            acked.push(l);
+        }
+        if acked.iter().any(|l| l.ends_with("committed P")) || child.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    while let Ok(l) = rx.try_recv() {
+        acked.push(l);
+    }
+    // (The test harness may print its own text before the child's on a line.)
+    assert!(acked.iter().any(|l| l.ends_with("committed P")), "P was not acknowledged: {acked:?}");
+    let mut s = open(d.path());
+    assert_eq!(count(&mut s, "MATCH (p:P) RETURN count(p)"), small as i64);
+    let q = count(&mut s, "MATCH (q:Q) RETURN count(q)");
+    let q_acked = acked.iter().any(|l| l.ends_with("committed Q"));
+    eprintln!("killed with Q {}", if q_acked { "acknowledged" } else { "loading" });
+    assert!(q == big as i64 || (q == 0 && !q_acked), "Q: {q} rows, acknowledged: {q_acked}");
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 100);
+    run(&mut s, "CREATE (:N {id: 101, v: 0})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 101);
+}
