@@ -375,7 +375,10 @@ impl Store {
             if Arc::strong_count(&old) == 1 {
                 let _ = std::thread::Builder::new()
                     .name("quiver-free-delta".into())
-                    .spawn(move || drop(old));
+                    .spawn(move || {
+                        drop(old);
+                        quiver_common::memory::release_free_memory();
+                    });
             }
         }
         Ok(report)
