@@ -471,10 +471,58 @@ fn put_value(o: &mut Vec<u8>, v: &Value) {
             put_u64(o, d.secs as u64);
             put_u32(o, d.nanos as u32);
         }
-        // Property values are checked before they reach the log; anything else is
-        // stored as null.
-        _ => o.push(0),
+        // Property values are checked before they reach the log: what follows is
+        // written only by [`encode_value`] (rows a query spills to disk).
+        Value::Map(m) => {
+            o.push(15);
+            put_u32(o, m.len() as u32);
+            for (k, x) in m.iter() {
+                put_str(o, k);
+                put_value(o, x);
+            }
+        }
+        Value::Node(n) => {
+            o.push(16);
+            put_u64(o, *n);
+        }
+        Value::Rel(r) => {
+            o.push(17);
+            put_rel(o, r);
+        }
+        Value::Path(p) => {
+            o.push(18);
+            put_u32(o, p.nodes.len() as u32);
+            for &n in &p.nodes {
+                put_u64(o, n);
+            }
+            for r in &p.rels {
+                put_rel(o, r);
+            }
+        }
+        Value::Null => o.push(0),
     }
+}
+
+fn put_rel(o: &mut Vec<u8>, r: &crate::value::RelRef) {
+    put_u32(o, r.ty);
+    put_u32(o, r.src);
+    put_u32(o, r.dst);
+    put_u64(o, r.eid);
+}
+
+/// Appends any value in the log's encoding (nodes, relationships, paths and maps too):
+/// the rows a query spills to disk.
+pub fn encode_value(o: &mut Vec<u8>, v: &Value) {
+    put_value(o, v);
+}
+
+/// Reads a value [`encode_value`] wrote at `*at`, moving `at` past it; `None` when the
+/// bytes are not one.
+pub fn decode_value(b: &[u8], at: &mut usize) -> Option<Value> {
+    let mut r = Reader { b, at: *at };
+    let v = r.value(0)?;
+    *at = r.at;
+    Some(v)
 }
 
 fn put_props(o: &mut Vec<u8>, p: &Props) {
@@ -576,6 +624,14 @@ impl Reader<'_> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
+    fn rel(&mut self) -> Option<crate::value::RelRef> {
+        Some(crate::value::RelRef {
+            ty: self.u32()?,
+            src: self.u32()?,
+            dst: self.u32()?,
+            eid: self.u64()?,
+        })
+    }
     fn str(&mut self) -> Option<Arc<str>> {
         let n = self.u32()? as usize;
         Some(Arc::from(std::str::from_utf8(self.take(n)?).ok()?))
@@ -587,7 +643,7 @@ impl Reader<'_> {
             2 => Value::Int(self.u64()? as i64),
             3 => Value::Float(f64::from_bits(self.u64()?)),
             4 => Value::Str(self.str()?),
-            5 if depth < 8 => {
+            5 if depth < 32 => {
                 let n = self.u32()? as usize;
                 let mut l = Vec::with_capacity(n.min(1 << 16));
                 for _ in 0..n {
@@ -626,6 +682,32 @@ impl Reader<'_> {
                 secs: self.u64()? as i64,
                 nanos: (self.u32()? as i32).clamp(0, 999_999_999),
             })),
+            15 if depth < 32 => {
+                let n = self.u32()? as usize;
+                let mut m = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let k = self.str()?;
+                    m.push((k, self.value(depth + 1)?));
+                }
+                Value::Map(Arc::new(m))
+            }
+            16 => Value::Node(self.u64()?),
+            17 => Value::Rel(self.rel()?),
+            18 => {
+                let n = self.u32()? as usize;
+                if n == 0 {
+                    return None;
+                }
+                let mut nodes = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    nodes.push(self.u64()?);
+                }
+                let mut rels = Vec::with_capacity((n - 1).min(1 << 16));
+                for _ in 1..n {
+                    rels.push(self.rel()?);
+                }
+                Value::Path(Arc::new(crate::value::PathVal { nodes, rels }))
+            }
             _ => return None,
         })
     }

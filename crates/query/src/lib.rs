@@ -50,6 +50,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct QueryOptions {
     /// Bytes a query's operators may hold (hash tables, sort buffers, BFS frontiers).
+    /// Where operators spill what outgrows their grant (a full ORDER BY's sorted
+    /// runs); `None`: they fail instead. Default: the system's temporary directory.
+    pub temp_dir: Option<PathBuf>,
     pub memory_limit: u64,
     /// Set to stop a running query (Ctrl-C in the shell).
     pub cancel: Option<Arc<AtomicBool>>,
@@ -87,6 +90,7 @@ impl Default for QueryOptions {
     fn default() -> Self {
         QueryOptions {
             memory_limit: default_memory_limit(),
+            temp_dir: Some(std::env::temp_dir()),
             cancel: None,
             import_dir: None,
             rejects_dir: None,
@@ -243,6 +247,7 @@ pub fn run_statement(
         indexes: Some(indexes),
         load: load::LoadState::new(opts.import_dir.clone(), rejects_file(opts)),
         want: batch::BATCH_ROWS,
+        temp_dir: opts.temp_dir.clone(),
     };
     let mut op = root.op;
     let mut rows = 0u64;

@@ -46,6 +46,10 @@ pub struct DbArgs {
     /// memory limit).
     #[arg(long, value_parser = parse_bytes, default_value = "512MiB")]
     pub checkpoint_delta_size: u64,
+    /// Where a query spills what outgrows its memory (a sort's runs); default the
+    /// system's temporary directory ($TMPDIR or /tmp).
+    #[arg(long)]
+    pub temp_dir: Option<PathBuf>,
 }
 
 impl DbArgs {
@@ -68,6 +72,9 @@ impl DbArgs {
         let mut session = Session::open_opts(&self.db, opts, true)?;
         if let Some(l) = self.query_memory_limit {
             session.opts.memory_limit = l;
+        }
+        if let Some(d) = &self.temp_dir {
+            session.opts.temp_dir = Some(d.clone());
         }
         if let Some(d) = &self.import_dir {
             session.opts.import_dir = Some(d.clone());

@@ -65,6 +65,8 @@ pub struct Cx<'g, 'db> {
     /// early instead of filling a whole batch; an operator that consumes all its input
     /// (aggregation, sort, an eager buffer) asks for full batches again.
     pub want: usize,
+    /// Where operators spill (see `QueryOptions::temp_dir`).
+    pub temp_dir: Option<std::path::PathBuf>,
 }
 
 impl Cx<'_, '_> {

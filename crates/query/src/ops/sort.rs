@@ -1,6 +1,11 @@
-//! ORDER BY: a full sort or a top-k heap, under the query's memory grant.
+//! ORDER BY: a full sort or a top-k heap, under the query's memory grant. A full sort
+//! whose rows outgrow the grant spills (seed 001's lesson: big work goes to a temporary
+//! directory rather than failing): each time the grant is full the rows held are sorted
+//! and written as a run to a temporary file, and the runs are merged as the output is
+//! read.
 
 use super::*;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 
 /// ORDER BY (with LIMIT: a bounded top-k).
 pub struct Sort {
@@ -9,6 +14,123 @@ pub struct Sort {
     pub limit: Option<usize>,
     pub out: Option<std::vec::IntoIter<Batch>>,
     pub peak: u64,
+    /// The merge of spilled runs, once the input is read (`None`: nothing spilled).
+    pub merge: Option<Merge>,
+}
+
+/// Sorted runs being merged: a reader per run file and its next row, plus the rows that
+/// were still in memory at the end (sorted, as the last run).
+pub struct Merge {
+    runs: Vec<(BufReader<std::fs::File>, Option<SortRow>)>,
+    last: std::vec::IntoIter<SortRow>,
+    last_head: Option<SortRow>,
+    desc: Vec<bool>,
+    width: usize,
+    left: Option<usize>,
+}
+
+/// Writes sorted `rows` as a run: per row its keys, its columns and its arrival number,
+/// in the log's value encoding, to an unnamed temporary file in `dir` (gone when closed,
+/// whatever happens to the process).
+fn write_run(dir: &std::path::Path, rows: &[SortRow]) -> Result<std::fs::File, QueryError> {
+    let io = |e: std::io::Error| {
+        QueryError::Argument(format!(
+            "ORDER BY could not spill to the temporary directory {} ({e}); give one with room (--temp-dir)",
+            dir.display()
+        ))
+    };
+    let file = tempfile::tempfile_in(dir).map_err(io)?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut buf = Vec::new();
+    for (keys, cols, seq) in rows {
+        buf.clear();
+        buf.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&(cols.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&seq.to_le_bytes());
+        for v in keys.iter().chain(cols.iter()) {
+            quiver_engine::wal::encode_value(&mut buf, v);
+        }
+        w.write_all(&(buf.len() as u32).to_le_bytes()).map_err(io)?;
+        w.write_all(&buf).map_err(io)?;
+    }
+    let mut file = w.into_inner().map_err(|e| io(e.into_error()))?;
+    std::io::Seek::rewind(&mut file).map_err(io)?;
+    Ok(file)
+}
+
+/// The next row of a run, `None` at its end.
+fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryError> {
+    let bad = || QueryError::Argument("a spilled ORDER BY run could not be read back".into());
+    if r.fill_buf().map_err(|_| bad())?.is_empty() {
+        return Ok(None);
+    }
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).map_err(|_| bad())?;
+    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+    r.read_exact(&mut buf).map_err(|_| bad())?;
+    let word = |at: usize| buf.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+    let (nk, nc) = (word(0).ok_or_else(bad)? as usize, word(4).ok_or_else(bad)? as usize);
+    let seq = u64::from_le_bytes(buf.get(8..16).ok_or_else(bad)?.try_into().unwrap());
+    let mut at = 16;
+    let mut vals = Vec::with_capacity(nk + nc);
+    for _ in 0..nk + nc {
+        vals.push(quiver_engine::wal::decode_value(&buf, &mut at).ok_or_else(bad)?);
+    }
+    let cols = vals.split_off(nk);
+    Ok(Some((vals, cols, seq)))
+}
+
+fn cmp_keys(desc: &[bool], a: &SortRow, b: &SortRow) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    for (i, (x, y)) in a.0.iter().zip(b.0.iter()).enumerate() {
+        let o = order(x, y);
+        let o = if desc[i] { o.reverse() } else { o };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.2.cmp(&b.2)
+}
+
+impl Merge {
+    /// The next row of run `i` (`runs.len()`: the rows kept in memory).
+    fn head(&self, i: usize) -> Option<&SortRow> {
+        if i == self.runs.len() {
+            self.last_head.as_ref()
+        } else {
+            self.runs[i].1.as_ref()
+        }
+    }
+
+    /// The next batch of the merged output: the least head of the runs, row by row
+    /// (a linear pick among the few runs).
+    fn next_batch(&mut self) -> Result<Option<Batch>, QueryError> {
+        let mut out = Batch::empty(self.width);
+        while out.len < crate::batch::BATCH_ROWS && self.left != Some(0) {
+            let mut best: Option<usize> = None; // runs.len(): the in-memory rows
+            for i in 0..=self.runs.len() {
+                let Some(h) = self.head(i) else { continue };
+                if best.is_none_or(|b| {
+                    cmp_keys(&self.desc, h, self.head(b).expect("a head")) == std::cmp::Ordering::Less
+                }) {
+                    best = Some(i);
+                }
+            }
+            let Some(b) = best else { break };
+            let row = if b == self.runs.len() {
+                std::mem::replace(&mut self.last_head, self.last.next())
+            } else {
+                let next = read_row(&mut self.runs[b].0)?;
+                std::mem::replace(&mut self.runs[b].1, next)
+            }
+            .expect("the best head");
+            out.push_row(row.1);
+            if let Some(l) = &mut self.left {
+                *l -= 1;
+            }
+        }
+        Ok((out.len > 0).then_some(out))
+    }
 }
 
 /// Most rows a top-k keeps in its heap; a larger LIMIT sorts everything.
@@ -36,6 +158,10 @@ impl Op for Sort {
         if let Some(it) = &mut self.out {
             return Ok(it.next());
         }
+        if let Some(m) = &mut self.merge {
+            return m.next_batch();
+        }
+        let mut runs: Vec<std::fs::File> = Vec::new();
         let mut grant = cx.budget.empty_grant("Sort");
         let mut rows: Vec<SortRow> = Vec::new();
         let mut width = 0;
@@ -134,10 +260,42 @@ impl Op for Sort {
                     }
                 }
             }
-            account(&mut grant, bytes, "Sort")?;
+            if let Err(e) = account(&mut grant, bytes, "Sort") {
+                // A full sort spills its rows as a sorted run and goes on; a top-k
+                // (which holds only k rows) or a query without a temporary directory
+                // fails as before.
+                let Some(dir) = cx.temp_dir.clone().filter(|_| top_k.is_none()) else {
+                    return Err(e);
+                };
+                rows.sort_by(cmp_rows);
+                runs.push(write_run(&dir, &rows)?);
+                rows.clear();
+                bytes = 0;
+                grant.force_resize(0);
+            }
             self.peak = self.peak.max(grant.bytes());
         }
         cx.want = want;
+        if !runs.is_empty() {
+            rows.sort_by(cmp_rows);
+            let mut last = rows.into_iter();
+            let mut readers = Vec::with_capacity(runs.len());
+            for f in runs {
+                let mut r = BufReader::with_capacity(1 << 16, f);
+                let head = read_row(&mut r)?;
+                readers.push((r, head));
+            }
+            let last_head = last.next();
+            self.merge = Some(Merge {
+                runs: readers,
+                last,
+                last_head,
+                desc,
+                width,
+                left: self.limit,
+            });
+            return self.merge.as_mut().expect("set").next_batch();
+        }
         rows.sort_by(cmp_rows);
         if let Some(l) = self.limit {
             rows.truncate(l);

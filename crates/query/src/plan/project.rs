@@ -299,6 +299,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     limit: top,
                     out: None,
                     peak: 0,
+                    merge: None,
                 }),
             );
         }
