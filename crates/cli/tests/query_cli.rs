@@ -199,9 +199,24 @@ fn errors_say_what_to_do() {
         &db,
         "--query-memory-limit",
         "1KiB",
-        "UNWIND range(1, 100000) AS x RETURN x ORDER BY x DESC",
+        "UNWIND range(1, 100000) AS x RETURN x % 5000 AS k, count(*) AS n",
     ]);
-    assert!(e.contains("memory limit") && e.contains("Sort"), "{e}");
+    assert!(e.contains("memory limit") && e.contains("Aggregate"), "{e}");
+    // A sort past the limit spills to the temporary directory instead.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--query-memory-limit",
+        "64KiB",
+        "--temp-dir",
+        tmp.path().to_str().unwrap(),
+        "--format",
+        "csv",
+        "UNWIND range(1, 100000) AS x RETURN x ORDER BY x DESC SKIP 99998",
+    ]);
+    assert_eq!(out.lines().skip(1).collect::<Vec<_>>(), ["2", "1"], "{out}");
     let e = fails(&["query", "--db", &db, "DROP INDEX ON :User(age)"]);
     assert!(e.contains("SHOW INDEXES"), "{e}");
 }
