@@ -663,19 +663,32 @@ fn memory_limit_fails_with_the_operator_named() {
         memory_limit: 64 << 10,
         ..QueryOptions::default()
     };
-    let err = quiver_query::run(
-        &db,
-        &ix,
-        "MATCH (a)-->(b)-->(c) RETURN a.id, b.id, c.id ORDER BY c.id",
-        &Params::new(),
-        &opts,
-        &mut |_, _| Ok(()),
-    )
-    .unwrap_err();
+    // A sort with nowhere to spill fails; with a temporary directory (the default) it
+    // spills and answers in order.
+    let sort = "MATCH (a)-->(b)-->(c) RETURN a.id, b.id, c.id ORDER BY c.id";
+    let no_spill = QueryOptions {
+        temp_dir: None,
+        ..opts.clone()
+    };
+    let err = quiver_query::run(&db, &ix, sort, &Params::new(), &no_spill, &mut |_, _| Ok(()))
+        .unwrap_err();
     match err {
         QueryError::Memory { operator, .. } => assert_eq!(operator, "Sort"),
         e => panic!("expected a memory error, got {e}"),
     }
+    let mut last = i64::MIN;
+    let mut n = 0;
+    quiver_query::run(&db, &ix, sort, &Params::new(), &opts, &mut |_, b| {
+        for v in &b.cols[2] {
+            let Value::Int(c) = v else { panic!("{v:?}") };
+            assert!(*c >= last);
+            last = *c;
+            n += 1;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(n > 10_000, "{n} rows");
     let err = quiver_query::run(
         &db,
         &ix,
