@@ -45,7 +45,16 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Require LOGON with a user of the database (`false`: `--no-auth`).
     pub auth: bool,
+    /// Most authenticated connections at once; past it a client that has logged in is
+    /// answered with a transient error and closed.
     pub max_connections: usize,
+    /// Most connections at once that have not authenticated yet (they count apart, so
+    /// that silent sockets cannot take the authenticated ones' slots); past it a new
+    /// connection is closed at once.
+    pub max_pending: usize,
+    /// A connection must finish the handshake and authenticate within this, or it is
+    /// closed (PostgreSQL's `authentication_timeout`, shorter).
+    pub auth_timeout: Duration,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
     /// Largest message after authentication (a RUN with its parameters).
@@ -105,6 +114,8 @@ impl Default for ServeOptions {
             listen: "127.0.0.1:7687".parse().expect("valid address"),
             auth: true,
             max_connections: 64,
+            max_pending: 1024,
+            auth_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             max_message: 64 << 20,
             query_memory_limit: None,
@@ -650,6 +661,64 @@ fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
     Ok(out)
 }
 
+/// A socket whose reads fail once a deadline passes (`None`: only the idle timeout):
+/// a peer that sends a byte a second cannot hold a connection past it.
+struct Deadlined {
+    s: TcpStream,
+    deadline: Option<std::time::Instant>,
+    idle: Duration,
+}
+
+impl Read for Deadlined {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        if let Some(d) = self.deadline {
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the handshake and authentication took too long",
+                ));
+            }
+            self.s.set_read_timeout(Some(left.min(self.idle)))?;
+        }
+        self.s.read(b)
+    }
+}
+
+impl Write for Deadlined {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.s.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.s.flush()
+    }
+}
+
+/// A stream whose authentication deadline can be lifted (plain or TLS over
+/// [`Deadlined`]).
+trait Lift {
+    fn lift_deadline(&mut self);
+}
+
+impl Lift for Deadlined {
+    fn lift_deadline(&mut self) {
+        self.deadline = None;
+        let _ = self.s.set_read_timeout(Some(self.idle));
+    }
+}
+
+impl Lift for rustls::StreamOwned<rustls::ServerConnection, Deadlined> {
+    fn lift_deadline(&mut self) {
+        self.sock.lift_deadline();
+    }
+}
+
+/// What a connection reports to the accept loop: `authenticated` when it has logged in
+/// (`false`: the server is full, and it must close).
+pub struct Gate<'a> {
+    pub authenticated: &'a (dyn Fn() -> bool + Sync),
+}
+
 /// Serves one connection until it closes (over TLS when the options have it).
 pub fn connection(
     stream: TcpStream,
@@ -657,30 +726,37 @@ pub fn connection(
     users: Arc<Users>,
     opts: &ServeOptions,
     id: usize,
+    gate: &Gate<'_>,
 ) -> io::Result<()> {
-    stream.set_read_timeout(Some(opts.idle_timeout))?;
+    stream.set_read_timeout(Some(opts.auth_timeout.min(opts.idle_timeout)))?;
     stream.set_nodelay(true)?;
+    let stream = Deadlined {
+        s: stream,
+        deadline: Some(std::time::Instant::now() + opts.auth_timeout),
+        idle: opts.idle_timeout,
+    };
     match &opts.tls {
         Some(cfg) => {
             let conn = rustls::ServerConnection::new(cfg.clone())
                 .map_err(|e| io::Error::new(io::ErrorKind::Other, e.to_string()))?;
             let mut s = rustls::StreamOwned::new(conn, stream);
-            bolt(&mut s, store, users, opts, id)
+            bolt(&mut s, store, users, opts, id, gate)
         }
         None => {
             let mut s = stream;
-            bolt(&mut s, store, users, opts, id)
+            bolt(&mut s, store, users, opts, id, gate)
         }
     }
 }
 
 /// The protocol over an established stream.
 fn bolt(
-    stream: &mut (impl Read + Write),
+    stream: &mut (impl Read + Write + Lift),
     store: Arc<Store>,
     users: Arc<Users>,
     opts: &ServeOptions,
     id: usize,
+    gate: &Gate<'_>,
 ) -> io::Result<()> {
     if handshake(stream)?.is_none() {
         return Ok(());
@@ -711,6 +787,7 @@ fn bolt(
         timeout: opts.query_timeout,
     };
     let mut hello = false;
+    let mut authed = false;
     let mut input = Pipelined {
         buf: vec![0; 64 << 10],
         pos: 0,
@@ -730,7 +807,27 @@ fn bolt(
                 Ok(Pack::Struct(t, f)) => (t, f),
                 Ok(_) | Err(_) => return Ok(()), // not a message: the protocol is broken
             };
-            let close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
+            let mut close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
+            if !authed && !matches!(c.state, State::Authentication | State::Defunct) {
+                authed = true;
+                stream.lift_deadline();
+                if !(gate.authenticated)() {
+                    // Logged in, but the server is full: a transient error the driver
+                    // retries, in place of the success.
+                    c.out.clear();
+                    fail(
+                        &mut c.out,
+                        &Failure::new(
+                            "Neo.TransientError.Request.NoThreadsAvailable",
+                            format!(
+                                "the server has {} connections open, its --max-connections; try again later",
+                                opts.max_connections
+                            ),
+                        ),
+                    );
+                    close = true;
+                }
+            }
             // Messages the client pipelined (RUN then PULL) are answered together, in
             // one write, once none is left waiting.
             if close || c.state == State::Defunct || input.pos == input.end {
@@ -954,64 +1051,64 @@ fn handle(
     false
 }
 
-/// Answers a connection past `--max-connections`: the handshake, then FAILURE to its
-/// first message.
-fn refuse(mut s: TcpStream, max: usize) -> io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    if handshake(&mut s)?.is_none() {
-        return Ok(());
-    }
-    read_message(&mut s, PRE_AUTH_MESSAGE_MAX)?;
-    let mut out = Vec::new();
-    fail(
-        &mut out,
-        &Failure::new(
-            "Neo.TransientError.Request.NoThreadsAvailable",
-            format!(
-                "the server has {max} connections open, its --max-connections; try again later"
-            ),
-        ),
-    );
-    s.write_all(&out)?;
-    s.flush()
-}
-
-/// Accepts connections until the process ends. Each gets its own threads; past
-/// `max_connections`, a new one is refused.
+/// Accepts connections until the process ends. Each gets its own threads. Connections
+/// that have not authenticated count against `max_pending` (past it a new one is closed
+/// at once) and must authenticate within `auth_timeout`; authenticated ones count
+/// against `max_connections` (past it, the login is answered with a transient error).
 pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io::Result<()> {
     let users = Arc::new(
         Users::load(store.dir())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
     );
     let live = Arc::new(AtomicUsize::new(0));
-    let refusing = Arc::new(AtomicUsize::new(0));
+    let pending = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
     for s in listener.incoming() {
         let Ok(stream) = s else { continue };
         next += 1;
-        if live.load(Ordering::Relaxed) >= opts.max_connections {
-            // A clean error to this client (a transient one, which drivers retry), from
-            // a few threads at most; past them the connection is just closed.
-            if refusing.load(Ordering::Relaxed) < 8 {
-                refusing.fetch_add(1, Ordering::Relaxed);
-                let (refusing, max) = (refusing.clone(), opts.max_connections);
-                let _ = std::thread::Builder::new()
-                    .name("bolt-refuse".into())
-                    .spawn(move || {
-                        let _ = refuse(stream, max);
-                        refusing.fetch_sub(1, Ordering::Relaxed);
-                    });
-            }
+        if pending.load(Ordering::SeqCst) >= opts.max_pending {
+            // Unauthenticated connections past their own limit: closed, costing the
+            // authenticated ones nothing.
+            drop(stream);
             continue;
         }
-        live.fetch_add(1, Ordering::Relaxed);
-        let (store, users, opts, live) = (store.clone(), users.clone(), opts.clone(), live.clone());
+        pending.fetch_add(1, Ordering::SeqCst);
+        let (store, users, opts) = (store.clone(), users.clone(), opts.clone());
+        let (live, pending) = (live.clone(), pending.clone());
         let id = next;
         std::thread::Builder::new()
             .name(format!("bolt-{id}"))
             .spawn(move || {
-                let _ = connection(stream, store, users, &opts, id);
-                live.fetch_sub(1, Ordering::Relaxed);
+                let counted = std::sync::atomic::AtomicBool::new(false);
+                let authenticated = || {
+                    pending.fetch_sub(1, Ordering::SeqCst);
+                    let took = live
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                            (n < opts.max_connections).then_some(n + 1)
+                        })
+                        .is_ok();
+                    counted.store(true, Ordering::SeqCst);
+                    if !took {
+                        // Counted as neither: the connection closes now.
+                        live.fetch_add(1, Ordering::SeqCst);
+                    }
+                    took
+                };
+                let _ = connection(
+                    stream,
+                    store,
+                    users,
+                    &opts,
+                    id,
+                    &Gate {
+                        authenticated: &authenticated,
+                    },
+                );
+                if counted.load(Ordering::SeqCst) {
+                    live.fetch_sub(1, Ordering::SeqCst);
+                } else {
+                    pending.fetch_sub(1, Ordering::SeqCst);
+                }
             })?;
     }
     Ok(())

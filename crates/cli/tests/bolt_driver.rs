@@ -194,3 +194,65 @@ print("ok")
     );
     python_ok(&["-c", &code]);
 }
+
+/// Silent sockets cannot lock clients out: unauthenticated connections have their own
+/// limit and a deadline, so a driver gets in while they are open, and a peer that sends
+/// a byte at a time is closed at the deadline.
+#[test]
+fn silent_and_slow_sockets_do_not_lock_clients_out() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(
+        &dir.path().join("db"),
+        &[
+            "--max-connections",
+            "2",
+            "--max-pending-connections",
+            "8",
+            "--auth-timeout-secs",
+            "1",
+        ],
+    );
+    // Twenty sockets that connect and never send a byte (past both limits).
+    let silent: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    // A slowloris: the handshake's preamble a byte at a time.
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    let t = Instant::now();
+    let code = format!(
+        r#"
+from neo4j import GraphDatabase
+d = GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word"), max_transaction_retry_time=15)
+assert d.execute_query("RETURN 7 AS x").records[0]["x"] == 7
+d.close()
+print("ok")
+"#
+    );
+    python_ok(&["-c", &code]);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let closed_at = Instant::now();
+    let mut closed = false;
+    for b in [0x60u8, 0x60, 0xB0, 0x17].iter().cycle().take(40) {
+        if slow.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        slow.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 8];
+        let r = slow.read(&mut buf);
+        slow.set_nonblocking(false).unwrap();
+        if matches!(r, Ok(0)) || matches!(&r, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the slow socket was not closed");
+    assert!(closed_at.elapsed() < Duration::from_secs(5), "{:?}", closed_at.elapsed());
+    drop(silent);
+}

@@ -16,9 +16,18 @@ pub struct Args {
     /// Accept any client without a password (warned about; for local experiments).
     #[arg(long)]
     pub no_auth: bool,
-    /// Most connections at once; more are refused.
+    /// Most authenticated connections at once; a client that logs in past it gets a
+    /// transient error (drivers retry).
     #[arg(long, default_value_t = 64)]
     pub max_connections: usize,
+    /// Most connections at once that have not authenticated yet (they do not take the
+    /// authenticated ones' slots); past it a new connection is closed at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_pending_connections: usize,
+    /// Seconds a connection has to finish the Bolt handshake and log in before it is
+    /// closed.
+    #[arg(long, default_value_t = 10)]
+    pub auth_timeout_secs: u64,
     /// Close a connection silent for this many seconds.
     #[arg(long, default_value_t = 600)]
     pub idle_timeout_secs: u64,
@@ -73,6 +82,8 @@ pub fn run(a: Args) -> Result<()> {
         listen,
         auth: !a.no_auth,
         max_connections: a.max_connections,
+        max_pending: a.max_pending_connections.max(1),
+        auth_timeout: Duration::from_secs(a.auth_timeout_secs.max(1)),
         idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
         query_memory_limit: a.db.query_memory_limit,
         import_dir: a.db.import_dir.clone(),
