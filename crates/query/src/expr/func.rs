@@ -246,31 +246,8 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         },
         Range => {
             argc(f, a, 2, 3)?;
-            // Integers only (openCypher: an ArgumentError, not a coercion of 1.0).
-            let int = |v: &Value, what: &str| match v {
-                Value::Int(i) => Ok(Some(*i)),
-                Value::Null => Ok(None),
-                v => Err(QueryError::Argument(format!(
-                    "range() needs an integer {what}, got {} ({})",
-                    v.type_name(),
-                    show(v)
-                ))),
-            };
-            let (lo, hi) = (int(&a[0], "start")?, int(&a[1], "end")?);
-            let step = match a.get(2) {
-                Some(s) => int(s, "step")?,
-                None => Some(1),
-            };
-            let (Some(lo), Some(hi), Some(step)) = (lo, hi, step) else {
+            let Some((lo, step, n)) = range_bounds(a)? else {
                 return Ok(Value::Null);
-            };
-            if step == 0 {
-                return Err(QueryError::Argument("range() step must not be 0".into()));
-            }
-            let n = if (step > 0 && hi >= lo) || (step < 0 && hi <= lo) {
-                ((hi as i128 - lo as i128) / step as i128 + 1) as u128
-            } else {
-                0
             };
             if n > RANGE_MAX {
                 return Err(QueryError::Argument(format!(
@@ -463,4 +440,35 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             _ => Value::Bool(true),
         },
     })
+}
+
+/// `range(start, end[, step])`'s first value, step and length (`None`: a null
+/// argument). Integers only (openCypher: an ArgumentError, not a coercion of 1.0).
+pub(crate) fn range_bounds(a: &[Value]) -> Result<Option<(i64, i64, u128)>, QueryError> {
+    let int = |v: &Value, what: &str| match v {
+        Value::Int(i) => Ok(Some(*i)),
+        Value::Null => Ok(None),
+        v => Err(QueryError::Argument(format!(
+            "range() needs an integer {what}, got {} ({})",
+            v.type_name(),
+            show(v)
+        ))),
+    };
+    let (lo, hi) = (int(&a[0], "start")?, int(&a[1], "end")?);
+    let step = match a.get(2) {
+        Some(s) => int(s, "step")?,
+        None => Some(1),
+    };
+    let (Some(lo), Some(hi), Some(step)) = (lo, hi, step) else {
+        return Ok(None);
+    };
+    if step == 0 {
+        return Err(QueryError::Argument("range() step must not be 0".into()));
+    }
+    let n = if (step > 0 && hi >= lo) || (step < 0 && hi <= lo) {
+        ((hi as i128 - lo as i128) / step as i128 + 1) as u128
+    } else {
+        0
+    };
+    Ok(Some((lo, step, n)))
 }

@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 mod binary;
-mod func;
+pub(crate) mod func;
 pub mod temporal;
 
 pub use binary::*;

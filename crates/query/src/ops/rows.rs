@@ -128,6 +128,9 @@ pub struct Unwind {
     /// The input batch being unwound, its next row, and that row's list and position.
     pub cur: Option<(Batch, usize)>,
     pub list: Option<(Arc<Vec<Value>>, usize)>,
+    /// `UNWIND range(...)`: the range's values are made as they are unwound (first,
+    /// step, count, next), not as a list: any length in constant memory.
+    pub range: Option<(i64, i64, u128, u128)>,
 }
 
 impl Unwind {
@@ -137,6 +140,7 @@ impl Unwind {
             expr,
             cur: None,
             list: None,
+            range: None,
         }
     }
 }
@@ -154,6 +158,19 @@ impl Op for Unwind {
             let (b, next_row) = self.cur.as_mut().expect("set above");
             let mut out = Batch::empty(b.width() + 1);
             while out.len < crate::batch::BATCH_ROWS {
+                if let Some((lo, step, n, pos)) = &mut self.range {
+                    let row = *next_row - 1;
+                    let take = ((*n - *pos) as usize).min(crate::batch::BATCH_ROWS - out.len);
+                    for i in 0..take as u128 {
+                        let x = Value::Int((*lo as i128 + (*pos + i) as i128 * *step as i128) as i64);
+                        out.push_row_from(b, row, std::slice::from_ref(&x));
+                    }
+                    *pos += take as u128;
+                    if *pos == *n {
+                        self.range = None;
+                    }
+                    continue;
+                }
                 if let Some((items, pos)) = &mut self.list {
                     let row = *next_row - 1;
                     let take = (items.len() - *pos).min(crate::batch::BATCH_ROWS - out.len);
@@ -171,13 +188,30 @@ impl Op for Unwind {
                 }
                 let row = *next_row;
                 *next_row += 1;
+                if let CExpr::Func(crate::expr::Func::Range, args) = &self.expr {
+                    let vals = args
+                        .iter()
+                        .map(|a| eval(&cx.env, a, b, row, &mut locals))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if !(2..=3).contains(&vals.len()) {
+                        return Err(QueryError::Argument(
+                            "range() takes 2 or 3 arguments".into(),
+                        ));
+                    }
+                    if let Some((lo, step, n)) = crate::expr::func::range_bounds(&vals)? {
+                        if n > 0 {
+                            self.range = Some((lo, step, n, 0));
+                        }
+                    }
+                    continue;
+                }
                 match eval(&cx.env, &self.expr, b, row, &mut locals)? {
                     Value::Null => {}
                     Value::List(items) => self.list = Some((items, 0)),
                     v => out.push_row_from(b, row, &[v]),
                 }
             }
-            if self.list.is_none() && *next_row >= b.len {
+            if self.list.is_none() && self.range.is_none() && *next_row >= b.len {
                 self.cur = None;
             }
             cx.check_cancel()?;
