@@ -44,7 +44,7 @@ class Server:
     def __init__(self, db, imp, memory_limit):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [str(QUIVER), "serve", "--db", str(db), "--no-auth", "--listen", f"127.0.0.1:{self.port}",
+            [str(QUIVER), "serve", "--db", str(db), "--create", "--no-auth", "--listen", f"127.0.0.1:{self.port}",
              "--memory-limit", memory_limit, "--import-dir", str(imp)],
             stderr=subprocess.PIPE, text=True)
         self.proc.stderr.readline()

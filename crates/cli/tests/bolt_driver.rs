@@ -39,7 +39,7 @@ impl Drop for Server {
 
 fn start(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
     let quiver = env!("CARGO_BIN_EXE_quiver");
-    common::ok(&["query", "--db", common::s(db), "RETURN 1"]);
+    common::ok(&["query", "--db", common::s(db), "--create", "RETURN 1"]);
     let mut add = Command::new(quiver)
         .args(["user", "add", "alice", "--db"])
         .arg(db)

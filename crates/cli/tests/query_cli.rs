@@ -178,15 +178,33 @@ fn errors_say_what_to_do() {
     assert!(e.contains("expected"), "{e}");
     let e = fails(&["query", "--db", &db, "MATCH (n {id: $id}) RETURN n"]);
     assert!(e.contains("--param id="), "{e}");
-    // A missing directory becomes an empty database; one holding other files is refused.
+    // A mistyped path is an error for a read (not an empty graph answering 0), and no
+    // database is made there; a statement that writes, or --create, makes one and says
+    // so. A directory holding other files is refused.
     let fresh = dir.path().join("fresh");
+    let f = fresh.to_str().unwrap();
+    let e = fails(&["query", "--db", f, "MATCH (n) RETURN count(n)"]);
+    assert!(e.contains("no quiver database here") && e.contains("--create"), "{e}");
+    assert!(!fresh.exists());
+    let e = fails(&["shell", "--db", f]);
+    assert!(e.contains("no quiver database here"), "{e}");
+    let out = common::quiver(&["query", "--db", f, "CREATE (:N {v: 1})"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("created an empty database"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(fresh.join("CURRENT").exists());
+    let empty = dir.path().join("empty");
     ok_args(&[
         "query".to_string(),
         "--db".into(),
-        fresh.to_string_lossy().into(),
+        empty.to_string_lossy().into(),
+        "--create".into(),
         "RETURN 1".into(),
     ]);
-    assert!(fresh.join("CURRENT").exists());
+    assert!(empty.join("CURRENT").exists());
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "mine").unwrap();

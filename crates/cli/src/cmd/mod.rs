@@ -21,6 +21,10 @@ use std::path::PathBuf;
 pub struct DbArgs {
     #[arg(long)]
     pub db: PathBuf,
+    /// Create an empty database at --db when none is there (a statement that writes
+    /// does that anyway; reads, the shell and the server need this).
+    #[arg(long)]
+    pub create: bool,
     /// mapped (instant open, pages on demand) or loaded (all in RAM first).
     #[arg(long, default_value = "mapped", value_parser = parse_open)]
     pub open: OpenMode,
@@ -53,13 +57,29 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    /// The session; a directory that does not exist yet becomes an empty database.
-    pub fn open(&self) -> anyhow::Result<Session> {
-        self.open_with(false)
+    /// The session for statements that read only, unless `writes`: a path with no
+    /// database is an error (a typo must not look like an empty graph) unless the
+    /// statements write or `--create` is given; then an empty database is made there,
+    /// and stderr says so.
+    pub fn open(&self, writes: bool) -> anyhow::Result<Session> {
+        self.open_with(writes, false)
     }
 
     /// The session, with automatic checkpoints on a thread of their own (a server).
-    pub fn open_with(&self, background_checkpoints: bool) -> anyhow::Result<Session> {
+    pub fn open_with(&self, writes: bool, background_checkpoints: bool) -> anyhow::Result<Session> {
+        if !self.db.join("CURRENT").exists() {
+            let empty_dir = std::fs::read_dir(&self.db).is_ok_and(|mut d| d.next().is_none());
+            if !(self.db.exists() && !empty_dir) {
+                if !(writes || self.create) {
+                    anyhow::bail!(
+                        "{}: no quiver database here; create one with `quiver import --db {} --nodes ...`, or pass --create for an empty one",
+                        self.db.display(),
+                        self.db.display()
+                    );
+                }
+                eprintln!("quiver: created an empty database at {}", self.db.display());
+            }
+        }
         let opts = quiver_engine::StoreOptions {
             open_mode: self.open,
             memory_limit: self

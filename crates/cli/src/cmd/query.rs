@@ -188,7 +188,7 @@ pub fn run(a: Args) -> Result<()> {
         let (k, v) = parse_param(p).map_err(anyhow::Error::msg)?;
         params.insert(k, v);
     }
-    let mut session = a.db.open()?;
+    let mut session = a.db.open(writes(&text))?;
     if let Some(f) = &a.bench_params {
         let how = super::bench::How {
             warmup: a.warmup,
@@ -238,4 +238,18 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether the statement text writes (an updating clause, or a command other than SHOW):
+/// such a statement may create the database. Text that does not parse counts as a read.
+fn writes(text: &str) -> bool {
+    use quiver_cypher::ast::{Command, Parsed};
+    match quiver_cypher::parse(text) {
+        Ok(Parsed::Query(s)) => s.query.writes(),
+        Ok(Parsed::Command(c)) => !matches!(
+            c,
+            Command::ShowStorageInfo | Command::ShowIndexes | Command::ShowDatabases
+        ),
+        Err(_) => false,
+    }
 }

@@ -43,7 +43,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let session = a.db.open_with(true)?;
+    let session = a.db.open_with(false, true)?;
     let store = session.store().clone();
     drop(session);
     let users = Users::load(&a.db.db)?;

@@ -29,7 +29,7 @@ Also: EXPLAIN <query>, PROFILE <query>, CREATE INDEX ON :Label(prop), DROP INDEX
 :Label(prop), SHOW INDEXES.";
 
 pub fn run(a: Args) -> Result<()> {
-    let mut session = a.db.open()?;
+    let mut session = a.db.open(false)?;
     let cancel = Arc::new(AtomicBool::new(false));
     session.opts.cancel = Some(cancel.clone());
     {
