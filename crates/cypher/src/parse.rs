@@ -1451,14 +1451,28 @@ impl Parser<'_> {
         let label = self.any_name("a label")?;
         self.expect_p(")")?;
         self.expect_kw(if neo5 { "REQUIRE" } else { "ASSERT" })?;
+        // `n.p`, or Neo4j 5's `(n.p)`; a composite `(n.a, n.b)` is refused by name.
+        let paren = self.eat_p("(");
         let v2 = self.name("a variable")?;
         if v2 != v {
             return self.err(&format!("the variable {v}"));
         }
         self.expect_p(".")?;
         let prop = self.any_name("a property")?;
+        if paren {
+            if self.is_p(",") {
+                return self.err(
+                    "one property: composite uniqueness constraints (REQUIRE (n.a, n.b) IS UNIQUE) are not supported yet; declare one constraint per property",
+                );
+            }
+            self.expect_p(")")?;
+        }
         self.expect_kw("IS")?;
-        self.expect_kw("UNIQUE")?;
+        if !self.eat_kw("UNIQUE") {
+            return self.err(
+                "UNIQUE (uniqueness is the only constraint Quiver keeps yet: not IS NOT NULL, IS NODE KEY or IS :: TYPE)",
+            );
+        }
         Ok((label, prop, if_not_exists))
     }
 
