@@ -214,10 +214,11 @@ pub fn run(a: Args) -> Result<()> {
     });
     let bar = Bar::new(a.quiet || a.json);
     let summary = if a.append {
-        append(&mut cfg, &a, &bar)?
+        append(&mut cfg, &a, &bar)
     } else {
-        quiver_import::import(&cfg, &bar)?
-    };
+        quiver_import::import(&cfg, &bar).map_err(anyhow::Error::from)
+    }
+    .map_err(|e| with_delimiter_hint(e, cfg.dialect.delimiter))?;
     bar.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&summary))?);
@@ -357,4 +358,55 @@ fn print_summary(s: &ImportSummary) {
             s.spilled_edges
         );
     }
+}
+
+/// An import error about a file whose header reads as one column with the delimiter in
+/// use, but as several with another common one (`;`, tab, `|`), says which to pass.
+fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
+    let file = match e.downcast_ref::<quiver_import::ImportError>() {
+        Some(
+            quiver_import::ImportError::Input { file, .. }
+            | quiver_import::ImportError::Header { file, .. },
+        ) => file.clone(),
+        _ => return e,
+    };
+    let Some(header) = first_line(&file) else {
+        return e;
+    };
+    let columns = |d: u8| header.split(|&b| b == d).count();
+    if columns(delimiter) > 1 {
+        return e;
+    }
+    let found = [b';', b'\t', b'|']
+        .into_iter()
+        .filter(|&d| d != delimiter)
+        .map(|d| (columns(d), d))
+        .max()
+        .filter(|&(n, _)| n > 1);
+    match found {
+        Some((n, d)) => {
+            let shown = if d == b'\t' { "\\t".to_string() } else { (d as char).to_string() };
+            anyhow::anyhow!(
+                "{e:#}\n  hint: {}'s header is one column with `{}` but {n} with `{shown}`: it looks `{shown}`-delimited; pass --delimiter '{shown}'",
+                file.display(),
+                delimiter as char
+            )
+        }
+        None => e,
+    }
+}
+
+/// The first line of a plain file, at most 64 KiB of it (`None` for a gzip file).
+fn first_line(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::{BufRead, Read};
+    if path.extension().is_some_and(|x| x == "gz") {
+        return None;
+    }
+    let mut r = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    let mut line = Vec::new();
+    r.by_ref().take(64 << 10).read_until(b'\n', &mut line).ok()?;
+    while line.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
+        line.pop();
+    }
+    Some(line)
 }
