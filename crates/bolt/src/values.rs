@@ -45,6 +45,7 @@ fn node(g: &Graph, n: u64) -> Result<Pack, QueryError> {
             Pack::Int(n as i64),
             Pack::List(labels),
             props(g, g.node_props(n)?)?,
+            // The element id: what Cypher's elementId(n) gives (`quiver_query::expr`).
             Pack::Str(n.to_string()),
         ],
     ))

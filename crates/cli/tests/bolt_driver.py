@@ -45,6 +45,22 @@ check(rec["r"].type == "K" and rec["r"]["w"] == 1.5, "relationship")
 check(rec["r"].start_node.element_id == rec["a"].element_id, "relationship start")
 check(len(rec["p"]) == 1 and rec["p"].end_node.element_id == rec["b"].element_id, "path")
 
+# One element id: what the driver sees on a node or relationship is what elementId()
+# gives, so the libraries that send it back (neomodel, the Browser) find the entity.
+ids = d.execute_query(
+    "MATCH (a:P {name: 'a'})-[r:K]->(b) RETURN a, r, elementId(a) AS ea, elementId(r) AS er"
+).records[0]
+check(ids["a"].element_id == ids["ea"], f"node element id {ids['a'].element_id} vs {ids['ea']}")
+check(ids["r"].element_id == ids["er"], f"relationship element id {ids['r'].element_id} vs {ids['er']}")
+found = d.execute_query(
+    "MATCH (n) WHERE elementId(n) = $id RETURN n.name AS name", id=ids["a"].element_id
+).records
+check([x["name"] for x in found] == ["a"], f"a node by the driver's element id: {found}")
+found = d.execute_query(
+    "MATCH ()-[r]->() WHERE elementId(r) = $id RETURN r.w AS w", id=ids["r"].element_id
+).records
+check([x["w"] for x in found] == [1.5], f"a relationship by the driver's element id: {found}")
+
 # Every value type round-trips as a parameter and as a result.
 values = {
     "null": None,

@@ -138,9 +138,12 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             Value::Rel(r) => Value::Int(((r.ty as i64) << 40) | r.eid as i64),
             v => return type_err("id() needs a node or relationship", &v),
         },
+        // The same text the Bolt server gives a node's and a relationship's element id
+        // (`quiver_bolt::values`): drivers and the libraries on them (OGMs, the Browser)
+        // send it back in `WHERE elementId(n) = $id`.
         ElementId => match first {
-            Value::Node(n) => Value::str(&format!("n:{n}")),
-            Value::Rel(r) => Value::str(&format!("r:{}:{}", r.ty, r.eid)),
+            Value::Node(n) => Value::str(&n.to_string()),
+            Value::Rel(r) => Value::str(&format!("{}:{}", r.ty, r.eid)),
             v => return type_err("elementId() needs a node or relationship", &v),
         },
         Labels => match first {
