@@ -90,6 +90,17 @@ fn formats_params_and_plans() {
         plan.contains("NodeSeek") && !plan.contains("NodeByLabelScan") && plan.contains("bob"),
         "{plan}"
     );
+    // A node's element id (what drivers send back) seeks like id(n); only the exact
+    // text matches.
+    let plan = ok(&[
+        "query",
+        "--db",
+        &db,
+        "PROFILE MATCH (a) WHERE elementId(a) = '0' RETURN a.name",
+    ]);
+    assert!(plan.contains("NodeByElementIdSeek") && plan.contains("rows 1"), "{plan}");
+    let none = ok(&["query", "--db", &db, "--format", "csv", "MATCH (a) WHERE elementId(a) = '00' RETURN count(a)"]);
+    assert_eq!(none.lines().nth(1), Some("0"), "{none}");
     // Not through a WITH that changes the rows (DISTINCT, LIMIT): the filter stays after.
     let plan = ok(&[
         "query",

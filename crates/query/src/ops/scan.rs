@@ -117,7 +117,9 @@ pub enum SeekBy {
         hi: Option<(CExpr, bool)>,
     },
     /// Internal node ids: `id(n) = x` or `id(n) IN list`.
-    NodeId { key: CExpr },
+    /// `id(n) = key` (integers), or with `element`, `elementId(n) = key` (a node's
+    /// element id is its id in decimal: strings of that form).
+    NodeId { key: CExpr, element: bool },
 }
 
 /// For each input row, the nodes an index (or the internal id) finds, that carry
@@ -227,21 +229,20 @@ impl Seek {
                     }
                 }
             }
-            SeekBy::NodeId { key } => {
+            SeekBy::NodeId { key, element } => {
+                // An element id matches only as the exact text the node's id gives.
+                let as_id = |v: &Value| match v {
+                    Value::Int(i) if !*element => Some(*i),
+                    Value::Str(s) if *element => s
+                        .parse::<i64>()
+                        .ok()
+                        .filter(|i| *i >= 0 && i.to_string() == **s),
+                    _ => None,
+                };
                 for k in eval_col(&cx.env, key, b)? {
-                    let ids: Vec<i64> = match k {
-                        Value::Int(i) => vec![i],
-                        Value::List(l) => l
-                            .iter()
-                            .filter_map(|v| {
-                                if let Value::Int(i) = v {
-                                    Some(*i)
-                                } else {
-                                    None
-                                }
-                            })
-                            .collect(),
-                        _ => Vec::new(),
+                    let ids: Vec<i64> = match &k {
+                        Value::List(l) => l.iter().filter_map(as_id).collect(),
+                        v => as_id(v).into_iter().collect(),
                     };
                     out.push(
                         ids.into_iter()

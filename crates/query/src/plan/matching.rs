@@ -168,7 +168,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// A conjunct `id(var) = e` or `id(var) IN list` with `e` computable now: removes it
     /// and returns `e`.
     pub(super) fn take_id_eq(conj: &mut Vec<Expr>, scope: &Scope, var: &str) -> Option<Expr> {
-        let is_id = |x: &Expr| matches!(x, Expr::Call { name, args, .. } if name == "id" && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var));
+        Self::take_id_eq_of(conj, scope, var, "id")
+    }
+
+    /// [`take_id_eq`](Self::take_id_eq) for function `f` (`id` or `elementId`).
+    pub(super) fn take_id_eq_of(
+        conj: &mut Vec<Expr>,
+        scope: &Scope,
+        var: &str,
+        f: &str,
+    ) -> Option<Expr> {
+        let is_id = |x: &Expr| matches!(x, Expr::Call { name, args, .. } if name.eq_ignore_ascii_case(f) && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var));
         let ready = |y: &Expr| vars_of(y).iter().all(|v| scope.get(v).is_some());
         let i = conj.iter().position(|c| match c {
             Expr::Binary(BinOp::Eq, a, b) => (is_id(a) && ready(b)) || (is_id(b) && ready(a)),
@@ -248,7 +258,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             return (0, 0);
         }
         let mut best = (4, self.g.n_nodes());
-        if Self::take_id_eq(&mut conj.to_vec(), scope, v).is_some() {
+        if Self::take_id_eq(&mut conj.to_vec(), scope, v).is_some()
+            || Self::take_id_eq_of(&mut conj.to_vec(), scope, v, "elementId").is_some()
+        {
             return (1, 1);
         }
         for l in &n.labels {
@@ -375,7 +387,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if let Some(key) = Self::take_id_eq(conj, scope, v) {
             let detail = format!("({}) id = {}", v.trim(), short(&key));
             let key = self.compile(&key, scope, &[])?;
-            return Ok(Some(("NodeByIdSeek", detail, SeekBy::NodeId { key })));
+            return Ok(Some((
+                "NodeByIdSeek",
+                detail,
+                SeekBy::NodeId {
+                    key,
+                    element: false,
+                },
+            )));
+        }
+        // The element id drivers send back (OGMs, the Browser): the same seek.
+        if let Some(key) = Self::take_id_eq_of(conj, scope, v, "elementId") {
+            let detail = format!("({}) elementId = {}", v.trim(), short(&key));
+            let key = self.compile(&key, scope, &[])?;
+            return Ok(Some((
+                "NodeByElementIdSeek",
+                detail,
+                SeekBy::NodeId { key, element: true },
+            )));
         }
         for l in &n.labels {
             for prop in Self::range_props(conj, v) {
