@@ -373,7 +373,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// the node it reaches in slot 1; it may read nothing else (`what` names it in the
     /// error).
     fn lambda(&mut self, l: &Lambda, what: &str) -> Result<CExpr, QueryError> {
-        if !reads_only(&l.expr, &mut vec![l.rel.clone(), l.node.clone()]) {
+        if !reads_only(&l.expr, &[l.rel.clone(), l.node.clone()]) {
             return Err(QueryError::Unsupported(format!(
                 "{what} may read only its own two variables (`{}`, `{}`) for now",
                 l.rel, l.node
@@ -399,7 +399,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut i = 0;
         while i < conj.len() {
             if let Some((of_nodes, var, q, negate)) = path_quantifier(&conj[i], pv) {
-                if reads_only(q, &mut vec![var.to_string()]) {
+                if reads_only(q, &[var.to_string()]) {
                     let mut sc = Scope::default();
                     sc.bind(var, if of_nodes { Kind::Node } else { Kind::Rel });
                     let c = self.compile(q, &sc, &[])?;
@@ -455,42 +455,11 @@ fn path_quantifier<'e>(e: &'e Expr, pv: &str) -> Option<(bool, &'e str, &'e Expr
     }
 }
 
-/// Whether `e` reads no variable but those of `allowed` (and its own comprehensions').
-fn reads_only(e: &Expr, allowed: &mut Vec<String>) -> bool {
-    match e {
-        Expr::Var(n, _) => allowed.contains(n),
-        Expr::PatternPred(_) => false,
-        Expr::ListComp {
-            var,
-            list,
-            pred,
-            map,
-        } => {
-            if !reads_only(list, allowed) {
-                return false;
-            }
-            allowed.push(var.clone());
-            let ok = pred.as_deref().is_none_or(|p| reads_only(p, allowed))
-                && map.as_deref().is_none_or(|m| reads_only(m, allowed));
-            allowed.pop();
-            ok
-        }
-        Expr::Reduce {
-            acc,
-            init,
-            var,
-            list,
-            expr,
-        } => {
-            if !reads_only(init, allowed) || !reads_only(list, allowed) {
-                return false;
-            }
-            allowed.push(acc.clone());
-            allowed.push(var.clone());
-            let ok = reads_only(expr, allowed);
-            allowed.truncate(allowed.len() - 2);
-            ok
-        }
-        _ => e.children().into_iter().all(|c| reads_only(c, allowed)),
+/// Whether `e` reads no variable but those of `allowed` (its own comprehensions' aside)
+/// and holds no pattern predicate.
+fn reads_only(e: &Expr, allowed: &[String]) -> bool {
+    fn has_pattern(e: &Expr) -> bool {
+        matches!(e, Expr::PatternPred(_)) || e.children().into_iter().any(has_pattern)
     }
+    !has_pattern(e) && vars_of(e).iter().all(|v| allowed.contains(v))
 }
