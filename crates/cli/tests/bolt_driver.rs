@@ -219,7 +219,9 @@ fn silent_and_slow_sockets_do_not_lock_clients_out() {
         ],
     );
     // Twenty sockets that connect and never send a byte (past both limits).
-    let silent: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
     // A slowloris: the handshake's preamble a byte at a time.
     let mut slow = TcpStream::connect(&addr).unwrap();
     let t = Instant::now();
@@ -247,12 +249,17 @@ print("ok")
         let mut buf = [0u8; 8];
         let r = slow.read(&mut buf);
         slow.set_nonblocking(false).unwrap();
-        if matches!(r, Ok(0)) || matches!(&r, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock) {
+        if matches!(r, Ok(0)) || matches!(&r, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock)
+        {
             closed = true;
             break;
         }
     }
     assert!(closed, "the slow socket was not closed");
-    assert!(closed_at.elapsed() < Duration::from_secs(5), "{:?}", closed_at.elapsed());
+    assert!(
+        closed_at.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        closed_at.elapsed()
+    );
     drop(silent);
 }

@@ -232,11 +232,22 @@ fn another_delimiter_is_named() {
     let d = dir.path();
     let semi = write(d, "semi.csv", "id:ID;name;age:int\n1;Alice;30\n2;Bob;41\n");
     let e = import_err(d, &format!("P={}", s(&semi)), None, &[]);
-    assert!(e.contains("semi.csv") && e.contains("pass --delimiter ';'"), "{e}");
+    assert!(
+        e.contains("semi.csv") && e.contains("pass --delimiter ';'"),
+        "{e}"
+    );
     let tab = write(d, "tab.csv", "id:ID\tname\n1\tAlice\n");
     let e = import_err(d, &format!("P={}", s(&tab)), None, &[]);
     assert!(e.contains("--delimiter '\\t'"), "{e}");
     // With the delimiter given, the same file imports.
     let db = d.join("ok.qdb");
-    ok(&["import", "--db", s(&db), "--delimiter", ";", "--nodes", &format!("P={}", s(&semi))]);
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--delimiter",
+        ";",
+        "--nodes",
+        &format!("P={}", s(&semi)),
+    ]);
 }

@@ -98,8 +98,18 @@ fn formats_params_and_plans() {
         &db,
         "PROFILE MATCH (a) WHERE elementId(a) = '0' RETURN a.name",
     ]);
-    assert!(plan.contains("NodeByElementIdSeek") && plan.contains("rows 1"), "{plan}");
-    let none = ok(&["query", "--db", &db, "--format", "csv", "MATCH (a) WHERE elementId(a) = '00' RETURN count(a)"]);
+    assert!(
+        plan.contains("NodeByElementIdSeek") && plan.contains("rows 1"),
+        "{plan}"
+    );
+    let none = ok(&[
+        "query",
+        "--db",
+        &db,
+        "--format",
+        "csv",
+        "MATCH (a) WHERE elementId(a) = '00' RETURN count(a)",
+    ]);
     assert_eq!(none.lines().nth(1), Some("0"), "{none}");
     // Not through a WITH that changes the rows (DISTINCT, LIMIT): the filter stays after.
     let plan = ok(&[
@@ -195,7 +205,10 @@ fn errors_say_what_to_do() {
     let fresh = dir.path().join("fresh");
     let f = fresh.to_str().unwrap();
     let e = fails(&["query", "--db", f, "MATCH (n) RETURN count(n)"]);
-    assert!(e.contains("no quiver database here") && e.contains("--create"), "{e}");
+    assert!(
+        e.contains("no quiver database here") && e.contains("--create"),
+        "{e}"
+    );
     assert!(!fresh.exists());
     let e = fails(&["shell", "--db", f]);
     assert!(e.contains("no quiver database here"), "{e}");

@@ -293,7 +293,9 @@ impl Store {
         let delta = &*cur.delta;
         let bulk_rows: u64 = bulk.iter().map(|t| t.n_rows).sum();
         let nodes = if bulk_rows > 0 {
-            self.next_node.fetch_add(bulk_rows, Ordering::SeqCst).max(delta.next_node)
+            self.next_node
+                .fetch_add(bulk_rows, Ordering::SeqCst)
+                .max(delta.next_node)
         } else {
             delta.next_node
         };
@@ -319,7 +321,11 @@ impl Store {
                 c.wal = Some(next);
                 n
             }
-            None => return Err(EngineError::Refused("the database is open read-only".into())),
+            None => {
+                return Err(EngineError::Refused(
+                    "the database is open read-only".into(),
+                ))
+            }
         };
         // Transactions open now whose snapshots are older than this state: they claim
         // against the versions of what changed since the oldest of them.
@@ -1272,8 +1278,13 @@ fn write_bulk_rels(
     for (row, key, value) in bulk.misfits {
         carry(carried, row, &key, value);
     }
-    let (out, inc, _) =
-        write_csr(staging, &format!("rels-bulk-{k:04}"), m.n_nodes, &bulk.ends, None)?;
+    let (out, inc, _) = write_csr(
+        staging,
+        &format!("rels-bulk-{k:04}"),
+        m.n_nodes,
+        &bulk.ends,
+        None,
+    )?;
     let seg = RelSegmentMeta {
         n_edges: n,
         out,

@@ -22,7 +22,11 @@ fn count(s: &mut Session, q: &str) -> i64 {
 /// 100 nodes `(:N {id, v: 0})`, checkpointed into segments.
 fn seeded(dir: &Path) -> Session {
     let mut s = open(dir);
-    run(&mut s, "UNWIND range(1, 100) AS i CREATE (:N {id: i, v: 0})").unwrap();
+    run(
+        &mut s,
+        "UNWIND range(1, 100) AS i CREATE (:N {id: i, v: 0})",
+    )
+    .unwrap();
     run(&mut s, "CHECKPOINT").unwrap();
     s
 }
@@ -33,10 +37,18 @@ fn a_transaction_open_across_a_checkpoint_commits_onto_the_new_generation() {
     let mut a = seeded(d.path());
     // A relationship of the delta, deleted ones before it (ids without an entity).
     for _ in 0..3 {
-        run(&mut a, "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 0}]->(y)").unwrap();
+        run(
+            &mut a,
+            "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 0}]->(y)",
+        )
+        .unwrap();
         run(&mut a, "MATCH ()-[r:R]->() DELETE r").unwrap();
     }
-    run(&mut a, "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 1}]->(y)").unwrap();
+    run(
+        &mut a,
+        "MATCH (x:N {id: 5}), (y:N {id: 6}) CREATE (x)-[:R {w: 1}]->(y)",
+    )
+    .unwrap();
     let mut b = Session::on(a.store().clone());
     run(&mut b, "BEGIN").unwrap();
     run(&mut b, "MATCH (n:N {id: 1}) SET n.v = 1").unwrap();
@@ -78,7 +90,10 @@ fn a_claim_after_a_checkpoint_sees_the_changes_it_folded() {
     // The change is in the segments now, without a version in the delta: `b`'s update
     // would overwrite it unseen.
     let e = run(&mut b, "MATCH (n:N {id: 1}) SET n.v = n.v + 1").unwrap_err();
-    assert!(e.to_string().contains("committed after this one started"), "{e}");
+    assert!(
+        e.to_string().contains("committed after this one started"),
+        "{e}"
+    );
     assert_eq!(count(&mut a, "MATCH (n:N {id: 1}) RETURN n.v"), 10);
 }
 
@@ -130,20 +145,35 @@ fn relationships_created_below_a_checkpoint_floor_fail_retryably() {
     let mut a = seeded(d.path());
     let mut b = Session::on(a.store().clone());
     run(&mut b, "BEGIN").unwrap();
-    run(&mut b, "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 1}]->(y)").unwrap();
-    run(&mut a, "MATCH (x:N {id: 3}), (y:N {id: 4}) CREATE (x)-[:R {k: 2}]->(y)").unwrap();
+    run(
+        &mut b,
+        "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 1}]->(y)",
+    )
+    .unwrap();
+    run(
+        &mut a,
+        "MATCH (x:N {id: 3}), (y:N {id: 4}) CREATE (x)-[:R {k: 2}]->(y)",
+    )
+    .unwrap();
     run(&mut a, "CHECKPOINT").unwrap();
     let e = run(&mut b, "COMMIT").unwrap_err();
     assert!(e.to_string().contains("retry"), "{e}");
     assert_eq!(count(&mut a, "MATCH ()-[r:R]->() RETURN sum(r.k)"), 2);
     // One that created past everything committed keeps its ids.
     run(&mut b, "BEGIN").unwrap();
-    run(&mut b, "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 3}]->(y)").unwrap();
+    run(
+        &mut b,
+        "MATCH (x:N {id: 1}), (y:N {id: 2}) CREATE (x)-[:R {k: 3}]->(y)",
+    )
+    .unwrap();
     run(&mut a, "CHECKPOINT").unwrap();
     run(&mut b, "COMMIT").unwrap();
     assert_eq!(count(&mut a, "MATCH ()-[r:R]->() RETURN sum(r.k)"), 5);
     drop((a, b));
-    assert_eq!(count(&mut open(d.path()), "MATCH ()-[r:R]->() RETURN sum(r.k)"), 5);
+    assert_eq!(
+        count(&mut open(d.path()), "MATCH ()-[r:R]->() RETURN sum(r.k)"),
+        5
+    );
 }
 
 /// `n` rows `id,score` in the import directory.
@@ -223,7 +253,9 @@ fn commits_beside_checkpoints_survive_a_reopen() {
             loop {
                 match run(&mut s, &q) {
                     Ok(_) => break,
-                    Err(e) if e.to_string().contains("retry") || e.to_string().contains("changed") => {}
+                    Err(e)
+                        if e.to_string().contains("retry") || e.to_string().contains("changed") => {
+                    }
                     Err(e) => panic!("{q}: {e}"),
                 }
             }
@@ -293,7 +325,13 @@ fn a_kill_during_two_bulk_loads_loses_no_acknowledged_one() {
     rows_file(d.path(), "p.csv", small);
     rows_file(d.path(), "q.csv", big);
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_runs_two_bulk_loads", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "child_runs_two_bulk_loads",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("QUIVER_TEST_TWO_LOADS", d.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -302,7 +340,10 @@ fn a_kill_during_two_bulk_loads_loses_no_acknowledged_one() {
     let (tx, rx) = std::sync::mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = tx.send(line);
         }
     });
@@ -323,13 +364,22 @@ fn a_kill_during_two_bulk_loads_loses_no_acknowledged_one() {
         acked.push(l);
     }
     // (The test harness may print its own text before the child's on a line.)
-    assert!(acked.iter().any(|l| l.ends_with("committed P")), "P was not acknowledged: {acked:?}");
+    assert!(
+        acked.iter().any(|l| l.ends_with("committed P")),
+        "P was not acknowledged: {acked:?}"
+    );
     let mut s = open(d.path());
     assert_eq!(count(&mut s, "MATCH (p:P) RETURN count(p)"), small as i64);
     let q = count(&mut s, "MATCH (q:Q) RETURN count(q)");
     let q_acked = acked.iter().any(|l| l.ends_with("committed Q"));
-    eprintln!("killed with Q {}", if q_acked { "acknowledged" } else { "loading" });
-    assert!(q == big as i64 || (q == 0 && !q_acked), "Q: {q} rows, acknowledged: {q_acked}");
+    eprintln!(
+        "killed with Q {}",
+        if q_acked { "acknowledged" } else { "loading" }
+    );
+    assert!(
+        q == big as i64 || (q == 0 && !q_acked),
+        "Q: {q} rows, acknowledged: {q_acked}"
+    );
     assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 100);
     run(&mut s, "CREATE (:N {id: 101, v: 0})").unwrap();
     run(&mut s, "CHECKPOINT").unwrap();

@@ -14,15 +14,27 @@ fn unwind_range_is_lazy_and_keeps_the_rules() {
     // Past the materialized limit, at a query memory limit of 1 MiB.
     s.opts.memory_limit = 1 << 20;
     assert_eq!(
-        rows(&mut s, "UNWIND range(1, 20000000) AS x RETURN count(x), sum(x)")[0],
+        rows(
+            &mut s,
+            "UNWIND range(1, 20000000) AS x RETURN count(x), sum(x)"
+        )[0],
         vec![Value::Int(20_000_000), Value::Int(200_000_010_000_000)]
     );
-    assert_eq!(ints(&mut s, "UNWIND range(1, 2000000000) AS x RETURN x LIMIT 3"), [1, 2, 3]);
-    assert_eq!(ints(&mut s, "UNWIND range(10, 1, -3) AS x RETURN x"), [10, 7, 4, 1]);
+    assert_eq!(
+        ints(&mut s, "UNWIND range(1, 2000000000) AS x RETURN x LIMIT 3"),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        ints(&mut s, "UNWIND range(10, 1, -3) AS x RETURN x"),
+        [10, 7, 4, 1]
+    );
     assert_eq!(ints(&mut s, "UNWIND range(1, 0) AS x RETURN x").len(), 0);
     assert_eq!(ints(&mut s, "UNWIND range(1, null) AS x RETURN x").len(), 0);
     assert_eq!(
-        ints(&mut s, "UNWIND [1, 3] AS a UNWIND range(a, a + 1) AS x RETURN a * 10 + x"),
+        ints(
+            &mut s,
+            "UNWIND [1, 3] AS a UNWIND range(a, a + 1) AS x RETURN a * 10 + x"
+        ),
         [11, 12, 33, 34]
     );
     let e = run(&mut s, "UNWIND range(1, 5, 0) AS x RETURN x").unwrap_err();

@@ -319,8 +319,15 @@ fn patterns_match_the_model() {
                     m.bfs_dist_through(a, b, &all, |i| m.v[i].is_some_and(|v| v >= 2))
                 };
                 match through {
-                    None => assert!(rows.is_empty(), "no path {a}->{b} through v >= 2, got {rows:?}"),
-                    Some(d) => assert_eq!(ints(&rows, 0), vec![d as i64], "shortest {a}->{b} through v >= 2"),
+                    None => assert!(
+                        rows.is_empty(),
+                        "no path {a}->{b} through v >= 2, got {rows:?}"
+                    ),
+                    Some(d) => assert_eq!(
+                        ints(&rows, 0),
+                        vec![d as i64],
+                        "shortest {a}->{b} through v >= 2"
+                    ),
                 }
                 let rows = query(
                     &db,
@@ -344,7 +351,11 @@ fn patterns_match_the_model() {
                 } else {
                     m.bfs_dist_through(a, b, &all, |i| i == a || m.v[i].is_some_and(|v| v >= 2))
                 };
-                assert_eq!(ints(&rows, 0), lambda.map(|d| d as i64).into_iter().collect::<Vec<_>>(), "BFS lambda {a}->{b}");
+                assert_eq!(
+                    ints(&rows, 0),
+                    lambda.map(|d| d as i64).into_iter().collect::<Vec<_>>(),
+                    "BFS lambda {a}->{b}"
+                );
                 let rows = query(
                     &db,
                     "MATCH p = (a {id: $x})-[*WSHORTEST 15 (e, n | 2) total]->(b {id: $y}) RETURN total",
@@ -352,7 +363,11 @@ fn patterns_match_the_model() {
                 )
                 .unwrap()
                 .1;
-                assert_eq!(ints(&rows, 0), want.map(|d| 2 * d as i64).into_iter().collect::<Vec<_>>(), "WSHORTEST {a}->{b}");
+                assert_eq!(
+                    ints(&rows, 0),
+                    want.map(|d| 2 * d as i64).into_iter().collect::<Vec<_>>(),
+                    "WSHORTEST {a}->{b}"
+                );
                 let all_rows = query(&db, "MATCH p = allShortestPaths((a {id: $x})-[*..15]->(b {id: $y})) RETURN length(p)", &p).unwrap().1;
                 if let Some(d) = want {
                     assert!(
@@ -670,8 +685,15 @@ fn memory_limit_fails_with_the_operator_named() {
         temp_dir: None,
         ..opts.clone()
     };
-    let err = quiver_query::run(&db, &ix, sort, &Params::new(), &no_spill, &mut |_, _| Ok(()))
-        .unwrap_err();
+    let err = quiver_query::run(
+        &db,
+        &ix,
+        sort,
+        &Params::new(),
+        &no_spill,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap_err();
     match err {
         QueryError::Memory { operator, .. } => assert_eq!(operator, "Sort"),
         e => panic!("expected a memory error, got {e}"),

@@ -407,13 +407,19 @@ fn uniqueness_constraints_reject_duplicates() {
         "CREATE CONSTRAINT user_id IF NOT EXISTS FOR (u:User) REQUIRE (u.id) IS UNIQUE",
     )
     .unwrap();
-    let e = run(&mut s, "CREATE CONSTRAINT FOR (m:Movie) REQUIRE (m.title, m.year) IS UNIQUE")
-        .unwrap_err()
-        .to_string();
+    let e = run(
+        &mut s,
+        "CREATE CONSTRAINT FOR (m:Movie) REQUIRE (m.title, m.year) IS UNIQUE",
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("composite"), "{e}");
-    let e = run(&mut s, "CREATE CONSTRAINT FOR (m:Movie) REQUIRE m.title IS NOT NULL")
-        .unwrap_err()
-        .to_string();
+    let e = run(
+        &mut s,
+        "CREATE CONSTRAINT FOR (m:Movie) REQUIRE m.title IS NOT NULL",
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("UNIQUE"), "{e}");
     run(&mut s, "UNWIND range(1, 50) AS i CREATE (:User {id: i})").unwrap();
     let dup = |s: &mut Session, q: &str| {

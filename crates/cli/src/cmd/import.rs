@@ -385,7 +385,11 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
         .filter(|&(n, _)| n > 1);
     match found {
         Some((n, d)) => {
-            let shown = if d == b'\t' { "\\t".to_string() } else { (d as char).to_string() };
+            let shown = if d == b'\t' {
+                "\\t".to_string()
+            } else {
+                (d as char).to_string()
+            };
             anyhow::anyhow!(
                 "{e:#}\n  hint: {}'s header is one column with `{}` but {n} with `{shown}`: it looks `{shown}`-delimited; pass --delimiter '{shown}'",
                 file.display(),
@@ -404,7 +408,10 @@ fn first_line(path: &std::path::Path) -> Option<Vec<u8>> {
     }
     let mut r = std::io::BufReader::new(std::fs::File::open(path).ok()?);
     let mut line = Vec::new();
-    r.by_ref().take(64 << 10).read_until(b'\n', &mut line).ok()?;
+    r.by_ref()
+        .take(64 << 10)
+        .read_until(b'\n', &mut line)
+        .ok()?;
     while line.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
         line.pop();
     }

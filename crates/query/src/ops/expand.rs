@@ -531,7 +531,11 @@ impl ShortestPath {
         if !self.rel_ok.is_empty() {
             let mut ok = Vec::with_capacity(steps.len());
             for part in steps.chunks(BATCH_ROWS) {
-                ok.extend(meets(cx, &self.rel_ok, part.iter().map(|&(_, _, r)| Value::Rel(r)).collect())?);
+                ok.extend(meets(
+                    cx,
+                    &self.rel_ok,
+                    part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
+                )?);
             }
             let mut i = 0;
             steps.retain(|_| {
@@ -570,7 +574,11 @@ impl ShortestPath {
             fresh.sort_unstable();
             fresh.dedup();
             for part in fresh.chunks(BATCH_ROWS) {
-                let ok = meets(cx, &self.node_ok, part.iter().map(|&v| Value::Node(v)).collect())?;
+                let ok = meets(
+                    cx,
+                    &self.node_ok,
+                    part.iter().map(|&v| Value::Node(v)).collect(),
+                )?;
                 verdicts.extend(part.iter().copied().zip(ok));
             }
             steps.retain(|(_, v, _)| verdicts[v]);
@@ -593,7 +601,11 @@ impl ShortestPath {
         for &u in front {
             nbrs.clear();
             cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
-            steps.extend(nbrs.iter().filter(|&&(v, _)| !seen(v)).map(|&(v, r)| (u, v, r)));
+            steps.extend(
+                nbrs.iter()
+                    .filter(|&&(v, _)| !seen(v))
+                    .map(|&(v, r)| (u, v, r)),
+            );
         }
         self.admit(cx, &mut steps, verdicts)?;
         Ok(steps)
@@ -831,7 +843,9 @@ impl ShortestPath {
         while depth < self.max && !front.is_empty() {
             cx.check_cancel()?;
             let mut next = Vec::new();
-            for (u, v, r) in self.level(cx, &front, self.dir, |v| seen.contains(&v), &mut verdicts)? {
+            for (u, v, r) in
+                self.level(cx, &front, self.dir, |v| seen.contains(&v), &mut verdicts)?
+            {
                 if seen.insert(v) {
                     parent.insert(v, (u, r));
                     next.push(v);

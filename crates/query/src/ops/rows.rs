@@ -162,7 +162,8 @@ impl Op for Unwind {
                     let row = *next_row - 1;
                     let take = ((*n - *pos) as usize).min(crate::batch::BATCH_ROWS - out.len);
                     for i in 0..take as u128 {
-                        let x = Value::Int((*lo as i128 + (*pos + i) as i128 * *step as i128) as i64);
+                        let x =
+                            Value::Int((*lo as i128 + (*pos + i) as i128 * *step as i128) as i64);
                         out.push_row_from(b, row, std::slice::from_ref(&x));
                     }
                     *pos += take as u128;

@@ -68,8 +68,14 @@ fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryEr
     r.read_exact(&mut len).map_err(|_| bad())?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
     r.read_exact(&mut buf).map_err(|_| bad())?;
-    let word = |at: usize| buf.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-    let (nk, nc) = (word(0).ok_or_else(bad)? as usize, word(4).ok_or_else(bad)? as usize);
+    let word = |at: usize| {
+        buf.get(at..at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    };
+    let (nk, nc) = (
+        word(0).ok_or_else(bad)? as usize,
+        word(4).ok_or_else(bad)? as usize,
+    );
     let seq = u64::from_le_bytes(buf.get(8..16).ok_or_else(bad)?.try_into().unwrap());
     let mut at = 16;
     let mut vals = Vec::with_capacity(nk + nc);
@@ -111,7 +117,8 @@ impl Merge {
             for i in 0..=self.runs.len() {
                 let Some(h) = self.head(i) else { continue };
                 if best.is_none_or(|b| {
-                    cmp_keys(&self.desc, h, self.head(b).expect("a head")) == std::cmp::Ordering::Less
+                    cmp_keys(&self.desc, h, self.head(b).expect("a head"))
+                        == std::cmp::Ordering::Less
                 }) {
                     best = Some(i);
                 }

@@ -289,7 +289,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         );
         let detail = match (node_ok.len(), rel_ok.len()) {
             (0, 0) => detail,
-            (n, r) => format!("{detail}, filtering in the search ({n} node, {r} relationship predicates)"),
+            (n, r) => {
+                format!("{detail}, filtering in the search ({n} node, {r} relationship predicates)")
+            }
         };
         cur = self.wrap(
             if all {
@@ -441,7 +443,10 @@ fn path_quantifier<'e>(e: &'e Expr, pv: &str) -> Option<(bool, &'e str, &'e Expr
     else {
         return None;
     };
-    let Expr::Call { name: f, args: fa, .. } = &**list else {
+    let Expr::Call {
+        name: f, args: fa, ..
+    } = &**list
+    else {
         return None;
     };
     let of_nodes = match f.to_ascii_lowercase().as_str() {

@@ -761,21 +761,25 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 /// non-optional MATCH drops the rows `p` rejects either way. `None`: nothing to move.
 fn push_where_through_with(clauses: &[Clause]) -> Option<Vec<Clause>> {
     let movable = |w: &Clause| match w {
-        Clause::With(p) => {
-            p.where_.is_some()
-                && !p.distinct
-                && p.order.is_empty()
-                && p.skip.is_none()
-                && p.limit.is_none()
-                && p.items.iter().all(|(e, alias)| {
-                    matches!(e, Expr::Var(n, _) if alias.as_ref().is_none_or(|a| a == n))
-                })
-        }
+        Clause::With(p) => p.where_.is_some()
+            && !p.distinct
+            && p.order.is_empty()
+            && p.skip.is_none()
+            && p.limit.is_none()
+            && p.items.iter().all(
+                |(e, alias)| matches!(e, Expr::Var(n, _) if alias.as_ref().is_none_or(|a| a == n)),
+            ),
         _ => false,
     };
     let at: Vec<usize> = (1..clauses.len())
         .filter(|&i| {
-            matches!(clauses[i - 1], Clause::Match { optional: false, .. }) && movable(&clauses[i])
+            matches!(
+                clauses[i - 1],
+                Clause::Match {
+                    optional: false,
+                    ..
+                }
+            ) && movable(&clauses[i])
         })
         .collect();
     if at.is_empty() {
