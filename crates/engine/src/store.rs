@@ -1244,6 +1244,8 @@ impl Txn {
                 _ if !Arc::ptr_eq(&cur.db, &self.snap.db) => Some(None),
                 _ => None,
             };
+            // The ops, decoded once for the floor check and the replay below.
+            let mut decoded: Option<Vec<Op>> = None;
             if let Some(edges) = floor {
                 let edge_floor = |ty: &str| match edges {
                     Some(m) => m.get(ty).copied().unwrap_or(0),
@@ -1254,10 +1256,14 @@ impl Txn {
                         .position(|t| **t == *ty)
                         .map_or(0, |t| cur.delta.base_edges[t]),
                 };
-                let below = self.ops.ops().iter().any(|op| match op {
-                    Op::CreateRel { ty, eid, .. } => *eid < edge_floor(ty),
-                    _ => false,
-                });
+                let below =
+                    decoded
+                        .get_or_insert_with(|| self.ops.ops())
+                        .iter()
+                        .any(|op| match op {
+                            Op::CreateRel { ty, eid, .. } => *eid < edge_floor(ty),
+                            _ => false,
+                        });
                 if below {
                     return Err(EngineError::Conflict(
                         "a checkpoint began while this transaction was open and wrote the ids of the relationships it created into segments; retry the transaction".into(),
@@ -1274,7 +1280,7 @@ impl Txn {
                 d
             } else {
                 let mut d = (*cur.delta).clone();
-                for op in &self.ops.ops() {
+                for op in &decoded.take().unwrap_or_else(|| self.ops.ops()) {
                     d.apply(&cur.db, op, ts)?;
                 }
                 d

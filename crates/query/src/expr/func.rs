@@ -248,7 +248,6 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             v => return type_err("reverse() needs a list or string", &v),
         },
         Range => {
-            argc(f, a, 2, 3)?;
             let Some((lo, step, n)) = range_bounds(a)? else {
                 return Ok(Value::Null);
             };
@@ -448,6 +447,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
 /// `range(start, end[, step])`'s first value, step and length (`None`: a null
 /// argument). Integers only (openCypher: an ArgumentError, not a coercion of 1.0).
 pub(crate) fn range_bounds(a: &[Value]) -> Result<Option<(i64, i64, u128)>, QueryError> {
+    argc(Func::Range, a, 2, 3)?;
     let int = |v: &Value, what: &str| match v {
         Value::Int(i) => Ok(Some(*i)),
         Value::Null => Ok(None),

@@ -194,11 +194,6 @@ impl Op for Unwind {
                         .iter()
                         .map(|a| eval(&cx.env, a, b, row, &mut locals))
                         .collect::<Result<Vec<_>, _>>()?;
-                    if !(2..=3).contains(&vals.len()) {
-                        return Err(QueryError::Argument(
-                            "range() takes 2 or 3 arguments".into(),
-                        ));
-                    }
                     if let Some((lo, step, n)) = crate::expr::func::range_bounds(&vals)? {
                         if n > 0 {
                             self.range = Some((lo, step, n, 0));

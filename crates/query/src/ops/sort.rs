@@ -185,17 +185,7 @@ impl Op for Sort {
             }
             Ordering::Equal
         };
-        let cmp = |a: &[Value], b: &[Value]| {
-            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-                let o = order(x, y);
-                let o = if desc[i] { o.reverse() } else { o };
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        };
-        let cmp_rows = |a: &SortRow, b: &SortRow| cmp(&a.0, &b.0).then(a.2.cmp(&b.2));
+        let cmp_rows = |a: &SortRow, b: &SortRow| cmp_keys(&desc, a, b);
         let mut seq = 0u64;
         // Top-k keeps a max-heap of the k best rows (the worst on top); a row that beats
         // the top overwrites it in place, reusing its allocations.
