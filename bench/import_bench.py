@@ -13,6 +13,8 @@ DuckDB/Kùzu counts, as it would for their users), on-disk size, and the ratio t
 Peers: DuckDB (typed table with PRIMARY KEY, COPY FROM), Kùzu (node/rel tables, COPY FROM),
 and, with `--peers ...,postgres,mariadb`, PostgreSQL `COPY` and MariaDB `LOAD DATA INFILE`
 (servers started by bench/servers.py from the system packages; dolt and social only).
+On social, `quiver-default` is the same import with no `--id-type` (string ids, the
+default a new user gets) beside the `--id-type integer` one.
 Every run prints one row plus a machine-readable JSON line (prefix `RESULT `).
 """
 
@@ -138,6 +140,12 @@ def systems(args, files, work):
         kcols = ", ".join(f"c{i} STRING" for i in range(cols))
         kuzu_stmts = [f"CREATE NODE TABLE Wide(id SERIAL, {kcols}, PRIMARY KEY(id))", f"COPY Wide FROM '{f}' (header=false)"]
     out = [("quiver", q, qcmd)]
+    if args.workload == "social":
+        # The default path beside it: what a new user runs, string ids (no --id-type).
+        qd = work / "quiver-default.qdb"
+        i = qcmd.index("--id-type")
+        dcmd = [str(qd) if c == str(q) else c for c in qcmd[:i] + qcmd[i + 2:]]
+        out.append(("quiver-default", qd, dcmd))
     if "duckdb" in args.peers:
         out.append(("duckdb", duck, [sys.executable, "-c", duck_script(duck, duck_stmts, args.threads)]))
     if "kuzu" in args.peers.split(","):
@@ -273,11 +281,11 @@ def main():
     finally:
         for server in servers:
             server.stop()
-    print(f"{'system':<8} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'disk MiB':>9} {'time ratio':>11} {'RSS ratio':>10}")
+    print(f"{'system':<14} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'disk MiB':>9} {'time ratio':>11} {'RSS ratio':>10}")
     med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
     qs, qr, _ = med["quiver"]
     for name, (secs, rss, disk) in med.items():
-        print(f"{name:<8} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {disk / 2**20:>9.1f} {secs / qs:>10.2f}x {rss / qr:>9.2f}x")
+        print(f"{name:<14} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {disk / 2**20:>9.1f} {secs / qs:>10.2f}x {rss / qr:>9.2f}x")
     for name, (secs, rss, disk) in med.items():
         print("RESULT " + json.dumps({"workload": label, "system": name, "rows": rows, "seconds": round(secs, 3),
                                       "rows_per_s": round(rows / secs), "peak_rss_bytes": rss, "disk_bytes": disk,

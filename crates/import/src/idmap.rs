@@ -5,6 +5,12 @@
 //! hash table of indexes into an arena of the id bytes, so inserting allocates nothing per
 //! row. Every growth takes a grant first; a refused grant makes the import sort the space's
 //! ids on disk instead (`crate::spill`).
+//!
+//! A string id space whose ids are all integers in canonical form (`0`, `42`, `-7`; not
+//! `007`, `+7`, `7.0` or ` 7`), which is what most files hold in a column their header
+//! leaves untyped, is mapped by the integer machinery: a string is parsed on the way in and
+//! on every lookup, and the map still means strings (`'7'` finds the node, `'007'` finds
+//! nothing). The first id that is not canonical turns the map into a string map, once.
 
 use crate::error::ImportError;
 use hashbrown::HashTable;
@@ -87,6 +93,8 @@ pub struct IdMapWithGrant {
     /// `first..first+n` in order: lookups are then arithmetic, with no memory access
     /// (the common case of ids exported by a database, e.g. Pokec's).
     identity: Option<(i64, u32, u64)>,
+    /// A string space held as integers (every id so far was a canonical integer).
+    canon: bool,
     grant: Grant,
     hasher: foldhash::fast::FixedState,
 }
@@ -94,20 +102,16 @@ pub struct IdMapWithGrant {
 impl IdMapWithGrant {
     pub fn new(integer: bool, budget: &MemoryBudget) -> Self {
         IdMapWithGrant {
-            map: if integer {
-                IdMap::Int(IntMap::Dense {
-                    dir_base: 0,
-                    pages: Vec::new(),
-                    n_pages: 0,
-                    n: 0,
-                })
-            } else {
-                IdMap::Str {
-                    table: HashTable::new(),
-                    arena: Vec::new(),
-                }
-            },
+            // A string space starts as canonical integers, and changes at its first id
+            // that is not one.
+            map: IdMap::Int(IntMap::Dense {
+                dir_base: 0,
+                pages: Vec::new(),
+                n_pages: 0,
+                n: 0,
+            }),
             identity: None,
+            canon: !integer,
             grant: budget.empty_grant("id map"),
             hasher: foldhash::fast::FixedState::with_seed(0x9e37_79b9),
         }
@@ -134,8 +138,77 @@ impl IdMapWithGrant {
     pub fn insert(&mut self, key: Key<'_>, node: u32) -> Result<Option<u32>, ImportError> {
         match key {
             Key::Int(k) => self.insert_int(k, node),
+            Key::Str(s) if self.canon => match canonical_int(s) {
+                Some(k) => self.insert_int(k, node),
+                None => {
+                    self.decanon()?;
+                    self.insert_str(s, node)
+                }
+            },
             Key::Str(s) => self.insert_str(s, node),
         }
+    }
+
+    /// A string space held as strings from the start (`strings` true), never as integers.
+    pub fn strings_only(mut self, strings: bool) -> Self {
+        if strings && self.canon {
+            self.map = IdMap::Str {
+                table: HashTable::new(),
+                arena: Vec::new(),
+            };
+            self.canon = false;
+        }
+        self
+    }
+
+    /// Whether a string space is still held as integers.
+    pub fn is_canonical(&self) -> bool {
+        self.canon
+    }
+
+    /// Turns a string space held as integers into a string map (at its first id that is
+    /// not a canonical integer). The integer map and the string map coexist while it runs;
+    /// if the grant is refused, nothing changes and the error says so (the import then
+    /// sorts the space's ids on disk, reading this map as strings).
+    fn decanon(&mut self) -> Result<(), ImportError> {
+        if !self.canon {
+            return Ok(());
+        }
+        let n = self.len() as usize;
+        let mut digits = 0usize;
+        self.for_each_int(&mut |k, _| {
+            digits += itoa::Buffer::new().format(k).len();
+            Ok(())
+        })?;
+        let cap = (n * 8 / 7 + 1).next_power_of_two().max(1024);
+        let old = self.grant.bytes();
+        self.ensure(old + cap as u64 * 17 + digits as u64)?;
+        let mut table: HashTable<StrEntry> = HashTable::with_capacity(n.max(1024));
+        let mut arena: Vec<u8> = Vec::with_capacity(digits.max(1 << 16));
+        let hasher = self.hasher.clone();
+        self.for_each_int(&mut |k, node| {
+            let mut b = itoa::Buffer::new();
+            let s = b.format(k).as_bytes();
+            let off = arena.len() as u64;
+            arena.extend_from_slice(s);
+            let a = &arena;
+            table.insert_unique(
+                hasher.hash_one(s),
+                StrEntry {
+                    off,
+                    len: s.len() as u32,
+                    node,
+                },
+                |e| hasher.hash_one(&a[e.off as usize..e.off as usize + e.len as usize]),
+            );
+            Ok(())
+        })?;
+        self.map = IdMap::Str { table, arena };
+        self.canon = false;
+        self.identity = None;
+        let b = self.heap_bytes();
+        self.grant.try_resize(b)?;
+        Ok(())
     }
 
     fn insert_int(&mut self, k: i64, node: u32) -> Result<Option<u32>, ImportError> {
@@ -327,8 +400,32 @@ impl IdMapWithGrant {
         Ok(None)
     }
 
-    /// Every key and its node, in no particular order.
+    /// Every key and its node, in no particular order (a string space held as integers
+    /// gives its keys as the strings they are).
     pub fn for_each(
+        &self,
+        f: &mut dyn FnMut(Key<'_>, u32) -> Result<(), ImportError>,
+    ) -> Result<(), ImportError> {
+        if self.canon {
+            return self.for_each_int(&mut |k, node| {
+                f(Key::Str(itoa::Buffer::new().format(k).as_bytes()), node)
+            });
+        }
+        self.for_each_raw(f)
+    }
+
+    /// Every integer key and its node (of an integer map, or a string one held as integers).
+    fn for_each_int(
+        &self,
+        f: &mut dyn FnMut(i64, u32) -> Result<(), ImportError>,
+    ) -> Result<(), ImportError> {
+        self.for_each_raw(&mut |k, node| match k {
+            Key::Int(k) => f(k, node),
+            Key::Str(_) => Ok(()),
+        })
+    }
+
+    fn for_each_raw(
         &self,
         f: &mut dyn FnMut(Key<'_>, u32) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
@@ -399,6 +496,11 @@ impl IdMapWithGrant {
     /// Looks a key up (read-only; safe to call from many threads).
     #[inline]
     pub fn get(&self, key: Key<'_>) -> Option<u32> {
+        let key = match key {
+            // A string that is not a canonical integer is no key of a space whose keys all are.
+            Key::Str(s) if self.canon => Key::Int(canonical_int(s)?),
+            k => k,
+        };
         if let (Some((min, first, n)), Key::Int(k)) = (self.identity, key) {
             let d = k.wrapping_sub(min) as u64;
             return (k >= min && d < n).then(|| first + d as u32);
@@ -441,6 +543,76 @@ impl IdMapWithGrant {
         self.len() == 0
     }
 
+    /// [`sorted`](Self::sorted) for a string space held as integers: the keys as strings,
+    /// in byte order, as the string index wants them. Dense non-negative keys are visited
+    /// in that order directly, with no sort: the decimal strings of `0..=max` in byte
+    /// order are a walk of the digit trie (`0`, `1`, `10`, `100`, ..., `11`, ...). Other
+    /// key sets sort by a key that orders as their strings do.
+    fn canon_sorted(
+        &self,
+        budget: &MemoryBudget,
+    ) -> Result<(quiver_format::column::ColumnBuilder, Vec<u32>, Grant), ImportError> {
+        use quiver_common::types::{DataType, ScalarType};
+        use quiver_format::column::ColumnBuilder;
+        let n = self.len() as usize;
+        let n64 = n as u64;
+        let (mut digits, mut min, mut max) = (0u64, i64::MAX, i64::MIN);
+        self.for_each_int(&mut |k, _| {
+            digits += itoa::Buffer::new().format(k).len() as u64;
+            min = min.min(k);
+            max = max.max(k);
+            Ok(())
+        })?;
+        // The keys and nodes, and the index writer's buffers of them (as for strings).
+        let out = 2 * ((digits + n64 * 8) + n64 * 4);
+        let dense = matches!(self.map, IdMap::Int(IntMap::Dense { .. }));
+        let walk = n > 0 && dense && min >= 0 && (max as u64) <= 4 * n64 + 1024;
+        let mut g = budget.try_grant(out + if walk { 0 } else { n64 * 32 }, "id index")?;
+        let mut keys = ColumnBuilder::new(DataType::Scalar(ScalarType::String));
+        keys.reserve_exact(n, digits as usize);
+        let mut nodes = Vec::with_capacity(n);
+        let mut buf = itoa::Buffer::new();
+        if walk {
+            let mut visit = |k: u64| {
+                if let Some(v) = self.get(Key::Int(k as i64)) {
+                    keys.push_bytes(buf.format(k).as_bytes());
+                    nodes.push(v);
+                }
+            };
+            visit(0);
+            let max = max as u64;
+            let mut cur = 1u64;
+            for _ in 0..max {
+                visit(cur);
+                if cur * 10 <= max {
+                    cur *= 10;
+                } else {
+                    while cur % 10 == 9 || cur + 1 > max {
+                        cur /= 10;
+                    }
+                    cur += 1;
+                }
+            }
+        } else if n > 0 {
+            // (negative first, as '-' sorts before digits; the absolute value's digits
+            // padded to 19 places; the digit count, a prefix first; the key; its node)
+            let mut order: Vec<(bool, u64, u8, i64, u32)> = Vec::with_capacity(n);
+            self.for_each_int(&mut |k, v| {
+                let abs = k.unsigned_abs();
+                let d = itoa::Buffer::new().format(abs).len() as u32;
+                order.push((k >= 0, abs * 10u64.pow(19 - d), d as u8, k, v));
+                Ok(())
+            })?;
+            order.sort_unstable_by_key(|&(pos, padded, d, _, _)| (pos, padded, d));
+            for (_, _, _, k, v) in order {
+                keys.push_bytes(buf.format(k).as_bytes());
+                nodes.push(v);
+            }
+        }
+        g.try_resize(out)?;
+        Ok((keys, nodes, g))
+    }
+
     /// Keys in ascending order with their nodes (for the persistent index). The grant
     /// returned covers these arrays *and* the buffers the index writer encodes them into
     /// (about 24 bytes per integer id; keys, 20 bytes and the id bytes twice for strings).
@@ -450,6 +622,9 @@ impl IdMapWithGrant {
     ) -> Result<(quiver_format::column::ColumnBuilder, Vec<u32>, Grant), ImportError> {
         use quiver_common::types::{DataType, ScalarType};
         use quiver_format::column::ColumnBuilder;
+        if self.canon {
+            return self.canon_sorted(budget);
+        }
         let n = self.len() as usize;
         let n64 = n as u64;
         match &self.map {
@@ -514,6 +689,34 @@ impl IdMapWithGrant {
                 Ok((keys, nodes, g))
             }
         }
+    }
+}
+
+/// The integer a string id is in canonical form (`0`, `42`, `-7`; not `-0`, `007`, `+7`,
+/// `7.0`, ` 7`, nor past `i64`), or `None`: exactly the strings that are some `i64`'s
+/// decimal text, so a string space held as integers means the same as one held as strings.
+#[inline]
+pub fn canonical_int(s: &[u8]) -> Option<i64> {
+    let (neg, d) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if d.is_empty() || d.len() > 19 || (d[0] == b'0' && (d.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in d {
+        let x = c.wrapping_sub(b'0');
+        if x > 9 {
+            return None;
+        }
+        // 19 digits are below 10^19 < 2^64: no overflow.
+        v = v * 10 + x as u64;
+    }
+    if neg {
+        (v <= 1 << 63).then(|| (v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
     }
 }
 
@@ -584,6 +787,141 @@ mod tests {
         m.seal();
         assert!(m.identity.is_none());
         assert_eq!(m.get(Key::Int(4)), Some(2));
+    }
+
+    #[test]
+    fn canonical_forms() {
+        for (s, v) in [
+            ("0", Some(0)),
+            ("7", Some(7)),
+            ("-7", Some(-7)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("10000000000000000000", None),
+            ("-0", None),
+            ("007", None),
+            ("+7", None),
+            ("7.0", None),
+            (" 7", None),
+            ("7 ", None),
+            ("", None),
+            ("-", None),
+            ("1e3", None),
+            ("٣", None),
+        ] {
+            assert_eq!(canonical_int(s.as_bytes()), v, "{s:?}");
+            if let Some(v) = v {
+                assert_eq!(v.to_string(), s);
+            }
+        }
+    }
+
+    /// Keys as the model sees them: what `sorted` must give, in byte order.
+    fn model_sorted(m: &std::collections::HashMap<Vec<u8>, u32>) -> Vec<(Vec<u8>, u32)> {
+        let mut v: Vec<_> = m.iter().map(|(k, &n)| (k.clone(), n)).collect();
+        v.sort();
+        v
+    }
+
+    fn check_against_model(keys: &[Vec<u8>], strings: bool) {
+        let b = MemoryBudget::new(1 << 30);
+        let mut m = IdMapWithGrant::new(false, &b).strings_only(strings);
+        let mut model = std::collections::HashMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            let got = m.insert(Key::Str(k), i as u32).unwrap();
+            let want = model.get(k).copied();
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(k));
+            model.entry(k.clone()).or_insert(i as u32);
+        }
+        m.seal();
+        assert_eq!(m.len(), model.len() as u64);
+        for k in keys {
+            assert_eq!(m.get(Key::Str(k)), model.get(k).copied());
+            // Other spellings of the same number are other strings.
+            for other in [
+                [b"0".as_slice(), k].concat(),
+                [b"+".as_slice(), k].concat(),
+                [k.as_slice(), b".0"].concat(),
+                [b" ".as_slice(), k].concat(),
+            ] {
+                assert_eq!(m.get(Key::Str(&other)), model.get(&other).copied());
+            }
+        }
+        let (col, nodes, _g) = m.sorted(&b).unwrap();
+        let want = model_sorted(&model);
+        assert_eq!(nodes.len(), want.len());
+        for (j, (k, n)) in want.iter().enumerate() {
+            assert_eq!((col.bytes_at(j), nodes[j]), (k.as_slice(), *n));
+        }
+        let mut seen = Vec::new();
+        m.for_each(&mut |k, n| {
+            let Key::Str(k) = k else {
+                panic!("a string space gives strings")
+            };
+            seen.push((k.to_vec(), n));
+            Ok(())
+        })
+        .unwrap();
+        seen.sort();
+        assert_eq!(seen, want);
+    }
+
+    proptest::proptest! {
+        /// A string space held as integers (until its first non-canonical id) means what
+        /// one held as strings does: the same duplicates, lookups, order and keys.
+        #[test]
+        fn canonical_space_matches_strings(
+            picks in proptest::collection::vec((0u8..12, -3000i64..3000, 0u32..60), 1..400),
+        ) {
+            let keys: Vec<Vec<u8>> = picks
+                .iter()
+                .map(|&(form, v, big)| match form {
+                    // Mostly canonical integers: dense, negative, far apart, extremes.
+                    0..=6 => v.to_string(),
+                    7 => (v.abs() * 1_000_000_007 + big as i64).to_string(),
+                    8 => [i64::MIN, i64::MAX, 0, -1][big as usize % 4].to_string(),
+                    // Now and then a spelling that is not canonical.
+                    9 => format!("{:03}", v.abs()),
+                    10 => format!("+{}", v.abs()),
+                    _ => format!("{v}.0"),
+                }
+                .into_bytes())
+                .collect();
+            check_against_model(&keys, false);
+            check_against_model(&keys, true);
+            // Only canonical keys: the map stays integer all along.
+            let canon: Vec<Vec<u8>> =
+                keys.iter().filter(|k| canonical_int(k).is_some()).cloned().collect();
+            check_against_model(&canon, false);
+        }
+    }
+
+    #[test]
+    fn dense_canonical_keys_walk_in_byte_order() {
+        let b = MemoryBudget::new(1 << 30);
+        let mut m = IdMapWithGrant::new(false, &b);
+        let n = 150_000u32;
+        for i in (0..n).rev() {
+            m.insert(Key::Str(i.to_string().as_bytes()), i).unwrap();
+        }
+        m.seal();
+        assert!(m.is_canonical());
+        assert_eq!(m.get(Key::Str(b"149999")), Some(149_999));
+        assert_eq!(m.get(Key::Str(b"0149999")), None);
+        let (col, nodes, _g) = m.sorted(&b).unwrap();
+        assert_eq!(nodes.len(), n as usize);
+        for j in 1..nodes.len() {
+            assert!(col.bytes_at(j - 1) < col.bytes_at(j));
+        }
+        assert_eq!(col.bytes_at(0), b"0");
+        assert_eq!(col.bytes_at(2), b"10");
+        // A late non-canonical id turns the map into strings, keeping every key.
+        m.insert(Key::Str(b"x"), n).unwrap();
+        assert!(!m.is_canonical());
+        assert_eq!(m.get(Key::Str(b"12345")), Some(12_345));
+        assert_eq!(m.get(Key::Str(b"x")), Some(n));
     }
 
     #[test]

@@ -100,6 +100,10 @@ pub struct ImportConfig {
     /// Sort every id space on disk from the start, as when the ids do not fit the
     /// budget (`--spill-ids`; tests use it to compare both paths on the same input).
     pub spill_ids: bool,
+    /// Hold string ids as strings from the start, even while they are all canonical
+    /// integers (which the id map otherwise resolves as integers; tests use it to compare
+    /// both representations on the same input).
+    pub string_ids_as_strings: bool,
     /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
     /// `ImportError::Interrupted` within a window's time and removes what it staged.
     pub cancel: Arc<AtomicBool>,
@@ -124,6 +128,7 @@ impl ImportConfig {
             infer_types: false,
             null_markers: Vec::new(),
             spill_ids: false,
+            string_ids_as_strings: false,
             cancel: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -439,7 +444,8 @@ fn run(
             .enumerate()
             .map(|(i, s)| Space {
                 name: s.name.clone(),
-                map: IdMapWithGrant::new(s.id_type == IdType::Integer, &ctx.budget),
+                map: IdMapWithGrant::new(s.id_type == IdType::Integer, &ctx.budget)
+                    .strings_only(cfg.string_ids_as_strings),
                 spilled: None,
                 base: Some(i),
             })
@@ -899,6 +905,7 @@ fn space_index(
     spaces: &mut Vec<Space>,
     name: &Option<String>,
     integer: bool,
+    strings_only: bool,
     budget: &MemoryBudget,
 ) -> usize {
     match spaces.iter().position(|s| &s.name == name) {
@@ -906,7 +913,7 @@ fn space_index(
         None => {
             spaces.push(Space {
                 name: name.clone(),
-                map: IdMapWithGrant::new(integer, budget),
+                map: IdMapWithGrant::new(integer, budget).strings_only(strings_only),
                 spilled: None,
                 base: None,
             });
@@ -1495,7 +1502,13 @@ fn import_nodes(
                     });
                     columns.push(PropertyMeta { name, dtype });
                     id_column = Some(columns.len() - 1);
-                    id_space = Some(space_index(spaces, space, integer, &ctx.budget));
+                    id_space = Some(space_index(
+                        spaces,
+                        space,
+                        integer,
+                        ctx.cfg.string_ids_as_strings,
+                        &ctx.budget,
+                    ));
                     Slot::Id {
                         out: columns.len() - 1,
                     }

@@ -28,9 +28,43 @@ fn id(r: &mut impl Rng, i: u64) -> String {
     format!("https://example.org/u/{:016x}-{i}", r.random::<u64>())
 }
 
+/// Ids in canonical integer form, the most common string ids: sparse, some negative.
+fn canonical_id(n: u64, i: u64, spread: i64) -> String {
+    ((i as i64 - (n / 10) as i64) * spread).to_string()
+}
+
+/// The same number as `k`, spelled otherwise: no node has it.
+fn other_spelling(r: &mut impl Rng, k: &str) -> String {
+    let (sign, digits) = k.strip_prefix('-').map_or(("", k), |d| ("-", d));
+    match r.random_range(0..4) {
+        0 => format!("{sign}00{digits}"),
+        1 if sign.is_empty() => format!("+{digits}"),
+        2 => format!("{k}.0"),
+        _ => format!("\" {k}\""),
+    }
+}
+
 fn graph(seed: u64, n: u64, m: u64) -> Files {
+    graph_of(seed, n, m, None)
+}
+
+/// `canonical`: ids are canonical integers this far apart (else long strings).
+fn graph_of(seed: u64, n: u64, m: u64, canonical: Option<i64>) -> Files {
     let mut r = rand::rngs::StdRng::seed_from_u64(seed);
-    let ids: Vec<String> = (0..n).map(|i| id(&mut r, i)).collect();
+    let mut ids: Vec<String> = (0..n)
+        .map(|i| {
+            if let Some(spread) = canonical {
+                canonical_id(n, i, spread)
+            } else {
+                id(&mut r, i)
+            }
+        })
+        .collect();
+    if canonical.is_some() {
+        // Not in key order.
+        use rand::seq::SliceRandom;
+        ids.shuffle(&mut r);
+    }
     let mut p_ids = Vec::new();
     let mut good = Vec::new();
     let mut p1 = String::from("uid:ID(P),name,age:long\n");
@@ -64,7 +98,10 @@ fn graph(seed: u64, n: u64, m: u64) -> Files {
     for k in 0..m {
         let a = &good[r.random_range(0..good.len())];
         let missing = r.random_ratio(1, 100);
-        let b = if missing {
+        let b = if missing && canonical.is_some() {
+            let k = good[r.random_range(0..good.len())].clone();
+            other_spelling(&mut r, &k)
+        } else if missing {
             "https://example.org/u/nobody".to_string() // a missing endpoint
         } else {
             good[r.random_range(0..good.len())].clone()
@@ -266,6 +303,37 @@ fn a_small_budget_spills_midway_and_matches_memory() {
     );
     assert_eq!(sm.rows_read, ss.rows_read);
     check_same(dir.path(), &f, &mem, &small);
+}
+
+#[test]
+fn canonical_integer_strings_match_strings() {
+    // String ids that are all canonical integers are resolved as integers; other spellings
+    // of the same numbers ('007', '+7', '7.0', ' 7') are missing endpoints, as strings.
+    let dir = tempfile::tempdir().unwrap();
+    let f = graph_of(5, 20_000, 60_000, Some(3));
+    let canon = config(dir.path(), &f, "canon", 64 << 20, false);
+    let sc = import(&canon, &NoProgress).unwrap();
+    let mut strings = config(dir.path(), &f, "strings", 64 << 20, false);
+    strings.string_ids_as_strings = true;
+    let ss = import(&strings, &NoProgress).unwrap();
+    assert_eq!(
+        (sc.n_nodes, sc.n_rels, sc.rows_rejected, sc.rows_read),
+        (ss.n_nodes, ss.n_rels, ss.rows_rejected, ss.rows_read)
+    );
+    check_same(dir.path(), &f, &strings, &canon);
+    // Sorted on disk from the start, and spilled midway from a map held as integers.
+    let spill = config(dir.path(), &f, "spill", 64 << 20, true);
+    import(&spill, &NoProgress).unwrap();
+    check_same(dir.path(), &f, &strings, &spill);
+    // Sparse ids (a hash table of integers) past a small budget.
+    let big = graph_of(6, 1_000_000, 200_000, Some(1_000_003));
+    let dir = tempfile::tempdir().unwrap();
+    let mem = config(dir.path(), &big, "mem", 1 << 30, false);
+    import(&mem, &NoProgress).unwrap();
+    let small = config(dir.path(), &big, "small", 24 << 20, false);
+    let s = import(&small, &NoProgress).unwrap();
+    assert!(s.spilled_ids > 0, "{s:?}");
+    check_same(dir.path(), &big, &mem, &small);
 }
 
 #[test]
