@@ -21,6 +21,7 @@ pub mod idmap;
 pub mod parse;
 pub mod progress;
 pub mod spill;
+mod strtable;
 
 pub use error::ImportError;
 pub use progress::{NoProgress, Phase, Progress};

@@ -363,6 +363,17 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
     let mut lens: Vec<usize> = Vec::with_capacity(batch.columns.len());
     // Rows of a spilled side may be rejected after the join: they keep span and line.
     let keep_spans = endpoints.is_some_and(|e| e.start_spilled || e.end_spilled);
+    // Both endpoints of a row looked up together, when both are string keys in memory.
+    let pair = endpoints
+        .filter(|e| !(e.start_spilled || e.end_spilled || e.start_integer || e.end_integer))
+        .and_then(|e| {
+            let at = |want: fn(&Slot) -> bool| plan.slots.iter().position(want);
+            Some((
+                e,
+                at(|s| matches!(s, Slot::Start))?,
+                at(|s| matches!(s, Slot::End))?,
+            ))
+        });
     loop {
         let span = match tok.next_record(&mut fields) {
             Ok(Some(s)) => s,
@@ -415,6 +426,13 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
         let mut src = 0u32;
         let mut dst = 0u32;
         let mut ty: Option<u32> = None;
+        let found_pair = pair.map(|(e, si, ei)| {
+            e.start.get_two(
+                Key::Str(fields.get(chunk, si)),
+                e.end,
+                Key::Str(fields.get(chunk, ei)),
+            )
+        });
         for (i, slot) in plan.slots.iter().enumerate() {
             let f = fields.get(chunk, i);
             let r: Result<(), Reason> = match slot {
@@ -491,13 +509,21 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                             Ok(())
                         }
                     } else {
-                        let found = key.and_then(|k| {
-                            map.get(k).or_else(|| {
-                                let (db, space) = base?;
-                                // A read error of the index reads as a missing node (the
-                                // row is rejected and says so), never a panic.
-                                db.lookup_id(space, k.into()).ok().flatten()
-                            })
+                        let in_map = match found_pair {
+                            Some((s, e)) => {
+                                if start {
+                                    s
+                                } else {
+                                    e
+                                }
+                            }
+                            None => key.and_then(|k| map.get(k)),
+                        };
+                        let found = in_map.or_else(|| {
+                            let (k, (db, space)) = (key?, base?);
+                            // A read error of the index reads as a missing node (the
+                            // row is rejected and says so), never a panic.
+                            db.lookup_id(space, k.into()).ok().flatten()
                         });
                         match found {
                             Some(n) => {
