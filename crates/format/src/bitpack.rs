@@ -173,8 +173,105 @@ impl<'a> Packed<'a> {
 
     /// Decodes values `start..start+out.len()` into `out`.
     pub fn decode_into(&self, start: usize, out: &mut [u64]) {
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = self.get(start + k);
+        let mut k = 0;
+        self.for_each_in(start, start + out.len(), |v| {
+            out[k] = v;
+            k += 1;
+        });
+    }
+
+    /// Calls `f` with values `a..b` in order: `get`'s work in a tight loop, the bit
+    /// position carried from value to value (scans decode whole runs this way).
+    #[inline]
+    pub fn for_each_in(&self, a: usize, b: usize, mut f: impl FnMut(u64)) {
+        debug_assert!(a <= b && b <= self.len);
+        let w = self.width as usize;
+        if w == 0 {
+            (a..b).for_each(|_| f(0));
+        } else if w <= 56 {
+            // One unaligned 8-byte read holds any value of up to 57 bits at any shift;
+            // the buffer's padding makes the read in bounds (checked by `new`).
+            let mask = (1u64 << w) - 1;
+            let mut bit = a * w;
+            for _ in a..b {
+                let byte = bit >> 3;
+                let lo = read_u64(&self.bytes[byte..byte + 8]);
+                f((lo >> (bit & 7)) & mask);
+                bit += w;
+            }
+        } else {
+            (a..b).for_each(|i| f(self.get(i)));
+        }
+    }
+
+    /// Writes `f` of values `a..a+out.len()` into `out` (as [`for_each_in`](Self::for_each_in),
+    /// into a slice: no capacity test per value). Narrow values (up to 16 bits: flags,
+    /// small integers, dictionary codes) are unpacked eight at a time from one read.
+    #[inline]
+    pub fn map_into<T>(&self, a: usize, out: &mut [T], f: impl Fn(u64) -> T) {
+        debug_assert!(a + out.len() <= self.len);
+        let w = self.width as usize;
+        let end = a + out.len();
+        if w == 0 {
+            out.iter_mut().for_each(|o| *o = f(0));
+            return;
+        }
+        if w > 56 {
+            for (k, o) in out.iter_mut().enumerate() {
+                *o = f(self.get(a + k));
+            }
+            return;
+        }
+        let mask = (1u64 << w) - 1;
+        let one = |i: usize| {
+            let bit = i * w;
+            (read_u64(&self.bytes[bit >> 3..(bit >> 3) + 8]) >> (bit & 7)) & mask
+        };
+        let mut i = a;
+        if w <= 16 {
+            while i < end && i % 8 != 0 {
+                out[i - a] = f(one(i));
+                i += 1;
+            }
+            // Eight values from index `i` (a multiple of 8) start on a byte and take
+            // `w` bytes: one 16-byte read holds them.
+            while i + 8 <= end {
+                let byte = i * w / 8;
+                let Some(b) = self.bytes.get(byte..byte + 16) else {
+                    break;
+                };
+                let word = u128::from_le_bytes(b.try_into().unwrap_or([0; 16]));
+                let dst = &mut out[i - a..i - a + 8];
+                for (j, o) in dst.iter_mut().enumerate() {
+                    *o = f((word >> (j * w)) as u64 & mask);
+                }
+                i += 8;
+            }
+        }
+        while i < end {
+            out[i - a] = f(one(i));
+            i += 1;
+        }
+    }
+
+    /// Appends bits `a..b` of a width-1 array as booleans, a byte (8 values) at a time.
+    pub fn bits_into(&self, a: usize, b: usize, out: &mut Vec<bool>) {
+        debug_assert!(self.width == 1 && a <= b && b <= self.len);
+        let start = out.len();
+        out.resize(start + (b - a), false);
+        let out = &mut out[start..];
+        let mut i = a;
+        while i < b && i % 8 != 0 {
+            out[i - a] = self.get(i) == 1;
+            i += 1;
+        }
+        while i + 8 <= b {
+            out[i - a..i - a + 8].copy_from_slice(&EXPAND[self.bytes[i / 8] as usize]);
+            i += 8;
+        }
+        while i < b {
+            out[i - a] = self.get(i) == 1;
+            i += 1;
         }
     }
 
@@ -182,6 +279,21 @@ impl<'a> Packed<'a> {
         (0..self.len).map(move |i| self.get(i))
     }
 }
+
+/// Each byte's eight bits as booleans, lowest first.
+static EXPAND: [[bool; 8]; 256] = {
+    let mut t = [[false; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 8 {
+            t[b][k] = (b >> k) & 1 == 1;
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
 
 #[inline]
 pub fn read_u64(b: &[u8]) -> u64 {

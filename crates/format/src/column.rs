@@ -1215,6 +1215,36 @@ impl<'a> ColumnChunk<'a> {
         }
     }
 
+    /// Appends whether rows `a..b` hold a value.
+    pub fn validity_into(&self, a: usize, b: usize, out: &mut Vec<bool>) {
+        match &self.validity {
+            None => out.extend(std::iter::repeat_n(true, b - a)),
+            Some(v) => v.bits_into(a, b, out),
+        }
+    }
+
+    /// Appends the integers of rows `a..b` of an integer chunk (a null row's entry is
+    /// unspecified: read [`validity_into`](Self::validity_into) beside it); false, with
+    /// nothing appended, for a chunk of another kind.
+    pub fn i64_into(&self, a: usize, b: usize, out: &mut Vec<i64>) -> bool {
+        match &self.values {
+            ChunkValues::I64 {
+                base,
+                packed,
+                factor,
+            } => {
+                let start = out.len();
+                out.resize(start + (b - a), 0);
+                let (base, factor) = (*base, *factor);
+                packed.map_into(a, &mut out[start..], |v| {
+                    base.wrapping_add(v.wrapping_mul(factor) as i64)
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
     #[inline]
     pub fn get_f64(&self, i: usize) -> Option<f64> {
         match &self.values {

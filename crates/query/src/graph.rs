@@ -213,6 +213,17 @@ impl<'db> Graph<'db> {
         }
     }
 
+    /// The nodes of `lo..hi` the delta holds a record of (changed, deleted, or created),
+    /// in order, appended to `out`.
+    pub fn delta_held(&self, lo: u64, hi: u64, out: &mut Vec<u64>) {
+        let Some(d) = self.delta() else {
+            return;
+        };
+        let seg_hi = hi.min(d.base_nodes).max(lo);
+        out.extend(d.nodes.range(lo..seg_hi).map(|(&id, _)| id));
+        out.extend(seg_hi..hi);
+    }
+
     /// Values of the delta's records of nodes in `lo..hi` over a run read from the
     /// segments (`out[base..]` holds `lo..hi`): each record that decides property `name`
     /// replaces its node's value, mapped by `val` (a null stays null).
@@ -279,6 +290,14 @@ impl<'db> Graph<'db> {
     fn delta_rel<R>(&self, r: &RelRef, f: impl FnOnce(Option<&RelRec>) -> R) -> Option<R> {
         let d = self.delta()?;
         d.rel(r.ty, r.eid).map(f)
+    }
+
+    /// Nodes the segments hold a row of (the delta's created ids come after).
+    pub fn segment_nodes(&self) -> u64 {
+        match self.delta() {
+            Some(d) => d.base_nodes,
+            None => self.db.n_nodes(),
+        }
     }
 
     pub fn n_nodes(&self) -> u64 {
@@ -716,7 +735,7 @@ impl<'db> Graph<'db> {
     /// Calls `each` for every run of nodes `lo..hi` (without a delta) in one row group of
     /// one table: with the chunk of `name`, its type and the run's entries `a..b`, or
     /// with `None` when the table lacks the property; and the run's length.
-    fn prop_range_chunks(
+    pub(crate) fn prop_range_chunks(
         &self,
         lo: u64,
         hi: u64,

@@ -474,6 +474,20 @@ fn scan_aggregates_read_the_delta() {
         ("MATCH (n)", "RETURN count(*)"),
         ("MATCH (n:X)", "RETURN count(*), sum(n.a)"),
         ("MATCH (n:M)", "RETURN count(*)"),
+        // The typed path (keys and arguments that are properties): a key only the delta
+        // has, an imported key of a thousand values, no key.
+        (
+            "MATCH (n:N)",
+            "RETURN n.extra AS k, count(*), count(n.f), sum(n.a), avg(n.f), min(n.f), max(n.a) ORDER BY k",
+        ),
+        (
+            "MATCH (n:N)",
+            "RETURN n.a AS k, count(*), sum(n.extra), max(n.f) ORDER BY k",
+        ),
+        (
+            "MATCH (n:N)",
+            "RETURN count(*), sum(n.a), avg(n.a), min(n.f), max(n.f), count(n.s)",
+        ),
     ];
     let mut checked = 0;
     for (k, w) in writes.iter().enumerate() {

@@ -31,7 +31,7 @@ pub struct AggSpec {
 }
 
 #[derive(Debug, Clone)]
-enum AggState {
+pub(crate) enum AggState {
     Count(i64),
     Sum(Value),
     Avg(f64, i64),
@@ -351,32 +351,42 @@ impl GroupTable {
                 self.extras[i] = e.take();
             }
         }
-        let n_keys = other.groups.first().map_or(0, |g| g.0.len());
         for (key, g) in other.groups {
-            let cols: Vec<Vec<Value>> = key.iter().map(|k| vec![k.0.clone()]).collect();
-            let gi = if n_keys == 0 {
-                0
-            } else {
-                self.group_of(&cols, 0, aggs)
-            };
-            let mine = &mut self.groups[gi].1;
-            for (i, (s, o)) in mine.states.iter_mut().zip(g.states).enumerate() {
-                match (s, o) {
-                    (AggState::Count(a), AggState::Count(b)) => *a += b,
-                    (AggState::Avg(a, n), AggState::Avg(b, m)) => {
-                        *a += b;
-                        *n += m;
-                    }
-                    (AggState::List(a), AggState::List(b)) => a.extend(b),
-                    // Sum adds; min and max keep the better value (null is skipped).
-                    (s, AggState::Sum(b) | AggState::Best(b)) => {
-                        agg_update(aggs[i].func, s, &b)?;
-                    }
-                    _ => {}
-                }
-            }
+            self.fold_group(key.into_iter().map(|k| k.0).collect(), g.states, aggs)?;
         }
         self.bytes += other.bytes;
+        Ok(())
+    }
+
+    /// Folds one group's states (from other rows) into the group of `key`.
+    pub(crate) fn fold_group(
+        &mut self,
+        key: Vec<Value>,
+        states: Vec<AggState>,
+        aggs: &[AggSpec],
+    ) -> Result<(), QueryError> {
+        let gi = if key.is_empty() {
+            0
+        } else {
+            let cols: Vec<Vec<Value>> = key.into_iter().map(|k| vec![k]).collect();
+            self.group_of(&cols, 0, aggs)
+        };
+        let mine = &mut self.groups[gi].1;
+        for (i, (s, o)) in mine.states.iter_mut().zip(states).enumerate() {
+            match (s, o) {
+                (AggState::Count(a), AggState::Count(b)) => *a += b,
+                (AggState::Avg(a, n), AggState::Avg(b, m)) => {
+                    *a += b;
+                    *n += m;
+                }
+                (AggState::List(a), AggState::List(b)) => a.extend(b),
+                // Sum adds; min and max keep the better value (null is skipped).
+                (s, AggState::Sum(b) | AggState::Best(b)) => {
+                    agg_update(aggs[i].func, s, &b)?;
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 
@@ -481,6 +491,8 @@ pub struct ParallelAggregate {
     /// When every expression reads the node only through properties: those properties,
     /// and the expressions rewritten to read them as columns (no node column is built).
     pub direct: Option<DirectColumns>,
+    /// When the direct columns are simple enough: the typed path ([`FastAgg`]).
+    pub fast: Option<FastAgg>,
     pub ranges: Vec<ScanRange>,
     pub filter: Option<CExpr>,
     pub keys: Vec<CExpr>,
@@ -608,29 +620,42 @@ impl Op for ParallelAggregate {
                 let mut live = Vec::new();
                 let mut t = GroupTable::new(keys.len(), aggs);
                 let mut grant = budget.empty_grant("Aggregate");
+                if let (Some(fast), Some(d)) = (&self.fast, direct) {
+                    // The typed path, handing back what it does not read.
+                    let mut run = FastRun::new(fast);
+                    run.run(&env.g, m.table_label, m.lo, m.hi, &mut |rest| {
+                        match rest {
+                            Rest::Range(a, b) => direct_block(
+                                env,
+                                d,
+                                m.table_label,
+                                a,
+                                b,
+                                check_life,
+                                &mut live,
+                                &mut t,
+                            )?,
+                            Rest::Nodes(ns) => {
+                                let b = Batch {
+                                    cols: vec![ns.iter().map(|&x| Value::Node(x)).collect()],
+                                    len: ns.len(),
+                                };
+                                t.add(env, &self.keys, &self.aggs, &b)?;
+                            }
+                        }
+                        Ok(())
+                    })?;
+                    account(&mut grant, t.bytes + run.bytes(), "Aggregate")?;
+                    run.finish(&mut t, aggs)?;
+                    account(&mut grant, t.bytes, "Aggregate")?;
+                    return Ok((t, grant.bytes()));
+                }
                 let mut n = m.lo;
                 while n < m.hi {
                     let end = (n + BATCH_ROWS as u64).min(m.hi);
-                    if let Some((props, ..)) = direct {
-                        let mut cols = Vec::with_capacity(props.len());
-                        for p in props {
-                            let mut c = Vec::with_capacity((end - n) as usize);
-                            p.read(&env.g, n, end, &mut c)?;
-                            cols.push(c);
-                        }
-                        let mut b = Batch {
-                            cols,
-                            len: (end - n) as usize,
-                        };
-                        if check_life {
-                            env.g.live_mask(n, end, m.table_label, &mut live);
-                            b.filter(&live);
-                        }
+                    if let Some(d) = direct {
+                        direct_block(env, d, m.table_label, n, end, check_life, &mut live, &mut t)?;
                         n = end;
-                        if let Some(f) = filter {
-                            b.filter(&holds(&eval_col(env, f, &b)?));
-                        }
-                        t.add(env, keys, aggs, &b)?;
                         account(&mut grant, t.bytes, "Aggregate")?;
                         continue;
                     }
@@ -676,6 +701,39 @@ impl Op for ParallelAggregate {
             merged.finish(&self.aggs, self.keys.len())?,
         ))
     }
+}
+
+/// The direct path's block: properties of nodes `n..end` read as columns, live nodes
+/// kept, filtered, added to `t`.
+#[allow(clippy::too_many_arguments)]
+fn direct_block(
+    env: &Env,
+    (props, filter, keys, aggs): &DirectColumns,
+    table_label: Option<u32>,
+    n: u64,
+    end: u64,
+    check_life: bool,
+    live: &mut Vec<bool>,
+    t: &mut GroupTable,
+) -> Result<(), QueryError> {
+    let mut cols = Vec::with_capacity(props.len());
+    for p in props {
+        let mut c = Vec::with_capacity((end - n) as usize);
+        p.read(&env.g, n, end, &mut c)?;
+        cols.push(c);
+    }
+    let mut b = Batch {
+        cols,
+        len: (end - n) as usize,
+    };
+    if check_life {
+        env.g.live_mask(n, end, table_label, live);
+        b.filter(live);
+    }
+    if let Some(f) = filter {
+        b.filter(&holds(&eval_col(env, f, &b)?));
+    }
+    t.add(env, keys, aggs, &b)
 }
 
 /// Drops rows equal (by equivalence) to an earlier row on the first `width` columns.

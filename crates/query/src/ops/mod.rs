@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod aggregate;
+mod colagg;
 mod expand;
 pub mod load;
 mod rows;
@@ -32,6 +33,7 @@ mod sort;
 pub mod write;
 
 pub use aggregate::*;
+pub use colagg::*;
 pub use expand::*;
 pub use rows::*;
 pub use scan::*;

@@ -147,12 +147,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let op = match fused {
             Some(f) => {
                 let direct = direct_columns(f.filter.as_ref(), &key_exprs, &specs);
+                let fast = direct.as_ref().and_then(FastAgg::plan);
+                // "typed": keys and arguments read as typed columns (see ops::colagg).
+                let typed = if fast.is_some() { ", typed" } else { "" };
                 self.wrap(
                     "ParallelScanAggregate",
-                    format!("({}) {detail}", f.var.trim()),
+                    format!("({}{typed}) {detail}", f.var.trim()),
                     vec![],
                     Box::new(ParallelAggregate {
                         direct,
+                        fast,
                         ranges: f.ranges,
                         filter: f.filter,
                         keys: key_exprs,

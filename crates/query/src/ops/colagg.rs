@@ -1,0 +1,959 @@
+//! The scan-aggregate's typed path: grouping keys and aggregate arguments that are node
+//! properties are read straight from their column chunks, a block of rows at a time, as
+//! integers, floats, validity bits and dictionary codes, and aggregated in arrays indexed
+//! by group number. No value is made per row and no row hashes a value: a key column's
+//! values are numbered once per distinct value (small integers by indexing, a dictionary
+//! chunk's strings once per chunk), so `RETURN n.gender, count(*), avg(n.age)` costs a few
+//! array updates per row.
+//!
+//! It is an exact stand-in for the row path on what it accepts (`FastAgg::plan`), and
+//! hands a block back to the row path whenever a chunk is of a kind it does not read
+//! (dates as keys, floats as keys, strings as sums, a property that is an integer in one
+//! table and a float in another within one block). Rows the delta holds (changed,
+//! created) are aggregated by the row path, and deleted ones skipped, so a database that
+//! has seen a few writes keeps the typed path for the rest.
+
+use super::*;
+use quiver_common::types::{DataType, ScalarType};
+use quiver_format::column::ChunkValues;
+
+/// What the typed path computes: up to two keys and simple aggregates, each over one
+/// node property (by its index in `props`).
+#[derive(Debug, Clone)]
+pub struct FastAgg {
+    props: Vec<Arc<str>>,
+    keys: Vec<usize>,
+    aggs: Vec<(AggFn, Option<usize>)>,
+}
+
+impl FastAgg {
+    /// The typed path for a direct scan-aggregate (see [`DirectColumns`]), when there is
+    /// no filter, at most two keys, each a property, and every aggregate is `count(*)` or
+    /// a non-DISTINCT `count`, `sum`, `avg`, `min` or `max` of a property.
+    pub fn plan(direct: &DirectColumns) -> Option<FastAgg> {
+        let (props, filter, keys, aggs) = direct;
+        if filter.is_some() || keys.len() > 2 {
+            return None;
+        }
+        let mut names: Vec<Arc<str>> = Vec::new();
+        let mut index = |name: &Arc<str>| match names.iter().position(|n| n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name.clone());
+                names.len() - 1
+            }
+        };
+        let mut key_ix = Vec::new();
+        for k in keys {
+            match k {
+                CExpr::Slot(i) => match &props[*i] {
+                    PropColumn::Value(name) => key_ix.push(index(name)),
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+        let mut agg_ix = Vec::new();
+        for a in aggs {
+            if a.distinct || a.extra.is_some() {
+                return None;
+            }
+            let arg = match (&a.func, &a.arg) {
+                (AggFn::CountStar, None) => None,
+                (
+                    AggFn::Count | AggFn::Sum | AggFn::Avg | AggFn::Min | AggFn::Max,
+                    Some(CExpr::Slot(i)),
+                ) => match (&props[*i], a.func) {
+                    (PropColumn::Value(name), _) | (PropColumn::Present(name), AggFn::Count) => {
+                        Some(index(name))
+                    }
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            agg_ix.push((a.func, arg));
+        }
+        Some(FastAgg {
+            props: names,
+            keys: key_ix,
+            aggs: agg_ix,
+        })
+    }
+}
+
+/// Rows per block: a block's decoded columns stay in the core's caches.
+const BLOCK: u64 = 4096;
+/// A group number for a row that is not aggregated here (deleted, or left to the row path).
+const SKIP: u32 = u32::MAX;
+/// Integer keys below this are numbered by indexing.
+const SMALL_KEYS: i64 = 4096;
+
+/// The values of one key column, numbered in the order met: 0 is null.
+struct KeyIds {
+    vals: Vec<Value>,
+    small: Vec<u32>,
+    ints: HashMap<i64, u32>,
+    strs: HashMap<Box<[u8]>, u32>,
+    bools: [u32; 2],
+}
+
+impl KeyIds {
+    fn new() -> Self {
+        KeyIds {
+            vals: vec![Value::Null],
+            small: Vec::new(),
+            ints: HashMap::new(),
+            strs: HashMap::new(),
+            bools: [0; 2],
+        }
+    }
+
+    fn push(&mut self, v: Value) -> u32 {
+        self.vals.push(v);
+        (self.vals.len() - 1) as u32
+    }
+
+    #[inline]
+    fn int(&mut self, v: i64) -> u32 {
+        if (0..SMALL_KEYS).contains(&v) {
+            if self.small.is_empty() {
+                self.small = vec![0; SMALL_KEYS as usize];
+            }
+            let id = self.small[v as usize];
+            if id != 0 {
+                return id;
+            }
+            let id = self.push(Value::Int(v));
+            self.small[v as usize] = id;
+            return id;
+        }
+        if let Some(&id) = self.ints.get(&v) {
+            return id;
+        }
+        let id = self.push(Value::Int(v));
+        self.ints.insert(v, id);
+        id
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> u32 {
+        if let Some(&id) = self.strs.get(b) {
+            return id;
+        }
+        // As the row path reads strings (`quiver_engine::segments::chunk_value`).
+        let s: Arc<str> = match simdutf8::basic::from_utf8(b) {
+            Ok(s) => Arc::from(s),
+            Err(_) => Arc::from(String::from_utf8_lossy(b)),
+        };
+        let id = self.push(Value::Str(s));
+        self.strs.insert(b.into(), id);
+        id
+    }
+
+    fn boolean(&mut self, b: bool) -> u32 {
+        let slot = &mut self.bools[b as usize];
+        if *slot == 0 {
+            self.vals.push(Value::Bool(b));
+            *slot = (self.vals.len() - 1) as u32;
+        }
+        *slot
+    }
+
+    fn bytes_held(&self) -> u64 {
+        (self.vals.len() * 48 + self.small.len() * 4 + self.ints.len() * 24 + self.strs.len() * 48)
+            as u64
+    }
+}
+
+fn is_int(d: DataType) -> bool {
+    matches!(
+        d,
+        DataType::Scalar(ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long)
+    )
+}
+
+fn is_float(d: DataType) -> bool {
+    matches!(d, DataType::Scalar(ScalarType::Float | ScalarType::Double))
+}
+
+/// Numbers the key column `name` of nodes `lo..hi` into `out`; false when a chunk is of
+/// a kind this path does not number.
+fn key_column(
+    g: &crate::Graph<'_>,
+    lo: u64,
+    hi: u64,
+    name: &str,
+    ids: &mut KeyIds,
+    out: &mut Vec<u32>,
+    scratch: &mut (Vec<i64>, Vec<bool>),
+) -> Result<bool, QueryError> {
+    let mut ok = true;
+    g.prop_range_chunks(lo, hi, name, |chunk, count| {
+        let Some((c, dtype, a, b)) = chunk else {
+            out.extend(std::iter::repeat_n(0, count));
+            return Ok(());
+        };
+        match (&c.values, dtype) {
+            (
+                ChunkValues::I64 {
+                    base,
+                    packed,
+                    factor,
+                },
+                d,
+            ) if is_int(d) && packed.width() <= 12 && (1usize << packed.width()) * 4 <= b - a => {
+                // Few distinct codes: number each code's value once, then translate the
+                // codes as they are unpacked (a value with no row makes a group of no
+                // rows, which is never output).
+                let tr: Vec<u32> = (0..1u64 << packed.width())
+                    .map(|code| ids.int(base.wrapping_add(code.wrapping_mul(*factor) as i64)))
+                    .collect();
+                let start = out.len();
+                out.resize(start + (b - a), 0);
+                packed.map_into(a, &mut out[start..], |code| tr[code as usize]);
+                if c.has_nulls() {
+                    let valid = &mut scratch.1;
+                    valid.clear();
+                    c.validity_into(a, b, valid);
+                    for (id, &ok) in out[start..].iter_mut().zip(valid.iter()) {
+                        if !ok {
+                            *id = 0;
+                        }
+                    }
+                }
+            }
+            (ChunkValues::I64 { .. }, d) if is_int(d) => {
+                let (vals, valid) = scratch;
+                vals.clear();
+                valid.clear();
+                c.i64_into(a, b, vals);
+                c.validity_into(a, b, valid);
+                out.extend(
+                    vals.iter()
+                        .zip(valid.iter())
+                        .map(|(&v, &ok)| if ok { ids.int(v) } else { 0 }),
+                );
+            }
+            (ChunkValues::Dict { dict, codes }, DataType::Scalar(ScalarType::String))
+                if dict.len() * 4 <= b - a =>
+            {
+                // A small dictionary: every entry numbered once, then the codes translated
+                // as they are unpacked (as for small integers above).
+                let tr: Vec<u32> = (0..dict.len()).map(|d| ids.bytes(dict.get(d))).collect();
+                let start = out.len();
+                out.resize(start + (b - a), 0);
+                let mut bad = false;
+                codes.map_into(a, &mut out[start..], |code| match tr.get(code as usize) {
+                    Some(&id) => id,
+                    None => {
+                        // (A code past the dictionary: corrupt; the row path reports it.)
+                        0
+                    }
+                });
+                if codes.width() > 0 && (1usize << codes.width().min(32)) > tr.len() {
+                    bad = out[start..].iter().zip(a..b).any(|(&id, i)| {
+                        id == 0 && c.is_valid(i) && codes.get(i) as usize >= tr.len()
+                    });
+                }
+                if bad {
+                    ok = false;
+                } else if c.has_nulls() {
+                    let valid = &mut scratch.1;
+                    valid.clear();
+                    c.validity_into(a, b, valid);
+                    for (id, &v) in out[start..].iter_mut().zip(valid.iter()) {
+                        if !v {
+                            *id = 0;
+                        }
+                    }
+                }
+            }
+            (ChunkValues::Dict { dict, codes }, DataType::Scalar(ScalarType::String)) => {
+                // Each dictionary entry is numbered once, when first used.
+                let mut tr = vec![u32::MAX; dict.len()];
+                for i in a..b {
+                    out.push(if c.is_valid(i) {
+                        let code = codes.get(i) as usize;
+                        match tr.get(code).copied() {
+                            Some(id) if id != u32::MAX => id,
+                            Some(_) => {
+                                let id = ids.bytes(dict.get(code));
+                                tr[code] = id;
+                                id
+                            }
+                            None => {
+                                ok = false;
+                                0
+                            }
+                        }
+                    } else {
+                        0
+                    });
+                }
+            }
+            (_, DataType::Scalar(ScalarType::String | ScalarType::Char)) => {
+                for i in a..b {
+                    out.push(c.with_bytes(i, |s| ids.bytes(s)).unwrap_or(0));
+                }
+            }
+            (ChunkValues::Bool(_), DataType::Scalar(ScalarType::Boolean)) => {
+                for i in a..b {
+                    out.push(c.get_bool(i).map_or(0, |v| ids.boolean(v)));
+                }
+            }
+            _ => ok = false,
+        }
+        Ok(())
+    })?;
+    Ok(ok)
+}
+
+/// One property of a block as an aggregate reads it.
+#[derive(Default)]
+struct ArgCol {
+    /// Rows read; `valid` is filled only once a row without a value is met.
+    rows: usize,
+    all_valid: bool,
+    /// A bound on the integers' absolute values (sums of a block then fit an `i64` when
+    /// it is small enough).
+    max_abs: u64,
+    valid: Vec<bool>,
+    ints: Vec<i64>,
+    floats: Vec<f64>,
+    /// Which of `ints` and `floats` holds the values (`None`: only validity was read).
+    float: Option<bool>,
+}
+
+/// Reads property `name` of nodes `lo..hi`: validity only (`values` false, for count),
+/// or the values too when every chunk is integer or every chunk is float; false otherwise.
+fn arg_column(
+    g: &crate::Graph<'_>,
+    lo: u64,
+    hi: u64,
+    name: &str,
+    values: bool,
+    out: &mut ArgCol,
+) -> Result<bool, QueryError> {
+    out.valid.clear();
+    out.ints.clear();
+    out.floats.clear();
+    out.float = None;
+    out.rows = 0;
+    out.all_valid = true;
+    out.max_abs = 0;
+    let mut ok = true;
+    g.prop_range_chunks(lo, hi, name, |chunk, count| {
+        let nulls = chunk.is_none_or(|(c, ..)| c.has_nulls());
+        if nulls && out.all_valid {
+            out.all_valid = false;
+            out.valid.resize(out.rows, true);
+        }
+        out.rows += count;
+        let Some((c, dtype, a, b)) = chunk else {
+            out.valid.extend(std::iter::repeat_n(false, count));
+            if out.float == Some(true) {
+                out.floats.extend(std::iter::repeat_n(0.0, count));
+            } else {
+                out.ints.extend(std::iter::repeat_n(0, count));
+            }
+            return Ok(());
+        };
+        if !out.all_valid {
+            c.validity_into(a, b, &mut out.valid);
+        }
+        if !values {
+            return Ok(());
+        }
+        let float = if is_int(dtype) {
+            false
+        } else if is_float(dtype) {
+            true
+        } else {
+            ok = false;
+            return Ok(());
+        };
+        match out.float {
+            Some(f) if f != float => {
+                ok = false;
+                return Ok(());
+            }
+            None if float => {
+                // Integers so far were missing columns: zeros either way.
+                out.floats.extend(std::iter::repeat_n(0.0, out.ints.len()));
+                out.ints.clear();
+            }
+            _ => {}
+        }
+        out.float = Some(float);
+        if float {
+            out.floats
+                .extend((a..b).map(|i| c.get_f64(i).unwrap_or(0.0)));
+        } else if let ChunkValues::I64 {
+            base,
+            packed,
+            factor,
+        } = &c.values
+        {
+            let top = base.saturating_add(
+                (((1u128 << packed.width()) - 1) * *factor as u128).min(i64::MAX as u128) as i64,
+            );
+            out.max_abs = out.max_abs.max(base.unsigned_abs()).max(top.unsigned_abs());
+            c.i64_into(a, b, &mut out.ints);
+        } else if !c.i64_into(a, b, &mut out.ints) {
+            out.max_abs = u64::MAX;
+            // (Nulls decode to whatever the packed bits hold; `valid` masks them.)
+            out.ints.extend((a..b).map(|i| c.get_i64(i).unwrap_or(0)));
+        }
+        Ok(())
+    })?;
+    Ok(ok)
+}
+
+/// Per group: rows, and each aggregate's running state.
+#[derive(Default)]
+struct Acc {
+    count: Vec<i64>,
+    isum: Vec<i128>,
+    fsum: Vec<f64>,
+    saw_float: Vec<bool>,
+    ibest: Vec<Option<i64>>,
+    fbest: Vec<Option<f64>>,
+}
+
+impl Acc {
+    fn grow(&mut self, n: usize) {
+        if self.count.len() < n {
+            self.count.resize(n, 0);
+            self.isum.resize(n, 0);
+            self.fsum.resize(n, 0.0);
+            self.saw_float.resize(n, false);
+            self.ibest.resize(n, None);
+            self.fbest.resize(n, None);
+        }
+    }
+}
+
+/// Whether a float `v` replaces `best` as min (`max` false) or max, as `order` decides
+/// (NaN above every number; an equal value does not replace).
+#[inline]
+fn better_float(v: f64, best: f64, max: bool) -> bool {
+    let o = order(&Value::Float(v), &Value::Float(best));
+    o != std::cmp::Ordering::Equal && (o == std::cmp::Ordering::Greater) == max
+}
+
+/// One aggregate over a block that is one group with every row taken.
+fn fold_single(func: AggFn, col: &ArgCol, acc: &mut Acc) {
+    let valid = (!col.all_valid).then_some(&col.valid[..]);
+    let ok = |r: usize| valid.is_none_or(|v| v[r]);
+    match (func, col.float) {
+        (AggFn::Count, _) | (_, None) => {
+            acc.count[0] += match valid {
+                None => col.rows as i64,
+                Some(v) => v.iter().filter(|&&b| b).count() as i64,
+            };
+        }
+        (AggFn::Sum | AggFn::Avg, Some(false)) => {
+            let (c, s) = match valid {
+                None => (
+                    col.ints.len() as i64,
+                    col.ints.iter().map(|&x| x as i128).sum::<i128>(),
+                ),
+                Some(v) => col
+                    .ints
+                    .iter()
+                    .zip(v)
+                    .filter(|(_, &ok)| ok)
+                    .fold((0i64, 0i128), |(c, s), (&x, _)| (c + 1, s + x as i128)),
+            };
+            acc.count[0] += c;
+            acc.isum[0] += s;
+        }
+        (AggFn::Sum | AggFn::Avg, Some(true)) => {
+            let (mut c, mut s) = (0i64, 0f64);
+            for (r, &x) in col.floats.iter().enumerate() {
+                if ok(r) {
+                    c += 1;
+                    s += x;
+                }
+            }
+            acc.count[0] += c;
+            acc.fsum[0] += s;
+            acc.saw_float[0] |= c > 0;
+        }
+        (_, Some(false)) => {
+            let vals = col
+                .ints
+                .iter()
+                .enumerate()
+                .filter(|&(r, _)| ok(r))
+                .map(|(_, &x)| x);
+            let best = if func == AggFn::Max {
+                vals.max()
+            } else {
+                vals.min()
+            };
+            if let Some(b) = best {
+                let cur = &mut acc.ibest[0];
+                *cur = Some(match *cur {
+                    Some(x) if func == AggFn::Max => x.max(b),
+                    Some(x) => x.min(b),
+                    None => b,
+                });
+            }
+        }
+        (_, Some(true)) => {
+            let max = func == AggFn::Max;
+            for (r, &v) in col.floats.iter().enumerate() {
+                if ok(r) {
+                    let b = &mut acc.fbest[0];
+                    *b = Some(match *b {
+                        Some(x) if !better_float(v, x, max) => x,
+                        _ => v,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Calls `f(group, row)` for every taken row of a block (`SKIP`ped ones and, when
+/// `valid` is given, rows without a value left out): one tight loop per case.
+#[inline(always)]
+fn each_row(gids: &[u32], valid: Option<&[bool]>, mut f: impl FnMut(usize, usize)) {
+    match valid {
+        None => {
+            for (r, &g) in gids.iter().enumerate() {
+                if g != SKIP {
+                    f(g as usize, r);
+                }
+            }
+        }
+        Some(v) => {
+            for (r, (&g, &ok)) in gids.iter().zip(v).enumerate() {
+                if g != SKIP && ok {
+                    f(g as usize, r);
+                }
+            }
+        }
+    }
+}
+
+/// Groups up to which [`count_rows`] and [`sum_rows`] add in lanes.
+const LANE_GROUPS: usize = 1024;
+
+/// Adds `x(r)` of the block's taken rows (with a value, when `valid` is given) to
+/// `out[g]` of their group `g`. With few groups, rows add into four lanes in turn, so
+/// that consecutive rows of one group (gender has three) do not each wait for the
+/// previous one's store; rows not taken add into a slot past the groups, so the loop
+/// has no branch but the bounds checks.
+#[inline(always)]
+fn lane_fold<T, A>(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    out: &mut [A],
+    lanes: &mut Vec<T>,
+    x: impl Fn(usize) -> T,
+) where
+    T: Copy + Default + std::ops::AddAssign,
+    A: std::ops::AddAssign + From<T>,
+{
+    let groups = out.len();
+    if groups > LANE_GROUPS {
+        each_row(gids, valid, |g, r| out[g] += A::from(x(r)));
+        return;
+    }
+    let width = groups + 1;
+    lanes.clear();
+    lanes.resize(width * 4, T::default());
+    let slot = |r: usize| -> usize {
+        let g = gids[r];
+        let keep = g != SKIP && valid.is_none_or(|v| v[r]);
+        if keep {
+            g as usize
+        } else {
+            groups
+        }
+    };
+    let quads = gids.len() / 4;
+    for q in 0..quads {
+        let r = q * 4;
+        lanes[slot(r)] += x(r);
+        lanes[width + slot(r + 1)] += x(r + 1);
+        lanes[2 * width + slot(r + 2)] += x(r + 2);
+        lanes[3 * width + slot(r + 3)] += x(r + 3);
+    }
+    for r in quads * 4..gids.len() {
+        lanes[slot(r)] += x(r);
+    }
+    for (g, o) in out.iter_mut().enumerate() {
+        for l in 0..4 {
+            *o += A::from(lanes[l * width + g]);
+        }
+    }
+}
+
+/// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]).
+fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
+    match valid {
+        None => lane_fold(gids, None, counts, lanes, |_| 1u32),
+        Some(v) => lane_fold(gids, Some(v), counts, lanes, |_| 1u32),
+    }
+}
+
+/// Adds to `sums[g]` the values of the block's taken rows of group `g`, in `i64` lanes
+/// (the caller has checked that no lane can overflow).
+fn sum_rows(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    ints: &[i64],
+    sums: &mut [i128],
+    lanes: &mut Vec<i64>,
+) {
+    match valid {
+        None => lane_fold(gids, None, sums, lanes, |r| ints[r]),
+        Some(v) => lane_fold(gids, Some(v), sums, lanes, |r| ints[r]),
+    }
+}
+
+/// One aggregate over a block's rows by group number (`SKIP`: not taken).
+fn fold_groups(
+    func: AggFn,
+    col: &ArgCol,
+    gids: &[u32],
+    acc: &mut Acc,
+    (lanes, sums): (&mut Vec<u32>, &mut Vec<i64>),
+) {
+    let valid = (!col.all_valid).then_some(&col.valid[..]);
+    let Acc {
+        count,
+        isum,
+        fsum,
+        saw_float,
+        ibest,
+        fbest,
+    } = acc;
+    match (func, col.float) {
+        (AggFn::Count, _) | (_, None) => count_rows(gids, valid, count, lanes),
+        (AggFn::Sum | AggFn::Avg, Some(false)) => {
+            let ints = &col.ints[..gids.len()];
+            count_rows(gids, valid, count, lanes);
+            if col.max_abs.saturating_mul(gids.len() as u64) < 1 << 62 {
+                // No block sum can overflow an i64: sum in lanes, as counts are.
+                sum_rows(gids, valid, ints, isum, sums);
+            } else {
+                each_row(gids, valid, |g, r| isum[g] += ints[r] as i128);
+            }
+        }
+        (AggFn::Sum | AggFn::Avg, Some(true)) => {
+            let floats = &col.floats[..gids.len()];
+            each_row(gids, valid, |g, r| {
+                count[g] += 1;
+                fsum[g] += floats[r];
+                saw_float[g] = true;
+            })
+        }
+        (_, Some(false)) => {
+            let max = func == AggFn::Max;
+            let ints = &col.ints[..gids.len()];
+            each_row(gids, valid, |g, r| {
+                let v = ints[r];
+                let b = &mut ibest[g];
+                *b = Some(match *b {
+                    Some(x) if max => x.max(v),
+                    Some(x) => x.min(v),
+                    None => v,
+                });
+            })
+        }
+        (_, Some(true)) => {
+            let max = func == AggFn::Max;
+            let floats = &col.floats[..gids.len()];
+            each_row(gids, valid, |g, r| {
+                let v = floats[r];
+                let b = &mut fbest[g];
+                *b = Some(match *b {
+                    Some(x) if !better_float(v, x, max) => x,
+                    _ => v,
+                });
+            })
+        }
+    }
+}
+
+/// What the typed path leaves to the row path: a block of nodes it does not read (to be
+/// read as columns, live nodes only), or nodes the delta holds (live ones).
+pub enum Rest<'a> {
+    Range(u64, u64),
+    Nodes(&'a [u64]),
+}
+
+/// A morsel's typed aggregation: groups numbered by their keys' numbers.
+pub struct FastRun<'f> {
+    fa: &'f FastAgg,
+    ids: Vec<KeyIds>,
+    /// Two keys: the pair of key numbers -> group, and each group's pair.
+    pairs: HashMap<u64, u32>,
+    pair_keys: Vec<(u32, u32)>,
+    rows: Vec<i64>,
+    accs: Vec<Acc>,
+    gids: Vec<u32>,
+    key_buf: Vec<Vec<u32>>,
+    cols: Vec<ArgCol>,
+    touched: Vec<u64>,
+    live: Vec<bool>,
+    scratch: (Vec<i64>, Vec<bool>),
+    lanes: Vec<u32>,
+    sums: Vec<i64>,
+    /// A block was of a kind this path does not read: the rest of the morsel is too.
+    gave_up: bool,
+}
+
+impl<'f> FastRun<'f> {
+    pub fn new(fa: &'f FastAgg) -> Self {
+        FastRun {
+            fa,
+            ids: fa.keys.iter().map(|_| KeyIds::new()).collect(),
+            pairs: HashMap::new(),
+            pair_keys: Vec::new(),
+            rows: Vec::new(),
+            accs: fa.aggs.iter().map(|_| Acc::default()).collect(),
+            gids: Vec::new(),
+            key_buf: fa.keys.iter().map(|_| Vec::new()).collect(),
+            cols: fa.props.iter().map(|_| ArgCol::default()).collect(),
+            touched: Vec::new(),
+            live: Vec::new(),
+            scratch: (Vec::new(), Vec::new()),
+            lanes: Vec::new(),
+            sums: Vec::new(),
+            gave_up: false,
+        }
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> u64 {
+        let groups = self.rows.len() as u64;
+        groups * (8 + self.accs.len() as u64 * 64)
+            + self.ids.iter().map(KeyIds::bytes_held).sum::<u64>()
+            + self.pairs.len() as u64 * 24
+    }
+
+    /// Aggregates nodes `lo..hi` of a range whose tables all carry the label. Nodes the
+    /// delta holds, and blocks of a kind the typed path does not read, are given to
+    /// `rows` (as node ids) for the row path.
+    pub fn run(
+        &mut self,
+        g: &crate::Graph<'_>,
+        table_label: Option<u32>,
+        lo: u64,
+        hi: u64,
+        rest: &mut dyn FnMut(Rest<'_>) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let check_life = g.scans_check_life();
+        // Nodes created in the delta have no segment row: the row path takes them.
+        let seg_hi = hi.min(g.segment_nodes()).max(lo);
+        if seg_hi < hi {
+            g.live_mask(seg_hi, hi, table_label, &mut self.live);
+            let created: Vec<u64> = (seg_hi..hi)
+                .filter(|&x| self.live[(x - seg_hi) as usize])
+                .collect();
+            rest(Rest::Nodes(&created))?;
+        }
+        let hi = seg_hi;
+        let mut n = lo;
+        while n < hi {
+            let end = (n + BLOCK).min(hi);
+            let len = (end - n) as usize;
+            if self.gave_up {
+                rest(Rest::Range(n, end))?;
+                n = end;
+                continue;
+            }
+            // Which rows this path takes: live ones the delta does not hold.
+            self.touched.clear();
+            if check_life {
+                self.live.clear();
+                g.live_mask(n, end, table_label, &mut self.live);
+                g.delta_held(n, end, &mut self.touched);
+            }
+            if !self.block(g, n, end, len, check_life)? {
+                self.gave_up = true;
+                rest(Rest::Range(n, end))?;
+            } else if !self.touched.is_empty() {
+                let held: Vec<u64> = self
+                    .touched
+                    .iter()
+                    .copied()
+                    .filter(|&x| self.live[(x - n) as usize])
+                    .collect();
+                rest(Rest::Nodes(&held))?;
+            }
+            n = end;
+        }
+        Ok(())
+    }
+
+    /// The typed aggregation of one block; false (nothing added) when a column is of a
+    /// kind it does not read.
+    fn block(
+        &mut self,
+        g: &crate::Graph<'_>,
+        n: u64,
+        end: u64,
+        len: usize,
+        check_life: bool,
+    ) -> Result<bool, QueryError> {
+        let fa = self.fa;
+        for (k, &p) in fa.keys.iter().enumerate() {
+            self.key_buf[k].clear();
+            if !key_column(
+                g,
+                n,
+                end,
+                &fa.props[p],
+                &mut self.ids[k],
+                &mut self.key_buf[k],
+                &mut self.scratch,
+            )? {
+                return Ok(false);
+            }
+        }
+        for (p, name) in fa.props.iter().enumerate() {
+            let values = fa
+                .aggs
+                .iter()
+                .any(|&(f, a)| a == Some(p) && f != AggFn::Count);
+            let needed = fa.aggs.iter().any(|&(_, a)| a == Some(p));
+            if needed && !arg_column(g, n, end, name, values, &mut self.cols[p])? {
+                return Ok(false);
+            }
+        }
+        // Group numbers.
+        self.gids.clear();
+        match fa.keys.len() {
+            0 => self.gids.resize(len, 0),
+            // The key's numbers are the group numbers.
+            1 => std::mem::swap(&mut self.gids, &mut self.key_buf[0]),
+            _ => {
+                for r in 0..len {
+                    let (a, b) = (self.key_buf[0][r], self.key_buf[1][r]);
+                    let pk = (a as u64) << 32 | b as u64;
+                    let next = self.pair_keys.len() as u32;
+                    let gid = *self.pairs.entry(pk).or_insert(next);
+                    if gid == next {
+                        self.pair_keys.push((a, b));
+                    }
+                    self.gids.push(gid);
+                }
+            }
+        }
+        let mut skips = false;
+        if check_life {
+            for (r, gid) in self.gids.iter_mut().enumerate() {
+                if !self.live[r] {
+                    *gid = SKIP;
+                    skips = true;
+                }
+            }
+            for &x in &self.touched {
+                self.gids[(x - n) as usize] = SKIP;
+                skips = true;
+            }
+        }
+        let groups = match fa.keys.len() {
+            0 => 1,
+            1 => self.ids[0].vals.len(),
+            _ => self.pair_keys.len(),
+        };
+        if self.rows.len() < groups {
+            self.rows.resize(groups, 0);
+        }
+        // One group and every row of the block taken: aggregates fold in registers.
+        let single = fa.keys.is_empty() && !skips;
+        if single {
+            self.rows[0] += len as i64;
+        } else {
+            count_rows(&self.gids, None, &mut self.rows[..groups], &mut self.lanes);
+        }
+        for (ai, &(func, arg)) in fa.aggs.iter().enumerate() {
+            let acc = &mut self.accs[ai];
+            acc.grow(groups);
+            let Some(p) = arg else {
+                continue; // count(*) is `rows`
+            };
+            let col = &self.cols[p];
+            if single {
+                fold_single(func, col, acc);
+            } else {
+                fold_groups(
+                    func,
+                    col,
+                    &self.gids,
+                    acc,
+                    (&mut self.lanes, &mut self.sums),
+                );
+            }
+        }
+        Ok(true)
+    }
+
+    /// Folds the groups into `t` (a group table of the same keys and aggregates).
+    pub fn finish(self, t: &mut GroupTable, aggs: &[AggSpec]) -> Result<(), QueryError> {
+        let n_keys = self.fa.keys.len();
+        for (gid, &rows) in self.rows.iter().enumerate() {
+            if rows == 0 {
+                continue;
+            }
+            let key: Vec<Value> = match n_keys {
+                0 => Vec::new(),
+                1 => vec![self.ids[0].vals[gid].clone()],
+                _ => {
+                    let (a, b) = self.pair_keys[gid];
+                    vec![
+                        self.ids[0].vals[a as usize].clone(),
+                        self.ids[1].vals[b as usize].clone(),
+                    ]
+                }
+            };
+            let mut states = Vec::with_capacity(aggs.len());
+            for (ai, &(func, _)) in self.fa.aggs.iter().enumerate() {
+                let a = &self.accs[ai];
+                states.push(match func {
+                    AggFn::CountStar => AggState::Count(rows),
+                    AggFn::Count => AggState::Count(a.count[gid]),
+                    AggFn::Sum => {
+                        if a.saw_float[gid] {
+                            AggState::Sum(Value::Float(a.isum[gid] as f64 + a.fsum[gid]))
+                        } else {
+                            AggState::Sum(Value::Int(i64::try_from(a.isum[gid]).map_err(|_| {
+                                QueryError::Argument("integer overflow in sum()".into())
+                            })?))
+                        }
+                    }
+                    AggFn::Avg => AggState::Avg(a.isum[gid] as f64 + a.fsum[gid], a.count[gid]),
+                    _ => {
+                        let i = a.ibest[gid].map(Value::Int);
+                        let f = a.fbest[gid].map(Value::Float);
+                        AggState::Best(match (i, f) {
+                            (Some(i), Some(f)) => {
+                                let o = order(&i, &f);
+                                let pick_i = if func == AggFn::Max {
+                                    o != std::cmp::Ordering::Less
+                                } else {
+                                    o != std::cmp::Ordering::Greater
+                                };
+                                if pick_i {
+                                    i
+                                } else {
+                                    f
+                                }
+                            }
+                            (Some(v), None) | (None, Some(v)) => v,
+                            (None, None) => Value::Null,
+                        })
+                    }
+                });
+            }
+            t.fold_group(key, states, aggs)?;
+        }
+        Ok(())
+    }
+}
