@@ -185,7 +185,9 @@ def main():
     ap.add_argument("--runs", type=int, default=2000, help="queries per client")
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--peers", default="kuzu")
+    ap.add_argument("--chart", default=None, help="PNG of queries/s by clients (default: bench/out/bolt-throughput.png)")
     args = ap.parse_args()
+    series = {}
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
     q, kz, n_users = prepare(args, work)
@@ -199,6 +201,7 @@ def main():
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs)] for _ in range(n)]
                 st = clients(server, port, name, qq, n, ids, n_users, 20)
+                series.setdefault(name, []).append((n, st["qps"]))
                 if n == 1:
                     bolt_median_1 = st["median_ms"]
             # In-process, one client: Quiver's loop and Kùzu's Python API.
@@ -247,11 +250,16 @@ def main():
         for name, qq in WRITES:
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs // 4)] for _ in range(n)]
-                clients(server, port, name, qq, n, ids, n_users, 0)
+                st = clients(server, port, name, qq, n, ids, n_users, 0)
+                series.setdefault(name, []).append((n, st["qps"]))
     finally:
         server.kill()
         server.wait()
         shutil.rmtree(wdb, ignore_errors=True)
+    import charts
+    charts.throughput_chart(args.chart or ROOT / "bench" / "out" / "bolt-throughput.png",
+                            f"quiver serve, social scale {args.scale}: the Python driver, one process per client",
+                            {f"quiver, {q}": pts for q, pts in series.items()})
 
 
 if __name__ == "__main__":

@@ -245,6 +245,7 @@ def main():
     ap.add_argument("--rels", type=int, default=None, help="ids: relationships (default 5 per node)")
     ap.add_argument("--peers", default="duckdb,kuzu", help="comma-separated: duckdb, kuzu, ladybug, postgres, mariadb")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    ap.add_argument("--chart", default=None, help="PNG of rows/s and peak RSS per system (default: bench/out/import-<workload>.png)")
     args = ap.parse_args()
     if not QUIVER.exists():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
@@ -290,6 +291,12 @@ def main():
         print("RESULT " + json.dumps({"workload": label, "system": name, "rows": rows, "seconds": round(secs, 3),
                                       "rows_per_s": round(rows / secs), "peak_rss_bytes": rss, "disk_bytes": disk,
                                       "budget": args.budget, "runs": [round(r[0], 3) for r in results[name]]}))
+    import charts
+    names = list(med)
+    charts.import_chart(args.chart or ROOT / "bench" / "out" / f"import-{args.workload}.png",
+                        f"import, {label}: {rows:,} rows, {files['bytes'] / 2**20:.0f} MiB of CSV, {args.threads} threads"
+                        + (f", Quiver budget {args.budget}" if args.budget else ""),
+                        names, [rows / med[n][0] for n in names], [med[n][1] / 2**20 for n in names])
 
 
 if __name__ == "__main__":

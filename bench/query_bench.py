@@ -148,6 +148,7 @@ def main():
     ap.add_argument("--only", help="comma-separated query names")
     ap.add_argument("--peers", default="kuzu,kuzu-lit,ladybug-lit",
                     help="comma-separated: kuzu, kuzu-lit, ladybug, ladybug-lit, or none")
+    ap.add_argument("--chart", default=None, help="PNG of median latency per query and system (default: bench/out/query-social.png)")
     args = ap.parse_args()
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
@@ -155,6 +156,7 @@ def main():
     q, peer_dbs, n_users = prepare(args, work)
     rng = random.Random(args.seed)
     print(f"social scale {args.scale}: {n_users} users; {args.runs} runs per query (fewer for heavy ones)")
+    medians = {}
     print(f"{'query':<20} {'system':<12} {'median ms':>10} {'p99 ms':>10} {'q/s':>9} {'peak RSS':>9} {'ratio':>8}")
     for name, qq, kq, pnames, factor in QUERIES:
         if args.only and name not in args.only.split(","):
@@ -194,6 +196,12 @@ def main():
                 print(f"  note: total rows differ: quiver {res['quiver']['rows']}, {peer} {res[peer]['rows']}")
         print("RESULT " + json.dumps({"query": name, "runs": runs, **res}))
         sys.stdout.flush()
+        medians[name] = {s: r["median_ms"] for s, r in res.items()}
+    if medians:
+        import charts
+        charts.latency_chart(args.chart or ROOT / "bench" / "out" / "query-social.png",
+                             f"seed 003's reads on social scale {args.scale}, in process",
+                             list(medians), ["quiver"] + peers, medians)
 
 
 if __name__ == "__main__":

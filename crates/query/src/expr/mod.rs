@@ -279,25 +279,10 @@ impl StringTest {
         t: quiver_common::types::DataType,
     ) -> Result<Value, QueryError> {
         use quiver_common::types::{DataType, ScalarType};
-        if let (DataType::Scalar(ScalarType::String | ScalarType::Char), Value::Str(pat)) =
+        if let (DataType::Scalar(ScalarType::String | ScalarType::Char), Value::Str(_)) =
             (t, &self.pat)
         {
-            let pat = pat.as_bytes();
-            // Valid UTF-8 bytes stand for their string exactly, and these tests on a
-            // string are the same tests on its bytes (UTF-8 is self-synchronizing).
-            // Bytes that are not valid UTF-8 (a damaged file) take the value path,
-            // which replaces them.
-            let tested = chunk.with_bytes(i, |s| {
-                simdutf8::basic::from_utf8(s).is_ok().then(|| {
-                    Value::Bool(match self.op {
-                        BinOp::StartsWith => s.starts_with(pat),
-                        BinOp::EndsWith => s.ends_with(pat),
-                        BinOp::Contains => memchr::memmem::find(s, pat).is_some(),
-                        BinOp::Eq => s == pat,
-                        _ => s != pat,
-                    })
-                })
-            });
+            let tested = chunk.with_bytes(i, |s| self.on_bytes(s).map(Value::Bool));
             match tested {
                 None => return Ok(Value::Null),
                 Some(Some(v)) => return Ok(v),
@@ -305,6 +290,26 @@ impl StringTest {
             }
         }
         self.on_value(crate::graph::chunk_value(chunk, i, t))
+    }
+
+    /// The test on a stored string's bytes; `None` when they are not valid UTF-8 (a
+    /// damaged file: the value path replaces them). Valid UTF-8 bytes stand for their
+    /// string exactly, and these tests on a string are the same tests on its bytes
+    /// (UTF-8 is self-synchronizing).
+    pub fn on_bytes(&self, s: &[u8]) -> Option<bool> {
+        let Value::Str(pat) = &self.pat else {
+            return None;
+        };
+        let pat = pat.as_bytes();
+        simdutf8::basic::from_utf8(s)
+            .is_ok()
+            .then(|| match self.op {
+                BinOp::StartsWith => s.starts_with(pat),
+                BinOp::EndsWith => s.ends_with(pat),
+                BinOp::Contains => memchr::memmem::find(s, pat).is_some(),
+                BinOp::Eq => s == pat,
+                _ => s != pat,
+            })
     }
 
     /// The test on a value (from the write layer, or of another type).

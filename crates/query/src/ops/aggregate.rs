@@ -460,7 +460,7 @@ pub enum PropColumn {
 
 impl PropColumn {
     /// Reads this column for nodes `lo..hi` into `out`.
-    fn read(
+    pub(crate) fn read(
         &self,
         g: &Graph<'_>,
         lo: u64,
@@ -623,7 +623,7 @@ impl Op for ParallelAggregate {
                 if let (Some(fast), Some(d)) = (&self.fast, direct) {
                     // The typed path, handing back what it does not read.
                     let mut run = FastRun::new(fast);
-                    run.run(&env.g, m.table_label, m.lo, m.hi, &mut |rest| {
+                    run.run(env, m.table_label, m.lo, m.hi, &mut |rest| {
                         match rest {
                             Rest::Range(a, b) => direct_block(
                                 env,
@@ -636,10 +636,13 @@ impl Op for ParallelAggregate {
                                 &mut t,
                             )?,
                             Rest::Nodes(ns) => {
-                                let b = Batch {
+                                let mut b = Batch {
                                     cols: vec![ns.iter().map(|&x| Value::Node(x)).collect()],
                                     len: ns.len(),
                                 };
+                                if let Some(f) = &self.filter {
+                                    b.filter(&holds(&eval_col(env, f, &b)?));
+                                }
                                 t.add(env, &self.keys, &self.aggs, &b)?;
                             }
                         }

@@ -15,6 +15,7 @@
 
 use super::*;
 use quiver_common::types::{DataType, ScalarType};
+use quiver_cypher::ast::BinOp;
 use quiver_format::column::ChunkValues;
 
 /// What the typed path computes: up to two keys and simple aggregates, each over one
@@ -24,17 +25,44 @@ pub struct FastAgg {
     props: Vec<Arc<str>>,
     keys: Vec<usize>,
     aggs: Vec<(AggFn, Option<usize>)>,
+    /// A filter, as the direct path has it (over `columns`), evaluated a block at a time
+    /// on the columns it reads: the rows it drops are not aggregated.
+    filter: Option<(CExpr, Vec<PropColumn>, Vec<bool>)>,
+}
+
+/// Marks in `used` the column slots `e` reads (a filter rewritten by `rewrite_props`).
+fn slots_used(e: &CExpr, used: &mut [bool]) {
+    match e {
+        CExpr::Slot(i) => {
+            if let Some(u) = used.get_mut(*i) {
+                *u = true;
+            }
+        }
+        CExpr::Bin(_, a, b) => {
+            slots_used(a, used);
+            slots_used(b, used);
+        }
+        CExpr::Not(x) | CExpr::Neg(x) | CExpr::IsNull(x, _) => slots_used(x, used),
+        CExpr::Func(_, args) => args.iter().for_each(|a| slots_used(a, used)),
+        _ => {}
+    }
 }
 
 impl FastAgg {
-    /// The typed path for a direct scan-aggregate (see [`DirectColumns`]), when there is
-    /// no filter, at most two keys, each a property, and every aggregate is `count(*)` or
-    /// a non-DISTINCT `count`, `sum`, `avg`, `min` or `max` of a property.
+    /// The typed path for a direct scan-aggregate (see [`DirectColumns`]), when there
+    /// are at most two keys, each a property, and every aggregate is `count(*)` or a
+    /// non-DISTINCT `count`, `sum`, `avg`, `min` or `max` of a property (a filter is
+    /// evaluated on its columns, row by row).
     pub fn plan(direct: &DirectColumns) -> Option<FastAgg> {
         let (props, filter, keys, aggs) = direct;
-        if filter.is_some() || keys.len() > 2 {
+        if keys.len() > 2 {
             return None;
         }
+        let filter = filter.as_ref().map(|f| {
+            let mut used = vec![false; props.len()];
+            slots_used(f, &mut used);
+            (f.clone(), props.clone(), used)
+        });
         let mut names: Vec<Arc<str>> = Vec::new();
         let mut index = |name: &Arc<str>| match names.iter().position(|n| n == name) {
             Some(i) => i,
@@ -77,6 +105,7 @@ impl FastAgg {
             props: names,
             keys: key_ix,
             aggs: agg_ix,
+            filter,
         })
     }
 }
@@ -679,6 +708,148 @@ fn fold_groups(
     }
 }
 
+/// Ternary truth values of a filter over a block: false, true, null.
+const F: u8 = 0;
+const T: u8 = 1;
+const NULL: u8 = 2;
+
+/// A filter over nodes `lo..hi` as truth values into `out`, read from the chunks, when it
+/// is made of null tests of properties, string tests against constants (see
+/// [`PropColumn`]) and AND, OR, NOT of those; false (and `out` unspecified) otherwise.
+fn typed_mask(
+    e: &CExpr,
+    columns: &[PropColumn],
+    g: &crate::Graph<'_>,
+    lo: u64,
+    hi: u64,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<bool>,
+) -> Result<bool, QueryError> {
+    out.clear();
+    match e {
+        CExpr::IsNull(x, is_null) => {
+            let CExpr::Slot(i) = **x else {
+                return Ok(false);
+            };
+            let PropColumn::Present(name) = &columns[i] else {
+                return Ok(false);
+            };
+            g.prop_range_chunks(lo, hi, name, |chunk, count| {
+                match chunk {
+                    None => out.extend(std::iter::repeat_n(*is_null as u8, count)),
+                    Some((c, _, a, b)) => {
+                        scratch.clear();
+                        c.validity_into(a, b, scratch);
+                        out.extend(scratch.iter().map(|&v| (v != *is_null) as u8));
+                    }
+                }
+                Ok(())
+            })?;
+            Ok(true)
+        }
+        CExpr::Slot(i) => {
+            let PropColumn::Test(name, op, pat) = &columns[*i] else {
+                return Ok(false);
+            };
+            let test = crate::expr::StringTest::new(*op, pat.clone());
+            g.prop_range_chunks(lo, hi, name, |chunk, count| {
+                match chunk {
+                    None => out.extend(std::iter::repeat_n(NULL, count)),
+                    Some((c, t, a, b))
+                        if matches!(
+                            (&c.values, t),
+                            (
+                                ChunkValues::Dict { .. },
+                                DataType::Scalar(ScalarType::String | ScalarType::Char)
+                            )
+                        ) && b > a =>
+                    {
+                        // A dictionary: each entry tested once, when first met.
+                        let ChunkValues::Dict { dict, codes } = &c.values else {
+                            unreachable!("matched above")
+                        };
+                        let mut known = vec![u8::MAX; dict.len()];
+                        for i in a..b {
+                            if !c.is_valid(i) {
+                                out.push(NULL);
+                                continue;
+                            }
+                            let code = codes.get(i) as usize;
+                            let v = match known.get(code) {
+                                Some(&v) if v != u8::MAX => v,
+                                Some(_) => {
+                                    let v = match test.on_bytes(dict.get(code)) {
+                                        Some(x) => x as u8,
+                                        None => match test.on_chunk(c, i, t)? {
+                                            Value::Bool(x) => x as u8,
+                                            _ => NULL,
+                                        },
+                                    };
+                                    known[code] = v;
+                                    v
+                                }
+                                None => match test.on_chunk(c, i, t)? {
+                                    Value::Bool(x) => x as u8,
+                                    _ => NULL,
+                                },
+                            };
+                            out.push(v);
+                        }
+                    }
+                    Some((c, t, a, b)) => {
+                        for i in a..b {
+                            out.push(if !c.is_valid(i) {
+                                NULL
+                            } else {
+                                match test.on_chunk(c, i, t)? {
+                                    Value::Bool(x) => x as u8,
+                                    _ => NULL,
+                                }
+                            });
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+            Ok(true)
+        }
+        CExpr::Not(x) => {
+            if !typed_mask(x, columns, g, lo, hi, out, scratch)? {
+                return Ok(false);
+            }
+            for v in out.iter_mut() {
+                *v = match *v {
+                    F => T,
+                    T => F,
+                    _ => NULL,
+                };
+            }
+            Ok(true)
+        }
+        CExpr::Bin(op @ (BinOp::And | BinOp::Or), a, b) => {
+            if !typed_mask(a, columns, g, lo, hi, out, scratch)? {
+                return Ok(false);
+            }
+            let mut other = Vec::with_capacity(out.len());
+            if !typed_mask(b, columns, g, lo, hi, &mut other, scratch)? {
+                return Ok(false);
+            }
+            let (absorb, keep) = if *op == BinOp::And { (F, T) } else { (T, F) };
+            for (x, &y) in out.iter_mut().zip(&other) {
+                *x = if *x == absorb || y == absorb {
+                    absorb
+                } else if *x == NULL || y == NULL {
+                    NULL
+                } else {
+                    keep
+                };
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// What the typed path leaves to the row path: a block of nodes it does not read (to be
 /// read as columns, live nodes only), or nodes the delta holds (live ones).
 pub enum Rest<'a> {
@@ -703,6 +874,7 @@ pub struct FastRun<'f> {
     scratch: (Vec<i64>, Vec<bool>),
     lanes: Vec<u32>,
     sums: Vec<i64>,
+    mask: Vec<u8>,
     /// A block was of a kind this path does not read: the rest of the morsel is too.
     gave_up: bool,
 }
@@ -724,6 +896,7 @@ impl<'f> FastRun<'f> {
             scratch: (Vec::new(), Vec::new()),
             lanes: Vec::new(),
             sums: Vec::new(),
+            mask: Vec::new(),
             gave_up: false,
         }
     }
@@ -741,12 +914,13 @@ impl<'f> FastRun<'f> {
     /// `rows` (as node ids) for the row path.
     pub fn run(
         &mut self,
-        g: &crate::Graph<'_>,
+        env: &Env,
         table_label: Option<u32>,
         lo: u64,
         hi: u64,
         rest: &mut dyn FnMut(Rest<'_>) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
+        let g = &env.g;
         let check_life = g.scans_check_life();
         // Nodes created in the delta have no segment row: the row path takes them.
         let seg_hi = hi.min(g.segment_nodes()).max(lo);
@@ -774,7 +948,7 @@ impl<'f> FastRun<'f> {
                 g.live_mask(n, end, table_label, &mut self.live);
                 g.delta_held(n, end, &mut self.touched);
             }
-            if !self.block(g, n, end, len, check_life)? {
+            if !self.block(env, n, end, len, check_life)? {
                 self.gave_up = true;
                 rest(Rest::Range(n, end))?;
             } else if !self.touched.is_empty() {
@@ -795,13 +969,14 @@ impl<'f> FastRun<'f> {
     /// kind it does not read.
     fn block(
         &mut self,
-        g: &crate::Graph<'_>,
+        env: &Env,
         n: u64,
         end: u64,
         len: usize,
         check_life: bool,
     ) -> Result<bool, QueryError> {
         let fa = self.fa;
+        let g = &env.g;
         for (k, &p) in fa.keys.iter().enumerate() {
             self.key_buf[k].clear();
             if !key_column(
@@ -846,6 +1021,35 @@ impl<'f> FastRun<'f> {
             }
         }
         let mut skips = false;
+        if let Some((f, columns, used)) = &fa.filter {
+            if typed_mask(f, columns, g, n, end, &mut self.mask, &mut self.scratch.1)? {
+                for (gid, &m) in self.gids.iter_mut().zip(&self.mask) {
+                    if m != T {
+                        *gid = SKIP;
+                        skips = true;
+                    }
+                }
+            } else {
+                // The filter's columns as values (string tests and presence make booleans),
+                // the others left empty: it reads only its own slots.
+                let mut cols = Vec::with_capacity(columns.len());
+                for (c, &u) in columns.iter().zip(used) {
+                    let mut v = Vec::new();
+                    if u {
+                        v.reserve(len);
+                        c.read(g, n, end, &mut v)?;
+                    }
+                    cols.push(v);
+                }
+                let b = Batch { cols, len };
+                for (gid, keep) in self.gids.iter_mut().zip(holds(&eval_col(env, f, &b)?)) {
+                    if !keep {
+                        *gid = SKIP;
+                        skips = true;
+                    }
+                }
+            }
+        }
         if check_life {
             for (r, gid) in self.gids.iter_mut().enumerate() {
                 if !self.live[r] {
