@@ -148,7 +148,8 @@ def systems(args, files, work):
     q = work / "load.qdb"
     imp = files["plain"].parent
     analytical, transactional = statements(args, files)
-    shell = [str(QUIVER), "shell", "--db", str(q), "--import-dir", str(imp)]
+    # A fresh, empty database each run (`--create`: the shell refuses a missing one).
+    shell = [str(QUIVER), "shell", "--db", str(q), "--create", "--import-dir", str(imp)]
     out = []
     icmd = [str(QUIVER), "import", "--db", str(q), "--threads", str(args.threads), "--quiet"]
     if args.workload == "dolt":

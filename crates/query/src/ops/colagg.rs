@@ -114,6 +114,8 @@ impl FastAgg {
 const BLOCK: u64 = 4096;
 /// A group number for a row that is not aggregated here (deleted, or left to the row path).
 const SKIP: u32 = u32::MAX;
+/// Groups past which a morsel leaves the typed path (see `FastRun::run`).
+const MANY_GROUPS: usize = 8192;
 /// Integer keys below this are numbered by indexing.
 const SMALL_KEYS: i64 = 4096;
 
@@ -901,6 +903,15 @@ impl<'f> FastRun<'f> {
         }
     }
 
+    /// Groups so far.
+    fn groups(&self) -> usize {
+        match self.fa.keys.len() {
+            0 => 1,
+            1 => self.ids[0].vals.len(),
+            _ => self.pair_keys.len(),
+        }
+    }
+
     /// Approximate bytes held.
     pub fn bytes(&self) -> u64 {
         let groups = self.rows.len() as u64;
@@ -947,6 +958,14 @@ impl<'f> FastRun<'f> {
                 self.live.clear();
                 g.live_mask(n, end, table_label, &mut self.live);
                 g.delta_held(n, end, &mut self.touched);
+            }
+            if self.groups() > MANY_GROUPS {
+                // Nearly a group per row: numbering keys only adds to the row path's
+                // hashing (a key like an id); the rest of the morsel goes the row way.
+                self.gave_up = true;
+                rest(Rest::Range(n, end))?;
+                n = end;
+                continue;
             }
             if !self.block(env, n, end, len, check_life)? {
                 self.gave_up = true;
