@@ -71,6 +71,69 @@ fn space_of(spec: &str, prefix: &str) -> Option<Option<String>> {
     None
 }
 
+/// A header row with no annotation at all (no `:` in any field) is a newcomer's file,
+/// not one written for Neo4j's convention: its fields rewritten in that convention, or
+/// `None` for an annotated header (read by Neo4j's rules exactly). Nodes: the id column is
+/// `id` (any case), else `<label>_id` or `<label>Id` for the group's first label, else the
+/// first column when `need_id` (relationships are imported beside: they refer to nodes
+/// by id), else none (a table of rows, such as the wide workload's, where a first column
+/// with repeats must not become duplicate ids). Relationships: the endpoints are a pair named `src`/`dst`,
+/// `source`/`target`, `from`/`to` or `start`/`end` (any case), else the first two
+/// columns (Kùzu's rule). Both resolve in the global id space; the other columns stay
+/// untyped properties (the import sniffs their types).
+pub fn annotate_plain(
+    fields: &[&[u8]],
+    kind: HeaderKind,
+    label: Option<&str>,
+    need_id: bool,
+) -> Option<Vec<String>> {
+    if fields.is_empty() || fields.iter().any(|f| f.contains(&b':')) {
+        return None;
+    }
+    let names: Vec<String> = fields
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).trim().to_string())
+        .collect();
+    let lower: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+    let find = |want: &str| lower.iter().position(|n| n == want);
+    let mut out = names.clone();
+    match kind {
+        HeaderKind::Nodes => {
+            let label = label
+                .and_then(|l| l.split(':').next())
+                .map(|l| l.trim().to_ascii_lowercase())
+                .filter(|l| !l.is_empty());
+            let at = find("id")
+                .or_else(|| {
+                    let l = label.as_ref()?;
+                    find(&format!("{l}_id")).or_else(|| find(&format!("{l}id")))
+                })
+                .or(need_id.then_some(0));
+            if let Some(at) = at {
+                out[at] = format!("{}:ID", names[at]);
+            }
+        }
+        HeaderKind::Relationships => {
+            if fields.len() < 2 {
+                return None;
+            }
+            let pairs = [
+                ("src", "dst"),
+                ("source", "target"),
+                ("from", "to"),
+                ("start", "end"),
+            ];
+            let (a, b) = pairs
+                .iter()
+                .find_map(|(a, b)| Some((find(a)?, find(b)?)))
+                .unwrap_or((0, 1));
+            out[a] = format!("{}:START_ID", names[a]);
+            out[b] = format!("{}:END_ID", names[b]);
+        }
+    }
+    Some(out)
+}
+
 impl Header {
     /// Parses header fields. `fields` are the header row's fields, already unquoted.
     pub fn parse(fields: &[&[u8]], kind: HeaderKind) -> Result<Header, HeaderError> {

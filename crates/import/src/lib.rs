@@ -145,6 +145,9 @@ pub fn default_budget_bytes() -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct ImportSummary {
     pub db: PathBuf,
+    /// Files whose header had no annotation (a newcomer's file): the header they were
+    /// read with, in Neo4j's convention (pasted as the file's first line, it pins it).
+    pub inferred_headers: Vec<(PathBuf, String)>,
     pub nodes_by_label: Vec<(String, u64)>,
     pub rels_by_type: Vec<(String, u64)>,
     pub n_nodes: u64,
@@ -224,6 +227,8 @@ struct Ctx<'a> {
     /// Wall time per phase, in order, and each finished phase's peak RSS.
     phases: Vec<(Phase, Instant)>,
     phase_peaks: Vec<u64>,
+    /// See [`ImportSummary::inferred_headers`].
+    inferred_headers: Vec<(PathBuf, String)>,
 }
 
 impl Ctx<'_> {
@@ -350,6 +355,7 @@ fn import_with(
         row_groups: 0,
         phases: Vec::new(),
         phase_peaks: Vec::new(),
+        inferred_headers: Vec::new(),
     };
     let staging = match base {
         Some(_) => Staging::begin_held(&cfg.db)?,
@@ -699,6 +705,7 @@ fn run(
         n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
         spilled_edges: spilled,
         spilled_ids,
+        inferred_headers: std::mem::take(&mut ctx.inferred_headers),
         ..Default::default()
     };
     let manifest = match base {
@@ -832,16 +839,64 @@ fn start_reader(
     )
 }
 
-/// Receives and parses the header of a group; returns it and the lines it spans.
+/// Receives and parses the header of a group; returns it, the lines it spans, and
+/// whether it had no annotation at all (then it is read by
+/// [`quiver_csv::header::annotate_plain`]'s rules and its types are sniffed).
 fn read_header(
     rx: &crossbeam_channel::Receiver<Msg>,
-    file0: &Path,
+    group: &InputGroup,
     kind: HeaderKind,
-) -> Result<(Header, u64), ImportError> {
+    need_id: bool,
+) -> Result<(Header, u64, bool), ImportError> {
+    let file0 = &group.files[0];
     let (fields, lines) = receive_header(rx, file0)?;
     let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
-    let header = Header::parse(&refs, kind).map_err(|e| header_error(file0, e))?;
-    Ok((header, lines))
+    let plain = quiver_csv::header::annotate_plain(&refs, kind, group.spec.as_deref(), need_id);
+    let header = match &plain {
+        Some(p) => {
+            let refs: Vec<&[u8]> = p.iter().map(|f| f.as_bytes()).collect();
+            Header::parse(&refs, kind)
+        }
+        None => Header::parse(&refs, kind),
+    }
+    .map_err(|e| header_error(file0, e))?;
+    Ok((header, lines, plain.is_some()))
+}
+
+/// A header in Neo4j's convention with the sniffed types written in (what a plain
+/// header was read as).
+fn header_text(header: &Header, inferred: &[Option<DataType>]) -> String {
+    header
+        .columns
+        .iter()
+        .zip(inferred)
+        .map(|(c, t)| match (&c.role, t) {
+            (Role::Property, Some(t)) => format!("{}:{}", c.name, t.name()),
+            _ => c.raw.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The first window of a group's data and the types sniffed from it, when they are to
+/// be sniffed (`--infer-types`, or a plain header); else no window and no types.
+fn sniff(
+    rx: &crossbeam_channel::Receiver<Msg>,
+    cfg: &ImportConfig,
+    header: &Header,
+    wanted: bool,
+) -> Result<(Vec<Option<DataType>>, Option<Window>), ImportError> {
+    if !wanted {
+        return Ok((vec![None; header.columns.len()], None));
+    }
+    match rx.recv() {
+        Ok(Msg::Window(w)) => {
+            let t = infer_types(&w.data, &cfg.dialect, header, &cfg.null_markers);
+            Ok((t, Some(w)))
+        }
+        Ok(Msg::Error(e)) => Err(e.into()),
+        _ => Ok((vec![None; header.columns.len()], None)),
+    }
 }
 
 /// Infers the type of untyped columns from a sample of records (`--infer-types`).
@@ -878,8 +933,18 @@ fn infer_types(
             seen[i] = true;
             let v = &mut ok[i];
             use quiver_csv::value::*;
-            v[0] &= parse_i64(f).is_some();
-            v[1] &= parse_f64(f).is_some();
+            // A number only when converting it loses nothing it spells: `007`, `00123`
+            // and `+7` stay strings (a code, a zip, a phone prefix), as do integers past
+            // 64 bits.
+            let plain_number = {
+                let d = f.strip_prefix(b"-").unwrap_or(f);
+                !(f.first() == Some(&b'+')
+                    || (d.len() > 1 && d[0] == b'0' && d[1].is_ascii_digit()))
+            };
+            v[0] &= plain_number && crate::idmap::canonical_int(f).is_some();
+            v[1] &= plain_number
+                && parse_f64(f).is_some()
+                && !(f.iter().all(u8::is_ascii_digit) && crate::idmap::canonical_int(f).is_none());
             v[2] &= parse_bool(f).is_some();
             v[3] &= parse_date(f).is_some();
             v[4] &= parse_local_datetime(f).is_some();
@@ -1225,7 +1290,8 @@ fn with_reader<T>(
     ) -> Result<T, ImportError>,
 ) -> Result<T, ImportError> {
     let (rx, recycle, handle) = start_reader(ctx, group);
-    let r = read_header(&rx, &group.files[0], kind).and_then(|_| f(ctx, &rx, &recycle));
+    let need_id = !ctx.cfg.relationships.is_empty();
+    let r = read_header(&rx, group, kind, need_id).and_then(|_| f(ctx, &rx, &recycle));
     drop(rx);
     let _ = handle.join();
     r
@@ -1466,22 +1532,14 @@ fn import_nodes(
         let rx = rx_slot
             .as_ref()
             .expect("the reader runs until the first pass ends");
-        let (header, header_lines) = read_header(rx, &group.files[0], HeaderKind::Nodes)?;
+        let (header, header_lines, plain) =
+            read_header(rx, group, HeaderKind::Nodes, !cfg.relationships.is_empty())?;
         let integer = cfg.id_type == IdType::Integer;
-        let mut first_window: Option<Window> = None;
-        let inferred = if cfg.infer_types {
-            match rx.recv() {
-                Ok(Msg::Window(w)) => {
-                    let t = infer_types(&w.data, &cfg.dialect, &header, &cfg.null_markers);
-                    first_window = Some(w);
-                    t
-                }
-                Ok(Msg::Error(e)) => return Err(e.into()),
-                _ => vec![None; header.columns.len()],
-            }
-        } else {
-            vec![None; header.columns.len()]
-        };
+        let (inferred, mut first_window) = sniff(rx, cfg, &header, cfg.infer_types || plain)?;
+        if plain {
+            let text = header_text(&header, &inferred);
+            ctx.inferred_headers.push((group.files[0].clone(), text));
+        }
         // Plan: which output column each CSV column feeds.
         let mut slots = Vec::new();
         let mut columns: Vec<PropertyMeta> = Vec::new();
@@ -1730,13 +1788,16 @@ fn import_rels(
     let (mut rx_slot, mut handle_slot) = (Some(rx), Some(handle));
     let result = (|| {
         let file0 = &group.files[0];
-        let (header, header_lines) = read_header(
-            rx_slot
-                .as_ref()
-                .expect("the reader runs until the header is read"),
-            file0,
-            HeaderKind::Relationships,
-        )?;
+        let rx0 = rx_slot
+            .as_ref()
+            .expect("the reader runs until the header is read");
+        let (header, header_lines, plain) =
+            read_header(rx0, group, HeaderKind::Relationships, true)?;
+        let (inferred, mut first_window) = sniff(rx0, cfg, &header, cfg.infer_types || plain)?;
+        if plain {
+            let text = header_text(&header, &inferred);
+            ctx.inferred_headers.push((file0.clone(), text));
+        }
         let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
             spaces.iter().position(|s| &s.name == space).ok_or_else(|| {
                 ImportError::Usage(format!(
@@ -1753,7 +1814,7 @@ fn import_rels(
         let mut columns: Vec<PropertyMeta> = Vec::new();
         let (mut ss, mut es) = (0, 0);
         let mut has_type_col = false;
-        for c in &header.columns {
+        for (c, sniffed) in header.columns.iter().zip(&inferred) {
             slots.push(match &c.role {
                 Role::StartId { space } => {
                     ss = find_space(space, ":START_ID")?;
@@ -1770,7 +1831,7 @@ fn import_rels(
                 Role::Property if !cfg.no_edge_properties => {
                     columns.push(PropertyMeta {
                         name: c.name.clone(),
-                        dtype: c.dtype,
+                        dtype: sniffed.unwrap_or(c.dtype),
                     });
                     Slot::Prop {
                         out: columns.len() - 1,
@@ -1810,6 +1871,8 @@ fn import_rels(
         // Endpoints in spilled spaces: sort their keys with the row ordinal, join them
         // with the space files, then read the rows again with the nodes found.
         let mut resolved = if endpoints.start_spilled || endpoints.end_spilled {
+            // The rows are read again from the start: the sniffed window is not used.
+            first_window = None;
             drop(rx_slot.take());
             if let Some(h) = handle_slot.take() {
                 let _ = h.join();
@@ -1880,7 +1943,7 @@ fn import_rels(
                     &group.files,
                     rx,
                     recycle,
-                    None,
+                    first_window.take(),
                     &plan,
                     Some(&endpoints),
                     header_lines,

@@ -283,11 +283,20 @@ fn to_json(s: &ImportSummary) -> serde_json::Value {
         "row_groups": s.row_groups,
         "spilled_edges": s.spilled_edges,
         "spilled_ids": s.spilled_ids,
+        "inferred_headers": s.inferred_headers.iter().map(|(f, h)| serde_json::json!({"file": f, "header": h})).collect::<Vec<_>>(),
         "phases": s.phases.iter().map(|p| serde_json::json!({"phase": p.name, "seconds": p.seconds, "peak_rss_bytes": p.peak_rss_bytes})).collect::<Vec<_>>(),
     })
 }
 
 fn print_summary(s: &ImportSummary) {
+    for (f, h) in &s.inferred_headers {
+        // A newcomer's header: what it was read as, to check, or to pin by pasting it as
+        // the file's first line.
+        eprintln!(
+            "{}: no annotations in the header; read as: {h}",
+            f.display()
+        );
+    }
     println!("imported into {}", s.db.display());
     for (l, n) in &s.nodes_by_label {
         println!("  :{l:<24} {n:>14} nodes");
