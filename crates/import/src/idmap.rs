@@ -658,6 +658,11 @@ fn prefix_key(k: &[u8]) -> u64 {
 /// The integer a string id is in canonical form (`0`, `42`, `-7`; not `-0`, `007`, `+7`,
 /// `7.0`, ` 7`, nor past `i64`), or `None`: exactly the strings that are some `i64`'s
 /// decimal text, so a string space held as integers means the same as one held as strings.
+///
+/// Its own loop rather than `quiver_csv::value::parse_i64` plus a spelling check: it runs
+/// on every relationship endpoint of such a space (61M on social 1), and the check
+/// before `parse_i64` (which also trims and takes a `+`) made reading relationships
+/// 1.3-1.7 s -> 1.8-2.1 s.
 #[inline]
 pub fn canonical_int(s: &[u8]) -> Option<i64> {
     let (neg, d) = match s.first()? {
