@@ -225,29 +225,51 @@ fn null_markers_read_as_missing_values() {
 }
 
 /// A file delimited by another character than the one given reads as one column: the
-/// error says which delimiter it looks like and how to pass it.
+/// error says which delimiter it looks like and how to pass it. Given none, the import
+/// takes the one every header is split by.
 #[test]
 fn another_delimiter_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let semi = write(d, "semi.csv", "id:ID;name;age:int\n1;Alice;30\n2;Bob;41\n");
-    let e = import_err(d, &format!("P={}", s(&semi)), None, &[]);
+    let comma = ["--delimiter", ","];
+    let e = import_err(d, &format!("P={}", s(&semi)), None, &comma);
     assert!(
         e.contains("semi.csv") && e.contains("pass --delimiter ';'"),
         "{e}"
     );
     let tab = write(d, "tab.csv", "id:ID\tname\n1\tAlice\n");
-    let e = import_err(d, &format!("P={}", s(&tab)), None, &[]);
+    let e = import_err(d, &format!("P={}", s(&tab)), None, &comma);
     assert!(e.contains("--delimiter '\\t'"), "{e}");
-    // With the delimiter given, the same file imports.
-    let db = d.join("ok.qdb");
-    ok(&[
-        "import",
-        "--db",
-        s(&db),
-        "--delimiter",
-        ";",
-        "--nodes",
-        &format!("P={}", s(&semi)),
-    ]);
+    // With the delimiter given, or with none (sniffed), the same file imports.
+    for (name, extra) in [
+        ("given.qdb", vec!["--delimiter", ";"]),
+        ("sniffed.qdb", vec![]),
+    ] {
+        let db = d.join(name);
+        let mut args = vec!["import", "--db", s(&db)];
+        args.extend(extra);
+        let nodes = format!("P={}", s(&semi));
+        args.extend(["--nodes", nodes.as_str()]);
+        ok(&args);
+        let out = ok(&[
+            "query",
+            "--db",
+            s(&db),
+            "--format",
+            "csv",
+            "MATCH (p:P) RETURN sum(p.age)",
+        ]);
+        assert_eq!(out, "sum(p.age)\n71\n", "{name}");
+    }
+    // Files that disagree keep the comma: the error then names the right one.
+    let both = write(d, "both.csv", "id:ID,name\n1,Ann\n");
+    let q = format!("Q={}", s(&semi));
+    let e = import_err(
+        d,
+        &format!("P={}", s(&both)),
+        None,
+        &["--nodes", q.as_str()],
+    );
+    assert!(e.contains("pass --delimiter ';'"), "{e}");
 }

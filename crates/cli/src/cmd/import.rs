@@ -21,9 +21,10 @@ pub struct Args {
     /// Relationships: `[TYPE=]file.csv[,more.csv]`.
     #[arg(long, value_name = "[TYPE=]FILES")]
     relationships: Vec<String>,
-    /// Field delimiter (one byte; `\t` for tab).
-    #[arg(long, default_value = ",")]
-    delimiter: String,
+    /// Field delimiter (one byte; `\t` for tab). Default: `,`, or `;`, tab or `|` when
+    /// every file's header is split by that one and not by commas (said on stderr).
+    #[arg(long)]
+    delimiter: Option<String>,
     /// Quote character, or `none` to treat quotes as data.
     #[arg(long, default_value = "\"")]
     quote: String,
@@ -172,7 +173,25 @@ pub fn run(a: Args) -> Result<()> {
         cfg.relationships
             .push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
     }
-    cfg.dialect.delimiter = one_byte("delimiter", &a.delimiter)?;
+    cfg.dialect.delimiter = match &a.delimiter {
+        Some(d) => one_byte("delimiter", d)?,
+        None => {
+            let files: Vec<&std::path::Path> = cfg
+                .nodes
+                .iter()
+                .chain(&cfg.relationships)
+                .filter_map(|g| g.files.first().map(|f| f.as_path()))
+                .collect();
+            let d = sniff_delimiter(&files);
+            if d != b',' && !a.quiet {
+                eprintln!(
+                    "reading the files as `{}`-delimited, as their headers are (--delimiter chooses)",
+                    if d == b'\t' { "\\t".to_string() } else { (d as char).to_string() }
+                );
+            }
+            d
+        }
+    };
     cfg.dialect.quote = if a.quote.eq_ignore_ascii_case("none") {
         None
     } else {
@@ -407,6 +426,38 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
         }
         None => e,
     }
+}
+
+/// The delimiter the files' headers agree on: `,` when a header has several columns by
+/// commas (or none by anything), else `;`, tab or `|` when that splits every header (the
+/// one that gives the most columns), else `,` (an error then hints at the right one).
+fn sniff_delimiter(files: &[&std::path::Path]) -> u8 {
+    let mut agreed: Option<u8> = None;
+    for f in files {
+        let Some(header) = first_line(f) else {
+            return b',';
+        };
+        let columns = |d: u8| header.split(|&b| b == d).count();
+        let d = if columns(b',') > 1 {
+            b','
+        } else {
+            match [b';', b'\t', b'|']
+                .into_iter()
+                .map(|d| (columns(d), d))
+                .max()
+                .filter(|&(n, _)| n > 1)
+            {
+                Some((_, d)) => d,
+                // One column by every candidate: it says nothing.
+                None => continue,
+            }
+        };
+        match agreed {
+            Some(a) if a != d => return b',',
+            _ => agreed = Some(d),
+        }
+    }
+    agreed.unwrap_or(b',')
 }
 
 /// The first line of a plain file, at most 64 KiB of it (`None` for a gzip file).
