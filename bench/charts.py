@@ -93,7 +93,9 @@ def throughput_chart(path, title, series, ylabel="queries/s"):
         return
     fig, ax = plt.subplots(figsize=(7, 3.6))
     systems = list(series)
-    for s, c in zip(systems, _colors(systems)):
+    # Series of one system (its queries) each get a colour of their own.
+    colors = _colors(systems) if len({s.split(",")[0] for s in systems}) > 1 else PEER_COLORS
+    for s, c in zip(systems, colors):
         pts = sorted(series[s])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=c, label=s)
     ax.set_xscale("log", base=2)
