@@ -81,21 +81,44 @@ fn space_of(spec: &str, prefix: &str) -> Option<Option<String>> {
 /// `source`/`target`, `from`/`to` or `start`/`end` (any case), else the first two
 /// columns (Kùzu's rule). Both resolve in the global id space; the other columns stay
 /// untyped properties (the import sniffs their types).
+///
+/// `rules` may name the columns instead (`--id-column`, `--start-column`, `--end-column`);
+/// a name the header lacks is an error.
 pub fn annotate_plain(
     fields: &[&[u8]],
     kind: HeaderKind,
-    label: Option<&str>,
-    need_id: bool,
-) -> Option<Vec<String>> {
+    rules: &PlainRules<'_>,
+) -> Result<Option<Vec<String>>, HeaderError> {
     if fields.is_empty() || fields.iter().any(|f| f.contains(&b':')) {
-        return None;
+        return Ok(None);
     }
+    let PlainRules {
+        label,
+        need_id,
+        id,
+        start,
+        end,
+    } = *rules;
     let names: Vec<String> = fields
         .iter()
         .map(|f| String::from_utf8_lossy(f).trim().to_string())
         .collect();
     let lower: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
     let find = |want: &str| lower.iter().position(|n| n == want);
+    // A column the user named: by its exact name, else in any case.
+    let named = |flag: &str, want: &str| -> Result<usize, HeaderError> {
+        names
+            .iter()
+            .position(|n| n == want)
+            .or_else(|| find(&want.to_ascii_lowercase()))
+            .ok_or_else(|| HeaderError {
+                column: 0,
+                message: format!(
+                    "{flag} names column `{want}`, but the header's columns are {}",
+                    names.join(", ")
+                ),
+            })
+    };
     let mut out = names.clone();
     match kind {
         HeaderKind::Nodes => {
@@ -103,7 +126,9 @@ pub fn annotate_plain(
                 .and_then(|l| l.split(':').next())
                 .map(|l| l.trim().to_ascii_lowercase())
                 .filter(|l| !l.is_empty());
-            let at = find("id")
+            let chosen = id.map(|c| named("--id-column", c)).transpose()?;
+            let at = chosen
+                .or_else(|| find("id"))
                 .or_else(|| {
                     let l = label.as_ref()?;
                     find(&format!("{l}_id")).or_else(|| find(&format!("{l}id")))
@@ -115,7 +140,7 @@ pub fn annotate_plain(
         }
         HeaderKind::Relationships => {
             if fields.len() < 2 {
-                return None;
+                return Ok(None);
             }
             let pairs = [
                 ("src", "dst"),
@@ -123,15 +148,38 @@ pub fn annotate_plain(
                 ("from", "to"),
                 ("start", "end"),
             ];
-            let (a, b) = pairs
+            let (mut a, mut b) = pairs
                 .iter()
                 .find_map(|(a, b)| Some((find(a)?, find(b)?)))
                 .unwrap_or((0, 1));
+            if let Some(c) = start {
+                a = named("--start-column", c)?;
+            }
+            if let Some(c) = end {
+                b = named("--end-column", c)?;
+            }
+            if a == b {
+                return Err(HeaderError {
+                    column: a,
+                    message: format!("column `{}` cannot be both endpoints", names[a]),
+                });
+            }
             out[a] = format!("{}:START_ID", names[a]);
             out[b] = format!("{}:END_ID", names[b]);
         }
     }
-    Some(out)
+    Ok(Some(out))
+}
+
+/// How [`annotate_plain`] reads a plain header: the group's label (nodes), whether nodes
+/// need an id column, and the columns the user named.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainRules<'a> {
+    pub label: Option<&'a str>,
+    pub need_id: bool,
+    pub id: Option<&'a str>,
+    pub start: Option<&'a str>,
+    pub end: Option<&'a str>,
 }
 
 impl Header {

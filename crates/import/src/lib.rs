@@ -105,6 +105,12 @@ pub struct ImportConfig {
     /// integers (which the id map otherwise resolves as integers; tests use it to compare
     /// both representations on the same input).
     pub string_ids_as_strings: bool,
+    /// Columns of plain headers named by the user: `(label, column)` for node ids,
+    /// `(type, column)` for relationship endpoints (`--id-column`, `--start-column`,
+    /// `--end-column`).
+    pub id_columns: Vec<(String, String)>,
+    pub start_columns: Vec<(String, String)>,
+    pub end_columns: Vec<(String, String)>,
     /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
     /// `ImportError::Interrupted` within a window's time and removes what it staged.
     pub cancel: Arc<AtomicBool>,
@@ -130,6 +136,9 @@ impl ImportConfig {
             null_markers: Vec::new(),
             spill_ids: false,
             string_ids_as_strings: false,
+            id_columns: Vec::new(),
+            start_columns: Vec::new(),
+            end_columns: Vec::new(),
             cancel: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -844,14 +853,40 @@ fn start_reader(
 /// [`quiver_csv::header::annotate_plain`]'s rules and its types are sniffed).
 fn read_header(
     rx: &crossbeam_channel::Receiver<Msg>,
+    cfg: &ImportConfig,
     group: &InputGroup,
     kind: HeaderKind,
-    need_id: bool,
 ) -> Result<(Header, u64, bool), ImportError> {
     let file0 = &group.files[0];
     let (fields, lines) = receive_header(rx, file0)?;
     let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
-    let plain = quiver_csv::header::annotate_plain(&refs, kind, group.spec.as_deref(), need_id);
+    // The group's first label (nodes) or its type, and the columns named for it.
+    let name = group
+        .spec
+        .as_deref()
+        .and_then(|s| s.split(':').next())
+        .map(str::trim);
+    fn chosen<'c>(list: &'c [(String, String)], name: Option<&str>) -> Option<&'c str> {
+        list.iter()
+            .find(|(l, _)| Some(l.as_str()) == name)
+            .map(|(_, c)| c.as_str())
+    }
+    let nodes = kind == HeaderKind::Nodes;
+    let rules = quiver_csv::header::PlainRules {
+        label: group.spec.as_deref(),
+        need_id: !nodes || !cfg.relationships.is_empty(),
+        id: chosen(&cfg.id_columns, name).filter(|_| nodes),
+        start: chosen(&cfg.start_columns, name).filter(|_| !nodes),
+        end: chosen(&cfg.end_columns, name).filter(|_| !nodes),
+    };
+    let plain = quiver_csv::header::annotate_plain(&refs, kind, &rules)
+        .map_err(|e| header_error(file0, e))?;
+    if plain.is_none() && (rules.id.is_some() || rules.start.is_some() || rules.end.is_some()) {
+        return Err(ImportError::Usage(format!(
+            "{}: --id-column, --start-column and --end-column choose columns of headers without annotations; this header is annotated (mark the column :ID, :START_ID or :END_ID in it instead)",
+            file0.display()
+        )));
+    }
     let header = match &plain {
         Some(p) => {
             let refs: Vec<&[u8]> = p.iter().map(|f| f.as_bytes()).collect();
@@ -861,6 +896,47 @@ fn read_header(
     }
     .map_err(|e| header_error(file0, e))?;
     Ok((header, lines, plain.is_some()))
+}
+
+/// What an import would read each group's header as, without importing (`--dry-run`):
+/// per group, its first file, the header in Neo4j's convention (with the types sniffed
+/// for a plain header, or with `--infer-types`), and whether it was plain.
+pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, ImportError> {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .map_err(|e| ImportError::Usage(format!("cannot start a thread: {e}")))?,
+    );
+    let mut out = Vec::new();
+    let groups = cfg.nodes.iter().map(|g| (g, HeaderKind::Nodes)).chain(
+        cfg.relationships
+            .iter()
+            .map(|g| (g, HeaderKind::Relationships)),
+    );
+    for (group, kind) in groups {
+        // Its own cancel flag: set to stop the reader once the sample is read.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rx, _recycle, handle) = spawn_reader(
+            group.files.clone(),
+            cfg.dialect,
+            1 << 20,
+            1 << 20,
+            true,
+            stop.clone(),
+            pool.clone(),
+        );
+        let r = read_header(&rx, cfg, group, kind).and_then(|(header, _, plain)| {
+            let (types, _) = sniff(&rx, cfg, &header, cfg.infer_types || plain)?;
+            Ok((header_text(&header, &types), plain))
+        });
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(rx);
+        let _ = handle.join();
+        let (text, plain) = r?;
+        out.push((group.files[0].clone(), text, plain));
+    }
+    Ok(out)
 }
 
 /// A header in Neo4j's convention with the sniffed types written in (what a plain
@@ -1290,8 +1366,7 @@ fn with_reader<T>(
     ) -> Result<T, ImportError>,
 ) -> Result<T, ImportError> {
     let (rx, recycle, handle) = start_reader(ctx, group);
-    let need_id = !ctx.cfg.relationships.is_empty();
-    let r = read_header(&rx, group, kind, need_id).and_then(|_| f(ctx, &rx, &recycle));
+    let r = read_header(&rx, ctx.cfg, group, kind).and_then(|_| f(ctx, &rx, &recycle));
     drop(rx);
     let _ = handle.join();
     r
@@ -1532,8 +1607,7 @@ fn import_nodes(
         let rx = rx_slot
             .as_ref()
             .expect("the reader runs until the first pass ends");
-        let (header, header_lines, plain) =
-            read_header(rx, group, HeaderKind::Nodes, !cfg.relationships.is_empty())?;
+        let (header, header_lines, plain) = read_header(rx, cfg, group, HeaderKind::Nodes)?;
         let integer = cfg.id_type == IdType::Integer;
         let (inferred, mut first_window) = sniff(rx, cfg, &header, cfg.infer_types || plain)?;
         if plain {
@@ -1792,7 +1866,7 @@ fn import_rels(
             .as_ref()
             .expect("the reader runs until the header is read");
         let (header, header_lines, plain) =
-            read_header(rx0, group, HeaderKind::Relationships, true)?;
+            read_header(rx0, cfg, group, HeaderKind::Relationships)?;
         let (inferred, mut first_window) = sniff(rx0, cfg, &header, cfg.infer_types || plain)?;
         if plain {
             let text = header_text(&header, &inferred);

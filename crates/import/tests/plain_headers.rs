@@ -129,3 +129,47 @@ fn annotated_headers_keep_neo4js_rules() {
         Some(STRING)
     );
 }
+
+#[test]
+fn named_columns_and_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("p.csv"), "person_no,name,id\n1,A,x\n2,B,y\n").unwrap();
+    std::fs::write(d.join("r.csv"), "a,b,c\n1,2,3\n").unwrap();
+    let mut cfg = ImportConfig::new(d.join("g.qdb"));
+    cfg.nodes
+        .push(InputGroup::parse(&format!("Person={}", d.join("p.csv").display())).unwrap());
+    cfg.relationships
+        .push(InputGroup::parse(&format!("R={}", d.join("r.csv").display())).unwrap());
+    cfg.threads = 2;
+    // Named columns win over the rules (`id` here is not the id).
+    cfg.id_columns = vec![("Person".into(), "person_no".into())];
+    cfg.start_columns = vec![("R".into(), "b".into())];
+    cfg.end_columns = vec![("R".into(), "a".into())];
+    let seen = quiver_import::describe(&cfg).unwrap();
+    assert_eq!(seen[0].1, "person_no:ID,name,id");
+    assert_eq!(seen[1].1, "a:END_ID,b:START_ID,c:long");
+    assert!(seen.iter().all(|(_, _, plain)| *plain));
+    assert!(!cfg.db.exists(), "a dry run writes nothing");
+    let s = import(&cfg, &NoProgress).unwrap();
+    assert_eq!((s.n_nodes, s.n_rels), (2, 1));
+    let db = Database::open(&cfg.db, OpenMode::Mapped).unwrap();
+    let space = db.id_space(None).unwrap();
+    let (one, two) = (
+        db.lookup_id(space, IdKey::Str(b"1")).unwrap().unwrap(),
+        db.lookup_id(space, IdKey::Str(b"2")).unwrap().unwrap(),
+    );
+    let mut out = Vec::new();
+    db.scan_edges(0, Direction::Out, |a, b, _| out.push((a, b)))
+        .unwrap();
+    assert_eq!(out, vec![(two, one)]);
+    // A column the header lacks, and a named column on an annotated header, are errors.
+    cfg.db = d.join("bad.qdb");
+    cfg.id_columns = vec![("Person".into(), "nope".into())];
+    let e = import(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("--id-column names column `nope`"), "{e}");
+    std::fs::write(d.join("p.csv"), "person_no:ID,name\n1,A\n").unwrap();
+    cfg.id_columns = vec![("Person".into(), "person_no".into())];
+    let e = import(&cfg, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("this header is annotated"), "{e}");
+}

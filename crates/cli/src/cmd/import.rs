@@ -70,9 +70,24 @@ pub struct Args {
     /// skips filling memory first).
     #[arg(long)]
     spill_ids: bool,
-    /// Sniff the types of untyped columns from the first records.
+    /// Sniff the types of untyped columns from the first records (headers without any
+    /// annotation always are).
     #[arg(long)]
     infer_types: bool,
+    /// The id column of a header without annotations, for a label: `LABEL=COLUMN`
+    /// (repeatable).
+    #[arg(long, value_name = "LABEL=COLUMN")]
+    id_column: Vec<String>,
+    /// The start column of a relationship header without annotations: `TYPE=COLUMN`.
+    #[arg(long, value_name = "TYPE=COLUMN")]
+    start_column: Vec<String>,
+    /// The end column of a relationship header without annotations: `TYPE=COLUMN`.
+    #[arg(long, value_name = "TYPE=COLUMN")]
+    end_column: Vec<String>,
+    /// Print the header each file would be read as (in Neo4j's convention, types
+    /// sniffed), and import nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// A property value that means "missing", besides the empty field; repeatable
     /// (`--null-marker NA --null-marker '\N'`). R writes NA, MySQL \N.
     #[arg(long = "null-marker", value_name = "TEXT")]
@@ -222,6 +237,32 @@ pub fn run(a: Args) -> Result<()> {
     cfg.no_edge_properties = a.no_edge_properties;
     cfg.spill_ids = a.spill_ids;
     cfg.infer_types = a.infer_types;
+    let pairs = |flag: &str, list: &[String]| -> Result<Vec<(String, String)>> {
+        list.iter()
+            .map(|x| match x.split_once('=') {
+                Some((l, c)) if !l.trim().is_empty() && !c.trim().is_empty() => {
+                    Ok((l.trim().to_string(), c.trim().to_string()))
+                }
+                _ => {
+                    bail!("--{flag} takes NAME=COLUMN (e.g. --{flag} Person=person_no), not `{x}`")
+                }
+            })
+            .collect()
+    };
+    cfg.id_columns = pairs("id-column", &a.id_column)?;
+    cfg.start_columns = pairs("start-column", &a.start_column)?;
+    cfg.end_columns = pairs("end-column", &a.end_column)?;
+    if a.dry_run {
+        for (file, header, plain) in quiver_import::describe(&cfg)? {
+            let how = if plain {
+                "no annotations; read as"
+            } else {
+                "annotated; read as"
+            };
+            println!("{}: {how}: {header}", file.display());
+        }
+        return Ok(());
+    }
     // Ctrl-C stops the import cleanly (nothing published, staging removed); a second
     // Ctrl-C exits at once (the next import cleans up what is left).
     let cancel = cfg.cancel.clone();
