@@ -501,10 +501,11 @@ fn sniff_delimiter(files: &[&std::path::Path]) -> u8 {
     agreed.unwrap_or(b',')
 }
 
-/// The first line of a plain file, at most 64 KiB of it (`None` for a gzip file).
+/// The first line of a plain file, at most 64 KiB of it (`None` for a gzip file, and for
+/// what is not a regular file: reading a pipe would take its lines from the import).
 fn first_line(path: &std::path::Path) -> Option<Vec<u8>> {
     use std::io::{BufRead, Read};
-    if path.extension().is_some_and(|x| x == "gz") {
+    if path.extension().is_some_and(|x| x == "gz") || !std::fs::metadata(path).ok()?.is_file() {
         return None;
     }
     let mut r = std::io::BufReader::new(std::fs::File::open(path).ok()?);
