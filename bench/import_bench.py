@@ -14,7 +14,9 @@ Peers: DuckDB (typed table with PRIMARY KEY, COPY FROM), Kùzu (node/rel tables,
 and, with `--peers ...,postgres,mariadb`, PostgreSQL `COPY` and MariaDB `LOAD DATA INFILE`
 (servers started by bench/servers.py from the system packages; dolt and social only).
 On social, `quiver-default` is the same import with no `--id-type` (string ids, the
-default a new user gets) beside the `--id-type integer` one.
+default a new user gets) beside the `--id-type integer` one. `--plain` adds
+`quiver-plain` (dolt, social): copies of the files whose headers have no annotations,
+read by the import's rules for a newcomer's files (ids, endpoints, sniffed types).
 Every run prints one row plus a machine-readable JSON line (prefix `RESULT `).
 """
 
@@ -140,6 +142,18 @@ def systems(args, files, work):
         kcols = ", ".join(f"c{i} STRING" for i in range(cols))
         kuzu_stmts = [f"CREATE NODE TABLE Wide(id SERIAL, {kcols}, PRIMARY KEY(id))", f"COPY Wide FROM '{f}' (header=false)"]
     out = [("quiver", q, qcmd)]
+    if args.plain and args.workload in ("social", "dolt"):
+        # The same files with headers stripped of annotations: ids, endpoints and types
+        # found by the import's rules and sniffing.
+        plain = Path(args.data).resolve() / "plain"
+        qp = work / "quiver-plain.qdb"
+        i = qcmd.index("--id-type")
+        pcmd = [str(qp) if c == str(q) else c for c in qcmd[:i] + qcmd[i + 2:]]
+        for k in ("dolt", "nodes", "edges"):
+            if k in files:
+                orig = str(files[k])
+                pcmd = [c.replace(orig, str(plain_copy(Path(orig), plain))) for c in pcmd]
+        out.append(("quiver-plain", qp, pcmd))
     if args.workload == "social":
         # The default path beside it: what a new user runs, string ids (no --id-type).
         qd = work / "quiver-default.qdb"
@@ -195,6 +209,26 @@ def short(n):
     return str(n)
 
 
+def plain_copy(path, out_dir):
+    """A copy of a CSV file whose header has no annotations (a newcomer's file): `id:ID(User)`
+    becomes `id`, `age:int` `age`, `:START_ID(User)` `src`, `:END_ID(User)` `dst`."""
+    out = out_dir / path.name
+    if out.exists():
+        return out
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        header = src.readline().rstrip(b"\r\n").split(b",")
+        names = []
+        for h in header:
+            name = h.split(b":")[0]
+            if not name:
+                name = b"src" if b"START_ID" in h else b"dst" if b"END_ID" in h else b"c%d" % len(names)
+            names.append(name)
+        dst.write(b",".join(names) + b"\n")
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return out
+
+
 def generate(args, data):
     files = {}
     if args.workload == "dolt":
@@ -245,6 +279,7 @@ def main():
     ap.add_argument("--rels", type=int, default=None, help="ids: relationships (default 5 per node)")
     ap.add_argument("--peers", default="duckdb,kuzu", help="comma-separated: duckdb, kuzu, ladybug, postgres, mariadb")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    ap.add_argument("--plain", action="store_true", help="also import copies of the files whose headers have no annotations (quiver-plain)")
     ap.add_argument("--chart", default=None, help="PNG of rows/s and peak RSS per system (default: bench/out/import-<workload>.png)")
     args = ap.parse_args()
     if not QUIVER.exists():
