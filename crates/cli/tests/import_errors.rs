@@ -273,3 +273,38 @@ fn another_delimiter_is_named() {
     );
     assert!(e.contains("pass --delimiter ';'"), "{e}");
 }
+
+/// `;`-delimited fields (given or sniffed) take `|` between array elements unless told
+/// otherwise; the same byte for both is refused.
+#[test]
+fn arrays_of_semicolon_files_split_on_bars() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f = write(d, "arr.csv", "id:ID;tags:string[]\n1;a|b\n");
+    for (name, extra) in [
+        ("sniffed.qdb", vec![]),
+        ("given.qdb", vec!["--delimiter", ";"]),
+    ] {
+        let db = d.join(name);
+        let nodes = format!("P={}", s(&f));
+        let mut args = vec!["import", "--db", s(&db), "--nodes", nodes.as_str()];
+        args.extend(extra);
+        ok(&args);
+        let out = ok(&[
+            "query",
+            "--db",
+            s(&db),
+            "--format",
+            "csv",
+            "MATCH (p:P) RETURN size(p.tags)",
+        ]);
+        assert_eq!(out, "size(p.tags)\n2\n", "{name}");
+    }
+    let e = import_err(
+        d,
+        &format!("P={}", s(&f)),
+        None,
+        &["--delimiter", ";", "--array-delimiter", ";"],
+    );
+    assert!(e.contains("both `;`"), "{e}");
+}

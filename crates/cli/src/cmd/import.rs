@@ -28,9 +28,10 @@ pub struct Args {
     /// Quote character, or `none` to treat quotes as data.
     #[arg(long, default_value = "\"")]
     quote: String,
-    /// Separator of array elements and of extra labels.
-    #[arg(long, default_value = ";")]
-    array_delimiter: String,
+    /// Separator of array elements and of extra labels. Default: `;`, or `|` when the
+    /// fields are `;`-delimited.
+    #[arg(long)]
+    array_delimiter: Option<String>,
     /// How node ids are compared: as strings (the default) or as integers. With
     /// --append, the database's own id type unless given.
     #[arg(long, value_parser = ["string", "integer"])]
@@ -212,7 +213,18 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         Some(one_byte("quote", &a.quote)?)
     };
-    cfg.dialect.array_delimiter = one_byte("array-delimiter", &a.array_delimiter)?;
+    cfg.dialect.array_delimiter = match &a.array_delimiter {
+        Some(d) => one_byte("array-delimiter", d)?,
+        // `;` separates fields here: arrays take `|`, Neo4j's other common choice.
+        None if cfg.dialect.delimiter == b';' => b'|',
+        None => b';',
+    };
+    if cfg.dialect.array_delimiter == cfg.dialect.delimiter {
+        bail!(
+            "--array-delimiter and --delimiter are both `{}`: arrays could not be told from fields; choose another array delimiter",
+            cfg.dialect.delimiter as char
+        );
+    }
     cfg.id_type = if a.id_type.as_deref() == Some("integer") {
         IdType::Integer
     } else {
