@@ -77,7 +77,7 @@ fn setup(dir: &std::path::Path, seed: u64) -> std::path::PathBuf {
     db
 }
 
-const QUERIES: [&str; 18] = [
+const QUERIES: [&str; 21] = [
     "RETURN count(*), count(n.v), sum(n.k), avg(n.k), min(n.k), max(n.k)",
     "RETURN sum(n.f), avg(n.f), min(n.f), max(n.f), count(n.t)",
     "RETURN n.k AS k, count(*), sum(n.k), avg(n.f), min(n.f), max(n.f) ORDER BY k",
@@ -99,6 +99,10 @@ const QUERIES: [&str; 18] = [
     // Null tests and string tests read from the chunks (s is an integer in B).
     "WHERE n.t IS NOT NULL AND NOT n.s ENDS WITH 'e' RETURN n.k AS k, count(*) ORDER BY k",
     "WHERE n.f IS NULL OR n.t CONTAINS '99' OR n.s = 'blue' RETURN count(*), sum(n.k)",
+    // Integer comparisons (k an integer in both tables; v a double in B).
+    "WHERE 5 <= n.k AND n.k < 20 AND NOT n.k = 7 RETURN n.b AS b, count(*) ORDER BY b",
+    "WHERE n.v >= 0 OR n.k <> 3 RETURN count(*), sum(n.k)",
+    "WHERE n.missing > 1 OR n.k > 30 RETURN count(*)",
 ];
 
 /// Floats equal to 9 significant digits (sums of doubles in another order); all else

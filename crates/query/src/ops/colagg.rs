@@ -717,7 +717,8 @@ const NULL: u8 = 2;
 
 /// A filter over nodes `lo..hi` as truth values into `out`, read from the chunks, when it
 /// is made of null tests of properties, string tests against constants (see
-/// [`PropColumn`]) and AND, OR, NOT of those; false (and `out` unspecified) otherwise.
+/// [`PropColumn`]), comparisons of integer properties with integer constants, and AND,
+/// OR, NOT of those; false (and `out` unspecified) otherwise.
 fn typed_mask(
     e: &CExpr,
     columns: &[PropColumn],
@@ -813,6 +814,63 @@ fn typed_mask(
                 }
                 Ok(())
             })?;
+            Ok(true)
+        }
+        CExpr::Bin(
+            op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge),
+            a,
+            b,
+        ) => {
+            // An integer property against an integer constant (either side).
+            let (slot, k, op) = match (&**a, &**b) {
+                (CExpr::Slot(i), CExpr::Const(Value::Int(k))) => (*i, *k, *op),
+                (CExpr::Const(Value::Int(k)), CExpr::Slot(i)) => (
+                    *i,
+                    *k,
+                    match op {
+                        BinOp::Lt => BinOp::Gt,
+                        BinOp::Le => BinOp::Ge,
+                        BinOp::Gt => BinOp::Lt,
+                        BinOp::Ge => BinOp::Le,
+                        o => *o,
+                    },
+                ),
+                _ => return Ok(false),
+            };
+            let PropColumn::Value(name) = &columns[slot] else {
+                return Ok(false);
+            };
+            let mut col = ArgCol::default();
+            if !arg_column(g, lo, hi, name, true, &mut col)? {
+                return Ok(false);
+            }
+            match col.float {
+                // No value in the block: every comparison is null.
+                None => out.extend(std::iter::repeat_n(NULL, col.rows)),
+                // Floats compare as Cypher compares numbers (NaN): the value path.
+                Some(true) => return Ok(false),
+                Some(false) => {
+                    let test = |x: i64| match op {
+                        BinOp::Eq => x == k,
+                        BinOp::Ne => x != k,
+                        BinOp::Lt => x < k,
+                        BinOp::Le => x <= k,
+                        BinOp::Gt => x > k,
+                        _ => x >= k,
+                    };
+                    if col.all_valid {
+                        out.extend(col.ints.iter().map(|&x| test(x) as u8));
+                    } else {
+                        out.extend(col.ints.iter().zip(&col.valid).map(|(&x, &v)| {
+                            if v {
+                                test(x) as u8
+                            } else {
+                                NULL
+                            }
+                        }));
+                    }
+                }
+            }
             Ok(true)
         }
         CExpr::Not(x) => {
