@@ -360,6 +360,20 @@ pub enum BinOp {
     Pow,
 }
 
+impl BinOp {
+    /// The comparison with its operands swapped (`a < b` is `b > a`); other operators
+    /// as they are.
+    pub fn flipped(self) -> BinOp {
+        match self {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::Le => BinOp::Ge,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::Ge => BinOp::Le,
+            o => o,
+        }
+    }
+}
+
 /// Statements that are not queries: transactions, storage and schema commands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {

@@ -626,7 +626,7 @@ impl IdMapWithGrant {
                 // then rarely leaves this array for the arena (comparing keys in the arena
                 // was 8.9 of 20 s importing 5M 40-byte ids, a cache miss per comparison).
                 let mut idx: Vec<(u64, usize)> = Vec::with_capacity(n);
-                t.for_each(|off, k, _| idx.push((prefix_key(k), off)));
+                t.for_each(|off, k, _| idx.push((crate::spill::prefix(k), off)));
                 idx.sort_unstable_by(|a, b| {
                     a.0.cmp(&b.0).then_with(|| t.at(a.1).0.cmp(t.at(b.1).0))
                 });
@@ -643,16 +643,6 @@ impl IdMapWithGrant {
             }
         }
     }
-}
-
-/// A key's first 8 bytes as a big-endian integer, zero-padded: keys whose prefixes differ
-/// order as their prefixes do.
-#[inline]
-fn prefix_key(k: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = k.len().min(8);
-    b[..n].copy_from_slice(&k[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// The integer a string id is in canonical form (`0`, `42`, `-7`; not `-0`, `007`, `+7`,

@@ -57,8 +57,10 @@ pub fn key_int(b: &[u8]) -> i64 {
     (u64::from_be_bytes(a) ^ (1 << 63)) as i64
 }
 
+/// A key's first 8 bytes as a big-endian integer, zero-padded: keys whose prefixes differ
+/// order as their prefixes do (the id map's sort uses it too).
 #[inline]
-fn prefix(k: &[u8]) -> u64 {
+pub(crate) fn prefix(k: &[u8]) -> u64 {
     let mut a = [0u8; 8];
     let n = k.len().min(8);
     a[..n].copy_from_slice(&k[..n]);

@@ -463,12 +463,27 @@ impl Acc {
     }
 }
 
-/// Whether a float `v` replaces `best` as min (`max` false) or max, as `order` decides
-/// (NaN above every number; an equal value does not replace).
+/// Keeps in `best` the larger (`max`) or smaller of it and `v`.
 #[inline]
-fn better_float(v: f64, best: f64, max: bool) -> bool {
-    let o = order(&Value::Float(v), &Value::Float(best));
-    o != std::cmp::Ordering::Equal && (o == std::cmp::Ordering::Greater) == max
+fn keep_int(best: &mut Option<i64>, v: i64, max: bool) {
+    *best = Some(match *best {
+        Some(x) if max => x.max(v),
+        Some(x) => x.min(v),
+        None => v,
+    });
+}
+
+/// Keeps in `best` the larger (`max`) or smaller of it and `v` as `order` decides (NaN
+/// above every number; an equal value does not replace).
+#[inline]
+fn keep_float(best: &mut Option<f64>, v: f64, max: bool) {
+    let replace = best.is_none_or(|x| {
+        let o = order(&Value::Float(v), &Value::Float(x));
+        o != std::cmp::Ordering::Equal && (o == std::cmp::Ordering::Greater) == max
+    });
+    if replace {
+        *best = Some(v);
+    }
 }
 
 /// One aggregate over a block that is one group with every row taken.
@@ -523,23 +538,14 @@ fn fold_single(func: AggFn, col: &ArgCol, acc: &mut Acc) {
                 vals.min()
             };
             if let Some(b) = best {
-                let cur = &mut acc.ibest[0];
-                *cur = Some(match *cur {
-                    Some(x) if func == AggFn::Max => x.max(b),
-                    Some(x) => x.min(b),
-                    None => b,
-                });
+                keep_int(&mut acc.ibest[0], b, func == AggFn::Max);
             }
         }
         (_, Some(true)) => {
             let max = func == AggFn::Max;
             for (r, &v) in col.floats.iter().enumerate() {
                 if ok(r) {
-                    let b = &mut acc.fbest[0];
-                    *b = Some(match *b {
-                        Some(x) if !better_float(v, x, max) => x,
-                        _ => v,
-                    });
+                    keep_float(&mut acc.fbest[0], v, max);
                 }
             }
         }
@@ -685,26 +691,13 @@ fn fold_groups(
         (_, Some(false)) => {
             let max = func == AggFn::Max;
             let ints = &col.ints[..gids.len()];
-            each_row(gids, valid, |g, r| {
-                let v = ints[r];
-                let b = &mut ibest[g];
-                *b = Some(match *b {
-                    Some(x) if max => x.max(v),
-                    Some(x) => x.min(v),
-                    None => v,
-                });
-            })
+            each_row(gids, valid, |g, r| keep_int(&mut ibest[g], ints[r], max))
         }
         (_, Some(true)) => {
             let max = func == AggFn::Max;
             let floats = &col.floats[..gids.len()];
             each_row(gids, valid, |g, r| {
-                let v = floats[r];
-                let b = &mut fbest[g];
-                *b = Some(match *b {
-                    Some(x) if !better_float(v, x, max) => x,
-                    _ => v,
-                });
+                keep_float(&mut fbest[g], floats[r], max)
             })
         }
     }
@@ -824,17 +817,7 @@ fn typed_mask(
             // An integer property against an integer constant (either side).
             let (slot, k, op) = match (&**a, &**b) {
                 (CExpr::Slot(i), CExpr::Const(Value::Int(k))) => (*i, *k, *op),
-                (CExpr::Const(Value::Int(k)), CExpr::Slot(i)) => (
-                    *i,
-                    *k,
-                    match op {
-                        BinOp::Lt => BinOp::Gt,
-                        BinOp::Le => BinOp::Ge,
-                        BinOp::Gt => BinOp::Lt,
-                        BinOp::Ge => BinOp::Le,
-                        o => *o,
-                    },
-                ),
+                (CExpr::Const(Value::Int(k)), CExpr::Slot(i)) => (*i, *k, op.flipped()),
                 _ => return Ok(false),
             };
             let PropColumn::Value(name) = &columns[slot] else {
@@ -1139,11 +1122,7 @@ impl<'f> FastRun<'f> {
                 skips = true;
             }
         }
-        let groups = match fa.keys.len() {
-            0 => 1,
-            1 => self.ids[0].vals.len(),
-            _ => self.pair_keys.len(),
-        };
+        let groups = self.groups();
         if self.rows.len() < groups {
             self.rows.resize(groups, 0);
         }

@@ -207,16 +207,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let (op, e) = if is_prop(a) {
                 (*op, b)
             } else if is_prop(b) {
-                (
-                    match op {
-                        BinOp::Lt => BinOp::Gt,
-                        BinOp::Le => BinOp::Ge,
-                        BinOp::Gt => BinOp::Lt,
-                        BinOp::Ge => BinOp::Le,
-                        o => *o,
-                    },
-                    a,
-                )
+                (op.flipped(), a)
             } else {
                 continue;
             };
