@@ -54,13 +54,35 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// Input that is not a CSV file but is read as one: a Parquet file, a folder of its
+/// parts, an Arrow stream handed over by a Python caller. Its bytes are CSV in the
+/// import's dialect, the header first, produced as the reader thread reads them, so
+/// everything downstream (splitting, parsing, budgets, rejects, progress) is the CSV
+/// path's. Implemented by `quiver-arrow`; this crate knows only the trait.
+pub trait RecordSource: Send + Sync {
+    /// A fresh read from the first record. `dialect` says how to write the records.
+    fn open(&self, dialect: &Dialect) -> std::io::Result<Box<dyn Read + Send>>;
+    /// Whether `open` may be called again (a second read of the input, as an import
+    /// whose ids spill to disk needs).
+    fn reopenable(&self) -> bool;
+    /// The types of the header's columns as the source knows them (an Arrow schema),
+    /// `None` where it does not; used in place of sniffing for columns whose header
+    /// names no type.
+    fn column_types(&self) -> Vec<Option<quiver_common::types::DataType>>;
+    /// The header's column names.
+    fn column_names(&self) -> Vec<String>;
+    /// About how many bytes the input holds (for progress).
+    fn bytes_hint(&self) -> u64;
+}
+
 /// One input file being read: the (possibly decompressing) reader, and what the file was
 /// when it was opened, so that a file that changes under the import is an error rather
 /// than a silently wrong graph.
 struct Source {
     r: Box<dyn Read + Send>,
     path: PathBuf,
-    file: File,
+    /// The file (`None` for a [`RecordSource`]).
+    file: Option<File>,
     /// Length and modification time at open (regular files only).
     at_open: Option<(u64, Option<std::time::SystemTime>)>,
     /// Bytes read from the file (compressed bytes for gzip).
@@ -91,8 +113,28 @@ impl Source {
         Ok(Source {
             r,
             path: path.clone(),
-            file,
+            file: Some(file),
             at_open,
+            count,
+        })
+    }
+
+    /// A [`RecordSource`] read as the file `path` (the name its messages use).
+    fn from_source(
+        src: &dyn RecordSource,
+        path: &PathBuf,
+        dialect: &Dialect,
+    ) -> Result<Source, ReadError> {
+        let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let r = src.open(dialect).at(path)?;
+        Ok(Source {
+            r: Box::new(Counting {
+                inner: r,
+                count: count.clone(),
+            }),
+            path: path.clone(),
+            file: None,
+            at_open: None,
             count,
         })
     }
@@ -121,11 +163,11 @@ impl Source {
     /// modification time: a file truncated or rewritten while read would otherwise import
     /// as a prefix of itself, perhaps with a cut last record.
     fn check_unchanged(&self) -> Result<(), ReadError> {
-        let Some((len0, mtime0)) = self.at_open else {
+        let (Some((len0, mtime0)), Some(file)) = (self.at_open, &self.file) else {
             return Ok(());
         };
         let read = self.count.load(Ordering::Relaxed);
-        let meta = self.file.metadata().at(&self.path)?;
+        let meta = file.metadata().at(&self.path)?;
         let detail = if read < len0 {
             Some(format!("{len0} bytes when opened, it ended after {read}"))
         } else if meta.len() != len0 {
@@ -165,9 +207,12 @@ fn line_at(path: &PathBuf, offset: u64) -> u64 {
     lines
 }
 
-/// Starts the reader thread for the files of one group.
+/// Starts the reader thread for the files of one group (or for `source`, when given,
+/// read as the one file `files[0]`).
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_reader(
     files: Vec<PathBuf>,
+    source: Option<Arc<dyn RecordSource>>,
     dialect: Dialect,
     window_bytes: usize,
     chunk_bytes: usize,
@@ -182,8 +227,12 @@ pub fn spawn_reader(
         .name("quiver-reader".into())
         .spawn(move || {
             let run = || -> Result<(), ReadError> {
+                let files = if source.is_some() { &files[..1] } else { &files[..] };
                 for (file_idx, path) in files.iter().enumerate() {
-                    let mut src = Source::open(path)?;
+                    let mut src = match &source {
+                        Some(s) => Source::from_source(s.as_ref(), path, &dialect)?,
+                        None => Source::open(path)?,
+                    };
                     let mut buf: Vec<u8> = Vec::with_capacity(window_bytes);
                     let mut eof = src.fill(&mut buf, window_bytes)?;
                     // Decompressed bytes of the file before `buf[0]`.
@@ -259,7 +308,7 @@ pub fn spawn_reader(
                                 let quoted = dialect.quote.is_some_and(|q| memchr::memchr(q, &buf).is_some());
                                 return Err(ReadError::Input {
                                     file: path.clone(),
-                                    line: line_at(path, consumed),
+                                    line: if source.is_some() { 0 } else { line_at(path, consumed) },
                                     column: 0,
                                     message: format!(
                                         "the record starting here is longer than {} MiB, the most one record may hold{}",

@@ -247,33 +247,49 @@ pub fn parse_datetime(b: &[u8]) -> Option<i64> {
     us.checked_sub(offset_s * 1_000_000)
 }
 
+/// Two decimal digits of `v` (`0..100`).
+#[inline]
+fn push2(out: &mut String, v: u32) {
+    out.push((b'0' + (v / 10) as u8) as char);
+    out.push((b'0' + (v % 10) as u8) as char);
+}
+
+/// `YYYY-MM-DD` (a sign and at least four digits for years outside 0..=9999). By hand:
+/// exports and Parquet input write one per value, and `write!` costs several times
+/// more.
 pub fn format_date(days: i64, out: &mut String) {
     use std::fmt::Write;
     let (y, m, d) = civil_from_days(days);
     if (0..=9999).contains(&y) {
-        let _ = write!(out, "{y:04}-{m:02}-{d:02}");
+        push2(out, (y / 100) as u32);
+        push2(out, (y % 100) as u32);
     } else {
-        let _ = write!(out, "{y:+05}-{m:02}-{d:02}");
+        let _ = write!(out, "{y:+05}");
     }
+    out.push('-');
+    push2(out, m);
+    out.push('-');
+    push2(out, d);
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.ffffff]`.
 pub fn format_local_datetime(us: i64, out: &mut String) {
-    use std::fmt::Write;
     let days = us.div_euclid(MICROS_PER_DAY);
     let t = us.rem_euclid(MICROS_PER_DAY);
     format_date(days, out);
     let secs = t / 1_000_000;
-    let frac = t % 1_000_000;
-    let _ = write!(
-        out,
-        "T{:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
+    let frac = (t % 1_000_000) as u32;
+    out.push('T');
+    push2(out, (secs / 3600) as u32);
+    out.push(':');
+    push2(out, (secs / 60 % 60) as u32);
+    out.push(':');
+    push2(out, (secs % 60) as u32);
     if frac != 0 {
-        let _ = write!(out, ".{frac:06}");
+        out.push('.');
+        push2(out, frac / 10_000);
+        push2(out, frac / 100 % 100);
+        push2(out, frac % 100);
     }
 }
 

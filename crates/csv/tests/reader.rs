@@ -21,6 +21,7 @@ fn start(path: &Path) -> crossbeam_channel::Receiver<Msg> {
     );
     let (rx, _recycle, _h) = spawn_reader(
         vec![path.to_path_buf()],
+        None,
         Dialect::default(),
         WINDOW,
         16 << 10,

@@ -34,7 +34,7 @@ use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES, NODES_MAX, ROW_GR
 use quiver_common::types::{DataType, ScalarType};
 use quiver_common::{Grant, MemoryBudget};
 use quiver_csv::header::{Header, HeaderKind, Role};
-use quiver_csv::reader::{spawn_reader, Msg, Window};
+use quiver_csv::reader::{spawn_reader, Msg, RecordSource, Window};
 use quiver_csv::rejects::Rejects;
 use quiver_csv::Dialect;
 use quiver_format::column::ColumnBuilder;
@@ -49,11 +49,25 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Files imported together: `--nodes User=a.csv,b.csv` or `--relationships FOLLOWS=f.csv`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InputGroup {
     /// Labels (`User` or `User:Person`) for nodes, the type for relationships.
     pub spec: Option<String>,
+    /// The CSV files, or the names a [`RecordSource`] is known by in messages.
     pub files: Vec<PathBuf>,
+    /// Input that is read as CSV but is not a CSV file (Parquet files, an Arrow stream:
+    /// `quiver-arrow`); `files` then only names it.
+    pub source: Option<Arc<dyn RecordSource>>,
+}
+
+impl std::fmt::Debug for InputGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputGroup")
+            .field("spec", &self.spec)
+            .field("files", &self.files)
+            .field("source", &self.source.is_some())
+            .finish()
+    }
 }
 
 impl InputGroup {
@@ -73,7 +87,11 @@ impl InputGroup {
                 "'{text}' names no files; write e.g. User=users.csv"
             ));
         }
-        Ok(InputGroup { spec, files })
+        Ok(InputGroup {
+            spec,
+            files,
+            source: None,
+        })
     }
 }
 
@@ -315,6 +333,9 @@ fn import_with(
         )));
     }
     for g in cfg.nodes.iter().chain(&cfg.relationships) {
+        if g.source.is_some() {
+            continue;
+        }
         for f in &g.files {
             // Regular files, or pipes and devices (`<(zcat x.gz)`, `/dev/stdin`): every
             // input is read once, front to back.
@@ -441,8 +462,14 @@ fn manifest_bytes(m: &Manifest) -> u64 {
 fn files_bytes(groups: &[InputGroup]) -> u64 {
     groups
         .iter()
-        .flat_map(|g| &g.files)
-        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .map(|g| match &g.source {
+            Some(s) => s.bytes_hint(),
+            None => g
+                .files
+                .iter()
+                .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+                .sum(),
+        })
         .sum()
 }
 
@@ -839,6 +866,7 @@ fn start_reader(
 ) {
     spawn_reader(
         group.files.clone(),
+        group.source.clone(),
         ctx.cfg.dialect,
         ctx.window_bytes,
         ctx.chunk_bytes,
@@ -860,6 +888,18 @@ fn read_header(
     let file0 = &group.files[0];
     let (fields, lines) = receive_header(rx, file0)?;
     let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
+    let (header, plain) = header_of(&refs, cfg, group, kind)?;
+    Ok((header, lines, plain))
+}
+
+/// A group's header from its first record's fields (see [`read_header`]).
+fn header_of(
+    refs: &[&[u8]],
+    cfg: &ImportConfig,
+    group: &InputGroup,
+    kind: HeaderKind,
+) -> Result<(Header, bool), ImportError> {
+    let file0 = &group.files[0];
     // The group's first label (nodes) or its type, and the columns named for it.
     let name = group
         .spec
@@ -879,7 +919,7 @@ fn read_header(
         start: chosen(&cfg.start_columns, name).filter(|_| !nodes),
         end: chosen(&cfg.end_columns, name).filter(|_| !nodes),
     };
-    let plain = quiver_csv::header::annotate_plain(&refs, kind, &rules)
+    let plain = quiver_csv::header::annotate_plain(refs, kind, &rules)
         .map_err(|e| header_error(file0, e))?;
     if plain.is_none() && (rules.id.is_some() || rules.start.is_some() || rules.end.is_some()) {
         return Err(ImportError::Usage(format!(
@@ -892,10 +932,44 @@ fn read_header(
             let refs: Vec<&[u8]> = p.iter().map(|f| f.as_bytes()).collect();
             Header::parse(&refs, kind)
         }
-        None => Header::parse(&refs, kind),
+        None => Header::parse(refs, kind),
     }
     .map_err(|e| header_error(file0, e))?;
-    Ok((header, lines, plain.is_some()))
+    Ok((header, plain.is_some()))
+}
+
+/// Whether every group is a [`RecordSource`] whose id and endpoint columns are
+/// integers by their schema (an Arrow or Parquet input with integer ids): then the
+/// import is best run with integer ids (`--id-type integer`), so that `{id: 1}` finds
+/// the node the frame's `1` made. A CSV group, or a string id column, says no.
+pub fn sources_have_integer_ids(cfg: &ImportConfig) -> Result<bool, ImportError> {
+    let groups = cfg.nodes.iter().map(|g| (g, HeaderKind::Nodes)).chain(
+        cfg.relationships
+            .iter()
+            .map(|g| (g, HeaderKind::Relationships)),
+    );
+    let mut any = false;
+    for (group, kind) in groups {
+        let Some(src) = &group.source else {
+            return Ok(false);
+        };
+        let names = src.column_names();
+        let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        let (header, _) = header_of(&refs, cfg, group, kind)?;
+        let types = src.column_types();
+        for (i, c) in header.columns.iter().enumerate() {
+            if matches!(
+                c.role,
+                Role::Id { .. } | Role::StartId { .. } | Role::EndId { .. }
+            ) {
+                any = true;
+                if types.get(i).copied().flatten() != Some(DataType::Scalar(ScalarType::Long)) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(any)
 }
 
 /// What an import would read each group's header as, without importing (`--dry-run`):
@@ -919,6 +993,7 @@ pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, Impo
         let stop = Arc::new(AtomicBool::new(false));
         let (rx, _recycle, handle) = spawn_reader(
             group.files.clone(),
+            group.source.clone(),
             cfg.dialect,
             1 << 20,
             1 << 20,
@@ -927,7 +1002,7 @@ pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, Impo
             pool.clone(),
         );
         let r = read_header(&rx, cfg, group, kind).and_then(|(header, _, plain)| {
-            let (types, _) = sniff(&rx, cfg, &header, cfg.infer_types || plain)?;
+            let (types, _) = sniff(&rx, cfg, group, &header, cfg.infer_types || plain)?;
             Ok((header_text(&header, &types), plain))
         });
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -955,13 +1030,26 @@ fn header_text(header: &Header, inferred: &[Option<DataType>]) -> String {
 }
 
 /// The first window of a group's data and the types sniffed from it, when they are to
-/// be sniffed (`--infer-types`, or a plain header); else no window and no types.
+/// be sniffed (`--infer-types`, or a plain header); else no window and no types. A
+/// [`RecordSource`] knows its columns' types (an Arrow schema): they are taken as they
+/// are for every property column whose header names no type, and nothing is sniffed.
 fn sniff(
     rx: &crossbeam_channel::Receiver<Msg>,
     cfg: &ImportConfig,
+    group: &InputGroup,
     header: &Header,
     wanted: bool,
 ) -> Result<(Vec<Option<DataType>>, Option<Window>), ImportError> {
+    if let Some(src) = &group.source {
+        let mut types = src.column_types();
+        types.resize(header.columns.len(), None);
+        for (t, c) in types.iter_mut().zip(&header.columns) {
+            if c.role != Role::Property || c.raw.contains(':') {
+                *t = None;
+            }
+        }
+        return Ok((types, None));
+    }
     if !wanted {
         return Ok((vec![None; header.columns.len()], None));
     }
@@ -1343,6 +1431,15 @@ fn new_labels(
 /// Every input of `group` is a regular file, so that sorting ids on disk can read it a
 /// second time.
 fn rereadable(group: &InputGroup) -> Result<(), ImportError> {
+    if let Some(s) = &group.source {
+        return match s.reopenable() {
+            true => Ok(()),
+            false => Err(ImportError::Usage(format!(
+                "{}: the node ids do not fit in the memory budget and are sorted on disk, which reads the input a second time, and this stream can be read once; pass a table or a file, or raise the memory budget",
+                group.files[0].display()
+            ))),
+        };
+    }
     for f in &group.files {
         if !std::fs::metadata(f).is_ok_and(|m| m.is_file()) {
             return Err(ImportError::Usage(format!(
@@ -1609,7 +1706,8 @@ fn import_nodes(
             .expect("the reader runs until the first pass ends");
         let (header, header_lines, plain) = read_header(rx, cfg, group, HeaderKind::Nodes)?;
         let integer = cfg.id_type == IdType::Integer;
-        let (inferred, mut first_window) = sniff(rx, cfg, &header, cfg.infer_types || plain)?;
+        let (inferred, mut first_window) =
+            sniff(rx, cfg, group, &header, cfg.infer_types || plain)?;
         if plain {
             let text = header_text(&header, &inferred);
             ctx.inferred_headers.push((group.files[0].clone(), text));
@@ -1867,7 +1965,8 @@ fn import_rels(
             .expect("the reader runs until the header is read");
         let (header, header_lines, plain) =
             read_header(rx0, cfg, group, HeaderKind::Relationships)?;
-        let (inferred, mut first_window) = sniff(rx0, cfg, &header, cfg.infer_types || plain)?;
+        let (inferred, mut first_window) =
+            sniff(rx0, cfg, group, &header, cfg.infer_types || plain)?;
         if plain {
             let text = header_text(&header, &inferred);
             ctx.inferred_headers.push((file0.clone(), text));

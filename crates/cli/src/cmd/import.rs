@@ -189,6 +189,10 @@ pub fn run(a: Args) -> Result<()> {
         cfg.relationships
             .push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
     }
+    // Parquet files (or folders of parts) are read through their schema.
+    for g in cfg.nodes.iter_mut().chain(cfg.relationships.iter_mut()) {
+        g.source = quiver_arrow::source::parquet_group(&g.files).map_err(anyhow::Error::msg)?;
+    }
     cfg.dialect.delimiter = match &a.delimiter {
         Some(d) => one_byte("delimiter", d)?,
         None => {
@@ -196,6 +200,7 @@ pub fn run(a: Args) -> Result<()> {
                 .nodes
                 .iter()
                 .chain(&cfg.relationships)
+                .filter(|g| g.source.is_none())
                 .filter_map(|g| g.files.first().map(|f| f.as_path()))
                 .collect();
             let d = sniff_delimiter(&files);
@@ -225,10 +230,12 @@ pub fn run(a: Args) -> Result<()> {
             cfg.dialect.delimiter as char
         );
     }
-    cfg.id_type = if a.id_type.as_deref() == Some("integer") {
-        IdType::Integer
-    } else {
-        IdType::String
+    cfg.id_type = match a.id_type.as_deref() {
+        Some("integer") => IdType::Integer,
+        Some(_) => IdType::String,
+        // Parquet files whose id columns are integers by their schema: integer ids.
+        None if quiver_import::sources_have_integer_ids(&cfg)? => IdType::Integer,
+        None => IdType::String,
     };
     if let Some(b) = &a.memory_budget {
         cfg.memory_budget_bytes = parse_bytes(b).map_err(anyhow::Error::msg)?;

@@ -222,6 +222,7 @@ impl Reading {
         }
         let (reader_rx, recycle, reader) = spawn_reader(
             vec![path.clone()],
+            None,
             spec.dialect,
             WINDOW_BYTES,
             WINDOW_BYTES,

@@ -1,0 +1,295 @@
+//! Parquet files and Arrow streams as import input ([`RecordSource`]s).
+
+use crate::encode::{quiver_type, CsvStream};
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use quiver_common::types::DataType;
+use quiver_csv::reader::RecordSource;
+use quiver_csv::Dialect;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Rows per batch read from Parquet (a row group is read a batch at a time, so memory
+/// holds one batch of decoded columns, not the group).
+const PARQUET_BATCH_ROWS: usize = 64 * 1024;
+
+/// Whether `path` is Parquet input: a `.parquet` / `.parq` / `.pq` file, or a folder
+/// holding such files (the parts a Spark or DuckDB export writes).
+pub fn is_parquet(path: &Path) -> bool {
+    let ext = |p: &Path| {
+        p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+            e.eq_ignore_ascii_case("parquet")
+                || e.eq_ignore_ascii_case("parq")
+                || e.eq_ignore_ascii_case("pq")
+        })
+    };
+    ext(path) || (path.is_dir() && parts(path).is_ok_and(|p| !p.is_empty()))
+}
+
+/// The Parquet files of a folder, in name order (hidden files and `_SUCCESS`-style
+/// markers skipped).
+fn parts(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.') && !name.starts_with('_') && p.is_file() && is_parquet(p)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn schema_types(
+    schema: &SchemaRef,
+    what: &Path,
+) -> Result<(Vec<String>, Vec<Option<DataType>>), String> {
+    let mut names = Vec::new();
+    let mut types = Vec::new();
+    for f in schema.fields() {
+        names.push(f.name().clone());
+        types.push(Some(quiver_type(f.data_type()).map_err(|e| {
+            format!("{}: column {}: {e}", what.display(), f.name())
+        })?));
+    }
+    Ok((names, types))
+}
+
+/// One or more Parquet files (or folders of parts) read as one input, the schema of
+/// the first for all (a later file with other column names is an error).
+pub struct ParquetSource {
+    files: Vec<PathBuf>,
+    names: Vec<String>,
+    types: Vec<Option<DataType>>,
+    bytes: u64,
+}
+
+impl ParquetSource {
+    /// Opens the footers of `paths` (files or folders of parts) and checks that they
+    /// agree on their columns.
+    pub fn open(paths: &[PathBuf]) -> Result<ParquetSource, String> {
+        let mut files = Vec::new();
+        for p in paths {
+            if p.is_dir() {
+                let found = parts(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                if found.is_empty() {
+                    return Err(format!(
+                        "{}: the folder holds no .parquet files",
+                        p.display()
+                    ));
+                }
+                files.extend(found);
+            } else {
+                files.push(p.clone());
+            }
+        }
+        let mut first: Option<(Vec<String>, Vec<Option<DataType>>)> = None;
+        let mut bytes = 0;
+        for f in &files {
+            let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let b = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| format!("{}: not a Parquet file Quiver can read: {e}", f.display()))?;
+            bytes += b
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|g| g.total_byte_size().max(0) as u64)
+                .sum::<u64>();
+            let (names, types) = schema_types(b.schema(), f)?;
+            match &first {
+                None => first = Some((names, types)),
+                Some((n0, _)) if *n0 != names => {
+                    return Err(format!(
+                        "{}: its columns ({}) are not those of {} ({}); the files of one group share their columns",
+                        f.display(),
+                        names.join(", "),
+                        files[0].display(),
+                        n0.join(", ")
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let (names, types) = first.ok_or("no Parquet files given")?;
+        Ok(ParquetSource {
+            files,
+            names,
+            types,
+            bytes,
+        })
+    }
+
+    pub fn column_names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// The batches of several Parquet files in turn.
+struct ParquetBatches {
+    files: std::vec::IntoIter<PathBuf>,
+    cur: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
+}
+
+impl Iterator for ParquetBatches {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = &mut self.cur {
+                match r.next() {
+                    Some(b) => return Some(b),
+                    None => self.cur = None,
+                }
+            }
+            let f = self.files.next()?;
+            let open = || -> Result<_, ArrowError> {
+                let file = std::fs::File::open(&f)
+                    .map_err(|e| ArrowError::IoError(format!("{}: {e}", f.display()), e))?;
+                ParquetRecordBatchReaderBuilder::try_new(file)
+                    .and_then(|b| b.with_batch_size(PARQUET_BATCH_ROWS).build())
+                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))
+            };
+            match open() {
+                Ok(r) => self.cur = Some(r),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl RecordSource for ParquetSource {
+    fn open(&self, dialect: &Dialect) -> io::Result<Box<dyn Read + Send>> {
+        let batches = ParquetBatches {
+            files: self.files.clone().into_iter(),
+            cur: None,
+        };
+        Ok(Box::new(CsvStream::new(
+            &self.names,
+            Box::new(batches),
+            *dialect,
+        )?))
+    }
+
+    fn reopenable(&self) -> bool {
+        true
+    }
+
+    fn column_types(&self) -> Vec<Option<DataType>> {
+        self.types.clone()
+    }
+
+    fn column_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn bytes_hint(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Batches with their schema, as an Arrow stream gives them.
+pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send>;
+
+/// Opens an Arrow stream: its schema and batches (a new stream each call, for a table
+/// that can be read again; an error past the first for a stream that cannot).
+pub type OpenStream = dyn Fn() -> Result<(SchemaRef, Batches), String> + Send + Sync;
+
+/// An Arrow stream as import input (a DataFrame or Arrow table handed over by Python).
+pub struct ArrowSource {
+    open: Box<OpenStream>,
+    reopenable: bool,
+    schema: SchemaRef,
+    /// Renames of columns (Arrow name → header name), for a caller that names the id
+    /// and endpoint columns by argument.
+    names: Vec<String>,
+    types: Vec<Option<DataType>>,
+    bytes: u64,
+    /// The first stream, opened to read the schema, kept for the first read.
+    first: std::sync::Mutex<Option<Batches>>,
+}
+
+impl ArrowSource {
+    /// `open` is called now (for the schema) and on every later read; `names` replaces
+    /// the schema's column names in the header when given.
+    pub fn new(
+        open: Box<OpenStream>,
+        reopenable: bool,
+        names: Option<Vec<String>>,
+        bytes: u64,
+        what: &Path,
+    ) -> Result<ArrowSource, String> {
+        let (schema, batches) = open()?;
+        let (schema_names, types) = schema_types(&schema, what)?;
+        let names = names.unwrap_or(schema_names);
+        if names.len() != schema.fields().len() {
+            return Err(format!(
+                "{}: {} names for {} columns",
+                what.display(),
+                names.len(),
+                schema.fields().len()
+            ));
+        }
+        Ok(ArrowSource {
+            open,
+            reopenable,
+            schema,
+            names,
+            types,
+            bytes,
+            first: std::sync::Mutex::new(Some(batches)),
+        })
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+}
+
+impl RecordSource for ArrowSource {
+    fn open(&self, dialect: &Dialect) -> io::Result<Box<dyn Read + Send>> {
+        let kept = self.first.lock().map(|mut f| f.take()).unwrap_or(None);
+        let batches = match kept {
+            Some(b) => b,
+            None => {
+                (self.open)()
+                    .map_err(|e| io::Error::new(io::ErrorKind::Other, e))?
+                    .1
+            }
+        };
+        Ok(Box::new(CsvStream::new(&self.names, batches, *dialect)?))
+    }
+
+    fn reopenable(&self) -> bool {
+        self.reopenable
+    }
+
+    fn column_types(&self) -> Vec<Option<DataType>> {
+        self.types.clone()
+    }
+
+    fn column_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn bytes_hint(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// The source of a group whose files are Parquet (`None` when none is; an error when
+/// some are and some are not).
+pub fn parquet_group(files: &[PathBuf]) -> Result<Option<Arc<dyn RecordSource>>, String> {
+    let n = files.iter().filter(|f| is_parquet(f)).count();
+    if n == 0 {
+        return Ok(None);
+    }
+    if n < files.len() {
+        return Err(format!(
+            "{}: a group's files are all CSV or all Parquet; import the others as a group of their own",
+            files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(",")
+        ));
+    }
+    Ok(Some(Arc::new(ParquetSource::open(files)?)))
+}

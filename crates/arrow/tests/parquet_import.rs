@@ -1,0 +1,284 @@
+//! Parquet files import as the same graph as the CSV that says the same thing: every
+//! column type from the schema (lists, dates, timestamps with and without a zone,
+//! dictionary strings, small ints, unsigned, floats), nulls, values that need quoting,
+//! integer ids taken as integers, a folder of parts, and errors that name the file.
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, BooleanArray, Date32Array, DictionaryArray, Float32Array, Float64Array, Int16Array,
+    Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray, TimestampSecondArray,
+    UInt32Array,
+};
+use parquet::arrow::ArrowWriter;
+use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
+use quiver_query::Value;
+use quiver_storage::{Database, OpenMode};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn write(path: &Path, cols: Vec<(&str, ArrayRef)>) {
+    let b = RecordBatch::try_from_iter(cols).unwrap();
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+}
+
+fn users(path: &Path, ids: Vec<i64>) {
+    let n = ids.len();
+    let mut tags = ListBuilder::new(StringBuilder::new());
+    for i in 0..n {
+        if i % 3 == 2 {
+            tags.append_null();
+        } else {
+            tags.values().append_value(format!("t{i}"));
+            tags.values().append_value("x");
+            tags.append(true);
+        }
+    }
+    let names: Vec<Option<String>> = (0..n)
+        .map(|i| match i % 4 {
+            0 => Some(format!("name {i}")),
+            1 => Some(format!("a, \"quoted\"\nname {i}")),
+            2 => None,
+            _ => Some("ü ñ".to_string()),
+        })
+        .collect();
+    let region: DictionaryArray<Int32Type> = (0..n).map(|i| ["north", "south"][i % 2]).collect();
+    write(
+        path,
+        vec![
+            ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names))),
+            (
+                "age",
+                Arc::new(Int16Array::from(
+                    (0..n)
+                        .map(|i| (i % 5 != 0).then_some(i as i16))
+                        .collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "visits",
+                Arc::new(UInt32Array::from((0..n as u32).collect::<Vec<_>>())),
+            ),
+            (
+                "score",
+                Arc::new(Float64Array::from(
+                    (0..n).map(|i| i as f64 / 3.0).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "ratio",
+                Arc::new(Float32Array::from(
+                    (0..n).map(|i| i as f32 * 0.5).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "ok",
+                Arc::new(BooleanArray::from(
+                    (0..n)
+                        .map(|i| (i % 7 != 3).then_some(i % 2 == 0))
+                        .collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "born",
+                Arc::new(Date32Array::from(
+                    (0..n).map(|i| 7000 + i as i32).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "seen",
+                Arc::new(TimestampSecondArray::from(
+                    (0..n).map(|i| 1_600_000_000 + i as i64).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "at",
+                Arc::new(
+                    TimestampMicrosecondArray::from(
+                        (0..n)
+                            .map(|i| 1_600_000_000_000_123 + i as i64)
+                            .collect::<Vec<_>>(),
+                    )
+                    .with_timezone("UTC"),
+                ),
+            ),
+            ("tags", Arc::new(tags.finish())),
+            ("region", Arc::new(region)),
+        ],
+    );
+}
+
+fn import_pq(db: &Path, nodes: Vec<PathBuf>, rels: Vec<PathBuf>) -> Result<Database, String> {
+    let mut cfg = ImportConfig::new(db);
+    for (files, list) in [(nodes, 0), (rels, 1)] {
+        if files.is_empty() {
+            continue;
+        }
+        let g = InputGroup {
+            spec: Some(if list == 0 { "User" } else { "KNOWS" }.into()),
+            source: quiver_arrow::source::parquet_group(&files)?,
+            files,
+        };
+        if list == 0 {
+            cfg.nodes.push(g);
+        } else {
+            cfg.relationships.push(g);
+        }
+    }
+    if quiver_import::sources_have_integer_ids(&cfg).map_err(|e| e.to_string())? {
+        cfg.id_type = quiver_storage::manifest::IdType::Integer;
+    }
+    cfg.threads = 2;
+    cfg.memory_budget_bytes = 64 << 20;
+    import(&cfg, &NoProgress).map_err(|e| e.to_string())?;
+    Ok(Database::open(db, OpenMode::Mapped).unwrap())
+}
+
+fn q(db: &Database, text: &str) -> Vec<Vec<Value>> {
+    quiver_query::query(db, text, &Default::default())
+        .unwrap()
+        .1
+}
+
+#[test]
+fn every_column_type_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 200_000usize; // several batches of the reader
+    let u = dir.path().join("users.parquet");
+    users(&u, (0..n as i64).map(|i| i * 2 + 1).collect());
+    let k = dir.path().join("knows.parquet");
+    write(
+        &k,
+        vec![
+            (
+                "src",
+                Arc::new(Int64Array::from(
+                    (0..n as i64).map(|i| i * 2 + 1).collect::<Vec<_>>(),
+                )) as ArrayRef,
+            ),
+            (
+                "dst",
+                Arc::new(Int64Array::from(
+                    (0..n as i64)
+                        .map(|i| ((i + 1) % n as i64) * 2 + 1)
+                        .collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "w",
+                Arc::new(Float64Array::from(
+                    (0..n)
+                        .map(|i| (i % 2 == 0).then_some(0.25))
+                        .collect::<Vec<_>>(),
+                )),
+            ),
+        ],
+    );
+    let db = import_pq(&dir.path().join("g.qdb"), vec![u], vec![k]).unwrap();
+    // Integer ids: the frame's 1 is the node's id 1.
+    let r = q(&db, "MATCH (u:User {id: 3})-[k:KNOWS]->(v) RETURN u.name, u.age, u.visits, u.score, u.ratio, u.ok, toString(u.born), toString(u.seen), toString(u.at), u.tags, u.region, k.w, v.id");
+    assert_eq!(r.len(), 1, "{r:?}");
+    let row = &r[0];
+    assert_eq!(row[0], Value::Str("a, \"quoted\"\nname 1".into()));
+    assert_eq!(row[1], Value::Int(1));
+    assert_eq!(row[2], Value::Int(1));
+    assert_eq!(row[3], Value::Float(1.0 / 3.0));
+    assert_eq!(row[4], Value::Float(0.5));
+    assert_eq!(row[5], Value::Bool(false));
+    assert_eq!(row[6], Value::Str("1989-03-03".into()));
+    assert_eq!(row[7], Value::Str("2020-09-13T12:26:41".into()));
+    assert_eq!(row[8], Value::Str("2020-09-13T12:26:40.000124Z".into()));
+    assert_eq!(
+        row[9],
+        Value::List(Arc::new(vec![
+            Value::Str("t1".into()),
+            Value::Str("x".into())
+        ]))
+    );
+    assert_eq!(row[10], Value::Str("south".into()));
+    assert_eq!(row[11], Value::Null);
+    assert_eq!(row[12], Value::Int(5));
+    // Nulls stay nulls; counts are whole.
+    let r = q(&db, "MATCH (u:User) RETURN count(*), count(u.name), count(u.age), count(u.ok), count(u.tags), sum(u.visits)");
+    let n = n as i64;
+    assert_eq!(
+        r[0],
+        vec![
+            Value::Int(n),
+            Value::Int(n - n / 4),
+            Value::Int(n - n / 5),
+            Value::Int(n - (n + 3) / 7),
+            Value::Int(n - n / 3),
+            Value::Int(n * (n - 1) / 2),
+        ]
+    );
+    let r = q(&db, "MATCH ()-[k:KNOWS]->() RETURN count(*), count(k.w)");
+    assert_eq!(r[0], vec![Value::Int(n), Value::Int(n / 2)]);
+}
+
+#[test]
+fn a_folder_of_parts_is_one_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts = dir.path().join("users");
+    std::fs::create_dir(&parts).unwrap();
+    users(&parts.join("part-0.parquet"), vec![1, 2, 3]);
+    users(&parts.join("part-1.parquet"), vec![4, 5]);
+    std::fs::write(parts.join("_SUCCESS"), "").unwrap();
+    let db = import_pq(&dir.path().join("g.qdb"), vec![parts], vec![]).unwrap();
+    assert_eq!(
+        q(&db, "MATCH (u:User) RETURN sum(u.id)")[0][0],
+        Value::Int(15)
+    );
+}
+
+#[test]
+fn errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.parquet");
+    users(&a, vec![1, 2]);
+    let b = dir.path().join("b.parquet");
+    write(
+        &b,
+        vec![("other", Arc::new(Int64Array::from(vec![1])) as ArrayRef)],
+    );
+    let e = import_pq(
+        &dir.path().join("g.qdb"),
+        vec![a.clone(), b.clone()],
+        vec![],
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("b.parquet") && e.contains("share their columns"),
+        "{e}"
+    );
+    let c = dir.path().join("c.csv");
+    std::fs::write(&c, "id\n1\n").unwrap();
+    let e = import_pq(&dir.path().join("g.qdb"), vec![a.clone(), c], vec![])
+        .err()
+        .unwrap();
+    assert!(e.contains("all CSV or all Parquet"), "{e}");
+    let bad = dir.path().join("bad.parquet");
+    std::fs::write(&bad, "id\n1\n").unwrap();
+    let e = import_pq(&dir.path().join("g.qdb"), vec![bad], vec![])
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("bad.parquet") && e.contains("not a Parquet file"),
+        "{e}"
+    );
+    // A duplicate id is the CSV path's error, with the file's name.
+    let d = dir.path().join("dup.parquet");
+    users(&d, vec![1, 1]);
+    let e = import_pq(&dir.path().join("g2.qdb"), vec![d], vec![])
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("dup.parquet") && e.to_lowercase().contains("duplicate"),
+        "{e}"
+    );
+}
