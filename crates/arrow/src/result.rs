@@ -525,14 +525,32 @@ impl Kind {
 
     fn of(vals: &[Value]) -> Kind {
         let mut k = Kind::Null;
+        // Values of the kind of the first non-null one (a scalar) need no join: one
+        // discriminant test each, as a column of a million values mostly is.
+        let mut same: Option<std::mem::Discriminant<Value>> = None;
         for v in vals {
-            if matches!(v, Value::Null) {
+            if matches!(v, Value::Null) || same == Some(std::mem::discriminant(v)) {
                 continue;
             }
             k = k.join(Kind::one(v));
             if k == Kind::Json {
                 break;
             }
+            same = match v {
+                Value::Int(_)
+                | Value::Float(_)
+                | Value::Bool(_)
+                | Value::Str(_)
+                | Value::Bytes(_)
+                | Value::Date(_)
+                | Value::LocalDateTime(_)
+                | Value::LocalTime(_)
+                    if same.is_none() =>
+                {
+                    Some(std::mem::discriminant(v))
+                }
+                _ => None,
+            };
         }
         k
     }
