@@ -263,7 +263,7 @@ assert len(x) == {args.rows}
 import duckdb
 c = duckdb.connect({str(work / 'dolt.duckdb')!r}, read_only=True)
 t = time.perf_counter()
-x = c.execute("SELECT pk, c1, c4, c5, c7 FROM Row").{'df' if fmt == 'df' else 'fetch_arrow_table'}()
+x = c.execute("SELECT pk, c1, c4, c5, c7 FROM Row").{'df' if fmt == 'df' else 'to_arrow_table'}()
 T = time.perf_counter() - t
 assert len(x) == {args.rows}
 """, args.runs)
