@@ -13,7 +13,7 @@ Python objects.
 
 from __future__ import annotations
 
-import json
+import os
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -349,5 +349,3 @@ class Connection:
     def __repr__(self) -> str:
         return f"<quiver.Connection {self.path!r}{' closed' if self.closed else ''}>"
 
-
-import os  # noqa: E402  (for the annotation above)

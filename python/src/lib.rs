@@ -134,18 +134,25 @@ fn interruptible<T: Send>(
 
 // ---------------------------------------------------------------- errors
 
-fn query_err(e: QueryError) -> PyErr {
+/// A query error as the exception of its kind, with its message (for a statement that
+/// rolled its transaction back, the kind of what failed and `rolled_back` set).
+fn query_err(py: Python<'_>, e: &QueryError) -> PyErr {
+    let err = error_of(py, e, e.to_string());
+    if matches!(e, QueryError::RolledBack(_)) {
+        let _ = err.value(py).setattr("rolled_back", true);
+    }
+    err
+}
+
+fn error_of(py: Python<'_>, e: &QueryError, msg: String) -> PyErr {
     use quiver_engine::EngineError as E;
-    let msg = e.to_string();
-    match &e {
+    match e {
         QueryError::Parse(p) => {
             let err = CypherSyntaxError::new_err(msg);
-            Python::attach(|py| {
-                let v = err.value(py);
-                let _ = v.setattr("line", p.line + 1);
-                let _ = v.setattr("column", p.column + 1);
-                let _ = v.setattr("description", p.message.clone());
-            });
+            let v = err.value(py);
+            let _ = v.setattr("line", p.line + 1);
+            let _ = v.setattr("column", p.column + 1);
+            let _ = v.setattr("description", p.message.clone());
             err
         }
         QueryError::UnknownFunction(_) | QueryError::MissingParam(_) | QueryError::Semantic(_) => {
@@ -160,35 +167,8 @@ fn query_err(e: QueryError) -> PyErr {
             MemoryLimitExceeded::new_err(msg)
         }
         QueryError::Cancelled => QueryCancelled::new_err(msg),
-        QueryError::RolledBack(inner) => {
-            let err = query_err((**inner).clone_shallow());
-            Python::attach(|py| {
-                let _ = err.value(py).setattr("rolled_back", true);
-            });
-            err
-        }
+        QueryError::RolledBack(inner) => error_of(py, inner, msg),
         _ => DatabaseError::new_err(msg),
-    }
-}
-
-/// `QueryError` is not `Clone`; a rolled-back error is re-raised by kind and message.
-trait CloneShallow {
-    fn clone_shallow(&self) -> QueryError;
-}
-
-impl CloneShallow for QueryError {
-    fn clone_shallow(&self) -> QueryError {
-        use quiver_engine::EngineError as E;
-        let m = self.to_string();
-        match self {
-            QueryError::Parse(p) => QueryError::Parse(p.clone()),
-            QueryError::Type(_) => QueryError::Type(m),
-            QueryError::Engine(E::Constraint(_)) => QueryError::Engine(E::Constraint(m)),
-            QueryError::Engine(E::Conflict(_)) => QueryError::Engine(E::Conflict(m)),
-            QueryError::Engine(E::Memory(_)) => QueryError::Engine(E::Memory(m)),
-            QueryError::Cancelled => QueryError::Cancelled,
-            _ => QueryError::Unsupported(m),
-        }
     }
 }
 
@@ -540,24 +520,16 @@ impl<'py> Out<'_, 'py> {
     }
 
     fn date(&self, days: i64) -> PyResult<Bound<'py, PyAny>> {
-        self.dt
-            .getattr("date")?
-            .call_method1("fromordinal", (days + 719_163,))
+        let (y, m, d) = quiver_csv::value::civil_from_days(days);
+        self.dt.getattr("date")?.call1((y, m, d))
     }
 
     fn local_datetime(&self, s: &Stamp) -> PyResult<Bound<'py, PyAny>> {
-        let days = s.secs.div_euclid(86_400);
+        let (y, m, d) = quiver_csv::value::civil_from_days(s.secs.div_euclid(86_400));
         let t = s.secs.rem_euclid(86_400);
-        let d = self.date(days)?;
-        self.dt.getattr("datetime")?.call1((
-            d.getattr("year")?,
-            d.getattr("month")?,
-            d.getattr("day")?,
-            t / 3600,
-            t / 60 % 60,
-            t % 60,
-            s.nanos / 1000,
-        ))
+        self.dt
+            .getattr("datetime")?
+            .call1((y, m, d, t / 3600, t / 60 % 60, t % 60, s.nanos / 1000))
     }
 
     fn time_of(&self, ns: i64) -> (i64, i64, i64, i64) {
@@ -611,7 +583,6 @@ impl<'py> Out<'_, 'py> {
             Value::LocalDateTime(s) => self.local_datetime(s)?,
             Value::DateTime(s, off, z) => {
                 let utc = self.local_datetime(s)?;
-                let utc = utc.call_method1("replace", ())?;
                 let tz_utc = self.dt.getattr("timezone")?.getattr("utc")?;
                 let kw = PyDict::new(py);
                 kw.set_item("tzinfo", tz_utc)?;
@@ -663,7 +634,8 @@ struct QueryResult {
     #[pyo3(get)]
     columns: Vec<String>,
     /// What the statement wrote, and its timing.
-    summary: HashMap<&'static str, f64>,
+    counters: quiver_engine::Counters,
+    elapsed_ms: f64,
     #[pyo3(get)]
     message: Option<String>,
 }
@@ -754,14 +726,16 @@ impl QueryResult {
     /// Counters of what the statement wrote (`nodes_created`, ...) and `elapsed_ms`.
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.counters;
         let d = PyDict::new(py);
-        for (k, v) in &self.summary {
-            if k.ends_with("_ms") {
-                d.set_item(*k, *v)?;
-            } else {
-                d.set_item(*k, *v as u64)?;
-            }
-        }
+        d.set_item("elapsed_ms", self.elapsed_ms)?;
+        d.set_item("nodes_created", c.nodes_created)?;
+        d.set_item("nodes_deleted", c.nodes_deleted)?;
+        d.set_item("relationships_created", c.relationships_created)?;
+        d.set_item("relationships_deleted", c.relationships_deleted)?;
+        d.set_item("properties_set", c.properties_set)?;
+        d.set_item("labels_added", c.labels_added)?;
+        d.set_item("labels_removed", c.labels_removed)?;
         Ok(d)
     }
 
@@ -998,24 +972,15 @@ impl Connection {
                 s.opts.cancel = None;
                 r.map(|sum| (sum, rows))
             })?;
-            let (sum, mut rows) = r.map_err(query_err)?;
+            let (sum, mut rows) = r.map_err(|e| query_err(py, &e))?;
             rows.columns = sum.columns.clone();
             rows.cols.resize_with(rows.columns.len(), Vec::new);
-            let c = &sum.counters;
-            let mut summary: HashMap<&'static str, f64> = HashMap::new();
-            summary.insert("elapsed_ms", sum.elapsed.as_secs_f64() * 1e3);
-            summary.insert("nodes_created", c.nodes_created as f64);
-            summary.insert("nodes_deleted", c.nodes_deleted as f64);
-            summary.insert("relationships_created", c.relationships_created as f64);
-            summary.insert("relationships_deleted", c.relationships_deleted as f64);
-            summary.insert("properties_set", c.properties_set as f64);
-            summary.insert("labels_added", c.labels_added as f64);
-            summary.insert("labels_removed", c.labels_removed as f64);
             Ok(QueryResult {
                 columns: rows.columns.clone(),
                 rows: Arc::new(rows),
                 pos: 0,
-                summary,
+                counters: sum.counters,
+                elapsed_ms: sum.elapsed.as_secs_f64() * 1e3,
                 message: sum.message,
             })
         })

@@ -14,10 +14,12 @@
 //! `bench/python_bench.py`).
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Date32Type, Float64Type, Int64Type, TimestampMicrosecondType, UInt64Type,
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, LargeStringArray,
+    ListArray, NullArray, RecordBatch, StringArray, StringViewArray, TimestampMicrosecondArray,
+    UInt64Array,
 };
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType as A, Field, TimeUnit};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_csv::Dialect;
@@ -67,20 +69,21 @@ pub fn quiver_type(t: &A) -> Result<DataType, String> {
     }
 }
 
-/// A column cast to one of the few layouts the writer knows.
+/// A column cast to one of the few layouts the writer knows, held as its typed array
+/// (the downcast is paid once a batch, not once a value).
 enum Col {
-    Null,
-    I64(ArrayRef),
-    U64(ArrayRef),
-    F64(ArrayRef),
-    Bool(ArrayRef),
-    Str(ArrayRef),
-    LargeStr(ArrayRef),
-    View(ArrayRef),
-    Date(ArrayRef),
+    Null(NullArray),
+    I64(Int64Array),
+    U64(UInt64Array),
+    F64(Float64Array),
+    Bool(BooleanArray),
+    Str(StringArray),
+    LargeStr(LargeStringArray),
+    View(StringViewArray),
+    Date(Date32Array),
     /// Microseconds; with a zone (an instant, written with `Z`) or without.
-    Ts(ArrayRef, bool),
-    List(ArrayRef, Box<Col>),
+    Ts(TimestampMicrosecondArray, bool),
+    List(ListArray, Box<Col>),
 }
 
 fn io_err(e: impl std::fmt::Display) -> io::Error {
@@ -94,71 +97,67 @@ fn cast(a: &ArrayRef, to: &A) -> Result<ArrayRef, ArrowError> {
 impl Col {
     fn of(a: &ArrayRef) -> Result<Col, ArrowError> {
         Ok(match a.data_type() {
-            A::Null => Col::Null,
-            A::Int64 => Col::I64(a.clone()),
+            A::Null => Col::Null(NullArray::new(a.len())),
+            A::Int64 => Col::I64(a.as_primitive().clone()),
             A::Int8 | A::Int16 | A::Int32 | A::UInt8 | A::UInt16 | A::UInt32 => {
-                Col::I64(cast(a, &A::Int64)?)
+                Col::I64(cast(a, &A::Int64)?.as_primitive().clone())
             }
-            A::UInt64 => Col::U64(a.clone()),
-            A::Float64 => Col::F64(a.clone()),
+            A::UInt64 => Col::U64(a.as_primitive().clone()),
+            A::Float64 => Col::F64(a.as_primitive().clone()),
             A::Float16
             | A::Float32
             | A::Decimal32(..)
             | A::Decimal64(..)
             | A::Decimal128(..)
-            | A::Decimal256(..) => Col::F64(cast(a, &A::Float64)?),
-            A::Boolean => Col::Bool(a.clone()),
-            A::Utf8 => Col::Str(a.clone()),
-            A::LargeUtf8 => Col::LargeStr(a.clone()),
-            A::Utf8View => Col::View(a.clone()),
-            A::Date32 => Col::Date(a.clone()),
-            A::Date64 => Col::Date(cast(a, &A::Date32)?),
-            A::Timestamp(TimeUnit::Microsecond, tz) => Col::Ts(a.clone(), tz.is_some()),
-            A::Timestamp(_, tz) => Col::Ts(
-                cast(a, &A::Timestamp(TimeUnit::Microsecond, tz.clone()))?,
-                tz.is_some(),
-            ),
+            | A::Decimal256(..) => Col::F64(cast(a, &A::Float64)?.as_primitive().clone()),
+            A::Boolean => Col::Bool(a.as_boolean().clone()),
+            A::Utf8 => Col::Str(a.as_string().clone()),
+            A::LargeUtf8 => Col::LargeStr(a.as_string().clone()),
+            A::Utf8View => Col::View(a.as_string_view().clone()),
+            A::Date32 => Col::Date(a.as_primitive().clone()),
+            A::Date64 => Col::Date(cast(a, &A::Date32)?.as_primitive().clone()),
+            A::Timestamp(unit, tz) => {
+                let us = match unit {
+                    TimeUnit::Microsecond => a.clone(),
+                    _ => cast(a, &A::Timestamp(TimeUnit::Microsecond, tz.clone()))?,
+                };
+                Col::Ts(us.as_primitive().clone(), tz.is_some())
+            }
             A::List(_) => {
-                let l = a.as_list::<i32>();
-                Col::List(a.clone(), Box::new(Col::of(l.values())?))
+                let l = a.as_list::<i32>().clone();
+                let inner = Col::of(l.values())?;
+                Col::List(l, Box::new(inner))
             }
             A::LargeList(f) | A::FixedSizeList(f, _) | A::ListView(f) | A::LargeListView(f) => {
                 let to = A::List(Arc::new(Field::new("item", f.data_type().clone(), true)));
-                let c = cast(a, &to)?;
-                let inner = Col::of(c.as_list::<i32>().values())?;
-                Col::List(c, Box::new(inner))
+                let l = cast(a, &to)?.as_list::<i32>().clone();
+                let inner = Col::of(l.values())?;
+                Col::List(l, Box::new(inner))
             }
-            _ => Col::Str(cast(a, &A::Utf8)?),
+            _ => Col::Str(cast(a, &A::Utf8)?.as_string().clone()),
         })
     }
 
-    fn array(&self) -> Option<&ArrayRef> {
+    fn array(&self) -> &dyn Array {
         match self {
-            Col::Null => None,
-            Col::I64(a)
-            | Col::U64(a)
-            | Col::F64(a)
-            | Col::Bool(a)
-            | Col::Str(a)
-            | Col::LargeStr(a)
-            | Col::View(a)
-            | Col::Date(a)
-            | Col::Ts(a, _)
-            | Col::List(a, _) => Some(a),
+            Col::Null(a) => a,
+            Col::I64(a) => a,
+            Col::U64(a) => a,
+            Col::F64(a) => a,
+            Col::Bool(a) => a,
+            Col::Str(a) => a,
+            Col::LargeStr(a) => a,
+            Col::View(a) => a,
+            Col::Date(a) => a,
+            Col::Ts(a, _) => a,
+            Col::List(a, _) => a,
         }
     }
 
-    fn is_null(&self, i: usize) -> bool {
-        self.array().is_none_or(|a| a.is_null(i))
-    }
-
-    /// The column's validity (`None`: every value is there; a null column has a
-    /// buffer of its own, all unset).
-    fn validity(&self) -> Option<arrow_buffer::NullBuffer> {
-        match self.array() {
-            None => Some(arrow_buffer::NullBuffer::new_null(0)),
-            Some(a) => a.logical_nulls(),
-        }
+    /// The column's validity (`None`: every value is there; a null column's is all
+    /// unset).
+    fn validity(&self) -> Option<NullBuffer> {
+        self.array().logical_nulls()
     }
 }
 
@@ -169,13 +168,18 @@ struct Writer {
 }
 
 impl Writer {
-    /// A string field, quoted when it holds the delimiter, the quote or a line break.
+    /// Whether a field must be quoted: it holds the delimiter, the quote or a line break.
+    fn needs_quotes(&self, s: &[u8]) -> bool {
+        memchr::memchr3(self.dialect.delimiter, b'\n', b'\r', s).is_some()
+            || self
+                .dialect
+                .quote
+                .is_some_and(|q| memchr::memchr(q, s).is_some())
+    }
+
+    /// A string field, quoted when it needs to be.
     fn text(&self, s: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-        let d = self.dialect.delimiter;
-        let needs = s
-            .iter()
-            .any(|&b| b == d || b == b'\n' || b == b'\r' || Some(b) == self.dialect.quote);
-        if !needs {
+        if !self.needs_quotes(s) {
             out.extend_from_slice(s);
             return Ok(());
         }
@@ -199,69 +203,45 @@ impl Writer {
     /// Value `i` of `c` (not null).
     fn value(&mut self, c: &Col, i: usize, in_list: bool, out: &mut Vec<u8>) -> io::Result<()> {
         match c {
-            Col::Null => {}
-            Col::I64(a) => {
-                let v = a.as_primitive::<Int64Type>().value(i);
-                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-            }
-            Col::U64(a) => {
-                let v = a.as_primitive::<UInt64Type>().value(i);
-                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-            }
-            Col::F64(a) => {
-                let v = a.as_primitive::<Float64Type>().value(i);
-                out.extend_from_slice(ryu::Buffer::new().format(v).as_bytes());
-            }
-            Col::Bool(a) => {
-                let v = a.as_boolean().value(i);
-                out.extend_from_slice(if v { b"true" } else { b"false" });
-            }
-            Col::Str(a) => self.string(a.as_string::<i32>().value(i).as_bytes(), in_list, out)?,
-            Col::LargeStr(a) => {
-                self.string(a.as_string::<i64>().value(i).as_bytes(), in_list, out)?
-            }
-            Col::View(a) => self.string(a.as_string_view().value(i).as_bytes(), in_list, out)?,
+            Col::Null(_) => {}
+            Col::I64(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
+            Col::U64(a) => out.extend_from_slice(itoa::Buffer::new().format(a.value(i)).as_bytes()),
+            Col::F64(a) => out.extend_from_slice(ryu::Buffer::new().format(a.value(i)).as_bytes()),
+            Col::Bool(a) => out.extend_from_slice(if a.value(i) { b"true" } else { b"false" }),
+            Col::Str(a) => self.string(a.value(i).as_bytes(), in_list, out)?,
+            Col::LargeStr(a) => self.string(a.value(i).as_bytes(), in_list, out)?,
+            Col::View(a) => self.string(a.value(i).as_bytes(), in_list, out)?,
             Col::Date(a) => {
-                let v = a.as_primitive::<Date32Type>().value(i);
                 self.scratch.clear();
-                quiver_csv::value::format_date(v as i64, &mut self.scratch);
+                quiver_csv::value::format_date(a.value(i) as i64, &mut self.scratch);
                 out.extend_from_slice(self.scratch.as_bytes());
             }
             Col::Ts(a, zoned) => {
-                let v = a.as_primitive::<TimestampMicrosecondType>().value(i);
                 self.scratch.clear();
                 if *zoned {
-                    quiver_csv::value::format_datetime(v, &mut self.scratch);
+                    quiver_csv::value::format_datetime(a.value(i), &mut self.scratch);
                 } else {
-                    quiver_csv::value::format_local_datetime(v, &mut self.scratch);
+                    quiver_csv::value::format_local_datetime(a.value(i), &mut self.scratch);
                 }
                 out.extend_from_slice(self.scratch.as_bytes());
             }
-            Col::List(a, inner) => {
+            Col::List(l, inner) => {
                 if in_list {
                     return Err(io_err("a list of lists has no property type"));
                 }
-                let l = a.as_list::<i32>();
                 let offs = l.value_offsets();
                 let (s, e) = (offs[i] as usize, offs[i + 1] as usize);
                 // The whole list is one field: quoted when an element needs it.
                 let start = out.len();
-                let mut quote = false;
                 for j in s..e {
                     if j > s {
                         out.push(self.dialect.array_delimiter);
                     }
-                    if inner.is_null(j) {
-                        continue;
+                    if inner.array().is_valid(j) {
+                        self.value(inner, j, true, out)?;
                     }
-                    let at = out.len();
-                    self.value(inner, j, true, out)?;
-                    let d = self.dialect.delimiter;
-                    quote |= out[at..].iter().any(|&b| {
-                        b == d || b == b'\n' || b == b'\r' || Some(b) == self.dialect.quote
-                    });
                 }
-                if quote {
+                if self.needs_quotes(&out[start..]) {
                     let body = out.split_off(start);
                     self.text(&body, out)?;
                 }
@@ -292,7 +272,7 @@ pub struct CsvStream {
     batches: Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send>,
     /// The batch being written and the next row of it.
     cols: Vec<Col>,
-    valid: Vec<Option<arrow_buffer::NullBuffer>>,
+    valid: Vec<Option<NullBuffer>>,
     rows: usize,
     row: usize,
     buf: Vec<u8>,
@@ -367,11 +347,7 @@ impl CsvStream {
                 if k > 0 {
                     self.buf.push(self.w.dialect.delimiter);
                 }
-                let present = match v {
-                    None => true,
-                    Some(v) => v.len() > i && v.is_valid(i),
-                };
-                if present {
+                if v.as_ref().is_none_or(|v| v.is_valid(i)) {
                     self.w.value(c, i, false, &mut self.buf)?;
                 }
             }

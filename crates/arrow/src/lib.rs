@@ -4,7 +4,7 @@
 //!   ([`encode::CsvStream`]), and the property type of an Arrow column
 //!   ([`encode::quiver_type`]).
 //! - [`source`]: Parquet files (or folders of parts) and Arrow streams as the import's
-//!   [`quiver_csv::reader::RecordSource`]s, typed by their schema.
+//!   [`quiver_csv::reader::RecordSource`] ([`source::ArrowSource`]), typed by their schema.
 //! - [`result`]: query results as Arrow record batches (what the Python package hands
 //!   to pandas, polars and pyarrow).
 //!
@@ -15,4 +15,4 @@ pub mod encode;
 pub mod result;
 pub mod source;
 
-pub use source::{is_parquet, ArrowSource, ParquetSource};
+pub use source::{is_parquet, parquet_source, ArrowSource};

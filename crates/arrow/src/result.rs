@@ -11,15 +11,15 @@
 //! paths, maps and columns of mixed types are JSON text, their field marked with the
 //! metadata `quiver.json` so that a caller can turn them back into objects.
 
-use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, StringBuilder,
-    Time64NanosecondBuilder, TimestampMicrosecondBuilder,
+use arrow_array::{
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Float64Array, Int64Array, NullArray,
+    RecordBatch, StringArray, Time64NanosecondArray, TimestampMicrosecondArray,
 };
-use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType as A, Field, Schema, SchemaRef, TimeUnit};
 use quiver_engine::value::{zone_name, RelRef, Value};
 use quiver_query::batch::Batch;
 use quiver_query::{Graph, QueryError};
+use serde_json::{Map as JMap, Value as J};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -121,7 +121,7 @@ impl Rows {
         Ok(())
     }
 
-    /// The rows `from..to` as record batches of at most `batch_rows` rows.
+    /// The rows as record batches of at most `batch_rows` rows.
     pub fn to_arrow(&self, batch_rows: usize) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
         let kinds: Vec<Kind> = self.cols.iter().map(|c| Kind::of(c)).collect();
         let fields: Vec<Field> = self
@@ -168,96 +168,55 @@ impl Rows {
     }
 
     fn array(&self, k: &Kind, vals: &[Value]) -> ArrayRef {
+        // Values of other kinds in a column are nulls of it (`Kind::of` chose the kind
+        // every value fits: an integer among floats is read as a float).
+        let vs = vals.iter();
         match k {
-            Kind::Null => Arc::new(arrow_array::NullArray::new(vals.len())),
-            Kind::Int => {
-                let mut b = Int64Builder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
-                        Value::Int(i) => Some(*i),
-                        _ => None,
-                    });
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Float => {
-                let mut b = Float64Builder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
-                        Value::Float(f) => Some(*f),
-                        Value::Int(i) => Some(*i as f64),
-                        _ => None,
-                    });
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Bool => {
-                let mut b = BooleanBuilder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
-                        Value::Bool(x) => Some(*x),
-                        _ => None,
-                    });
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Str => {
-                let mut b = StringBuilder::with_capacity(vals.len(), vals.len() * 8);
-                for v in vals {
-                    match v {
-                        Value::Str(s) => b.append_value(s),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Bytes => {
-                let mut b = BinaryBuilder::new();
-                for v in vals {
-                    match v {
-                        Value::Bytes(s) => b.append_value(s),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Date => {
-                let mut b = Date32Builder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
-                        Value::Date(d) => i32::try_from(*d).ok(),
-                        _ => None,
-                    });
-                }
-                Arc::new(b.finish())
-            }
+            Kind::Null => Arc::new(NullArray::new(vals.len())),
+            Kind::Int => Arc::new(Int64Array::from_iter(vs.map(|v| match v {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            }))),
+            Kind::Float => Arc::new(Float64Array::from_iter(vs.map(|v| match v {
+                Value::Float(f) => Some(*f),
+                Value::Int(i) => Some(*i as f64),
+                _ => None,
+            }))),
+            Kind::Bool => Arc::new(BooleanArray::from_iter(vs.map(|v| match v {
+                Value::Bool(b) => Some(*b),
+                _ => None,
+            }))),
+            Kind::Str => Arc::new(StringArray::from_iter(vs.map(|v| match v {
+                Value::Str(s) => Some(s.as_ref()),
+                _ => None,
+            }))),
+            Kind::Bytes => Arc::new(BinaryArray::from_iter(vs.map(|v| match v {
+                Value::Bytes(b) => Some(b.as_ref()),
+                _ => None,
+            }))),
+            Kind::Date => Arc::new(Date32Array::from_iter(vs.map(|v| match v {
+                Value::Date(d) => i32::try_from(*d).ok(),
+                _ => None,
+            }))),
             Kind::LocalDateTime | Kind::DateTime(_) => {
-                let mut b = TimestampMicrosecondBuilder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
+                let a = TimestampMicrosecondArray::from_iter(vs.map(|v| {
+                    match v {
                         Value::LocalDateTime(s) | Value::DateTime(s, _, _) => s
                             .secs
                             .checked_mul(1_000_000)
                             .and_then(|us| us.checked_add(s.nanos as i64 / 1000)),
                         _ => None,
-                    });
-                }
-                let a = b.finish();
+                    }
+                }));
                 match k {
                     Kind::DateTime(tz) => Arc::new(a.with_timezone(tz.as_str())),
                     _ => Arc::new(a),
                 }
             }
-            Kind::LocalTime => {
-                let mut b = Time64NanosecondBuilder::with_capacity(vals.len());
-                for v in vals {
-                    b.append_option(match v {
-                        Value::LocalTime(t) => Some(*t),
-                        _ => None,
-                    });
-                }
-                Arc::new(b.finish())
-            }
+            Kind::LocalTime => Arc::new(Time64NanosecondArray::from_iter(vs.map(|v| match v {
+                Value::LocalTime(t) => Some(*t),
+                _ => None,
+            }))),
             Kind::List(inner) => {
                 // Elements of one scalar kind: build the child from the flattened values.
                 let mut offsets = vec![0i32];
@@ -282,160 +241,77 @@ impl Rows {
                     Some(arrow_buffer::NullBuffer::from(valid)),
                 ))
             }
-            Kind::Text => {
-                let mut b = StringBuilder::with_capacity(vals.len(), vals.len() * 16);
-                for v in vals {
-                    match v {
-                        Value::Null => b.append_null(),
-                        v => b.append_value(text(v)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            Kind::Json => {
-                let mut b = StringBuilder::with_capacity(vals.len(), vals.len() * 32);
-                let mut s = String::new();
-                for v in vals {
-                    match v {
-                        Value::Null => b.append_null(),
-                        v => {
-                            s.clear();
-                            self.json(v, &mut s);
-                            b.append_value(&s);
-                        }
-                    }
-                }
-                Arc::new(b.finish())
-            }
+            Kind::Text => Arc::new(StringArray::from_iter(vs.map(|v| match v {
+                Value::Null => None,
+                v => Some(quiver_query::expr::to_string(v)),
+            }))),
+            Kind::Json => Arc::new(StringArray::from_iter(vs.map(|v| match v {
+                Value::Null => None,
+                v => Some(self.json(v).to_string()),
+            }))),
         }
     }
 
     /// A value as JSON: nodes as `{"_id", "_labels", properties...}`, relationships as
     /// `{"_id", "_type", "_src", "_dst", properties...}`, paths as
-    /// `{"nodes": [...], "relationships": [...]}`, temporal values as their ISO text.
-    pub fn json(&self, v: &Value, out: &mut String) {
-        use std::fmt::Write;
-        let props = |rows: &Rows, p: &[(Arc<str>, Value)], out: &mut String| {
+    /// `{"nodes": [...], "relationships": [...]}`, byte arrays as hex, floats that JSON
+    /// cannot hold and temporal values as their text.
+    pub fn json(&self, v: &Value) -> J {
+        let props = |o: &mut JMap<String, J>, p: &[(Arc<str>, Value)]| {
             for (k, x) in p {
-                out.push(',');
-                json_str(k, out);
-                out.push(':');
-                rows.json(x, out);
+                o.insert(k.to_string(), self.json(x));
             }
         };
         match v {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => {
-                let _ = write!(out, "{i}");
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or_else(|| J::String(f.to_string()), J::Number)
             }
-            Value::Float(f) if f.is_finite() => {
-                let _ = write!(out, "{f:?}");
-            }
-            Value::Float(f) => json_str(&f.to_string(), out),
-            Value::Str(s) => json_str(s, out),
-            Value::List(l) => {
-                out.push('[');
-                for (i, x) in l.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    self.json(x, out);
-                }
-                out.push(']');
-            }
+            Value::Str(s) => J::String(s.to_string()),
+            Value::List(l) => J::Array(l.iter().map(|x| self.json(x)).collect()),
             Value::Map(m) => {
-                out.push('{');
-                for (i, (k, x)) in m.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    json_str(k, out);
-                    out.push(':');
-                    self.json(x, out);
-                }
-                out.push('}');
+                let mut o = JMap::new();
+                props(&mut o, m);
+                J::Object(o)
             }
             Value::Node(n) => {
-                let _ = write!(out, "{{\"_id\":{n},\"_labels\":[");
-                if let Some(d) = self.nodes.get(n) {
-                    for (i, l) in d.labels.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        json_str(l, out);
-                    }
-                    out.push(']');
-                    props(self, &d.props, out);
-                } else {
-                    out.push(']');
+                let mut o = JMap::new();
+                o.insert("_id".into(), J::from(*n));
+                let d = self.nodes.get(n);
+                let labels = d.map_or(Vec::new(), |d| {
+                    d.labels.iter().map(|l| J::String(l.to_string())).collect()
+                });
+                o.insert("_labels".into(), J::Array(labels));
+                if let Some(d) = d {
+                    props(&mut o, &d.props);
                 }
-                out.push('}');
+                J::Object(o)
             }
             Value::Rel(r) => {
-                let _ = write!(out, "{{\"_id\":\"{}:{}\",\"_type\":", r.ty, r.eid);
-                match self.rels.get(&rel_key(r)) {
-                    Some(d) => json_str(&d.ty, out),
-                    None => out.push_str("null"),
+                let mut o = JMap::new();
+                let d = self.rels.get(&rel_key(r));
+                o.insert("_id".into(), J::String(format!("{}:{}", r.ty, r.eid)));
+                o.insert(
+                    "_type".into(),
+                    d.map_or(J::Null, |d| J::String(d.ty.to_string())),
+                );
+                o.insert("_src".into(), J::from(r.src));
+                o.insert("_dst".into(), J::from(r.dst));
+                if let Some(d) = d {
+                    props(&mut o, &d.props);
                 }
-                let _ = write!(out, ",\"_src\":{},\"_dst\":{}", r.src, r.dst);
-                if let Some(d) = self.rels.get(&rel_key(r)) {
-                    props(self, &d.props, out);
-                }
-                out.push('}');
+                J::Object(o)
             }
-            Value::Path(p) => {
-                out.push_str("{\"nodes\":[");
-                for (i, n) in p.nodes.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    self.json(&Value::Node(*n), out);
-                }
-                out.push_str("],\"relationships\":[");
-                for (i, r) in p.rels.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    self.json(&Value::Rel(r.clone()), out);
-                }
-                out.push_str("]}");
-            }
-            Value::Bytes(b) => {
-                out.push('"');
-                for x in b.iter() {
-                    let _ = write!(out, "{x:02x}");
-                }
-                out.push('"');
-            }
-            other => json_str(&text(other), out),
+            Value::Path(p) => serde_json::json!({
+                "nodes": p.nodes.iter().map(|&n| self.json(&Value::Node(n))).collect::<Vec<_>>(),
+                "relationships": p.rels.iter().map(|r| self.json(&Value::Rel(r.clone()))).collect::<Vec<_>>(),
+            }),
+            Value::Bytes(b) => J::String(b.iter().map(|x| format!("{x:02x}")).collect()),
+            other => J::String(quiver_query::expr::to_string(other)),
         }
     }
-}
-
-/// A JSON string literal.
-fn json_str(s: &str, out: &mut String) {
-    use std::fmt::Write;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// A value as Cypher's `toString` writes it (temporal values in ISO 8601).
-pub fn text(v: &Value) -> String {
-    quiver_query::expr::to_string(v)
 }
 
 /// What a column holds, for its Arrow type.

@@ -1,7 +1,8 @@
-//! Parquet files and Arrow streams as import input ([`RecordSource`]s).
+//! Parquet files and Arrow streams as import input: one [`RecordSource`],
+//! [`ArrowSource`], over a closure that opens the stream (a Parquet reader, a Python table).
 
 use crate::encode::{quiver_type, CsvStream};
-use arrow_array::RecordBatch;
+use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use quiver_common::types::DataType;
@@ -58,72 +59,72 @@ fn schema_types(
 }
 
 /// One or more Parquet files (or folders of parts) read as one input, the schema of
-/// the first for all (a later file with other column names is an error).
-pub struct ParquetSource {
-    files: Vec<PathBuf>,
-    names: Vec<String>,
-    types: Vec<Option<DataType>>,
-    bytes: u64,
-}
-
-impl ParquetSource {
-    /// Opens the footers of `paths` (files or folders of parts) and checks that they
-    /// agree on their columns.
-    pub fn open(paths: &[PathBuf]) -> Result<ParquetSource, String> {
-        let mut files = Vec::new();
-        for p in paths {
-            if p.is_dir() {
-                let found = parts(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                if found.is_empty() {
-                    return Err(format!(
-                        "{}: the folder holds no .parquet files",
-                        p.display()
-                    ));
-                }
-                files.extend(found);
-            } else {
-                files.push(p.clone());
+/// the first for all: the footers of `paths` are read now and must agree on their
+/// columns. Read again from the start on every open.
+pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let found = parts(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            if found.is_empty() {
+                return Err(format!(
+                    "{}: the folder holds no .parquet files",
+                    p.display()
+                ));
             }
+            files.extend(found);
+        } else {
+            files.push(p.clone());
         }
-        let mut first: Option<(Vec<String>, Vec<Option<DataType>>)> = None;
-        let mut bytes = 0;
-        for f in &files {
-            let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
-            let b = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|e| format!("{}: not a Parquet file Quiver can read: {e}", f.display()))?;
-            bytes += b
-                .metadata()
-                .row_groups()
-                .iter()
-                .map(|g| g.total_byte_size().max(0) as u64)
-                .sum::<u64>();
-            let (names, types) = schema_types(b.schema(), f)?;
-            match &first {
-                None => first = Some((names, types)),
-                Some((n0, _)) if *n0 != names => {
-                    return Err(format!(
-                        "{}: its columns ({}) are not those of {} ({}); the files of one group share their columns",
-                        f.display(),
-                        names.join(", "),
-                        files[0].display(),
-                        n0.join(", ")
-                    ))
-                }
-                Some(_) => {}
+    }
+    let mut first: Option<Vec<String>> = None;
+    let mut bytes = 0;
+    for f in &files {
+        let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let b = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| format!("{}: not a Parquet file Quiver can read: {e}", f.display()))?;
+        bytes += b
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.total_byte_size().max(0) as u64)
+            .sum::<u64>();
+        let (names, _) = schema_types(b.schema(), f)?;
+        match &first {
+            None => first = Some(names),
+            Some(n0) if *n0 != names => {
+                return Err(format!(
+                    "{}: its columns ({}) are not those of {} ({}); the files of one group share their columns",
+                    f.display(),
+                    names.join(", "),
+                    files[0].display(),
+                    n0.join(", ")
+                ))
             }
+            Some(_) => {}
         }
-        let (names, types) = first.ok_or("no Parquet files given")?;
-        Ok(ParquetSource {
-            files,
-            names,
-            types,
-            bytes,
-        })
     }
-
-    pub fn column_names(&self) -> &[String] {
-        &self.names
+    if first.is_none() {
+        return Err("no Parquet files given".into());
     }
+    let what = files[0].clone();
+    let open = move || -> Result<(SchemaRef, Batches), String> {
+        let mut batches = ParquetBatches {
+            files: files.clone().into_iter(),
+            cur: None,
+        };
+        batches
+            .open_next()
+            .ok_or("no Parquet files given")?
+            .map_err(|e| e.to_string())?;
+        let schema = batches
+            .cur
+            .as_ref()
+            .map(|r| r.schema())
+            .ok_or("no Parquet files given")?;
+        Ok((schema, Box::new(batches)))
+    };
+    ArrowSource::new(Box::new(open), true, None, bytes, &what)
 }
 
 /// The batches of several Parquet files in turn.
@@ -143,49 +144,25 @@ impl Iterator for ParquetBatches {
                     None => self.cur = None,
                 }
             }
-            let f = self.files.next()?;
-            let open = || -> Result<_, ArrowError> {
-                let file = std::fs::File::open(&f)
-                    .map_err(|e| ArrowError::IoError(format!("{}: {e}", f.display()), e))?;
-                ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.with_batch_size(PARQUET_BATCH_ROWS).build())
-                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))
-            };
-            match open() {
-                Ok(r) => self.cur = Some(r),
-                Err(e) => return Some(Err(e)),
+            if let Err(e) = self.open_next()? {
+                return Some(Err(e));
             }
         }
     }
 }
 
-impl RecordSource for ParquetSource {
-    fn open(&self, dialect: &Dialect) -> io::Result<Box<dyn Read + Send>> {
-        let batches = ParquetBatches {
-            files: self.files.clone().into_iter(),
-            cur: None,
-        };
-        Ok(Box::new(CsvStream::new(
-            &self.names,
-            Box::new(batches),
-            *dialect,
-        )?))
-    }
-
-    fn reopenable(&self) -> bool {
-        true
-    }
-
-    fn column_types(&self) -> Vec<Option<DataType>> {
-        self.types.clone()
-    }
-
-    fn column_names(&self) -> Vec<String> {
-        self.names.clone()
-    }
-
-    fn bytes_hint(&self) -> u64 {
-        self.bytes
+impl ParquetBatches {
+    /// Opens the next file as the current reader; `None` past the last.
+    fn open_next(&mut self) -> Option<Result<(), ArrowError>> {
+        let f = self.files.next()?;
+        let opened = std::fs::File::open(&f)
+            .map_err(|e| ArrowError::IoError(format!("{}: {e}", f.display()), e))
+            .and_then(|file| {
+                ParquetRecordBatchReaderBuilder::try_new(file)
+                    .and_then(|b| b.with_batch_size(PARQUET_BATCH_ROWS).build())
+                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))
+            });
+        Some(opened.map(|r| self.cur = Some(r)))
     }
 }
 
@@ -200,7 +177,6 @@ pub type OpenStream = dyn Fn() -> Result<(SchemaRef, Batches), String> + Send + 
 pub struct ArrowSource {
     open: Box<OpenStream>,
     reopenable: bool,
-    schema: SchemaRef,
     /// Renames of columns (Arrow name → header name), for a caller that names the id
     /// and endpoint columns by argument.
     names: Vec<String>,
@@ -234,16 +210,11 @@ impl ArrowSource {
         Ok(ArrowSource {
             open,
             reopenable,
-            schema,
             names,
             types,
             bytes,
             first: std::sync::Mutex::new(Some(batches)),
         })
-    }
-
-    pub fn schema(&self) -> &SchemaRef {
-        &self.schema
     }
 }
 
@@ -291,5 +262,5 @@ pub fn parquet_group(files: &[PathBuf]) -> Result<Option<Arc<dyn RecordSource>>,
             files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(",")
         ));
     }
-    Ok(Some(Arc::new(ParquetSource::open(files)?)))
+    Ok(Some(Arc::new(parquet_source(files)?)))
 }

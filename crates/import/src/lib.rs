@@ -135,6 +135,16 @@ pub struct ImportConfig {
 }
 
 impl ImportConfig {
+    /// The node groups, then the relationship groups, each with its header kind.
+    fn groups(&self) -> impl Iterator<Item = (&InputGroup, HeaderKind)> {
+        let nodes = self.nodes.iter().map(|g| (g, HeaderKind::Nodes));
+        nodes.chain(
+            self.relationships
+                .iter()
+                .map(|g| (g, HeaderKind::Relationships)),
+        )
+    }
+
     pub fn new(db: impl Into<PathBuf>) -> Self {
         ImportConfig {
             db: db.into(),
@@ -943,13 +953,8 @@ fn header_of(
 /// import is best run with integer ids (`--id-type integer`), so that `{id: 1}` finds
 /// the node the frame's `1` made. A CSV group, or a string id column, says no.
 pub fn sources_have_integer_ids(cfg: &ImportConfig) -> Result<bool, ImportError> {
-    let groups = cfg.nodes.iter().map(|g| (g, HeaderKind::Nodes)).chain(
-        cfg.relationships
-            .iter()
-            .map(|g| (g, HeaderKind::Relationships)),
-    );
     let mut any = false;
-    for (group, kind) in groups {
+    for (group, kind) in cfg.groups() {
         let Some(src) = &group.source else {
             return Ok(false);
         };
@@ -983,12 +988,7 @@ pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, Impo
             .map_err(|e| ImportError::Usage(format!("cannot start a thread: {e}")))?,
     );
     let mut out = Vec::new();
-    let groups = cfg.nodes.iter().map(|g| (g, HeaderKind::Nodes)).chain(
-        cfg.relationships
-            .iter()
-            .map(|g| (g, HeaderKind::Relationships)),
-    );
-    for (group, kind) in groups {
+    for (group, kind) in cfg.groups() {
         // Its own cancel flag: set to stop the reader once the sample is read.
         let stop = Arc::new(AtomicBool::new(false));
         let (rx, _recycle, handle) = spawn_reader(
