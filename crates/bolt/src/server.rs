@@ -63,6 +63,10 @@ pub struct ServeOptions {
     pub query_memory_limit: Option<u64>,
     /// Where LOAD CSV reads from (`None`: the `import` folder beside the database).
     pub import_dir: Option<std::path::PathBuf>,
+    /// Where queries spill (`None`: the system's temporary directory).
+    pub temp_dir: Option<std::path::PathBuf>,
+    /// How long a query waits for memory other queries hold (`None`: the default).
+    pub memory_wait: Option<Duration>,
     /// TLS (`bolt+s://`), from `--tls-cert` and `--tls-key`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// A statement running longer is stopped (`None`: no limit).
@@ -120,6 +124,8 @@ impl Default for ServeOptions {
             max_message: 64 << 20,
             query_memory_limit: None,
             import_dir: None,
+            temp_dir: None,
+            memory_wait: None,
             tls: None,
             query_timeout: None,
         }
@@ -770,6 +776,12 @@ fn bolt(
         }
         if let Some(d) = &opts.import_dir {
             session.opts.import_dir = Some(d.clone());
+        }
+        if let Some(d) = &opts.temp_dir {
+            session.opts.temp_dir = Some(d.clone());
+        }
+        if let Some(w) = opts.memory_wait {
+            session.opts.memory_wait = w;
         }
         let cancel = cancel.clone();
         std::thread::Builder::new()

@@ -21,7 +21,7 @@ pub enum QueryError {
     #[error("{0}")]
     Argument(String),
     /// The per-query memory limit would be exceeded.
-    #[error("{} memory limit of {limit} exceeded in {operator} (asked for {asked} more); narrow the query, add LIMIT, or raise {}", if *.database { "the database's" } else { "query" }, if *.database { "--memory-limit" } else { "--query-memory-limit" })]
+    #[error("{} memory limit of {limit} exceeded in {operator} (asked for {asked} more{waited}); {}", if *.database { "the database's" } else { "query" }, if *.database { "run it again when fewer queries run, or raise --memory-limit (or --memory-wait-secs)" } else { "narrow the query, add LIMIT, or raise --query-memory-limit" })]
     Memory {
         operator: &'static str,
         limit: String,
@@ -29,6 +29,8 @@ pub enum QueryError {
         /// The database's limit refused it (what every query and write share), not the
         /// query's own.
         database: bool,
+        /// How the request waited for other queries ("" when it did not).
+        waited: String,
     },
     #[error("{0}")]
     Unsupported(String),

@@ -54,6 +54,9 @@ pub struct QueryOptions {
     /// runs); `None`: they fail instead. Default: the system's temporary directory.
     pub temp_dir: Option<PathBuf>,
     pub memory_limit: u64,
+    /// How long a request for memory waits while other queries hold the database's
+    /// limit, before the query fails (see [`quiver_common::memory::WaitPolicy`]).
+    pub memory_wait: Duration,
     /// Set to stop a running query (Ctrl-C in the shell).
     pub cancel: Option<Arc<AtomicBool>>,
     /// Where LOAD CSV may read files (`None`: LOAD CSV is refused).
@@ -80,6 +83,11 @@ impl std::fmt::Debug for ColumnsHook {
     }
 }
 
+/// How long a query waits for the database's memory by default: long enough for the
+/// other heavy queries of a busy server to end, short enough that a client learns of
+/// an overloaded server (SQL Server waits up to 25 times the plan's cost estimate).
+pub const DEFAULT_MEMORY_WAIT: Duration = Duration::from_secs(30);
+
 /// A quarter of the machine's memory, at most 4 GiB.
 pub fn default_memory_limit() -> u64 {
     let ram = quiver_common::size::physical_memory_bytes().max(1 << 30);
@@ -90,6 +98,7 @@ impl Default for QueryOptions {
     fn default() -> Self {
         QueryOptions {
             memory_limit: default_memory_limit(),
+            memory_wait: DEFAULT_MEMORY_WAIT,
             temp_dir: Some(std::env::temp_dir()),
             cancel: None,
             import_dir: None,
@@ -222,7 +231,13 @@ pub fn run_statement(
     }
     let before = tx.as_ref().map(|t| t.counters).unwrap_or_default();
     let budget = match &opts.database_memory {
-        Some(db) => db.child(opts.memory_limit),
+        Some(db) => db.child_waiting(
+            opts.memory_limit,
+            quiver_common::memory::WaitPolicy {
+                timeout: opts.memory_wait,
+                cancel: opts.cancel.clone(),
+            },
+        ),
         None => MemoryBudget::new(opts.memory_limit),
     };
     // A query that held much gives the memory back when it ends, however it ends

@@ -1,6 +1,7 @@
-//! A full ORDER BY past its memory limit spills sorted runs to the temporary directory
-//! and merges them: the same rows, in the same order (ties in input order), as without
-//! a limit.
+//! Operators past their memory limit spill to the temporary directory and answer as
+//! without a limit: a full ORDER BY (sorted runs, merged; ties in input order),
+//! aggregation and DISTINCT (hash partitions); and queries past the database's limit
+//! wait for each other's memory rather than fail.
 
 mod common;
 
@@ -39,5 +40,100 @@ fn a_sort_past_its_limit_spills_and_answers_the_same() {
     let e = run(&mut s, "MATCH (t:T) RETURN t.i ORDER BY t.s").unwrap_err();
     assert!(e.to_string().contains("Sort"), "{e}");
     // The runs were unnamed temporary files: nothing is left behind.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// The rows of `q`, sorted (aggregation and DISTINCT give no order).
+fn sorted(s: &mut Session, q: &str) -> Vec<String> {
+    let mut r: Vec<String> = rows(s, q).iter().map(|r| format!("{r:?}")).collect();
+    r.sort();
+    r
+}
+
+/// Aggregations (one key, several keys, nodes, collect, DISTINCT aggregates,
+/// percentiles) and DISTINCT past a 1 MiB limit spill to partitions and answer as
+/// without a limit; the partitions are unnamed files, gone afterwards.
+#[test]
+fn aggregation_and_distinct_past_their_limit_spill_and_answer_the_same() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+    run(&mut s, "UNWIND range(0, 29999) AS i CREATE (:T {i: i})").unwrap();
+    run(
+        &mut s,
+        "MATCH (a:T) WITH a ORDER BY a.i WITH collect(a) AS ns UNWIND range(0, 29999) AS i WITH ns[i] AS a, ns[(i * 7919) % 30000] AS b, ns[(i * 104729 + 13) % 30000] AS c CREATE (a)-[:R]->(b), (a)-[:R]->(c)",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    run(&mut s, "CHECKPOINT").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    s.opts.temp_dir = Some(tmp.path().to_path_buf());
+    for q in [
+        "UNWIND range(1, 80000) AS i RETURN i % 20011 AS k, count(*) AS c, sum(i) AS s, avg(i) AS a, min(toString(i)) AS mn, max(i) AS mx, collect(i % 7) AS l, count(DISTINCT i % 13) AS d",
+        "UNWIND range(1, 80000) AS i RETURN i % 101 AS a, toString(i % 307) AS b, CASE WHEN i % 5 = 0 THEN null ELSE i % 2 END AS c, count(*) AS n, percentileDisc(i, 0.5) AS p",
+        "MATCH (a:T)-[:R]->(b:T) WITH b, count(*) AS c RETURN id(b), c",
+        "MATCH (a:T)-[:R]->(b:T) RETURN b, count(a) AS c, collect(a.i) AS l",
+        "UNWIND range(1, 80000) AS i RETURN DISTINCT i % 30011 AS k, toString(i % 3) AS s",
+        "UNWIND range(1, 80000) AS i RETURN DISTINCT toString(i % 40009) AS k",
+        "UNWIND range(1, 80000) AS i WITH DISTINCT i % 25013 AS k RETURN count(*) AS n, sum(k) AS s",
+    ] {
+        s.opts.memory_limit = 1 << 40;
+        let want = sorted(&mut s, q);
+        s.opts.memory_limit = 1 << 20;
+        let got = sorted(&mut s, q);
+        assert_eq!(got.len(), want.len(), "{q}");
+        assert!(got == want, "{q}: the spilled answer differs");
+    }
+    // Without a temporary directory the limit is an error.
+    s.opts.temp_dir = None;
+    let e = run(
+        &mut s,
+        "UNWIND range(1, 80000) AS i RETURN i % 20011 AS k, collect(i) AS l",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("Aggregate"), "{e}");
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// Six queries at once, each needing more than half of the database's memory limit,
+/// all finish with the answer they give alone: requests wait for memory others hold,
+/// and operators holding enough spill rather than wait, so none is refused (the
+/// deadlock rule, the youngest waiter giving way, is tested in `quiver_common::memory`).
+#[test]
+fn queries_past_the_database_limit_wait_or_spill_and_all_finish() {
+    let d = tempfile::tempdir().unwrap();
+    let opts = quiver_engine::StoreOptions {
+        memory_limit: 48 << 20,
+        ..Default::default()
+    };
+    let mut s = Session::open_opts(&d.path().join("g.qdb"), opts, true).unwrap();
+    let store = s.store().clone();
+    let qs = [
+        "UNWIND range(1, 300000) AS i RETURN i % 100003 AS k, count(*) AS c, collect(i % 5) AS l",
+        "UNWIND range(1, 300000) AS i RETURN DISTINCT i % 150001 AS k, toString(i % 2) AS s",
+        "UNWIND range(1, 300000) AS i RETURN toString(i) AS s, i ORDER BY s DESC, i",
+    ];
+    let alone: Vec<Vec<String>> = qs.iter().map(|q| sorted(&mut s, q)).collect();
+    let peak_alone = store.memory.peak_bytes();
+    assert!(
+        peak_alone > 24 << 20,
+        "each query needs more than half the limit: {peak_alone}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let store = store.clone();
+            let dir = tmp.path().to_path_buf();
+            std::thread::spawn(move || {
+                let mut s = Session::on(store);
+                s.opts.temp_dir = Some(dir);
+                s.opts.memory_limit = 1 << 40;
+                (i % 3, sorted(&mut s, qs[i % 3]))
+            })
+        })
+        .collect();
+    for h in handles {
+        let (q, got) = h.join().expect("every query finishes");
+        assert!(got == alone[q], "{}: differs beside the others", qs[q]);
+    }
+    assert_eq!(store.memory.used_bytes() - store.delta_granted_bytes(), 0);
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }

@@ -54,6 +54,11 @@ pub struct DbArgs {
     /// system's temporary directory ($TMPDIR or /tmp).
     #[arg(long)]
     pub temp_dir: Option<PathBuf>,
+    /// How long a query waits for memory that other queries hold once --memory-limit
+    /// is reached, before it fails (seconds). When every query holding memory waits
+    /// for more, the youngest gives way at once.
+    #[arg(long, default_value_t = quiver_query::DEFAULT_MEMORY_WAIT.as_secs_f64())]
+    pub memory_wait_secs: f64,
 }
 
 impl DbArgs {
@@ -96,6 +101,8 @@ impl DbArgs {
         if let Some(d) = &self.temp_dir {
             session.opts.temp_dir = Some(d.clone());
         }
+        session.opts.memory_wait =
+            std::time::Duration::from_secs_f64(self.memory_wait_secs.max(0.0));
         if let Some(d) = &self.import_dir {
             session.opts.import_dir = Some(d.clone());
         }

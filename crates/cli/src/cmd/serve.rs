@@ -87,6 +87,8 @@ pub fn run(a: Args) -> Result<()> {
         idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
         query_memory_limit: a.db.query_memory_limit,
         import_dir: a.db.import_dir.clone(),
+        temp_dir: a.db.temp_dir.clone(),
+        memory_wait: Some(Duration::from_secs_f64(a.db.memory_wait_secs)),
         tls,
         query_timeout: (a.query_timeout_secs > 0)
             .then(|| Duration::from_secs(a.query_timeout_secs)),

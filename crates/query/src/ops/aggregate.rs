@@ -188,40 +188,50 @@ fn agg_final(f: AggFn, s: AggState, p: Option<&Value>) -> Result<Value, QueryErr
 /// Integer grouping keys `0..DENSE_KEYS` find their group by indexing, not hashing.
 const DENSE_KEYS: usize = 4096;
 
-struct Group {
-    states: Vec<AggState>,
-    seen: Vec<HashSet<Key>>,
-}
+/// Node keys below this id find their group by indexing a table grown to the largest id
+/// seen (4 bytes a node: 64 MiB at most), not hashing: grouping by a node (the in-degree
+/// of every user) otherwise spends its time in hash probes.
+const DENSE_NODES: u64 = 1 << 24;
 
-/// Groups and their aggregate states, in first-seen order. One grouping key (the common
-/// case) is hashed without building a vector per row; small integer keys index a table.
+/// Groups and their aggregate states, in first-seen order, stored flat (group `g`'s
+/// keys at `keys[g * n_keys..]`, its states at `states[g * n_aggs..]`): no allocation
+/// per group. One grouping key (the common case) is hashed without building a vector
+/// per row; small integer keys and node keys index a table.
 pub struct GroupTable {
-    groups: Vec<(Vec<Key>, Group)>,
-    index1: HashMap<Key, usize>,
-    index_n: HashMap<Vec<Key>, usize>,
+    n_keys: usize,
+    n_aggs: usize,
+    n_groups: usize,
+    keys: Vec<Value>,
+    states: Vec<AggState>,
+    /// The values seen per group and DISTINCT aggregate (empty when there is none).
+    seen: Vec<HashSet<Key>>,
+    any_distinct: bool,
+    index1: HashMap<Key, u32>,
+    index_n: HashMap<Vec<Key>, u32>,
     dense: Vec<u32>,
+    nodes: Vec<u32>,
+    /// `count(*)` per node id, for a table keyed by one node whose aggregates are all
+    /// `count(*)` (the in-degree of every node): a counter per node, 8 bytes, instead of
+    /// a group; made groups by [`flush_node_counts`](Self::flush_node_counts).
+    node_counts: Vec<i64>,
+    counts_only: bool,
     /// The group of the null key (one key).
     null_group: u32,
     extras: Vec<Option<Value>>,
-    /// Approximate bytes held.
-    pub bytes: u64,
-}
-
-fn new_group(aggs: &[AggSpec]) -> Group {
-    Group {
-        states: aggs.iter().map(|a| agg_init(a.func)).collect(),
-        seen: aggs.iter().map(|_| HashSet::new()).collect(),
-    }
+    /// Heap bytes the keys, states and DISTINCT sets hold beyond their slots.
+    heap: u64,
 }
 
 impl GroupTable {
     pub fn new(n_keys: usize, aggs: &[AggSpec]) -> GroupTable {
-        let mut groups = Vec::new();
-        if n_keys == 0 {
-            groups.push((Vec::new(), new_group(aggs)));
-        }
-        GroupTable {
-            groups,
+        let mut t = GroupTable {
+            n_keys,
+            n_aggs: aggs.len(),
+            n_groups: 0,
+            keys: Vec::new(),
+            states: Vec::new(),
+            seen: Vec::new(),
+            any_distinct: aggs.iter().any(|a| a.distinct),
             index1: HashMap::new(),
             index_n: HashMap::new(),
             dense: if n_keys == 1 {
@@ -229,60 +239,122 @@ impl GroupTable {
             } else {
                 Vec::new()
             },
+            nodes: Vec::new(),
+            node_counts: Vec::new(),
+            counts_only: n_keys == 1
+                && !aggs.is_empty()
+                && aggs.iter().all(|a| a.func == AggFn::CountStar),
             null_group: u32::MAX,
             extras: vec![None; aggs.len()],
-            bytes: 0,
+            heap: 0,
+        };
+        if n_keys == 0 {
+            t.push_group(Vec::new(), aggs);
         }
+        t
+    }
+
+    /// Bytes held: every slot's capacity (keys, states, hash tables, index tables) and
+    /// what values hold on the heap.
+    pub fn bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let slots = self.keys.capacity() * size_of::<Value>()
+            + self.states.capacity() * size_of::<AggState>()
+            + self.seen.capacity() * size_of::<HashSet<Key>>()
+            + self.index1.capacity() * (size_of::<(Key, u32)>() + 1)
+            + self.index_n.capacity() * (size_of::<(Vec<Key>, u32)>() + 1)
+            + (self.dense.capacity() + self.nodes.capacity()) * 4
+            + self.node_counts.capacity() * 8;
+        slots as u64 + self.heap
+    }
+
+    /// Makes groups of the per-node counters (see `node_counts`).
+    pub(crate) fn flush_node_counts(&mut self, aggs: &[AggSpec]) {
+        let counts = std::mem::take(&mut self.node_counts);
+        for (n, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let gi = self.group_of(&[[Value::Node(n as u64)]], 0, aggs);
+            for s in &mut self.states[gi * self.n_aggs..(gi + 1) * self.n_aggs] {
+                if let AggState::Count(x) = s {
+                    *x += c;
+                }
+            }
+        }
+    }
+
+    fn push_group(&mut self, key: Vec<Value>, aggs: &[AggSpec]) -> usize {
+        for k in &key {
+            self.heap += crate::value::heap_bytes(k) as u64;
+        }
+        self.keys.extend(key);
+        self.states.extend(aggs.iter().map(|a| agg_init(a.func)));
+        if self.any_distinct {
+            self.seen.extend(aggs.iter().map(|_| HashSet::new()));
+        }
+        self.n_groups += 1;
+        self.n_groups - 1
     }
 
     fn group_of<K: AsRef<[Value]>>(&mut self, keys: &[K], row: usize, aggs: &[AggSpec]) -> usize {
         match keys.len() {
             0 => 0,
-            1 if keys[0].as_ref()[row].is_null() && self.null_group != u32::MAX => {
-                self.null_group as usize
-            }
-            1 if matches!(keys[0].as_ref()[row], Value::Int(i) if (0..DENSE_KEYS as i64).contains(&i)) =>
-            {
-                let Value::Int(i) = keys[0].as_ref()[row] else {
-                    return 0;
-                };
-                let slot = self.dense[i as usize];
-                if slot != u32::MAX {
-                    return slot as usize;
-                }
-                self.bytes += 96 + aggs.len() as u64 * 48;
-                self.groups
-                    .push((vec![Key(Value::Int(i))], new_group(aggs)));
-                self.dense[i as usize] = (self.groups.len() - 1) as u32;
-                self.groups.len() - 1
-            }
             1 => {
-                let k = Key(keys[0].as_ref()[row].clone());
-                if let Some(&g) = self.index1.get(&k) {
-                    return g;
+                let v = &keys[0].as_ref()[row];
+                match v {
+                    Value::Null if self.null_group != u32::MAX => self.null_group as usize,
+                    Value::Int(i) if (0..DENSE_KEYS as i64).contains(i) => {
+                        let slot = self.dense[*i as usize];
+                        if slot != u32::MAX {
+                            return slot as usize;
+                        }
+                        let g = self.push_group(vec![v.clone()], aggs);
+                        self.dense[*i as usize] = g as u32;
+                        g
+                    }
+                    Value::Node(n) if *n < DENSE_NODES => {
+                        let n = *n as usize;
+                        if n >= self.nodes.len() {
+                            let len = (n + 1).max(self.nodes.len() * 2).max(1024);
+                            self.nodes.resize(len.min(DENSE_NODES as usize), u32::MAX);
+                        }
+                        let slot = self.nodes[n];
+                        if slot != u32::MAX {
+                            return slot as usize;
+                        }
+                        let g = self.push_group(vec![v.clone()], aggs);
+                        self.nodes[n] = g as u32;
+                        g
+                    }
+                    _ => {
+                        let k = Key(v.clone());
+                        if let Some(&g) = self.index1.get(&k) {
+                            return g as usize;
+                        }
+                        if k.0.is_null() {
+                            self.null_group = self.n_groups as u32;
+                        }
+                        self.heap += crate::value::heap_bytes(&k.0) as u64;
+                        let g = self.push_group(vec![k.0.clone()], aggs);
+                        self.index1.insert(k, g as u32);
+                        g
+                    }
                 }
-                if k.0.is_null() {
-                    self.null_group = self.groups.len() as u32;
-                }
-                self.bytes += 96 + crate::value::heap_bytes(&k.0) as u64 + aggs.len() as u64 * 48;
-                self.groups.push((vec![k.clone()], new_group(aggs)));
-                self.index1.insert(k, self.groups.len() - 1);
-                self.groups.len() - 1
             }
             _ => {
                 let key: Vec<Key> = keys.iter().map(|c| Key(c.as_ref()[row].clone())).collect();
                 if let Some(&g) = self.index_n.get(&key) {
-                    return g;
+                    return g as usize;
                 }
-                self.bytes += 64
-                    + key
-                        .iter()
-                        .map(|k| 64 + crate::value::heap_bytes(&k.0) as u64)
-                        .sum::<u64>()
-                    + aggs.len() as u64 * 48;
-                self.groups.push((key.clone(), new_group(aggs)));
-                self.index_n.insert(key, self.groups.len() - 1);
-                self.groups.len() - 1
+                self.heap += key
+                    .iter()
+                    .map(|k| crate::value::heap_bytes(&k.0) as u64)
+                    .sum::<u64>()
+                    + (key.capacity() * std::mem::size_of::<Key>()) as u64;
+                let g = self.push_group(key.iter().map(|k| k.0.clone()).collect(), aggs);
+                self.index_n.insert(key, g as u32);
+                g
             }
         }
     }
@@ -295,7 +367,44 @@ impl GroupTable {
         aggs: &[AggSpec],
         b: &Batch,
     ) -> Result<(), QueryError> {
-        // Slots are read in place.
+        let (keys, args) = self.columns(env, key_exprs, aggs, b)?;
+        if self.counts_only {
+            // Counters per node id; other keys (and nodes past the dense range) as groups.
+            for row in 0..b.len {
+                match keys[0][row] {
+                    Value::Node(n) if n < DENSE_NODES => {
+                        let n = n as usize;
+                        if n >= self.node_counts.len() {
+                            let len = (n + 1).max(self.node_counts.len() * 2).max(1024);
+                            self.node_counts.resize(len.min(DENSE_NODES as usize), 0);
+                        }
+                        self.node_counts[n] += 1;
+                    }
+                    _ => {
+                        let gi = self.group_of(&keys, row, aggs);
+                        self.update(gi, aggs, &args, row)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for row in 0..b.len {
+            let gi = self.group_of(&keys, row, aggs);
+            self.update(gi, aggs, &args, row)?;
+        }
+        Ok(())
+    }
+
+    /// The key and argument columns of `b` (slots read in place), and the extras (the
+    /// percentile) noted.
+    #[allow(clippy::type_complexity)]
+    fn columns<'b>(
+        &mut self,
+        env: &Env,
+        key_exprs: &[CExpr],
+        aggs: &[AggSpec],
+        b: &'b Batch,
+    ) -> Result<(Vec<std::borrow::Cow<'b, [Value]>>, Vec<Option<Vec<Value>>>), QueryError> {
         let keys: Vec<std::borrow::Cow<[Value]>> = key_exprs
             .iter()
             .map(|k| match k {
@@ -314,47 +423,59 @@ impl GroupTable {
                 }
             }
         }
-        let only_count_star = aggs.iter().all(|a| a.func == AggFn::CountStar);
-        let t = Value::Bool(true);
-        for row in 0..b.len {
-            let gi = self.group_of(&keys, row, aggs);
-            let g = &mut self.groups[gi].1;
-            if only_count_star {
-                for s in &mut g.states {
-                    if let AggState::Count(c) = s {
-                        *c += 1;
-                    }
+        Ok((keys, args))
+    }
+
+    /// Folds row `row` of the argument columns into group `gi`.
+    #[inline]
+    fn update(
+        &mut self,
+        gi: usize,
+        aggs: &[AggSpec],
+        args: &[Option<Vec<Value>>],
+        row: usize,
+    ) -> Result<(), QueryError> {
+        const TRUE: Value = Value::Bool(true);
+        let base = gi * self.n_aggs;
+        for (i, a) in aggs.iter().enumerate() {
+            let s = &mut self.states[base + i];
+            if a.func == AggFn::CountStar {
+                if let AggState::Count(c) = s {
+                    *c += 1;
                 }
                 continue;
             }
-            for (i, a) in aggs.iter().enumerate() {
-                let v = match &args[i] {
-                    Some(col) => &col[row],
-                    None => &t,
-                };
-                if a.distinct && !v.is_null() {
-                    if !g.seen[i].insert(Key(v.clone())) {
-                        continue;
-                    }
-                    self.bytes += 48 + crate::value::heap_bytes(v) as u64;
+            let v = match &args[i] {
+                Some(col) => &col[row],
+                None => &TRUE,
+            };
+            if a.distinct && !v.is_null() {
+                if !self.seen[base + i].insert(Key(v.clone())) {
+                    continue;
                 }
-                self.bytes += agg_update(a.func, &mut g.states[i], v)? as u64;
+                self.heap += 48 + crate::value::heap_bytes(v) as u64;
             }
+            self.heap += agg_update(a.func, s, v)? as u64;
         }
         Ok(())
     }
 
     /// Folds `other` (built from other rows, without DISTINCT aggregates) into `self`.
     pub fn merge(&mut self, mut other: GroupTable, aggs: &[AggSpec]) -> Result<(), QueryError> {
+        other.flush_node_counts(aggs);
         for (i, e) in other.extras.iter_mut().enumerate() {
             if self.extras[i].is_none() {
                 self.extras[i] = e.take();
             }
         }
-        for (key, g) in other.groups {
-            self.fold_group(key.into_iter().map(|k| k.0).collect(), g.states, aggs)?;
+        let (nk, na) = (other.n_keys, other.n_aggs);
+        let mut keys = other.keys.into_iter();
+        let mut states = other.states.into_iter();
+        for _ in 0..other.n_groups {
+            let key: Vec<Value> = keys.by_ref().take(nk).collect();
+            let st: Vec<AggState> = states.by_ref().take(na).collect();
+            self.fold_group(key, st, aggs)?;
         }
-        self.bytes += other.bytes;
         Ok(())
     }
 
@@ -371,15 +492,22 @@ impl GroupTable {
             let cols: Vec<Vec<Value>> = key.into_iter().map(|k| vec![k]).collect();
             self.group_of(&cols, 0, aggs)
         };
-        let mine = &mut self.groups[gi].1;
-        for (i, (s, o)) in mine.states.iter_mut().zip(states).enumerate() {
+        let base = gi * self.n_aggs;
+        for (i, o) in states.into_iter().enumerate() {
+            let s = &mut self.states[base + i];
             match (s, o) {
                 (AggState::Count(a), AggState::Count(b)) => *a += b,
                 (AggState::Avg(a, n), AggState::Avg(b, m)) => {
                     *a += b;
                     *n += m;
                 }
-                (AggState::List(a), AggState::List(b)) => a.extend(b),
+                (AggState::List(a), AggState::List(b)) => {
+                    self.heap += b
+                        .iter()
+                        .map(|v| 32 + crate::value::heap_bytes(v) as u64)
+                        .sum::<u64>();
+                    a.extend(b)
+                }
                 // Sum adds; min and max keep the better value (null is skipped).
                 (s, AggState::Sum(b) | AggState::Best(b)) => {
                     agg_update(aggs[i].func, s, &b)?;
@@ -390,30 +518,284 @@ impl GroupTable {
         Ok(())
     }
 
-    /// The result rows: keys, then one value per aggregate.
-    pub fn finish(self, aggs: &[AggSpec], n_keys: usize) -> Result<Vec<Batch>, QueryError> {
-        let rows = self
-            .groups
-            .into_iter()
-            .map(|(key, g)| {
-                let mut row: Vec<Value> = key.into_iter().map(|k| k.0).collect();
-                for (i, (a, s)) in aggs.iter().zip(g.states).enumerate() {
-                    row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
+    /// Writes every group as a record of partial states (keys, then per aggregate its
+    /// state and, for a DISTINCT one, the values it has seen) to the partition of its
+    /// key, and empties the table: the spill of a hash aggregation. Records of one key
+    /// fold back in the order written, so `collect` keeps its order.
+    pub(crate) fn spill_to(
+        &mut self,
+        p: &mut super::spill::Partitions,
+        aggs: &[AggSpec],
+    ) -> Result<(), QueryError> {
+        let counts = std::mem::take(&mut self.node_counts);
+        for (n, &c) in counts.iter().enumerate() {
+            if c != 0 {
+                let (k, v) = (Value::Node(n as u64), Value::Int(c));
+                p.write(
+                    std::iter::once(&k),
+                    [&k].into_iter().chain(aggs.iter().map(|_| &v)),
+                )?;
+            }
+        }
+        drop(counts);
+        let nk = self.n_keys;
+        let mut rec: Vec<Value> = Vec::new();
+        for g in 0..self.n_groups {
+            rec.clear();
+            rec.extend(self.keys[g * nk..(g + 1) * nk].iter().cloned());
+            for (i, a) in aggs.iter().enumerate() {
+                let st =
+                    std::mem::replace(&mut self.states[g * self.n_aggs + i], AggState::Count(0));
+                rec.push(match st {
+                    AggState::Count(c) => Value::Int(c),
+                    AggState::Sum(v) | AggState::Best(v) => v,
+                    AggState::Avg(sum, n) => Value::list(vec![Value::Float(sum), Value::Int(n)]),
+                    AggState::List(l) => Value::list(l),
+                });
+                if a.distinct {
+                    let seen = std::mem::take(&mut self.seen[g * self.n_aggs + i]);
+                    rec.push(Value::list(seen.into_iter().map(|k| k.0).collect()));
                 }
-                Ok(row)
-            })
-            .collect::<Result<Vec<_>, QueryError>>()?;
-        Ok(Batch::chunks(n_keys + aggs.len(), rows))
+            }
+            p.write(rec[..nk].iter(), rec.iter())?;
+        }
+        let extras = std::mem::take(&mut self.extras);
+        *self = GroupTable::new(nk, aggs);
+        self.extras = extras;
+        Ok(())
+    }
+
+    /// Folds a record [`spill_to`](Self::spill_to) wrote (`rec`: keys, then states).
+    pub(crate) fn fold_record(
+        &mut self,
+        mut rec: std::vec::IntoIter<Value>,
+        aggs: &[AggSpec],
+    ) -> Result<(), QueryError> {
+        let bad = || QueryError::Argument("a spilled aggregation record is malformed".into());
+        let key: Vec<Value> = rec.by_ref().take(self.n_keys).collect();
+        let gi = if key.is_empty() {
+            0
+        } else {
+            let cols: Vec<[Value; 1]> = key.into_iter().map(|k| [k]).collect();
+            self.group_of(&cols, 0, aggs)
+        };
+        let base = gi * self.n_aggs;
+        for (i, a) in aggs.iter().enumerate() {
+            let v = rec.next().ok_or_else(bad)?;
+            if a.distinct {
+                // The values seen decide: each one new here counts.
+                let Some(Value::List(seen)) = rec.next() else {
+                    return Err(bad());
+                };
+                for x in seen.iter() {
+                    if self.seen[base + i].insert(Key(x.clone())) {
+                        self.heap += 48 + crate::value::heap_bytes(x) as u64;
+                        self.heap += agg_update(a.func, &mut self.states[base + i], x)? as u64;
+                    }
+                }
+                continue;
+            }
+            let st = &mut self.states[base + i];
+            match (st, v) {
+                (AggState::Count(c), Value::Int(x)) => *c += x,
+                (AggState::Avg(sum, n), Value::List(l)) => match &l[..] {
+                    [Value::Float(s2), Value::Int(n2)] => {
+                        *sum += s2;
+                        *n += n2;
+                    }
+                    _ => return Err(bad()),
+                },
+                (AggState::List(l), Value::List(more)) => {
+                    self.heap += more
+                        .iter()
+                        .map(|v| 32 + crate::value::heap_bytes(v) as u64)
+                        .sum::<u64>();
+                    l.extend(more.iter().cloned());
+                }
+                (st @ (AggState::Sum(_) | AggState::Best(_)), v) => {
+                    self.heap += crate::value::heap_bytes(&v) as u64;
+                    agg_update(a.func, st, &v)?;
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The result rows: keys, then one value per aggregate. Per-node counters become
+    /// rows here (added to the node's group where one exists), not groups first.
+    pub fn finish(mut self, aggs: &[AggSpec], n_keys: usize) -> Result<Vec<Batch>, QueryError> {
+        let width = n_keys + aggs.len();
+        let counts = std::mem::take(&mut self.node_counts);
+        let mut extra_rows = Vec::new();
+        for (n, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            match self.nodes.get(n).copied().filter(|&g| g != u32::MAX) {
+                Some(g) => {
+                    let g = g as usize;
+                    for st in &mut self.states[g * self.n_aggs..(g + 1) * self.n_aggs] {
+                        if let AggState::Count(x) = st {
+                            *x += c;
+                        }
+                    }
+                }
+                None => {
+                    let mut row = Vec::with_capacity(width);
+                    row.push(Value::Node(n as u64));
+                    row.extend(aggs.iter().map(|_| Value::Int(c)));
+                    extra_rows.push(row);
+                }
+            }
+        }
+        drop(counts);
+        let mut rows = Vec::with_capacity(self.n_groups + extra_rows.len());
+        let mut keys = self.keys.into_iter();
+        let mut states = self.states.into_iter();
+        for _ in 0..self.n_groups {
+            let mut row: Vec<Value> = Vec::with_capacity(width);
+            row.extend(keys.by_ref().take(n_keys));
+            for (i, (a, s)) in aggs
+                .iter()
+                .zip(states.by_ref().take(aggs.len()))
+                .enumerate()
+            {
+                row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
+            }
+            rows.push(row);
+        }
+        rows.extend(extra_rows);
+        Ok(Batch::chunks(width, rows))
     }
 }
 
-/// Hash aggregation: outputs the key columns, then one column per aggregate.
+/// Hash aggregation: outputs the key columns, then one column per aggregate. When its
+/// grant is full it spills (see `spill.rs`): groups already in memory go on taking
+/// their rows, rows of new groups go to partition files, aggregated one partition at a
+/// time after the groups in memory are handed out.
 pub struct Aggregate {
     pub input: BoxOp,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
     pub out: Option<std::vec::IntoIter<Batch>>,
     pub peak: u64,
+    /// Spilled partitions not aggregated yet.
+    pending: Vec<super::spill::Partition>,
+    /// The percentiles (evaluated once), carried to the partitions.
+    extras: Vec<Option<Value>>,
+}
+
+impl Aggregate {
+    pub fn new(input: BoxOp, keys: Vec<CExpr>, aggs: Vec<AggSpec>) -> Aggregate {
+        Aggregate {
+            input,
+            keys,
+            aggs,
+            out: None,
+            peak: 0,
+            pending: Vec::new(),
+            extras: Vec::new(),
+        }
+    }
+}
+
+/// What one pass of hash aggregation made: its groups' rows, the partitions it
+/// spilled (then no rows: every group went to them), its percentiles and the most it
+/// held.
+type Pass = (
+    Vec<Batch>,
+    Vec<super::spill::Partition>,
+    Vec<Option<Value>>,
+    u64,
+);
+
+/// What a pass aggregates: rows, or a spilled partition's records of partial states.
+pub(crate) enum PassInput<'a> {
+    Rows(&'a mut dyn FnMut(&mut Cx) -> Result<Option<Batch>, QueryError>),
+    States(super::spill::Partition),
+}
+
+/// Aggregates `input` into a group table. When the grant is full (see
+/// [`account_or_spill`]) the table's groups go to partition files as partial states and
+/// the table starts empty again; at the end, if anything spilled, the rest follows
+/// them, and each partition is aggregated by a pass of its own (one level deeper).
+pub(crate) fn aggregate_pass(
+    cx: &mut Cx,
+    mut input: PassInput,
+    keys: &[CExpr],
+    aggs: &[AggSpec],
+    extras: Option<Vec<Option<Value>>>,
+    level: u32,
+) -> Result<Pass, QueryError> {
+    use super::spill::{Partitions, MAX_LEVEL};
+    let mut grant = cx.budget.empty_grant("Aggregate");
+    let mut table = GroupTable::new(keys.len(), aggs);
+    if let Some(e) = extras {
+        table.extras = e;
+    }
+    let spill_dir = cx.temp_dir.clone().filter(|_| level < MAX_LEVEL);
+    let mut parts: Option<Partitions> = None;
+    let mut peak = 0;
+    loop {
+        let more = match &mut input {
+            PassInput::Rows(next) => match next(cx)? {
+                Some(b) => {
+                    table.add(&cx.env, keys, aggs, &b)?;
+                    true
+                }
+                None => false,
+            },
+            PassInput::States(part) => {
+                let mut n = 0;
+                while n < BATCH_ROWS {
+                    let Some(rec) = part.next_record()? else {
+                        break;
+                    };
+                    table.fold_record(rec.into_iter(), aggs)?;
+                    n += 1;
+                }
+                n > 0
+            }
+        };
+        if !more {
+            break;
+        }
+        let bytes = table.bytes();
+        let fits = match &spill_dir {
+            Some(_) => account_or_spill(&mut grant, bytes, "Aggregate")?,
+            None => account(&mut grant, bytes, "Aggregate").map(|()| true)?,
+        };
+        peak = peak.max(grant.bytes());
+        if let (false, Some(dir)) = (fits, &spill_dir) {
+            cx.check_cancel()?;
+            let p = match &mut parts {
+                Some(p) => p,
+                None => parts.insert(Partitions::new(
+                    dir,
+                    level,
+                    "Aggregate",
+                    grant.budget().limit_bytes(),
+                )?),
+            };
+            table.spill_to(p, aggs)?;
+            grant.force_resize(p.buffer_bytes());
+        }
+    }
+    let extras = table.extras.clone();
+    match parts {
+        Some(mut p) => {
+            table.spill_to(&mut p, aggs)?;
+            drop(table);
+            let width = keys.len()
+                + aggs
+                    .iter()
+                    .map(|a| if a.distinct { 2 } else { 1 })
+                    .sum::<usize>();
+            Ok((Vec::new(), p.finish(width)?, extras, peak))
+        }
+        None => Ok((table.finish(aggs, keys.len())?, Vec::new(), extras, peak)),
+    }
 }
 
 impl Op for Aggregate {
@@ -421,24 +803,47 @@ impl Op for Aggregate {
         self.peak
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        if let Some(it) = &mut self.out {
-            return Ok(it.next());
+        if self.out.is_none() {
+            let input = &mut self.input;
+            let (rows, parts, extras, peak) = cx.full(|cx| {
+                aggregate_pass(
+                    cx,
+                    PassInput::Rows(&mut |cx| input.next(cx)),
+                    &self.keys,
+                    &self.aggs,
+                    None,
+                    0,
+                )
+            })?;
+            self.peak = peak;
+            self.pending = parts;
+            self.extras = extras;
+            self.out = Some(rows.into_iter());
         }
-        let mut grant = cx.budget.empty_grant("Aggregate");
-        let mut table = GroupTable::new(self.keys.len(), &self.aggs);
-        let input = &mut self.input;
-        cx.full(|cx| -> Result<(), QueryError> {
-            while let Some(b) = input.next(cx)? {
-                table.add(&cx.env, &self.keys, &self.aggs, &b)?;
-                account(&mut grant, table.bytes, "Aggregate")?;
+        loop {
+            if let Some(b) = self.out.as_mut().and_then(|it| it.next()) {
+                return Ok(Some(b));
             }
-            Ok(())
-        })?;
-        self.peak = grant.bytes();
-        Ok(emit(
-            &mut self.out,
-            table.finish(&self.aggs, self.keys.len())?,
-        ))
+            // The groups in memory are out: a spilled partition next, on its own.
+            let Some(part) = self.pending.pop() else {
+                return Ok(None);
+            };
+            cx.check_cancel()?;
+            // Records of partial states: keys and states by position.
+            let keys: Vec<CExpr> = (0..self.keys.len()).map(CExpr::Slot).collect();
+            let level = part.level + 1;
+            let (rows, parts, _, peak) = aggregate_pass(
+                cx,
+                PassInput::States(part),
+                &keys,
+                &self.aggs,
+                Some(self.extras.clone()),
+                level,
+            )?;
+            self.peak = self.peak.max(peak);
+            self.pending.extend(parts);
+            self.out = Some(rows.into_iter());
+        }
     }
 }
 
@@ -648,9 +1053,9 @@ impl Op for ParallelAggregate {
                         }
                         Ok(())
                     })?;
-                    account(&mut grant, t.bytes + run.bytes(), "Aggregate")?;
+                    account(&mut grant, t.bytes() + run.bytes(), "Aggregate")?;
                     run.finish(&mut t, aggs)?;
-                    account(&mut grant, t.bytes, "Aggregate")?;
+                    account(&mut grant, t.bytes(), "Aggregate")?;
                     return Ok((t, grant.bytes()));
                 }
                 let mut n = m.lo;
@@ -659,7 +1064,7 @@ impl Op for ParallelAggregate {
                     if let Some(d) = direct {
                         direct_block(env, d, m.table_label, n, end, check_life, &mut live, &mut t)?;
                         n = end;
-                        account(&mut grant, t.bytes, "Aggregate")?;
+                        account(&mut grant, t.bytes(), "Aggregate")?;
                         continue;
                     }
                     let mut col = Vec::with_capacity((end - n) as usize);
@@ -686,7 +1091,7 @@ impl Op for ParallelAggregate {
                         b.filter(&holds(&eval_col(env, f, &b)?));
                     }
                     t.add(env, keys, aggs, &b)?;
-                    account(&mut grant, t.bytes, "Aggregate")?;
+                    account(&mut grant, t.bytes(), "Aggregate")?;
                 }
                 Ok((t, grant.bytes()))
             })
@@ -696,7 +1101,7 @@ impl Op for ParallelAggregate {
         for (t, bytes) in tables {
             self.peak = self.peak.max(bytes);
             merged.merge(t, &self.aggs)?;
-            account(&mut grant, merged.bytes, "Aggregate")?;
+            account(&mut grant, merged.bytes(), "Aggregate")?;
         }
         self.peak = self.peak.max(grant.bytes());
         Ok(emit(
@@ -751,6 +1156,13 @@ pub struct Distinct {
     pub seen_one: HashSet<Key>,
     pub grant: Option<Grant>,
     pub bytes: u64,
+    /// Once the grant is full: where rows not seen go (see `spill.rs`); after the
+    /// input, the partitions, each deduplicated on its own as an aggregation by every
+    /// column, and the rows of the one being handed out.
+    parts: Option<super::spill::Partitions>,
+    pending: Vec<super::spill::Partition>,
+    out: Option<std::vec::IntoIter<Batch>>,
+    input_done: bool,
 }
 
 impl Distinct {
@@ -764,6 +1176,30 @@ impl Distinct {
             seen_one: HashSet::new(),
             grant: None,
             bytes: 0,
+            parts: None,
+            pending: Vec::new(),
+            out: None,
+            input_done: false,
+        }
+    }
+
+    /// The spilled rows, deduplicated partition by partition.
+    fn next_spilled(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if let Some(b) = self.out.as_mut().and_then(|it| it.next()) {
+                return Ok(Some(b));
+            }
+            let Some(part) = self.pending.pop() else {
+                return Ok(None);
+            };
+            cx.check_cancel()?;
+            // Its rows are records of a grouping by every column, without aggregates.
+            let keys: Vec<CExpr> = (0..self.width).map(CExpr::Slot).collect();
+            let level = part.level + 1;
+            let (rows, parts, _, _) =
+                aggregate_pass(cx, PassInput::States(part), &keys, &[], None, level)?;
+            self.pending.extend(parts);
+            self.out = Some(rows.into_iter());
         }
     }
 }
@@ -773,6 +1209,9 @@ impl Op for Distinct {
         self.grant.as_ref().map_or(0, |g| g.bytes())
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if self.input_done {
+            return self.next_spilled(cx);
+        }
         let Distinct {
             input,
             width,
@@ -782,11 +1221,44 @@ impl Op for Distinct {
             seen_one,
             grant,
             bytes,
+            parts,
+            ..
         } = self;
         let width = *width;
-        next_kept(input, cx, |cx, b| {
+        let got = next_kept(input, cx, |cx, b| {
             let n_nodes = cx.env.g.n_nodes();
             let mut keep = vec![false; b.len];
+            if let Some(p) = parts {
+                // Spilling: rows seen are dropped, others go to the partitions.
+                for (row, k) in keep.iter_mut().enumerate() {
+                    if width == 1 {
+                        let v = &b.cols[0][row];
+                        let new = match v {
+                            // The node set (a bitmap at most) still takes nodes: a
+                            // new one is kept.
+                            Value::Node(n) => {
+                                *k = seen_nodes.insert(*n, n_nodes);
+                                continue;
+                            }
+                            Value::Int(i) => !seen_ints.contains(i),
+                            Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => {
+                                !seen_ints.contains(&(*f as i64))
+                            }
+                            v => !seen_one.contains(&Key(v.clone())),
+                        };
+                        if new {
+                            p.write(std::iter::once(v), std::iter::once(v))?;
+                        }
+                        continue;
+                    }
+                    let key: Vec<Key> = (0..width).map(|c| Key(b.cols[c][row].clone())).collect();
+                    if !seen.contains(&key) {
+                        let vals = (0..width).map(|c| &b.cols[c][row]);
+                        p.write(vals.clone(), vals)?;
+                    }
+                }
+                return Ok(keep);
+            }
             for (row, k) in keep.iter_mut().enumerate() {
                 if width == 1 {
                     // One column: node ids in a node set, integers (and the integral
@@ -817,9 +1289,41 @@ impl Op for Distinct {
                 }
             }
             let g = grant.get_or_insert_with(|| cx.budget.empty_grant("Distinct"));
-            account(g, *bytes + seen_nodes.bytes(), "Distinct")?;
+            let held = *bytes + seen_nodes.bytes();
+            match cx.temp_dir.clone() {
+                Some(dir) => {
+                    if !account_or_spill(g, held, "Distinct")? {
+                        // What is held stays, counted; rows not seen go to partitions.
+                        let p = super::spill::Partitions::new(
+                            &dir,
+                            0,
+                            "Distinct",
+                            g.budget().limit_bytes(),
+                        )?;
+                        g.force_resize(held + p.buffer_bytes());
+                        *parts = Some(p);
+                    }
+                }
+                None => account(g, held, "Distinct")?,
+            }
             Ok(keep)
-        })
+        })?;
+        if got.is_some() {
+            return Ok(got);
+        }
+        self.input_done = true;
+        if let Some(p) = self.parts.take() {
+            self.pending = p.finish(self.width)?;
+            // The rows seen are out; the partitions need the memory now.
+            self.seen = HashSet::new();
+            self.seen_one = HashSet::new();
+            self.seen_ints = HashSet::new();
+            self.seen_nodes = NodeSet::default();
+            if let Some(g) = &mut self.grant {
+                g.force_resize(0);
+            }
+        }
+        self.next_spilled(cx)
     }
 }
 

@@ -257,13 +257,15 @@ impl Op for Sort {
                     }
                 }
             }
-            if let Err(e) = account(&mut grant, bytes, "Sort") {
-                // A full sort spills its rows as a sorted run and goes on; a top-k
-                // (which holds only k rows) or a query without a temporary directory
-                // fails as before.
-                let Some(dir) = cx.temp_dir.clone().filter(|_| top_k.is_none()) else {
-                    return Err(e);
-                };
+            // A full sort spills its rows as a sorted run and goes on; a top-k (which
+            // holds only k rows) or a query without a temporary directory waits for
+            // memory or fails.
+            let spill_dir = cx.temp_dir.clone().filter(|_| top_k.is_none());
+            let fits = match &spill_dir {
+                Some(_) => account_or_spill(&mut grant, bytes, "Sort")?,
+                None => account(&mut grant, bytes, "Sort").map(|()| true)?,
+            };
+            if let (false, Some(dir)) = (fits, spill_dir) {
                 rows.sort_by(cmp_rows);
                 runs.push(write_run(&dir, &rows)?);
                 rows.clear();

@@ -170,13 +170,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 "Aggregate",
                 detail,
                 vec![cur.id],
-                Box::new(Aggregate {
-                    input: cur.op,
-                    keys: key_exprs,
-                    aggs: specs,
-                    out: None,
-                    peak: 0,
-                }),
+                Box::new(Aggregate::new(cur.op, key_exprs, specs)),
             ),
         };
         // After aggregation only grouping keys and aggregates are visible.
