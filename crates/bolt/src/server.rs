@@ -736,6 +736,10 @@ pub fn connection(
 ) -> io::Result<()> {
     stream.set_read_timeout(Some(opts.auth_timeout.min(opts.idle_timeout)))?;
     stream.set_nodelay(true)?;
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let stream = Deadlined {
         s: stream,
         deadline: Some(std::time::Instant::now() + opts.auth_timeout),
@@ -746,11 +750,11 @@ pub fn connection(
             let conn = rustls::ServerConnection::new(cfg.clone())
                 .map_err(|e| io::Error::new(io::ErrorKind::Other, e.to_string()))?;
             let mut s = rustls::StreamOwned::new(conn, stream);
-            bolt(&mut s, store, users, opts, id, gate)
+            bolt(&mut s, store, users, opts, id, &peer, gate)
         }
         None => {
             let mut s = stream;
-            bolt(&mut s, store, users, opts, id, gate)
+            bolt(&mut s, store, users, opts, id, &peer, gate)
         }
     }
 }
@@ -762,6 +766,7 @@ fn bolt(
     users: Arc<Users>,
     opts: &ServeOptions,
     id: usize,
+    peer: &str,
     gate: &Gate<'_>,
 ) -> io::Result<()> {
     if handshake(stream)?.is_none() {
@@ -771,6 +776,11 @@ fn bolt(
     let cancel = Arc::new(AtomicBool::new(false));
     let w = {
         let mut session = Session::on(store);
+        session.opts.client = quiver_engine::activity::Client {
+            connection: format!("bolt-{id}"),
+            address: peer.to_string(),
+            user: String::new(),
+        };
         if let Some(l) = opts.query_memory_limit {
             session.opts.memory_limit = l;
         }

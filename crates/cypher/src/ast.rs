@@ -411,6 +411,8 @@ pub enum Command {
     },
     /// `SHOW CONSTRAINTS` (or Memgraph's `SHOW CONSTRAINT INFO`)
     ShowConstraints,
+    /// `SHOW TRANSACTIONS` (Neo4j 5): the queries running, with their memory.
+    ShowTransactions,
 }
 
 /// What a statement is.

@@ -1501,6 +1501,13 @@ impl Parser<'_> {
                 self.bump();
             }
             Command::ShowDatabases
+        } else if self.eat_kws("SHOW", "TRANSACTIONS") || self.eat_kws("SHOW", "TRANSACTION") {
+            // Neo4j's ids and YIELD / WHERE after it are not read: every transaction,
+            // every column.
+            while !matches!(self.peek(), Tok::Eof) && !self.is_p(";") {
+                self.bump();
+            }
+            Command::ShowTransactions
         } else if self.eat_kws("SHOW", "INDEXES") || self.eat_kws("SHOW", "INDEX") {
             self.eat_kw("INFO");
             Command::ShowIndexes

@@ -14,6 +14,7 @@
 //! **Invariant:** segments never change; only a checkpoint writes new ones, as a new
 //! generation, and a snapshot keeps the generation it was taken on.
 
+pub mod activity;
 pub mod bulk;
 pub mod checkpoint;
 pub mod delta;

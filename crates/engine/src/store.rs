@@ -256,6 +256,8 @@ pub struct Store {
     pub opts: StoreOptions,
     /// The global memory budget (see [`StoreOptions::memory_limit`]).
     pub memory: MemoryBudget,
+    /// The queries running (SHOW TRANSACTIONS).
+    pub activity: Arc<crate::activity::Activity>,
     /// What the committed delta holds, against `memory`.
     delta_grant: Mutex<Grant>,
     current: ArcSwap<Current>,
@@ -365,6 +367,7 @@ impl Store {
         Ok(Arc::new(Store {
             dir: dir.to_path_buf(),
             memory,
+            activity: Default::default(),
             delta_grant: Mutex::new(delta_grant),
             next_node: AtomicU64::new(delta.next_node),
             writers: AtomicUsize::new(0),

@@ -71,6 +71,9 @@ pub struct QueryOptions {
     pub on_columns: Option<ColumnsHook>,
     /// Procedures `CALL` may run besides the built-in `db.*` ones.
     pub procedures: procs::Procedures,
+    /// Where running queries are listed (SHOW TRANSACTIONS), and who runs them.
+    pub activity: Option<Arc<quiver_engine::activity::Activity>>,
+    pub client: quiver_engine::activity::Client,
 }
 
 /// See [`QueryOptions::on_columns`].
@@ -106,6 +109,8 @@ impl Default for QueryOptions {
             database_memory: None,
             on_columns: None,
             procedures: procs::Procedures::default(),
+            activity: None,
+            client: Default::default(),
         }
     }
 }
@@ -252,6 +257,10 @@ pub fn run_statement(
         }
     }
     let _release = Release(budget.clone());
+    let _running = opts
+        .activity
+        .as_ref()
+        .map(|a| a.start(text, &opts.client, &budget));
     let mut cx = Cx {
         env: expr::Env { g: &g },
         budget: budget.clone(),
@@ -442,6 +451,7 @@ impl Session {
         let snap = store.snapshot();
         let (import_dir, rejects_dir) = default_load_dirs(store.dir());
         let database_memory = Some(store.memory.clone());
+        let activity = Some(store.activity.clone());
         Session {
             indexes: IndexSet::load(&snap.db),
             indexes_gen: snap.db.manifest().generation,
@@ -451,6 +461,7 @@ impl Session {
                 import_dir: Some(import_dir),
                 rejects_dir: Some(rejects_dir),
                 database_memory,
+                activity,
                 ..QueryOptions::default()
             },
         }
@@ -799,6 +810,86 @@ impl Session {
             Command::DropConstraint { label, prop } => self.schema_ddl(t0, |dir, db, budget| {
                 index::constrain_in(dir, db, &label, &prop, false, true, budget)
             }),
+            Command::ShowTransactions => {
+                let db = self.db();
+                // The listing lists itself, as Neo4j's does.
+                let _me = self.store.activity.start(
+                    "SHOW TRANSACTIONS",
+                    &self.opts.client,
+                    &self.store.memory.child(self.opts.memory_limit),
+                );
+                let rows = self
+                    .store
+                    .activity
+                    .list()
+                    .into_iter()
+                    .map(|q| {
+                        let m = &q.memory;
+                        let waiting = m.waiting_for_bytes();
+                        let status = if waiting > 0 {
+                            format!("Waiting for memory ({} more)", human_bytes(waiting))
+                        } else {
+                            "Running".to_string()
+                        };
+                        let us = q
+                            .started
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_micros() as i64);
+                        let mut start = String::new();
+                        quiver_csv::value::format_datetime(us, &mut start);
+                        let dur = |d: Duration| {
+                            Value::Duration(Arc::new(quiver_engine::value::Dur {
+                                months: 0,
+                                days: 0,
+                                secs: d.as_secs() as i64,
+                                nanos: d.subsec_nanos() as i32,
+                            }))
+                        };
+                        vec![
+                            Value::str("neo4j"),
+                            Value::str(&format!("neo4j-transaction-{}", q.id)),
+                            Value::str(&format!("query-{}", q.id)),
+                            Value::str(&q.client.connection),
+                            Value::str(&q.client.address),
+                            Value::str(&q.client.user),
+                            Value::str(&q.text),
+                            Value::str(&start),
+                            Value::str(&status),
+                            dur(q.since.elapsed()),
+                            Value::Int(m.used_bytes() as i64),
+                            Value::Int((m.used_bytes() + waiting) as i64),
+                            Value::Int(m.peak_bytes() as i64),
+                            Value::Int(waiting as i64),
+                            dur(m.waited()),
+                            Value::Int(m.limit_bytes() as i64),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &db,
+                    &[
+                        "database",
+                        "transactionId",
+                        "currentQueryId",
+                        "connectionId",
+                        "clientAddress",
+                        "username",
+                        "currentQuery",
+                        "startTime",
+                        "status",
+                        "elapsedTime",
+                        "estimatedUsedHeapMemory",
+                        "memoryAskedBytes",
+                        "memoryPeakBytes",
+                        "memoryWaitingForBytes",
+                        "memoryWaited",
+                        "memoryLimitBytes",
+                    ],
+                    rows,
+                    t0,
+                    sink,
+                )
+            }
             Command::ShowConstraints => {
                 let db = self.db();
                 let rows = db

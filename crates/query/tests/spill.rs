@@ -6,7 +6,7 @@
 mod common;
 
 use common::{rows, run};
-use quiver_query::Session;
+use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
 
 #[test]
@@ -136,4 +136,46 @@ fn queries_past_the_database_limit_wait_or_spill_and_all_finish() {
     }
     assert_eq!(store.memory.used_bytes() - store.delta_granted_bytes(), 0);
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// SHOW TRANSACTIONS lists the queries running on the store, with Neo4j's columns and
+/// their memory, and a query leaves the list however it ends (here: cancelled).
+#[test]
+fn show_transactions_lists_running_queries_with_their_memory() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+    let store = s.store().clone();
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let long = "UNWIND range(1, 2000000000) AS x WITH x % 1000 AS k RETURN k, count(*)";
+    let c2 = cancel.clone();
+    let t = std::thread::spawn(move || {
+        let mut s = Session::on(store);
+        s.opts.cancel = Some(c2);
+        run(&mut s, long)
+    });
+    let t0 = std::time::Instant::now();
+    let row = loop {
+        let r = rows(&mut s, "SHOW TRANSACTIONS");
+        // The listing itself is running too.
+        assert!(
+            r.iter().any(|r| r[6] == Value::str("SHOW TRANSACTIONS")),
+            "{r:?}"
+        );
+        if let Some(row) = r.into_iter().find(|r| r[6] == Value::str(long)) {
+            break row;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the long query never showed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(row.len(), 16);
+    assert_eq!(row[0], Value::str("neo4j"));
+    assert!(matches!(&row[1], Value::Str(t) if t.starts_with("neo4j-transaction-")));
+    assert_eq!(row[8], Value::str("Running"));
+    assert!(matches!(row[9], Value::Duration(_)));
+    assert!(matches!(row[15], Value::Int(l) if l > 0), "{:?}", row[15]);
+    cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    let e = t.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("cancel"), "{e}");
+    let r = rows(&mut s, "SHOW TRANSACTIONS");
+    assert_eq!(r.len(), 1, "only the listing itself: {r:?}");
 }

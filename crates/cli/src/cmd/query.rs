@@ -248,7 +248,11 @@ fn writes(text: &str) -> bool {
         Ok(Parsed::Query(s)) => s.query.writes(),
         Ok(Parsed::Command(c)) => !matches!(
             c,
-            Command::ShowStorageInfo | Command::ShowIndexes | Command::ShowDatabases
+            Command::ShowStorageInfo
+                | Command::ShowIndexes
+                | Command::ShowDatabases
+                | Command::ShowConstraints
+                | Command::ShowTransactions
         ),
         Err(_) => false,
     }

@@ -622,63 +622,124 @@ impl GroupTable {
         Ok(())
     }
 
-    /// The result rows: keys, then one value per aggregate. Per-node counters become
-    /// rows here (added to the node's group where one exists), not groups first.
-    pub fn finish(mut self, aggs: &[AggSpec], n_keys: usize) -> Result<Vec<Batch>, QueryError> {
-        let width = n_keys + aggs.len();
-        let counts = std::mem::take(&mut self.node_counts);
-        let mut extra_rows = Vec::new();
-        for (n, &c) in counts.iter().enumerate() {
+    /// The result rows, all at once (see [`into_rows`](Self::into_rows)).
+    pub fn finish(self, aggs: &[AggSpec], _n_keys: usize) -> Result<Vec<Batch>, QueryError> {
+        let mut f = self.into_rows(aggs, None);
+        let mut out = Vec::new();
+        while let Some(b) = f.next_batch()? {
+            out.push(b);
+        }
+        Ok(out)
+    }
+
+    /// The result rows (keys, then one value per aggregate), made a batch at a time as
+    /// they are read: never a second copy of every group. `grant` (what the table
+    /// held) is returned when the last is read. Per-node counters become rows there
+    /// too (added to the node's group where one exists).
+    pub fn into_rows(mut self, aggs: &[AggSpec], grant: Option<Grant>) -> Rows {
+        for n in 0..self.node_counts.len() {
+            let c = self.node_counts[n];
             if c == 0 {
                 continue;
             }
-            match self.nodes.get(n).copied().filter(|&g| g != u32::MAX) {
-                Some(g) => {
-                    let g = g as usize;
-                    for st in &mut self.states[g * self.n_aggs..(g + 1) * self.n_aggs] {
-                        if let AggState::Count(x) = st {
-                            *x += c;
-                        }
+            if let Some(g) = self.nodes.get(n).copied().filter(|&g| g != u32::MAX) {
+                let g = g as usize;
+                for st in &mut self.states[g * self.n_aggs..(g + 1) * self.n_aggs] {
+                    if let AggState::Count(x) = st {
+                        *x += c;
                     }
                 }
-                None => {
-                    let mut row = Vec::with_capacity(width);
-                    row.push(Value::Node(n as u64));
-                    row.extend(aggs.iter().map(|_| Value::Int(c)));
-                    extra_rows.push(row);
-                }
+                self.node_counts[n] = 0;
             }
         }
-        drop(counts);
-        let mut rows = Vec::with_capacity(self.n_groups + extra_rows.len());
-        let mut keys = self.keys.into_iter();
-        let mut states = self.states.into_iter();
-        for _ in 0..self.n_groups {
-            let mut row: Vec<Value> = Vec::with_capacity(width);
-            row.extend(keys.by_ref().take(n_keys));
-            for (i, (a, s)) in aggs
-                .iter()
-                .zip(states.by_ref().take(aggs.len()))
-                .enumerate()
-            {
-                row.push(agg_final(a.func, s, self.extras[i].as_ref())?);
-            }
-            rows.push(row);
+        Rows {
+            keys: std::mem::take(&mut self.keys).into_iter(),
+            states: std::mem::take(&mut self.states).into_iter(),
+            groups_left: self.n_groups,
+            counts: std::mem::take(&mut self.node_counts),
+            next_node: 0,
+            n_keys: self.n_keys,
+            funcs: aggs.iter().map(|a| a.func).collect(),
+            extras: std::mem::take(&mut self.extras),
+            grant,
         }
-        rows.extend(extra_rows);
-        Ok(Batch::chunks(width, rows))
+    }
+}
+
+/// A group table's result rows, made a batch at a time (see [`GroupTable::into_rows`]).
+pub struct Rows {
+    keys: std::vec::IntoIter<Value>,
+    states: std::vec::IntoIter<AggState>,
+    groups_left: usize,
+    counts: Vec<i64>,
+    next_node: usize,
+    n_keys: usize,
+    funcs: Vec<AggFn>,
+    extras: Vec<Option<Value>>,
+    grant: Option<Grant>,
+}
+
+impl Rows {
+    /// No rows.
+    pub fn none() -> Rows {
+        Rows {
+            keys: Vec::new().into_iter(),
+            states: Vec::new().into_iter(),
+            groups_left: 0,
+            counts: Vec::new(),
+            next_node: 0,
+            n_keys: 0,
+            funcs: Vec::new(),
+            extras: Vec::new(),
+            grant: None,
+        }
+    }
+
+    pub fn next_batch(&mut self) -> Result<Option<Batch>, QueryError> {
+        let width = self.n_keys + self.funcs.len();
+        let mut cols: Vec<Vec<Value>> = (0..width)
+            .map(|_| Vec::with_capacity(BATCH_ROWS.min(self.groups_left.max(16))))
+            .collect();
+        let mut len = 0;
+        while len < BATCH_ROWS && self.groups_left > 0 {
+            self.groups_left -= 1;
+            for c in cols.iter_mut().take(self.n_keys) {
+                c.push(self.keys.next().unwrap_or_default());
+            }
+            for (i, &f) in self.funcs.iter().enumerate() {
+                let st = self.states.next().unwrap_or(AggState::Count(0));
+                cols[self.n_keys + i].push(agg_final(f, st, self.extras[i].as_ref())?);
+            }
+            len += 1;
+        }
+        while len < BATCH_ROWS && self.next_node < self.counts.len() {
+            let n = self.next_node;
+            self.next_node += 1;
+            let c = self.counts[n];
+            if c == 0 {
+                continue;
+            }
+            cols[0].push(Value::Node(n as u64));
+            for col in cols.iter_mut().skip(1) {
+                col.push(Value::Int(c));
+            }
+            len += 1;
+        }
+        if len == 0 {
+            self.grant = None;
+            return Ok(None);
+        }
+        Ok(Some(Batch { cols, len }))
     }
 }
 
 /// Hash aggregation: outputs the key columns, then one column per aggregate. When its
-/// grant is full it spills (see `spill.rs`): groups already in memory go on taking
-/// their rows, rows of new groups go to partition files, aggregated one partition at a
-/// time after the groups in memory are handed out.
+/// grant is full it spills (see [`aggregate_pass`] and `spill.rs`).
 pub struct Aggregate {
     pub input: BoxOp,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
-    pub out: Option<std::vec::IntoIter<Batch>>,
+    out: Option<Rows>,
     pub peak: u64,
     /// Spilled partitions not aggregated yet.
     pending: Vec<super::spill::Partition>,
@@ -792,9 +853,9 @@ pub(crate) fn aggregate_pass(
                     .iter()
                     .map(|a| if a.distinct { 2 } else { 1 })
                     .sum::<usize>();
-            Ok((Vec::new(), p.finish(width)?, extras, peak))
+            Ok((Rows::none(), p.finish(width)?, extras, peak))
         }
-        None => Ok((table.finish(aggs, keys.len())?, Vec::new(), extras, peak)),
+        None => Ok((table.into_rows(aggs, Some(grant)), Vec::new(), extras, peak)),
     }
 }
 
@@ -818,10 +879,10 @@ impl Op for Aggregate {
             self.peak = peak;
             self.pending = parts;
             self.extras = extras;
-            self.out = Some(rows.into_iter());
+            self.out = Some(rows);
         }
         loop {
-            if let Some(b) = self.out.as_mut().and_then(|it| it.next()) {
+            if let Some(b) = self.out.as_mut().map(|r| r.next_batch()).transpose()?.flatten() {
                 return Ok(Some(b));
             }
             // The groups in memory are out: a spilled partition next, on its own.
@@ -842,7 +903,7 @@ impl Op for Aggregate {
             )?;
             self.peak = self.peak.max(peak);
             self.pending.extend(parts);
-            self.out = Some(rows.into_iter());
+            self.out = Some(rows);
         }
     }
 }
@@ -1161,7 +1222,7 @@ pub struct Distinct {
     /// column, and the rows of the one being handed out.
     parts: Option<super::spill::Partitions>,
     pending: Vec<super::spill::Partition>,
-    out: Option<std::vec::IntoIter<Batch>>,
+    out: Option<Rows>,
     input_done: bool,
 }
 
@@ -1186,7 +1247,7 @@ impl Distinct {
     /// The spilled rows, deduplicated partition by partition.
     fn next_spilled(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {
-            if let Some(b) = self.out.as_mut().and_then(|it| it.next()) {
+            if let Some(b) = self.out.as_mut().map(|r| r.next_batch()).transpose()?.flatten() {
                 return Ok(Some(b));
             }
             let Some(part) = self.pending.pop() else {
@@ -1199,7 +1260,7 @@ impl Distinct {
             let (rows, parts, _, _) =
                 aggregate_pass(cx, PassInput::States(part), &keys, &[], None, level)?;
             self.pending.extend(parts);
-            self.out = Some(rows.into_iter());
+            self.out = Some(rows);
         }
     }
 }
