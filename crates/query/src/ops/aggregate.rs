@@ -764,12 +764,7 @@ impl Aggregate {
 /// What one pass of hash aggregation made: its groups' rows, the partitions it
 /// spilled (then no rows: every group went to them), its percentiles and the most it
 /// held.
-type Pass = (
-    Vec<Batch>,
-    Vec<super::spill::Partition>,
-    Vec<Option<Value>>,
-    u64,
-);
+type Pass = (Rows, Vec<super::spill::Partition>, Vec<Option<Value>>, u64);
 
 /// What a pass aggregates: rows, or a spilled partition's records of partial states.
 pub(crate) enum PassInput<'a> {
@@ -882,7 +877,13 @@ impl Op for Aggregate {
             self.out = Some(rows);
         }
         loop {
-            if let Some(b) = self.out.as_mut().map(|r| r.next_batch()).transpose()?.flatten() {
+            if let Some(b) = self
+                .out
+                .as_mut()
+                .map(|r| r.next_batch())
+                .transpose()?
+                .flatten()
+            {
                 return Ok(Some(b));
             }
             // The groups in memory are out: a spilled partition next, on its own.
@@ -1247,7 +1248,13 @@ impl Distinct {
     /// The spilled rows, deduplicated partition by partition.
     fn next_spilled(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {
-            if let Some(b) = self.out.as_mut().map(|r| r.next_batch()).transpose()?.flatten() {
+            if let Some(b) = self
+                .out
+                .as_mut()
+                .map(|r| r.next_batch())
+                .transpose()?
+                .flatten()
+            {
                 return Ok(Some(b));
             }
             let Some(part) = self.pending.pop() else {
