@@ -9,8 +9,11 @@
 - `DISTINCT` over three columns;
 
 then the server idles. Prints, per run: queries that finished and failed, the server's
-peak RSS while they ran, and its RSS at rest (after `--rest` seconds). `--quiver` picks
-the binary (to compare builds side by side); RESULT lines are JSON.
+peak RSS while they ran (and of it, anonymous memory: `RssAnon`, what the limit is
+about; the rest is mapped segment pages), its RSS at rest (after `--rest` seconds),
+the longest query's time, and whether every answer equals the others' (each query's
+rows, across runs and binaries). `--quiver` picks the binary (to compare builds side
+by side); RESULT lines are JSON.
 
     cargo build --release
     pip install neo4j
@@ -46,10 +49,10 @@ def client(port, q, out):
     t0 = time.perf_counter()
     try:
         with drv.session() as s:
-            s.run(q).consume()
-        out.put(("ok", time.perf_counter() - t0, ""))
+            rows = [tuple(r.values()) for r in s.run(q)]
+        out.put(("ok", time.perf_counter() - t0, "", q, repr(rows)))
     except Exception as e:
-        out.put(("failed", time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:160]))
+        out.put(("failed", time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:240], q, None))
     drv.close()
 
 
@@ -60,12 +63,13 @@ def one_run(quiver, db, limit, rest):
     srv.stderr.readline()
     time.sleep(0.5)
     base = rss_kb(srv.pid)
-    peak = [base]
+    peak = [base, rss_kb(srv.pid, "RssAnon:")]
     stop = threading.Event()
 
     def watch():
         while not stop.is_set():
             peak[0] = max(peak[0], rss_kb(srv.pid))
+            peak[1] = max(peak[1], rss_kb(srv.pid, "RssAnon:"))
             time.sleep(0.02)
 
     w = threading.Thread(target=watch, daemon=True)
@@ -79,13 +83,15 @@ def one_run(quiver, db, limit, rest):
         p.join()
     time.sleep(rest)
     at_rest = rss_kb(srv.pid)
+    anon_rest = rss_kb(srv.pid, "RssAnon:")
     stop.set()
     srv.terminate()
     srv.wait()
     return {"ok": sum(r[0] == "ok" for r in results), "failed": sum(r[0] != "ok" for r in results),
             "errors": sorted({r[2] for r in results if r[2]}), "base_mib": base / 1024,
-            "peak_mib": peak[0] / 1024, "rest_mib": at_rest / 1024,
-            "wall_s": max(r[1] for r in results)}
+            "peak_mib": peak[0] / 1024, "anon_peak_mib": peak[1] / 1024, "rest_mib": at_rest / 1024,
+            "anon_rest_mib": anon_rest / 1024, "wall_s": max(r[1] for r in results),
+            "answers": {r[3]: r[4] for r in results if r[4] is not None}}
 
 
 def main():
@@ -107,12 +113,22 @@ def main():
             res[b].append(r)
     print(f"\neight heavy queries at once, quiver serve --memory-limit {args.memory_limit}, "
           f"median of {args.runs} (RSS MiB)")
-    print(f"{'binary':<28} {'finished':>8} {'failed':>6} {'wall s':>7} {'idle':>6} {'peak':>6} {'at rest':>8}")
+    print(f"{'binary':<28} {'finished':>8} {'failed':>6} {'wall s':>7} {'idle':>6} {'peak':>6} "
+          f"{'anon peak':>9} {'at rest':>8} {'anon at rest':>12}")
     for b in bins:
         rs = res[b]
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
         print(f"{b[-28:]:<28} {med('ok'):>8.0f} {med('failed'):>6.0f} {med('wall_s'):>7.2f} "
-              f"{med('base_mib'):>6.0f} {med('peak_mib'):>6.0f} {med('rest_mib'):>8.0f}")
+              f"{med('base_mib'):>6.0f} {med('peak_mib'):>6.0f} {med('anon_peak_mib'):>9.0f} "
+              f"{med('rest_mib'):>8.0f} {med('anon_rest_mib'):>12.0f}")
+    seen = {}
+    for rs in res.values():
+        for r in rs:
+            for q, a in r["answers"].items():
+                seen.setdefault(q, set()).add(a)
+    agree = all(len(v) == 1 for v in seen.values())
+    print(f"answers: {'every finished query gave the same rows' if agree else 'DIFFER'} "
+          f"({sum(len(v) for v in seen.values())} distinct over {len(seen)} queries)")
 
 
 if __name__ == "__main__":

@@ -536,13 +536,31 @@ fn the_database_memory_limit_is_enforced() {
         Value::Int(i) => assert!(i > 0 && i < 8 << 20, "{i}"),
         v => panic!("{v:?}"),
     }
-    // A query's operators take their grants from the database's limit as well.
+    // A query's operators take their grants from the database's limit as well: a
+    // DISTINCT that cannot spill (no temporary directory) and is the only query
+    // holding memory gives way at once rather than wait for memory no one will free.
+    let tmp = s.opts.temp_dir.take();
+    let t0 = std::time::Instant::now();
     let e = run(&mut s, "UNWIND range(1, 2000000) AS i RETURN DISTINCT i")
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("the database's memory limit") && e.contains("--memory-limit"),
         "{e}"
+    );
+    assert!(e.contains("gave way"), "{e}");
+    assert!(
+        t0.elapsed().as_secs() < 20,
+        "it did not wait out the timeout"
+    );
+    // With a temporary directory it spills and answers.
+    s.opts.temp_dir = tmp;
+    assert_eq!(
+        count(
+            &mut s,
+            "UNWIND range(1, 2000000) AS i WITH DISTINCT i RETURN count(i)"
+        ),
+        2000000
     );
     // The direct path (lone nodes after UNWIND) flushes row groups under pressure.
     run(
