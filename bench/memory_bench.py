@@ -80,7 +80,8 @@ def duck_db(path, nodes, edges):
 def duck(path, sql, limit, tmp):
     script = textwrap.dedent(f"""
         import duckdb, time, json
-        con = duckdb.connect({str(path)!r}, read_only=True, config={{"enable_progress_bar": False}})
+        con = duckdb.connect({str(path)!r}, read_only=True)
+        con.execute("SET enable_progress_bar = false")
         if {limit!r}:
             con.execute("SET memory_limit = '{limit}'")
             con.execute("SET temp_directory = '{tmp}'")

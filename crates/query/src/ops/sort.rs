@@ -187,8 +187,10 @@ const TOP_K_MAX: usize = 1 << 16;
 /// equal keys keep their input order, with or without a limit).
 type SortRow = (Vec<Value>, Vec<Value>, u64);
 
+/// What a held row takes from the allocator beyond its slot in the rows vector: its two
+/// value vectors (with glibc's 16 bytes a chunk) and what the values hold on the heap.
 fn row_bytes(r: &SortRow) -> u64 {
-    48 + (r.0.len() + r.1.len()) as u64 * 32
+    32 + (r.0.capacity() + r.1.capacity()) as u64 * 32
         + r.0
             .iter()
             .chain(r.1.iter())
@@ -213,6 +215,10 @@ impl Op for Sort {
         let mut rows: Vec<SortRow> = Vec::new();
         let mut width = 0;
         let mut bytes = 0u64;
+        // The rows vector's slots (its capacity), then what each row holds besides.
+        let held = |rows: &Vec<SortRow>, bytes: u64| {
+            rows.capacity() as u64 * std::mem::size_of::<SortRow>() as u64 + bytes
+        };
         let desc: Vec<bool> = self.keys.iter().map(|k| k.1).collect();
         // Key of row `row` of the batch's key columns against a held key.
         let cmp_at = |keys: &[std::borrow::Cow<[Value]>], row: usize, held: &[Value]| {
@@ -302,15 +308,16 @@ impl Op for Sort {
             // memory or fails.
             let spill_dir = cx.temp_dir.clone().filter(|_| top_k.is_none());
             let fits = match &spill_dir {
-                Some(_) => account_or_spill(&mut grant, bytes, "Sort")?,
-                None => account(&mut grant, bytes, "Sort").map(|()| true)?,
+                Some(_) => account_or_spill(&mut grant, held(&rows, bytes), "Sort")?,
+                None => account(&mut grant, held(&rows, bytes), "Sort").map(|()| true)?,
             };
             if let (false, Some(dir)) = (fits, spill_dir) {
                 sort_rows(&mut rows, &desc);
                 runs.push(write_run(&dir, &rows)?);
                 rows.clear();
                 bytes = 0;
-                grant.force_resize(0);
+                // The vector keeps its slots for the next run.
+                grant.force_resize(held(&rows, 0));
             }
             self.peak = self.peak.max(grant.bytes());
         }
