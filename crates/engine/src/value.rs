@@ -451,7 +451,8 @@ impl PartialEq for Key {
 }
 impl Eq for Key {}
 
-fn equivalent(a: &Value, b: &Value) -> bool {
+/// Whether two values are the same grouping key ([`Key`]'s equality).
+pub fn equivalent(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => x == y,
         (Value::Null, Value::Null) => true,
@@ -477,7 +478,8 @@ impl Hash for Key {
     }
 }
 
-fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
+/// Hashes `v` as [`Key`] does (equivalent values hash alike), without owning it.
+pub fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
     match v {
         Value::Null => 0u8.hash(h),
         Value::Bool(b) => b.hash(h),

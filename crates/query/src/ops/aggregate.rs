@@ -207,7 +207,10 @@ pub struct GroupTable {
     seen: Vec<HashSet<Key>>,
     any_distinct: bool,
     index1: HashMap<Key, u32>,
-    index_n: HashMap<Vec<Key>, u32>,
+    /// Several keys: group numbers, hashed and compared through the flat `keys`
+    /// (no key vector per row, none stored twice).
+    index_n: hashbrown::HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
     dense: Vec<u32>,
     nodes: Vec<u32>,
     /// `count(*)` per node id, for a table keyed by one node whose aggregates are all
@@ -233,7 +236,8 @@ impl GroupTable {
             seen: Vec::new(),
             any_distinct: aggs.iter().any(|a| a.distinct),
             index1: HashMap::new(),
-            index_n: HashMap::new(),
+            index_n: hashbrown::HashTable::new(),
+            hasher: Default::default(),
             dense: if n_keys == 1 {
                 vec![u32::MAX; DENSE_KEYS]
             } else {
@@ -262,7 +266,7 @@ impl GroupTable {
             + self.states.capacity() * size_of::<AggState>()
             + self.seen.capacity() * size_of::<HashSet<Key>>()
             + self.index1.capacity() * (size_of::<(Key, u32)>() + 1)
-            + self.index_n.capacity() * (size_of::<(Vec<Key>, u32)>() + 1)
+            + self.index_n.capacity() * (size_of::<u32>() + 1)
             + (self.dense.capacity() + self.nodes.capacity()) * 4
             + self.node_counts.capacity() * 8;
         slots as u64 + self.heap
@@ -343,17 +347,33 @@ impl GroupTable {
                 }
             }
             _ => {
-                let key: Vec<Key> = keys.iter().map(|c| Key(c.as_ref()[row].clone())).collect();
-                if let Some(&g) = self.index_n.get(&key) {
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = self.hasher.build_hasher();
+                for c in keys {
+                    crate::value::hash_value(&c.as_ref()[row], &mut h);
+                }
+                let hash = h.finish();
+                let nk = self.n_keys;
+                let stored = &self.keys;
+                let same = |g: &u32| {
+                    let at = *g as usize * nk;
+                    keys.iter()
+                        .zip(&stored[at..at + nk])
+                        .all(|(c, k)| crate::value::equivalent(&c.as_ref()[row], k))
+                };
+                if let Some(&g) = self.index_n.find(hash, same) {
                     return g as usize;
                 }
-                self.heap += key
-                    .iter()
-                    .map(|k| crate::value::heap_bytes(&k.0) as u64)
-                    .sum::<u64>()
-                    + (key.capacity() * std::mem::size_of::<Key>()) as u64;
-                let g = self.push_group(key.iter().map(|k| k.0.clone()).collect(), aggs);
-                self.index_n.insert(key, g as u32);
+                let key: Vec<Value> = keys.iter().map(|c| c.as_ref()[row].clone()).collect();
+                let g = self.push_group(key, aggs);
+                let (nk, stored, hasher) = (self.n_keys, &self.keys, &self.hasher);
+                self.index_n.insert_unique(hash, g as u32, |&g| {
+                    let mut h = hasher.build_hasher();
+                    for k in &stored[g as usize * nk..(g as usize + 1) * nk] {
+                        crate::value::hash_value(k, &mut h);
+                    }
+                    h.finish()
+                });
                 g
             }
         }

@@ -32,7 +32,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let detail = names.join(", ");
         // What the items are computed from: the input rows, or after aggregation the
         // grouping keys and aggregates (reached through `src_subst`, by expression).
-        let (src_scope, src_subst) = if aggregating {
+        // DISTINCT right over a label scan (and not cut short by a LIMIT without ORDER
+        // BY, where streaming stops early) is a grouping by its items with no
+        // aggregates: the parallel scan-aggregate reads their columns typed, and groups
+        // spill; a Distinct would make a vector of values per row.
+        let distinct_by_groups = p.distinct
+            && !aggregating
+            && (p.limit.is_none() || !p.order.is_empty())
+            && self.fused.as_ref().is_some_and(|f| {
+                f.id == cur.id && scope.width == 1 && scope.get(&f.var).map(|s| s.0) == Some(0)
+            });
+        let (src_scope, src_subst) = if aggregating || distinct_by_groups {
             let (c, src) = self.aggregate(cur, scope, &items, p)?;
             cur = c;
             src
@@ -77,7 +87,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 exprs,
             }),
         );
-        if p.distinct {
+        if p.distinct && !distinct_by_groups {
             cur = self.wrap(
                 "Distinct",
                 String::new(),
