@@ -99,8 +99,10 @@ fn agg_update(f: AggFn, s: &mut AggState, v: &Value) -> Result<usize, QueryError
             }
         }
         (AggState::List(l), _) => {
+            // The list's slots as allocated (it doubles), and what the value holds.
+            let before = l.capacity();
             l.push(v.clone());
-            return Ok(32 + crate::value::heap_bytes(v));
+            return Ok((l.capacity() - before) * 32 + crate::value::heap_bytes(v));
         }
     }
     Ok(0)
@@ -522,11 +524,13 @@ impl GroupTable {
                     *n += m;
                 }
                 (AggState::List(a), AggState::List(b)) => {
+                    let before = a.capacity();
                     self.heap += b
                         .iter()
-                        .map(|v| 32 + crate::value::heap_bytes(v) as u64)
+                        .map(|v| crate::value::heap_bytes(v) as u64)
                         .sum::<u64>();
-                    a.extend(b)
+                    a.extend(b);
+                    self.heap += (a.capacity() - before) as u64 * 32;
                 }
                 // Sum adds; min and max keep the better value (null is skipped).
                 (s, AggState::Sum(b) | AggState::Best(b)) => {
@@ -626,11 +630,13 @@ impl GroupTable {
                     _ => return Err(bad()),
                 },
                 (AggState::List(l), Value::List(more)) => {
+                    let before = l.capacity();
                     self.heap += more
                         .iter()
-                        .map(|v| 32 + crate::value::heap_bytes(v) as u64)
+                        .map(|v| crate::value::heap_bytes(v) as u64)
                         .sum::<u64>();
                     l.extend(more.iter().cloned());
+                    self.heap += (l.capacity() - before) as u64 * 32;
                 }
                 (st @ (AggState::Sum(_) | AggState::Best(_)), v) => {
                     self.heap += crate::value::heap_bytes(&v) as u64;
@@ -1091,9 +1097,10 @@ impl Op for ParallelAggregate {
         // Nodes deleted (from the segments or by the delta) or that lost the label of
         // their range's tables are masked out, a morsel's batch at a time.
         let check_life = env.g.scans_check_life();
-        let tables: Vec<(GroupTable, u64)> = morsels
+        // Each morsel's table comes back with its grant, held until it is merged.
+        let tables: Vec<(GroupTable, Grant)> = morsels
             .par_iter()
-            .map(|m| -> Result<(GroupTable, u64), QueryError> {
+            .map(|m| -> Result<(GroupTable, Grant), QueryError> {
                 if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
                     return Err(QueryError::Cancelled);
                 }
@@ -1138,7 +1145,7 @@ impl Op for ParallelAggregate {
                     account(&mut grant, t.bytes() + run.bytes(), "Aggregate")?;
                     run.finish(&mut t, aggs)?;
                     account(&mut grant, t.bytes(), "Aggregate")?;
-                    return Ok((t, grant.bytes()));
+                    return Ok((t, grant));
                 }
                 let mut n = m.lo;
                 while n < m.hi {
@@ -1175,14 +1182,16 @@ impl Op for ParallelAggregate {
                     t.add(env, keys, aggs, &b)?;
                     account(&mut grant, t.bytes(), "Aggregate")?;
                 }
-                Ok((t, grant.bytes()))
+                Ok((t, grant))
             })
             .collect::<Result<_, _>>()?;
         let mut merged = GroupTable::new(self.keys.len(), &self.aggs);
         let mut grant = cx.budget.empty_grant("Aggregate");
-        for (t, bytes) in tables {
-            self.peak = self.peak.max(bytes);
+        let held: u64 = tables.iter().map(|(_, g)| g.bytes()).sum();
+        self.peak = self.peak.max(held);
+        for (t, g) in tables {
             merged.merge(t, &self.aggs)?;
+            drop(g);
             account(&mut grant, merged.bytes(), "Aggregate")?;
         }
         self.peak = self.peak.max(grant.bytes());
