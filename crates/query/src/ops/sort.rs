@@ -32,7 +32,10 @@ pub struct Merge {
 /// Writes sorted `rows` as a run: per row its keys, its columns and its arrival number,
 /// in the log's value encoding, to an unnamed temporary file in `dir` (gone when closed,
 /// whatever happens to the process).
-fn write_run(dir: &std::path::Path, rows: &[SortRow]) -> Result<std::fs::File, QueryError> {
+fn write_run<'r>(
+    dir: &std::path::Path,
+    rows: impl Iterator<Item = (&'r [Value], &'r [Value], u64)>,
+) -> Result<std::fs::File, QueryError> {
     let io = |e: std::io::Error| {
         QueryError::Argument(format!(
             "ORDER BY could not spill to the temporary directory {} ({e}); give one with room (--temp-dir)",
@@ -126,6 +129,172 @@ fn sort_rows(rows: &mut [SortRow], desc: &[bool]) {
     }
 }
 
+/// The rows of a full sort, held flat: every row's keys in one vector and its columns
+/// in another (no allocation a row), and its arrival number.
+struct Flat {
+    nk: usize,
+    width: usize,
+    keys: Vec<Value>,
+    cols: Vec<Value>,
+    seq: Vec<u64>,
+    /// What the values hold on the heap.
+    heap: u64,
+}
+
+impl Flat {
+    fn new(nk: usize) -> Flat {
+        Flat {
+            nk,
+            width: 0,
+            keys: Vec::new(),
+            cols: Vec::new(),
+            seq: Vec::new(),
+            heap: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.seq.len()
+    }
+
+    /// Makes room for `rows` more rows, growing by an eighth rather than doubling: the
+    /// vectors' capacity is what is counted, and a doubling would jump past the grant
+    /// (and hold the old vector beside the new one while it copies).
+    fn reserve(&mut self, rows: usize, width: usize) {
+        fn grow<T>(v: &mut Vec<T>, extra: usize) {
+            let need = v.len() + extra;
+            if need > v.capacity() {
+                let to = need.max(v.capacity() + v.capacity() / 8).max(4 * extra);
+                v.reserve_exact(to - v.len());
+            }
+        }
+        grow(&mut self.keys, rows * self.nk);
+        grow(&mut self.cols, rows * width);
+        grow(&mut self.seq, rows);
+    }
+
+    fn push(&mut self, keys: &[std::borrow::Cow<[Value]>], b: &Batch, row: usize, seq: u64) {
+        for c in keys {
+            let v = &c[row];
+            self.heap += crate::value::heap_bytes(v) as u64;
+            self.keys.push(v.clone());
+        }
+        for c in &b.cols {
+            let v = &c[row];
+            self.heap += crate::value::heap_bytes(v) as u64;
+            self.cols.push(v.clone());
+        }
+        self.seq.push(seq);
+    }
+
+    /// Bytes held: the vectors' capacities and the values' heap.
+    fn bytes(&self) -> u64 {
+        ((self.keys.capacity() + self.cols.capacity()) * 32 + self.seq.capacity() * 8) as u64
+            + self.heap
+    }
+
+    fn key(&self, i: usize) -> &[Value] {
+        &self.keys[i * self.nk..(i + 1) * self.nk]
+    }
+
+    fn row(&self, i: usize) -> &[Value] {
+        &self.cols[i * self.width..(i + 1) * self.width]
+    }
+
+    /// The rows' order (indices), as [`cmp_keys`] orders them: by a 128-bit prefix of
+    /// the first key ([`quiver_engine::value::order_prefix`], inverted when
+    /// descending) in a compact array, comparing keys only where prefixes tie.
+    fn order(&self, desc: &[bool]) -> Vec<u32> {
+        use std::cmp::Ordering;
+        let cmp = |a: usize, b: usize| {
+            for (i, (x, y)) in self.key(a).iter().zip(self.key(b)).enumerate() {
+                let o = order(x, y);
+                let o = if desc[i] { o.reverse() } else { o };
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            self.seq[a].cmp(&self.seq[b])
+        };
+        if self.nk == 0 {
+            return (0..self.len() as u32).collect();
+        }
+        let flip = if desc[0] { u128::MAX } else { 0 };
+        let mut idx: Vec<(u128, u32)> = (0..self.len())
+            .map(|i| {
+                let p = quiver_engine::value::order_prefix(&self.keys[i * self.nk]);
+                (p ^ flip, i as u32)
+            })
+            .collect();
+        // Keys end with the arrival number, so no two rows are equal: unstable is exact.
+        idx.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| cmp(a.1 as usize, b.1 as usize)));
+        idx.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Writes the rows, sorted, as a run, and empties the buffer.
+    fn spill(&mut self, dir: &std::path::Path, desc: &[bool]) -> Result<std::fs::File, QueryError> {
+        let order = self.order(desc);
+        let f = write_run(
+            dir,
+            order.iter().map(|&i| {
+                (
+                    self.key(i as usize),
+                    self.row(i as usize),
+                    self.seq[i as usize],
+                )
+            }),
+        )?;
+        // Emptied, and the memory given back: the next run grows from nothing.
+        self.keys = Vec::new();
+        self.cols = Vec::new();
+        self.seq = Vec::new();
+        self.heap = 0;
+        Ok(f)
+    }
+
+    /// The rows in `order`, the first `limit`, as batches (values moved, not cloned).
+    fn into_batches(mut self, order: &[u32], limit: Option<usize>) -> Vec<Batch> {
+        let n = limit.map_or(order.len(), |l| l.min(order.len()));
+        let w = self.width;
+        let mut out = Vec::with_capacity(n.div_ceil(BATCH_ROWS));
+        for chunk in order[..n].chunks(BATCH_ROWS) {
+            let mut cols: Vec<Vec<Value>> =
+                (0..w).map(|_| Vec::with_capacity(chunk.len())).collect();
+            for &i in chunk {
+                let at = i as usize * w;
+                for (j, c) in cols.iter_mut().enumerate() {
+                    c.push(std::mem::take(&mut self.cols[at + j]));
+                }
+            }
+            out.push(Batch {
+                cols,
+                len: chunk.len(),
+            });
+        }
+        out
+    }
+
+    /// The rows in `order` as [`SortRow`]s (for the merge with spilled runs).
+    fn into_sort_rows(mut self, order: &[u32]) -> Vec<SortRow> {
+        let (nk, w) = (self.nk, self.width);
+        order
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                let k: Vec<Value> = self.keys[i * nk..(i + 1) * nk]
+                    .iter_mut()
+                    .map(std::mem::take)
+                    .collect();
+                let c: Vec<Value> = self.cols[i * w..(i + 1) * w]
+                    .iter_mut()
+                    .map(std::mem::take)
+                    .collect();
+                (k, c, self.seq[i])
+            })
+            .collect()
+    }
+}
+
 fn cmp_keys(desc: &[bool], a: &SortRow, b: &SortRow) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     for (i, (x, y)) in a.0.iter().zip(b.0.iter()).enumerate() {
@@ -212,7 +381,9 @@ impl Op for Sort {
         }
         let mut runs: Vec<std::fs::File> = Vec::new();
         let mut grant = cx.budget.empty_grant("Sort");
+        // Top-k's heap; a full sort holds its rows flat instead.
         let mut rows: Vec<SortRow> = Vec::new();
+        let mut flat = Flat::new(self.keys.len());
         let mut width = 0;
         let mut bytes = 0u64;
         // The rows vector's slots (its capacity), then what each row holds besides.
@@ -260,8 +431,15 @@ impl Op for Sort {
                 .iter()
                 .map(|(k, _)| crate::expr::col(&cx.env, k, &b))
                 .collect::<Result<_, _>>()?;
+            if top_k.is_none() {
+                flat.reserve(b.len, b.width());
+            }
             for row in 0..b.len {
                 seq += 1;
+                if top_k.is_none() {
+                    flat.push(&keys, &b, row, seq);
+                    continue;
+                }
                 match top_k {
                     Some(0) => {}
                     Some(k) if rows.len() == k => {
@@ -306,25 +484,27 @@ impl Op for Sort {
             // A full sort spills its rows as a sorted run and goes on; a top-k (which
             // holds only k rows) or a query without a temporary directory waits for
             // memory or fails.
+            flat.width = width;
+            let now = if top_k.is_none() {
+                flat.bytes()
+            } else {
+                held(&rows, bytes)
+            };
             let spill_dir = cx.temp_dir.clone().filter(|_| top_k.is_none());
             let fits = match &spill_dir {
-                Some(_) => account_or_spill(&mut grant, held(&rows, bytes), "Sort")?,
-                None => account(&mut grant, held(&rows, bytes), "Sort").map(|()| true)?,
+                Some(_) => account_or_spill(&mut grant, now, "Sort")?,
+                None => account(&mut grant, now, "Sort").map(|()| true)?,
             };
             if let (false, Some(dir)) = (fits, spill_dir) {
-                sort_rows(&mut rows, &desc);
-                runs.push(write_run(&dir, &rows)?);
-                rows.clear();
-                bytes = 0;
-                // The vector keeps its slots for the next run.
-                grant.force_resize(held(&rows, 0));
+                runs.push(flat.spill(&dir, &desc)?);
+                grant.force_resize(flat.bytes());
             }
             self.peak = self.peak.max(grant.bytes());
         }
         cx.want = want;
         if !runs.is_empty() {
-            sort_rows(&mut rows, &desc);
-            let mut last = rows.into_iter();
+            let order = flat.order(&desc);
+            let mut last = flat.into_sort_rows(&order).into_iter();
             let mut readers = Vec::with_capacity(runs.len());
             for f in runs {
                 let mut r = BufReader::with_capacity(1 << 16, f);
@@ -341,6 +521,12 @@ impl Op for Sort {
                 left: self.limit,
             });
             return self.merge.as_mut().expect("set").next_batch();
+        }
+        if top_k.is_none() {
+            flat.width = width;
+            let order = flat.order(&desc);
+            let batches = flat.into_batches(&order, self.limit);
+            return Ok(emit(&mut self.out, batches));
         }
         sort_rows(&mut rows, &desc);
         if let Some(l) = self.limit {
