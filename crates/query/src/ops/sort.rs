@@ -129,76 +129,94 @@ fn sort_rows(rows: &mut [SortRow], desc: &[bool]) {
     }
 }
 
-/// The rows of a full sort, held flat: every row's keys in one vector and its columns
-/// in another (no allocation a row), and its arrival number.
+/// Rows a chunk of [`Flat`] holds.
+const CHUNK_ROWS: usize = 16 << 10;
+
+/// The rows of a full sort, held flat: every row's keys and its columns in chunks of
+/// rows, each allocated once at its full size (no allocation a row, and
+/// no vector that doubles and copies: a copy holds old and new at once, past what is
+/// counted). Rows arrive in order, so row `i`'s arrival number is `first_seq + i`.
 struct Flat {
     nk: usize,
     width: usize,
-    keys: Vec<Value>,
-    cols: Vec<Value>,
-    seq: Vec<u64>,
+    /// Rows a chunk holds: [`CHUNK_ROWS`], fewer under a small limit (an eighth of it).
+    chunk: usize,
+    limit: u64,
+    keys: Vec<Vec<Value>>,
+    cols: Vec<Vec<Value>>,
+    len: usize,
+    first_seq: u64,
     /// What the values hold on the heap.
     heap: u64,
 }
 
 impl Flat {
-    fn new(nk: usize) -> Flat {
+    fn new(nk: usize, limit: u64) -> Flat {
         Flat {
             nk,
             width: 0,
+            chunk: CHUNK_ROWS,
+            limit,
             keys: Vec::new(),
             cols: Vec::new(),
-            seq: Vec::new(),
+            len: 0,
+            first_seq: 0,
             heap: 0,
         }
     }
 
-    fn len(&self) -> usize {
-        self.seq.len()
-    }
-
-    /// Makes room for `rows` more rows, growing by an eighth rather than doubling: the
-    /// vectors' capacity is what is counted, and a doubling would jump past the grant
-    /// (and hold the old vector beside the new one while it copies).
-    fn reserve(&mut self, rows: usize, width: usize) {
-        fn grow<T>(v: &mut Vec<T>, extra: usize) {
-            let need = v.len() + extra;
-            if need > v.capacity() {
-                let to = need.max(v.capacity() + v.capacity() / 8).max(4 * extra);
-                v.reserve_exact(to - v.len());
-            }
-        }
-        grow(&mut self.keys, rows * self.nk);
-        grow(&mut self.cols, rows * width);
-        grow(&mut self.seq, rows);
-    }
-
     fn push(&mut self, keys: &[std::borrow::Cow<[Value]>], b: &Batch, row: usize, seq: u64) {
+        if self.len == 0 {
+            self.first_seq = seq;
+            self.width = b.cols.len();
+            let row_bytes = ((self.nk + b.cols.len()) * 32).max(32) as u64;
+            self.chunk = ((self.limit / 8 / row_bytes) as usize).clamp(256, CHUNK_ROWS);
+        }
+        if self.len % self.chunk == 0 {
+            self.keys.push(Vec::with_capacity(self.chunk * self.nk));
+            self.cols
+                .push(Vec::with_capacity(self.chunk * b.cols.len()));
+        }
+        let (kc, cc) = (
+            self.keys.last_mut().expect("a chunk"),
+            self.cols.last_mut().expect("a chunk"),
+        );
         for c in keys {
             let v = &c[row];
             self.heap += crate::value::heap_bytes(v) as u64;
-            self.keys.push(v.clone());
+            kc.push(v.clone());
         }
         for c in &b.cols {
             let v = &c[row];
             self.heap += crate::value::heap_bytes(v) as u64;
-            self.cols.push(v.clone());
+            cc.push(v.clone());
         }
-        self.seq.push(seq);
+        self.len += 1;
     }
 
-    /// Bytes held: the vectors' capacities and the values' heap.
+    /// Bytes held: the chunks' capacities and the values' heap.
     fn bytes(&self) -> u64 {
-        ((self.keys.capacity() + self.cols.capacity()) * 32 + self.seq.capacity() * 8) as u64
-            + self.heap
+        let slots: usize = self
+            .keys
+            .iter()
+            .chain(self.cols.iter())
+            .map(|c| c.capacity())
+            .sum();
+        (slots * 32 + (self.keys.capacity() + self.cols.capacity()) * 24) as u64 + self.heap
     }
 
     fn key(&self, i: usize) -> &[Value] {
-        &self.keys[i * self.nk..(i + 1) * self.nk]
+        let at = (i % self.chunk) * self.nk;
+        &self.keys[i / self.chunk][at..at + self.nk]
     }
 
     fn row(&self, i: usize) -> &[Value] {
-        &self.cols[i * self.width..(i + 1) * self.width]
+        let at = (i % self.chunk) * self.width;
+        &self.cols[i / self.chunk][at..at + self.width]
+    }
+
+    fn seq(&self, i: usize) -> u64 {
+        self.first_seq + i as u64
     }
 
     /// The rows' order (indices), as [`cmp_keys`] orders them: by a 128-bit prefix of
@@ -214,19 +232,19 @@ impl Flat {
                     return o;
                 }
             }
-            self.seq[a].cmp(&self.seq[b])
+            a.cmp(&b)
         };
         if self.nk == 0 {
-            return (0..self.len() as u32).collect();
+            return (0..self.len as u32).collect();
         }
         let flip = if desc[0] { u128::MAX } else { 0 };
-        let mut idx: Vec<(u128, u32)> = (0..self.len())
+        let mut idx: Vec<(u128, u32)> = (0..self.len)
             .map(|i| {
-                let p = quiver_engine::value::order_prefix(&self.keys[i * self.nk]);
+                let p = quiver_engine::value::order_prefix(&self.key(i)[0]);
                 (p ^ flip, i as u32)
             })
             .collect();
-        // Keys end with the arrival number, so no two rows are equal: unstable is exact.
+        // Ties end on the arrival order, so no two rows are equal: unstable is exact.
         idx.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| cmp(a.1 as usize, b.1 as usize)));
         idx.into_iter().map(|(_, i)| i).collect()
     }
@@ -240,16 +258,23 @@ impl Flat {
                 (
                     self.key(i as usize),
                     self.row(i as usize),
-                    self.seq[i as usize],
+                    self.seq(i as usize),
                 )
             }),
         )?;
-        // Emptied, and the memory given back: the next run grows from nothing.
         self.keys = Vec::new();
         self.cols = Vec::new();
-        self.seq = Vec::new();
+        self.len = 0;
         self.heap = 0;
         Ok(f)
+    }
+
+    /// Moves row `i`'s columns out (its slots are left null).
+    fn take_row(&mut self, i: usize) -> impl Iterator<Item = Value> + '_ {
+        let at = (i % self.chunk) * self.width;
+        self.cols[i / self.chunk][at..at + self.width]
+            .iter_mut()
+            .map(std::mem::take)
     }
 
     /// The rows in `order`, the first `limit`, as batches (values moved, not cloned).
@@ -261,9 +286,8 @@ impl Flat {
             let mut cols: Vec<Vec<Value>> =
                 (0..w).map(|_| Vec::with_capacity(chunk.len())).collect();
             for &i in chunk {
-                let at = i as usize * w;
-                for (j, c) in cols.iter_mut().enumerate() {
-                    c.push(std::mem::take(&mut self.cols[at + j]));
+                for (c, v) in cols.iter_mut().zip(self.take_row(i as usize)) {
+                    c.push(v);
                 }
             }
             out.push(Batch {
@@ -276,20 +300,13 @@ impl Flat {
 
     /// The rows in `order` as [`SortRow`]s (for the merge with spilled runs).
     fn into_sort_rows(mut self, order: &[u32]) -> Vec<SortRow> {
-        let (nk, w) = (self.nk, self.width);
         order
             .iter()
             .map(|&i| {
                 let i = i as usize;
-                let k: Vec<Value> = self.keys[i * nk..(i + 1) * nk]
-                    .iter_mut()
-                    .map(std::mem::take)
-                    .collect();
-                let c: Vec<Value> = self.cols[i * w..(i + 1) * w]
-                    .iter_mut()
-                    .map(std::mem::take)
-                    .collect();
-                (k, c, self.seq[i])
+                let k: Vec<Value> = self.key(i).to_vec();
+                let c: Vec<Value> = self.take_row(i).collect();
+                (k, c, self.seq(i))
             })
             .collect()
     }
@@ -383,7 +400,7 @@ impl Op for Sort {
         let mut grant = cx.budget.empty_grant("Sort");
         // Top-k's heap; a full sort holds its rows flat instead.
         let mut rows: Vec<SortRow> = Vec::new();
-        let mut flat = Flat::new(self.keys.len());
+        let mut flat = Flat::new(self.keys.len(), cx.budget.limit_bytes());
         let mut width = 0;
         let mut bytes = 0u64;
         // The rows vector's slots (its capacity), then what each row holds besides.
@@ -431,9 +448,6 @@ impl Op for Sort {
                 .iter()
                 .map(|(k, _)| crate::expr::col(&cx.env, k, &b))
                 .collect::<Result<_, _>>()?;
-            if top_k.is_none() {
-                flat.reserve(b.len, b.width());
-            }
             for row in 0..b.len {
                 seq += 1;
                 if top_k.is_none() {
