@@ -990,7 +990,9 @@ pub struct ParallelAggregate {
     pub filter: Option<CExpr>,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
-    pub out: Option<std::vec::IntoIter<Batch>>,
+    /// The result, made a batch at a time from the merged table (its grant held until
+    /// the last row).
+    pub out: Option<Rows>,
     pub peak: u64,
 }
 
@@ -1072,8 +1074,8 @@ impl Op for ParallelAggregate {
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         use rayon::prelude::*;
-        if let Some(it) = &mut self.out {
-            return Ok(it.next());
+        if let Some(rows) = &mut self.out {
+            return rows.next_batch();
         }
         let mut morsels = Vec::new();
         let n_nodes = cx.env.g.n_nodes();
@@ -1195,10 +1197,8 @@ impl Op for ParallelAggregate {
             account(&mut grant, merged.bytes(), "Aggregate")?;
         }
         self.peak = self.peak.max(grant.bytes());
-        Ok(emit(
-            &mut self.out,
-            merged.finish(&self.aggs, self.keys.len())?,
-        ))
+        self.out = Some(merged.into_rows(&self.aggs, Some(grant)));
+        self.out.as_mut().expect("set").next_batch()
     }
 }
 
