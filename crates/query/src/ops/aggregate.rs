@@ -765,10 +765,9 @@ pub struct Aggregate {
     pub input: BoxOp,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
-    out: Option<Rows>,
+    /// Its rows, then its spilled partitions (`None`: the input is not read yet).
+    out: Option<Drain>,
     pub peak: u64,
-    /// Spilled partitions not aggregated yet.
-    pending: Vec<super::spill::Partition>,
     /// The percentiles (evaluated once), carried to the partitions.
     extras: Vec<Option<Value>>,
 }
@@ -781,7 +780,6 @@ impl Aggregate {
             aggs,
             out: None,
             peak: 0,
-            pending: Vec::new(),
             extras: Vec::new(),
         }
     }
@@ -880,6 +878,55 @@ pub(crate) fn aggregate_pass(
     }
 }
 
+/// What an aggregation or a DISTINCT hands out after its input: the rows being handed
+/// out, then the spilled partitions, each aggregated on its own (one level deeper).
+#[derive(Default)]
+pub(crate) struct Drain {
+    out: Option<Rows>,
+    pending: Vec<super::spill::Partition>,
+}
+
+impl Drain {
+    /// The next batch; partitions' records are `n_keys` keys, then `aggs`' states.
+    fn next(
+        &mut self,
+        cx: &mut Cx,
+        n_keys: usize,
+        aggs: &[AggSpec],
+        extras: &[Option<Value>],
+        peak: &mut u64,
+    ) -> Result<Option<Batch>, QueryError> {
+        loop {
+            if let Some(b) = self
+                .out
+                .as_mut()
+                .map(|r| r.next_batch())
+                .transpose()?
+                .flatten()
+            {
+                return Ok(Some(b));
+            }
+            let Some(part) = self.pending.pop() else {
+                return Ok(None);
+            };
+            cx.check_cancel()?;
+            let keys: Vec<CExpr> = (0..n_keys).map(CExpr::Slot).collect();
+            let level = part.level + 1;
+            let (rows, parts, _, p) = aggregate_pass(
+                cx,
+                PassInput::States(part),
+                &keys,
+                aggs,
+                Some(extras.to_vec()),
+                level,
+            )?;
+            *peak = (*peak).max(p);
+            self.pending.extend(parts);
+            self.out = Some(rows);
+        }
+    }
+}
+
 impl Op for Aggregate {
     fn mem_peak(&self) -> u64 {
         self.peak
@@ -898,40 +945,17 @@ impl Op for Aggregate {
                 )
             })?;
             self.peak = peak;
-            self.pending = parts;
             self.extras = extras;
-            self.out = Some(rows);
+            self.out = Some(Drain {
+                out: Some(rows),
+                pending: parts,
+            });
         }
-        loop {
-            if let Some(b) = self
-                .out
-                .as_mut()
-                .map(|r| r.next_batch())
-                .transpose()?
-                .flatten()
-            {
-                return Ok(Some(b));
-            }
-            // The groups in memory are out: a spilled partition next, on its own.
-            let Some(part) = self.pending.pop() else {
-                return Ok(None);
-            };
-            cx.check_cancel()?;
-            // Records of partial states: keys and states by position.
-            let keys: Vec<CExpr> = (0..self.keys.len()).map(CExpr::Slot).collect();
-            let level = part.level + 1;
-            let (rows, parts, _, peak) = aggregate_pass(
-                cx,
-                PassInput::States(part),
-                &keys,
-                &self.aggs,
-                Some(self.extras.clone()),
-                level,
-            )?;
-            self.peak = self.peak.max(peak);
-            self.pending.extend(parts);
-            self.out = Some(rows);
-        }
+        let (nk, aggs, extras) = (self.keys.len(), &self.aggs, &self.extras);
+        self.out
+            .as_mut()
+            .expect("set")
+            .next(cx, nk, aggs, extras, &mut self.peak)
     }
 }
 
@@ -1251,8 +1275,7 @@ pub struct Distinct {
     /// input, the partitions, each deduplicated on its own as an aggregation by every
     /// column, and the rows of the one being handed out.
     parts: Option<super::spill::Partitions>,
-    pending: Vec<super::spill::Partition>,
-    out: Option<Rows>,
+    drain: Drain,
     input_done: bool,
 }
 
@@ -1268,36 +1291,16 @@ impl Distinct {
             grant: None,
             bytes: 0,
             parts: None,
-            pending: Vec::new(),
-            out: None,
+            drain: Drain::default(),
             input_done: false,
         }
     }
 
-    /// The spilled rows, deduplicated partition by partition.
+    /// The spilled rows, deduplicated partition by partition: records of a grouping by
+    /// every column, without aggregates.
     fn next_spilled(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        loop {
-            if let Some(b) = self
-                .out
-                .as_mut()
-                .map(|r| r.next_batch())
-                .transpose()?
-                .flatten()
-            {
-                return Ok(Some(b));
-            }
-            let Some(part) = self.pending.pop() else {
-                return Ok(None);
-            };
-            cx.check_cancel()?;
-            // Its rows are records of a grouping by every column, without aggregates.
-            let keys: Vec<CExpr> = (0..self.width).map(CExpr::Slot).collect();
-            let level = part.level + 1;
-            let (rows, parts, _, _) =
-                aggregate_pass(cx, PassInput::States(part), &keys, &[], None, level)?;
-            self.pending.extend(parts);
-            self.out = Some(rows);
-        }
+        let mut peak = 0;
+        self.drain.next(cx, self.width, &[], &[], &mut peak)
     }
 }
 
@@ -1410,7 +1413,7 @@ impl Op for Distinct {
         }
         self.input_done = true;
         if let Some(p) = self.parts.take() {
-            self.pending = p.finish(self.width)?;
+            self.drain.pending = p.finish(self.width)?;
             // The rows seen are out; the partitions need the memory now.
             self.seen = HashSet::new();
             self.seen_one = HashSet::new();
