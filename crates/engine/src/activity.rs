@@ -4,6 +4,7 @@
 //! A query registers when it starts and is removed when its [`Running`] ticket drops,
 //! however it ends.
 
+use crate::store::lock;
 use quiver_common::memory::MemoryBudget;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,10 +76,6 @@ impl Drop for Running {
     fn drop(&mut self) {
         lock(&self.activity.running).remove(&self.id);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

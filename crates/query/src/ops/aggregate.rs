@@ -217,7 +217,8 @@ pub struct GroupTable {
     nodes: Vec<u32>,
     /// `count(*)` per node id, for a table keyed by one node whose aggregates are all
     /// `count(*)` (the in-degree of every node): a counter per node, 8 bytes, instead of
-    /// a group; made groups by [`flush_node_counts`](Self::flush_node_counts).
+    /// a group; they become rows in [`into_rows`](Self::into_rows) (or groups, by
+    /// [`flush_node_counts`](Self::flush_node_counts), when the table is merged).
     node_counts: Vec<i64>,
     counts_only: bool,
     /// The group of the null key (one key).
@@ -508,16 +509,36 @@ impl GroupTable {
         states: Vec<AggState>,
         aggs: &[AggSpec],
     ) -> Result<(), QueryError> {
+        self.fold(key, states.into_iter().map(|s| (s, None)), aggs)
+    }
+
+    /// Folds partial states into the group of `key`; a DISTINCT aggregate's comes as
+    /// the values it has seen, each counted here if it is new here.
+    fn fold(
+        &mut self,
+        key: Vec<Value>,
+        states: impl Iterator<Item = (AggState, Option<Arc<Vec<Value>>>)>,
+        aggs: &[AggSpec],
+    ) -> Result<(), QueryError> {
         let gi = if key.is_empty() {
             0
         } else {
-            let cols: Vec<Vec<Value>> = key.into_iter().map(|k| vec![k]).collect();
+            let cols: Vec<[Value; 1]> = key.into_iter().map(|k| [k]).collect();
             self.group_of(&cols, 0, aggs)
         };
         let base = gi * self.n_aggs;
-        for (i, o) in states.into_iter().enumerate() {
-            let s = &mut self.states[base + i];
-            match (s, o) {
+        for (i, (o, seen)) in states.enumerate() {
+            if let Some(seen) = seen {
+                for x in seen.iter() {
+                    if self.seen[base + i].insert(Key(x.clone())) {
+                        self.heap += 48 + crate::value::heap_bytes(x) as u64;
+                        self.heap +=
+                            agg_update(aggs[i].func, &mut self.states[base + i], x)? as u64;
+                    }
+                }
+                continue;
+            }
+            match (&mut self.states[base + i], o) {
                 (AggState::Count(a), AggState::Count(b)) => *a += b,
                 (AggState::Avg(a, n), AggState::Avg(b, m)) => {
                     *a += b;
@@ -597,65 +618,35 @@ impl GroupTable {
     ) -> Result<(), QueryError> {
         let bad = || QueryError::Argument("a spilled aggregation record is malformed".into());
         let key: Vec<Value> = rec.by_ref().take(self.n_keys).collect();
-        let gi = if key.is_empty() {
-            0
-        } else {
-            let cols: Vec<[Value; 1]> = key.into_iter().map(|k| [k]).collect();
-            self.group_of(&cols, 0, aggs)
-        };
-        let base = gi * self.n_aggs;
-        for (i, a) in aggs.iter().enumerate() {
+        let mut states = Vec::with_capacity(aggs.len());
+        for a in aggs {
             let v = rec.next().ok_or_else(bad)?;
             if a.distinct {
-                // The values seen decide: each one new here counts.
                 let Some(Value::List(seen)) = rec.next() else {
                     return Err(bad());
                 };
-                for x in seen.iter() {
-                    if self.seen[base + i].insert(Key(x.clone())) {
-                        self.heap += 48 + crate::value::heap_bytes(x) as u64;
-                        self.heap += agg_update(a.func, &mut self.states[base + i], x)? as u64;
-                    }
-                }
+                states.push((AggState::Count(0), Some(seen)));
                 continue;
             }
-            let st = &mut self.states[base + i];
-            match (st, v) {
-                (AggState::Count(c), Value::Int(x)) => *c += x,
-                (AggState::Avg(sum, n), Value::List(l)) => match &l[..] {
-                    [Value::Float(s2), Value::Int(n2)] => {
-                        *sum += s2;
-                        *n += n2;
-                    }
+            let st = match (agg_init(a.func), v) {
+                (AggState::Count(_), Value::Int(x)) => AggState::Count(x),
+                (AggState::Avg(..), Value::List(l)) => match &l[..] {
+                    [Value::Float(sum), Value::Int(n)] => AggState::Avg(*sum, *n),
                     _ => return Err(bad()),
                 },
-                (AggState::List(l), Value::List(more)) => {
-                    let before = l.capacity();
-                    self.heap += more
-                        .iter()
-                        .map(|v| crate::value::heap_bytes(v) as u64)
-                        .sum::<u64>();
-                    l.extend(more.iter().cloned());
-                    self.heap += (l.capacity() - before) as u64 * 32;
+                (AggState::List(_), Value::List(l)) => {
+                    AggState::List(Arc::try_unwrap(l).unwrap_or_else(|l| (*l).clone()))
                 }
-                (st @ (AggState::Sum(_) | AggState::Best(_)), v) => {
+                (AggState::Sum(_), v) => AggState::Sum(v),
+                (AggState::Best(_), v) => {
                     self.heap += crate::value::heap_bytes(&v) as u64;
-                    agg_update(a.func, st, &v)?;
+                    AggState::Best(v)
                 }
                 _ => return Err(bad()),
-            }
+            };
+            states.push((st, None));
         }
-        Ok(())
-    }
-
-    /// The result rows, all at once (see [`into_rows`](Self::into_rows)).
-    pub fn finish(self, aggs: &[AggSpec], _n_keys: usize) -> Result<Vec<Batch>, QueryError> {
-        let mut f = self.into_rows(aggs, None);
-        let mut out = Vec::new();
-        while let Some(b) = f.next_batch()? {
-            out.push(b);
-        }
-        Ok(out)
+        self.fold(key, states.into_iter(), aggs)
     }
 
     /// The result rows (keys, then one value per aggregate), made a batch at a time as

@@ -116,6 +116,13 @@ fn emit(out: &mut Option<std::vec::IntoIter<Batch>>, batches: Vec<Batch>) -> Opt
     first
 }
 
+/// Grows `grant` to `bytes` without waiting, in steps of 1/8 so that accounting is not
+/// paid per row; false when the limit refuses.
+fn grow(grant: &mut Grant, bytes: u64) -> bool {
+    let want = bytes.max(grant.bytes() + grant.bytes() / 8);
+    bytes <= grant.bytes() || grant.try_resize(want).is_ok() || grant.try_resize(bytes).is_ok()
+}
+
 /// Grows `grant` to `bytes`, waiting while other queries hold the database's memory
 /// (see [`quiver_common::memory`]), or fails naming `operator`.
 pub(crate) fn account(
@@ -123,12 +130,7 @@ pub(crate) fn account(
     bytes: u64,
     operator: &'static str,
 ) -> Result<(), QueryError> {
-    if bytes <= grant.bytes() {
-        return Ok(());
-    }
-    // Grow in steps of 1/8 so that accounting is not paid per row.
-    let want = bytes.max(grant.bytes() + grant.bytes() / 8);
-    if grant.try_resize(want).is_ok() {
+    if grow(grant, bytes) {
         return Ok(());
     }
     grant
@@ -145,11 +147,7 @@ pub(crate) fn account_or_spill(
     bytes: u64,
     operator: &'static str,
 ) -> Result<bool, QueryError> {
-    if bytes <= grant.bytes() {
-        return Ok(true);
-    }
-    let want = bytes.max(grant.bytes() + grant.bytes() / 8);
-    if grant.try_resize(want).is_ok() || grant.try_resize(bytes).is_ok() {
+    if grow(grant, bytes) {
         return Ok(true);
     }
     let b = grant.budget();

@@ -89,46 +89,6 @@ fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryEr
     Ok(Some((vals, cols, seq)))
 }
 
-/// Sorts `rows` as [`cmp_keys`] orders them: by a 128-bit prefix of the first key
-/// ([`quiver_engine::value::order_prefix`], inverted when descending) in a compact array
-/// of (prefix, index), comparing rows themselves only where prefixes tie; then moves
-/// the rows into that order in place. Comparing rows directly chases two pointers per
-/// comparison (their key vectors): 40% of a sort of 1.6M rows went to it.
-fn sort_rows(rows: &mut [SortRow], desc: &[bool]) {
-    if rows.len() < 64 || rows.first().is_none_or(|r| r.0.is_empty()) {
-        rows.sort_by(|a, b| cmp_keys(desc, a, b));
-        return;
-    }
-    let flip = if desc[0] { u128::MAX } else { 0 };
-    let mut idx: Vec<(u128, u32)> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (quiver_engine::value::order_prefix(&r.0[0]) ^ flip, i as u32))
-        .collect();
-    // Keys end with the arrival number, so no two rows are equal: unstable is exact.
-    idx.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| cmp_keys(desc, &rows[a.1 as usize], &rows[b.1 as usize]))
-    });
-    // Position k takes the row at idx[k].1: follow each cycle of the permutation.
-    const DONE: u32 = u32::MAX;
-    for start in 0..idx.len() {
-        if idx[start].1 == DONE {
-            continue;
-        }
-        let mut j = start;
-        loop {
-            let k = idx[j].1 as usize;
-            idx[j].1 = DONE;
-            if k == start {
-                break;
-            }
-            rows.swap(j, k);
-            j = k;
-        }
-    }
-}
-
 /// Rows a chunk of [`Flat`] holds.
 const CHUNK_ROWS: usize = 16 << 10;
 
@@ -542,7 +502,8 @@ impl Op for Sort {
             let batches = flat.into_batches(&order, self.limit);
             return Ok(emit(&mut self.out, batches));
         }
-        sort_rows(&mut rows, &desc);
+        // Top-k: its heap, at most TOP_K_MAX rows, in order.
+        rows.sort_by(cmp_rows);
         if let Some(l) = self.limit {
             rows.truncate(l);
         }

@@ -10,7 +10,7 @@
 //! operators do). Values use the log's encoding (`engine::wal::encode_value`).
 
 use super::*;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
 
 /// Files a spill splits its rows into.
@@ -81,7 +81,7 @@ impl Partitions {
     ) -> Result<(), QueryError> {
         let mut h = self.hasher.build_hasher();
         for k in key {
-            crate::value::Key(k.clone()).hash(&mut h);
+            crate::value::hash_value(k, &mut h);
         }
         let p = (h.finish() >> 32) as usize % PARTITIONS;
         self.buf.clear();
