@@ -21,7 +21,10 @@ use clap::{Parser, Subcommand};
 fn tune_allocator() {
     // SAFETY: mallopt only sets allocator parameters; called before any thread starts.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+        libc::mallopt(
+            libc::M_MMAP_THRESHOLD,
+            quiver_common::memory::MMAP_THRESHOLD as i32,
+        );
         libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }

@@ -631,6 +631,11 @@ mod tests {
     }
 }
 
+/// Allocations of this size and more come from the system and go back to it when freed
+/// (the `quiver` command sets glibc's `M_MMAP_THRESHOLD` to it): a buffer that is to be
+/// given back mid-work should be at least this large.
+pub const MMAP_THRESHOLD: usize = 4 << 20;
+
 /// Gives the allocator's free memory back to the system (glibc's `malloc_trim`: every
 /// arena, not only the top of the main one that `M_TRIM_THRESHOLD` trims). Called after
 /// work that held a lot and let it go (a big query, a freed delta), so that a process at

@@ -383,6 +383,66 @@ pub fn order_prefix(v: &Value) -> u128 {
     ((v.kind() as u128) << 120) | payload
 }
 
+/// Whether [`order_prefix`] holds all of `v` as [`order`] sees it, so that equal prefixes
+/// mean equal values and [`from_order_prefix`] gives back a value that orders as `v`
+/// does: null, booleans, dates, local times and date-times, nodes, floats, integers
+/// below 2^53 (exact as `f64`), and strings of at most 15 bytes with no NUL byte.
+pub fn order_prefix_exact(v: &Value) -> bool {
+    match v {
+        Value::Null
+        | Value::Bool(_)
+        | Value::Float(_)
+        | Value::Date(_)
+        | Value::LocalTime(_)
+        | Value::LocalDateTime(_)
+        | Value::Node(_) => true,
+        Value::Int(x) => x.unsigned_abs() < 1 << 53,
+        Value::Str(s) => s.len() <= 15 && !s.as_bytes().contains(&0),
+        _ => false,
+    }
+}
+
+/// A value that orders as the one an exact prefix ([`order_prefix_exact`]) was made of:
+/// the same value, except that whole numbers below 2^53 come back as integers and
+/// others as floats ([`order`] compares integers and floats by value). `None` for a prefix no exact value gives.
+pub fn from_order_prefix(p: u128) -> Option<Value> {
+    const SIGN: u64 = 1 << 63;
+    let kind = (p >> 120) as u8;
+    let word = (p >> 56) as u64;
+    let signed = (word ^ SIGN) as i64;
+    Some(match kind {
+        15 => Value::Null,
+        14 => {
+            let x = f64::from_bits(if word & SIGN != 0 {
+                word & !SIGN
+            } else {
+                !word
+            });
+            // A whole number as an integer: against a large integer `order` compares
+            // integers exactly and a float only as `f64`.
+            if x.fract() == 0.0 && x.abs() < (1u64 << 53) as f64 {
+                Value::Int(x as i64)
+            } else {
+                Value::Float(x)
+            }
+        }
+        13 => Value::Bool(word != 0),
+        12 => {
+            let b = (p << 8).to_be_bytes();
+            let n = b.iter().position(|&x| x == 0).unwrap_or(16).min(15);
+            Value::Str(Arc::from(std::str::from_utf8(&b[..n]).ok()?))
+        }
+        9 => Value::LocalTime(signed),
+        7 => Value::Date(signed),
+        6 => Value::LocalDateTime(Stamp {
+            secs: signed,
+            nanos: ((p >> 24) & 0xffff_ffff) as u32,
+        }),
+        1 => Value::Node(word),
+        _ => return None,
+    })
+}
+
 /// Cypher's total order for ORDER BY: types by rank, values within a type; numbers compare
 /// numerically with NaN after every other number; null last.
 pub fn order(a: &Value, b: &Value) -> Ordering {
@@ -566,6 +626,23 @@ mod tests {
             let (pa, pb) = (order_prefix(&a), order_prefix(&b));
             if pa != pb {
                 proptest::prop_assert_eq!(pa.cmp(&pb), order(&a, &b), "{:?} {:?}", a, b);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// An exact prefix is the whole value: equal prefixes mean equal values, and the
+        /// value made back from it orders as the original against any other value.
+        #[test]
+        fn exact_prefixes_give_their_value_back(a in arb_value(), b in arb_value()) {
+            let (pa, pb) = (order_prefix(&a), order_prefix(&b));
+            if order_prefix_exact(&a) {
+                let back = from_order_prefix(pa).expect("an exact prefix decodes");
+                proptest::prop_assert_eq!(order_prefix(&back), pa);
+                proptest::prop_assert_eq!(order(&back, &b), order(&a, &b), "{:?} {:?}", a, b);
+                if order_prefix_exact(&b) && pa == pb {
+                    proptest::prop_assert_eq!(order(&a, &b), Ordering::Equal);
+                }
             }
         }
     }

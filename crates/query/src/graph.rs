@@ -557,7 +557,30 @@ impl<'db> Graph<'db> {
         name: &str,
         out: &mut Vec<Value>,
     ) -> Result<(), QueryError> {
+        if let Some((lo, hi)) = self.consecutive_live(nodes) {
+            return self.node_prop_range(lo, hi, name, out);
+        }
         self.node_prop_batch_map(nodes, name, out, &|c, i, t| Ok(chunk_value(c, i, t)), &Ok)
+    }
+
+    /// `Some(lo..hi)` when `nodes` are the nodes `lo, lo + 1, ..., hi - 1` in order and
+    /// none is deleted in this transaction (a scan's batch): their properties are then
+    /// read a column run at a time.
+    fn consecutive_live(&self, nodes: &[Value]) -> Option<(u64, u64)> {
+        let Some(Value::Node(lo)) = nodes.first() else {
+            return None;
+        };
+        let lo = *lo;
+        let run = nodes
+            .iter()
+            .zip(lo..)
+            .all(|(v, n)| matches!(v, Value::Node(m) if *m == n));
+        let hi = lo + nodes.len() as u64;
+        let live = || {
+            self.delta()
+                .is_none_or(|d| !d.nodes.range(lo..hi).any(|(_, r)| r.deleted))
+        };
+        (run && live()).then_some((lo, hi))
     }
 
     /// As [`node_prop_batch`](Self::node_prop_batch), with each value mapped on its way
@@ -570,13 +593,12 @@ impl<'db> Graph<'db> {
         nodes: &[Value],
         name: &str,
         out: &mut Vec<Value>,
-        seg: &dyn Fn(
-            &quiver_format::column::ColumnChunk<'_>,
-            usize,
-            DataType,
-        ) -> Result<Value, QueryError>,
-        val: &dyn Fn(Value) -> Result<Value, QueryError>,
+        seg: &SegRead<'_>,
+        val: &ValMap<'_>,
     ) -> Result<(), QueryError> {
+        if let Some((lo, hi)) = self.consecutive_live(nodes) {
+            return self.node_prop_range_map(lo, hi, name, out, seg, val);
+        }
         let base = out.len();
         out.resize(base + nodes.len(), Value::Null);
         let d = self.delta();

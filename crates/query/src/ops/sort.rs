@@ -1,21 +1,60 @@
-//! ORDER BY: a full sort or a top-k heap, under the query's memory grant. A full sort
-//! whose rows outgrow the grant spills (seed 001's lesson: big work goes to a temporary
-//! directory rather than failing): each time the grant is full the rows held are sorted
-//! and written as a run to a temporary file, and the runs are merged as the output is
-//! read.
+//! ORDER BY: a full sort or a top-k heap, under the query's memory grant.
+//!
+//! A full sort holds its rows flat ([`Flat`]): every sort key as a normalized key (two
+//! words of [`quiver_engine::value::order_prefix`], inverted when descending; DuckDB's
+//! normalized keys, in spirit), then the row's index, in chunks that are each sorted as
+//! plain integers and merged as the output is read. A key's values are kept only once
+//! one of them is not whole in its prefix (a long string, a list, a large integer); ties
+//! of such prefixes then compare the values. No value object is kept a key a row.
+//!
+//! A full sort whose rows outgrow the grant spills (seed 001's lesson: big work goes to
+//! a temporary directory rather than failing): each time the grant is full the rows held
+//! are sorted and written as a run to a temporary file, and the runs are merged as the
+//! output is read.
 
 use super::*;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 
-/// ORDER BY (with LIMIT: a bounded top-k).
+/// ORDER BY (with LIMIT: a bounded top-k), giving out its rows from `skip` on.
 pub struct Sort {
-    pub input: BoxOp,
-    pub keys: Vec<(CExpr, bool)>,
-    pub limit: Option<usize>,
-    pub out: Option<std::vec::IntoIter<Batch>>,
-    pub peak: u64,
+    input: BoxOp,
+    keys: Vec<(CExpr, bool)>,
+    /// Rows wanted from the start of the order (SKIP + LIMIT), `None`: all.
+    limit: Option<usize>,
+    /// Rows of the order left out (SKIP): passed over without being made.
+    skip: usize,
+    /// Columns of a row carried through the sort: the first ones (what is above reads
+    /// only the projection's items, not the columns the keys were computed from).
+    carry: usize,
+    out: Option<std::vec::IntoIter<Batch>>,
+    peak: u64,
     /// The merge of spilled runs, once the input is read (`None`: nothing spilled).
-    pub merge: Option<Merge>,
+    merge: Option<Merge>,
+    /// The sorted rows, in memory, given out a batch at a time, with their grant and
+    /// how many rows are still to be given out.
+    sorted: Option<(Flat, Grant, Option<usize>)>,
+}
+
+impl Sort {
+    pub fn new(
+        input: BoxOp,
+        keys: Vec<(CExpr, bool)>,
+        limit: Option<usize>,
+        skip: usize,
+        carry: usize,
+    ) -> Sort {
+        Sort {
+            input,
+            keys,
+            limit,
+            skip,
+            carry,
+            out: None,
+            peak: 0,
+            merge: None,
+            sorted: None,
+        }
+    }
 }
 
 /// Sorted runs being merged: a reader per run file and its next row, plus the rows that
@@ -26,39 +65,62 @@ pub struct Merge {
     last_head: Option<SortRow>,
     desc: Vec<bool>,
     width: usize,
+    /// Rows still to pass over before the first one given out (SKIP).
+    skip: usize,
     left: Option<usize>,
 }
 
-/// Writes sorted `rows` as a run: per row its keys, its columns and its arrival number,
-/// in the log's value encoding, to an unnamed temporary file in `dir` (gone when closed,
+fn spill_error(dir: &std::path::Path, e: std::io::Error) -> QueryError {
+    QueryError::Argument(format!(
+        "ORDER BY could not spill to the temporary directory {} ({e}); give one with room (--temp-dir)",
+        dir.display()
+    ))
+}
+
+/// A sorted run being written: per row its keys, its columns and its arrival number, in
+/// the log's value encoding, to an unnamed temporary file in `dir` (gone when closed,
 /// whatever happens to the process).
-fn write_run<'r>(
-    dir: &std::path::Path,
-    rows: impl Iterator<Item = (&'r [Value], &'r [Value], u64)>,
-) -> Result<std::fs::File, QueryError> {
-    let io = |e: std::io::Error| {
-        QueryError::Argument(format!(
-            "ORDER BY could not spill to the temporary directory {} ({e}); give one with room (--temp-dir)",
-            dir.display()
-        ))
-    };
-    let file = tempfile::tempfile_in(dir).map_err(io)?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    let mut buf = Vec::new();
-    for (keys, cols, seq) in rows {
+struct RunWriter<'d> {
+    w: BufWriter<std::fs::File>,
+    buf: Vec<u8>,
+    dir: &'d std::path::Path,
+}
+
+impl<'d> RunWriter<'d> {
+    fn new(dir: &'d std::path::Path) -> Result<RunWriter<'d>, QueryError> {
+        let file = tempfile::tempfile_in(dir).map_err(|e| spill_error(dir, e))?;
+        Ok(RunWriter {
+            w: BufWriter::with_capacity(1 << 20, file),
+            buf: Vec::new(),
+            dir,
+        })
+    }
+
+    fn push(&mut self, keys: &[Value], cols: &[Value], seq: u64) -> Result<(), QueryError> {
+        let buf = &mut self.buf;
         buf.clear();
         buf.extend_from_slice(&(keys.len() as u32).to_le_bytes());
         buf.extend_from_slice(&(cols.len() as u32).to_le_bytes());
         buf.extend_from_slice(&seq.to_le_bytes());
         for v in keys.iter().chain(cols.iter()) {
-            quiver_engine::wal::encode_value(&mut buf, v);
+            quiver_engine::wal::encode_value(buf, v);
         }
-        w.write_all(&(buf.len() as u32).to_le_bytes()).map_err(io)?;
-        w.write_all(&buf).map_err(io)?;
+        self.w
+            .write_all(&(self.buf.len() as u32).to_le_bytes())
+            .and_then(|()| self.w.write_all(&self.buf))
+            .map_err(|e| spill_error(self.dir, e))
     }
-    let mut file = w.into_inner().map_err(|e| io(e.into_error()))?;
-    std::io::Seek::rewind(&mut file).map_err(io)?;
-    Ok(file)
+
+    /// The run, rewound to its start.
+    fn finish(self) -> Result<std::fs::File, QueryError> {
+        let dir = self.dir;
+        let mut file = self
+            .w
+            .into_inner()
+            .map_err(|e| spill_error(dir, e.into_error()))?;
+        std::io::Seek::rewind(&mut file).map_err(|e| spill_error(dir, e))?;
+        Ok(file)
+    }
 }
 
 /// The next row of a run, `None` at its end.
@@ -89,85 +151,187 @@ fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryEr
     Ok(Some((vals, cols, seq)))
 }
 
-/// Rows a chunk of [`Flat`] holds.
-const CHUNK_ROWS: usize = 16 << 10;
+/// Rows a chunk of [`Flat`] holds: at least this many, and enough that a chunk of words
+/// comes from the system and goes back to it when freed
+/// ([`quiver_common::memory::MMAP_THRESHOLD`]: the sort frees each chunk as it gathers
+/// the words into one run); fewer under a small limit (an eighth of it).
+const CHUNK_ROWS: usize = 64 << 10;
 
-/// The rows of a full sort, held flat: every row's keys and its columns in chunks of
-/// rows, each allocated once at its full size (no allocation a row, and
-/// no vector that doubles and copies: a copy holds old and new at once, past what is
-/// counted). Rows arrive in order, so row `i`'s arrival number is `first_seq + i`.
+/// Keys that get normalized words of their own; keys past these compare by value on a
+/// tie of the first ones.
+const NORM_KEYS: usize = 4;
+
+/// The rows of a full sort, held flat, in chunks of rows each allocated once at its full
+/// size (no allocation a row, and no vector that doubles and copies: a copy holds old and
+/// new at once, past what is counted):
+/// - `words`: per row, two words per normalized key, then the row's index (so a chunk
+///   sorts as plain `[u64; K]` arrays when every key is whole in its words);
+/// - `vals`: per key, its values, only once one of them was not whole in its prefix
+///   (the values of the rows before are made back from their prefixes);
+/// - `cols`: the row's columns.
+///
+/// Rows arrive in order, so row `i`'s arrival number is `first_seq + i`. Once sorted,
+/// the chunks are merged by a heap of chunk cursors as rows are taken out.
 struct Flat {
     nk: usize,
+    /// Keys with words: `min(nk, NORM_KEYS)`.
+    nn: usize,
+    /// Words a row: `2 * nn + 1`.
+    stride: usize,
+    desc: Vec<bool>,
     width: usize,
-    /// Rows a chunk holds: [`CHUNK_ROWS`], fewer under a small limit (an eighth of it).
     chunk: usize,
     limit: u64,
-    keys: Vec<Vec<Value>>,
+    words: Vec<Vec<u64>>,
+    vals: Vec<Option<Vec<Vec<Value>>>>,
     cols: Vec<Vec<Value>>,
     len: usize,
     first_seq: u64,
-    /// What the values hold on the heap.
-    heap: u64,
+    /// What the held values hold on the heap.
+    heap_bytes: u64,
+    /// Once sorted: every row's words in one run, in order, and the next row to give.
+    sorted: Vec<u64>,
+    at: usize,
+    /// Or, sorted for output only, each row as one integer ([`Flat::sort_for_output`]).
+    packed: Vec<u128>,
+    /// [`Flat::plain`], as it was when sorted.
+    is_plain: bool,
 }
 
 impl Flat {
-    fn new(nk: usize, limit: u64) -> Flat {
+    fn new(desc: &[bool], limit: u64) -> Flat {
+        let nk = desc.len();
+        let nn = nk.min(NORM_KEYS);
         Flat {
             nk,
+            nn,
+            stride: 2 * nn + 1,
+            desc: desc.to_vec(),
             width: 0,
             chunk: CHUNK_ROWS,
             limit,
-            keys: Vec::new(),
+            words: Vec::new(),
+            vals: (0..nk).map(|j| (j >= nn).then(Vec::new)).collect(),
             cols: Vec::new(),
             len: 0,
             first_seq: 0,
-            heap: 0,
+            heap_bytes: 0,
+            sorted: Vec::new(),
+            at: 0,
+            packed: Vec::new(),
+            is_plain: false,
         }
     }
 
+    fn flip(&self, j: usize) -> u128 {
+        if self.desc[j] {
+            u128::MAX
+        } else {
+            0
+        }
+    }
+
+    /// Holds row `row` of `b`: its keys, and its first `self.width` columns.
     fn push(&mut self, keys: &[std::borrow::Cow<[Value]>], b: &Batch, row: usize, seq: u64) {
         if self.len == 0 {
             self.first_seq = seq;
-            self.width = b.cols.len();
-            let row_bytes = ((self.nk + b.cols.len()) * 32).max(32) as u64;
-            self.chunk = ((self.limit / 8 / row_bytes) as usize).clamp(256, CHUNK_ROWS);
+            let row_bytes = (self.stride * 8 + self.width * 32).max(32) as u64;
+            let most =
+                CHUNK_ROWS.max(quiver_common::memory::MMAP_THRESHOLD / (self.stride * 8) + 1);
+            self.chunk = ((self.limit / 8 / row_bytes) as usize).clamp(256, most);
         }
         if self.len % self.chunk == 0 {
-            self.keys.push(Vec::with_capacity(self.chunk * self.nk));
-            self.cols
-                .push(Vec::with_capacity(self.chunk * b.cols.len()));
+            // The first chunk grows as rows come (a small sort holds little); the next
+            // ones are made at their full size.
+            let (chunk, width) = (self.chunk, self.width);
+            let rows = if self.len == 0 { 0 } else { chunk };
+            self.words.push(Vec::with_capacity(rows * self.stride));
+            self.cols.push(Vec::with_capacity(rows * width));
+            for v in self.vals.iter_mut().flatten() {
+                v.push(Vec::with_capacity(rows));
+            }
+        } else if self.len < self.chunk && self.words[0].len() == self.words[0].capacity() {
+            let rows = (self.len * 2).clamp(64, self.chunk) - self.len;
+            self.words[0].reserve_exact(rows * self.stride);
+            self.cols[0].reserve_exact(rows * self.width);
+            for v in self.vals.iter_mut().flatten() {
+                v[0].reserve_exact(rows);
+            }
         }
-        let (kc, cc) = (
-            self.keys.last_mut().expect("a chunk"),
-            self.cols.last_mut().expect("a chunk"),
-        );
-        for c in keys {
+        for (j, c) in keys.iter().enumerate() {
             let v = &c[row];
-            self.heap += crate::value::heap_bytes(v) as u64;
-            kc.push(v.clone());
+            if j < self.nn {
+                let p = quiver_engine::value::order_prefix(v) ^ self.flip(j);
+                let w = self.words.last_mut().expect("a chunk");
+                w.push((p >> 64) as u64);
+                w.push(p as u64);
+                if self.vals[j].is_none() && !quiver_engine::value::order_prefix_exact(v) {
+                    self.keep_values(j);
+                }
+            }
+            if let Some(vs) = &mut self.vals[j] {
+                self.heap_bytes += crate::value::heap_bytes(v) as u64;
+                vs.last_mut().expect("a chunk").push(v.clone());
+            }
         }
-        for c in &b.cols {
+        self.words
+            .last_mut()
+            .expect("a chunk")
+            .push(self.len as u64);
+        let cc = self.cols.last_mut().expect("a chunk");
+        for c in &b.cols[..self.width] {
             let v = &c[row];
-            self.heap += crate::value::heap_bytes(v) as u64;
+            self.heap_bytes += crate::value::heap_bytes(v) as u64;
             cc.push(v.clone());
         }
         self.len += 1;
     }
 
-    /// Bytes held: the chunks' capacities and the values' heap.
-    fn bytes(&self) -> u64 {
-        let slots: usize = self
-            .keys
-            .iter()
-            .chain(self.cols.iter())
-            .map(|c| c.capacity())
-            .sum();
-        (slots * 32 + (self.keys.capacity() + self.cols.capacity()) * 24) as u64 + self.heap
+    /// Holds a row given as its key values and columns (`cols` as wide as
+    /// `self.width`).
+    fn push_values(&mut self, keys: Vec<Value>, cols: Vec<Value>, seq: u64) {
+        let keys: Vec<std::borrow::Cow<[Value]>> = keys
+            .into_iter()
+            .map(|v| std::borrow::Cow::Owned(vec![v]))
+            .collect();
+        let b = Batch {
+            cols: cols.into_iter().map(|v| vec![v]).collect(),
+            len: 1,
+        };
+        self.push(&keys, &b, 0, seq);
     }
 
-    fn key(&self, i: usize) -> &[Value] {
-        let at = (i % self.chunk) * self.nk;
-        &self.keys[i / self.chunk][at..at + self.nk]
+    /// From now on keeps key `j`'s values, making those of the rows before back from
+    /// their (whole) prefixes.
+    fn keep_values(&mut self, j: usize) {
+        let mut chunks: Vec<Vec<Value>> = Vec::with_capacity(self.words.len());
+        for c in 0..self.words.len() {
+            let mut vs = Vec::with_capacity(self.words[c].capacity() / self.stride);
+            let first = c * self.chunk;
+            for i in first..self.len.min(first + self.chunk) {
+                let v = self.prefix_value(i, j);
+                self.heap_bytes += crate::value::heap_bytes(&v) as u64;
+                vs.push(v);
+            }
+            chunks.push(vs);
+        }
+        self.vals[j] = Some(chunks);
+    }
+
+    fn words_of(&self, i: usize) -> &[u64] {
+        let at = (i % self.chunk) * self.stride;
+        &self.words[i / self.chunk][at..at + self.stride]
+    }
+
+    /// Key `j` of row `i` as its words have it (whole: see [`Flat::keep_values`]).
+    fn prefix_value(&self, i: usize, j: usize) -> Value {
+        self.word_value(self.words_of(i), j)
+    }
+
+    /// Key `j` as a row's words `w` have it.
+    fn word_value(&self, w: &[u64], j: usize) -> Value {
+        let p = (((w[2 * j] as u128) << 64) | w[2 * j + 1] as u128) ^ self.flip(j);
+        quiver_engine::value::from_order_prefix(p).unwrap_or(Value::Null)
     }
 
     fn row(&self, i: usize) -> &[Value] {
@@ -179,54 +343,172 @@ impl Flat {
         self.first_seq + i as u64
     }
 
-    /// The rows' order (indices), as [`cmp_keys`] orders them: by a 128-bit prefix of
-    /// the first key ([`quiver_engine::value::order_prefix`], inverted when
-    /// descending) in a compact array, comparing keys only where prefixes tie.
-    fn order(&self, desc: &[bool]) -> Vec<u32> {
+    /// Bytes held: the chunks' capacities and the values' heap.
+    fn bytes(&self) -> u64 {
+        let slots: usize = self
+            .cols
+            .iter()
+            .chain(self.vals.iter().flatten().flatten())
+            .map(|c| c.capacity())
+            .sum();
+        let words: usize =
+            self.words.iter().map(|c| c.capacity()).sum::<usize>() + self.sorted.capacity();
+        (slots * 32 + words * 8 + (self.words.capacity() + self.cols.capacity()) * 24) as u64
+            + self.heap_bytes
+    }
+
+    /// Whether every key is whole in its words: rows then order as their words do.
+    fn plain(&self) -> bool {
+        self.vals.iter().all(Option::is_none)
+    }
+
+    /// Two rows' order, by their words (the row index last), comparing kept values
+    /// where a key's words tie.
+    fn cmp(&self, a: &[u64], b: &[u64]) -> std::cmp::Ordering {
         use std::cmp::Ordering;
-        let cmp = |a: usize, b: usize| {
-            for (i, (x, y)) in self.key(a).iter().zip(self.key(b)).enumerate() {
-                let o = order(x, y);
-                let o = if desc[i] { o.reverse() } else { o };
+        if self.is_plain {
+            return a.cmp(b);
+        }
+        let (ia, ib) = (a[self.stride - 1] as usize, b[self.stride - 1] as usize);
+        for j in 0..self.nk {
+            if j < self.nn {
+                let o = a[2 * j..2 * j + 2].cmp(&b[2 * j..2 * j + 2]);
                 if o != Ordering::Equal {
                     return o;
                 }
             }
-            a.cmp(&b)
-        };
-        if self.nk == 0 {
-            return (0..self.len as u32).collect();
+            if let Some(vs) = &self.vals[j] {
+                let (c, k) = (self.chunk, &vs);
+                let o = order(&k[ia / c][ia % c], &k[ib / c][ib % c]);
+                let o = if self.desc[j] { o.reverse() } else { o };
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
         }
-        let flip = if desc[0] { u128::MAX } else { 0 };
-        let mut idx: Vec<(u128, u32)> = (0..self.len)
-            .map(|i| {
-                let p = quiver_engine::value::order_prefix(&self.key(i)[0]);
-                (p ^ flip, i as u32)
-            })
-            .collect();
-        // Ties end on the arrival order, so no two rows are equal: unstable is exact.
-        idx.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| cmp(a.1 as usize, b.1 as usize)));
-        idx.into_iter().map(|(_, i)| i).collect()
+        ia.cmp(&ib)
     }
 
-    /// Writes the rows, sorted, as a run, and empties the buffer.
-    fn spill(&mut self, dir: &std::path::Path, desc: &[bool]) -> Result<std::fs::File, QueryError> {
-        let order = self.order(desc);
-        let f = write_run(
-            dir,
-            order.iter().map(|&i| {
-                (
-                    self.key(i as usize),
-                    self.row(i as usize),
-                    self.seq(i as usize),
-                )
-            }),
-        )?;
-        self.keys = Vec::new();
-        self.cols = Vec::new();
-        self.len = 0;
-        self.heap = 0;
-        Ok(f)
+    /// Sorts the rows for giving them out (their keys are not asked for again): when
+    /// every key is whole in its words and the bits that differ between rows fit in 96,
+    /// each row becomes one `u128` of those bits (every word's run of varying bits, in
+    /// order: bits no row changes cannot order rows), then its index. These sort as
+    /// plain integers in a third of the room of the words. Otherwise as [`Flat::sort`].
+    fn sort_for_output(&mut self) {
+        use rayon::slice::ParallelSliceMut;
+        let kw = self.stride - 1;
+        if !self.plain() || self.len == 0 || self.len > u32::MAX as usize {
+            return self.sort();
+        }
+        let first: Vec<u64> = self.words[0][..kw].to_vec();
+        let mut diff = vec![0u64; kw];
+        for c in &self.words {
+            for w in c.chunks_exact(self.stride) {
+                for k in 0..kw {
+                    diff[k] |= w[k] ^ first[k];
+                }
+            }
+        }
+        // Per word with varying bits: (word, its lowest varying bit, how many bits).
+        let runs: Vec<(usize, u32, u32)> = (0..kw)
+            .filter(|&k| diff[k] != 0)
+            .map(|k| {
+                let lo = diff[k].trailing_zeros();
+                (k, lo, 64 - diff[k].leading_zeros() - lo)
+            })
+            .collect();
+        let bits: u32 = runs.iter().map(|r| r.2).sum();
+        if bits > 96 {
+            return self.sort();
+        }
+        let mut packed: Vec<u128> = Vec::with_capacity(self.len);
+        for c in std::mem::take(&mut self.words) {
+            packed.extend(c.chunks_exact(self.stride).map(|w| {
+                let mut key = 0u128;
+                for &(k, lo, n) in &runs {
+                    let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+                    key = (key << n) | ((w[k] >> lo) & mask) as u128;
+                }
+                (key << (96 - bits) << 32) | w[kw] as u128
+            }));
+        }
+        packed.par_sort_unstable();
+        self.packed = packed;
+        self.at = 0;
+    }
+
+    /// Sorts the rows: their words gathered into one run (each chunk freed as it is
+    /// copied, so what is resident stays what was counted: the run's pages are touched
+    /// only as they are written), sorted on the pool's threads as plain `[u64; K]`
+    /// arrays when every key is whole in its words.
+    fn sort(&mut self) {
+        self.is_plain = self.plain();
+        let mut all = Vec::with_capacity(self.len * self.stride);
+        for w in std::mem::take(&mut self.words) {
+            all.extend_from_slice(&w);
+        }
+        self.sorted = all;
+        self.at = 0;
+        match self.stride {
+            1 => self.sort_rows::<1>(),
+            3 => self.sort_rows::<3>(),
+            5 => self.sort_rows::<5>(),
+            7 => self.sort_rows::<7>(),
+            9 => self.sort_rows::<9>(),
+            s => unreachable!("{s} words a row"),
+        }
+    }
+
+    fn sort_rows<const K: usize>(&mut self) {
+        use rayon::slice::ParallelSliceMut;
+        let mut all = std::mem::take(&mut self.sorted);
+        let (rows, rest) = all.as_chunks_mut::<K>();
+        debug_assert!(rest.is_empty());
+        // The row index ends every row: no two are equal, so unstable is exact.
+        if self.is_plain {
+            rows.par_sort_unstable();
+        } else {
+            let this = &*self;
+            rows.par_sort_unstable_by(|a, b| this.cmp(a, b));
+        }
+        self.sorted = all;
+    }
+
+    /// The place in order of the next row (after [`Flat::sort`]), `None` past the last.
+    fn pop(&mut self) -> Option<usize> {
+        (self.at < self.len).then(|| {
+            self.at += 1;
+            self.at - 1
+        })
+    }
+
+    /// The sorted words of the row at place `p`.
+    fn sorted_words(&self, p: usize) -> &[u64] {
+        &self.sorted[p * self.stride..(p + 1) * self.stride]
+    }
+
+    /// The index of the row at place `p`.
+    fn index(&self, p: usize) -> usize {
+        if !self.packed.is_empty() {
+            return self.packed[p] as u32 as usize;
+        }
+        self.sorted[(p + 1) * self.stride - 1] as usize
+    }
+
+    /// Passes over the next `n` rows in order.
+    fn skip(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.len);
+    }
+
+    /// The keys of the row at place `p` as values.
+    fn key_values(&self, p: usize) -> Vec<Value> {
+        let (w, i) = (self.sorted_words(p), self.index(p));
+        (0..self.nk)
+            .map(|j| match &self.vals[j] {
+                Some(vs) => vs[i / self.chunk][i % self.chunk].clone(),
+                None => self.word_value(w, j),
+            })
+            .collect()
     }
 
     /// Moves row `i`'s columns out (its slots are left null).
@@ -237,38 +519,48 @@ impl Flat {
             .map(std::mem::take)
     }
 
-    /// The rows in `order`, the first `limit`, as batches (values moved, not cloned).
-    fn into_batches(mut self, order: &[u32], limit: Option<usize>) -> Vec<Batch> {
-        let n = limit.map_or(order.len(), |l| l.min(order.len()));
-        let w = self.width;
-        let mut out = Vec::with_capacity(n.div_ceil(BATCH_ROWS));
-        for chunk in order[..n].chunks(BATCH_ROWS) {
-            let mut cols: Vec<Vec<Value>> =
-                (0..w).map(|_| Vec::with_capacity(chunk.len())).collect();
-            for &i in chunk {
-                for (c, v) in cols.iter_mut().zip(self.take_row(i as usize)) {
-                    c.push(v);
-                }
+    /// The next batch of rows in order (values moved out, not cloned), at most `left`.
+    fn next_batch(&mut self, left: &mut Option<usize>) -> Option<Batch> {
+        let n = left.map_or(BATCH_ROWS, |l| l.min(BATCH_ROWS));
+        let mut cols: Vec<Vec<Value>> = (0..self.width).map(|_| Vec::with_capacity(n)).collect();
+        let mut len = 0;
+        while len < n {
+            let Some(p) = self.pop() else { break };
+            let i = self.index(p);
+            for (c, v) in cols.iter_mut().zip(self.take_row(i)) {
+                c.push(v);
             }
-            out.push(Batch {
-                cols,
-                len: chunk.len(),
-            });
+            len += 1;
         }
-        out
+        if let Some(l) = left {
+            *l -= len;
+        }
+        (len > 0).then_some(Batch { cols, len })
     }
 
-    /// The rows in `order` as [`SortRow`]s (for the merge with spilled runs).
-    fn into_sort_rows(mut self, order: &[u32]) -> Vec<SortRow> {
-        order
-            .iter()
-            .map(|&i| {
-                let i = i as usize;
-                let k: Vec<Value> = self.key(i).to_vec();
-                let c: Vec<Value> = self.take_row(i).collect();
-                (k, c, self.seq(i))
-            })
-            .collect()
+    /// Writes the rows, sorted, as a run, and empties the buffer.
+    fn spill(&mut self, dir: &std::path::Path) -> Result<std::fs::File, QueryError> {
+        self.sort();
+        let mut w = RunWriter::new(dir)?;
+        while let Some(p) = self.pop() {
+            let i = self.index(p);
+            w.push(&self.key_values(p), self.row(i), self.seq(i))?;
+        }
+        let f = w.finish()?;
+        *self = Flat::new(&self.desc, self.limit);
+        Ok(f)
+    }
+
+    /// The rows, sorted, as [`SortRow`]s (for the merge with spilled runs).
+    fn into_sort_rows(mut self) -> Vec<SortRow> {
+        self.sort();
+        let mut out = Vec::with_capacity(self.len);
+        while let Some(p) = self.pop() {
+            let (k, i) = (self.key_values(p), self.index(p));
+            let c: Vec<Value> = self.take_row(i).collect();
+            out.push((k, c, self.seq(i)));
+        }
+        out
     }
 }
 
@@ -317,6 +609,10 @@ impl Merge {
                 std::mem::replace(&mut self.runs[b].1, next)
             }
             .expect("the best head");
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
             out.push_row(row.1);
             if let Some(l) = &mut self.left {
                 *l -= 1;
@@ -356,18 +652,26 @@ impl Op for Sort {
         if let Some(m) = &mut self.merge {
             return m.next_batch();
         }
+        if let Some((flat, _grant, left)) = &mut self.sorted {
+            let b = flat.next_batch(left);
+            if b.is_none() {
+                // Done: the rows' memory and its grant go back.
+                self.sorted = None;
+            }
+            return Ok(b);
+        }
         let mut runs: Vec<std::fs::File> = Vec::new();
         let mut grant = cx.budget.empty_grant("Sort");
         // Top-k's heap; a full sort holds its rows flat instead.
         let mut rows: Vec<SortRow> = Vec::new();
-        let mut flat = Flat::new(self.keys.len(), cx.budget.limit_bytes());
+        let desc: Vec<bool> = self.keys.iter().map(|k| k.1).collect();
+        let mut flat = Flat::new(&desc, cx.budget.limit_bytes());
         let mut width = 0;
         let mut bytes = 0u64;
         // The rows vector's slots (its capacity), then what each row holds besides.
         let held = |rows: &Vec<SortRow>, bytes: u64| {
             rows.capacity() as u64 * std::mem::size_of::<SortRow>() as u64 + bytes
         };
-        let desc: Vec<bool> = self.keys.iter().map(|k| k.1).collect();
         // Key of row `row` of the batch's key columns against a held key.
         let cmp_at = |keys: &[std::borrow::Cow<[Value]>], row: usize, held: &[Value]| {
             for (i, c) in keys.iter().enumerate() {
@@ -383,7 +687,7 @@ impl Op for Sort {
         let mut seq = 0u64;
         // Top-k keeps a max-heap of the k best rows (the worst on top); a row that beats
         // the top overwrites it in place, reusing its allocations.
-        let top_k = self.limit.filter(|&k| k <= TOP_K_MAX);
+        let mut top_k = self.limit.filter(|&k| k <= TOP_K_MAX);
         let sift_down = |h: &mut Vec<SortRow>, mut i: usize| loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut m = i;
@@ -402,7 +706,8 @@ impl Op for Sort {
         // Every row is read whatever the LIMIT above: full batches.
         let want = std::mem::replace(&mut cx.want, crate::batch::BATCH_ROWS);
         while let Some(b) = self.input.next(cx)? {
-            width = b.width();
+            width = b.width().min(self.carry);
+            flat.width = width;
             let keys: Vec<std::borrow::Cow<[Value]>> = self
                 .keys
                 .iter()
@@ -410,11 +715,8 @@ impl Op for Sort {
                 .collect::<Result<_, _>>()?;
             for row in 0..b.len {
                 seq += 1;
-                if top_k.is_none() {
-                    flat.push(&keys, &b, row, seq);
-                    continue;
-                }
                 match top_k {
+                    None => flat.push(&keys, &b, row, seq),
                     Some(0) => {}
                     Some(k) if rows.len() == k => {
                         if cmp_at(&keys, row, &rows[0].0) != Ordering::Less {
@@ -426,59 +728,64 @@ impl Op for Sort {
                         for (i, c) in keys.iter().enumerate() {
                             top.0[i].clone_from(&c[row]);
                         }
-                        for (j, c) in b.cols.iter().enumerate() {
+                        for (j, c) in b.cols[..width].iter().enumerate() {
                             top.1[j].clone_from(&c[row]);
                         }
                         bytes += row_bytes(&rows[0]);
                         sift_down(&mut rows, 0);
                     }
-                    _ => {
+                    Some(_) => {
                         let r: SortRow = (
                             keys.iter().map(|c| c[row].clone()).collect(),
-                            b.row(row),
+                            b.cols[..width].iter().map(|c| c[row].clone()).collect(),
                             seq,
                         );
                         bytes += row_bytes(&r);
                         rows.push(r);
-                        if top_k.is_some() {
-                            // Sift up.
-                            let mut i = rows.len() - 1;
-                            while i > 0 {
-                                let p = (i - 1) / 2;
-                                if cmp_rows(&rows[i], &rows[p]) != Ordering::Greater {
-                                    break;
-                                }
-                                rows.swap(i, p);
-                                i = p;
+                        // Sift up.
+                        let mut i = rows.len() - 1;
+                        while i > 0 {
+                            let p = (i - 1) / 2;
+                            if cmp_rows(&rows[i], &rows[p]) != Ordering::Greater {
+                                break;
                             }
+                            rows.swap(i, p);
+                            i = p;
                         }
                     }
                 }
             }
-            // A full sort spills its rows as a sorted run and goes on; a top-k (which
-            // holds only k rows) or a query without a temporary directory waits for
-            // memory or fails.
-            flat.width = width;
+            // A full sort spills its rows as a sorted run and goes on; so does a top-k
+            // whose k rows outgrow the grant, as a full sort from then on (the rows
+            // it let go can never be among the first k). A query without a temporary
+            // directory waits for memory or fails.
             let now = if top_k.is_none() {
                 flat.bytes()
             } else {
                 held(&rows, bytes)
             };
-            let spill_dir = cx.temp_dir.clone().filter(|_| top_k.is_none());
+            let spill_dir = cx.temp_dir.clone();
             let fits = match &spill_dir {
                 Some(_) => account_or_spill(&mut grant, now, "Sort")?,
                 None => account(&mut grant, now, "Sort").map(|()| true)?,
             };
             if let (false, Some(dir)) = (fits, spill_dir) {
-                runs.push(flat.spill(&dir, &desc)?);
+                if top_k.take().is_some() {
+                    rows.sort_by_key(|r| r.2);
+                    for (k, c, seq) in rows.drain(..) {
+                        flat.push_values(k, c, seq);
+                    }
+                    rows = Vec::new();
+                    bytes = 0;
+                }
+                runs.push(flat.spill(&dir)?);
                 grant.force_resize(flat.bytes());
             }
             self.peak = self.peak.max(grant.bytes());
         }
         cx.want = want;
         if !runs.is_empty() {
-            let order = flat.order(&desc);
-            let mut last = flat.into_sort_rows(&order).into_iter();
+            let mut last = flat.into_sort_rows().into_iter();
             let mut readers = Vec::with_capacity(runs.len());
             for f in runs {
                 let mut r = BufReader::with_capacity(1 << 16, f);
@@ -492,22 +799,25 @@ impl Op for Sort {
                 last_head,
                 desc,
                 width,
-                left: self.limit,
+                skip: self.skip,
+                left: self.limit.map(|l| l.saturating_sub(self.skip)),
             });
             return self.merge.as_mut().expect("set").next_batch();
         }
         if top_k.is_none() {
-            flat.width = width;
-            let order = flat.order(&desc);
-            let batches = flat.into_batches(&order, self.limit);
-            return Ok(emit(&mut self.out, batches));
+            flat.sort_for_output();
+            // SKIP: passed over in order, nothing made of them.
+            flat.skip(self.skip);
+            let left = self.limit.map(|l| l.saturating_sub(self.skip));
+            self.sorted = Some((flat, grant, left));
+            return self.next(cx);
         }
         // Top-k: its heap, at most TOP_K_MAX rows, in order.
         rows.sort_by(cmp_rows);
         if let Some(l) = self.limit {
             rows.truncate(l);
         }
-        let batches = Batch::chunks(width, rows.into_iter().map(|r| r.1));
+        let batches = Batch::chunks(width, rows.into_iter().skip(self.skip).map(|r| r.1));
         Ok(emit(&mut self.out, batches))
     }
 }

@@ -95,7 +95,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Box::new(Distinct::new(cur.op, n_items)),
             );
         }
-        cur = self.order_limit(cur, &new_scope, p, &subst)?;
+        cur = self.order_limit(cur, &new_scope, p, &subst, n_items)?;
         cur = self.trim(cur, &mut new_scope, n_items);
         if let Some(w) = &p.where_ {
             let e = self.compile(w, &new_scope, &[])?;
@@ -263,12 +263,15 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         cur
     }
 
+    /// ORDER BY, SKIP and LIMIT over `cur`; a sort carries only the first `carry`
+    /// columns (the items: the columns after them, kept for the keys, are trimmed next).
     pub(super) fn order_limit(
         &mut self,
         mut cur: P,
         scope: &Scope,
         p: &Projection,
         subst: &[(Expr, usize)],
+        carry: usize,
     ) -> Result<P, QueryError> {
         let skip = p
             .skip
@@ -296,21 +299,20 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 top.map(|t| format!(", top {t}")).unwrap_or_default()
-            );
+            ) + &if skip > 0 {
+                format!(", skip {skip}")
+            } else {
+                String::new()
+            };
             cur = self.wrap(
                 if top.is_some() { "Top" } else { "Sort" },
                 detail,
                 vec![cur.id],
-                Box::new(Sort {
-                    input: cur.op,
-                    keys,
-                    limit: top,
-                    out: None,
-                    peak: 0,
-                    merge: None,
-                }),
+                Box::new(Sort::new(cur.op, keys, top, skip, carry)),
             );
         }
+        // Sort passes over the SKIP rows itself.
+        let skip = if p.order.is_empty() { skip } else { 0 };
         if skip > 0 || limit.is_some() {
             cur = self.wrap(
                 "Limit",
