@@ -2,7 +2,7 @@
 //! random columns with nulls: small and large integers, negative ones, doubles, strings
 //! few and many (dictionary and plain chunks), booleans, a property that is an integer
 //! in one table of the label and a double or a string in another, a property one table
-//! lacks; with no key, one and two keys; then again after writes that the delta holds.
+//! lacks; with no key and one to four keys; then again after writes that the delta holds.
 
 mod common;
 
@@ -77,7 +77,7 @@ fn setup(dir: &std::path::Path, seed: u64) -> std::path::PathBuf {
     db
 }
 
-const QUERIES: [&str; 21] = [
+const QUERIES: [&str; 24] = [
     "RETURN count(*), count(n.v), sum(n.k), avg(n.k), min(n.k), max(n.k)",
     "RETURN sum(n.f), avg(n.f), min(n.f), max(n.f), count(n.t)",
     "RETURN n.k AS k, count(*), sum(n.k), avg(n.f), min(n.f), max(n.f) ORDER BY k",
@@ -86,6 +86,10 @@ const QUERIES: [&str; 21] = [
     "RETURN n.b AS b, count(*), avg(n.k) ORDER BY b",
     "RETURN n.k AS k, n.b AS b, count(*), sum(n.k) ORDER BY k, b",
     "RETURN n.s AS s, n.k AS k, count(*), max(n.f) ORDER BY s, k",
+    // Three and four keys (packed numbers), and DISTINCT planned as a grouping.
+    "RETURN n.s AS s, n.k AS k, n.b AS b, count(*), sum(n.v) ORDER BY s, k, b",
+    "RETURN n.b AS b, n.s AS s, n.missing AS m, n.k AS k, count(*) ORDER BY b, s, m, k",
+    "WITH DISTINCT n.s AS s, n.b AS b, n.k AS k RETURN s, b, k ORDER BY s, b, k",
     // v is an integer in A and a double in B: blocks of both kinds and across them.
     "RETURN sum(n.v), avg(n.v), min(n.v), max(n.v)",
     "RETURN n.k AS k, sum(n.v), min(n.v), max(n.v) ORDER BY k",

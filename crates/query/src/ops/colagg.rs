@@ -18,8 +18,12 @@ use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::BinOp;
 use quiver_format::column::ChunkValues;
 
-/// What the typed path computes: up to two keys and simple aggregates, each over one
-/// node property (by its index in `props`).
+/// Most grouping keys the typed path takes: a group is found by its keys' numbers packed
+/// 32 bits each into one `u128`.
+const MAX_KEYS: usize = 4;
+
+/// What the typed path computes: up to [`MAX_KEYS`] keys and simple aggregates, each over
+/// one node property (by its index in `props`).
 #[derive(Debug, Clone)]
 pub struct FastAgg {
     props: Vec<Arc<str>>,
@@ -50,12 +54,12 @@ fn slots_used(e: &CExpr, used: &mut [bool]) {
 
 impl FastAgg {
     /// The typed path for a direct scan-aggregate (see [`DirectColumns`]), when there
-    /// are at most two keys, each a property, and every aggregate is `count(*)` or a
+    /// are at most [`MAX_KEYS`] keys, each a property, and every aggregate is `count(*)` or a
     /// non-DISTINCT `count`, `sum`, `avg`, `min` or `max` of a property (a filter is
     /// evaluated on its columns, row by row).
     pub fn plan(direct: &DirectColumns) -> Option<FastAgg> {
         let (props, filter, keys, aggs) = direct;
-        if keys.len() > 2 {
+        if keys.len() > MAX_KEYS {
             return None;
         }
         let filter = filter.as_ref().map(|f| {
@@ -904,9 +908,9 @@ pub enum Rest<'a> {
 pub struct FastRun<'f> {
     fa: &'f FastAgg,
     ids: Vec<KeyIds>,
-    /// Two keys: the pair of key numbers -> group, and each group's pair.
-    pairs: HashMap<u64, u32>,
-    pair_keys: Vec<(u32, u32)>,
+    /// Several keys: their numbers, packed -> group, and each group's packed numbers.
+    tuples: HashMap<u128, u32>,
+    tuple_keys: Vec<u128>,
     rows: Vec<i64>,
     accs: Vec<Acc>,
     gids: Vec<u32>,
@@ -927,8 +931,8 @@ impl<'f> FastRun<'f> {
         FastRun {
             fa,
             ids: fa.keys.iter().map(|_| KeyIds::new()).collect(),
-            pairs: HashMap::new(),
-            pair_keys: Vec::new(),
+            tuples: HashMap::new(),
+            tuple_keys: Vec::new(),
             rows: Vec::new(),
             accs: fa.aggs.iter().map(|_| Acc::default()).collect(),
             gids: Vec::new(),
@@ -949,7 +953,7 @@ impl<'f> FastRun<'f> {
         match self.fa.keys.len() {
             0 => 1,
             1 => self.ids[0].vals.len(),
-            _ => self.pair_keys.len(),
+            _ => self.tuple_keys.len(),
         }
     }
 
@@ -958,7 +962,8 @@ impl<'f> FastRun<'f> {
         let groups = self.rows.len() as u64;
         groups * (8 + self.accs.len() as u64 * 64)
             + self.ids.iter().map(KeyIds::bytes_held).sum::<u64>()
-            + self.pairs.len() as u64 * 24
+            + self.tuples.capacity() as u64 * 21
+            + self.tuple_keys.capacity() as u64 * 16
     }
 
     /// Aggregates nodes `lo..hi` of a range whose tables all carry the label. Nodes the
@@ -1069,12 +1074,14 @@ impl<'f> FastRun<'f> {
             1 => std::mem::swap(&mut self.gids, &mut self.key_buf[0]),
             _ => {
                 for r in 0..len {
-                    let (a, b) = (self.key_buf[0][r], self.key_buf[1][r]);
-                    let pk = (a as u64) << 32 | b as u64;
-                    let next = self.pair_keys.len() as u32;
-                    let gid = *self.pairs.entry(pk).or_insert(next);
+                    let pk = self
+                        .key_buf
+                        .iter()
+                        .fold(0u128, |pk, k| pk << 32 | k[r] as u128);
+                    let next = self.tuple_keys.len() as u32;
+                    let gid = *self.tuples.entry(pk).or_insert(next);
                     if gid == next {
-                        self.pair_keys.push((a, b));
+                        self.tuple_keys.push(pk);
                     }
                     self.gids.push(gid);
                 }
@@ -1166,11 +1173,13 @@ impl<'f> FastRun<'f> {
                 0 => Vec::new(),
                 1 => vec![self.ids[0].vals[gid].clone()],
                 _ => {
-                    let (a, b) = self.pair_keys[gid];
-                    vec![
-                        self.ids[0].vals[a as usize].clone(),
-                        self.ids[1].vals[b as usize].clone(),
-                    ]
+                    let pk = self.tuple_keys[gid];
+                    (0..n_keys)
+                        .map(|k| {
+                            let id = (pk >> (32 * (n_keys - 1 - k))) as u32;
+                            self.ids[k].vals[id as usize].clone()
+                        })
+                        .collect()
                 }
             };
             let mut states = Vec::with_capacity(aggs.len());

@@ -189,11 +189,14 @@ struct Flat {
     first_seq: u64,
     /// What the held values hold on the heap.
     heap_bytes: u64,
-    /// Once sorted: every row's words in one run, in order, and the next row to give.
-    sorted: Vec<u64>,
-    at: usize,
-    /// Or, sorted for output only, each row as one integer ([`Flat::sort_for_output`]).
+    /// Once sorted in its chunks: the merge of the chunks, a min-heap of chunks by their
+    /// next row, and each chunk's next row.
+    cursor_heap: Vec<u32>,
+    cursor_pos: Vec<u32>,
+    /// Or, sorted for output only, each row as one integer ([`Flat::pack`]), and the
+    /// next one to give.
     packed: Vec<u128>,
+    at: usize,
     /// [`Flat::plain`], as it was when sorted.
     is_plain: bool,
 }
@@ -216,9 +219,10 @@ impl Flat {
             len: 0,
             first_seq: 0,
             heap_bytes: 0,
-            sorted: Vec::new(),
-            at: 0,
+            cursor_heap: Vec::new(),
+            cursor_pos: Vec::new(),
             packed: Vec::new(),
+            at: 0,
             is_plain: false,
         }
     }
@@ -351,8 +355,10 @@ impl Flat {
             .chain(self.vals.iter().flatten().flatten())
             .map(|c| c.capacity())
             .sum();
-        let words: usize =
-            self.words.iter().map(|c| c.capacity()).sum::<usize>() + self.sorted.capacity();
+        // In words of 8 bytes: the keys' words, packed rows, the merge's cursors.
+        let words: usize = self.words.iter().map(|c| c.capacity()).sum::<usize>()
+            + self.packed.capacity() * 2
+            + (self.cursor_heap.capacity() + self.cursor_pos.capacity()).div_ceil(2);
         (slots * 32 + words * 8 + (self.words.capacity() + self.cols.capacity()) * 24) as u64
             + self.heap_bytes
     }
@@ -389,16 +395,14 @@ impl Flat {
         ia.cmp(&ib)
     }
 
-    /// Sorts the rows for giving them out (their keys are not asked for again): when
-    /// every key is whole in its words and the bits that differ between rows fit in 96,
-    /// each row becomes one `u128` of those bits (every word's run of varying bits, in
-    /// order: bits no row changes cannot order rows), then its index. These sort as
-    /// plain integers in a third of the room of the words. Otherwise as [`Flat::sort`].
-    fn sort_for_output(&mut self) {
-        use rayon::slice::ParallelSliceMut;
+    /// How rows pack into one `u128` each for a sort whose keys are not asked for again
+    /// ([`Flat::pack`]): when every key is whole in its words and the bits that differ
+    /// between rows fit in 96, per word with varying bits its lowest varying bit and
+    /// how many there are (bits no row changes cannot order rows). `None` otherwise.
+    fn packing(&self) -> Option<Vec<(usize, u32, u32)>> {
         let kw = self.stride - 1;
         if !self.plain() || self.len == 0 || self.len > u32::MAX as usize {
-            return self.sort();
+            return None;
         }
         let first: Vec<u64> = self.words[0][..kw].to_vec();
         let mut diff = vec![0u64; kw];
@@ -409,7 +413,6 @@ impl Flat {
                 }
             }
         }
-        // Per word with varying bits: (word, its lowest varying bit, how many bits).
         let runs: Vec<(usize, u32, u32)> = (0..kw)
             .filter(|&k| diff[k] != 0)
             .map(|k| {
@@ -417,15 +420,27 @@ impl Flat {
                 (k, lo, 64 - diff[k].leading_zeros() - lo)
             })
             .collect();
+        (runs.iter().map(|r| r.2).sum::<u32>() <= 96).then_some(runs)
+    }
+
+    /// Bytes [`Flat::pack`] adds while it runs: the packed rows, made as the words go.
+    fn packed_bytes(&self) -> u64 {
+        self.len as u64 * 16
+    }
+
+    /// Sorts the rows for giving them out, packed as [`Flat::packing`] says: each row
+    /// one `u128` of its varying bits, in order, then its index (each chunk of words
+    /// freed once packed). These sort as plain integers on the pool's threads, in well
+    /// under half the room of the words.
+    fn pack(&mut self, runs: &[(usize, u32, u32)]) {
+        use rayon::slice::ParallelSliceMut;
+        let kw = self.stride - 1;
         let bits: u32 = runs.iter().map(|r| r.2).sum();
-        if bits > 96 {
-            return self.sort();
-        }
         let mut packed: Vec<u128> = Vec::with_capacity(self.len);
         for c in std::mem::take(&mut self.words) {
             packed.extend(c.chunks_exact(self.stride).map(|w| {
                 let mut key = 0u128;
-                for &(k, lo, n) in &runs {
+                for &(k, lo, n) in runs {
                     let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
                     key = (key << n) | ((w[k] >> lo) & mask) as u128;
                 }
@@ -437,72 +452,113 @@ impl Flat {
         self.at = 0;
     }
 
-    /// Sorts the rows: their words gathered into one run (each chunk freed as it is
-    /// copied, so what is resident stays what was counted: the run's pages are touched
-    /// only as they are written), sorted on the pool's threads as plain `[u64; K]`
-    /// arrays when every key is whole in its words.
+    /// Sorts the rows where they are: each chunk's words as `[u64; K]` arrays (plain
+    /// integers when every key is whole in its words), the chunks on the pool's
+    /// threads; then readies the merge of the chunks. Nothing is allocated but the
+    /// merge's heap of chunk cursors.
     fn sort(&mut self) {
         self.is_plain = self.plain();
-        let mut all = Vec::with_capacity(self.len * self.stride);
-        for w in std::mem::take(&mut self.words) {
-            all.extend_from_slice(&w);
-        }
-        self.sorted = all;
-        self.at = 0;
         match self.stride {
-            1 => self.sort_rows::<1>(),
-            3 => self.sort_rows::<3>(),
-            5 => self.sort_rows::<5>(),
-            7 => self.sort_rows::<7>(),
-            9 => self.sort_rows::<9>(),
+            1 => self.sort_chunks::<1>(),
+            3 => self.sort_chunks::<3>(),
+            5 => self.sort_chunks::<5>(),
+            7 => self.sort_chunks::<7>(),
+            9 => self.sort_chunks::<9>(),
             s => unreachable!("{s} words a row"),
         }
-    }
-
-    fn sort_rows<const K: usize>(&mut self) {
-        use rayon::slice::ParallelSliceMut;
-        let mut all = std::mem::take(&mut self.sorted);
-        let (rows, rest) = all.as_chunks_mut::<K>();
-        debug_assert!(rest.is_empty());
-        // The row index ends every row: no two are equal, so unstable is exact.
-        if self.is_plain {
-            rows.par_sort_unstable();
-        } else {
-            let this = &*self;
-            rows.par_sort_unstable_by(|a, b| this.cmp(a, b));
+        self.cursor_pos = vec![0; self.words.len()];
+        self.cursor_heap = (0..self.words.len() as u32)
+            .filter(|&c| !self.words[c as usize].is_empty())
+            .collect();
+        for i in (0..self.cursor_heap.len() / 2).rev() {
+            self.sift_down(i);
         }
-        self.sorted = all;
     }
 
-    /// The place in order of the next row (after [`Flat::sort`]), `None` past the last.
-    fn pop(&mut self) -> Option<usize> {
-        (self.at < self.len).then(|| {
-            self.at += 1;
-            self.at - 1
-        })
+    fn sort_chunks<const K: usize>(&mut self) {
+        use rayon::prelude::*;
+        let mut words = std::mem::take(&mut self.words);
+        let this = &*self;
+        words.par_iter_mut().for_each(|w| {
+            let (rows, rest) = w.as_chunks_mut::<K>();
+            debug_assert!(rest.is_empty());
+            // The row index ends every row: no two are equal, so unstable is exact.
+            if this.is_plain {
+                rows.sort_unstable();
+            } else {
+                rows.sort_unstable_by(|a, b| this.cmp(a, b));
+            }
+        });
+        self.words = words;
     }
 
-    /// The sorted words of the row at place `p`.
-    fn sorted_words(&self, p: usize) -> &[u64] {
-        &self.sorted[p * self.stride..(p + 1) * self.stride]
+    /// The next row of chunk `c` in the merge.
+    fn head(&self, c: u32) -> &[u64] {
+        let at = self.cursor_pos[c as usize] as usize * self.stride;
+        &self.words[c as usize][at..at + self.stride]
     }
 
-    /// The index of the row at place `p`.
-    fn index(&self, p: usize) -> usize {
+    fn less(&self, x: usize, y: usize) -> bool {
+        let h = &self.cursor_heap;
+        self.cmp(self.head(h[x]), self.head(h[y])) == std::cmp::Ordering::Less
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.cursor_heap.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < n && self.less(l, m) {
+                m = l;
+            }
+            if r < n && self.less(r, m) {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            self.cursor_heap.swap(i, m);
+            i = m;
+        }
+    }
+
+    /// The next row in order (after [`Flat::pack`] or [`Flat::sort`]): its index, and
+    /// where its words are (chunk and row in it; `None` when packed).
+    fn pop(&mut self) -> Option<(usize, Option<(usize, usize)>)> {
         if !self.packed.is_empty() {
-            return self.packed[p] as u32 as usize;
+            let p = self.packed.get(self.at)?;
+            self.at += 1;
+            return Some((*p as u32 as usize, None));
         }
-        self.sorted[(p + 1) * self.stride - 1] as usize
+        let &c = self.cursor_heap.first()?;
+        let (c, pos) = (c as usize, self.cursor_pos[c as usize] as usize);
+        let i = self.words[c][(pos + 1) * self.stride - 1] as usize;
+        self.cursor_pos[c] += 1;
+        if (pos + 1) * self.stride == self.words[c].len() {
+            self.cursor_heap.swap_remove(0);
+        }
+        if !self.cursor_heap.is_empty() {
+            self.sift_down(0);
+        }
+        Some((i, Some((c, pos))))
     }
 
     /// Passes over the next `n` rows in order.
     fn skip(&mut self, n: usize) {
-        self.at = (self.at + n).min(self.len);
+        if !self.packed.is_empty() {
+            self.at = (self.at + n).min(self.len);
+            return;
+        }
+        for _ in 0..n {
+            if self.pop().is_none() {
+                break;
+            }
+        }
     }
 
-    /// The keys of the row at place `p` as values.
-    fn key_values(&self, p: usize) -> Vec<Value> {
-        let (w, i) = (self.sorted_words(p), self.index(p));
+    /// The keys of row `i`, whose words are row `pos` of chunk `c`, as values.
+    fn key_values(&self, i: usize, (c, pos): (usize, usize)) -> Vec<Value> {
+        let w = &self.words[c][pos * self.stride..(pos + 1) * self.stride];
         (0..self.nk)
             .map(|j| match &self.vals[j] {
                 Some(vs) => vs[i / self.chunk][i % self.chunk].clone(),
@@ -525,8 +581,7 @@ impl Flat {
         let mut cols: Vec<Vec<Value>> = (0..self.width).map(|_| Vec::with_capacity(n)).collect();
         let mut len = 0;
         while len < n {
-            let Some(p) = self.pop() else { break };
-            let i = self.index(p);
+            let Some((i, _)) = self.pop() else { break };
             for (c, v) in cols.iter_mut().zip(self.take_row(i)) {
                 c.push(v);
             }
@@ -542,9 +597,8 @@ impl Flat {
     fn spill(&mut self, dir: &std::path::Path) -> Result<std::fs::File, QueryError> {
         self.sort();
         let mut w = RunWriter::new(dir)?;
-        while let Some(p) = self.pop() {
-            let i = self.index(p);
-            w.push(&self.key_values(p), self.row(i), self.seq(i))?;
+        while let Some((i, Some(at))) = self.pop() {
+            w.push(&self.key_values(i, at), self.row(i), self.seq(i))?;
         }
         let f = w.finish()?;
         *self = Flat::new(&self.desc, self.limit);
@@ -555,8 +609,8 @@ impl Flat {
     fn into_sort_rows(mut self) -> Vec<SortRow> {
         self.sort();
         let mut out = Vec::with_capacity(self.len);
-        while let Some(p) = self.pop() {
-            let (k, i) = (self.key_values(p), self.index(p));
+        while let Some((i, Some(at))) = self.pop() {
+            let k = self.key_values(i, at);
             let c: Vec<Value> = self.take_row(i).collect();
             out.push((k, c, self.seq(i)));
         }
@@ -805,7 +859,16 @@ impl Op for Sort {
             return self.merge.as_mut().expect("set").next_batch();
         }
         if top_k.is_none() {
-            flat.sort_for_output();
+            // Packed rows take room besides the words while they are made: counted
+            // first, else the rows are sorted where they are.
+            match flat.packing() {
+                Some(runs) if grow(&mut grant, flat.bytes() + flat.packed_bytes()) => {
+                    flat.pack(&runs)
+                }
+                _ => flat.sort(),
+            }
+            grant.force_resize(flat.bytes());
+            self.peak = self.peak.max(grant.bytes());
             // SKIP: passed over in order, nothing made of them.
             flat.skip(self.skip);
             let left = self.limit.map(|l| l.saturating_sub(self.skip));
