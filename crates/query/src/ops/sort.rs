@@ -58,10 +58,10 @@ impl Sort {
 }
 
 /// Sorted runs being merged: a reader per run file and its next row, plus the rows that
-/// were still in memory at the end (sorted, as the last run).
+/// were still in memory at the end (sorted where they are, as the last run).
 pub struct Merge {
     runs: Vec<(BufReader<std::fs::File>, Option<SortRow>)>,
-    last: std::vec::IntoIter<SortRow>,
+    last: Flat,
     last_head: Option<SortRow>,
     desc: Vec<bool>,
     width: usize,
@@ -153,8 +153,8 @@ fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryEr
 
 /// Rows a chunk of [`Flat`] holds: at least this many, and enough that a chunk of words
 /// comes from the system and goes back to it when freed
-/// ([`quiver_common::memory::MMAP_THRESHOLD`]: the sort frees each chunk as it gathers
-/// the words into one run); fewer under a small limit (an eighth of it).
+/// ([`quiver_common::memory::MMAP_THRESHOLD`]: a sort that packs its rows frees each
+/// chunk of words as it is packed); fewer under a small limit (an eighth of it).
 const CHUNK_ROWS: usize = 64 << 10;
 
 /// Keys that get normalized words of their own; keys past these compare by value on a
@@ -235,15 +235,9 @@ impl Flat {
         }
     }
 
-    /// Holds row `row` of `b`: its keys, and its first `self.width` columns.
-    fn push(&mut self, keys: &[std::borrow::Cow<[Value]>], b: &Batch, row: usize, seq: u64) {
-        if self.len == 0 {
-            self.first_seq = seq;
-            let row_bytes = (self.stride * 8 + self.width * 32).max(32) as u64;
-            let most =
-                CHUNK_ROWS.max(quiver_common::memory::MMAP_THRESHOLD / (self.stride * 8) + 1);
-            self.chunk = ((self.limit / 8 / row_bytes) as usize).clamp(256, most);
-        }
+    /// Makes room for the next rows in the last chunk (a new chunk when it is full);
+    /// how many rows fit there, at most `want`.
+    fn room(&mut self, want: usize) -> usize {
         if self.len % self.chunk == 0 {
             // The first chunk grows as rows come (a small sort holds little); the next
             // ones are made at their full size.
@@ -254,41 +248,78 @@ impl Flat {
             for v in self.vals.iter_mut().flatten() {
                 v.push(Vec::with_capacity(rows));
             }
-        } else if self.len < self.chunk && self.words[0].len() == self.words[0].capacity() {
-            let rows = (self.len * 2).clamp(64, self.chunk) - self.len;
+        }
+        let fit = (self.chunk - self.len % self.chunk).min(want);
+        if self.len < self.chunk
+            && self.words[0].len() + fit * self.stride > self.words[0].capacity()
+        {
+            let rows = (self.len * 2).clamp(self.len + fit, self.chunk) - self.len;
             self.words[0].reserve_exact(rows * self.stride);
             self.cols[0].reserve_exact(rows * self.width);
             for v in self.vals.iter_mut().flatten() {
                 v[0].reserve_exact(rows);
             }
         }
-        for (j, c) in keys.iter().enumerate() {
-            let v = &c[row];
-            if j < self.nn {
-                let p = quiver_engine::value::order_prefix(v) ^ self.flip(j);
-                let w = self.words.last_mut().expect("a chunk");
-                w.push((p >> 64) as u64);
-                w.push(p as u64);
-                if self.vals[j].is_none() && !quiver_engine::value::order_prefix_exact(v) {
-                    self.keep_values(j);
+        fit
+    }
+
+    /// Holds rows `from..` of `b` (the first arriving as number `seq`): their keys, and
+    /// their first `self.width` columns. A run of rows at a time: a key column's words,
+    /// then its values where they are kept, then the columns.
+    fn push(&mut self, keys: &[std::borrow::Cow<[Value]>], b: &Batch, from: usize, seq: u64) {
+        if self.len == 0 && from < b.len {
+            self.first_seq = seq;
+            let row_bytes = (self.stride * 8 + self.width * 32).max(32) as u64;
+            let most =
+                CHUNK_ROWS.max(quiver_common::memory::MMAP_THRESHOLD / (self.stride * 8) + 1);
+            self.chunk = ((self.limit / 8 / row_bytes) as usize).clamp(256, most);
+        }
+        let mut r = from;
+        while r < b.len {
+            let n = self.room(b.len - r);
+            let stride = self.stride;
+            let w = self.words.last_mut().expect("a chunk");
+            let base = w.len();
+            w.resize(base + n * stride, 0);
+            let mut inexact = [false; NORM_KEYS];
+            for (j, c) in keys.iter().enumerate().take(self.nn) {
+                let flip = if self.desc[j] { u128::MAX } else { 0 };
+                for (t, v) in c[r..r + n].iter().enumerate() {
+                    let p = quiver_engine::value::order_prefix(v) ^ flip;
+                    let at = base + t * stride + 2 * j;
+                    w[at] = (p >> 64) as u64;
+                    w[at + 1] = p as u64;
+                    inexact[j] |= !quiver_engine::value::order_prefix_exact(v);
                 }
             }
-            if let Some(vs) = &mut self.vals[j] {
-                self.heap_bytes += crate::value::heap_bytes(v) as u64;
-                vs.last_mut().expect("a chunk").push(v.clone());
+            for t in 0..n {
+                w[base + t * stride + stride - 1] = (self.len + t) as u64;
             }
+            for (j, c) in keys.iter().enumerate() {
+                if self.vals[j].is_none() && j < self.nn && inexact[j] {
+                    // The rows before this run are made back from their words; this
+                    // run's values are taken as they are.
+                    self.keep_values(j);
+                }
+                if let Some(vs) = &mut self.vals[j] {
+                    let vs = vs.last_mut().expect("a chunk");
+                    for v in &c[r..r + n] {
+                        self.heap_bytes += crate::value::heap_bytes(v) as u64;
+                        vs.push(v.clone());
+                    }
+                }
+            }
+            let cc = self.cols.last_mut().expect("a chunk");
+            for t in r..r + n {
+                for c in &b.cols[..self.width] {
+                    let v = &c[t];
+                    self.heap_bytes += crate::value::heap_bytes(v) as u64;
+                    cc.push(v.clone());
+                }
+            }
+            self.len += n;
+            r += n;
         }
-        self.words
-            .last_mut()
-            .expect("a chunk")
-            .push(self.len as u64);
-        let cc = self.cols.last_mut().expect("a chunk");
-        for c in &b.cols[..self.width] {
-            let v = &c[row];
-            self.heap_bytes += crate::value::heap_bytes(v) as u64;
-            cc.push(v.clone());
-        }
-        self.len += 1;
     }
 
     /// Holds a row given as its key values and columns (`cols` as wide as
@@ -605,16 +636,13 @@ impl Flat {
         Ok(f)
     }
 
-    /// The rows, sorted, as [`SortRow`]s (for the merge with spilled runs).
-    fn into_sort_rows(mut self) -> Vec<SortRow> {
-        self.sort();
-        let mut out = Vec::with_capacity(self.len);
-        while let Some((i, Some(at))) = self.pop() {
-            let k = self.key_values(i, at);
-            let c: Vec<Value> = self.take_row(i).collect();
-            out.push((k, c, self.seq(i)));
-        }
-        out
+    /// The next row in order (after [`Flat::sort`]) as a [`SortRow`], for the merge
+    /// with spilled runs: the rows still in memory are taken one at a time.
+    fn next_sort_row(&mut self) -> Option<SortRow> {
+        let (i, at) = self.pop()?;
+        let k = self.key_values(i, at.expect("sorted in chunks"));
+        let c: Vec<Value> = self.take_row(i).collect();
+        Some((k, c, self.seq(i)))
     }
 }
 
@@ -657,7 +685,7 @@ impl Merge {
             }
             let Some(b) = best else { break };
             let row = if b == self.runs.len() {
-                std::mem::replace(&mut self.last_head, self.last.next())
+                std::mem::replace(&mut self.last_head, self.last.next_sort_row())
             } else {
                 let next = read_row(&mut self.runs[b].0)?;
                 std::mem::replace(&mut self.runs[b].1, next)
@@ -770,7 +798,11 @@ impl Op for Sort {
             for row in 0..b.len {
                 seq += 1;
                 match top_k {
-                    None => flat.push(&keys, &b, row, seq),
+                    None => {
+                        flat.push(&keys, &b, row, seq);
+                        seq += (b.len - row - 1) as u64;
+                        break;
+                    }
                     Some(0) => {}
                     Some(k) if rows.len() == k => {
                         if cmp_at(&keys, row, &rows[0].0) != Ordering::Less {
@@ -839,14 +871,15 @@ impl Op for Sort {
         }
         cx.want = want;
         if !runs.is_empty() {
-            let mut last = flat.into_sort_rows().into_iter();
+            let mut last = flat;
+            last.sort();
             let mut readers = Vec::with_capacity(runs.len());
             for f in runs {
                 let mut r = BufReader::with_capacity(1 << 16, f);
                 let head = read_row(&mut r)?;
                 readers.push((r, head));
             }
-            let last_head = last.next();
+            let last_head = last.next_sort_row();
             self.merge = Some(Merge {
                 runs: readers,
                 last,
