@@ -636,6 +636,32 @@ mod tests {
 /// given back mid-work should be at least this large.
 pub const MMAP_THRESHOLD: usize = 4 << 20;
 
+/// Asks the kernel to back the 2 MiB-aligned part of a large buffer (`Vec` capacity
+/// included) with transparent huge pages, where they are enabled for regions that ask
+/// (`madvise` mode, the common default): a buffer filled once and read a few times (a
+/// sort's rows) then takes one page fault per 2 MiB instead of one per 4 KiB, which was
+/// a quarter of a sort of 1.6M rows. Does nothing for buffers under 4 MiB or elsewhere
+/// than Linux.
+pub fn advise_huge_pages<T>(v: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = v.capacity() * std::mem::size_of::<T>();
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = (v.as_ptr() as usize).next_multiple_of(HUGE);
+        let end = (v.as_ptr() as usize + bytes) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE
+            // changes how its pages are backed, never their contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
 /// Gives the allocator's free memory back to the system (glibc's `malloc_trim`: every
 /// arena, not only the top of the main one that `M_TRIM_THRESHOLD` trims). Called after
 /// work that held a lot and let it go (a big query, a freed delta), so that a process at

@@ -243,8 +243,14 @@ impl Flat {
             // ones are made at their full size.
             let (chunk, width) = (self.chunk, self.width);
             let rows = if self.len == 0 { 0 } else { chunk };
-            self.words.push(Vec::with_capacity(rows * self.stride));
-            self.cols.push(Vec::with_capacity(rows * width));
+            let (w, c) = (
+                Vec::with_capacity(rows * self.stride),
+                Vec::with_capacity(rows * width),
+            );
+            quiver_common::memory::advise_huge_pages(&w);
+            quiver_common::memory::advise_huge_pages(&c);
+            self.words.push(w);
+            self.cols.push(c);
             for v in self.vals.iter_mut().flatten() {
                 v.push(Vec::with_capacity(rows));
             }
@@ -256,6 +262,8 @@ impl Flat {
             let rows = (self.len * 2).clamp(self.len + fit, self.chunk) - self.len;
             self.words[0].reserve_exact(rows * self.stride);
             self.cols[0].reserve_exact(rows * self.width);
+            quiver_common::memory::advise_huge_pages(&self.words[0]);
+            quiver_common::memory::advise_huge_pages(&self.cols[0]);
             for v in self.vals.iter_mut().flatten() {
                 v[0].reserve_exact(rows);
             }
@@ -468,6 +476,7 @@ impl Flat {
         let kw = self.stride - 1;
         let bits: u32 = runs.iter().map(|r| r.2).sum();
         let mut packed: Vec<u128> = Vec::with_capacity(self.len);
+        quiver_common::memory::advise_huge_pages(&packed);
         for c in std::mem::take(&mut self.words) {
             packed.extend(c.chunks_exact(self.stride).map(|w| {
                 let mut key = 0u128;
