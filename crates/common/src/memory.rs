@@ -77,6 +77,12 @@ pub struct WaitPolicy {
     pub timeout: Duration,
     /// Set to stop waiting (the query was cancelled).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Work a waiting thread does instead of sleeping, true when it did some: a thread
+    /// pool's queued jobs. A pool's worker that slept while it waited would hold back
+    /// the jobs of the very query whose memory it waits for (a parallel sort, the
+    /// morsels of another aggregation): with two workers, two waiting morsels stop
+    /// every other query's parallel work, and no memory ever comes back.
+    pub idle: Option<fn() -> bool>,
 }
 
 /// Where the children of a budget wait for its memory.
@@ -368,7 +374,17 @@ impl MemoryBudget {
             } else {
                 stuck_since = None;
             }
-            let slice = Duration::from_millis(50).min(policy.timeout - waited);
+            if let Some(idle) = policy.idle {
+                drop(book);
+                let worked = idle();
+                book = lock(&room.book);
+                if worked {
+                    continue;
+                }
+            }
+            // A pool's worker comes back soon to look for work again.
+            let most = if policy.idle.is_some() { 5 } else { 50 };
+            let slice = Duration::from_millis(most).min(policy.timeout - waited);
             book = room
                 .cv
                 .wait_timeout(book, slice)
@@ -526,6 +542,7 @@ mod tests {
         WaitPolicy {
             timeout: Duration::from_millis(timeout_ms),
             cancel: None,
+            idle: None,
         }
     }
 
@@ -583,6 +600,7 @@ mod tests {
             WaitPolicy {
                 timeout: Duration::from_secs(30),
                 cancel: Some(cancel.clone()),
+                idle: None,
             },
         );
         let c2 = cancel.clone();

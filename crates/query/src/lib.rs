@@ -241,6 +241,8 @@ pub fn run_statement(
             quiver_common::memory::WaitPolicy {
                 timeout: opts.memory_wait,
                 cancel: opts.cancel.clone(),
+                // Parallel operators wait on rayon's workers: they run queued jobs.
+                idle: Some(|| matches!(rayon::yield_now(), Some(rayon::Yield::Executed))),
             },
         ),
         None => MemoryBudget::new(opts.memory_limit),
