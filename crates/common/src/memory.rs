@@ -570,6 +570,31 @@ mod tests {
         assert!(lock(&db.inner.room.book).is_empty(), "no one waits");
     }
 
+    /// A waiter runs its policy's idle work instead of sleeping: here that work is
+    /// what gives the memory back (as a pool's queued job of the query that holds it
+    /// would), and no other thread exists to do it.
+    #[test]
+    fn a_waiter_does_its_idle_work_and_the_memory_it_frees_is_granted() {
+        static HELD: Mutex<Option<Grant>> = Mutex::new(None);
+        let db = MemoryBudget::new(100);
+        let q1 = db.child_waiting(100, waiting(10_000));
+        *lock(&HELD) = Some(q1.try_grant(80, "q1").unwrap());
+        let q2 = db.child_waiting(
+            100,
+            WaitPolicy {
+                timeout: Duration::from_secs(10),
+                cancel: None,
+                idle: Some(|| lock(&HELD).take().is_some()),
+            },
+        );
+        let t = Instant::now();
+        let mut g = q2.empty_grant("q2");
+        g.grow_waiting(50)
+            .expect("granted once the idle work let go");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(db.used_bytes(), 50);
+    }
+
     #[test]
     fn a_request_past_its_own_limit_or_without_a_policy_fails_at_once() {
         let db = MemoryBudget::new(100);
