@@ -74,8 +74,16 @@ fn aggregation_and_distinct_past_their_limit_spill_and_answer_the_same() {
         "UNWIND range(1, 80000) AS i RETURN DISTINCT i % 30011 AS k, toString(i % 3) AS s",
         "UNWIND range(1, 80000) AS i RETURN DISTINCT toString(i % 40009) AS k",
         "UNWIND range(1, 80000) AS i WITH DISTINCT i % 25013 AS k RETURN count(*) AS n, sum(k) AS s",
+        // Over a label scan: the parallel scan-aggregate, done again serially, spilling.
+        "MATCH (t:T) RETURN t.i % 7919 AS k, count(*) AS c, collect(t.i) AS l, avg(t.i) AS a",
+        "MATCH (t:T) WHERE t.i % 3 <> 1 RETURN t.i AS k, toString(t.i % 5) AS s, count(*) AS c",
+        "MATCH (t:T) RETURN DISTINCT t.i % 10007 AS k, t.i % 2 AS p",
     ] {
         s.opts.memory_limit = 1 << 40;
+        if q.starts_with("MATCH (t:T) ") {
+            let plan = run(&mut s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap();
+            assert!(plan.contains("ParallelScanAggregate"), "{q}: {plan}");
+        }
         let want = sorted(&mut s, q);
         s.opts.memory_limit = 1 << 20;
         let got = sorted(&mut s, q);

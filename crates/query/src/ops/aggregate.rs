@@ -1008,6 +1008,10 @@ pub struct ParallelAggregate {
     /// The result, made a batch at a time from the merged table (its grant held until
     /// the last row).
     pub out: Option<Rows>,
+    /// Or, when the morsels' tables outgrew the grant and a temporary directory is
+    /// there, the result of a serial pass that spills (see [`ParallelAggregate::serial`]),
+    /// with the extras of its aggregates.
+    pub(crate) spilled: Option<(Drain, Vec<Option<Value>>)>,
     pub peak: u64,
 }
 
@@ -1083,6 +1087,73 @@ pub fn rewrite_counted(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> 
 /// Nodes per unit of parallel work.
 const MORSEL_NODES: u64 = 64 * 1024;
 
+impl ParallelAggregate {
+    /// The aggregation as one serial pass that spills (as Aggregate does): the morsels'
+    /// nodes in order, a batch at a time (label and life tested, filtered), through
+    /// [`aggregate_pass`]. Taken when the parallel tables outgrew the grant and there is
+    /// a temporary directory: what they held has been given back.
+    fn serial(
+        &mut self,
+        cx: &mut Cx,
+        morsels: Vec<ScanRange>,
+    ) -> Result<Option<Batch>, QueryError> {
+        let check_life = cx.env.g.scans_check_life();
+        let filter = self.filter.clone();
+        let mut at = 0usize;
+        let mut n = morsels.first().map_or(0, |m| m.lo);
+        let mut live = Vec::new();
+        let mut next = |cx: &mut Cx| -> Result<Option<Batch>, QueryError> {
+            while let Some(m) = morsels.get(at) {
+                if n >= m.hi {
+                    at += 1;
+                    n = morsels.get(at).map_or(0, |m| m.lo);
+                    continue;
+                }
+                let end = (n + BATCH_ROWS as u64).min(m.hi);
+                if check_life && m.label.is_none() {
+                    cx.env.g.live_mask(n, end, m.table_label, &mut live);
+                }
+                let mut col = Vec::with_capacity((end - n) as usize);
+                for x in n..end {
+                    if let Some(l) = m.label {
+                        if !cx.env.g.has_label(x, l)? {
+                            continue;
+                        }
+                    } else if check_life && !live[(x - n) as usize] {
+                        continue;
+                    }
+                    col.push(Value::Node(x));
+                }
+                n = end;
+                let len = col.len();
+                let mut b = Batch {
+                    cols: vec![col],
+                    len,
+                };
+                if let Some(f) = &filter {
+                    b.filter(&holds(&eval_col(&cx.env, f, &b)?));
+                }
+                if b.len > 0 {
+                    return Ok(Some(b));
+                }
+            }
+            Ok(None)
+        };
+        let (keys, aggs) = (&self.keys, &self.aggs);
+        let (rows, parts, extras, peak) =
+            cx.full(|cx| aggregate_pass(cx, PassInput::Rows(&mut next), keys, aggs, None, 0))?;
+        self.peak = self.peak.max(peak);
+        self.spilled = Some((
+            Drain {
+                out: Some(rows),
+                pending: parts,
+            },
+            extras,
+        ));
+        self.next(cx)
+    }
+}
+
 impl Op for ParallelAggregate {
     fn mem_peak(&self) -> u64 {
         self.peak
@@ -1091,6 +1162,9 @@ impl Op for ParallelAggregate {
         use rayon::prelude::*;
         if let Some(rows) = &mut self.out {
             return rows.next_batch();
+        }
+        if let Some((drain, extras)) = &mut self.spilled {
+            return drain.next(cx, self.keys.len(), &self.aggs, extras, &mut self.peak);
         }
         let mut morsels = Vec::new();
         let n_nodes = cx.env.g.n_nodes();
@@ -1114,10 +1188,20 @@ impl Op for ParallelAggregate {
         // Nodes deleted (from the segments or by the delta) or that lost the label of
         // their range's tables are masked out, a morsel's batch at a time.
         let check_life = env.g.scans_check_life();
+        // With a temporary directory, a morsel whose table outgrows the grant stops
+        // (`None`), and the aggregation is done again by a serial pass that spills.
+        let can_spill = cx.temp_dir.is_some();
+        let fits = |grant: &mut Grant, bytes: u64| -> Result<bool, QueryError> {
+            if can_spill {
+                account_or_spill(grant, bytes, "Aggregate")
+            } else {
+                account(grant, bytes, "Aggregate").map(|()| true)
+            }
+        };
         // Each morsel's table comes back with its grant, held until it is merged.
-        let tables: Vec<(GroupTable, Grant)> = morsels
+        let tables: Vec<Option<(GroupTable, Grant)>> = morsels
             .par_iter()
-            .map(|m| -> Result<(GroupTable, Grant), QueryError> {
+            .map(|m| -> Result<Option<(GroupTable, Grant)>, QueryError> {
                 if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
                     return Err(QueryError::Cancelled);
                 }
@@ -1159,10 +1243,14 @@ impl Op for ParallelAggregate {
                         }
                         Ok(())
                     })?;
-                    account(&mut grant, t.bytes() + run.bytes(), "Aggregate")?;
+                    if !fits(&mut grant, t.bytes() + run.bytes())? {
+                        return Ok(None);
+                    }
                     run.finish(&mut t, aggs)?;
-                    account(&mut grant, t.bytes(), "Aggregate")?;
-                    return Ok((t, grant));
+                    if !fits(&mut grant, t.bytes())? {
+                        return Ok(None);
+                    }
+                    return Ok(Some((t, grant)));
                 }
                 let mut n = m.lo;
                 while n < m.hi {
@@ -1170,7 +1258,9 @@ impl Op for ParallelAggregate {
                     if let Some(d) = direct {
                         direct_block(env, d, m.table_label, n, end, check_life, &mut live, &mut t)?;
                         n = end;
-                        account(&mut grant, t.bytes(), "Aggregate")?;
+                        if !fits(&mut grant, t.bytes())? {
+                            return Ok(None);
+                        }
                         continue;
                     }
                     let mut col = Vec::with_capacity((end - n) as usize);
@@ -1197,19 +1287,28 @@ impl Op for ParallelAggregate {
                         b.filter(&holds(&eval_col(env, f, &b)?));
                     }
                     t.add(env, keys, aggs, &b)?;
-                    account(&mut grant, t.bytes(), "Aggregate")?;
+                    if !fits(&mut grant, t.bytes())? {
+                        return Ok(None);
+                    }
                 }
-                Ok((t, grant))
+                Ok(Some((t, grant)))
             })
             .collect::<Result<_, _>>()?;
+        let held: u64 = tables.iter().flatten().map(|(_, g)| g.bytes()).sum();
+        self.peak = self.peak.max(held);
+        let Some(tables) = tables.into_iter().collect::<Option<Vec<_>>>() else {
+            return self.serial(cx, morsels);
+        };
         let mut merged = GroupTable::new(self.keys.len(), &self.aggs);
         let mut grant = cx.budget.empty_grant("Aggregate");
-        let held: u64 = tables.iter().map(|(_, g)| g.bytes()).sum();
-        self.peak = self.peak.max(held);
-        for (t, g) in tables {
+        let mut tables = tables.into_iter();
+        while let Some((t, g)) = tables.next() {
             merged.merge(t, &self.aggs)?;
             drop(g);
-            account(&mut grant, merged.bytes(), "Aggregate")?;
+            if !fits(&mut grant, merged.bytes())? {
+                drop((merged, grant, tables));
+                return self.serial(cx, morsels);
+            }
         }
         self.peak = self.peak.max(grant.bytes());
         self.out = Some(merged.into_rows(&self.aggs, Some(grant)));

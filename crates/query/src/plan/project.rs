@@ -172,6 +172,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         keys: key_exprs,
                         aggs: specs,
                         out: None,
+                        spilled: None,
                         peak: 0,
                     }),
                 )
