@@ -19,6 +19,7 @@ interleaved; RESULT lines are JSON.
 """
 
 import argparse
+import shutil
 import json
 import os
 import statistics
@@ -134,6 +135,7 @@ def main():
                  "quiver_answers_agree": len(answers) == 1}
             print("RESULT " + json.dumps(r), flush=True)
             table.append(r)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"\none query at a time on social 1, medians of {args.runs} (DuckDB timed around its query; "
           "Quiver the whole process)")
     print(f"{'query':<26} {'limit':>6} {'Quiver s':>9} {'MiB':>6} {'DuckDB s':>9} {'MiB':>6} {'Quiver/DuckDB':>14}")
