@@ -60,10 +60,12 @@ impl Sort {
 /// Sorted runs being merged: a reader per run file and its next row, plus the rows that
 /// were still in memory at the end (sorted where they are, as the last run).
 pub struct Merge {
-    runs: Vec<(BufReader<std::fs::File>, Option<SortRow>)>,
+    runs: Vec<(BufReader<std::fs::File>, Option<RunRow>)>,
     last: Flat,
-    last_head: Option<SortRow>,
+    last_head: Option<RunRow>,
     desc: Vec<bool>,
+    /// Keys with words (see [`Flat`]).
+    nn: usize,
     width: usize,
     /// Rows still to pass over before the first one given out (SKIP).
     skip: usize,
@@ -96,13 +98,39 @@ impl<'d> RunWriter<'d> {
         })
     }
 
-    fn push(&mut self, keys: &[Value], cols: &[Value], seq: u64) -> Result<(), QueryError> {
+    /// Writes a row: its arrival number, its keys' words (the row index left out), the
+    /// value of each key that has one kept (a flag byte a key), then its columns, in
+    /// the log's value encoding, the whole record prefixed with its length.
+    fn push<'v>(
+        &mut self,
+        words: &[u64],
+        kept: impl Iterator<Item = Option<&'v Value>>,
+        cols: &[Value],
+        seq: u64,
+    ) -> Result<(), QueryError> {
         let buf = &mut self.buf;
         buf.clear();
-        buf.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&(cols.len() as u32).to_le_bytes());
         buf.extend_from_slice(&seq.to_le_bytes());
-        for v in keys.iter().chain(cols.iter()) {
+        buf.extend_from_slice(&(words.len() as u32).to_le_bytes());
+        for w in words {
+            buf.extend_from_slice(&w.to_le_bytes());
+        }
+        let flags_at = buf.len();
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        let mut nk = 0u32;
+        for k in kept {
+            nk += 1;
+            match k {
+                Some(v) => {
+                    buf.push(1);
+                    quiver_engine::wal::encode_value(buf, v);
+                }
+                None => buf.push(0),
+            }
+        }
+        buf[flags_at..flags_at + 4].copy_from_slice(&nk.to_le_bytes());
+        buf.extend_from_slice(&(cols.len() as u32).to_le_bytes());
+        for v in cols {
             quiver_engine::wal::encode_value(buf, v);
         }
         self.w
@@ -123,32 +151,125 @@ impl<'d> RunWriter<'d> {
     }
 }
 
+/// A row of a sorted run, or of the rows still in memory, as the merge holds it: its
+/// keys' words, the values of the keys that kept theirs (`None`: made back from the
+/// words when a tie needs it), its arrival number, and its columns, still encoded when
+/// read from a run (decoded only for a row given out, not for one SKIP passes over).
+struct RunRow {
+    words: Vec<u64>,
+    kept: Vec<Option<Value>>,
+    seq: u64,
+    cols: RunCols,
+}
+
+enum RunCols {
+    /// A run's record, and where its columns start.
+    Encoded(Vec<u8>, usize),
+    /// Row `i` of the rows still in memory (taken only when given out).
+    Held(usize),
+}
+
+fn bad_run() -> QueryError {
+    QueryError::Argument("a spilled ORDER BY run could not be read back".into())
+}
+
+impl RunRow {
+    /// Key `j` (of the first `nn`, those with words) for a tie.
+    fn key(&self, j: usize, desc: bool) -> std::borrow::Cow<'_, Value> {
+        match &self.kept[j] {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(word_value(&self.words, j, desc)),
+        }
+    }
+
+    /// The row's columns (`held`: the rows still in memory).
+    fn into_cols(self, held: &mut Flat) -> Result<Vec<Value>, QueryError> {
+        match self.cols {
+            RunCols::Held(i) => Ok(held.take_row(i).collect()),
+            RunCols::Encoded(buf, mut at) => {
+                let word = buf.get(at..at + 4).ok_or_else(bad_run)?;
+                let n = u32::from_le_bytes(word.try_into().expect("4 bytes")) as usize;
+                at += 4;
+                let mut cols = Vec::with_capacity(n);
+                for _ in 0..n {
+                    cols.push(quiver_engine::wal::decode_value(&buf, &mut at).ok_or_else(bad_run)?);
+                }
+                Ok(cols)
+            }
+        }
+    }
+}
+
+/// Two merged rows' order: by each key's words, by its values where a run kept them
+/// (or past the keys with words), then by arrival.
+fn cmp_run_rows(desc: &[bool], nn: usize, a: &RunRow, b: &RunRow) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    for (j, &d) in desc.iter().enumerate() {
+        if j < nn {
+            let o = a.words[2 * j..2 * j + 2].cmp(&b.words[2 * j..2 * j + 2]);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        if j >= nn || a.kept[j].is_some() || b.kept[j].is_some() {
+            let o = order(&a.key(j, d), &b.key(j, d));
+            let o = if d { o.reverse() } else { o };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+    }
+    a.seq.cmp(&b.seq)
+}
+
 /// The next row of a run, `None` at its end.
-fn read_row(r: &mut BufReader<std::fs::File>) -> Result<Option<SortRow>, QueryError> {
-    let bad = || QueryError::Argument("a spilled ORDER BY run could not be read back".into());
-    if r.fill_buf().map_err(|_| bad())?.is_empty() {
+fn read_run_row(r: &mut BufReader<std::fs::File>) -> Result<Option<RunRow>, QueryError> {
+    if r.fill_buf().map_err(|_| bad_run())?.is_empty() {
         return Ok(None);
     }
     let mut len = [0u8; 4];
-    r.read_exact(&mut len).map_err(|_| bad())?;
+    r.read_exact(&mut len).map_err(|_| bad_run())?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
-    r.read_exact(&mut buf).map_err(|_| bad())?;
-    let word = |at: usize| {
+    r.read_exact(&mut buf).map_err(|_| bad_run())?;
+    let u32_at = |at: usize| {
         buf.get(at..at + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(bad_run)
     };
-    let (nk, nc) = (
-        word(0).ok_or_else(bad)? as usize,
-        word(4).ok_or_else(bad)? as usize,
-    );
-    let seq = u64::from_le_bytes(buf.get(8..16).ok_or_else(bad)?.try_into().unwrap());
-    let mut at = 16;
-    let mut vals = Vec::with_capacity(nk + nc);
-    for _ in 0..nk + nc {
-        vals.push(quiver_engine::wal::decode_value(&buf, &mut at).ok_or_else(bad)?);
+    let seq = u64::from_le_bytes(buf.get(0..8).ok_or_else(bad_run)?.try_into().expect("8"));
+    let nw = u32_at(8)?;
+    let mut at = 12;
+    let mut words = Vec::with_capacity(nw);
+    for _ in 0..nw {
+        let w = buf.get(at..at + 8).ok_or_else(bad_run)?;
+        words.push(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        at += 8;
     }
-    let cols = vals.split_off(nk);
-    Ok(Some((vals, cols, seq)))
+    let nk = u32_at(at)?;
+    at += 4;
+    let mut kept = Vec::with_capacity(nk);
+    for _ in 0..nk {
+        let flag = *buf.get(at).ok_or_else(bad_run)?;
+        at += 1;
+        kept.push(if flag == 1 {
+            Some(quiver_engine::wal::decode_value(&buf, &mut at).ok_or_else(bad_run)?)
+        } else {
+            None
+        });
+    }
+    Ok(Some(RunRow {
+        words,
+        kept,
+        seq,
+        cols: RunCols::Encoded(buf, at),
+    }))
+}
+
+/// Key `j` as a row's words `w` have it (`desc`: its words are inverted).
+fn word_value(w: &[u64], j: usize, desc: bool) -> Value {
+    let flip = if desc { u128::MAX } else { 0 };
+    let p = (((w[2 * j] as u128) << 64) | w[2 * j + 1] as u128) ^ flip;
+    quiver_engine::value::from_order_prefix(p).unwrap_or(Value::Null)
 }
 
 /// Rows a chunk of [`Flat`] holds: at least this many, and enough that a chunk of words
@@ -224,14 +345,6 @@ impl Flat {
             packed: Vec::new(),
             at: 0,
             is_plain: false,
-        }
-    }
-
-    fn flip(&self, j: usize) -> u128 {
-        if self.desc[j] {
-            u128::MAX
-        } else {
-            0
         }
     }
 
@@ -373,8 +486,7 @@ impl Flat {
 
     /// Key `j` as a row's words `w` have it.
     fn word_value(&self, w: &[u64], j: usize) -> Value {
-        let p = (((w[2 * j] as u128) << 64) | w[2 * j + 1] as u128) ^ self.flip(j);
-        quiver_engine::value::from_order_prefix(p).unwrap_or(Value::Null)
+        word_value(w, j, self.desc[j])
     }
 
     fn row(&self, i: usize) -> &[Value] {
@@ -596,17 +708,6 @@ impl Flat {
         }
     }
 
-    /// The keys of row `i`, whose words are row `pos` of chunk `c`, as values.
-    fn key_values(&self, i: usize, (c, pos): (usize, usize)) -> Vec<Value> {
-        let w = &self.words[c][pos * self.stride..(pos + 1) * self.stride];
-        (0..self.nk)
-            .map(|j| match &self.vals[j] {
-                Some(vs) => vs[i / self.chunk][i % self.chunk].clone(),
-                None => self.word_value(w, j),
-            })
-            .collect()
-    }
-
     /// Moves row `i`'s columns out (its slots are left null).
     fn take_row(&mut self, i: usize) -> impl Iterator<Item = Value> + '_ {
         let at = (i % self.chunk) * self.width;
@@ -633,25 +734,42 @@ impl Flat {
         (len > 0).then_some(Batch { cols, len })
     }
 
+    /// Row `i`'s kept key values (`None` for a key whole in its words).
+    fn kept(&self, i: usize) -> impl Iterator<Item = Option<&Value>> + '_ {
+        self.vals
+            .iter()
+            .map(move |v| v.as_ref().map(|vs| &vs[i / self.chunk][i % self.chunk]))
+    }
+
     /// Writes the rows, sorted, as a run, and empties the buffer.
     fn spill(&mut self, dir: &std::path::Path) -> Result<std::fs::File, QueryError> {
         self.sort();
         let mut w = RunWriter::new(dir)?;
-        while let Some((i, Some(at))) = self.pop() {
-            w.push(&self.key_values(i, at), self.row(i), self.seq(i))?;
+        let kw = self.stride - 1;
+        while let Some((i, Some((c, pos)))) = self.pop() {
+            let words = &self.words[c][pos * self.stride..pos * self.stride + kw];
+            w.push(words, self.kept(i), self.row(i), self.seq(i))?;
         }
         let f = w.finish()?;
         *self = Flat::new(&self.desc, self.limit);
         Ok(f)
     }
 
-    /// The next row in order (after [`Flat::sort`]) as a [`SortRow`], for the merge
+    /// The next row in order (after [`Flat::sort`]) as a [`RunRow`], for the merge
     /// with spilled runs: the rows still in memory are taken one at a time.
-    fn next_sort_row(&mut self) -> Option<SortRow> {
+    fn next_run_row(&mut self) -> Option<RunRow> {
         let (i, at) = self.pop()?;
-        let k = self.key_values(i, at.expect("sorted in chunks"));
-        let c: Vec<Value> = self.take_row(i).collect();
-        Some((k, c, self.seq(i)))
+        let (c, pos) = at.expect("sorted in chunks");
+        let words = self.words[c][pos * self.stride..(pos + 1) * self.stride - 1].to_vec();
+        let kept = self.kept(i).map(|v| v.cloned()).collect();
+        let seq = self.seq(i);
+        let cols = RunCols::Held(i);
+        Some(RunRow {
+            words,
+            kept,
+            seq,
+            cols,
+        })
     }
 }
 
@@ -669,7 +787,7 @@ fn cmp_keys(desc: &[bool], a: &SortRow, b: &SortRow) -> std::cmp::Ordering {
 
 impl Merge {
     /// The next row of run `i` (`runs.len()`: the rows kept in memory).
-    fn head(&self, i: usize) -> Option<&SortRow> {
+    fn head(&self, i: usize) -> Option<&RunRow> {
         if i == self.runs.len() {
             self.last_head.as_ref()
         } else {
@@ -686,7 +804,7 @@ impl Merge {
             for i in 0..=self.runs.len() {
                 let Some(h) = self.head(i) else { continue };
                 if best.is_none_or(|b| {
-                    cmp_keys(&self.desc, h, self.head(b).expect("a head"))
+                    cmp_run_rows(&self.desc, self.nn, h, self.head(b).expect("a head"))
                         == std::cmp::Ordering::Less
                 }) {
                     best = Some(i);
@@ -694,9 +812,9 @@ impl Merge {
             }
             let Some(b) = best else { break };
             let row = if b == self.runs.len() {
-                std::mem::replace(&mut self.last_head, self.last.next_sort_row())
+                std::mem::replace(&mut self.last_head, self.last.next_run_row())
             } else {
-                let next = read_row(&mut self.runs[b].0)?;
+                let next = read_run_row(&mut self.runs[b].0)?;
                 std::mem::replace(&mut self.runs[b].1, next)
             }
             .expect("the best head");
@@ -704,7 +822,7 @@ impl Merge {
                 self.skip -= 1;
                 continue;
             }
-            out.push_row(row.1);
+            out.push_row(row.into_cols(&mut self.last)?);
             if let Some(l) = &mut self.left {
                 *l -= 1;
             }
@@ -885,14 +1003,15 @@ impl Op for Sort {
             let mut readers = Vec::with_capacity(runs.len());
             for f in runs {
                 let mut r = BufReader::with_capacity(1 << 16, f);
-                let head = read_row(&mut r)?;
+                let head = read_run_row(&mut r)?;
                 readers.push((r, head));
             }
-            let last_head = last.next_sort_row();
+            let last_head = last.next_run_row();
             self.merge = Some(Merge {
                 runs: readers,
                 last,
                 last_head,
+                nn: desc.len().min(NORM_KEYS),
                 desc,
                 width,
                 skip: self.skip,
