@@ -238,7 +238,7 @@ proptest::proptest! {
             .map(|k| format!("r[{}]{}", k + 1, if desc[k] { " DESC" } else { "" }))
             .collect();
         let q = format!(
-            "UNWIND $rows AS r RETURN r[0] AS i ORDER BY {} SKIP {skip}{}",
+            "UNWIND $rows AS r RETURN r[0] AS i, r[1] AS k ORDER BY {} SKIP {skip}{}",
             by.join(", "),
             limit.map(|l| format!(" LIMIT {l}")).unwrap_or_default()
         );
@@ -274,7 +274,12 @@ proptest::proptest! {
             s.run(&q, &params, &mut |_, b| {
                 for r in 0..b.len {
                     match b.cols[0][r] {
-                        Value::Int(i) => got.push(i),
+                        Value::Int(i) => {
+                            // The carried key (of mixed types) comes back as it went in.
+                            let k = format!("{:?}", b.cols[1][r]);
+                            assert_eq!(k, format!("{:?}", keys[i as usize].0), "row {i}");
+                            got.push(i)
+                        }
                         ref v => panic!("not an int: {v:?}"),
                     }
                 }

@@ -272,6 +272,77 @@ fn word_value(w: &[u64], j: usize, desc: bool) -> Value {
     quiver_engine::value::from_order_prefix(p).unwrap_or(Value::Null)
 }
 
+/// One carried column of a chunk of [`Flat`]: integers as they are while every value
+/// has been one (8 bytes a row instead of a 32-byte value, and nothing to drop), values
+/// from the first that is not.
+enum Carried {
+    Ints(Vec<i64>),
+    Values(Vec<Value>),
+}
+
+impl Carried {
+    fn with_capacity(rows: usize) -> Carried {
+        let v = Vec::with_capacity(rows);
+        quiver_common::memory::advise_huge_pages(&v);
+        Carried::Ints(v)
+    }
+
+    /// Appends `v`; what it holds on the heap.
+    fn push(&mut self, v: &Value) -> u64 {
+        if let Carried::Ints(xs) = self {
+            if let Value::Int(x) = v {
+                xs.push(*x);
+                return 0;
+            }
+            let mut vs = Vec::with_capacity(xs.capacity());
+            quiver_common::memory::advise_huge_pages(&vs);
+            vs.extend(xs.iter().map(|&x| Value::Int(x)));
+            *self = Carried::Values(vs);
+        }
+        let Carried::Values(vs) = self else {
+            unreachable!("made values above")
+        };
+        vs.push(v.clone());
+        crate::value::heap_bytes(v) as u64
+    }
+
+    fn get(&self, r: usize) -> Value {
+        match self {
+            Carried::Ints(xs) => Value::Int(xs[r]),
+            Carried::Values(vs) => vs[r].clone(),
+        }
+    }
+
+    /// Moves row `r`'s value out (a value's slot is left null).
+    fn take(&mut self, r: usize) -> Value {
+        match self {
+            Carried::Ints(xs) => Value::Int(xs[r]),
+            Carried::Values(vs) => std::mem::take(&mut vs[r]),
+        }
+    }
+
+    fn reserve_exact(&mut self, more: usize) {
+        match self {
+            Carried::Ints(xs) => {
+                xs.reserve_exact(more);
+                quiver_common::memory::advise_huge_pages(xs);
+            }
+            Carried::Values(vs) => {
+                vs.reserve_exact(more);
+                quiver_common::memory::advise_huge_pages(vs);
+            }
+        }
+    }
+
+    /// Bytes of its capacity.
+    fn bytes(&self) -> usize {
+        match self {
+            Carried::Ints(xs) => xs.capacity() * 8,
+            Carried::Values(vs) => vs.capacity() * 32,
+        }
+    }
+}
+
 /// Rows a chunk of [`Flat`] holds: at least this many, and enough that a chunk of words
 /// comes from the system and goes back to it when freed
 /// ([`quiver_common::memory::MMAP_THRESHOLD`]: a sort that packs its rows frees each
@@ -305,7 +376,8 @@ struct Flat {
     limit: u64,
     words: Vec<Vec<u64>>,
     vals: Vec<Option<Vec<Vec<Value>>>>,
-    cols: Vec<Vec<Value>>,
+    /// Per chunk, its carried columns.
+    cols: Vec<Vec<Carried>>,
     len: usize,
     first_seq: u64,
     /// What the held values hold on the heap.
@@ -356,14 +428,11 @@ impl Flat {
             // ones are made at their full size.
             let (chunk, width) = (self.chunk, self.width);
             let rows = if self.len == 0 { 0 } else { chunk };
-            let (w, c) = (
-                Vec::with_capacity(rows * self.stride),
-                Vec::with_capacity(rows * width),
-            );
+            let w = Vec::with_capacity(rows * self.stride);
             quiver_common::memory::advise_huge_pages(&w);
-            quiver_common::memory::advise_huge_pages(&c);
             self.words.push(w);
-            self.cols.push(c);
+            self.cols
+                .push((0..width).map(|_| Carried::with_capacity(rows)).collect());
             for v in self.vals.iter_mut().flatten() {
                 v.push(Vec::with_capacity(rows));
             }
@@ -374,9 +443,10 @@ impl Flat {
         {
             let rows = (self.len * 2).clamp(self.len + fit, self.chunk) - self.len;
             self.words[0].reserve_exact(rows * self.stride);
-            self.cols[0].reserve_exact(rows * self.width);
+            for c in &mut self.cols[0] {
+                c.reserve_exact(rows);
+            }
             quiver_common::memory::advise_huge_pages(&self.words[0]);
-            quiver_common::memory::advise_huge_pages(&self.cols[0]);
             for v in self.vals.iter_mut().flatten() {
                 v[0].reserve_exact(rows);
             }
@@ -431,11 +501,9 @@ impl Flat {
                 }
             }
             let cc = self.cols.last_mut().expect("a chunk");
-            for t in r..r + n {
-                for c in &b.cols[..self.width] {
-                    let v = &c[t];
-                    self.heap_bytes += crate::value::heap_bytes(v) as u64;
-                    cc.push(v.clone());
+            for (to, c) in cc.iter_mut().zip(&b.cols[..self.width]) {
+                for v in &c[r..r + n] {
+                    self.heap_bytes += to.push(v);
                 }
             }
             self.len += n;
@@ -489,9 +557,14 @@ impl Flat {
         word_value(w, j, self.desc[j])
     }
 
-    fn row(&self, i: usize) -> &[Value] {
-        let at = (i % self.chunk) * self.width;
-        &self.cols[i / self.chunk][at..at + self.width]
+    /// Row `i`'s columns into `out`.
+    fn row_into(&self, i: usize, out: &mut Vec<Value>) {
+        out.clear();
+        out.extend(
+            self.cols[i / self.chunk]
+                .iter()
+                .map(|c| c.get(i % self.chunk)),
+        );
     }
 
     fn seq(&self, i: usize) -> u64 {
@@ -501,16 +574,19 @@ impl Flat {
     /// Bytes held: the chunks' capacities and the values' heap.
     fn bytes(&self) -> u64 {
         let slots: usize = self
-            .cols
+            .vals
             .iter()
-            .chain(self.vals.iter().flatten().flatten())
+            .flatten()
+            .flatten()
             .map(|c| c.capacity())
             .sum();
+        let carried: usize = self.cols.iter().flatten().map(Carried::bytes).sum();
         // In words of 8 bytes: the keys' words, packed rows, the merge's cursors.
         let words: usize = self.words.iter().map(|c| c.capacity()).sum::<usize>()
             + self.packed.capacity() * 2
             + (self.cursor_heap.capacity() + self.cursor_pos.capacity()).div_ceil(2);
-        (slots * 32 + words * 8 + (self.words.capacity() + self.cols.capacity()) * 24) as u64
+        (slots * 32 + carried + words * 8 + (self.words.capacity() + self.cols.capacity()) * 24)
+            as u64
             + self.heap_bytes
     }
 
@@ -710,10 +786,8 @@ impl Flat {
 
     /// Moves row `i`'s columns out (its slots are left null).
     fn take_row(&mut self, i: usize) -> impl Iterator<Item = Value> + '_ {
-        let at = (i % self.chunk) * self.width;
-        self.cols[i / self.chunk][at..at + self.width]
-            .iter_mut()
-            .map(std::mem::take)
+        let r = i % self.chunk;
+        self.cols[i / self.chunk].iter_mut().map(move |c| c.take(r))
     }
 
     /// The next batch of rows in order (values moved out, not cloned), at most `left`.
@@ -746,9 +820,11 @@ impl Flat {
         self.sort();
         let mut w = RunWriter::new(dir)?;
         let kw = self.stride - 1;
+        let mut row = Vec::with_capacity(self.width);
         while let Some((i, Some((c, pos)))) = self.pop() {
             let words = &self.words[c][pos * self.stride..pos * self.stride + kw];
-            w.push(words, self.kept(i), self.row(i), self.seq(i))?;
+            self.row_into(i, &mut row);
+            w.push(words, self.kept(i), &row, self.seq(i))?;
         }
         let f = w.finish()?;
         *self = Flat::new(&self.desc, self.limit);
