@@ -188,3 +188,62 @@ fn typed_scan_aggregates_match_rows() {
     run(&mut s, "CHECKPOINT").unwrap();
     check(&mut s, "after a checkpoint");
 }
+
+/// `b, count(*)` over one hop from every node is read from degrees (DegreeCount) and
+/// answers as counting the expansion does (`count(a)`, which is not rewritten): over
+/// any type, one type, several, both directions, a target label, self-loops; not when
+/// the source label leaves nodes out, nor once the delta holds changes.
+#[test]
+fn degree_counts_match_expansions() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+    run(&mut s, "UNWIND range(0, 299) AS i CREATE (:L {i: i})").unwrap();
+    run(&mut s, "MATCH (n:L) WHERE n.i % 3 = 0 SET n:M").unwrap();
+    for (t, m) in [("R", 0), ("S", 1)] {
+        run(
+            &mut s,
+            &format!("MATCH (a:L) WITH a ORDER BY a.i WITH collect(a) AS ns UNWIND range(0, 1199) AS k WITH ns[(k * 7919) % 300] AS a, ns[(k * 104729 + k / 7) % 300] AS b, k WHERE k % 2 = {m} CREATE (a)-[:{t}]->(b)"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    run(
+        &mut s,
+        "MATCH (a:L {i: 5}) CREATE (a)-[:R]->(a), (a)-[:S]->(a)",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let sorted = |s: &mut Session, q: &str| {
+        let mut r: Vec<String> = rows(s, q).iter().map(|r| format!("{r:?}")).collect();
+        r.sort();
+        r
+    };
+    let cases = [
+        ("MATCH (a:L)-->(b:L)", true),
+        ("MATCH (a)-[:R]->(b)", true),
+        ("MATCH (a:L)<-[:S|R]-(b:M)", true),
+        ("MATCH (a)<-[:S]-(b)", true),
+        ("MATCH (a:M)-->(b)", false),
+        ("MATCH (a:L)-[]-(b)", false),
+    ];
+    for with_delta in [false, true] {
+        if with_delta {
+            run(
+                &mut s,
+                "MATCH (a:L {i: 7}), (b:L {i: 9}) CREATE (a)-[:R]->(b)",
+            )
+            .unwrap();
+        }
+        for (m, degrees) in cases {
+            let q = format!("{m} RETURN b, count(*) AS c");
+            let plan = run(&mut s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap();
+            assert_eq!(
+                plan.contains("DegreeCount"),
+                degrees && !with_delta,
+                "{q}: {plan}"
+            );
+            let want = sorted(&mut s, &format!("{m} RETURN b, count(a) AS c"));
+            assert!(!want.is_empty(), "{q}");
+            assert_eq!(sorted(&mut s, &q), want, "{q} (delta: {with_delta})");
+        }
+    }
+}

@@ -1571,3 +1571,46 @@ impl Op for DistinctNodes {
         })
     }
 }
+
+/// `MATCH (a)-[:T]->(b:L) RETURN b, count(*)` where every node is an `a` (a scan of every
+/// node, or of a label every node has, with no filter) and the database has no changes
+/// to lay over its columns: each `b`'s count is its degree over the types, read from the
+/// adjacency offsets, no relationship visited (the planner checks all of it; see
+/// `Planner::aggregate`). Rows are `b` and its count, for each `b` with one or more.
+pub struct DegreeCount {
+    pub types: Vec<u32>,
+    /// From `b` back to `a`.
+    pub dir: quiver_storage::Direction,
+    pub label: Option<u32>,
+    /// The next node to look at.
+    pub next: u64,
+}
+
+impl Op for DegreeCount {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let g = &cx.env.g;
+        let n = g.n_nodes();
+        let (mut nodes, mut counts) = (Vec::new(), Vec::new());
+        while self.next < n && nodes.len() < BATCH_ROWS {
+            let b = self.next;
+            self.next += 1;
+            if let Some(l) = self.label {
+                if !g.has_label(b, l)? {
+                    continue;
+                }
+            }
+            let mut c = 0;
+            for &t in &self.types {
+                c += g.degree(t, b, self.dir)?;
+            }
+            if c > 0 {
+                nodes.push(Value::Node(b));
+                counts.push(Value::Int(c as i64));
+            }
+        }
+        Ok((!nodes.is_empty()).then(|| Batch {
+            len: nodes.len(),
+            cols: vec![nodes, counts],
+        }))
+    }
+}

@@ -22,6 +22,7 @@ use crate::ops::*;
 use crate::value::Value;
 use quiver_cypher::ast::*;
 use quiver_cypher::bind::{contains_aggregate, is_aggregate, is_aggregate_call, same};
+use quiver_storage::Direction;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -97,8 +98,23 @@ struct Fused {
     var: String,
 }
 
+/// A single-hop expansion straight out of a fused scan that covers every node with no
+/// filter (`MATCH (a:L1)-[:T]->(b:L2)`, every node an `L1`): an aggregation of
+/// `b, count(*)` right above it is each `b`'s degree (see `ops::DegreeCount`).
+#[derive(Clone)]
+struct DegreeCand {
+    /// The expansion's plan node.
+    id: usize,
+    to_var: String,
+    types: Vec<u32>,
+    /// From `b` back to `a`.
+    dir: Direction,
+    label: Option<u32>,
+}
+
 pub struct Planner<'a, 'g, 'db> {
     fused: Option<Fused>,
+    degree_cand: Option<DegreeCand>,
     /// The last expansion that bound a new node: (plan node, node slot, its distinct
     /// switch), for pushing a DISTINCT on that node into it.
     /// A filter on that node alone keeps the push-down valid (it rejects every row of a
@@ -304,6 +320,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     ) -> Self {
         Planner {
             fused: None,
+            degree_cand: None,
             last_expand: None,
             g,
             params,

@@ -148,6 +148,38 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             keys.iter().map(|k| short(k)).collect::<Vec<_>>().join(", "),
             aggs.iter().map(short).collect::<Vec<_>>().join(", ")
         );
+        // `b, count(*)` right over a one-hop expansion from every node: degrees.
+        let degrees = self.degree_cand.take().filter(|c| {
+            c.id == cur.id
+                && !p.distinct
+                && matches!(keys.as_slice(), [Expr::Var(v, _)] if *v == c.to_var)
+                && specs.len() == 1
+                && specs[0].func == AggFn::CountStar
+        });
+        if let Some(c) = degrees {
+            let op = self.wrap(
+                "DegreeCount",
+                format!("({}) {detail}", c.to_var.trim()),
+                vec![],
+                Box::new(DegreeCount {
+                    types: c.types,
+                    dir: c.dir,
+                    label: c.label,
+                    next: 0,
+                }),
+            );
+            let width = subst.len();
+            return Ok((
+                op,
+                (
+                    Scope {
+                        vars: Vec::new(),
+                        width,
+                    },
+                    subst,
+                ),
+            ));
+        }
         let fused = self.fused.take().filter(|f| {
             f.id == cur.id
                 && scope.width == 1
