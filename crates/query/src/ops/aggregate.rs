@@ -1087,6 +1087,43 @@ pub fn rewrite_counted(e: &CExpr, props: &mut Vec<PropColumn>) -> Option<CExpr> 
 /// Nodes per unit of parallel work.
 const MORSEL_NODES: u64 = 64 * 1024;
 
+/// The nodes `n..end` of morsel `m` as a batch of one node column: those with the
+/// label (a range whose tables do not all carry it), or those alive (`live` is scratch
+/// for the mask), then filtered.
+fn morsel_nodes(
+    env: &Env,
+    m: &ScanRange,
+    n: u64,
+    end: u64,
+    check_life: bool,
+    live: &mut Vec<bool>,
+    filter: Option<&CExpr>,
+) -> Result<Batch, QueryError> {
+    if check_life && m.label.is_none() {
+        env.g.live_mask(n, end, m.table_label, live);
+    }
+    let mut col = Vec::with_capacity((end - n) as usize);
+    for x in n..end {
+        if let Some(l) = m.label {
+            if !env.g.has_label(x, l)? {
+                continue;
+            }
+        } else if check_life && !live[(x - n) as usize] {
+            continue;
+        }
+        col.push(Value::Node(x));
+    }
+    let len = col.len();
+    let mut b = Batch {
+        cols: vec![col],
+        len,
+    };
+    if let Some(f) = filter {
+        b.filter(&holds(&eval_col(env, f, &b)?));
+    }
+    Ok(b)
+}
+
 impl ParallelAggregate {
     /// The aggregation as one serial pass that spills (as Aggregate does): the morsels'
     /// nodes in order, a batch at a time (label and life tested, filtered), through
@@ -1110,29 +1147,8 @@ impl ParallelAggregate {
                     continue;
                 }
                 let end = (n + BATCH_ROWS as u64).min(m.hi);
-                if check_life && m.label.is_none() {
-                    cx.env.g.live_mask(n, end, m.table_label, &mut live);
-                }
-                let mut col = Vec::with_capacity((end - n) as usize);
-                for x in n..end {
-                    if let Some(l) = m.label {
-                        if !cx.env.g.has_label(x, l)? {
-                            continue;
-                        }
-                    } else if check_life && !live[(x - n) as usize] {
-                        continue;
-                    }
-                    col.push(Value::Node(x));
-                }
+                let b = morsel_nodes(&cx.env, m, n, end, check_life, &mut live, filter.as_ref())?;
                 n = end;
-                let len = col.len();
-                let mut b = Batch {
-                    cols: vec![col],
-                    len,
-                };
-                if let Some(f) = &filter {
-                    b.filter(&holds(&eval_col(&cx.env, f, &b)?));
-                }
                 if b.len > 0 {
                     return Ok(Some(b));
                 }
@@ -1263,29 +1279,8 @@ impl Op for ParallelAggregate {
                         }
                         continue;
                     }
-                    let mut col = Vec::with_capacity((end - n) as usize);
-                    if check_life && m.label.is_none() {
-                        env.g.live_mask(n, end, m.table_label, &mut live);
-                    }
-                    for x in n..end {
-                        if let Some(l) = m.label {
-                            if !env.g.has_label(x, l)? {
-                                continue;
-                            }
-                        } else if check_life && !live[(x - n) as usize] {
-                            continue;
-                        }
-                        col.push(Value::Node(x));
-                    }
+                    let b = morsel_nodes(env, m, n, end, check_life, &mut live, filter.as_ref())?;
                     n = end;
-                    let len = col.len();
-                    let mut b = Batch {
-                        cols: vec![col],
-                        len,
-                    };
-                    if let Some(f) = filter {
-                        b.filter(&holds(&eval_col(env, f, &b)?));
-                    }
                     t.add(env, keys, aggs, &b)?;
                     if !fits(&mut grant, t.bytes())? {
                         return Ok(None);
