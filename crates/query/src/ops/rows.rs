@@ -101,17 +101,30 @@ pub struct Project {
 
 impl Op for Project {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        let Some(b) = self.input.next(cx)? else {
+        let Some(mut b) = self.input.next(cx)? else {
             return Ok(None);
         };
-        let cols = self
-            .exprs
-            .iter()
-            .map(|e| match e {
-                CExpr::Slot(i) => Ok(b.cols[*i].clone()),
-                e => eval_col(&cx.env, e, &b),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Expressions first (they read the input's columns), then the columns passed on
+        // as they are: moved out of the input at their last use, not copied.
+        let mut cols: Vec<Vec<Value>> = Vec::with_capacity(self.exprs.len());
+        for e in &self.exprs {
+            cols.push(match e {
+                CExpr::Slot(_) => Vec::new(),
+                e => eval_col(&cx.env, e, &b)?,
+            });
+        }
+        for (k, e) in self.exprs.iter().enumerate() {
+            if let CExpr::Slot(i) = e {
+                let again = self.exprs[k + 1..]
+                    .iter()
+                    .any(|x| matches!(x, CExpr::Slot(j) if j == i));
+                cols[k] = if again {
+                    b.cols[*i].clone()
+                } else {
+                    std::mem::take(&mut b.cols[*i])
+                };
+            }
+        }
         Ok(Some(Batch { cols, len: b.len }))
     }
 }
