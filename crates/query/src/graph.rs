@@ -560,7 +560,7 @@ impl<'db> Graph<'db> {
         if let Some((lo, hi)) = self.consecutive_live(nodes) {
             return self.node_prop_range(lo, hi, name, out);
         }
-        self.node_prop_batch_map(nodes, name, out, &|c, i, t| Ok(chunk_value(c, i, t)), &Ok)
+        self.node_prop_scattered(nodes, name, out, &|c, i, t| Ok(chunk_value(c, i, t)), &Ok)
     }
 
     /// `Some(lo..hi)` when `nodes` are the nodes `lo, lo + 1, ..., hi - 1` in order and
@@ -596,9 +596,22 @@ impl<'db> Graph<'db> {
         seg: &SegRead<'_>,
         val: &ValMap<'_>,
     ) -> Result<(), QueryError> {
-        if let Some((lo, hi)) = self.consecutive_live(nodes) {
-            return self.node_prop_range_map(lo, hi, name, out, seg, val);
+        match self.consecutive_live(nodes) {
+            Some((lo, hi)) => self.node_prop_range_map(lo, hi, name, out, seg, val),
+            None => self.node_prop_scattered(nodes, name, out, seg, val),
         }
+    }
+
+    /// [`node_prop_batch_map`](Self::node_prop_batch_map) for nodes in any order: grouped
+    /// by the column chunk that holds them, each chunk opened once.
+    fn node_prop_scattered(
+        &self,
+        nodes: &[Value],
+        name: &str,
+        out: &mut Vec<Value>,
+        seg: &SegRead<'_>,
+        val: &ValMap<'_>,
+    ) -> Result<(), QueryError> {
         let base = out.len();
         out.resize(base + nodes.len(), Value::Null);
         let d = self.delta();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{rows, run};
+use common::{rows, run, sorted};
 use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
 use quiver_query::{Session, Value};
 use quiver_storage::manifest::IdType;
@@ -212,11 +212,6 @@ fn degree_counts_match_expansions() {
     )
     .unwrap();
     run(&mut s, "CHECKPOINT").unwrap();
-    let sorted = |s: &mut Session, q: &str| {
-        let mut r: Vec<String> = rows(s, q).iter().map(|r| format!("{r:?}")).collect();
-        r.sort();
-        r
-    };
     let cases = [
         ("MATCH (a:L)-->(b:L)", true),
         ("MATCH (a)-[:R]->(b)", true),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{rows, run};
+use common::{rows, run, sorted};
 use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
 
@@ -41,13 +41,6 @@ fn a_sort_past_its_limit_spills_and_answers_the_same() {
     assert!(e.to_string().contains("Sort"), "{e}");
     // The runs were unnamed temporary files: nothing is left behind.
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
-}
-
-/// The rows of `q`, sorted (aggregation and DISTINCT give no order).
-fn sorted(s: &mut Session, q: &str) -> Vec<String> {
-    let mut r: Vec<String> = rows(s, q).iter().map(|r| format!("{r:?}")).collect();
-    r.sort();
-    r
 }
 
 /// Aggregations (one key, several keys, nodes, collect, DISTINCT aggregates,

@@ -1005,13 +1005,13 @@ pub struct ParallelAggregate {
     pub filter: Option<CExpr>,
     pub keys: Vec<CExpr>,
     pub aggs: Vec<AggSpec>,
-    /// The result, made a batch at a time from the merged table (its grant held until
-    /// the last row).
-    pub out: Option<Rows>,
-    /// Or, when the morsels' tables outgrew the grant and a temporary directory is
-    /// there, the result of a serial pass that spills (see [`ParallelAggregate::serial`]),
-    /// with the extras of its aggregates.
-    pub(crate) spilled: Option<(Drain, Vec<Option<Value>>)>,
+    /// The result (`None`: not made yet): made a batch at a time from the merged table
+    /// (its grant held until the last row), or, when the morsels' tables outgrew the
+    /// grant and there is a temporary directory, by a serial pass that spills (see
+    /// [`ParallelAggregate::serial`]), its partitions after it.
+    pub(crate) out: Option<Drain>,
+    /// The percentiles of a serial pass (evaluated once), carried to its partitions.
+    pub(crate) extras: Vec<Option<Value>>,
     pub peak: u64,
 }
 
@@ -1159,13 +1159,11 @@ impl ParallelAggregate {
         let (rows, parts, extras, peak) =
             cx.full(|cx| aggregate_pass(cx, PassInput::Rows(&mut next), keys, aggs, None, 0))?;
         self.peak = self.peak.max(peak);
-        self.spilled = Some((
-            Drain {
-                out: Some(rows),
-                pending: parts,
-            },
-            extras,
-        ));
+        self.extras = extras;
+        self.out = Some(Drain {
+            out: Some(rows),
+            pending: parts,
+        });
         self.next(cx)
     }
 }
@@ -1176,11 +1174,9 @@ impl Op for ParallelAggregate {
     }
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         use rayon::prelude::*;
-        if let Some(rows) = &mut self.out {
-            return rows.next_batch();
-        }
-        if let Some((drain, extras)) = &mut self.spilled {
-            return drain.next(cx, self.keys.len(), &self.aggs, extras, &mut self.peak);
+        if let Some(drain) = &mut self.out {
+            let (nk, aggs, extras) = (self.keys.len(), &self.aggs, &self.extras);
+            return drain.next(cx, nk, aggs, extras, &mut self.peak);
         }
         let mut morsels = Vec::new();
         let n_nodes = cx.env.g.n_nodes();
@@ -1306,8 +1302,11 @@ impl Op for ParallelAggregate {
             }
         }
         self.peak = self.peak.max(grant.bytes());
-        self.out = Some(merged.into_rows(&self.aggs, Some(grant)));
-        self.out.as_mut().expect("set").next_batch()
+        self.out = Some(Drain {
+            out: Some(merged.into_rows(&self.aggs, Some(grant))),
+            pending: Vec::new(),
+        });
+        self.next(cx)
     }
 }
 

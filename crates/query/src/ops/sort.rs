@@ -2,8 +2,9 @@
 //!
 //! A full sort holds its rows flat ([`Flat`]): every sort key as a normalized key (two
 //! words of [`quiver_engine::value::order_prefix`], inverted when descending; DuckDB's
-//! normalized keys, in spirit), then the row's index, in chunks that are each sorted as
-//! plain integers and merged as the output is read. A key's values are kept only once
+//! normalized keys, in spirit), then the row's index, in chunks. For output the rows'
+//! varying bits are packed one integer a row and sorted, or each chunk is sorted where it
+//! is and the chunks merged as the output is read. A key's values are kept only once
 //! one of them is not whole in its prefix (a long string, a list, a large integer); ties
 //! of such prefixes then compare the values. No value object is kept a key a row.
 //!
@@ -79,9 +80,8 @@ fn spill_error(dir: &std::path::Path, e: std::io::Error) -> QueryError {
     ))
 }
 
-/// A sorted run being written: per row its keys, its columns and its arrival number, in
-/// the log's value encoding, to an unnamed temporary file in `dir` (gone when closed,
-/// whatever happens to the process).
+/// A sorted run being written (see [`RunWriter::push`]) to an unnamed temporary file in
+/// `dir` (gone when closed, whatever happens to the process).
 struct RunWriter<'d> {
     w: BufWriter<std::fs::File>,
     buf: Vec<u8>,
@@ -174,14 +174,6 @@ fn bad_run() -> QueryError {
 }
 
 impl RunRow {
-    /// Key `j` (of the first `nn`, those with words) for a tie.
-    fn key(&self, j: usize, desc: bool) -> std::borrow::Cow<'_, Value> {
-        match &self.kept[j] {
-            Some(v) => std::borrow::Cow::Borrowed(v),
-            None => std::borrow::Cow::Owned(word_value(&self.words, j, desc)),
-        }
-    }
-
     /// The row's columns (`held`: the rows still in memory).
     fn into_cols(self, held: &mut Flat) -> Result<Vec<Value>, QueryError> {
         match self.cols {
@@ -200,26 +192,50 @@ impl RunRow {
     }
 }
 
-/// Two merged rows' order: by each key's words, by its values where a run kept them
-/// (or past the keys with words), then by arrival.
-fn cmp_run_rows(desc: &[bool], nn: usize, a: &RunRow, b: &RunRow) -> std::cmp::Ordering {
+/// Two rows' order by their keys, arrival aside: each key's words (the first `nn`
+/// keys have them), then, where either row kept a value of the key (always past the
+/// keys with words), the values, made back from its words for a row that kept none.
+/// `kept(j)` gives a row's value of key `j` if it kept one.
+fn cmp_by_words<'v>(
+    desc: &[bool],
+    nn: usize,
+    (wa, ka): (&[u64], impl Fn(usize) -> Option<&'v Value>),
+    (wb, kb): (&[u64], impl Fn(usize) -> Option<&'v Value>),
+) -> std::cmp::Ordering {
+    use std::borrow::Cow;
     use std::cmp::Ordering;
     for (j, &d) in desc.iter().enumerate() {
         if j < nn {
-            let o = a.words[2 * j..2 * j + 2].cmp(&b.words[2 * j..2 * j + 2]);
+            let o = wa[2 * j..2 * j + 2].cmp(&wb[2 * j..2 * j + 2]);
             if o != Ordering::Equal {
                 return o;
             }
         }
-        if j >= nn || a.kept[j].is_some() || b.kept[j].is_some() {
-            let o = order(&a.key(j, d), &b.key(j, d));
+        let (x, y) = (ka(j), kb(j));
+        if x.is_some() || y.is_some() {
+            let value = |k: Option<&'v Value>, w: &[u64]| match k {
+                Some(v) => Cow::Borrowed(v),
+                None => Cow::Owned(word_value(w, j, d)),
+            };
+            let o = order(&value(x, wa), &value(y, wb));
             let o = if d { o.reverse() } else { o };
             if o != Ordering::Equal {
                 return o;
             }
         }
     }
-    a.seq.cmp(&b.seq)
+    Ordering::Equal
+}
+
+/// Two merged rows' order: by their keys ([`cmp_by_words`]), then by arrival.
+fn cmp_run_rows(desc: &[bool], nn: usize, a: &RunRow, b: &RunRow) -> std::cmp::Ordering {
+    cmp_by_words(
+        desc,
+        nn,
+        (&a.words, |j| a.kept[j].as_ref()),
+        (&b.words, |j| b.kept[j].as_ref()),
+    )
+    .then(a.seq.cmp(&b.seq))
 }
 
 /// The next row of a run, `None` at its end.
@@ -363,10 +379,10 @@ const NORM_KEYS: usize = 4;
 /// - `cols`: the row's columns.
 ///
 /// Rows arrive in order, so row `i`'s arrival number is `first_seq + i`. Once sorted,
-/// the chunks are merged by a heap of chunk cursors as rows are taken out.
+/// rows are taken out of the packed integers ([`Flat::pack`]) or by a heap of chunk
+/// cursors ([`Flat::sort`]).
 struct Flat {
-    nk: usize,
-    /// Keys with words: `min(nk, NORM_KEYS)`.
+    /// Keys with words: `min(desc.len(), NORM_KEYS)`.
     nn: usize,
     /// Words a row: `2 * nn + 1`.
     stride: usize,
@@ -399,7 +415,6 @@ impl Flat {
         let nk = desc.len();
         let nn = nk.min(NORM_KEYS);
         Flat {
-            nk,
             nn,
             stride: 2 * nn + 1,
             desc: desc.to_vec(),
@@ -549,12 +564,7 @@ impl Flat {
 
     /// Key `j` of row `i` as its words have it (whole: see [`Flat::keep_values`]).
     fn prefix_value(&self, i: usize, j: usize) -> Value {
-        self.word_value(self.words_of(i), j)
-    }
-
-    /// Key `j` as a row's words `w` have it.
-    fn word_value(&self, w: &[u64], j: usize) -> Value {
-        word_value(w, j, self.desc[j])
+        word_value(self.words_of(i), j, self.desc[j])
     }
 
     /// Row `i`'s columns into `out`.
@@ -596,30 +606,14 @@ impl Flat {
     }
 
     /// Two rows' order, by their words (the row index last), comparing kept values
-    /// where a key's words tie.
+    /// where a key's words tie ([`cmp_by_words`]), then by arrival.
     fn cmp(&self, a: &[u64], b: &[u64]) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
         if self.is_plain {
             return a.cmp(b);
         }
         let (ia, ib) = (a[self.stride - 1] as usize, b[self.stride - 1] as usize);
-        for j in 0..self.nk {
-            if j < self.nn {
-                let o = a[2 * j..2 * j + 2].cmp(&b[2 * j..2 * j + 2]);
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            if let Some(vs) = &self.vals[j] {
-                let (c, k) = (self.chunk, &vs);
-                let o = order(&k[ia / c][ia % c], &k[ib / c][ib % c]);
-                let o = if self.desc[j] { o.reverse() } else { o };
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-        }
-        ia.cmp(&ib)
+        let (ka, kb) = (|j| self.kept_value(ia, j), |j| self.kept_value(ib, j));
+        cmp_by_words(&self.desc, self.nn, (a, ka), (b, kb)).then(ia.cmp(&ib))
     }
 
     /// How rows pack into one `u128` each for a sort whose keys are not asked for again
@@ -808,11 +802,16 @@ impl Flat {
         (len > 0).then_some(Batch { cols, len })
     }
 
+    /// Row `i`'s value of key `j`, if that key's values are kept.
+    fn kept_value(&self, i: usize, j: usize) -> Option<&Value> {
+        self.vals[j]
+            .as_ref()
+            .map(|vs| &vs[i / self.chunk][i % self.chunk])
+    }
+
     /// Row `i`'s kept key values (`None` for a key whole in its words).
     fn kept(&self, i: usize) -> impl Iterator<Item = Option<&Value>> + '_ {
-        self.vals
-            .iter()
-            .map(move |v| v.as_ref().map(|vs| &vs[i / self.chunk][i % self.chunk]))
+        (0..self.vals.len()).map(move |j| self.kept_value(i, j))
     }
 
     /// Writes the rows, sorted, as a run, and empties the buffer.

@@ -18,6 +18,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         }
     }
 
+    /// Whether plan node `input` is the first clause's scan of `from_n` (every node, or
+    /// a label that every node has, nothing else bound, no property filter).
+    fn scans_every_node(&self, input: usize, from_n: &NodePattern, scope: &Scope) -> bool {
+        let d = &self.descs[input];
+        let first = d
+            .children
+            .first()
+            .is_some_and(|&c| self.descs[c].name == "Once");
+        let covers = || match from_n.labels.as_slice() {
+            [] => true,
+            [l] => self.g.label_id(l).is_some_and(|id| {
+                let ranges = self.label_ranges(Some(id));
+                ranges.iter().all(|r| r.label.is_none())
+                    && ranges.iter().map(|r| r.hi - r.lo).sum::<u64>() == self.g.n_nodes()
+            }),
+            _ => false,
+        };
+        matches!(d.name, "AllNodesScan" | "NodeByLabelScan")
+            && first
+            && scope.width == 1
+            && from_n.props.is_none()
+            && covers()
+    }
+
     pub(super) fn pattern(
         &mut self,
         mut cur: P,
@@ -74,7 +98,6 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 self.label_ids(to_n)
             };
             let types = self.rel_types(r);
-            let (n_labels, first_label) = (labels.len(), labels.first().copied());
             let type_names = if r.types.is_empty() {
                 String::new()
             } else {
@@ -83,6 +106,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let rvar = r.var.clone();
             let uniq = rel_slots.clone();
             let input = cur.id;
+            // `b, count(*)` over this expansion may be read from degrees: one hop,
+            // straight out of a scan of every node, unfiltered, on a database without
+            // changes to lay over its columns (its plan node is set once made).
+            self.degree_cand = (p.steps.len() == 1
+                && r.range.is_none()
+                && into.is_none()
+                && rvar.is_none()
+                && dir != Dir::Both
+                && labels.len() <= 1
+                && !self.g.has_delta()
+                && !self.g.scans_check_life()
+                && !self.g.is_writing()
+                && self.scans_every_node(input, from_n, scope))
+            .then(|| DegreeCand {
+                id: usize::MAX,
+                to_var: to_var.clone(),
+                types: types.clone(),
+                dir: if dir == Dir::Out {
+                    Direction::In
+                } else {
+                    Direction::Out
+                },
+                label: labels.first().copied(),
+            });
             // The operator, its description, its DISTINCT switch, and how its relationship
             // (one, or a list for variable length) is bound and enters a named path.
             let (name, body, op, flag, rel_kind, part): (_, _, BoxOp, _, _, fn(usize) -> PathPart) =
@@ -163,51 +210,6 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     .map(|l| format!(":{l}"))
                     .collect::<String>()
             );
-            // `b, count(*)` over this expansion may be read from degrees: one hop,
-            // straight out of a scan of every node, unfiltered, on a database without
-            // changes to lay over its columns.
-            let every_node = {
-                let d = &self.descs[input];
-                let first = d
-                    .children
-                    .first()
-                    .is_some_and(|&c| self.descs[c].name == "Once");
-                let covers = match from_n.labels.as_slice() {
-                    [] => true,
-                    [l] => self.g.label_id(l).is_some_and(|id| {
-                        let ranges = self.label_ranges(Some(id));
-                        ranges.iter().all(|r| r.label.is_none())
-                            && ranges.iter().map(|r| r.hi - r.lo).sum::<u64>() == self.g.n_nodes()
-                    }),
-                    _ => false,
-                };
-                matches!(d.name, "AllNodesScan" | "NodeByLabelScan")
-                    && first
-                    && scope.width == 1
-                    && from_n.props.is_none()
-                    && covers
-            };
-            self.degree_cand = (every_node
-                && p.steps.len() == 1
-                && r.range.is_none()
-                && into.is_none()
-                && rvar.is_none()
-                && dir != Dir::Both
-                && n_labels <= 1
-                && !self.g.has_delta()
-                && !self.g.scans_check_life()
-                && !self.g.is_writing())
-            .then(|| DegreeCand {
-                id: 0,
-                to_var: to_var.clone(),
-                types: self.rel_types(r),
-                dir: if dir == Dir::Out {
-                    Direction::In
-                } else {
-                    Direction::Out
-                },
-                label: first_label,
-            });
             cur = self.wrap(name, detail, vec![input], op);
             if let Some(c) = &mut self.degree_cand {
                 c.id = cur.id;

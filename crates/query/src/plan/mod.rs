@@ -98,10 +98,9 @@ struct Fused {
     var: String,
 }
 
-/// A single-hop expansion straight out of a fused scan that covers every node with no
-/// filter (`MATCH (a:L1)-[:T]->(b:L2)`, every node an `L1`): an aggregation of
+/// A single-hop expansion straight out of the first clause's scan of every node, with
+/// no filter (`MATCH (a:L1)-[:T]->(b:L2)`, every node an `L1`): an aggregation of
 /// `b, count(*)` right above it is each `b`'s degree (see `ops::DegreeCount`).
-#[derive(Clone)]
 struct DegreeCand {
     /// The expansion's plan node.
     id: usize,

@@ -204,7 +204,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         keys: key_exprs,
                         aggs: specs,
                         out: None,
-                        spilled: None,
+                        extras: Vec::new(),
                         peak: 0,
                     }),
                 )

@@ -18,6 +18,14 @@ pub fn rows(s: &mut Session, q: &str) -> Vec<Vec<Value>> {
     out
 }
 
+/// The rows of `q` as text, sorted (for results whose order is not given: aggregation,
+/// DISTINCT).
+pub fn sorted(s: &mut Session, q: &str) -> Vec<String> {
+    let mut r: Vec<String> = rows(s, q).iter().map(|r| format!("{r:?}")).collect();
+    r.sort();
+    r
+}
+
 /// Runs `q`, dropping its rows.
 pub fn run(s: &mut Session, q: &str) -> Result<Summary, QueryError> {
     s.run(q, &BTreeMap::new(), &mut |_, _| Ok(()))
