@@ -346,6 +346,22 @@ fn prop_set(props: &mut Props, key: &Arc<str>, value: Value) {
 }
 
 impl Delta {
+    /// Whether the delta leaves the graph's shape as the segments have it: no node
+    /// created or deleted, no label changed, no relationship written (only node
+    /// properties set). Degrees and label ranges are then the segments' own.
+    pub fn keeps_shape(&self) -> bool {
+        self.next_node == self.base_nodes
+            && self.deleted_nodes == 0
+            && self.deleted_rels == 0
+            && self.rels.is_empty()
+            && self.out.is_empty()
+            && self.inc.is_empty()
+            && self
+                .nodes
+                .values()
+                .all(|r| r.seg_labels && !r.deleted && !r.created)
+    }
+
     /// An empty delta over `db` (indexing `indexed` property names).
     pub fn new(db: &Database, indexed: Vec<Arc<str>>) -> Delta {
         Delta {

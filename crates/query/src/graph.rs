@@ -277,6 +277,13 @@ impl<'db> Graph<'db> {
         self.delta.is_some()
     }
 
+    /// Whether nodes, their labels and relationships are the segments' as imported: no
+    /// node deleted at a checkpoint, and no delta or one of node property changes only
+    /// ([`Delta::keeps_shape`]).
+    pub fn shape_unchanged(&self) -> bool {
+        !self.db.has_deleted_nodes() && self.delta().is_none_or(|d| d.keeps_shape())
+    }
+
     /// `Some(f(record))` when the delta holds node `n` (a `None` record: deleted, or an
     /// unused created id); `None` when the segments answer.
     #[inline]
@@ -1021,6 +1028,12 @@ impl<'db> Graph<'db> {
             }
         }
         Ok(())
+    }
+
+    /// Node `node`'s degree over type `ty` in the segments, whatever the delta holds (for
+    /// a plan that checked [`shape_unchanged`](Self::shape_unchanged)).
+    pub fn segment_degree(&self, ty: u32, node: u64, dir: Direction) -> Result<u64, QueryError> {
+        Ok(self.db.degree(ty as usize, node as u32, dir)?)
     }
 
     pub fn degree(&self, ty: u32, node: u64, dir: Direction) -> Result<u64, QueryError> {

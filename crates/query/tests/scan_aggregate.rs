@@ -191,8 +191,9 @@ fn typed_scan_aggregates_match_rows() {
 
 /// `b, count(*)` over one hop from every node is read from degrees (DegreeCount) and
 /// answers as counting the expansion does (`count(a)`, which is not rewritten): over
-/// any type, one type, several, both directions, a target label, self-loops; not when
-/// the source label leaves nodes out, nor once the delta holds changes.
+/// any type, one type, several, both directions, a target label, self-loops, and with a
+/// delta of property changes; not when the source label leaves nodes out, nor once the
+/// delta holds a relationship.
 #[test]
 fn degree_counts_match_expansions() {
     let d = tempfile::tempdir().unwrap();
@@ -220,25 +221,34 @@ fn degree_counts_match_expansions() {
         ("MATCH (a:M)-->(b)", false),
         ("MATCH (a:L)-[]-(b)", false),
     ];
-    for with_delta in [false, true] {
-        if with_delta {
-            run(
-                &mut s,
-                "MATCH (a:L {i: 7}), (b:L {i: 9}) CREATE (a)-[:R]->(b)",
-            )
-            .unwrap();
+    // No delta; then one of property changes only (the shape is the segments'); then
+    // one that holds a created relationship.
+    for phase in ["none", "properties", "relationship"] {
+        match phase {
+            "properties" => {
+                run(&mut s, "MATCH (a:L) WHERE a.i % 10 = 3 SET a.x = a.i").unwrap();
+            }
+            "relationship" => {
+                run(
+                    &mut s,
+                    "MATCH (a:L {i: 7}), (b:L {i: 9}) CREATE (a)-[:R]->(b)",
+                )
+                .unwrap();
+            }
+            _ => {}
         }
+        let with_delta = phase == "relationship";
         for (m, degrees) in cases {
             let q = format!("{m} RETURN b, count(*) AS c");
             let plan = run(&mut s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap();
             assert_eq!(
                 plan.contains("DegreeCount"),
                 degrees && !with_delta,
-                "{q}: {plan}"
+                "{q} ({phase}): {plan}"
             );
             let want = sorted(&mut s, &format!("{m} RETURN b, count(a) AS c"));
             assert!(!want.is_empty(), "{q}");
-            assert_eq!(sorted(&mut s, &q), want, "{q} (delta: {with_delta})");
+            assert_eq!(sorted(&mut s, &q), want, "{q} ({phase})");
         }
     }
 }

@@ -1567,9 +1567,10 @@ impl Op for DistinctNodes {
 }
 
 /// `MATCH (a)-[:T]->(b:L) RETURN b, count(*)` where every node is an `a` (a scan of every
-/// node, or of a label every node has, with no filter) and the database has no changes
-/// to lay over its columns: each `b`'s count is its degree over the types, read from the
-/// adjacency offsets, no relationship visited (the planner checks all of it; see
+/// node, or of a label every node has, with no filter) and the delta changes no node,
+/// label or relationship (`Graph::shape_unchanged`; property SETs are fine): each `b`'s
+/// count is its degree over the types, read from the adjacency offsets, no relationship
+/// visited (the planner checks all of it; see
 /// `Planner::aggregate`). Rows are `b` and its count, for each `b` with one or more.
 pub struct DegreeCount {
     pub types: Vec<u32>,
@@ -1595,7 +1596,7 @@ impl Op for DegreeCount {
             }
             let mut c = 0;
             for &t in &self.types {
-                c += g.degree(t, b, self.dir)?;
+                c += g.segment_degree(t, b, self.dir)?;
             }
             if c > 0 {
                 nodes.push(Value::Node(b));

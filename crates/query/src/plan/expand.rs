@@ -29,7 +29,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let covers = || match from_n.labels.as_slice() {
             [] => true,
             [l] => self.g.label_id(l).is_some_and(|id| {
-                let ranges = self.label_ranges(Some(id));
+                // Created nodes are none (the shape is the segments'): their ranges.
+                let ranges = self.segment_label_ranges(Some(id));
                 ranges.iter().all(|r| r.label.is_none())
                     && ranges.iter().map(|r| r.hi - r.lo).sum::<u64>() == self.g.n_nodes()
             }),
@@ -107,16 +108,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let uniq = rel_slots.clone();
             let input = cur.id;
             // `b, count(*)` over this expansion may be read from degrees: one hop,
-            // straight out of a scan of every node, unfiltered, on a database without
-            // changes to lay over its columns (its plan node is set once made).
+            // straight out of a scan of every node, unfiltered, on a database whose
+            // delta changes no node, label or relationship (its plan node is set once
+            // made).
             self.degree_cand = (p.steps.len() == 1
                 && r.range.is_none()
                 && into.is_none()
                 && rvar.is_none()
                 && dir != Dir::Both
                 && labels.len() <= 1
-                && !self.g.has_delta()
-                && !self.g.scans_check_life()
+                && self.g.shape_unchanged()
                 && !self.g.is_writing()
                 && self.scans_every_node(input, from_n, scope))
             .then(|| DegreeCand {
