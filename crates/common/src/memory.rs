@@ -720,3 +720,17 @@ pub fn release_free_memory() {
 
 /// A query's memory above which it gives its freed memory back when it ends.
 pub const RELEASE_AFTER_BYTES: u64 = 16 << 20;
+
+/// Asks for the cache line holding `x`, without waiting for it.
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
+    #[allow(unused_unsafe)]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}

@@ -12,6 +12,7 @@
 //! reading relationships 4.2 s with `hashbrown`, 4.9-5.7 s with this table one look-up
 //! at a time, 3.4-3.6 s with `get_two`; indexing ids 2.4 s with `hashbrown`, 1.4-1.7 s.
 
+use quiver_common::memory::prefetch;
 use std::hash::BuildHasher;
 
 /// A slot: 0 when empty, else `tag << 48 | (offset + 1)`.
@@ -206,20 +207,6 @@ impl StrTable {
         let (node, key) = self.record(off);
         (key, node)
     }
-}
-
-/// Asks for the cache line holding `x`, without waiting for it.
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
-    #[allow(unused_unsafe)]
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 #[cfg(test)]

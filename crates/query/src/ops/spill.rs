@@ -83,7 +83,16 @@ impl Partitions {
         for k in key {
             crate::value::hash_value(k, &mut h);
         }
-        let p = (h.finish() >> 32) as usize % PARTITIONS;
+        self.write_to((h.finish() >> 32) as usize % PARTITIONS, values)
+    }
+
+    /// Writes a row (`values`) to partition `p` (of [`PARTITIONS`]), for an operator
+    /// that chooses partitions by a hash of its own.
+    pub fn write_to<'v>(
+        &mut self,
+        p: usize,
+        values: impl Iterator<Item = &'v Value>,
+    ) -> Result<(), QueryError> {
         self.buf.clear();
         for v in values {
             quiver_engine::wal::encode_value(&mut self.buf, v);
@@ -99,7 +108,7 @@ impl Partitions {
     /// The partitions that got rows, ready to be read back.
     pub fn finish(self, width: usize) -> Result<Vec<Partition>, QueryError> {
         let mut out = Vec::new();
-        for (w, rows) in self.files.into_iter().zip(self.rows) {
+        for (index, (w, rows)) in self.files.into_iter().zip(self.rows).enumerate() {
             if rows == 0 {
                 continue;
             }
@@ -111,6 +120,7 @@ impl Partitions {
             out.push(Partition {
                 r: BufReader::with_capacity(self.buf_bytes, f),
                 width,
+                index,
                 level: self.level,
                 buf: Vec::new(),
             });
@@ -125,6 +135,8 @@ pub(crate) struct Partition {
     /// Values a record holds (a capacity hint).
     width: usize,
     buf: Vec<u8>,
+    /// Which of the [`PARTITIONS`] files it is.
+    pub index: usize,
     /// The level of the spill that wrote it (a spill of its rows is one deeper).
     pub level: u32,
 }

@@ -254,6 +254,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         {
             return (1, 1);
         }
+        if self.join_key(v, scope, conj).is_some() {
+            best = (2, 2);
+        }
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 return (1, 0);
@@ -439,7 +442,35 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(None)
     }
 
-    /// Binds node `n` on its own (seek or scan), for each row of `cur`.
+    /// A conjunct `var.prop = e` with `e` computed from the row (not a constant) that a
+    /// hash join can answer: `(its index in conj, prop, e)`.
+    pub(super) fn join_key(
+        &self,
+        var: &str,
+        scope: &Scope,
+        conj: &[Expr],
+    ) -> Option<(usize, String, Expr)> {
+        if !self.hash_joins {
+            return None;
+        }
+        conj.iter().enumerate().find_map(|(i, c)| {
+            let Expr::Binary(BinOp::Eq, a, b) = c else {
+                return None;
+            };
+            [(a, b), (b, a)].into_iter().find_map(|(x, y)| match &**x {
+                Expr::Prop(v, k)
+                    if matches!(&**v, Expr::Var(n, _) if n == var)
+                        && !vars_of(y).is_empty()
+                        && vars_of(y).iter().all(|v| scope.get(v).is_some()) =>
+                {
+                    Some((i, k.clone(), (**y).clone()))
+                }
+                _ => None,
+            })
+        })
+    }
+
+    /// Binds node `n` on its own (seek, hash join or scan), for each row of `cur`.
     pub(super) fn bind_node(
         &mut self,
         cur: P,
@@ -464,24 +495,41 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Some(&l) => format!("({}:{})", v.trim(), self.g.label_name(l)),
             None => format!("({})", v.trim()),
         };
-        let name = if labels.is_empty() {
-            "AllNodesScan"
+        let mut p = if let Some((i, prop, key)) = self.join_key(&v, scope, conj) {
+            conj.remove(i); // the join enforces it
+            let detail = format!("{detail} by {}.{prop} = {}", v.trim(), short(&key));
+            let key = self.compile(&key, scope, &[])?;
+            self.wrap(
+                "ValueHashJoin",
+                detail,
+                vec![cur.id],
+                Box::new(ValueHashJoin::new(
+                    cur.op,
+                    ranges,
+                    Arc::from(prop.as_str()),
+                    key,
+                )),
+            )
         } else {
-            "NodeByLabelScan"
+            let name = if labels.is_empty() {
+                "AllNodesScan"
+            } else {
+                "NodeByLabelScan"
+            };
+            self.wrap(
+                name,
+                detail,
+                vec![cur.id],
+                Box::new(Scan {
+                    input: cur.op,
+                    ranges,
+                    cur: None,
+                    row: 0,
+                    range: 0,
+                    node: 0,
+                }),
+            )
         };
-        let mut p = self.wrap(
-            name,
-            detail,
-            vec![cur.id],
-            Box::new(Scan {
-                input: cur.op,
-                ranges,
-                cur: None,
-                row: 0,
-                range: 0,
-                node: 0,
-            }),
-        );
         let slot = scope.bind(&v, Kind::Node);
         if labels.len() > 1 {
             let e = CExpr::HasLabels(

@@ -135,6 +135,9 @@ pub struct Planner<'a, 'g, 'db> {
     wrote: bool,
     /// Planning the body of `CALL { } IN TRANSACTIONS`.
     in_batches: bool,
+    /// The statement only reads, so a node found by a property equal to a value of the
+    /// row may come from a hash table made once (`ops::ValueHashJoin`).
+    hash_joins: bool,
     /// Nothing follows the clauses being planned in the statement.
     tail: bool,
     /// The procedures CALL may run (besides the built-ins).
@@ -332,6 +335,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             touched: false,
             wrote: false,
             in_batches: false,
+            hash_joins: false,
             tail: false,
             procs,
         }
@@ -380,6 +384,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut parts = Vec::new();
         let mut names = Vec::new();
         self.tail = q.parts.len() == 1;
+        self.hash_joins = q.parts.iter().all(|p| {
+            p.clauses.iter().all(|c| {
+                matches!(
+                    c,
+                    Clause::Match { .. }
+                        | Clause::Unwind { .. }
+                        | Clause::With(_)
+                        | Clause::Return(_)
+                )
+            })
+        });
         for part in &q.parts {
             let (p, n) = self.single(part)?;
             parts.push(p);
