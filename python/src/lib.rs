@@ -1088,9 +1088,12 @@ impl Connection {
                 )))
             }
         };
+        let failed = |e: quiver_import::ImportError| ImportFailed::new_err(e.to_string());
+        // Integer ids when the frames' id columns are integers by their schema, or the
+        // plain CSV headers' id columns hold integers (as `quiver import` decides).
         if !explicit_ids
-            && quiver_import::sources_have_integer_ids(&cfg)
-                .map_err(|e| ImportFailed::new_err(e.to_string()))?
+            && (quiver_import::sources_have_integer_ids(&cfg).map_err(failed)?
+                || quiver_import::plain_ids_are_integers(&cfg).map_err(failed)?)
         {
             cfg.id_type = quiver_storage::manifest::IdType::Integer;
         }

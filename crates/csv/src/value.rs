@@ -153,6 +153,76 @@ fn parse_date_prefix(b: &[u8]) -> Option<(i64, &[u8])> {
     Some((days_from_civil(y, m, d), &b[10..]))
 }
 
+/// How a column spells its dates: ISO 8601 (`YYYY-MM-DD`), or year, month and day in
+/// another order around another separator, as the import's sniffer finds them in files
+/// with plain headers (as DuckDB's does: `2022/01/05`, `17/03/2021`, `03-17-2021`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DateOrder {
+    #[default]
+    Iso,
+    Ymd(u8),
+    Dmy(u8),
+    Mdy(u8),
+}
+
+impl DateOrder {
+    /// The orders a sniffer tries, in its order of preference (month first before day
+    /// first when both read every value, as DuckDB prefers).
+    pub const SNIFFED: [DateOrder; 10] = [
+        DateOrder::Iso,
+        DateOrder::Ymd(b'/'),
+        DateOrder::Ymd(b'.'),
+        DateOrder::Mdy(b'/'),
+        DateOrder::Dmy(b'/'),
+        DateOrder::Mdy(b'-'),
+        DateOrder::Dmy(b'-'),
+        DateOrder::Dmy(b'.'),
+        DateOrder::Mdy(b'.'),
+        DateOrder::Ymd(b'-'),
+    ];
+
+    /// The order as a pattern, e.g. `DD/MM/YYYY`.
+    pub fn pattern(self) -> String {
+        let (parts, sep) = match self {
+            DateOrder::Iso => return "YYYY-MM-DD".into(),
+            DateOrder::Ymd(s) => (["YYYY", "MM", "DD"], s),
+            DateOrder::Dmy(s) => (["DD", "MM", "YYYY"], s),
+            DateOrder::Mdy(s) => (["MM", "DD", "YYYY"], s),
+        };
+        parts.join(&(sep as char).to_string())
+    }
+}
+
+/// A date spelled in `order` -> days since 1970-01-01. Day and month take one or two
+/// digits, the year four.
+pub fn parse_date_as(order: DateOrder, b: &[u8]) -> Option<i64> {
+    let (sep, y_at, m_at, d_at) = match order {
+        DateOrder::Iso => return parse_date(b),
+        DateOrder::Ymd(s) => (s, 0, 1, 2),
+        DateOrder::Dmy(s) => (s, 2, 1, 0),
+        DateOrder::Mdy(s) => (s, 2, 0, 1),
+    };
+    let b = trim(b);
+    let mut parts = b.split(|&c| c == sep);
+    let p: [&[u8]; 3] = [parts.next()?, parts.next()?, parts.next()?];
+    if parts.next().is_some() {
+        return None;
+    }
+    let num = |f: &[u8], lo: usize, hi: usize| {
+        (lo..=hi)
+            .contains(&f.len())
+            .then(|| digits(f, f.len()))
+            .flatten()
+    };
+    let y = num(p[y_at], 4, 4)? as i64;
+    let m = num(p[m_at], 1, 2)?;
+    let d = num(p[d_at], 1, 2)?;
+    if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
+        return None;
+    }
+    Some(days_from_civil(y, m, d))
+}
+
 pub fn parse_date(b: &[u8]) -> Option<i64> {
     match parse_date_prefix(trim(b))? {
         (days, []) => Some(days),
@@ -301,6 +371,39 @@ pub fn format_datetime(us: i64, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_in_other_orders() {
+        let d = |y, m, dd| Some(days_from_civil(y, m, dd));
+        assert_eq!(
+            parse_date_as(DateOrder::Dmy(b'/'), b"17/03/2021"),
+            d(2021, 3, 17)
+        );
+        assert_eq!(
+            parse_date_as(DateOrder::Mdy(b'/'), b"3/17/2021"),
+            d(2021, 3, 17)
+        );
+        assert_eq!(
+            parse_date_as(DateOrder::Ymd(b'/'), b"2022/01/05"),
+            d(2022, 1, 5)
+        );
+        assert_eq!(
+            parse_date_as(DateOrder::Dmy(b'.'), b" 29.02.2024 "),
+            d(2024, 2, 29)
+        );
+        assert_eq!(parse_date_as(DateOrder::Iso, b"2021-03-04"), d(2021, 3, 4));
+        for (o, bad) in [
+            (DateOrder::Mdy(b'/'), &b"17/03/2021"[..]),
+            (DateOrder::Dmy(b'.'), b"29.02.2023"),
+            (DateOrder::Dmy(b'/'), b"1/2/21"),
+            (DateOrder::Dmy(b'/'), b"01/02/2021/3"),
+            (DateOrder::Ymd(b'/'), b"2022-01-05"),
+            (DateOrder::Dmy(b'/'), b"001/02/2021"),
+        ] {
+            assert_eq!(parse_date_as(o, bad), None, "{o:?} {bad:?}");
+        }
+        assert_eq!(DateOrder::Dmy(b'/').pattern(), "DD/MM/YYYY");
+    }
 
     #[test]
     fn ints() {

@@ -36,6 +36,7 @@ use quiver_common::{Grant, MemoryBudget};
 use quiver_csv::header::{Header, HeaderKind, Role};
 use quiver_csv::reader::{spawn_reader, Msg, RecordSource, Window};
 use quiver_csv::rejects::Rejects;
+use quiver_csv::value::DateOrder;
 use quiver_csv::Dialect;
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{
@@ -981,13 +982,27 @@ pub fn sources_have_integer_ids(cfg: &ImportConfig) -> Result<bool, ImportError>
 /// per group, its first file, the header in Neo4j's convention (with the types sniffed
 /// for a plain header, or with `--infer-types`), and whether it was plain.
 pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, ImportError> {
+    let mut out = Vec::new();
+    for_each_sample(cfg, |group, header, plain, sniffed, _| {
+        out.push((group.files[0].clone(), header_text(header, sniffed), plain));
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with each group's header, whether it was plain, the sniffed types and the
+/// sampled data (its first window, when types are sniffed), reading no further; stops
+/// when `f` answers false.
+fn for_each_sample(
+    cfg: &ImportConfig,
+    mut f: impl FnMut(&InputGroup, &Header, bool, &Sniffed, Option<&[u8]>) -> Result<bool, ImportError>,
+) -> Result<(), ImportError> {
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()
             .map_err(|e| ImportError::Usage(format!("cannot start a thread: {e}")))?,
     );
-    let mut out = Vec::new();
     for (group, kind) in cfg.groups() {
         // Its own cancel flag: set to stop the reader once the sample is read.
         let stop = Arc::new(AtomicBool::new(false));
@@ -1002,31 +1017,105 @@ pub fn describe(cfg: &ImportConfig) -> Result<Vec<(PathBuf, String, bool)>, Impo
             pool.clone(),
         );
         let r = read_header(&rx, cfg, group, kind).and_then(|(header, _, plain)| {
-            let (types, _) = sniff(&rx, cfg, group, &header, cfg.infer_types || plain)?;
-            Ok((header_text(&header, &types), plain))
+            let (types, window) = sniff(&rx, cfg, group, &header, cfg.infer_types || plain)?;
+            f(
+                group,
+                &header,
+                plain,
+                &types,
+                window.as_ref().map(|w| w.data.as_slice()),
+            )
         });
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         drop(rx);
         let _ = handle.join();
-        let (text, plain) = r?;
-        out.push((group.files[0].clone(), text, plain));
+        if !r? {
+            break;
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
+/// Whether every header is plain (no annotations) and every id, start and end column
+/// holds only integers in canonical form in its sample: such files get integer ids
+/// when `--id-type` is not given, so that `{id: 1}` finds the node a newcomer's `1`
+/// made. Headers in Neo4j's convention keep its rule (string ids).
+pub fn plain_ids_are_integers(cfg: &ImportConfig) -> Result<bool, ImportError> {
+    if cfg.groups().any(|(g, _)| g.source.is_some()) {
+        return Ok(false);
+    }
+    let mut all = true;
+    let mut any = false;
+    // A file that cannot be read or parsed says nothing here: the import reports it.
+    let _ = for_each_sample(cfg, |_, header, plain, _, data| {
+        let Some(data) = data.filter(|_| plain) else {
+            all = false;
+            return Ok(false);
+        };
+        let ids: Vec<usize> = (0..header.columns.len())
+            .filter(|&i| {
+                matches!(
+                    header.columns[i].role,
+                    Role::Id { .. } | Role::StartId { .. } | Role::EndId { .. }
+                )
+            })
+            .collect();
+        any |= !ids.is_empty();
+        let mut tok = quiver_csv::tokenize::Tokenizer::new(data, &cfg.dialect);
+        let mut fields = quiver_csv::tokenize::Fields::default();
+        let mut rows = 0;
+        while let Ok(Some(_)) = tok.next_record(&mut fields) {
+            if fields.len() != header.columns.len() {
+                continue;
+            }
+            for &i in &ids {
+                let v = fields.get(data, i);
+                let leading_zero = v.len() > 1 && v[0] == b'0';
+                if v.is_empty() || leading_zero || crate::idmap::canonical_int(v).is_none() {
+                    all = false;
+                    return Ok(false);
+                }
+            }
+            rows += 1;
+            if rows >= SNIFF_ROWS {
+                break;
+            }
+        }
+        Ok(true)
+    })
+    .map_err(|_| all = false);
+    Ok(all && any)
+}
+
+/// Records a sniff reads at most.
+const SNIFF_ROWS: usize = 10_000;
+
 /// A header in Neo4j's convention with the sniffed types written in (what a plain
-/// header was read as).
-fn header_text(header: &Header, inferred: &[Option<DataType>]) -> String {
-    header
+/// header was read as), and after it the dates not spelled as ISO 8601 (which the
+/// convention cannot say), e.g. `(shipped_on: DD/MM/YYYY)`.
+fn header_text(header: &Header, sniffed: &Sniffed) -> String {
+    let cols = header
         .columns
         .iter()
-        .zip(inferred)
+        .zip(&sniffed.types)
         .map(|(c, t)| match (&c.role, t) {
             (Role::Property, Some(t)) => format!("{}:{}", c.name, t.name()),
             _ => c.raw.clone(),
         })
         .collect::<Vec<_>>()
-        .join(",")
+        .join(",");
+    let dates: Vec<String> = header
+        .columns
+        .iter()
+        .zip(&sniffed.dates)
+        .filter(|(_, d)| **d != DateOrder::Iso)
+        .map(|(c, d)| format!("{}: {}", c.name, d.pattern()))
+        .collect();
+    if dates.is_empty() {
+        cols
+    } else {
+        format!("{cols} (dates {})", dates.join(", "))
+    }
 }
 
 /// The first window of a group's data and the types sniffed from it, when they are to
@@ -1039,19 +1128,21 @@ fn sniff(
     group: &InputGroup,
     header: &Header,
     wanted: bool,
-) -> Result<(Vec<Option<DataType>>, Option<Window>), ImportError> {
+) -> Result<(Sniffed, Option<Window>), ImportError> {
+    let n = header.columns.len();
     if let Some(src) = &group.source {
         let mut types = src.column_types();
-        types.resize(header.columns.len(), None);
+        types.resize(n, None);
         for (t, c) in types.iter_mut().zip(&header.columns) {
             if c.role != Role::Property || c.raw.contains(':') {
                 *t = None;
             }
         }
-        return Ok((types, None));
+        let dates = vec![DateOrder::Iso; n];
+        return Ok((Sniffed { types, dates }, None));
     }
     if !wanted {
-        return Ok((vec![None; header.columns.len()], None));
+        return Ok((Sniffed::none(n), None));
     }
     match rx.recv() {
         Ok(Msg::Window(w)) => {
@@ -1059,17 +1150,19 @@ fn sniff(
             Ok((t, Some(w)))
         }
         Ok(Msg::Error(e)) => Err(e.into()),
-        _ => Ok((vec![None; header.columns.len()], None)),
+        _ => Ok((Sniffed::none(n), None)),
     }
 }
 
-/// Infers the type of untyped columns from a sample of records (`--infer-types`).
+/// Infers the type of untyped columns from a sample of records (`--infer-types`), and
+/// how each date column spells its dates (the first of [`DateOrder::SNIFFED`] that reads
+/// every sampled value).
 fn infer_types(
     data: &[u8],
     dialect: &Dialect,
     header: &Header,
     null_markers: &[Vec<u8>],
-) -> Vec<Option<DataType>> {
+) -> Sniffed {
     let n = header.columns.len();
     // Candidates, from most to least specific; a column keeps the first that parses
     // every non-empty sampled value.
@@ -1081,6 +1174,8 @@ fn infer_types(
         ScalarType::LocalDateTime,
     ];
     let mut ok: Vec<[bool; 5]> = vec![[true; 5]; n];
+    let mut orders: Vec<[bool; DateOrder::SNIFFED.len()]> =
+        vec![[true; DateOrder::SNIFFED.len()]; n];
     let mut seen = vec![false; n];
     let mut tok = quiver_csv::tokenize::Tokenizer::new(data, dialect);
     let mut fields = quiver_csv::tokenize::Fields::default();
@@ -1110,15 +1205,20 @@ fn infer_types(
                 && parse_f64(f).is_some()
                 && !(f.iter().all(u8::is_ascii_digit) && crate::idmap::canonical_int(f).is_none());
             v[2] &= parse_bool(f).is_some();
-            v[3] &= parse_date(f).is_some();
+            if v[3] {
+                for (k, o) in DateOrder::SNIFFED.iter().enumerate() {
+                    orders[i][k] &= parse_date_as(*o, f).is_some();
+                }
+                v[3] = orders[i].iter().any(|&x| x);
+            }
             v[4] &= parse_local_datetime(f).is_some();
         }
         rows += 1;
-        if rows >= 10_000 {
+        if rows >= SNIFF_ROWS {
             break;
         }
     }
-    (0..n)
+    let types: Vec<Option<DataType>> = (0..n)
         .map(|i| {
             let c = &header.columns[i];
             if c.role != Role::Property || c.raw.contains(':') || !seen[i] {
@@ -1128,7 +1228,34 @@ fn infer_types(
                 .find(|&k| ok[i][k])
                 .map(|k| DataType::Scalar(cands[k]))
         })
-        .collect()
+        .collect();
+    let dates = (0..n)
+        .map(|i| match types[i] {
+            Some(DataType::Scalar(ScalarType::Date)) => DateOrder::SNIFFED
+                .into_iter()
+                .zip(orders[i])
+                .find(|&(_, ok)| ok)
+                .map_or(DateOrder::Iso, |(o, _)| o),
+            _ => DateOrder::Iso,
+        })
+        .collect();
+    Sniffed { types, dates }
+}
+
+/// What a sample says of a header's columns: a type for each untyped property column
+/// it could read, and how each date column spells its dates.
+struct Sniffed {
+    types: Vec<Option<DataType>>,
+    dates: Vec<DateOrder>,
+}
+
+impl Sniffed {
+    fn none(n: usize) -> Sniffed {
+        Sniffed {
+            types: vec![None; n],
+            dates: vec![DateOrder::Iso; n],
+        }
+    }
 }
 
 fn space_index(
@@ -1706,12 +1833,12 @@ fn import_nodes(
             .expect("the reader runs until the first pass ends");
         let (header, header_lines, plain) = read_header(rx, cfg, group, HeaderKind::Nodes)?;
         let integer = cfg.id_type == IdType::Integer;
-        let (inferred, mut first_window) =
-            sniff(rx, cfg, group, &header, cfg.infer_types || plain)?;
+        let (sniffed, mut first_window) = sniff(rx, cfg, group, &header, cfg.infer_types || plain)?;
         if plain {
-            let text = header_text(&header, &inferred);
+            let text = header_text(&header, &sniffed);
             ctx.inferred_headers.push((group.files[0].clone(), text));
         }
+        let inferred = &sniffed.types;
         // Plan: which output column each CSV column feeds.
         let mut slots = Vec::new();
         let mut columns: Vec<PropertyMeta> = Vec::new();
@@ -1763,6 +1890,7 @@ fn import_nodes(
                     Slot::Prop {
                         out: columns.len() - 1,
                         name: c.name.clone(),
+                        date: sniffed.dates[i],
                     }
                 }
                 _ => Slot::Skip,
@@ -1965,10 +2093,10 @@ fn import_rels(
             .expect("the reader runs until the header is read");
         let (header, header_lines, plain) =
             read_header(rx0, cfg, group, HeaderKind::Relationships)?;
-        let (inferred, mut first_window) =
+        let (sniffed, mut first_window) =
             sniff(rx0, cfg, group, &header, cfg.infer_types || plain)?;
         if plain {
-            let text = header_text(&header, &inferred);
+            let text = header_text(&header, &sniffed);
             ctx.inferred_headers.push((file0.clone(), text));
         }
         let find_space = |space: &Option<String>, what: &str| -> Result<usize, ImportError> {
@@ -1987,7 +2115,12 @@ fn import_rels(
         let mut columns: Vec<PropertyMeta> = Vec::new();
         let (mut ss, mut es) = (0, 0);
         let mut has_type_col = false;
-        for (c, sniffed) in header.columns.iter().zip(&inferred) {
+        for ((c, inferred), &date) in header
+            .columns
+            .iter()
+            .zip(&sniffed.types)
+            .zip(&sniffed.dates)
+        {
             slots.push(match &c.role {
                 Role::StartId { space } => {
                     ss = find_space(space, ":START_ID")?;
@@ -2004,11 +2137,12 @@ fn import_rels(
                 Role::Property if !cfg.no_edge_properties => {
                     columns.push(PropertyMeta {
                         name: c.name.clone(),
-                        dtype: sniffed.unwrap_or(c.dtype),
+                        dtype: inferred.unwrap_or(c.dtype),
                     });
                     Slot::Prop {
                         out: columns.len() - 1,
                         name: c.name.clone(),
+                        date,
                     }
                 }
                 _ => Slot::Skip,

@@ -101,15 +101,18 @@ impl RowError {
 /// The message of a bad field `f` in header column `col`.
 fn field_message(plan: &Plan, col: usize, reason: Reason, f: &[u8]) -> String {
     match &plan.slots[col] {
-        Slot::Prop { out, name } => {
+        Slot::Prop { out, name, date } => {
+            let t = plan.out_types[*out].element();
             if reason == Reason::InvalidUtf8 {
                 format!("invalid UTF-8 in column {name}")
-            } else {
+            } else if t == ScalarType::Date && *date != value::DateOrder::Iso {
                 format!(
-                    "'{}' is not {} (column {name})",
+                    "'{}' is not a date ({}, as the column's sampled rows are) (column {name})",
                     show(f),
-                    describe(plan.out_types[*out].element())
+                    date.pattern()
                 )
+            } else {
+                format!("'{}' is not {} (column {name})", show(f), describe(t))
             }
         }
         Slot::Id { .. } => match reason {
@@ -140,6 +143,8 @@ pub enum Slot {
     Prop {
         out: usize,
         name: String,
+        /// How its dates are spelled (a sniffed column's order; ISO otherwise).
+        date: value::DateOrder,
     },
     /// The node id; stored in output column `out`.
     Id {
@@ -265,9 +270,14 @@ fn describe(t: ScalarType) -> &'static str {
     }
 }
 
-/// Parses one scalar into `b`; `Err` carries the reason.
+/// Parses one scalar into `b` (a date spelled in `date`); `Err` carries the reason.
 #[inline]
-fn push_scalar(b: &mut ColumnBuilder, t: ScalarType, f: &[u8]) -> Result<(), Reason> {
+fn push_scalar(
+    b: &mut ColumnBuilder,
+    t: ScalarType,
+    f: &[u8],
+    date: value::DateOrder,
+) -> Result<(), Reason> {
     match t {
         ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long => {
             let v = value::parse_i64(f).ok_or(Reason::Cast)?;
@@ -292,7 +302,7 @@ fn push_scalar(b: &mut ColumnBuilder, t: ScalarType, f: &[u8]) -> Result<(), Rea
             }
             b.push_bytes(f);
         }
-        ScalarType::Date => b.push_i64(value::parse_date(f).ok_or(Reason::Cast)?),
+        ScalarType::Date => b.push_i64(value::parse_date_as(date, f).ok_or(Reason::Cast)?),
         ScalarType::LocalDateTime => {
             b.push_i64(value::parse_local_datetime(f).ok_or(Reason::Cast)?)
         }
@@ -306,18 +316,19 @@ fn push_value(
     dtype: DataType,
     f: &[u8],
     array_delim: u8,
+    date: value::DateOrder,
 ) -> Result<(), Reason> {
     if f.is_empty() {
         b.push_null();
         return Ok(());
     }
     match dtype {
-        DataType::Scalar(t) => push_scalar(b, t, f),
+        DataType::Scalar(t) => push_scalar(b, t, f, date),
         DataType::Array(t) => {
             let child = b.list_child().ok_or(Reason::Cast)?;
             let before = child.len();
             for el in f.split(|&c| c == array_delim) {
-                if let Err(r) = push_scalar(child, t, el) {
+                if let Err(r) = push_scalar(child, t, el, date) {
                     child.truncate(before);
                     return Err(r);
                 }
@@ -437,10 +448,10 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             let f = fields.get(chunk, i);
             let r: Result<(), Reason> = match slot {
                 Slot::Skip => Ok(()),
-                Slot::Prop { out, .. } => {
+                Slot::Prop { out, date, .. } => {
                     let dtype = plan.out_types[*out];
                     let f = if plan.is_marker(f) { &[][..] } else { f };
-                    push_value(&mut batch.columns[*out], dtype, f, array_delim)
+                    push_value(&mut batch.columns[*out], dtype, f, array_delim, *date)
                 }
                 Slot::Id { out } => {
                     if f.is_empty() {
@@ -465,6 +476,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                     DataType::Array(ScalarType::String),
                     f,
                     array_delim,
+                    value::DateOrder::Iso,
                 ),
                 Slot::Type => {
                     if f.is_empty() {

@@ -25,9 +25,10 @@ pub struct Args {
     /// every file's header is split by that one and not by commas (said on stderr).
     #[arg(long)]
     delimiter: Option<String>,
-    /// Quote character, or `none` to treat quotes as data.
-    #[arg(long, default_value = "\"")]
-    quote: String,
+    /// Quote character, or `none` to treat quotes as data. Default: `"`, or `'` when the
+    /// files quote fields with it and have no `"` (said on stderr).
+    #[arg(long)]
+    quote: Option<String>,
     /// Separator of array elements and of extra labels. Default: `;`, or `|` when the
     /// fields are `;`-delimited.
     #[arg(long)]
@@ -196,14 +197,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.dialect.delimiter = match &a.delimiter {
         Some(d) => one_byte("delimiter", d)?,
         None => {
-            let files: Vec<&std::path::Path> = cfg
-                .nodes
-                .iter()
-                .chain(&cfg.relationships)
-                .filter(|g| g.source.is_none())
-                .filter_map(|g| g.files.first().map(|f| f.as_path()))
-                .collect();
-            let d = sniff_delimiter(&files);
+            let d = sniff_delimiter(&plain_files(&cfg));
             if d != b',' && !a.quiet {
                 eprintln!(
                     "reading the files as `{}`-delimited, as their headers are (--delimiter chooses)",
@@ -213,10 +207,19 @@ pub fn run(a: Args) -> Result<()> {
             d
         }
     };
-    cfg.dialect.quote = if a.quote.eq_ignore_ascii_case("none") {
-        None
-    } else {
-        Some(one_byte("quote", &a.quote)?)
+    cfg.dialect.quote = match a.quote.as_deref() {
+        Some(q) if q.eq_ignore_ascii_case("none") => None,
+        Some(q) => Some(one_byte("quote", q)?),
+        None => {
+            let q = sniff_quote(&plain_files(&cfg), cfg.dialect.delimiter);
+            if q != b'"' && !a.quiet {
+                eprintln!(
+                    "reading fields quoted with `{}`, as the files quote them (--quote chooses)",
+                    q as char
+                );
+            }
+            Some(q)
+        }
     };
     cfg.dialect.array_delimiter = match &a.array_delimiter {
         Some(d) => one_byte("array-delimiter", d)?,
@@ -235,6 +238,15 @@ pub fn run(a: Args) -> Result<()> {
         Some(_) => IdType::String,
         // Parquet files whose id columns are integers by their schema: integer ids.
         None if quiver_import::sources_have_integer_ids(&cfg)? => IdType::Integer,
+        // So are the ids of plain CSV headers whose id columns hold integers.
+        None if !a.append && quiver_import::plain_ids_are_integers(&cfg)? => {
+            if !a.json {
+                eprintln!(
+                    "ids: integers (every id, start and end value sampled is one), so {{id: 1}} finds them; pass --id-type string to keep them as text"
+                );
+            }
+            IdType::Integer
+        }
         None => IdType::String,
     };
     if let Some(b) = &a.memory_budget {
@@ -491,6 +503,55 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
 /// The delimiter the files' headers agree on: `,` when a header has several columns by
 /// commas (or none by anything), else `;`, tab or `|` when that splits every header (the
 /// one that gives the most columns), else `,` (an error then hints at the right one).
+/// The first file of every group read as CSV (not from a Parquet or Arrow source).
+fn plain_files(cfg: &ImportConfig) -> Vec<&std::path::Path> {
+    cfg.nodes
+        .iter()
+        .chain(&cfg.relationships)
+        .filter(|g| g.source.is_none())
+        .filter_map(|g| g.files.first().map(|f| f.as_path()))
+        .collect()
+}
+
+/// `'` when the files quote fields with it, as some tools write them: no `"` in the
+/// first 64 KiB of any file, some field (split on `delimiter`) starting and ending with
+/// `'`, and an even count of `'` on every line (so `O'Brien` is data). `"` otherwise.
+fn sniff_quote(files: &[&std::path::Path], delimiter: u8) -> u8 {
+    use std::io::Read;
+    let mut quoted = false;
+    for f in files {
+        if f.extension().is_some_and(|x| x == "gz")
+            || !std::fs::metadata(f).is_ok_and(|m| m.is_file())
+        {
+            return b'"';
+        }
+        let mut sample = Vec::new();
+        let read = std::fs::File::open(f).and_then(|h| h.take(64 << 10).read_to_end(&mut sample));
+        if read.is_err() || sample.contains(&b'"') {
+            return b'"';
+        }
+        // The last line may be cut short: leave it out.
+        let end = sample
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(sample.len(), |e| e + 1);
+        for line in sample[..end].split(|&b| b == b'\n') {
+            if line.iter().filter(|&&b| b == b'\'').count() % 2 == 1 {
+                return b'"';
+            }
+            quoted |= line
+                .split(|&b| b == delimiter)
+                .map(|f| f.strip_suffix(b"\r").unwrap_or(f))
+                .any(|f| f.len() >= 2 && f[0] == b'\'' && f[f.len() - 1] == b'\'');
+        }
+    }
+    if quoted {
+        b'\''
+    } else {
+        b'"'
+    }
+}
+
 fn sniff_delimiter(files: &[&std::path::Path]) -> u8 {
     let mut agreed: Option<u8> = None;
     for f in files {
