@@ -399,15 +399,20 @@ pub enum Command {
     ShowDatabases,
     /// `CREATE CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE` (Memgraph, Neo4j 4) or
     /// `CREATE CONSTRAINT [name] [IF NOT EXISTS] FOR (n:L) REQUIRE n.p IS UNIQUE` (Neo4j 5).
+    /// Several properties (`REQUIRE (n.a, n.b) IS UNIQUE`): no two nodes share all.
     CreateConstraint {
+        name: Option<String>,
         label: String,
-        prop: String,
+        props: Vec<String>,
         if_not_exists: bool,
     },
-    /// `DROP CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE`
+    /// `DROP CONSTRAINT ON (n:L) ASSERT n.p IS UNIQUE`, or Neo4j 5's
+    /// `DROP CONSTRAINT name [IF EXISTS]` (then `label` is empty).
     DropConstraint {
+        name: Option<String>,
         label: String,
-        prop: String,
+        props: Vec<String>,
+        if_exists: bool,
     },
     /// `SHOW CONSTRAINTS` (or Memgraph's `SHOW CONSTRAINT INFO`)
     ShowConstraints,

@@ -1426,12 +1426,15 @@ impl Parser<'_> {
         Ok((label, prop))
     }
 
-    /// `ON (n:L) ASSERT n.p IS UNIQUE` or `FOR (n:L) REQUIRE n.p IS UNIQUE`, after
-    /// CREATE/DROP CONSTRAINT [name] [IF NOT EXISTS]; gives the label, the property and
-    /// whether IF NOT EXISTS was written.
-    fn constraint_target(&mut self) -> R<(String, String, bool)> {
+    /// `ON (n:L) ASSERT n.p IS UNIQUE` or `FOR (n:L) REQUIRE n.p IS UNIQUE` (or
+    /// `REQUIRE (n.a, n.b) IS UNIQUE`), after CREATE/DROP CONSTRAINT [name]
+    /// [IF NOT EXISTS]; gives the name, the label, the properties and whether IF NOT
+    /// EXISTS was written.
+    #[allow(clippy::type_complexity)]
+    fn constraint_target(&mut self) -> R<(Option<String>, String, Vec<String>, bool)> {
+        let mut name = None;
         if !self.is_kw("ON") && !self.is_kw("FOR") && !self.is_kw("IF") {
-            self.bump(); // a constraint name
+            name = Some(self.any_name("a constraint name")?);
         }
         let mut if_not_exists = false;
         if self.eat_kw("IF") {
@@ -1451,20 +1454,25 @@ impl Parser<'_> {
         let label = self.any_name("a label")?;
         self.expect_p(")")?;
         self.expect_kw(if neo5 { "REQUIRE" } else { "ASSERT" })?;
-        // `n.p`, or Neo4j 5's `(n.p)`; a composite `(n.a, n.b)` is refused by name.
+        // `n.p`, or Neo4j 5's `(n.p)` and composite `(n.a, n.b)`.
         let paren = self.eat_p("(");
-        let v2 = self.name("a variable")?;
-        if v2 != v {
-            return self.err(&format!("the variable {v}"));
-        }
-        self.expect_p(".")?;
-        let prop = self.any_name("a property")?;
-        if paren {
-            if self.is_p(",") {
-                return self.err(
-                    "one property: composite uniqueness constraints (REQUIRE (n.a, n.b) IS UNIQUE) are not supported yet; declare one constraint per property",
-                );
+        let mut props = Vec::new();
+        loop {
+            let v2 = self.name("a variable")?;
+            if v2 != v {
+                return self.err(&format!("the variable {v}"));
             }
+            self.expect_p(".")?;
+            let prop = self.any_name("a property")?;
+            if props.contains(&prop) {
+                return self.err(&format!("another property than {prop} (it is named twice)"));
+            }
+            props.push(prop);
+            if !(paren && self.eat_p(",")) {
+                break;
+            }
+        }
+        if paren {
             self.expect_p(")")?;
         }
         self.expect_kw("IS")?;
@@ -1473,7 +1481,7 @@ impl Parser<'_> {
                 "UNIQUE (uniqueness is the only constraint Quiver keeps yet: not IS NOT NULL, IS NODE KEY or IS :: TYPE)",
             );
         }
-        Ok((label, prop, if_not_exists))
+        Ok((name, label, props, if_not_exists))
     }
 
     fn command(&mut self) -> R<Option<Command>> {
@@ -1518,15 +1526,36 @@ impl Parser<'_> {
             let create = self.is_kw("CREATE");
             self.bump();
             self.bump();
-            let (label, prop, if_not_exists) = self.constraint_target()?;
-            if create {
-                Command::CreateConstraint {
-                    label,
-                    prop,
-                    if_not_exists,
+            // Neo4j 5's `DROP CONSTRAINT name [IF EXISTS]`.
+            if !create && !self.is_kw("ON") && !self.is_kw("FOR") {
+                let name = self.any_name("a constraint name")?;
+                let if_exists = self.eat_kw("IF");
+                if if_exists {
+                    self.expect_kw("EXISTS")?;
+                }
+                Command::DropConstraint {
+                    name: Some(name),
+                    label: String::new(),
+                    props: Vec::new(),
+                    if_exists,
                 }
             } else {
-                Command::DropConstraint { label, prop }
+                let (name, label, props, if_not_exists) = self.constraint_target()?;
+                if create {
+                    Command::CreateConstraint {
+                        name,
+                        label,
+                        props,
+                        if_not_exists,
+                    }
+                } else {
+                    Command::DropConstraint {
+                        name,
+                        label,
+                        props,
+                        if_exists: false,
+                    }
+                }
             }
         } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)

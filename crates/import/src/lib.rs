@@ -768,6 +768,7 @@ fn run(
             indexes: Vec::new(),
             base_ops: None,
             log: None,
+            constraints: Vec::new(),
         },
         Some(m) => {
             // Everything the database had stays; its declared indexes are rebuilt over

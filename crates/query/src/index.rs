@@ -13,7 +13,7 @@ use crate::value::Value;
 use quiver_common::memory::MemoryBudget;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
-use quiver_storage::manifest::{IndexKeyKind, IndexMeta};
+use quiver_storage::manifest::{ConstraintMeta, IndexKeyKind, IndexMeta};
 use quiver_storage::read::{Database, IndexKey};
 use quiver_storage::write::{write_prop_index, Staging};
 use std::path::Path;
@@ -105,6 +105,8 @@ pub struct IndexSet {
     entries: Vec<(String, String, Arc<PropIndex>)>,
     /// Uniqueness constraints: (label, property).
     pub unique: Vec<(Arc<str>, Arc<str>)>,
+    /// Uniqueness constraints on several properties: (label, properties).
+    pub composite: Vec<(Arc<str>, Vec<Arc<str>>)>,
 }
 
 fn key_kind(dtype: DataType) -> Option<IndexKeyKind> {
@@ -153,7 +155,38 @@ impl IndexSet {
                 ));
             }
         }
-        IndexSet { entries, unique }
+        let composite = db
+            .manifest()
+            .constraints
+            .iter()
+            .filter(|c| c.properties.len() > 1)
+            .map(|c| {
+                (
+                    Arc::from(c.label.as_str()),
+                    c.properties.iter().map(|p| Arc::from(p.as_str())).collect(),
+                )
+            })
+            .collect();
+        IndexSet {
+            entries,
+            unique,
+            composite,
+        }
+    }
+
+    /// Whether writing property `key` may break a uniqueness constraint.
+    pub fn constrains(&self, key: &str) -> bool {
+        self.unique.iter().any(|(_, p)| &**p == key)
+            || self
+                .composite
+                .iter()
+                .any(|(_, ps)| ps.iter().any(|p| &**p == key))
+    }
+
+    /// Whether nodes with `label` are held to a uniqueness constraint.
+    pub fn constrains_label(&self, label: &str) -> bool {
+        self.unique.iter().any(|(l, _)| &**l == label)
+            || self.composite.iter().any(|(l, _)| &**l == label)
     }
 
     pub fn get(&self, label: &str, prop: &str) -> Option<Arc<PropIndex>> {
@@ -464,12 +497,56 @@ fn build(
     }))
 }
 
+/// The name Neo4j would show for a constraint declared without one: made from its
+/// label and properties, so that it is the same at every open.
+pub fn constraint_name(label: &str, props: &[String]) -> String {
+    // FNV-1a: stable across builds and platforms, unlike the std hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in std::iter::once(label.as_bytes())
+        .chain(props.iter().map(|p| p.as_bytes()))
+        .flat_map(|b| b.iter().chain(&[0u8]))
+    {
+        h = (h ^ *b as u32).wrapping_mul(0x0100_0193);
+    }
+    format!("constraint_{h:08x}")
+}
+
+/// Every uniqueness constraint of `db`: (name, label, properties).
+pub fn constraints(db: &Database) -> Vec<(String, String, Vec<String>)> {
+    let m = db.manifest();
+    let named = |label: &str, props: &[String]| {
+        m.constraints
+            .iter()
+            .find(|c| c.label == label && c.properties == props)
+            .map_or_else(|| constraint_name(label, props), |c| c.name.clone())
+    };
+    let mut out: Vec<(String, String, Vec<String>)> = m
+        .indexes
+        .iter()
+        .filter(|i| i.unique)
+        .map(|i| {
+            let props = vec![i.property.clone()];
+            (named(&i.label, &props), i.label.clone(), props)
+        })
+        .collect();
+    out.extend(
+        m.constraints
+            .iter()
+            .filter(|c| c.properties.len() > 1)
+            .map(|c| (c.name.clone(), c.label.clone(), c.properties.clone())),
+    );
+    out
+}
+
 /// Adds (`unique`) or removes the uniqueness constraint on `:label(prop)`: adding one
 /// builds the index (an empty one when no node has the property yet) and refuses when
-/// two nodes already share a value. `held` as for [`create_in`].
+/// two nodes already share a value; `name` names it (else [`constraint_name`]). `held`
+/// as for [`create_in`].
+#[allow(clippy::too_many_arguments)]
 pub fn constrain_in(
     dir: &Path,
     db: &Database,
+    name: Option<&str>,
     label: &str,
     prop: &str,
     unique: bool,
@@ -490,6 +567,9 @@ pub fn constrain_in(
     let mut man = m.clone();
     man.pin_log();
     man.generation = staging.generation();
+    let props = vec![prop.to_string()];
+    man.constraints
+        .retain(|c| !(c.label == label && c.properties == props));
     let msg = if unique {
         let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
         if let Some((k, a, b)) = &built.dup {
@@ -502,11 +582,69 @@ pub fn constrain_in(
             Some(i) => man.indexes[i] = meta,
             None => man.indexes.push(meta),
         }
-        format!("uniqueness constraint on :{label}({prop}) created")
+        let name = name.map_or_else(|| constraint_name(label, &props), str::to_string);
+        man.constraints.push(ConstraintMeta {
+            name: name.clone(),
+            label: label.to_string(),
+            properties: props,
+        });
+        format!("uniqueness constraint {name} on :{label}({prop}) created")
     } else {
         let i = at.expect("checked above");
         man.indexes[i].unique = false;
         format!("uniqueness constraint on :{label}({prop}) dropped (its index stays; DROP INDEX removes it)")
+    };
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(msg)
+}
+
+/// Adds (`Some(name)`) or removes (`None`) the uniqueness constraint on several
+/// properties of `:label`. Adding one keeps it with the index on its first property,
+/// built here when there is none; the caller has checked the data against it.
+pub fn constrain_composite_in(
+    dir: &Path,
+    db: &Database,
+    name: Option<&str>,
+    label: &str,
+    props: &[String],
+    held: bool,
+    budget: &MemoryBudget,
+) -> Result<String, QueryError> {
+    let m = db.manifest();
+    let shown = format!("(:{label} {{{}}})", props.join(", "));
+    let staging = begin(dir, held)?;
+    let mut man = m.clone();
+    man.pin_log();
+    man.generation = staging.generation();
+    let before = man.constraints.len();
+    man.constraints
+        .retain(|c| !(c.label == label && c.properties == props));
+    let msg = match name {
+        Some(name) => {
+            if !man
+                .indexes
+                .iter()
+                .any(|i| i.label == label && i.property == props[0])
+            {
+                let built = build(db, label, &props[0], budget)?.unwrap_or_else(Built::empty);
+                man.indexes
+                    .push(built.write(&staging, db, label, &props[0], false)?);
+            }
+            man.constraints.push(ConstraintMeta {
+                name: name.to_string(),
+                label: label.to_string(),
+                properties: props.to_vec(),
+            });
+            format!("uniqueness constraint {name} on {shown} created")
+        }
+        None if man.constraints.len() == before => {
+            return Err(QueryError::Index(format!(
+                "there is no uniqueness constraint on {shown}; SHOW CONSTRAINTS lists them"
+            )))
+        }
+        None => format!("uniqueness constraint on {shown} dropped (the index on :{label}({}) stays; DROP INDEX removes it)", props[0]),
     };
     staging
         .publish(&man)
@@ -557,6 +695,16 @@ pub fn drop_in(
     {
         return Err(QueryError::Index(format!(
             "there is no index on :{label}({prop}); SHOW INDEXES lists them"
+        )));
+    }
+    if let Some(c) = m
+        .constraints
+        .iter()
+        .find(|c| c.properties.len() > 1 && c.label == label && c.properties[0] == prop)
+    {
+        return Err(QueryError::Index(format!(
+            "the uniqueness constraint {} keeps its nodes with the index on :{label}({prop}); DROP CONSTRAINT {} first",
+            c.name, c.name
         )));
     }
     let staging = begin(dir, held)?;

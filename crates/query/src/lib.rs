@@ -786,32 +786,129 @@ impl Session {
                 Ok(format!("index on :{label}({prop}) dropped"))
             }),
             Command::CreateConstraint {
+                name,
                 label,
-                prop,
+                props,
                 if_not_exists,
             } => {
-                let exists = self
-                    .db()
-                    .manifest()
-                    .indexes
-                    .iter()
-                    .any(|i| i.unique && i.label == label && i.property == prop);
-                match (exists, if_not_exists) {
-                    (true, true) => Ok(summary_msg(
-                        t0,
-                        format!("uniqueness constraint on :{label}({prop}) exists already"),
-                    )),
-                    (true, false) => Err(QueryError::Index(format!(
-                        "a uniqueness constraint on :{label}({prop}) exists already"
-                    ))),
-                    _ => self.schema_ddl(t0, |dir, db, budget| {
-                        index::constrain_in(dir, db, &label, &prop, true, true, budget)
-                    }),
+                let shown = format!("(:{label} {{{}}})", props.join(", "));
+                let existing = index::constraints(&self.db());
+                let same = existing.iter().find(|c| c.1 == label && c.2 == props);
+                let named = name
+                    .as_ref()
+                    .and_then(|n| existing.iter().find(|c| &c.0 == n));
+                match (same.or(named), if_not_exists) {
+                    (Some(c), true) => {
+                        return Ok(summary_msg(
+                            t0,
+                            format!("constraint {} exists already; nothing changed", c.0),
+                        ))
+                    }
+                    (Some(c), false) if same.is_some() => {
+                        return Err(QueryError::Index(format!(
+                            "a uniqueness constraint on {shown} exists already ({}); IF NOT EXISTS accepts that",
+                            c.0
+                        )))
+                    }
+                    (Some(c), false) => {
+                        return Err(QueryError::Index(format!(
+                            "a constraint named {} exists already (on :{}({})); choose another name",
+                            c.0,
+                            c.1,
+                            c.2.join(", ")
+                        )))
+                    }
+                    (None, _) => {}
+                }
+                if let [prop] = props.as_slice() {
+                    return self.schema_ddl(t0, |dir, db, budget| {
+                        index::constrain_in(
+                            dir,
+                            db,
+                            name.as_deref(),
+                            &label,
+                            prop,
+                            true,
+                            true,
+                            budget,
+                        )
+                    });
+                }
+                self.no_tx("index and constraint DDL")?;
+                // Two nodes that already share every value refuse it, as Neo4j does.
+                let q = |x: &str| format!("`{}`", x.replace('`', "``"));
+                let vals: Vec<String> = props.iter().map(|p| format!("n.{}", q(p))).collect();
+                let text = format!(
+                    "MATCH (n:{}) WHERE {} WITH {}, collect(id(n)) AS ids WHERE size(ids) > 1 RETURN ids[0], ids[1], [{}] LIMIT 1",
+                    q(&label),
+                    vals.iter().map(|v| format!("{v} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+                    vals.iter().enumerate().map(|(i, v)| format!("{v} AS k{i}")).collect::<Vec<_>>().join(", "),
+                    (0..vals.len()).map(|i| format!("k{i}")).collect::<Vec<_>>().join(", "),
+                );
+                let mut dup = None;
+                self.run(&text, &Params::new(), &mut |g, b| {
+                    if b.len > 0 {
+                        dup = Some((
+                            render::text(g, &b.cols[0][0])?,
+                            render::text(g, &b.cols[1][0])?,
+                            render::text(g, &b.cols[2][0])?,
+                        ));
+                    }
+                    Ok(())
+                })?;
+                if let Some((a, b, v)) = dup {
+                    return Err(QueryError::Index(format!(
+                        "cannot add the constraint: nodes {a} and {b} with label :{label} both have ({}) = {v}",
+                        props.join(", ")
+                    )));
+                }
+                let name = name.unwrap_or_else(|| index::constraint_name(&label, &props));
+                self.schema_ddl(t0, |dir, db, budget| {
+                    index::constrain_composite_in(
+                        dir,
+                        db,
+                        Some(&name),
+                        &label,
+                        &props,
+                        true,
+                        budget,
+                    )
+                })
+            }
+            Command::DropConstraint {
+                name,
+                mut label,
+                mut props,
+                if_exists,
+            } => {
+                if let Some(n) = &name {
+                    if label.is_empty() {
+                        match index::constraints(&self.db()).into_iter().find(|c| &c.0 == n) {
+                            Some((_, l, p)) => (label, props) = (l, p),
+                            None if if_exists => {
+                                return Ok(summary_msg(
+                                    t0,
+                                    format!("there is no constraint named {n}; nothing changed"),
+                                ))
+                            }
+                            None => {
+                                return Err(QueryError::Index(format!(
+                                    "there is no constraint named {n}; SHOW CONSTRAINTS lists them (DROP CONSTRAINT {n} IF EXISTS accepts that)"
+                                )))
+                            }
+                        }
+                    }
+                }
+                if let [prop] = props.as_slice() {
+                    self.schema_ddl(t0, |dir, db, budget| {
+                        index::constrain_in(dir, db, None, &label, prop, false, true, budget)
+                    })
+                } else {
+                    self.schema_ddl(t0, |dir, db, budget| {
+                        index::constrain_composite_in(dir, db, None, &label, &props, true, budget)
+                    })
                 }
             }
-            Command::DropConstraint { label, prop } => self.schema_ddl(t0, |dir, db, budget| {
-                index::constrain_in(dir, db, &label, &prop, false, true, budget)
-            }),
             Command::ShowTransactions => {
                 let db = self.db();
                 // The listing lists itself, as Neo4j's does.
@@ -893,21 +990,46 @@ impl Session {
                 )
             }
             Command::ShowConstraints => {
+                // Neo4j 5's columns; the index that keeps a constraint shares its name.
                 let db = self.db();
-                let rows = db
-                    .manifest()
-                    .indexes
-                    .iter()
-                    .filter(|i| i.unique)
-                    .map(|i| {
+                let rows = index::constraints(&db)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (name, label, props))| {
                         vec![
-                            Value::str(&i.label),
-                            Value::str(&i.property),
-                            Value::str("UNIQUE"),
+                            Value::Int(i as i64 + 1),
+                            Value::str(&name),
+                            Value::str("UNIQUENESS"),
+                            Value::str("NODE"),
+                            Value::List(vec![Value::str(&label)].into()),
+                            Value::List(
+                                props
+                                    .iter()
+                                    .map(|p| Value::str(p))
+                                    .collect::<Vec<_>>()
+                                    .into(),
+                            ),
+                            Value::str(&name),
+                            Value::Null,
                         ]
                     })
                     .collect();
-                table(&db, &["label", "property", "type"], rows, t0, sink)
+                table(
+                    &db,
+                    &[
+                        "id",
+                        "name",
+                        "type",
+                        "entityType",
+                        "labelsOrTypes",
+                        "properties",
+                        "ownedIndex",
+                        "propertyType",
+                    ],
+                    rows,
+                    t0,
+                    sink,
+                )
             }
         }
     }

@@ -33,6 +33,21 @@ pub struct Manifest {
     /// number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<u64>,
+    /// Uniqueness constraints by name. One on a single property is kept by its index
+    /// (`IndexMeta::unique`; one declared before names were kept has none here and is
+    /// shown under a name made from its label and property); one on several properties
+    /// (`REQUIRE (n.a, n.b) IS UNIQUE`) is kept with the index on its first property.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<ConstraintMeta>,
+}
+
+/// A named uniqueness constraint: no two nodes with `label` share the values of all of
+/// `properties` (nodes missing one are not held to it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConstraintMeta {
+    pub name: String,
+    pub label: String,
+    pub properties: Vec<String>,
 }
 
 impl Manifest {
@@ -50,6 +65,7 @@ impl Manifest {
             indexes: Vec::new(),
             base_ops: None,
             log: None,
+            constraints: Vec::new(),
         }
     }
 

@@ -106,6 +106,7 @@ fn segments_read_as_one() {
         indexes: vec![],
         base_ops: None,
         log: None,
+        constraints: Vec::new(),
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {

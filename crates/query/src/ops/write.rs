@@ -437,7 +437,7 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
     let Some(ix) = cx.indexes else {
         return Ok(());
     };
-    if ix.unique.is_empty() {
+    if ix.unique.is_empty() && ix.composite.is_empty() {
         return Ok(());
     }
     let g = cx.env.g;
@@ -492,6 +492,79 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
             }
         }
     }
+    for (label, props) in &ix.composite {
+        if !labels.contains(label) {
+            continue;
+        }
+        let mut vals = Vec::with_capacity(props.len());
+        for p in props {
+            vals.push(rec.value_of(g.db, n, p)?);
+        }
+        // A node missing one of the properties is not held to it, as in Neo4j.
+        let Some(keys) = vals.iter().map(KeyVal::of).collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        if vals.iter().any(Value::is_null) {
+            continue;
+        }
+        // Claimed by the first property's value: two transactions writing nodes that
+        // share it conflict (retryably) rather than both commit a duplicate.
+        t.claim_key(label, &props[0], &keys[0])?;
+        let mut cands = t.work.index_lookup(&props[0], &vals[0]);
+        cands.extend(head.delta.index_lookup(&props[0], &vals[0]));
+        match ix.get(label, &props[0]) {
+            Some(pi) => cands.extend(pi.lookup(g, &vals[0])?),
+            // No index (a checkpoint dropped one it could not rebuild): every node.
+            None => cands.extend(0..g.segment_nodes()),
+        }
+        cands.sort_unstable();
+        cands.dedup();
+        for c in cands {
+            if c == n {
+                continue;
+            }
+            let holds = |d: &quiver_engine::Delta| -> Result<bool, QueryError> {
+                let r = match d.nodes.get(&c) {
+                    Some(r) if r.deleted => return Ok(false),
+                    Some(r) => Some(r),
+                    None if c < d.base_nodes => None,
+                    None => return Ok(false),
+                };
+                let has_label = match r {
+                    Some(r) => r.labels_of(g.db, c)?.contains(label),
+                    None => g
+                        .label_id(label)
+                        .is_some_and(|l| g.has_label(c, l).unwrap_or(false)),
+                };
+                if !has_label {
+                    return Ok(false);
+                }
+                for (p, k) in props.iter().zip(&keys) {
+                    let v = match r {
+                        Some(r) => r.value_of(g.db, c, p)?,
+                        None => g.node_prop(c, p)?,
+                    };
+                    if KeyVal::of(&v).as_ref() != Some(k) {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            };
+            let deleted_here = t.work.nodes.get(&c).is_some_and(|r| r.deleted);
+            if holds(&t.work)? || (!deleted_here && holds(&head.delta)?) {
+                let shown: Vec<String> = props
+                    .iter()
+                    .zip(&vals)
+                    .map(|(p, v)| Ok(format!("{p} = {}", crate::render::text(g, v)?)))
+                    .collect::<Result<_, QueryError>>()?;
+                return Err(QueryError::Engine(quiver_engine::EngineError::Constraint(format!(
+                    "node {c} already has label :{label} and {}; the uniqueness constraint on (:{label} {{{}}}) allows one",
+                    shown.join(", "),
+                    props.join(", ")
+                ))));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -500,10 +573,7 @@ fn set_prop(cx: &mut Cx, target: &Value, key: &Arc<str>, v: Value) -> Result<(),
         Value::Null => Ok(()),
         Value::Node(n) => {
             tx(cx)?.set_node_prop(*n, key, v)?;
-            if cx
-                .indexes
-                .is_some_and(|ix| ix.unique.iter().any(|(_, p)| p == key))
-            {
+            if cx.indexes.is_some_and(|ix| ix.constrains(key)) {
                 check_unique(cx, *n)?;
             }
             Ok(())

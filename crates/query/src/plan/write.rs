@@ -143,7 +143,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let nodes = !self.touched
             && steps.iter().all(|s| match s {
                 CreateStep::Node { labels, props, .. } => {
-                    literal(props) && !self.indexes.unique.iter().any(|(l, _)| labels.contains(l))
+                    literal(props) && !labels.iter().any(|l| self.indexes.constrains_label(l))
                 }
                 _ => false,
             });
