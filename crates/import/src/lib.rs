@@ -1042,7 +1042,12 @@ fn for_each_sample(
 /// when `--id-type` is not given, so that `{id: 1}` finds the node a newcomer's `1`
 /// made. Headers in Neo4j's convention keep its rule (string ids).
 pub fn plain_ids_are_integers(cfg: &ImportConfig) -> Result<bool, ImportError> {
-    if cfg.groups().any(|(g, _)| g.source.is_some()) {
+    // A pipe cannot be read twice: its sample would be taken from the import.
+    let regular = |f: &PathBuf| std::fs::metadata(f).is_ok_and(|m| m.is_file());
+    if cfg
+        .groups()
+        .any(|(g, _)| g.source.is_some() || !g.files.iter().all(regular))
+    {
         return Ok(false);
     }
     let mut all = true;
