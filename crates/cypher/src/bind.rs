@@ -366,8 +366,14 @@ impl Checker<'_> {
         for x in [&p.skip, &p.limit].into_iter().flatten() {
             self.expr(x, &BTreeSet::new(), false)?;
         }
+        // A WITH's WHERE sees the incoming names too unless aggregating (under DISTINCT
+        // through the projected expressions: `WITH DISTINCT a.x AS x WHERE a.x = 1`).
         if let Some(w) = &p.where_ {
-            self.expr(w, &out, false)?;
+            let mut where_scope = out.clone();
+            if !any_agg {
+                where_scope.extend(scope.iter().cloned());
+            }
+            self.expr(w, &where_scope, false)?;
         }
         Ok(out)
     }

@@ -140,7 +140,11 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             i = j;
             continue;
         }
-        if c.is_ascii_digit() {
+        // `.5`: a float without integer digits (not the `..5` of a range).
+        let leading_dot = c == b'.'
+            && b.get(i + 1).is_some_and(u8::is_ascii_digit)
+            && (i == 0 || b[i - 1] != b'.');
+        if c.is_ascii_digit() || leading_dot {
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
             }
@@ -168,10 +172,17 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             }
             let s = &text[start..i];
             let tok = if float {
-                Tok::Float(s.parse().map_err(|_| LexError {
+                let x: f64 = s.parse().map_err(|_| LexError {
                     offset: start,
                     message: format!("bad number {s}"),
-                })?)
+                })?;
+                if x.is_infinite() {
+                    return Err(LexError {
+                        offset: start,
+                        message: format!("float {s} is too large"),
+                    });
+                }
+                Tok::Float(x)
             } else {
                 Tok::Int(match s.parse::<i64>() {
                     Ok(v) => v,
@@ -213,7 +224,27 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                         'n' => '\n',
                         't' => '\t',
                         'r' => '\r',
+                        'b' => '\u{8}',
+                        'f' => '\u{c}',
                         '0' => '\0',
+                        // `\u01FF`: four hexadecimal digits (`\U` takes eight).
+                        'u' | 'U' => {
+                            let n = if e == 'u' { 4 } else { 8 };
+                            let hex = text.get(i..i + n).filter(|h| {
+                                h.bytes().all(|d| d.is_ascii_hexdigit())
+                            });
+                            let ch = hex
+                                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                                .and_then(char::from_u32)
+                                .ok_or_else(|| LexError {
+                                    offset: i - 2,
+                                    message: format!(
+                                        "invalid Unicode literal: \\{e} takes {n} hexadecimal digits of a character"
+                                    ),
+                                })?;
+                            i += n;
+                            ch
+                        }
                         other => other,
                     });
                 } else {

@@ -53,7 +53,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let n_items = items.len();
         // ORDER BY may use what the items were computed from: keep those columns after
         // the items until it has run.
-        let keep_src = !p.order.is_empty() && (aggregating || !p.distinct);
+        // So may a WITH's WHERE (`WITH c WHERE r IS NULL`: variables from before the
+        // WITH that it does not project, as the standard scopes them).
+        let where_src = p
+            .where_
+            .as_ref()
+            .is_some_and(|w| vars_of(w).iter().any(|v| !names.contains(v)));
+        let keep_src = (!p.order.is_empty() || where_src) && (aggregating || !p.distinct);
         let mut exprs = items
             .iter()
             .map(|(e, _)| self.compile(e, &src_scope, &src_subst))
@@ -95,10 +101,29 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Box::new(Distinct::new(cur.op, n_items)),
             );
         }
-        cur = self.order_limit(cur, &new_scope, p, &subst, n_items)?;
+        // A WHERE that reads the source columns runs before they are dropped (and so a
+        // sort carries them too).
+        let where_early = where_src && keep_src;
+        let carry = if where_early {
+            new_scope.width
+        } else {
+            n_items
+        };
+        cur = self.order_limit(cur, &new_scope, p, &subst, carry)?;
+        if let (Some(w), true) = (&p.where_, where_early) {
+            let e = self.compile(w, &new_scope, &subst)?;
+            cur = self.filter(cur, e, w);
+        }
         cur = self.trim(cur, &mut new_scope, n_items);
-        if let Some(w) = &p.where_ {
-            let e = self.compile(w, &new_scope, &[])?;
+        if let (Some(w), false) = (&p.where_, where_early) {
+            // An item's expression stands for the item (`WITH DISTINCT a.x AS x
+            // WHERE a.x = 1`).
+            let items_only: Vec<(Expr, usize)> = subst
+                .iter()
+                .filter(|(_, s)| *s < n_items)
+                .cloned()
+                .collect();
+            let e = self.compile(w, &new_scope, &items_only)?;
             cur = self.filter(cur, e, w);
         }
         Ok((cur, new_scope, names))
