@@ -916,7 +916,30 @@ impl<'t> Parser<'t> {
             (">=", Ge),
             ("=~", Regex),
         ];
-        self.left_assoc(Self::string_ops, &ops)
+        // A chain `a < b < c` is `a < b AND b < c`, as openCypher reads it.
+        self.chain(|p| {
+            let mut left = p.string_ops()?;
+            let mut out: Option<Expr> = None;
+            loop {
+                let op = match p.peek() {
+                    Tok::Punct(t) => match ops.iter().find(|(o, _)| o == t) {
+                        Some(&(_, op)) => op,
+                        None => break,
+                    },
+                    _ => break,
+                };
+                p.bump();
+                p.link()?;
+                let right = p.string_ops()?;
+                let cmp = Expr::Binary(op, Box::new(left), Box::new(right.clone()));
+                out = Some(match out {
+                    None => cmp,
+                    Some(prev) => Expr::Binary(And, Box::new(prev), Box::new(cmp)),
+                });
+                left = right;
+            }
+            Ok(out.unwrap_or(left))
+        })
     }
 
     fn string_ops(&mut self) -> R<Expr> {
@@ -964,16 +987,9 @@ impl<'t> Parser<'t> {
         )
     }
 
+    /// `^` is left-associative in openCypher: `4 ^ 3 ^ 2` is `(4 ^ 3) ^ 2`.
     fn power(&mut self) -> R<Expr> {
-        let e = self.unary()?;
-        if self.eat_p("^") {
-            // Right-associative.
-            self.enter()?;
-            let rhs = self.power();
-            self.depth -= 1;
-            return Ok(Expr::Binary(BinOp::Pow, Box::new(e), Box::new(rhs?)));
-        }
-        Ok(e)
+        self.left_assoc(Self::unary, &[("^", BinOp::Pow)])
     }
 
     fn unary(&mut self) -> R<Expr> {
