@@ -67,6 +67,21 @@ fn kind_of(e: &Expr, kinds: &Kinds) -> Kind {
     }
 }
 
+/// Variables a WITH bound to a literal that is not a map, with what it is.
+type Literals = BTreeMap<String, &'static str>;
+
+/// What a literal that is not a map is (`None` for anything else).
+fn literal_kind(e: &Expr) -> Option<&'static str> {
+    match e {
+        Expr::Bool(_) => Some("a boolean"),
+        Expr::Int(_) => Some("an integer"),
+        Expr::Float(_) => Some("a float"),
+        Expr::Str(_) => Some("a string"),
+        Expr::List(_) => Some("a list"),
+        _ => None,
+    }
+}
+
 /// Whether `e` is a call of an aggregate (`count(*)` included).
 pub fn is_aggregate_call(e: &Expr) -> bool {
     matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
@@ -107,6 +122,59 @@ struct Checker<'t> {
 impl Checker<'_> {
     fn fail<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
         Err(error_at(self.text, offset, message))
+    }
+
+    /// A type error found in the text, before anything runs.
+    fn fail_type<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
+        let mut e = error_at(self.text, offset, message);
+        e.type_error = true;
+        Err(e)
+    }
+
+    /// Arguments whose type the text fixes and no function or operator takes:
+    /// a property of a variable a WITH bound to a literal that is not a map
+    /// (`WITH 123 AS x RETURN x.num`, a type error), `size()` of a path or of a pattern,
+    /// `properties()` of a literal that is not a map (syntax errors, as openCypher's
+    /// kit expects them).
+    fn literal_args(&self, e: &Expr, kinds: &Kinds, literals: &Literals) -> Result<(), ParseError> {
+        match e {
+            Expr::Prop(x, key) => {
+                if let Expr::Var(n, at) = &**x {
+                    if let Some(what) = literals.get(n) {
+                        return self.fail_type(
+                            *at,
+                            format!("`{n}` is {what}, which has no properties (`{n}.{key}`)"),
+                        );
+                    }
+                }
+            }
+            Expr::Call { name, args, .. } if args.len() == 1 => {
+                let arg = &args[0];
+                let at = first_offset(arg).unwrap_or(0);
+                if name.eq_ignore_ascii_case("size") {
+                    let path = matches!(arg, Expr::Var(n, _) if kinds.get(n) == Some(&Kind::Path));
+                    if path || matches!(arg, Expr::PatternPred(_)) {
+                        return self.fail(
+                            at,
+                            "size() takes a string or a list, not a path or a pattern (length() gives a path's length; count the pattern with COUNT { })".into(),
+                        );
+                    }
+                }
+                if name.eq_ignore_ascii_case("properties") && literal_kind(arg).is_some() {
+                    return self.fail(
+                        at,
+                        format!(
+                            "properties() takes a node, a relationship or a map, not {}",
+                            literal_kind(arg).unwrap_or("a literal")
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+        e.children()
+            .into_iter()
+            .try_for_each(|c| self.literal_args(c, kinds, literals))
     }
 
     /// In `RETURN a.x + count(*)`, what lies outside the aggregate must be a grouping key
@@ -545,6 +613,7 @@ impl Checker<'_> {
         let mut columns = Vec::new();
         // Kinds of the variables in scope (variables outside `kinds` are Unknown).
         let mut kinds: Kinds = BTreeMap::new();
+        let mut literals: Literals = BTreeMap::new();
         for c in &q.clauses {
             match c {
                 Clause::Match {
@@ -570,17 +639,27 @@ impl Checker<'_> {
                     if let Some(w) = where_ {
                         self.expr(w, &scope, false)?;
                         self.no_path_props(w, &kinds)?;
+                        self.literal_args(w, &kinds, &literals)?;
                     }
                 }
                 Clause::Unwind { expr, var } => {
                     self.expr(expr, &scope, false)?;
                     scope.insert(var.clone());
                     kinds.insert(var.clone(), Kind::Unknown);
+                    literals.remove(var);
                 }
                 Clause::With(p) => {
                     scope = self.projection(p, &scope, "WITH")?;
+                    for e in p.items.iter().map(|i| &i.0).chain(&p.where_) {
+                        self.literal_args(e, &kinds, &literals)?;
+                    }
                     let mut next: Kinds = if p.star {
                         kinds.clone()
+                    } else {
+                        BTreeMap::new()
+                    };
+                    let mut next_literals = if p.star {
+                        literals.clone()
                     } else {
                         BTreeMap::new()
                     };
@@ -590,9 +669,18 @@ impl Checker<'_> {
                             (None, Expr::Var(n, _)) => n.clone(),
                             _ => continue,
                         };
-                        next.insert(name, kind_of(e, &kinds));
+                        next.insert(name.clone(), kind_of(e, &kinds));
+                        let what = match e {
+                            Expr::Var(n, _) => literals.get(n).copied(),
+                            e => literal_kind(e),
+                        };
+                        match what {
+                            Some(w) => next_literals.insert(name, w),
+                            None => next_literals.remove(&name),
+                        };
                     }
                     kinds = next;
+                    literals = next_literals;
                 }
                 Clause::Create(patterns) => {
                     let mut fresh = BTreeSet::new();
@@ -716,6 +804,14 @@ impl Checker<'_> {
                 }
                 Clause::Return(p) => {
                     self.projection(p, &scope, "RETURN")?;
+                    for e in p
+                        .items
+                        .iter()
+                        .map(|i| &i.0)
+                        .chain(p.order.iter().map(|o| &o.0))
+                    {
+                        self.literal_args(e, &kinds, &literals)?;
+                    }
                     columns = p
                         .items
                         .iter()

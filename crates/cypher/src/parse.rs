@@ -15,6 +15,9 @@ pub struct ParseError {
     pub message: String,
     /// The offending line with a caret under the column.
     pub snippet: String,
+    /// A type error found before the query runs (`WITH 1 AS x RETURN x.num`), rather
+    /// than a syntax error.
+    pub type_error: bool,
 }
 
 pub fn error_at(text: &str, offset: usize, message: String) -> ParseError {
@@ -28,6 +31,7 @@ pub fn error_at(text: &str, offset: usize, message: String) -> ParseError {
         column,
         message,
         snippet: snippet(line_text, column),
+        type_error: false,
     }
 }
 

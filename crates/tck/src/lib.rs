@@ -778,6 +778,7 @@ fn diff(a: &State, b: &State) -> BTreeMap<&'static str, usize> {
 pub fn classify(e: &QueryError) -> (&'static str, bool) {
     use quiver_engine::EngineError;
     match e {
+        QueryError::Parse(p) if p.type_error => ("TypeError", true),
         QueryError::Parse(_) | QueryError::UnknownFunction(_) => ("SyntaxError", true),
         QueryError::MissingParam(_) => ("ParameterMissing", true),
         QueryError::Type(_) => ("TypeError", false),
