@@ -82,6 +82,24 @@ fn literal_kind(e: &Expr) -> Option<&'static str> {
     }
 }
 
+/// Whether `e` applies a numeric operator to variable `var` (`+` too when `plus`: on
+/// booleans it is no concatenation either).
+fn arithmetic_on(e: &Expr, var: &str, plus: bool) -> bool {
+    if let Expr::Binary(op, a, b) = e {
+        let numeric = matches!(
+            op,
+            BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow
+        ) || (plus && *op == BinOp::Add);
+        let is_var = |x: &Expr| matches!(x, Expr::Var(n, _) if n == var);
+        if numeric && (is_var(a) || is_var(b)) {
+            return true;
+        }
+    }
+    e.children()
+        .into_iter()
+        .any(|c| arithmetic_on(c, var, plus))
+}
+
 /// Whether `e` is a call of an aggregate (`count(*)` included).
 pub fn is_aggregate_call(e: &Expr) -> bool {
     matches!(e, Expr::CountStar) || matches!(e, Expr::Call { name, .. } if is_aggregate(name))
@@ -158,6 +176,37 @@ impl Checker<'_> {
                             at,
                             "size() takes a string or a list, not a path or a pattern (length() gives a path's length; count the pattern with COUNT { })".into(),
                         );
+                    }
+                }
+                // `none(x IN ['Clara'] WHERE x % 2 = 0)`: arithmetic on elements that
+                // are all strings or booleans.
+                let quantifier = ["all", "any", "none", "single"]
+                    .iter()
+                    .any(|q| name.eq_ignore_ascii_case(q));
+                // (The parser keeps a quantifier's predicate where a comprehension's
+                // mapping goes.)
+                if let (
+                    true,
+                    Expr::ListComp {
+                        var,
+                        list,
+                        pred,
+                        map,
+                    },
+                ) = (quantifier, arg)
+                {
+                    let pred = pred.as_deref().or(map.as_deref());
+                    if let (Expr::List(items), Some(pred)) = (&**list, pred) {
+                        let bools = items.iter().all(|x| matches!(x, Expr::Bool(_)));
+                        let texts = items
+                            .iter()
+                            .all(|x| matches!(x, Expr::Str(_) | Expr::Bool(_)));
+                        if !items.is_empty() && texts && arithmetic_on(pred, var, bools) {
+                            return self.fail(
+                                at,
+                                format!("arithmetic on `{var}`, whose values in the list are not numbers"),
+                            );
+                        }
                     }
                 }
                 if name.eq_ignore_ascii_case("properties") && literal_kind(arg).is_some() {

@@ -286,8 +286,17 @@ impl<'t> Parser<'t> {
         }
         let mut parts = vec![self.single_query()?];
         let mut union_all = Vec::new();
-        while self.eat_kw("UNION") {
-            union_all.push(self.eat_kw("ALL"));
+        while self.is_kw("UNION") {
+            let at = self.pos;
+            self.bump();
+            let all = self.eat_kw("ALL");
+            if union_all.first().is_some_and(|&a| a != all) {
+                self.pos = at;
+                return self.err(
+                    "the same UNION throughout: a query cannot mix UNION and UNION ALL (one keeps duplicates, the other does not)",
+                );
+            }
+            union_all.push(all);
             parts.push(self.single_query()?);
         }
         self.eat_p(";");

@@ -66,6 +66,8 @@ pub fn binary(op: BinOp, l: &Value, r: &Value) -> Result<Value, QueryError> {
     }
     Ok(match op {
         Lt | Le | Gt | Ge => match l.cmp3(r) {
+            // NaN is a number no number orders against: false, not null.
+            None if is_nan(l) && is_number(r) || is_nan(r) && is_number(l) => Value::Bool(false),
             None => Value::Null,
             Some(o) => Value::Bool(match op {
                 Lt => o == Ordering::Less,
@@ -158,4 +160,12 @@ pub(super) fn arith(op: BinOp, l: &Value, r: &Value) -> Result<Value, QueryError
         Pow => a.powf(b),
         _ => return type_err("unexpected operator", l),
     }))
+}
+
+fn is_number(v: &Value) -> bool {
+    matches!(v, Value::Int(_) | Value::Float(_))
+}
+
+fn is_nan(v: &Value) -> bool {
+    matches!(v, Value::Float(f) if f.is_nan())
 }
