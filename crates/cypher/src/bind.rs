@@ -169,6 +169,20 @@ impl Checker<'_> {
             Expr::Call { name, args, .. } if args.len() == 1 => {
                 let arg = &args[0];
                 let at = first_offset(arg).unwrap_or(0);
+                // A graph function given an entity of another kind.
+                if let Expr::Var(n, _) = arg {
+                    let k = kinds.get(n).copied();
+                    let wrong = match name.to_ascii_lowercase().as_str() {
+                        "labels" => matches!(k, Some(Kind::Path | Kind::Rel | Kind::Rels)),
+                        "type" => matches!(k, Some(Kind::Node | Kind::Path)),
+                        "length" => matches!(k, Some(Kind::Node | Kind::Rel)),
+                        _ => false,
+                    };
+                    if let (true, Some(k)) = (wrong, k) {
+                        return self
+                            .fail(at, format!("{name}() does not take {} (`{n}`)", k.name()));
+                    }
+                }
                 if name.eq_ignore_ascii_case("size") {
                     let path = matches!(arg, Expr::Var(n, _) if kinds.get(n) == Some(&Kind::Path));
                     if path || matches!(arg, Expr::PatternPred(_)) {
