@@ -272,6 +272,13 @@ pub enum Expr {
     },
     /// A pattern used as a predicate: `WHERE (a)-->(b)`.
     PatternPred(Box<Pattern>),
+    /// `[p = (a)-->(b) WHERE pred | map]`: `map` for every match of the pattern (its
+    /// path variable, if named, in `pattern.var`), as a list.
+    PatternComp {
+        pattern: Box<Pattern>,
+        pred: Option<Box<Expr>>,
+        map: Box<Expr>,
+    },
     /// `reduce(acc = init, x IN list | expr)`
     Reduce {
         acc: String,
@@ -283,6 +290,73 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// Calls `f` on each direct sub-expression, mutably, in the order of
+    /// [`children`](Self::children).
+    pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Expr::List(xs) => xs.iter_mut().for_each(f),
+            Expr::Map(xs) => xs.iter_mut().for_each(|(_, x)| f(x)),
+            Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+                f(x)
+            }
+            Expr::Index(a, b) | Expr::Binary(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            Expr::Slice(a, b, c) => {
+                f(a);
+                b.as_deref_mut().into_iter().for_each(&mut *f);
+                c.as_deref_mut().into_iter().for_each(f);
+            }
+            Expr::Call { args, .. } => args.iter_mut().for_each(f),
+            Expr::Case {
+                subject,
+                arms,
+                default,
+            } => {
+                subject.as_deref_mut().into_iter().for_each(&mut *f);
+                for (a, b) in arms {
+                    f(a);
+                    f(b);
+                }
+                default.as_deref_mut().into_iter().for_each(f);
+            }
+            Expr::ListComp {
+                list, pred, map, ..
+            } => {
+                f(list);
+                pred.as_deref_mut().into_iter().for_each(&mut *f);
+                map.as_deref_mut().into_iter().for_each(f);
+            }
+            Expr::Reduce {
+                init, list, expr, ..
+            } => {
+                f(init);
+                f(list);
+                f(expr);
+            }
+            Expr::PatternComp { pred, map, .. } => {
+                pred.as_deref_mut().into_iter().for_each(&mut *f);
+                f(map);
+            }
+            Expr::Null
+            | Expr::Bool(_)
+            | Expr::Int(_)
+            | Expr::Float(_)
+            | Expr::Str(_)
+            | Expr::Param(_)
+            | Expr::Var(..)
+            | Expr::CountStar
+            | Expr::PatternPred(_) => {}
+        }
+    }
+
+    /// Whether a pattern comprehension is somewhere in it.
+    pub fn has_pattern_comp(&self) -> bool {
+        matches!(self, Expr::PatternComp { .. })
+            || self.children().into_iter().any(Expr::has_pattern_comp)
+    }
+
     /// The direct sub-expressions, in source order (a comprehension's list, predicate and
     /// mapping; none for a pattern predicate).
     pub fn children(&self) -> Vec<&Expr> {
@@ -317,6 +391,11 @@ impl Expr {
             Expr::Reduce {
                 init, list, expr, ..
             } => vec![init, list, expr],
+            Expr::PatternComp { pred, map, .. } => pred
+                .as_deref()
+                .into_iter()
+                .chain(std::iter::once(&**map))
+                .collect(),
             Expr::Null
             | Expr::Bool(_)
             | Expr::Int(_)

@@ -413,6 +413,22 @@ impl Checker<'_> {
                 inner.insert(var.clone());
                 self.expr(expr, &inner, false)?;
             }
+            Expr::PatternComp { pattern, pred, map } => {
+                // The pattern's new variables (and its path's) are seen by the predicate
+                // and the mapping only.
+                for props in pattern_props(pattern) {
+                    self.expr(props, scope, false)?;
+                }
+                let mut inner = scope.clone();
+                let mut names = Vec::new();
+                pattern_vars(pattern, &mut names);
+                inner.extend(names);
+                inner.extend(pattern.var.clone());
+                if let Some(w) = pred {
+                    self.expr(w, &inner, false)?;
+                }
+                self.expr(map, &inner, false)?;
+            }
             Expr::PatternPred(p) => {
                 // A pattern predicate may only use variables already bound (no new ones).
                 let mut names = Vec::new();

@@ -1392,12 +1392,57 @@ impl<'t> Parser<'t> {
         })
     }
 
+    /// After `[`: `[var =] pattern [WHERE pred] | map ]`, or `None` when the text is not
+    /// one (the pattern must have a relationship).
+    fn pattern_comprehension(&mut self) -> R<Option<Expr>> {
+        let mut var = None;
+        let mut var_at = 0;
+        if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_))
+            && matches!(self.peek_at(1), Tok::Punct("="))
+        {
+            var_at = self.toks[self.pos].offset;
+            var = Some(self.name("a path variable")?);
+            self.bump();
+        }
+        if !self.is_p("(") {
+            return Ok(None);
+        }
+        let mut pattern = self.path_body()?;
+        if pattern.steps.is_empty() {
+            return Ok(None);
+        }
+        pattern.var = var;
+        pattern.var_at = var_at;
+        let pred = if self.eat_kw("WHERE") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        if !self.eat_p("|") {
+            return Ok(None);
+        }
+        let map = Box::new(self.expr()?);
+        self.expect_p("]")?;
+        Ok(Some(Expr::PatternComp {
+            pattern: Box::new(pattern),
+            pred,
+            map,
+        }))
+    }
+
     fn list_or_comprehension(&mut self) -> R<Expr> {
         self.expect_p("[")?;
         // `[x IN list ...]` is a comprehension.
         if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && self.is_kw_at(1, "IN") {
             return self.comprehension("]");
         }
+        // `[p = (a)-->(b) WHERE pred | map]` is a pattern comprehension: tried first,
+        // and read as a list when it is not one.
+        let save = self.pos;
+        if let Ok(Some(e)) = self.pattern_comprehension() {
+            return Ok(e);
+        }
+        self.pos = save;
         let mut items = Vec::new();
         if !self.is_p("]") {
             loop {

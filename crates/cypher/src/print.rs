@@ -146,6 +146,18 @@ pub fn expr(e: &Expr) -> String {
             s
         }
         Expr::PatternPred(p) => path(p),
+        Expr::PatternComp {
+            pattern: p,
+            pred,
+            map,
+        } => {
+            let mut s = format!("[{}", pattern(p));
+            if let Some(w) = pred {
+                let _ = write!(s, " WHERE {}", expr(w));
+            }
+            let _ = write!(s, " | {}]", expr(map));
+            s
+        }
         Expr::Reduce {
             acc,
             init,
@@ -376,7 +388,8 @@ mod tests {
             "USING PARALLEL EXECUTION MATCH (n:User) RETURN count(n)",
             "MATCH (a)-[r:FOLLOWS|KNOWS {since: 2020}]-(b) WHERE a.age > 20 AND NOT b.name STARTS WITH 'x' RETURN a, r, b LIMIT 10",
             "OPTIONAL MATCH (n)<-[:R]-(m) WITH n, collect(m) AS ms WHERE size(ms) > 1 RETURN n SKIP 2 LIMIT 3",
-            "UNWIND [1, 2, 3] AS x RETURN x * 2 AS y UNION ALL RETURN 7 AS y UNION RETURN 8 AS y",
+            "UNWIND [1, 2, 3] AS x RETURN x * 2 AS y UNION ALL RETURN 7 AS y UNION ALL RETURN 8 AS y",
+            "MATCH (n) RETURN [p = (n)-[:T]->(m:B) WHERE m.k > 1 | [length(p), [(m)-->(z) | z.name]]] AS l",
             "RETURN CASE WHEN 1 < 2 THEN 'a' ELSE 'b' END, CASE 3 WHEN 3 THEN true END",
             "RETURN [x IN range(1, 10) WHERE x % 2 = 0 | x ^ 2][1..3], [1, 2][-1], 'it\\'s', \"q\\\"\"",
             "MATCH (a), (b) WHERE (a)-->(b) AND a:User:Admin AND a.x IS NOT NULL RETURN count(DISTINCT a.x), {k: [1, 2.5, null, true]}",

@@ -74,6 +74,47 @@ impl Op for Optional {
     }
 }
 
+/// A pattern comprehension per row: the input batch, with its row numbers in column
+/// `row_col`, goes to `sub` through `arg`; `sub` matches the pattern and appends the
+/// mapping at `value_col`; each input row gets the list of its mappings.
+pub struct RollUpApply {
+    pub input: BoxOp,
+    pub sub: BoxOp,
+    pub arg: ArgCell,
+    pub row_col: usize,
+    pub value_col: usize,
+}
+
+impl Op for RollUpApply {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        let Some(mut b) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        let mut with_rows = b.clone();
+        with_rows
+            .cols
+            .push((0..b.len).map(|i| Value::Int(i as i64)).collect());
+        *self.arg.borrow_mut() = Some(with_rows);
+        let mut lists: Vec<Vec<Value>> = vec![Vec::new(); b.len];
+        let mut bytes = 0u64;
+        let grant = &mut cx.budget.empty_grant("RollUpApply");
+        while let Some(out) = cx.full(|cx| self.sub.next(cx))? {
+            for (r, v) in out.cols[self.row_col].iter().zip(&out.cols[self.value_col]) {
+                if let Value::Int(i) = r {
+                    bytes += 32 + crate::value::heap_bytes(v) as u64;
+                    lists[*i as usize].push(v.clone());
+                }
+            }
+            account(grant, bytes, "RollUpApply")?;
+            cx.check_cancel()?;
+        }
+        *self.arg.borrow_mut() = None;
+        b.cols
+            .push(lists.into_iter().map(|l| Value::List(l.into())).collect());
+        Ok(Some(b))
+    }
+}
+
 /// Appends a column per expression.
 pub struct Extend {
     pub input: BoxOp,

@@ -159,6 +159,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             Expr::PatternPred(p) => CExpr::Pattern(Arc::new(self.pattern_pred(p, scope)?)),
+            Expr::PatternComp { .. } => {
+                return Err(QueryError::Unsupported(
+                    "a pattern comprehension here (it is planned in RETURN, WITH, ORDER BY and WHERE); compute it in a WITH first".into(),
+                ))
+            }
             Expr::Reduce {
                 acc,
                 init,

@@ -87,6 +87,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         for p in &pats {
             cur = self.pattern(cur, scope, p, &mut conj, &mut rel_slots)?;
         }
+        // Conjuncts holding a pattern comprehension, once every variable is bound.
+        let mut i = 0;
+        while i < conj.len() {
+            if conj[i].has_pattern_comp() {
+                let mut c = conj.remove(i);
+                cur = self.hoist(cur, scope, &mut c)?;
+                let e = self.compile(&c, scope, &[])?;
+                cur = self.filter(cur, e, &c);
+            } else {
+                i += 1;
+            }
+        }
         if !conj.is_empty() {
             // Everything is bound now; whatever is left references unknown variables.
             let c = conj.remove(0);
@@ -118,7 +130,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut i = 0;
         while i < conj.len() {
             let vars = vars_of(&conj[i]);
-            if vars.iter().all(|v| scope.get(v).is_some()) {
+            if vars.iter().all(|v| scope.get(v).is_some()) && !conj[i].has_pattern_comp() {
                 let c = conj.remove(i);
                 let e = self.compile(&c, scope, &[])?;
                 let before = cur.id;

@@ -202,6 +202,24 @@ fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
                 }
             }
         }
+        // Its pattern's nodes (some bound outside), and what its predicate and mapping
+        // read besides the pattern's own variables.
+        Expr::PatternComp { pattern, pred, map } => {
+            let mut own = Vec::new();
+            for n in std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1)) {
+                if let Some(v) = &n.var {
+                    out.push(v.clone());
+                    own.push(v.clone());
+                }
+            }
+            own.extend(pattern.steps.iter().filter_map(|(r, _)| r.var.clone()));
+            own.extend(pattern.var.clone());
+            let n = bound.len();
+            bound.extend(own);
+            pred.iter().for_each(|w| free_vars(w, bound, out));
+            free_vars(map, bound, out);
+            bound.truncate(n);
+        }
         e => e
             .children()
             .into_iter()
@@ -742,6 +760,96 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     fn anon_name(&mut self) -> String {
         self.anon += 1;
         format!(" anon{}", self.anon)
+    }
+
+    /// Plans each pattern comprehension in `e` as a RollUpApply over `cur` (the
+    /// pattern matched for every row, its mapping collected into a list per row) and
+    /// puts a hidden variable holding the list in its place.
+    fn hoist(&mut self, mut cur: P, scope: &mut Scope, e: &mut Expr) -> Result<P, QueryError> {
+        if !e.has_pattern_comp() {
+            return Ok(cur);
+        }
+        if let Expr::PatternComp { pattern, pred, map } = e {
+            let detail = short(&Expr::PatternComp {
+                pattern: pattern.clone(),
+                pred: pred.clone(),
+                map: map.clone(),
+            });
+            let (arg, cell) = self.argument();
+            let mut sub_scope = scope.clone();
+            let row_col = sub_scope.hidden();
+            let mut sub = self.match_clause(
+                arg,
+                &mut sub_scope,
+                std::slice::from_ref(&**pattern),
+                pred.as_deref().cloned(),
+            )?;
+            sub = self.hoist(sub, &mut sub_scope, map)?;
+            let m = self.compile(map, &sub_scope, &[])?;
+            let value_col = sub_scope.width;
+            let sub = self.wrap(
+                "Extend",
+                short(map),
+                vec![sub.id],
+                Box::new(Extend {
+                    input: sub.op,
+                    exprs: vec![m],
+                }),
+            );
+            cur = self.wrap(
+                "RollUpApply",
+                detail,
+                vec![cur.id, sub.id],
+                Box::new(RollUpApply {
+                    input: cur.op,
+                    sub: sub.op,
+                    arg: cell,
+                    row_col,
+                    value_col,
+                }),
+            );
+            let name = self.anon_name();
+            scope.bind(&name, Kind::Other);
+            *e = Expr::Var(name, 0);
+            return Ok(cur);
+        }
+        // One inside a list comprehension or reduce() that reads its variable would be
+        // computed before that variable has a value.
+        let local = match &*e {
+            Expr::ListComp { var, pred, map, .. } => Some((
+                vec![var.clone()],
+                pred.iter()
+                    .chain(map.iter())
+                    .map(|x| &**x)
+                    .collect::<Vec<_>>(),
+            )),
+            Expr::Reduce { acc, var, expr, .. } => {
+                Some((vec![acc.clone(), var.clone()], vec![&**expr]))
+            }
+            _ => None,
+        };
+        if let Some((vars, bodies)) = local {
+            if bodies
+                .iter()
+                .any(|b| b.has_pattern_comp() && vars_of(b).iter().any(|v| vars.contains(v)))
+            {
+                return Err(QueryError::Unsupported(
+                    "a pattern comprehension that reads the variable of a list comprehension or reduce() around it; match the pattern in a MATCH or WITH first".into(),
+                ));
+            }
+        }
+        let mut result = Ok(());
+        let mut slot = Some(cur);
+        e.for_each_child_mut(&mut |c| {
+            if result.is_ok() {
+                match self.hoist(slot.take().expect("put back"), scope, c) {
+                    Ok(p) => slot = Some(p),
+                    Err(err) => result = Err(err),
+                }
+            }
+        });
+        result?;
+        Ok(slot.expect("put back"))
     }
 
     fn trim(&mut self, cur: P, scope: &mut Scope, n: usize) -> P {

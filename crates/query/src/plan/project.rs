@@ -9,6 +9,30 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         scope: &Scope,
         p: &Projection,
     ) -> Result<(P, Scope, Vec<String>), QueryError> {
+        // Pattern comprehensions in the items and ORDER BY are lists computed per row
+        // first (RollUpApply); the items then read them as hidden variables.
+        if p.items
+            .iter()
+            .map(|i| &i.0)
+            .chain(p.order.iter().map(|o| &o.0))
+            .any(Expr::has_pattern_comp)
+        {
+            let mut scope = scope.clone();
+            let mut p = p.clone();
+            if p.texts.len() < p.items.len() {
+                let texts: Vec<String> = p.items.iter().map(|(e, _)| short(e)).collect();
+                p.texts = texts;
+            }
+            for e in p
+                .items
+                .iter_mut()
+                .map(|i| &mut i.0)
+                .chain(p.order.iter_mut().map(|o| &mut o.0))
+            {
+                cur = self.hoist(cur, &mut scope, e)?;
+            }
+            return self.projection(cur, &scope, &p);
+        }
         let mut items: Vec<(Expr, String)> = Vec::new();
         if p.star {
             for (n, _, _) in &scope.vars {
