@@ -486,8 +486,17 @@ fn aggregation_optional_and_nulls_match_the_model() {
     assert_eq!(r[0][0].eq3(&Value::Int(want)), Some(true));
     let r = q("UNWIND [3, 1, 2, 1, null] AS x RETURN DISTINCT x ORDER BY x");
     assert_eq!(r.len(), 4);
-    let r = q("RETURN 1 AS x UNION RETURN 1 AS x UNION ALL RETURN 2 AS x");
+    let r = q("RETURN 1 AS x UNION RETURN 1 AS x UNION RETURN 2 AS x");
     assert_eq!(r.len(), 2);
+    let r = q("RETURN 1 AS x UNION ALL RETURN 1 AS x UNION ALL RETURN 2 AS x");
+    assert_eq!(r.len(), 3);
+    // Mixing the two is refused, as openCypher says.
+    assert!(query(
+        &db,
+        "RETURN 1 AS x UNION RETURN 1 AS x UNION ALL RETURN 2 AS x",
+        &Params::new()
+    )
+    .is_err());
     let r = q("MATCH (n) WHERE n.id < 3 RETURN collect(n.id) AS ids");
     let Value::List(l) = &r[0][0] else { panic!() };
     assert_eq!(l.len(), 3);
