@@ -1149,6 +1149,12 @@ impl<'t> Parser<'t> {
                 Ok(Expr::Null)
             }
             Tok::Ident(s) if s.eq_ignore_ascii_case("CASE") => self.case(),
+            Tok::Ident(s)
+                if (s.eq_ignore_ascii_case("EXISTS") || s.eq_ignore_ascii_case("COUNT"))
+                    && matches!(self.peek_at(1), Tok::Punct("{")) =>
+            {
+                self.subquery_expr()
+            }
             Tok::Ident(_) | Tok::Quoted(_)
                 if matches!(self.peek_at(1), Tok::Punct("(")) || self.namespaced_call() =>
             {
@@ -1392,8 +1398,64 @@ impl<'t> Parser<'t> {
         })
     }
 
+    /// `EXISTS { ... }` and `COUNT { ... }` over one pattern: `{ pattern [WHERE p] }` or
+    /// `{ MATCH pattern [WHERE p] [RETURN ...] }`, read as the size of the pattern
+    /// comprehension `[pattern WHERE p | 1]` (above 0 for EXISTS). A body with more
+    /// clauses is refused by name.
+    fn subquery_expr(&mut self) -> R<Expr> {
+        let exists = self.is_kw("EXISTS");
+        self.bump();
+        self.expect_p("{")?;
+        let full = self.eat_kw("MATCH");
+        let pattern = self.pattern()?;
+        if self.is_p(",") {
+            return self.err("one pattern in EXISTS { } and COUNT { } (several are not supported yet), found ','");
+        }
+        let pred = if self.eat_kw("WHERE") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        if full && self.eat_kw("RETURN") {
+            // What it returns does not change whether or how often the pattern matches.
+            self.eat_kw("DISTINCT");
+            loop {
+                self.expr()?;
+                if self.eat_kw("AS") {
+                    self.any_name("a name")?;
+                }
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+        }
+        if !self.is_p("}") {
+            return self.err(
+                "'}' (EXISTS { } and COUNT { } take one MATCH with WHERE and RETURN; WITH, aggregation, UNION and updates inside are not supported yet)",
+            );
+        }
+        self.bump();
+        if pattern.kind != PathKind::Plain {
+            return self.err("a plain pattern in EXISTS { } and COUNT { }");
+        }
+        let size = Expr::Call {
+            name: "size".into(),
+            distinct: false,
+            args: vec![Expr::PatternComp {
+                pattern: Box::new(pattern),
+                pred,
+                map: Box::new(Expr::Int(1)),
+            }],
+        };
+        Ok(if exists {
+            Expr::Binary(BinOp::Gt, Box::new(size), Box::new(Expr::Int(0)))
+        } else {
+            size
+        })
+    }
+
     /// After `[`: `[var =] pattern [WHERE pred] | map ]`, or `None` when the text is not
-    /// one (the pattern must have a relationship).
+    /// one.
     fn pattern_comprehension(&mut self) -> R<Option<Expr>> {
         let mut var = None;
         let mut var_at = 0;
@@ -1408,9 +1470,6 @@ impl<'t> Parser<'t> {
             return Ok(None);
         }
         let mut pattern = self.path_body()?;
-        if pattern.steps.is_empty() {
-            return Ok(None);
-        }
         pattern.var = var;
         pattern.var_at = var_at;
         let pred = if self.eat_kw("WHERE") {

@@ -1,7 +1,8 @@
 //! Pattern comprehensions (`[p = (n)-[:T]->(m) WHERE ... | expr]`) against the same
 //! answers written by hand with OPTIONAL MATCH and collect(), over random graphs on
 //! segments and with a delta: in RETURN, in WITH and its aggregation, in ORDER BY, in a
-//! MATCH's WHERE, nested, and with a named path.
+//! MATCH's WHERE, nested, and with a named path; and `EXISTS { }` / `COUNT { }` over one
+//! pattern, which are read as one.
 
 mod common;
 
@@ -90,6 +91,19 @@ fn comprehensions_answer_as_optional_match_and_collect() {
             (
                 "MATCH (n:N) WHERE size([(n)-[:T]->(m) WHERE m.k = 3 | m]) > 0 RETURN n.i",
                 "MATCH (n:N) WHERE exists((n)-[:T]->()) WITH n MATCH (n)-[:T]->(m) WHERE m.k = 3 RETURN DISTINCT n.i",
+            ),
+            // EXISTS { } and COUNT { } over one pattern.
+            (
+                "MATCH (n:N) WHERE exists { (n)-[:T]->(m) WHERE m.k = 3 } RETURN n.i",
+                "MATCH (n:N)-[:T]->(m) WHERE m.k = 3 RETURN DISTINCT n.i",
+            ),
+            (
+                "MATCH (n:N) WHERE NOT EXISTS { MATCH (n)<-[:U]-(x) RETURN x } RETURN n.i",
+                "MATCH (n:N) OPTIONAL MATCH (n)<-[r:U]-() WITH n, count(r) AS c WHERE c = 0 RETURN n.i",
+            ),
+            (
+                "MATCH (n:N) RETURN n.i, COUNT { (n)-[r]-() WHERE r.w > 2 } AS c",
+                "MATCH (n:N) OPTIONAL MATCH (n)-[r]-() WHERE r.w > 2 RETURN n.i, count(r) AS c",
             ),
             (
                 "MATCH (n:N) RETURN n.i, [p = (n)-[:T*2]->(m) | length(p) + m.k] AS l",
