@@ -1438,6 +1438,18 @@ impl<'t> Parser<'t> {
         if pattern.kind != PathKind::Plain {
             return self.err("a plain pattern in EXISTS { } and COUNT { }");
         }
+        // `EXISTS { (a)-[:T]->(:L) }` from a named start with nothing else named or
+        // filtered is a pattern predicate: it stops at the first match.
+        let anonymous = pattern.var.is_none()
+            && pattern.start.var.is_some()
+            && pattern.start.props.is_none()
+            && !pattern.steps.is_empty()
+            && pattern.steps.iter().all(|(r, n)| {
+                r.var.is_none() && r.props.is_none() && n.var.is_none() && n.props.is_none()
+            });
+        if exists && pred.is_none() && anonymous {
+            return Ok(Expr::PatternPred(Box::new(pattern)));
+        }
         let size = Expr::Call {
             name: "size".into(),
             distinct: false,
