@@ -508,6 +508,10 @@ impl Checker<'_> {
             if p.items.iter().any(|(item, _)| same(item, e)) {
                 continue;
             }
+            if any_agg {
+                self.order_with_aggregates(e, p, scope, &order_scope)?;
+                continue;
+            }
             self.expr(e, &order_scope, any_agg)?;
         }
         for x in [&p.skip, &p.limit].into_iter().flatten() {
@@ -523,6 +527,57 @@ impl Checker<'_> {
             self.expr(w, &where_scope, false)?;
         }
         Ok(out)
+    }
+
+    /// An ORDER BY expression of an aggregating projection: made of projected names,
+    /// grouping keys as they were written (`me.age` for `me.age AS age`), aggregates
+    /// over the incoming rows (computed with the others), and constants:
+    /// `ORDER BY me.age + count(you.age)`.
+    fn order_with_aggregates(
+        &self,
+        e: &Expr,
+        p: &Projection,
+        incoming: &BTreeSet<String>,
+        projected: &BTreeSet<String>,
+    ) -> Result<(), ParseError> {
+        let projected_expr = p.items.iter().any(|(item, _)| same(item, e));
+        if is_aggregate_call(e) {
+            if !projected_expr {
+                let at = first_offset(e).unwrap_or(0);
+                return self.fail(
+                    at,
+                    "an aggregate the projection computes (ORDER BY may combine the projected aggregates, not new ones)".into(),
+                );
+            }
+            self.expr(e, incoming, true)?;
+            return Ok(());
+        }
+        if projected_expr {
+            if matches!(e, Expr::Var(..) | Expr::Prop(..)) {
+                return Ok(());
+            }
+            let at = first_offset(e).unwrap_or(0);
+            return self.fail(
+                at,
+                "a projected name instead of this expression beside an aggregate in ORDER BY (which row's value is meant is ambiguous)".into(),
+            );
+        }
+        if let Expr::Var(n, at) = e {
+            if !projected.contains(n) {
+                return self.fail(*at, format!("variable `{n}` is not defined here"));
+            }
+            return Ok(());
+        }
+        if matches!(
+            e,
+            Expr::ListComp { .. } | Expr::Reduce { .. } | Expr::PatternComp { .. }
+        ) {
+            self.expr(e, projected, false)?;
+            return Ok(());
+        }
+        e.children()
+            .into_iter()
+            .try_for_each(|c| self.order_with_aggregates(c, p, incoming, projected))
     }
 
     /// Operands whose type is known from the text and wrong for the operator: a literal
