@@ -1162,7 +1162,16 @@ impl<'t> Parser<'t> {
             }
             Tok::Ident(_) | Tok::Quoted(_) => {
                 let at = self.toks[self.pos].offset;
-                Ok(Expr::Var(self.name("an expression")?, at))
+                let v = Expr::Var(self.name("an expression")?, at);
+                if self.is_p("{")
+                    && matches!(
+                        self.peek_at(1),
+                        Tok::Punct("." | "}") | Tok::Ident(_) | Tok::Quoted(_)
+                    )
+                {
+                    return self.map_projection(v);
+                }
+                Ok(v)
             }
             _ => self.err("an expression"),
         }
@@ -1395,6 +1404,72 @@ impl<'t> Parser<'t> {
             list,
             pred,
             map,
+        })
+    }
+
+    /// `n {.name, .*, key: expr, var}` after the variable: a map of the node's,
+    /// relationship's or map's chosen properties, every property, computed entries and
+    /// variables (later entries win), null for a null subject. Read as
+    /// `CASE WHEN n IS NULL THEN null ELSE apoc.map.merge(properties(n), {...}) END`
+    /// (without `.*`, the literal map alone).
+    fn map_projection(&mut self, subject: Expr) -> R<Expr> {
+        self.expect_p("{")?;
+        let mut all = false;
+        let mut entries: Vec<(String, Expr)> = Vec::new();
+        let put = |entries: &mut Vec<(String, Expr)>, k: String, e: Expr| {
+            entries.retain(|(x, _)| *x != k);
+            entries.push((k, e));
+        };
+        if !self.is_p("}") {
+            loop {
+                if self.eat_p(".") {
+                    if self.eat_p("*") {
+                        all = true;
+                    } else {
+                        let k = self.any_name("a property key")?;
+                        put(
+                            &mut entries,
+                            k.clone(),
+                            Expr::Prop(Box::new(subject.clone()), k),
+                        );
+                    }
+                } else {
+                    let at = self.toks[self.pos].offset;
+                    let k = self.any_name("a property key, .key, .* or a variable")?;
+                    if self.eat_p(":") {
+                        let e = self.expr()?;
+                        put(&mut entries, k, e);
+                    } else {
+                        put(&mut entries, k.clone(), Expr::Var(k, at));
+                    }
+                }
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_p("}")?;
+        let map = Expr::Map(entries);
+        let value = if all {
+            Expr::Call {
+                name: "apoc.map.merge".into(),
+                distinct: false,
+                args: vec![
+                    Expr::Call {
+                        name: "properties".into(),
+                        distinct: false,
+                        args: vec![subject.clone()],
+                    },
+                    map,
+                ],
+            }
+        } else {
+            map
+        };
+        Ok(Expr::Case {
+            subject: None,
+            arms: vec![(Expr::IsNull(Box::new(subject), true), Expr::Null)],
+            default: Some(Box::new(value)),
         })
     }
 

@@ -408,6 +408,23 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 _ => Value::Null,
             }
         }
+        // APOC's: the entries of both maps, the second's winning; null is no entries.
+        MapMerge => {
+            argc(f, a, 2, 2)?;
+            let entries = |v: &Value| match v {
+                Value::Null => Ok(Vec::new()),
+                Value::Map(m) => Ok(m.to_vec()),
+                v => type_err("apoc.map.merge() needs maps", v),
+            };
+            let mut out = entries(&a[0])?;
+            for (k, v) in entries(&a[1])? {
+                match out.iter_mut().find(|(x, _)| *x == k) {
+                    Some(e) => e.1 = v,
+                    None => out.push((k, v)),
+                }
+            }
+            Value::Map(Arc::new(out))
+        }
         Split => {
             argc(f, a, 2, 2)?;
             match (str_arg(&a[0], "split()")?, str_arg(&a[1], "split()")?) {

@@ -138,6 +138,7 @@ funcs! {
     DateClock = "date.clock", LocalTimeClock = "localtime.clock", TimeClock = "time.clock",
     LocalDateTimeClock = "localdatetime.clock", DateTimeClock = "datetime.clock",
     All = "all", Any = "any", NoneOf = "none", Single = "single",
+    MapMerge = "apoc.map.merge",
 }
 
 /// Longest list `range()` builds (320 MiB of values): lists made by expressions are not
