@@ -37,6 +37,15 @@ fn hasher() -> foldhash::fast::FixedState {
     foldhash::fast::FixedState::with_seed(0x5157_4a4f_494e_0001)
 }
 
+/// A number as the float `=` compares it by (`None` for anything else).
+fn as_float(v: &Value) -> Option<f64> {
+    match *v {
+        Value::Int(i) => Some(i as f64),
+        Value::Float(f) => Some(f),
+        _ => None,
+    }
+}
+
 /// Hashes `v` so that values `=` calls equal hash alike; false when `v = x` is never
 /// true (null, NaN, a list holding one of them).
 fn join_hash<H: Hasher>(v: &Value, h: &mut H) -> bool {
@@ -44,17 +53,10 @@ fn join_hash<H: Hasher>(v: &Value, h: &mut H) -> bool {
         Value::Null => return false,
         Value::Bool(b) => (1u8, *b).hash(h),
         // `=` compares a float and an integer as floats: hash every number as one.
-        Value::Int(_) | Value::Float(_) => {
-            let f = match *v {
-                Value::Int(i) => i as f64,
-                Value::Float(f) => f,
-                _ => unreachable!("a number"),
-            };
-            if f.is_nan() {
-                return false;
-            }
-            (2u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(h)
-        }
+        Value::Int(_) | Value::Float(_) => match as_float(v) {
+            Some(f) if !f.is_nan() => (2u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(h),
+            _ => return false,
+        },
         Value::Str(s) => (3u8, s.as_bytes()).hash(h),
         Value::List(l) => {
             (4u8, l.len()).hash(h);
@@ -104,14 +106,7 @@ const WHOLE_SECOND: u8 = 4;
 fn key_hash(v: &Value) -> Option<(u64, u8)> {
     match *v {
         Value::Int(_) | Value::Float(_) => {
-            let f = match *v {
-                Value::Int(i) => i as f64,
-                Value::Float(f) => f,
-                _ => unreachable!("a number"),
-            };
-            if f.is_nan() {
-                return None;
-            }
+            let f = as_float(v).filter(|f| !f.is_nan())?;
             // Hashed by the float `=` compares (an integer past 2^53 rounds to its
             // neighbour's float, and equals it): exact only when nothing was rounded.
             if f.fract() == 0.0 && f.abs() <= EXACT {
