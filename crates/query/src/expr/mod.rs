@@ -55,7 +55,9 @@ pub enum CExpr {
     Index(Box<CExpr>, Box<CExpr>),
     Slice(Box<CExpr>, Option<Box<CExpr>>, Option<Box<CExpr>>),
     /// `n:A:B`; `None` is a label the database does not have.
-    HasLabels(Box<CExpr>, Vec<Option<u32>>),
+    /// `x:A:B`: label ids (`None`: no node has it), and the names, which a
+    /// relationship's type is tested against (`r:KNOWS`, as Neo4j 5 reads it).
+    HasLabels(Box<CExpr>, Vec<Option<u32>>, Arc<[Arc<str>]>),
     Not(Box<CExpr>),
     Neg(Box<CExpr>),
     Bin(BinOp, Box<CExpr>, Box<CExpr>),
@@ -423,7 +425,7 @@ pub fn eval(
             };
             slice(&v, &f, &t)?
         }
-        CExpr::HasLabels(x, labels) => match eval(env, x, b, row, locals)? {
+        CExpr::HasLabels(x, labels, names) => match eval(env, x, b, row, locals)? {
             Value::Null => Value::Null,
             Value::Node(n) => {
                 let mut all = true;
@@ -434,6 +436,10 @@ pub fn eval(
                     };
                 }
                 Value::Bool(all)
+            }
+            Value::Rel(r) if !names.is_empty() => {
+                let ty = env.g.rel_type_name(r.ty);
+                Value::Bool(names.iter().all(|n| **n == *ty))
             }
             v => return type_err("labels can only be tested on a node", &v),
         },

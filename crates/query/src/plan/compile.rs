@@ -75,6 +75,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Expr::HasLabels(x, ls) => CExpr::HasLabels(
                 Box::new(c(x, self)?),
                 ls.iter().map(|l| self.g.label_id(l)).collect(),
+                ls.iter().map(|l| Arc::from(l.as_str())).collect(),
             ),
             Expr::Unary(UnOp::Not, x) => CExpr::Not(Box::new(c(x, self)?)),
             Expr::Unary(UnOp::Neg, x) => match c(x, self)? {

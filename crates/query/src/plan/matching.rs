@@ -547,6 +547,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let e = CExpr::HasLabels(
                 Box::new(CExpr::Slot(slot)),
                 labels[1..].iter().map(|&l| Some(l)).collect(),
+                Arc::from([]),
             );
             p = self.wrap(
                 "Filter",
@@ -669,6 +670,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             preds.push(CExpr::HasLabels(
                 Box::new(CExpr::Slot(slot)),
                 labels[1..].iter().map(|&l| Some(l)).collect(),
+                Arc::from([]),
             ));
         }
         for c in &conj {
