@@ -512,10 +512,11 @@ impl ValueHashJoin {
 
     /// Sends the rest of the input, `first` included, to partition files by hash.
     fn partition(&mut self, cx: &mut Cx, first: Vec<Batch>) -> Result<Phase, QueryError> {
-        let dir = cx
-            .temp_dir
-            .clone()
-            .expect("spills only with a temporary directory");
+        let dir = cx.temp_dir.clone().ok_or_else(|| {
+            QueryError::Argument(
+                "ValueHashJoin could not spill: no temporary directory (--temp-dir)".into(),
+            )
+        })?;
         let grant = Self::grant(&mut self.grant, cx);
         let mut parts = Partitions::new(&dir, 0, "ValueHashJoin", grant.budget().limit_bytes())?;
         grant.force_resize(parts.buffer_bytes());
