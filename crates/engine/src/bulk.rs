@@ -9,7 +9,8 @@
 //! another type is kept aside (a *misfit*, carried as a property op, as a checkpoint
 //! does).
 //!
-//! When the statement has created [`BULK_ROWS_MIN`] nodes, or a shape's builders hold
+//! When the statement has created [`BULK_ROWS_MIN`] nodes (a batch of `CALL { } IN
+//! TRANSACTIONS`, [`BATCH_DIRECT_MIN`]), or a shape's builders hold
 //! [`BULK_GROUP_BYTES`], the write is *direct*: full builders are encoded as row groups
 //! into a table file under `<db>/bulk/`, so memory is one row group per shape whatever
 //! the input's size. Its commit is a checkpoint that takes these files into the new
@@ -32,7 +33,9 @@ use crate::checkpoint::{dtype_of, push_value};
 use crate::delta::Props;
 use crate::store::EngineError;
 use crate::value::Value;
-use quiver_common::limits::{BULK_GROUP_BYTES, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX};
+use quiver_common::limits::{
+    BATCH_DIRECT_MIN, BULK_GROUP_BYTES, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX,
+};
 use quiver_common::memory::{Grant, MemoryBudget};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
@@ -360,9 +363,13 @@ pub struct Bulk {
     tag: u64,
     shapes: Vec<Shape>,
     rels: Vec<RelShape>,
-    /// Nodes and relationships the statement created this way, in all its batches.
-    pub statement_rows: u64,
-    /// The statement writes row groups (it passed the row or byte threshold).
+    /// Nodes and relationships the transaction (the batch, under `CALL { } IN
+    /// TRANSACTIONS`) created this way.
+    pub batch_rows: u64,
+    /// The rows that make a batch direct: [`BULK_ROWS_MIN`], or [`BATCH_DIRECT_MIN`]
+    /// once the statement commits in batches ([`Bulk::batched`]).
+    min_rows: u64,
+    /// The batch writes row groups (it passed the row or byte threshold).
     pub direct: bool,
     files: u64,
     /// What the builders hold, against the database's memory limit.
@@ -377,7 +384,8 @@ impl Bulk {
             tag,
             shapes: Vec::new(),
             rels: Vec::new(),
-            statement_rows: 0,
+            batch_rows: 0,
+            min_rows: BULK_ROWS_MIN,
             direct: false,
             files: 0,
             mem: memory.empty_grant("LOAD CSV's direct path"),
@@ -486,8 +494,8 @@ impl Bulk {
             shape.groups.push(full);
             shape.group_rows = 0;
         }
-        self.statement_rows += 1;
-        if self.statement_rows >= BULK_ROWS_MIN {
+        self.batch_rows += 1;
+        if self.batch_rows >= self.min_rows {
             self.direct = true;
         }
         if row % 1024 == 1023 {
@@ -566,8 +574,8 @@ impl Bulk {
             }
         }
         shape.group_rows += 1;
-        self.statement_rows += 1;
-        if self.statement_rows >= BULK_ROWS_MIN {
+        self.batch_rows += 1;
+        if self.batch_rows >= self.min_rows {
             self.direct = true;
         }
         let check = shape.group_rows % 1024 == 0;
@@ -687,10 +695,23 @@ impl Bulk {
         out
     }
 
+    /// The statement commits every few rows (`CALL { } IN TRANSACTIONS`): each batch
+    /// goes direct on its own rows, from [`BATCH_DIRECT_MIN`].
+    pub fn batched(&mut self) {
+        self.min_rows = BATCH_DIRECT_MIN;
+    }
+
+    /// A batch committed: the next decides for itself whether it goes direct (a default
+    /// 1,000-row batch must not become a table and a generation of its own because the
+    /// statement wrote many before it).
+    pub fn next_batch(&mut self) {
+        self.batch_rows = 0;
+        self.direct = false;
+    }
+
     /// Discards the batch (a rolled-back batch of `CALL { } IN TRANSACTIONS`).
     pub fn clear_batch(&mut self) {
-        let rows = self.batch_rows();
-        self.statement_rows -= rows.min(self.statement_rows);
+        self.next_batch();
         for shape in &mut self.shapes {
             shape.reset();
         }

@@ -50,6 +50,8 @@ pub struct CheckpointReport {
     pub entities_deleted: u64,
     /// Created nodes given entries in an id space's index (their `:ID` property).
     pub ids_indexed: u64,
+    /// Relationship segments merged into fewer (see `merge_rel_segments`).
+    pub rel_segments_merged: u64,
     pub log_bytes_freed: u64,
     pub elapsed: Duration,
 }
@@ -733,6 +735,8 @@ impl Store {
             report.relationships_written += write_bulk_rels(&staging, &mut m, k, r, &mut carried)?;
         }
 
+        report.rel_segments_merged = merge_rel_segments(db, &staging, &mut m, &self.memory)?;
+
         // Ops carried from the previous generation's op file are in the delta as
         // changes to segment entities: they were re-derived above.
         m.base_ops = if carried.is_empty() {
@@ -1294,6 +1298,144 @@ fn write_bulk_rels(
     };
     add_rel_segment(m, existing, &bulk.ty, columns, seg);
     Ok(n)
+}
+
+/// Bytes a merge holds per relationship: its ends in edge-id order (16) and one
+/// direction's sorted entries at a time (24).
+const MERGE_BYTES_PER_EDGE: u64 = 40;
+
+/// Merges the newest segments of each relationship type into one, as an LSM merges
+/// its runs: every direct write of relationships (a batch of `CALL { } IN
+/// TRANSACTIONS`, a LOAD CSV, `import --append`) adds a segment, and each segment has
+/// CSR offsets over every node, so many small ones cost disk and a lookup each per
+/// expansion. Walking back from the newest segment that `db` holds unchanged, a
+/// segment joins the run while it has no more than twice the edges of the segments
+/// after it: sizes then grow geometrically, a type keeps a logarithmic number of
+/// segments, and each edge is rewritten a bounded number of times.
+///
+/// Merged: segments with explicit edge ids (written by a write or a checkpoint; an
+/// imported property-less segment numbers edges by position, which a merge would make
+/// explicit and bigger) that all have a property file (holding a prefix of the type's
+/// columns) or, for a type without columns, none. Edge ids stay the same (the merged segment lists its edges in edge-id
+/// order), deletions carry over by edge id, property row groups are copied as stored
+/// (the type's patches apply to them by row group as before). A merge that would not
+/// fit the memory limit is left to a later checkpoint. Returns how many segments went
+/// into merged ones.
+fn merge_rel_segments(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    memory: &quiver_common::memory::MemoryBudget,
+) -> Result<u64, EngineError> {
+    let mut merged = 0;
+    let n_nodes = m.n_nodes;
+    for (t, rt) in m.rel_types.iter_mut().enumerate() {
+        let (Some(old), Some(open)) = (db.manifest().rel_types.get(t), db.rel_types().get(t))
+        else {
+            continue;
+        };
+        if old.name != rt.name {
+            continue;
+        }
+        let footers: Vec<bool> = open
+            .csr_footers()
+            .map(|(o, i)| o.edge_ids.is_some() && i.edge_ids.is_some())
+            .collect();
+        let props_ok = |s: usize| match &rt.segments[s].props {
+            None => rt.columns.is_empty(),
+            Some(_) => db
+                .rel_segment_prop_columns(t, s)
+                .is_some_and(|n| n <= rt.columns.len()),
+        };
+        let held = rt
+            .segments
+            .iter()
+            .zip(&old.segments)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let ok = |i: usize| footers.get(i) == Some(&true) && props_ok(i);
+        if held < 2 || !ok(held - 1) {
+            continue;
+        }
+        let mut i = held - 1;
+        let mut acc = rt.segments[i].n_edges;
+        while i > 0 && ok(i - 1) && rt.segments[i - 1].n_edges <= 2 * acc {
+            i -= 1;
+            acc += rt.segments[i].n_edges;
+        }
+        if held - i < 2 {
+            continue;
+        }
+        let Ok(_grant) =
+            memory.try_grant(acc * MERGE_BYTES_PER_EDGE, "merging relationship segments")
+        else {
+            continue;
+        };
+        let mut ends = Vec::with_capacity(acc as usize);
+        let mut dead = Bits::new(acc);
+        for s in i..held {
+            let (e, d) = db.rel_segment_ends(t, s)?;
+            let base = ends.len() as u64;
+            for k in 0..e.len() as u64 {
+                if d.get(k) {
+                    dead.set(base + k);
+                }
+            }
+            ends.extend(e);
+        }
+        let tag = format!("rels-{t:04}-merged-{i:04}");
+        let props = if rt.columns.is_empty() {
+            None
+        } else {
+            let mut w =
+                TableWriter::create(staging, &format!("{tag}-props.seg"), rt.columns.clone())?;
+            for s in i..held {
+                let Some((_, groups)) = db.rel_segment_prop_chunks(t, s)? else {
+                    return Err(EngineError::Refused(format!(
+                        "relationship type {} segment {s} has no property file to merge",
+                        rt.name
+                    )));
+                };
+                for (n, mut chunks) in groups {
+                    // Columns added after the segment was written: the type's patch
+                    // files hold their chunks for every row group; null ones stand here.
+                    for col in &rt.columns[chunks.len().min(rt.columns.len())..] {
+                        let mut b = Vec::new();
+                        ColumnBuilder::nulls(col.dtype, n as usize).encode(&mut b);
+                        chunks.push(b);
+                    }
+                    w.copy_row_group(n, &chunks)?;
+                }
+            }
+            Some(w.finish()?)
+        };
+        let (out, inc, dead_at) = write_csr(
+            staging,
+            &tag,
+            n_nodes,
+            &ends,
+            (dead.count() > 0).then_some(&dead),
+        )?;
+        drop(ends);
+        let deleted = match dead_at {
+            Some([o, i]) => Some(write_deleted(
+                staging,
+                &format!("{tag}-deleted.seg"),
+                &[&o, &i],
+            )?),
+            None => None,
+        };
+        let seg = RelSegmentMeta {
+            n_edges: acc,
+            out,
+            r#in: inc,
+            props,
+            deleted,
+        };
+        merged += (held - i) as u64;
+        rt.segments.splice(i..held, [seg]);
+    }
+    Ok(merged)
 }
 
 /// Adds `seg` to relationship type `existing` (its position in the manifest), or as the

@@ -478,6 +478,7 @@ impl Store {
             writer: false,
             registered: false,
             bulk: None,
+            batched: false,
             mem: None,
             done: false,
         }
@@ -517,6 +518,24 @@ impl Store {
             });
         if spawned.is_err() {
             self.checkpointing.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Checkpoints when the log or the delta has grown past its threshold (on a thread
+    /// of its own when the options say so). A refusal (analytical mode with another
+    /// writer) or a failure defers it to a later commit. Returns whether one ran inline.
+    pub fn checkpoint_if_due(self: &Arc<Store>) -> bool {
+        let delta_bytes = self.snapshot().delta.bytes;
+        if self.log_bytes() < self.opts.checkpoint_log_bytes
+            && delta_bytes < self.opts.checkpoint_delta_bytes
+        {
+            return false;
+        }
+        if self.opts.background_checkpoints {
+            self.checkpoint_in_background();
+            false
+        } else {
+            self.checkpoint().is_ok()
         }
     }
 
@@ -718,6 +737,8 @@ pub struct Txn {
     registered: bool,
     /// Nodes of the statement's direct path (seed 004), if it takes it.
     bulk: Option<crate::bulk::Bulk>,
+    /// The statement commits in batches (see [`Txn::batched`]).
+    batched: bool,
     /// The uncommitted writes' bytes (the working copy past the snapshot), against the
     /// database's memory limit.
     mem: Option<Grant>,
@@ -862,9 +883,23 @@ impl Txn {
     /// The transaction's bulk write, begun on first use.
     fn bulk(&mut self) -> &mut crate::bulk::Bulk {
         let dir = self.store.dir.join(crate::bulk::BULK_DIR);
-        let (id, memory) = (self.id, &self.store.memory);
-        self.bulk
-            .get_or_insert_with(|| crate::bulk::Bulk::new(dir, id, memory))
+        let (id, memory, batched) = (self.id, &self.store.memory, self.batched);
+        self.bulk.get_or_insert_with(|| {
+            let mut b = crate::bulk::Bulk::new(dir, id, memory);
+            if batched {
+                b.batched();
+            }
+            b
+        })
+    }
+
+    /// The statement commits in batches (`CALL { } IN TRANSACTIONS`): each batch decides
+    /// on its own rows whether it takes the direct path.
+    pub fn batched(&mut self) {
+        self.batched = true;
+        if let Some(b) = self.bulk.as_mut() {
+            b.batched();
+        }
     }
 
     /// Registers a node shape (labels and property keys) for the direct path; see
@@ -1408,14 +1443,27 @@ impl Txn {
     }
 
     /// Commits what is written so far and goes on as a new transaction on the newest
-    /// snapshot (`CALL { } IN TRANSACTIONS`: a batch at a time). Fails when a checkpoint
-    /// published a new generation meanwhile: the statement reads the old one.
+    /// snapshot (`CALL { } IN TRANSACTIONS`: a batch at a time), after a checkpoint when
+    /// the log or the delta passed its threshold, so a batched load of any size keeps
+    /// both bounded. The newest snapshot may be of a newer generation than the one the
+    /// statement planned on (this checkpoint, or one another session published): the
+    /// caller compares `snap.db`'s generation and re-plans what reads the graph.
     pub fn commit_continue(&mut self) -> Result<u64, EngineError> {
         let ts = self.commit_inner()?;
         self.checked = false;
         self.mark = self.counters;
         self.release_locks();
-        self.renew()?;
+        if let Some(b) = self.bulk.as_mut() {
+            b.next_batch();
+        }
+        if !self.writer {
+            // Nothing of this transaction is uncommitted now: the checkpoint need not
+            // wait for it, nor keep versions for its snapshot.
+            self.unregister();
+            lock(&self.store.active).remove(&self.id);
+            self.store.clone().checkpoint_if_due();
+        }
+        self.renew();
         Ok(ts)
     }
 
@@ -1428,29 +1476,21 @@ impl Txn {
         self.checked = false;
         self.counters = self.mark;
         self.release_locks();
-        self.renew()
+        self.renew();
+        Ok(())
     }
 
-    fn renew(&mut self) -> Result<(), EngineError> {
+    /// Moves the transaction to the newest snapshot (of whatever generation).
+    fn renew(&mut self) {
         if !self.writer {
             // (The analytical writer keeps its token, and its count, to the end.)
             self.unregister();
         }
         let snap = self.store.snapshot();
-        // A statement on the direct path reads nothing of the graph, so it may go on over
-        // the generation its own commits published.
-        if snap.db.manifest().generation != self.snap.db.manifest().generation
-            && self.bulk.is_none()
-        {
-            return Err(EngineError::Conflict(
-                "a checkpoint ran between two batches of CALL { } IN TRANSACTIONS; the batches before this one are committed".into(),
-            ));
-        }
         lock(&self.store.active).insert(self.id, snap.ts);
         self.mem = None;
         self.work = (*snap.delta).clone();
         self.snap = snap;
-        Ok(())
     }
 
     fn release_locks(&mut self) {

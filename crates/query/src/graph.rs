@@ -185,6 +185,14 @@ impl<'db> Graph<'db> {
         g
     }
 
+    /// Reads the statement's clock of `other` (a graph of the same statement on a
+    /// newer generation sees the same instant).
+    pub fn share_clock(&self, other: &Graph) {
+        if let Some(t) = other.clock.get() {
+            let _ = self.clock.set(*t);
+        }
+    }
+
     /// Whether the statement writes (its delta then changes under the reads).
     pub fn is_writing(&self) -> bool {
         self.writing

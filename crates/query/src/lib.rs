@@ -618,13 +618,14 @@ impl Session {
                 Ok(summary_msg(
                     t0,
                     format!(
-                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} deletions marked, {} ids indexed, {} changes carried as ops, {} of log freed, {:.1} ms",
+                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} deletions marked, {} ids indexed, {} relationship segments merged, {} changes carried as ops, {} of log freed, {:.1} ms",
                         r.generation,
                         r.nodes_written,
                         r.relationships_written,
                         r.values_folded,
                         r.entities_deleted,
                         r.ids_indexed,
+                        r.rel_segments_merged,
                         r.carried_ops,
                         human_bytes(r.log_bytes_freed),
                         r.elapsed.as_secs_f64() * 1e3

@@ -1341,6 +1341,82 @@ impl Database {
         Ok(in_eid)
     }
 
+    /// Segment `seg` of relationship type `rel` in edge-id order, for a checkpoint that
+    /// merges segments: each relationship's (start, end), and which are deleted (by
+    /// position: edge id minus the segment's first).
+    pub fn rel_segment_ends(
+        &self,
+        rel: usize,
+        seg: usize,
+    ) -> Result<(Vec<(u64, u64)>, Bits), ReadError> {
+        let s = &self.rels[rel].segs[seg];
+        let n = s.out.footer.n_edges;
+        let mut ends = vec![(u64::MAX, u64::MAX); n as usize];
+        let mut dead = Bits::new(n);
+        let deleted = s.deleted(Direction::Out);
+        let mut pos = 0u64;
+        let mut bad = false;
+        s.out.scan(0, None, |node, nb, e| {
+            match ends.get_mut(e as usize) {
+                Some(slot) if slot.0 == u64::MAX => *slot = (node as u64, nb as u64),
+                _ => bad = true,
+            }
+            if deleted.is_some_and(|d| d.get(pos)) {
+                dead.set(e);
+            }
+            pos += 1;
+        })?;
+        if bad || pos != n {
+            return Err(corrupted(
+                &s.out.file.path,
+                "CSR edge ids are not each of the segment's once",
+            ));
+        }
+        Ok((ends, dead))
+    }
+
+    /// The property rows of segment `seg` of relationship type `rel` as its own file
+    /// stores them (patches of the type's table apply over them by row group): per row
+    /// group, its rows and each column's chunk bytes. `None` when the segment has no
+    /// property file.
+    #[allow(clippy::type_complexity)]
+    pub fn rel_segment_prop_chunks(
+        &self,
+        rel: usize,
+        seg: usize,
+    ) -> Result<Option<(usize, Vec<(u64, Vec<Vec<u8>>)>)>, ReadError> {
+        let Some((file, footer)) = self.rel_segment_props(rel, seg) else {
+            return Ok(None);
+        };
+        let mut groups = Vec::with_capacity(footer.row_groups.len());
+        for g in &footer.row_groups {
+            let chunks = g
+                .chunks
+                .iter()
+                .map(|&c| file.blob(c).map(|b| b.into_owned()))
+                .collect::<Result<Vec<_>, _>>()?;
+            groups.push((g.n_rows, chunks));
+        }
+        Ok(Some((footer.columns.len(), groups)))
+    }
+
+    /// How many columns the property file of segment `seg` of relationship type `rel`
+    /// has (segments written before a column was added have fewer than the type).
+    pub fn rel_segment_prop_columns(&self, rel: usize, seg: usize) -> Option<usize> {
+        self.rel_segment_props(rel, seg)
+            .map(|(_, footer)| footer.columns.len())
+    }
+
+    fn rel_segment_props(&self, rel: usize, seg: usize) -> Option<&(SegFile, TableFooter)> {
+        let r = &self.rels[rel];
+        r.meta.segments.get(seg)?.props.as_ref()?;
+        let at = r.meta.segments[..seg]
+            .iter()
+            .filter(|s| s.props.is_some())
+            .count();
+        r.props.as_ref()?.files.get(at)
+    }
+
     /// CSR sizes of a relationship type: (bytes of the out CSRs, bytes of the in CSRs).
     pub fn csr_bytes(&self, rel: usize) -> (u64, u64) {
         let r = &self.rels[rel];

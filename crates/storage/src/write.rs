@@ -455,6 +455,23 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Appends a row group of `n_rows` whose column chunks are encoded already (as
+    /// another table stores them: a checkpoint that merges segments copies them).
+    pub fn copy_row_group(&mut self, n_rows: u64, chunks: &[Vec<u8>]) -> Result<(), WriteError> {
+        debug_assert_eq!(chunks.len(), self.footer.columns.len());
+        let mut refs = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            refs.push(self.w.write_blob(c).at(&self.path)?);
+        }
+        self.footer.row_groups.push(RowGroupMeta {
+            first_row: self.footer.n_rows,
+            n_rows,
+            chunks: refs,
+        });
+        self.footer.n_rows += n_rows;
+        Ok(())
+    }
+
     pub fn n_rows(&self) -> u64 {
         self.footer.n_rows
     }

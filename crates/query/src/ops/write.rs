@@ -816,6 +816,11 @@ impl Op for Merge {
 /// batch fails, ON ERROR FAIL (the default) stops the statement (the batches before stay
 /// committed), CONTINUE rolls the batch back and goes on with the next, BREAK rolls it
 /// back and stops reading.
+///
+/// Between two batches a checkpoint may publish a new generation (the statement's own,
+/// when the log or the delta passed its threshold, or another session's). The body is
+/// then planned again on it ([`Moved`]); the input goes on reading the generation the
+/// statement began on, as it was after the last batch before the move.
 pub struct CallInTx {
     pub input: BoxOp,
     pub arg: ArgCell,
@@ -823,6 +828,10 @@ pub struct CallInTx {
     pub rows: Option<CExpr>,
     pub on_error: quiver_cypher::ast::OnError,
     pub returns: bool,
+    replan: Box<crate::plan::Replan>,
+    /// The body on the newest generation, once the transaction moved past the one the
+    /// statement was planned on.
+    moved: Option<Moved>,
     batch_rows: u64,
     since_commit: u64,
     /// Input rows still to skip after a failed batch (ON ERROR CONTINUE).
@@ -831,14 +840,72 @@ pub struct CallInTx {
     finished: bool,
 }
 
+self_cell::self_cell!(
+    /// A generation's segments and the statement's graph over them (the graph borrows
+    /// the segments it reads).
+    struct MovedGraph {
+        owner: Arc<quiver_storage::Database>,
+        #[covariant]
+        dependent: Graph,
+    }
+);
+
+/// The body of `CALL { } IN TRANSACTIONS` planned on a newer generation than the
+/// statement's.
+struct Moved {
+    sub: BoxOp,
+    cell: ArgCell,
+    indexes: crate::index::IndexSet,
+    stats: Vec<crate::ops::OpStats>,
+    graph: MovedGraph,
+}
+
+use crate::graph::Graph;
+
+/// Runs `sub` on `b` through `cell`; the rows to emit (see [`CallInTx`]).
+fn run_body(
+    sub: &mut BoxOp,
+    cell: &ArgCell,
+    returns: bool,
+    cx: &mut Cx,
+    b: &Batch,
+) -> Result<Batch, QueryError> {
+    if !returns {
+        *cell.borrow_mut() = Some(b.clone());
+        while sub.next(cx)?.is_some() {}
+        return Ok(b.clone());
+    }
+    let mut rows = Vec::new();
+    let mut width = b.width();
+    for row in 0..b.len {
+        let mut one = Batch::empty(b.width());
+        one.push_row_from(b, row, &[]);
+        *cell.borrow_mut() = Some(one);
+        while let Some(m) = sub.next(cx)? {
+            width = b.width() + m.width();
+            for r in 0..m.len {
+                let mut v = b.row(row);
+                v.extend(m.row(r));
+                rows.push(v);
+            }
+        }
+    }
+    let mut out = Batch::empty(width);
+    for r in rows {
+        out.push_row(r);
+    }
+    Ok(out)
+}
+
 impl CallInTx {
-    pub fn new(
+    pub(crate) fn new(
         input: BoxOp,
         arg: ArgCell,
         sub: BoxOp,
         rows: Option<CExpr>,
         on_error: quiver_cypher::ast::OnError,
         returns: bool,
+        replan: Box<crate::plan::Replan>,
     ) -> CallInTx {
         CallInTx {
             input,
@@ -847,6 +914,8 @@ impl CallInTx {
             rows,
             on_error,
             returns,
+            replan,
+            moved: None,
             batch_rows: 0,
             since_commit: 0,
             skip: 0,
@@ -857,36 +926,90 @@ impl CallInTx {
 
     /// Runs the body on `b`; the rows to emit.
     fn body(&mut self, cx: &mut Cx, b: &Batch) -> Result<Batch, QueryError> {
-        if !self.returns {
-            *self.arg.borrow_mut() = Some(b.clone());
-            while self.sub.next(cx)?.is_some() {}
-            return Ok(b.clone());
-        }
-        let mut rows = Vec::new();
-        let mut width = b.width();
-        for row in 0..b.len {
-            let mut one = Batch::empty(b.width());
-            one.push_row_from(b, row, &[]);
-            *self.arg.borrow_mut() = Some(one);
-            while let Some(m) = self.sub.next(cx)? {
-                width = b.width() + m.width();
-                for r in 0..m.len {
-                    let mut v = b.row(row);
-                    v.extend(m.row(r));
-                    rows.push(v);
+        let Some(m) = self.moved.as_mut() else {
+            return run_body(&mut self.sub, &self.arg, self.returns, cx, b);
+        };
+        let Moved {
+            sub,
+            cell,
+            indexes,
+            stats,
+            graph,
+        } = m;
+        let returns = self.returns;
+        let first = self.replan.first_id();
+        graph.with_dependent(|_, g| {
+            let mut inner = Cx {
+                env: Env { g },
+                budget: cx.budget.clone(),
+                stats: std::mem::take(stats),
+                cancel: cx.cancel,
+                tx: cx.tx.as_deref_mut(),
+                explicit_tx: cx.explicit_tx,
+                indexes: Some(indexes),
+                load: std::mem::take(&mut cx.load),
+                want: cx.want,
+                temp_dir: cx.temp_dir.clone(),
+            };
+            let r = run_body(sub, cell, returns, &mut inner, b);
+            cx.load = std::mem::take(&mut inner.load);
+            *stats = std::mem::take(&mut inner.stats);
+            // PROFILE: the body's operators keep their rows (its plan has the same
+            // shape on the new generation, or the counts are left as they were).
+            if stats.len() == cx.stats.len() {
+                for (i, s) in stats.iter_mut().enumerate().skip(first) {
+                    let t = &mut cx.stats[i];
+                    t.rows += std::mem::take(&mut s.rows);
+                    t.batches += std::mem::take(&mut s.batches);
+                    t.nanos += std::mem::take(&mut s.nanos);
+                    t.peak_bytes = t.peak_bytes.max(s.peak_bytes);
                 }
             }
+            r
+        })
+    }
+
+    /// Publishes the transaction's newest delta to the graph the body reads, and plans
+    /// the body again when the transaction moved to a newer generation.
+    fn follow(&mut self, cx: &mut Cx) -> Result<(), QueryError> {
+        let planned = match &self.moved {
+            Some(m) => m.graph.borrow_owner().manifest().generation,
+            None => cx.env.g.db.manifest().generation,
+        };
+        let g = cx.env.g;
+        let t = tx(cx)?;
+        let now = t.snap.db.manifest().generation;
+        if now == planned {
+            let d = Arc::new(t.work.clone());
+            match &self.moved {
+                Some(m) => m.graph.borrow_dependent().publish(d),
+                None => g.publish(d),
+            }
+            return Ok(());
         }
-        let mut out = Batch::empty(width);
-        for r in rows {
-            out.push_row(r);
-        }
-        Ok(out)
+        let db = t.snap.db.clone();
+        let delta = Arc::new(t.work.clone());
+        let indexes = crate::index::IndexSet::load(&db);
+        let graph = MovedGraph::new(db, |db| {
+            let moved = Graph::with_delta(db, Some(delta), true);
+            moved.share_clock(g);
+            moved
+        });
+        let (sub, cell, n) = graph.with_dependent(|_, g| self.replan.plan(g, &indexes))?;
+        let stats = vec![crate::ops::OpStats::default(); n];
+        self.moved = Some(Moved {
+            sub,
+            cell,
+            indexes,
+            stats,
+            graph,
+        });
+        Ok(())
     }
 
     fn commit(&mut self, cx: &mut Cx) -> Result<(), QueryError> {
         tx(cx)?.commit_continue()?;
-        publish(cx);
+        self.follow(cx)?;
         self.since_commit = 0;
         Ok(())
     }
@@ -901,6 +1024,7 @@ impl Op for CallInTx {
                     "CALL { } IN TRANSACTIONS commits as it goes, so it cannot run inside BEGIN ... COMMIT; run it on its own".into(),
                 ));
             }
+            tx(cx)?.batched();
             self.batch_rows = match &self.rows {
                 None => 1000,
                 Some(e) => match eval(&cx.env, e, &Batch::unit(), 0, &mut Vec::new())? {
@@ -960,7 +1084,7 @@ impl Op for CallInTx {
                 }
                 Err(_) => {
                     tx(cx)?.rollback_continue()?;
-                    publish(cx);
+                    self.follow(cx)?;
                     // The rest of the failed batch is not run.
                     let left = self.batch_rows - self.since_commit;
                     self.since_commit = 0;

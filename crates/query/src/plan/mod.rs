@@ -133,8 +133,6 @@ pub struct Planner<'a, 'g, 'db> {
     touched: bool,
     /// An updating clause came before (the direct path for relationships needs none).
     wrote: bool,
-    /// Planning the body of `CALL { } IN TRANSACTIONS`.
-    in_batches: bool,
     /// The statement only reads, so a node found by a property equal to a value of the
     /// row may come from a hash table made once (`ops::ValueHashJoin`).
     hash_joins: bool,
@@ -142,6 +140,52 @@ pub struct Planner<'a, 'g, 'db> {
     tail: bool,
     /// The procedures CALL may run (besides the built-ins).
     procs: &'a crate::procs::Procedures,
+}
+
+/// What planning the body of `CALL { } IN TRANSACTIONS` again needs: a checkpoint
+/// between two batches (the statement's own automatic one, or another session's)
+/// moves the transaction to a new generation, whose tables, indexes and delta the
+/// body's scans and seeks must read. (Entity ids are the same in every generation, so
+/// the rows in flight stay valid.)
+pub(crate) struct Replan {
+    body: quiver_cypher::ast::SingleQuery,
+    scope: Scope,
+    params: Params,
+    procs: crate::procs::Procedures,
+    tail: bool,
+    touched: bool,
+    wrote: bool,
+    anon: usize,
+    /// The body's first plan node (its operators keep their PROFILE rows).
+    first_id: usize,
+}
+
+impl Replan {
+    pub(crate) fn first_id(&self) -> usize {
+        self.first_id
+    }
+
+    /// The body planned on `g`: its root operator, its input cell, and how many plan
+    /// nodes the statement has with it.
+    pub(crate) fn plan(
+        &self,
+        g: &Graph,
+        indexes: &IndexSet,
+    ) -> Result<(BoxOp, ArgCell, usize), QueryError> {
+        let mut p = Planner::new(g, &self.params, indexes, &self.procs);
+        p.descs = (0..self.first_id)
+            .map(|_| Desc {
+                name: "",
+                detail: String::new(),
+                children: Vec::new(),
+            })
+            .collect();
+        p.touched = self.touched;
+        p.wrote = self.wrote;
+        p.anon = self.anon;
+        let (sub, cell, _) = p.call_body(self)?;
+        Ok((sub.op, cell, p.descs.len()))
+    }
 }
 
 /// Names of anonymous pattern parts start with a space, which no user variable can.
@@ -352,7 +396,6 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             reads_graph: false,
             touched: false,
             wrote: false,
-            in_batches: false,
             hash_joins: false,
             tail: false,
             procs,
@@ -395,6 +438,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             Box::new(Argument { cell: cell.clone() }),
         );
         (arg, cell)
+    }
+
+    /// Plans the body of `CALL { } IN TRANSACTIONS` (its reads start from its own
+    /// input): the body, the cell its input rows go in, its column names.
+    fn call_body(&mut self, r: &Replan) -> Result<(P, ArgCell, Vec<String>), QueryError> {
+        let (arg, cell) = self.argument();
+        self.reads_graph = false;
+        self.tail = r.tail;
+        let (sub, _, names) = self.clauses(arg, r.scope.clone(), &r.body.clauses)?;
+        Ok((sub, cell, names))
     }
 
     /// Plans a whole query: the operator tree and the output column names.
@@ -724,16 +777,23 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
                         None => None,
                     };
-                    let (arg, cell) = self.argument();
-                    // The body's reads start from its own input.
-                    let outer_reads = std::mem::replace(&mut self.reads_graph, false);
+                    let replan = Replan {
+                        body: (**body).clone(),
+                        scope: scope.clone(),
+                        params: self.params.clone(),
+                        procs: self.procs.clone(),
+                        tail: last,
+                        touched: self.touched,
+                        wrote: self.wrote,
+                        anon: self.anon,
+                        first_id: self.descs.len(),
+                    };
                     let fused = self.fused.take();
-                    let outer_tail = std::mem::replace(&mut self.tail, last);
-                    let outer_batches = std::mem::replace(&mut self.in_batches, true);
-                    let sub = self.clauses(arg, scope.clone(), &body.clauses);
+                    let outer_reads = self.reads_graph;
+                    let outer_tail = self.tail;
+                    let sub = self.call_body(&replan);
                     self.tail = outer_tail;
-                    self.in_batches = outer_batches;
-                    let (sub, _, sub_names) = sub?;
+                    let (sub, cell, sub_names) = sub?;
                     self.reads_graph = outer_reads;
                     self.fused = fused;
                     let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
@@ -745,7 +805,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         format!("{on_error:?}"),
                         vec![cur.id, sub.id],
                         Box::new(crate::write::CallInTx::new(
-                            cur.op, cell, sub.op, rows, *on_error, returns,
+                            cur.op,
+                            cell,
+                            sub.op,
+                            rows,
+                            *on_error,
+                            returns,
+                            Box::new(replan),
                         )),
                     );
                 }

@@ -134,9 +134,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// `quiver_engine::bulk`): properties as map literals (so the shape is known at plan
     /// time), and either lone nodes, with nothing before touching the graph and no
     /// uniqueness constraint on their labels, or relationships only, between nodes
-    /// bound before (read, not written, by the clauses before), outside `CALL { } IN
-    /// TRANSACTIONS` (whose later batches would read a generation that an earlier
-    /// batch's commit replaced).
+    /// bound before (read, not written, by the clauses before). In the body of `CALL
+    /// { } IN TRANSACTIONS` a batch's direct commit publishes a new generation, and the
+    /// body is planned again on it before the next batch (`write::CallInTx`).
     pub(super) fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
         use crate::write::{CreateStep, PropsExpr};
         let literal = |p: &Option<PropsExpr>| matches!(p, None | Some(PropsExpr::Literal(_)));
@@ -148,7 +148,6 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 _ => false,
             });
         let rels = !self.wrote
-            && !self.in_batches
             && steps.iter().all(|s| match s {
                 CreateStep::Rel { props, .. } => literal(props),
                 _ => false,
