@@ -716,6 +716,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How long a direct write's commit waits for other writers to finish.
 pub const BULK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a batch of relationships waits for other writers before it goes through
+/// the delta instead (see `Txn::others_keep_writing`).
+pub const BATCH_REL_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A transaction: its snapshot, its working copy of the delta (what it reads, its own
 /// writes included), and the ops it will log. Dropping it rolls it back.
 pub struct Txn {
@@ -1233,10 +1237,16 @@ impl Txn {
 
     fn commit_inner(&mut self) -> Result<u64, EngineError> {
         let store = self.store.clone();
-        if let Some(b) = self.bulk.as_mut() {
-            if b.direct && b.batch_rows() > 0 {
+        let direct = self.bulk.as_ref().map(|b| {
+            let rels_only = b.is_batched() && !b.has_nodes();
+            (b.direct && b.batch_rows() > 0, rels_only)
+        });
+        if let Some((true, rels_only)) = direct {
+            if !(rels_only && self.others_keep_writing()) {
                 return self.commit_bulk();
             }
+        }
+        if let Some(b) = self.bulk.as_mut() {
             // Below the threshold: ordinary creations through the delta (`bulk_node`
             // checked and counted them).
             let rels = b.take_rel_rows();
@@ -1356,6 +1366,22 @@ impl Txn {
         store.wait_synced(ts)?;
         self.ops.clear();
         Ok(ts)
+    }
+
+    /// Whether other transactions still hold uncommitted writes after a short wait
+    /// ([`BATCH_REL_WAIT`]). A batch of relationships of `CALL { } IN TRANSACTIONS`
+    /// then commits through the delta and the log instead of waiting for the database
+    /// to itself (up to [`BULK_WAIT`], then failing): a batched load makes progress
+    /// beside an open transaction, at the delta's speed for that batch.
+    fn others_keep_writing(&self) -> bool {
+        let t0 = std::time::Instant::now();
+        while self.store.has_uncommitted_writers(self.registered) {
+            if t0.elapsed() > BATCH_REL_WAIT {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        false
     }
 
     /// Commits a direct write (seed 004): its tables, and the delta with them, become a
