@@ -886,10 +886,10 @@ impl Txn {
 
     /// The transaction's bulk write, begun on first use.
     fn bulk(&mut self) -> &mut crate::bulk::Bulk {
-        let dir = self.store.dir.join(crate::bulk::BULK_DIR);
         let (id, memory, batched) = (self.id, &self.store.memory, self.batched);
+        let dir = &self.store.dir;
         self.bulk.get_or_insert_with(|| {
-            let mut b = crate::bulk::Bulk::new(dir, id, memory);
+            let mut b = crate::bulk::Bulk::new(dir.join(crate::bulk::BULK_DIR), id, memory);
             if batched {
                 b.batched();
             }

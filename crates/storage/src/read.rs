@@ -1356,16 +1356,46 @@ impl Database {
         let deleted = s.deleted(Direction::Out);
         let mut pos = 0u64;
         let mut bad = false;
-        s.out.scan(0, None, |node, nb, e| {
+        let mut put = |node: u64, nb: u64, e: u64, pos: u64| {
             match ends.get_mut(e as usize) {
-                Some(slot) if slot.0 == u64::MAX => *slot = (node as u64, nb as u64),
+                Some(slot) if slot.0 == u64::MAX => *slot = (node, nb),
                 _ => bad = true,
             }
             if deleted.is_some_and(|d| d.get(pos)) {
                 dead.set(e);
             }
-            pos += 1;
-        })?;
+        };
+        if let Ok(bytes) = s.out.file.bytes("a segment merge") {
+            // Mapped or loaded: the packed arrays in place (a stream reader costs a
+            // call per word).
+            let f = &s.out.footer;
+            let c = &s.out;
+            let offsets = c.packed(bytes, f.offsets, f.offsets_width, f.n_nodes + 1)?;
+            let targets = c.packed(bytes, f.targets, f.targets_width, f.n_edges)?;
+            let eids = match f.edge_ids {
+                Some(r) => Some(c.packed(bytes, r, f.edge_ids_width, f.n_edges)?),
+                None => None,
+            };
+            let mut prev = offsets.get(0);
+            for node in 0..f.n_nodes {
+                let end = offsets.get(node as usize + 1);
+                if end < prev || end > n {
+                    return Err(corrupted(&c.file.path, "CSR offsets out of order"));
+                }
+                for i in prev..end {
+                    let e = eids.as_ref().map_or(i, |x| x.get(i as usize));
+                    put(node, targets.get(i as usize), e, i);
+                }
+                prev = end;
+            }
+            pos = prev;
+        } else {
+            s.out.scan(0, None, |node, nb, e| {
+                put(node as u64, nb as u64, e, pos);
+                pos += 1;
+            })?;
+        }
+        drop(put);
         if bad || pos != n {
             return Err(corrupted(
                 &s.out.file.path,

@@ -140,6 +140,9 @@ pub struct Planner<'a, 'g, 'db> {
     tail: bool,
     /// The procedures CALL may run (besides the built-ins).
     procs: &'a crate::procs::Procedures,
+    /// Planning the body of `CALL { } IN TRANSACTIONS` in batches smaller than the
+    /// direct path's: a CREATE there writes through the delta.
+    small_batches: bool,
 }
 
 /// What planning the body of `CALL { } IN TRANSACTIONS` again needs: a checkpoint
@@ -149,6 +152,8 @@ pub struct Planner<'a, 'g, 'db> {
 /// the rows in flight stay valid.)
 pub(crate) struct Replan {
     body: quiver_cypher::ast::SingleQuery,
+    /// The batches are smaller than the direct path's (`BATCH_DIRECT_MIN`).
+    small_batches: bool,
     scope: Scope,
     params: Params,
     procs: crate::procs::Procedures,
@@ -399,6 +404,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             hash_joins: false,
             tail: false,
             procs,
+            small_batches: false,
         }
     }
 
@@ -446,7 +452,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let (arg, cell) = self.argument();
         self.reads_graph = false;
         self.tail = r.tail;
-        let (sub, _, names) = self.clauses(arg, r.scope.clone(), &r.body.clauses)?;
+        let outer = std::mem::replace(&mut self.small_batches, r.small_batches);
+        let body = self.clauses(arg, r.scope.clone(), &r.body.clauses);
+        self.small_batches = outer;
+        let (sub, _, names) = body?;
         Ok((sub, cell, names))
     }
 
@@ -777,7 +786,27 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
                         None => None,
                     };
+                    // Batches below the direct path's size write through the delta:
+                    // the plain CREATE, not the bulk one's builders read back at
+                    // every commit (1M relationships in 1,000-row batches: 12.1 s
+                    // against 10.0 s).
+                    let small_batches = match &rows {
+                        None => true,
+                        Some(e) => match crate::expr::eval(
+                            &crate::expr::Env { g: self.g },
+                            e,
+                            &crate::batch::Batch::unit(),
+                            0,
+                            &mut Vec::new(),
+                        ) {
+                            Ok(Value::Int(n)) => {
+                                (n as u64) < quiver_common::limits::BATCH_DIRECT_MIN
+                            }
+                            _ => false,
+                        },
+                    };
                     let replan = Replan {
+                        small_batches,
                         body: (**body).clone(),
                         scope: scope.clone(),
                         params: self.params.clone(),

@@ -136,9 +136,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// uniqueness constraint on their labels, or relationships only, between nodes
     /// bound before (read, not written, by the clauses before). In the body of `CALL
     /// { } IN TRANSACTIONS` a batch's direct commit publishes a new generation, and the
-    /// body is planned again on it before the next batch (`write::CallInTx`).
+    /// body is planned again on it before the next batch (`write::CallInTx`); batches
+    /// smaller than `BATCH_DIRECT_MIN` take the plain CREATE.
     pub(super) fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
         use crate::write::{CreateStep, PropsExpr};
+        if self.small_batches {
+            return false;
+        }
         let literal = |p: &Option<PropsExpr>| matches!(p, None | Some(PropsExpr::Literal(_)));
         let nodes = !self.touched
             && steps.iter().all(|s| match s {
