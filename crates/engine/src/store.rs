@@ -1493,6 +1493,13 @@ impl Txn {
         Ok(ts)
     }
 
+    /// The writes of the batch not committed yet, as log ops (`CALL { } IN
+    /// TRANSACTIONS` replays them onto the generation the statement began on, for what
+    /// reads it after a checkpoint moved the transaction past it).
+    pub fn batch_ops(&mut self) -> Vec<Op> {
+        self.ops.ops()
+    }
+
     /// Discards what is written since the last commit and goes on on the newest snapshot.
     pub fn rollback_continue(&mut self) -> Result<(), EngineError> {
         self.ops.clear();

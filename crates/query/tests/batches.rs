@@ -91,6 +91,27 @@ fn a_checkpoint_between_batches_moves_the_body_to_the_new_generation() {
         2468,
         "the index seek finds the value after the checkpoints"
     );
+    // What follows the CALL reads the body's writes after the moves: nodes created
+    // and returned by the body, and values set on what the input matched.
+    let g1 = generation(&s);
+    assert_eq!(
+        rows(
+            &mut s,
+            "UNWIND range(1, 3000) AS i CALL { WITH i CREATE (n:X {i: i}) RETURN n } IN TRANSACTIONS OF 100 ROWS RETURN sum(n.i), count(n.i)"
+        )[0],
+        vec![Value::Int(3000 * 3001 / 2), Value::Int(3000)]
+    );
+    assert_eq!(
+        ints(
+            &mut s,
+            "MATCH (n:X) CALL { WITH n SET n.j = n.i * 2 } IN TRANSACTIONS OF 100 ROWS RETURN sum(n.j)"
+        ),
+        vec![3000 * 3001]
+    );
+    assert!(
+        generation(&s) >= g1 + 2,
+        "checkpoints ran in both statements"
+    );
     // Everything is there after a reopen.
     drop(s);
     let mut s = open(d.path(), 64 << 10);

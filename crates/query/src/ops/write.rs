@@ -832,12 +832,25 @@ pub struct CallInTx {
     /// The body on the newest generation, once the transaction moved past the one the
     /// statement was planned on.
     moved: Option<Moved>,
+    /// The statement reads the graph outside the body (its input matches, or clauses
+    /// follow the CALL): after a move, the statement's writes are replayed onto the
+    /// generation it began on ([`CallInTx::shadow`]), so those reads see them.
+    reads_outside: bool,
+    /// The statement's graph as of its first generation plus every batch's writes
+    /// (kept only after a move, and only when `reads_outside`: it holds what the
+    /// checkpoints took out of the newest delta).
+    shadow: Option<quiver_engine::Delta>,
     batch_rows: u64,
     since_commit: u64,
     /// Input rows still to skip after a failed batch (ON ERROR CONTINUE).
     skip: u64,
     carry: Option<Batch>,
     finished: bool,
+    /// Rows of the batch not committed yet: what reads them outside the body must see
+    /// the batch's writes, which after a move are in the shadow only once committed.
+    pending: VecDeque<Batch>,
+    /// Rows to emit.
+    ready: VecDeque<Batch>,
 }
 
 self_cell::self_cell!(
@@ -906,6 +919,7 @@ impl CallInTx {
         on_error: quiver_cypher::ast::OnError,
         returns: bool,
         replan: Box<crate::plan::Replan>,
+        reads_outside: bool,
     ) -> CallInTx {
         CallInTx {
             input,
@@ -916,11 +930,15 @@ impl CallInTx {
             returns,
             replan,
             moved: None,
+            reads_outside,
+            shadow: None,
             batch_rows: 0,
             since_commit: 0,
             skip: 0,
             carry: None,
             finished: false,
+            pending: VecDeque::new(),
+            ready: VecDeque::new(),
         }
     }
 
@@ -987,6 +1005,11 @@ impl CallInTx {
             }
             return Ok(());
         }
+        if self.reads_outside && self.shadow.is_none() {
+            // The statement's graph holds every write so far (the body published them
+            // there until now).
+            self.shadow = g.delta().map(|d| (**d).clone());
+        }
         let db = t.snap.db.clone();
         let delta = Arc::new(t.work.clone());
         let indexes = crate::index::IndexSet::load(&db);
@@ -1007,8 +1030,27 @@ impl CallInTx {
         Ok(())
     }
 
+    /// Commits the batch; its rows become ready to emit.
     fn commit(&mut self, cx: &mut Cx) -> Result<(), QueryError> {
-        tx(cx)?.commit_continue()?;
+        self.commit_batch(cx)?;
+        self.ready.append(&mut self.pending);
+        Ok(())
+    }
+
+    fn commit_batch(&mut self, cx: &mut Cx) -> Result<(), QueryError> {
+        let ops = match self.shadow.is_some() {
+            true => tx(cx)?.batch_ops(),
+            false => Vec::new(),
+        };
+        let ts = tx(cx)?.commit_continue()?;
+        if let Some(sh) = self.shadow.as_mut() {
+            let g = cx.env.g;
+            for op in &ops {
+                sh.apply(g.db, op, ts)
+                    .map_err(|e| QueryError::Engine(quiver_engine::EngineError::Apply(e)))?;
+            }
+            g.publish(Arc::new(sh.clone()));
+        }
         self.follow(cx)?;
         self.since_commit = 0;
         Ok(())
@@ -1038,6 +1080,9 @@ impl Op for CallInTx {
             };
         }
         loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Ok(Some(b));
+            }
             if self.finished {
                 return Ok(None);
             }
@@ -1051,7 +1096,7 @@ impl Op for CallInTx {
                 if self.since_commit > 0 {
                     self.commit(cx)?;
                 }
-                return Ok(None);
+                continue;
             };
             if self.skip > 0 {
                 let n = self.skip.min(b.len as u64);
@@ -1071,13 +1116,17 @@ impl Op for CallInTx {
             self.since_commit += b.len as u64;
             match self.body(cx, &b) {
                 Ok(out) => {
+                    if out.len > 0 {
+                        self.pending.push_back(out);
+                    }
                     if self.since_commit >= self.batch_rows {
                         self.commit(cx)?;
+                    } else if !self.reads_outside {
+                        // Nothing reads the rows' entities: they need not wait for the
+                        // commit (a batch of a big load is not held).
+                        self.ready.append(&mut self.pending);
                     }
                     cx.check_cancel()?;
-                    if out.len > 0 {
-                        return Ok(Some(out));
-                    }
                 }
                 Err(e) if self.on_error == OnError::Fail || matches!(e, QueryError::Cancelled) => {
                     return Err(e)
@@ -1085,13 +1134,15 @@ impl Op for CallInTx {
                 Err(_) => {
                     tx(cx)?.rollback_continue()?;
                     self.follow(cx)?;
-                    // The rest of the failed batch is not run.
+                    // The failed batch's rows are not emitted, and the rest of it is
+                    // not run.
+                    self.pending.clear();
                     let left = self.batch_rows - self.since_commit;
                     self.since_commit = 0;
                     if self.on_error == OnError::Break {
                         self.carry = None;
                         self.finished = true;
-                        return Ok(None);
+                        continue;
                     }
                     self.skip = left;
                 }

@@ -817,6 +817,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         anon: self.anon,
                         first_id: self.descs.len(),
                     };
+                    let reads_outside = !last || replan.touched;
                     let fused = self.fused.take();
                     let outer_reads = self.reads_graph;
                     let outer_tail = self.tail;
@@ -841,6 +842,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             *on_error,
                             returns,
                             Box::new(replan),
+                            reads_outside,
                         )),
                     );
                 }
