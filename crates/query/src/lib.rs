@@ -568,19 +568,7 @@ impl Session {
     /// Checkpoints when the log or the delta has grown past its threshold (on a thread
     /// of its own when the store says so).
     fn maybe_checkpoint(&mut self) {
-        let st = &self.store;
-        let delta_bytes = st.snapshot().delta.bytes;
-        if st.log_bytes() >= st.opts.checkpoint_log_bytes
-            || delta_bytes >= st.opts.checkpoint_delta_bytes
-        {
-            if st.opts.background_checkpoints {
-                st.checkpoint_in_background();
-            } else {
-                // A refusal (analytical mode with another writer) defers it to a later
-                // commit.
-                let _ = st.checkpoint();
-            }
-        }
+        self.store.checkpoint_if_due(u64::MAX);
     }
 
     fn command(&mut self, c: Command, t0: Instant, sink: &mut Sink) -> Result<Summary, QueryError> {
