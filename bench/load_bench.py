@@ -10,6 +10,7 @@ and the ratio to `quiver import` and to the file size.
     python3 bench/load_bench.py --workload dolt --runs 3
     python3 bench/load_bench.py --workload wide --runs 3
     python3 bench/load_bench.py --workload rels --runs 3
+    python3 bench/load_bench.py --workload dolt --batch 1000 --only transactional --baseline /tmp/quiver-old
 
 The `rels` workload loads 1M relationships (the first million FOLLOWS edges of the
 social graph at scale 1) into a database that holds the 1.6M users already, by id
@@ -180,6 +181,8 @@ def main():
     ap.add_argument("--peers", default="kuzu")
     ap.add_argument("--only", default=None, help="comma-separated subset of systems")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    ap.add_argument("--baseline", default=None,
+                    help="an older quiver binary: its forms run beside ours in every run, as <form>@base")
     args = ap.parse_args()
     if not QUIVER.exists():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
@@ -194,8 +197,11 @@ def main():
     for _ in range(args.runs):
         runs = rel_systems(args, files, work) if args.workload == "rels" else \
             [s + (None,) for s in systems(args, files, work)]
+        if args.baseline:
+            runs = [r for s in runs for r in ([s] if s[2][0] != str(QUIVER) else
+                    [s, (s[0] + "@base", s[1], [args.baseline] + s[2][1:], s[3], s[4])])]
         for name, path, cmd, stdin, base in runs:
-            if args.only and name not in args.only.split(","):
+            if args.only and name.split("@")[0] not in args.only.split(","):
                 continue
             if base is not None:
                 fresh_copy(base, path)
@@ -207,11 +213,11 @@ def main():
             else:
                 secs, rss, out = timed(cmd)
             results.setdefault(name, []).append((secs, rss, du(path)))
-    print(f"{'system':<14} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'RSS/file':>9} {'vs import':>10}")
+    print(f"{'system':<19} {'wall s':>8} {'rows/s':>12} {'peak RSS MiB':>13} {'RSS/file':>9} {'vs import':>10}")
     med = {n: (statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[-1][2]) for n, rs in results.items()}
     base = med.get("import", med.get("import-append", next(iter(med.values()))))[0]
     for name, (secs, rss, disk) in med.items():
-        print(f"{name:<14} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {rss / size:>8.2f}x {base / secs:>9.2f}x")
+        print(f"{name:<19} {secs:>8.2f} {rows / secs:>12.0f} {rss / 2**20:>13.1f} {rss / size:>8.2f}x {base / secs:>9.2f}x")
     for name, (secs, rss, disk) in med.items():
         print("RESULT " + json.dumps({"workload": args.workload, "system": name, "rows": rows, "seconds": round(secs, 3),
                                       "rows_per_s": round(rows / secs), "peak_rss_bytes": rss, "file_bytes": size,
