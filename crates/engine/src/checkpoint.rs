@@ -619,13 +619,6 @@ impl Store {
                 None => choose_columns(slots.iter().flatten().map(|r| &r.props)),
             };
             let k = slots.len() as u64;
-            let (out, inc, dead_at) = write_csr(
-                &staging,
-                &format!("rels-{t:04}-delta"),
-                n_nodes,
-                &pairs,
-                (dead.count() > 0).then_some(&dead),
-            )?;
             let props = if columns.is_empty() {
                 for (i, r) in slots.iter().enumerate() {
                     let Some(r) = r else { continue };
@@ -664,21 +657,15 @@ impl Store {
                 }
                 Some(seg)
             };
-            let deleted = match dead_at {
-                Some([o, i]) => Some(write_deleted(
-                    &staging,
-                    &format!("rels-{t:04}-delta-deleted.seg"),
-                    &[&o, &i],
-                )?),
-                None => None,
-            };
-            let rs = RelSegmentMeta {
-                n_edges: k,
-                out,
-                r#in: inc,
+            let rs = write_rel_segment(
+                &staging,
+                &format!("rels-{t:04}-delta"),
+                n_nodes,
+                &pairs,
+                (dead.count() > 0).then_some(&dead),
                 props,
-                deleted,
-            };
+            )?;
+            debug_assert_eq!(rs.n_edges, k);
             add_rel_segment(&mut m, existing, name, columns, rs);
             report.relationships_written += k - dead.count();
         }
@@ -1282,20 +1269,14 @@ fn write_bulk_rels(
     for (row, key, value) in bulk.misfits {
         carry(carried, row, &key, value);
     }
-    let (out, inc, _) = write_csr(
+    let seg = write_rel_segment(
         staging,
         &format!("rels-bulk-{k:04}"),
         m.n_nodes,
         &bulk.ends,
         None,
-    )?;
-    let seg = RelSegmentMeta {
-        n_edges: n,
-        out,
-        r#in: inc,
         props,
-        deleted: None,
-    };
+    )?;
     add_rel_segment(m, existing, &bulk.ty, columns, seg);
     Ok(n)
 }
@@ -1415,33 +1396,47 @@ fn merge_rel_segments(
             }
             Some(w.finish()?)
         };
-        let (out, inc, dead_at) = write_csr(
+        let seg = write_rel_segment(
             staging,
             &tag,
             n_nodes,
             &ends,
             (dead.count() > 0).then_some(&dead),
+            props,
         )?;
         drop(ends);
-        let deleted = match dead_at {
-            Some([o, i]) => Some(write_deleted(
-                staging,
-                &format!("{tag}-deleted.seg"),
-                &[&o, &i],
-            )?),
-            None => None,
-        };
-        let seg = RelSegmentMeta {
-            n_edges: acc,
-            out,
-            r#in: inc,
-            props,
-            deleted,
-        };
         merged += (held - i) as u64;
         rt.segments.splice(i..held, [seg]);
     }
     Ok(merged)
+}
+
+/// A relationship segment over `ends` (edge ids: their positions) in files named after
+/// `tag`: CSR both ways, the deletion bitmaps of `dead` (by edge id), `props` as given.
+fn write_rel_segment(
+    staging: &Staging,
+    tag: &str,
+    n_nodes: u64,
+    ends: &[(u64, u64)],
+    dead: Option<&Bits>,
+    props: Option<SegmentMeta>,
+) -> Result<RelSegmentMeta, EngineError> {
+    let (out, inc, dead_at) = write_csr(staging, tag, n_nodes, ends, dead)?;
+    let deleted = match dead_at {
+        Some([o, i]) => Some(write_deleted(
+            staging,
+            &format!("{tag}-deleted.seg"),
+            &[&o, &i],
+        )?),
+        None => None,
+    };
+    Ok(RelSegmentMeta {
+        n_edges: ends.len() as u64,
+        out,
+        r#in: inc,
+        props,
+        deleted,
+    })
 }
 
 /// Adds `seg` to relationship type `existing` (its position in the manifest), or as the
