@@ -212,6 +212,56 @@ fn every_failed_step_leaves_the_database_before_or_after() {
     });
     report.push(("checkpoint", steps));
 
+    // 5. A checkpoint that merges relationship segments: four checkpoints each add a
+    // small segment of :E, the fifth (walked) merges the newest ones.
+    let segments = |db: &Path| {
+        let d = quiver_storage::Database::open(db, OpenMode::Mapped).unwrap();
+        let e = d.rel_types().iter().find(|r| r.meta.name == "E").unwrap();
+        e.meta.segments.len()
+    };
+    let steps = walk(|n| {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("k.qdb");
+        copy(&db);
+        let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
+        for round in 0..5 {
+            run(&mut s, "MATCH ()-[e:E]->() WITH e LIMIT 1 DELETE e").unwrap();
+            run(
+                &mut s,
+                &format!("UNWIND range(0, {round}) AS i MATCH (a:P {{v: 3}}), (b:P {{v: 4}}) CREATE (a)-[:E {{w: i}}]->(b)"),
+            )
+            .unwrap();
+            if round < 4 {
+                run(&mut s, "CHECKPOINT").unwrap();
+            }
+        }
+        let rel_sum = "MATCH ()-[e:E]->() RETURN count(e), sum(e.w)";
+        let rel_print = |db: &Path| {
+            let mut s = Session::open_with(db, OpenMode::Mapped, false).unwrap();
+            ints(&mut s, rel_sum)
+        };
+        let committed = print_of(&mut s);
+        let rels = ints(&mut s, rel_sum);
+        let before = segments(&db);
+        faults::arm(n);
+        let r = run(&mut s, "CHECKPOINT");
+        let taken = faults::disarm();
+        drop(s);
+        assert_eq!(fingerprint(&db), Some(committed.clone()), "step {n}: {r:?}");
+        assert_eq!(rel_print(&db), rels, "step {n}: relationships");
+        let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
+        run(&mut s, "CHECKPOINT").unwrap_or_else(|e| panic!("step {n}: retry: {e}"));
+        drop(s);
+        assert_eq!(fingerprint(&db), Some(committed), "step {n}: after retry");
+        assert_eq!(rel_print(&db), rels, "step {n}: relationships after retry");
+        assert!(
+            segments(&db) < before + 1,
+            "step {n}: the segments were merged"
+        );
+        r.is_ok() && taken < n
+    });
+    report.push(("checkpoint merging segments", steps));
+
     for (what, steps) in &report {
         eprintln!("fault injection: {what}: {steps} steps walked");
         assert!(
