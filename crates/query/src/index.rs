@@ -263,7 +263,7 @@ pub fn create_in(
     // A label or property no node has yet gives an empty index, as in Neo4j: the
     // schema may come before the data. Seeks find later nodes in the delta, and the
     // checkpoint that writes them rebuilds the index.
-    let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
+    let built = build(db, label, prop, budget, None)?.unwrap_or_else(Built::empty);
     let staging = begin(dir, held)?;
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
@@ -301,7 +301,19 @@ pub fn refresh_in(
             kept.push(meta);
             continue;
         }
-        match build(db, &meta.label, &meta.property, budget) {
+        // Only tables were added since it was built: extend it (a fold of its column or
+        // label sets `covers_nodes` to 0, and that rebuilds it whole).
+        let pos = m.indexes.iter().position(|i| *i == meta);
+        let extend = match pos {
+            Some(p) if meta.covers_nodes > 0 && meta.n_entries > 0 => Some((p, meta.covers_nodes)),
+            _ => None,
+        };
+        let built = match build(db, &meta.label, &meta.property, budget, extend) {
+            // The index's file cannot be read in place (an offline open): rebuild.
+            Err(_) if extend.is_some() => build(db, &meta.label, &meta.property, budget, None),
+            r => r,
+        };
+        match built {
             Ok(Some(b)) => {
                 kept.push(b.write(&staging, db, &meta.label, &meta.property, meta.unique)?)
             }
@@ -381,11 +393,17 @@ const INDEX_STRING_OVERHEAD: u64 = 24 + 16;
 /// Builds `:label(prop)` over the segments; `None` when no node has it. What it
 /// collects and sorts is accounted in a grant from `budget` (the database's), so a
 /// build that does not fit is a clear error, never memory past the limit.
+///
+/// With `extend` (the index's position and the nodes it covers: a checkpoint added
+/// node tables and changed nothing it indexed), the index's entries are taken as they
+/// are, less deleted nodes, and only the new tables are read: a batched load adds a
+/// table a batch, and rebuilding the whole index each time made it quadratic.
 fn build(
     db: &Database,
     label: &str,
     prop: &str,
     budget: &MemoryBudget,
+    extend: Option<(usize, u64)>,
 ) -> Result<Option<Built>, QueryError> {
     let g = Graph::new(db);
     let Some(lid) = g.label_id(label) else {
@@ -397,8 +415,39 @@ fn build(
     let mut pairs_i: Vec<(i64, u64)> = Vec::new();
     let mut pairs_f: Vec<(f64, u64)> = Vec::new();
     let mut pairs_s: Vec<(Vec<u8>, u64)> = Vec::new();
+    let covered = extend.map_or(0, |(_, c)| c);
+    if let Some((pos, _)) = extend {
+        use quiver_storage::read::IndexKey;
+        db.index_entries(pos, |k, node| {
+            if db.node_deleted(node) {
+                return;
+            }
+            held += match k {
+                IndexKey::Int(x) => {
+                    kind = Some(IndexKeyKind::Integer);
+                    pairs_i.push((x, node));
+                    INDEX_ENTRY_BYTES
+                }
+                IndexKey::Float(x) => {
+                    kind = Some(IndexKeyKind::Float);
+                    pairs_f.push((x, node));
+                    INDEX_ENTRY_BYTES
+                }
+                IndexKey::Str(b) => {
+                    kind = Some(IndexKeyKind::String);
+                    pairs_s.push((b.to_vec(), node));
+                    INDEX_ENTRY_BYTES + b.len() as u64 * 2 + INDEX_STRING_OVERHEAD
+                }
+            };
+        })
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+        account(&mut grant, held, "CREATE INDEX")?;
+    }
     for (t, check) in g.label_scan(lid).tables {
         let table = &db.node_tables()[t];
+        if table.meta.first_node + table.meta.n_rows <= covered {
+            continue;
+        }
         let Some(col) = table.meta.columns.iter().position(|c| c.name == prop) else {
             continue;
         };
@@ -421,7 +470,10 @@ fn build(
             db.with_node_chunk(t, rg, col, |c| -> Result<(), QueryError> {
                 for i in 0..c.len() {
                     let node = base + i as u64;
-                    if check && !g.has_label(node, lid)? || g.db.node_deleted(node) {
+                    if node < covered
+                        || check && !g.has_label(node, lid)?
+                        || g.db.node_deleted(node)
+                    {
                         continue;
                     }
                     let v = chunk_value(c, i, dtype);
@@ -571,7 +623,7 @@ pub fn constrain_in(
     man.constraints
         .retain(|c| !(c.label == label && c.properties == props));
     let msg = if unique {
-        let built = build(db, label, prop, budget)?.unwrap_or_else(Built::empty);
+        let built = build(db, label, prop, budget, None)?.unwrap_or_else(Built::empty);
         if let Some((k, a, b)) = &built.dup {
             return Err(QueryError::Index(format!(
                 "cannot add the constraint: nodes {a} and {b} with label :{label} both have {prop} = {k}"
@@ -628,7 +680,7 @@ pub fn constrain_composite_in(
                 .iter()
                 .any(|i| i.label == label && i.property == props[0])
             {
-                let built = build(db, label, &props[0], budget)?.unwrap_or_else(Built::empty);
+                let built = build(db, label, &props[0], budget, None)?.unwrap_or_else(Built::empty);
                 man.indexes
                     .push(built.write(&staging, db, label, &props[0], false)?);
             }

@@ -248,3 +248,66 @@ fn batched_relationship_loads_merge_their_segments_keeping_ids_deletions_and_val
     run(&mut s, "CHECKPOINT").unwrap();
     assert_eq!(one(&mut s, "MATCH ()-[r:F {w: 14}]->() RETURN count(r)"), 0);
 }
+
+#[test]
+fn declared_indexes_are_extended_by_new_tables() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path(), 256 << 20);
+    run(
+        &mut s,
+        "UNWIND range(0, 59999) AS i CREATE (:N {k: 'k' + toString(i), i: i})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    run(&mut s, "CREATE INDEX FOR (n:N) ON (n.k)").unwrap();
+    run(&mut s, "CREATE INDEX FOR (n:N) ON (n.i)").unwrap();
+    run(&mut s, "MATCH (n:N) WHERE n.i % 1000 = 5 DELETE n").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // Two direct batches: two tables, and the indexes extended by each.
+    run(
+        &mut s,
+        "UNWIND range(60000, 159999) AS i CALL { WITH i CREATE (:N {k: 'k' + toString(i), i: i}) } IN TRANSACTIONS OF 50000 ROWS",
+    )
+    .unwrap();
+    let db = s.db();
+    let entries: Vec<u64> = db.manifest().indexes.iter().map(|i| i.n_entries).collect();
+    assert_eq!(entries, vec![160_000 - 60, 160_000 - 60]);
+    assert!(db
+        .manifest()
+        .indexes
+        .iter()
+        .all(|i| i.covers_nodes == db.n_nodes()));
+    drop(db);
+    let plan = run(&mut s, "EXPLAIN MATCH (n:N {k: 'k7'}) RETURN n.i")
+        .unwrap()
+        .plan
+        .unwrap();
+    assert!(plan.contains("index"), "{plan}");
+    for (k, want) in [
+        ("k7", vec![7]),
+        ("k1005", vec![]),
+        ("k59999", vec![59_999]),
+        ("k60000", vec![60_000]),
+        ("k159999", vec![159_999]),
+    ] {
+        assert_eq!(
+            ints(&mut s, &format!("MATCH (n:N {{k: '{k}'}}) RETURN n.i")),
+            want,
+            "{k}"
+        );
+    }
+    assert_eq!(
+        one(
+            &mut s,
+            "MATCH (n:N) WHERE n.i >= 59990 AND n.i < 60010 RETURN count(n)"
+        ),
+        20
+    );
+    assert_eq!(
+        one(
+            &mut s,
+            "MATCH (n:N) WHERE n.i >= 1000 AND n.i < 1010 RETURN count(n)"
+        ),
+        9
+    );
+}

@@ -1533,6 +1533,46 @@ impl Database {
         Ok(())
     }
 
+    /// Every entry of declared index `index` in its order (key, then node):
+    /// `f(key, node)`. For a checkpoint that extends the index with new tables' nodes
+    /// rather than rebuilding it; needs the file mapped or loaded.
+    pub fn index_entries(
+        &self,
+        index: usize,
+        mut f: impl FnMut(IndexKey<'_>, u64),
+    ) -> Result<(), ReadError> {
+        let ix = self
+            .prop_idx
+            .get(index)
+            .ok_or_else(|| ReadError::NotFound {
+                kind: "index",
+                name: index.to_string(),
+            })?;
+        let ft = &ix.footer;
+        let scalar = match ft.kind {
+            IndexKeyKind::Integer => quiver_common::ScalarType::Long,
+            IndexKeyKind::Float => quiver_common::ScalarType::Double,
+            IndexKeyKind::String => quiver_common::ScalarType::String,
+        };
+        let (keys, nodes, n) = ix.file.sorted_keys(
+            "index entries",
+            (ft.keys, scalar),
+            (ft.nodes, ft.nodes_width),
+            ft.n_entries,
+        )?;
+        for i in 0..n {
+            let node = nodes.get(i);
+            match ft.kind {
+                IndexKeyKind::Integer => f(IndexKey::Int(keys.get_i64(i).unwrap_or(0)), node),
+                IndexKeyKind::Float => f(IndexKey::Float(keys.get_f64(i).unwrap_or(0.0)), node),
+                IndexKeyKind::String => {
+                    keys.with_bytes(i, |b| f(IndexKey::Str(b), node));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Nodes whose indexed property equals `key` in declared index `index` (position in
     /// `manifest().indexes`), in node order. O(log n) in the index size.
     pub fn index_lookup(&self, index: usize, key: IndexKey<'_>) -> Result<Vec<u64>, ReadError> {
