@@ -11,6 +11,7 @@ and the ratio to `quiver import` and to the file size.
     python3 bench/load_bench.py --workload wide --runs 3
     python3 bench/load_bench.py --workload rels --runs 3
     python3 bench/load_bench.py --workload dolt --batch 1000 --only transactional --baseline /tmp/quiver-old
+    python3 bench/load_bench.py --workload dolt --only transactional --index c2 --baseline /tmp/quiver-old
 
 The `rels` workload loads 1M relationships (the first million FOLLOWS edges of the
 social graph at scale 1) into a database that holds the 1.6M users already, by id
@@ -142,6 +143,11 @@ def statements(args, files):
         create = f"CREATE (:A {{{a}}}), (:B {{{b}}})"
     analytical = f"STORAGE MODE IN_MEMORY_ANALYTICAL;\n{load} {create};\nCHECKPOINT;\n"
     transactional = f"{load} CALL {{ WITH row {create} }} IN TRANSACTIONS OF {args.batch} ROWS;\n"
+    if args.index:
+        # A declared index on the loaded label: every direct batch's checkpoint brings it
+        # up to date.
+        label = "Dolt" if args.workload == "dolt" else "A"
+        transactional = f"CREATE INDEX FOR (n:{label}) ON (n.{args.index});\n" + transactional
     return analytical, transactional
 
 
@@ -181,6 +187,8 @@ def main():
     ap.add_argument("--peers", default="kuzu")
     ap.add_argument("--only", default=None, help="comma-separated subset of systems")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    ap.add_argument("--index", default=None,
+                    help="declare an index on this property of the loaded label before the transactional load")
     ap.add_argument("--baseline", default=None,
                     help="an older quiver binary: its forms run beside ours in every run, as <form>@base")
     args = ap.parse_args()
