@@ -701,18 +701,6 @@ impl Bulk {
         self.min_rows = BATCH_DIRECT_MIN;
     }
 
-    /// Whether the statement commits in batches ([`Bulk::batched`]).
-    pub fn is_batched(&self) -> bool {
-        self.min_rows == BATCH_DIRECT_MIN
-    }
-
-    /// Whether the batch holds nodes (rows, or row groups written to a file already).
-    pub fn has_nodes(&self) -> bool {
-        self.shapes
-            .iter()
-            .any(|s| s.rows() > 0 || s.writer.is_some())
-    }
-
     /// A batch committed: the next decides for itself whether it goes direct (a default
     /// 1,000-row batch must not become a table and a generation of its own because the
     /// statement wrote many before it).

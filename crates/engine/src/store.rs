@@ -725,10 +725,6 @@ pub const BULK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// MiB with this one (in 9-15 s either way on this noisy machine).
 pub const BATCH_CHECKPOINT_DELTA_BYTES: u64 = 64 << 20;
 
-/// How long a batch of relationships waits for other writers before it goes through
-/// the delta instead (see `Txn::others_keep_writing`).
-pub const BATCH_REL_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
-
 /// A transaction: its snapshot, its working copy of the delta (what it reads, its own
 /// writes included), and the ops it will log. Dropping it rolls it back.
 pub struct Txn {
@@ -1246,16 +1242,10 @@ impl Txn {
 
     fn commit_inner(&mut self) -> Result<u64, EngineError> {
         let store = self.store.clone();
-        let direct = self.bulk.as_ref().map(|b| {
-            let rels_only = b.is_batched() && !b.has_nodes();
-            (b.direct && b.batch_rows() > 0, rels_only)
-        });
-        if let Some((true, rels_only)) = direct {
-            if !(rels_only && self.others_keep_writing()) {
+        if let Some(b) = self.bulk.as_mut() {
+            if b.direct && b.batch_rows() > 0 {
                 return self.commit_bulk();
             }
-        }
-        if let Some(b) = self.bulk.as_mut() {
             // Below the threshold: ordinary creations through the delta (`bulk_node`
             // checked and counted them).
             let rels = b.take_rel_rows();
@@ -1337,8 +1327,23 @@ impl Txn {
                 d
             } else {
                 let mut d = (*cur.delta).clone();
-                for op in &decoded.take().unwrap_or_else(|| self.ops.ops()) {
+                let ops = decoded.take().unwrap_or_else(|| self.ops.ops());
+                for op in &ops {
                     d.apply(&cur.db, op, ts)?;
+                }
+                // A node this transaction deleted must have no relationship left: a
+                // direct write of relationships takes no lock on its ends, so one may
+                // have committed edges to it since this transaction's snapshot (those
+                // it saw, it deleted). Retrying sees them and deletes them too.
+                let view = View::new(&cur.db, &d);
+                for op in &ops {
+                    if let Op::DeleteNode { id } = op {
+                        if !view.node_rels(*id)?.is_empty() {
+                            return Err(EngineError::Conflict(format!(
+                                "node {id} gained relationships from another transaction after this one began deleting it; retry the transaction"
+                            )));
+                        }
+                    }
                 }
                 d
             };
@@ -1377,26 +1382,10 @@ impl Txn {
         Ok(ts)
     }
 
-    /// Whether other transactions still hold uncommitted writes after a short wait
-    /// ([`BATCH_REL_WAIT`]). A batch of relationships of `CALL { } IN TRANSACTIONS`
-    /// then commits through the delta and the log instead of waiting for the database
-    /// to itself (up to [`BULK_WAIT`], then failing): a batched load makes progress
-    /// beside an open transaction, at the delta's speed for that batch.
-    fn others_keep_writing(&self) -> bool {
-        let t0 = std::time::Instant::now();
-        while self.store.has_uncommitted_writers(self.registered) {
-            if t0.elapsed() > BATCH_REL_WAIT {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        false
-    }
-
     /// Commits a direct write (seed 004): its tables, and the delta with them, become a
-    /// new generation. Created nodes go in beside open transactions and other bulk
-    /// writes (one publishes at a time); created relationships need the database to
-    /// themselves: they wait up to [`BULK_WAIT`] for other writers to finish.
+    /// new generation, beside open transactions and other bulk writes (one publishes at
+    /// a time). In analytical mode, created relationships wait up to [`BULK_WAIT`] for
+    /// other writers to finish.
     fn commit_bulk(&mut self) -> Result<u64, EngineError> {
         let t0 = std::time::Instant::now();
         let store = self.store.clone();
@@ -1426,12 +1415,15 @@ impl Txn {
                 Err(e) => Err(e),
             };
         }
-        // Relationships between existing nodes (whose ends a concurrent deletion could
-        // take away), or writes the log does not hold: the database to itself.
+        // Relationships between existing nodes: their ends are checked under the commit
+        // lock against deletions committed meanwhile, and a transaction still open that
+        // deletes an end fails at its commit (`commit_inner`'s replay finds the new
+        // edges), so other writers need not finish first. Writes the log does not hold
+        // (analytical mode) need the database to themselves.
         loop {
             let publisher = store.publishing();
             let c = lock(&store.commit);
-            if !store.has_uncommitted_writers(self.registered) {
+            if !unlogged || !store.has_uncommitted_writers(self.registered) {
                 // Relationships were not locked at their ends: one whose end another
                 // transaction deleted since this one began cannot be written.
                 let head = store.snapshot();

@@ -278,6 +278,56 @@ fn batched_relationship_loads_go_on_beside_an_open_transaction() {
 }
 
 #[test]
+fn a_direct_relationship_load_does_not_wait_and_a_concurrent_delete_of_an_end_retries() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = seeded(d.path());
+    run(&mut a, "CREATE INDEX FOR (n:N) ON (n.id)").unwrap();
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    // Node 5 has no relationship in `b`'s snapshot.
+    run(&mut b, "MATCH (n:N {id: 5}) DETACH DELETE n").unwrap();
+    // One statement past the direct threshold: it commits while `b` is open (before,
+    // it waited 30 s for `b` and failed), creating relationships to node 5.
+    let n = quiver_common::limits::BULK_ROWS_MIN as i64 + 600;
+    let t0 = std::time::Instant::now();
+    let q = format!(
+        "UNWIND range(0, {}) AS i MATCH (x:N {{id: i % 100 + 1}}), (y:N {{id: (i * 7) % 100 + 1}}) CREATE (x)-[:R]->(y)",
+        n - 1
+    );
+    assert!(run(&mut a, &format!("EXPLAIN {q}"))
+        .unwrap()
+        .plan
+        .unwrap()
+        .contains("BulkCreate"));
+    assert_eq!(
+        run(&mut a, &q).unwrap().counters.relationships_created,
+        n as u64
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+    // `b` deleted node 5 without seeing them: its commit fails, retryably, and leaves
+    // nothing dangling.
+    let e = run(&mut b, "COMMIT").unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert_eq!(count(&mut a, "MATCH (n:N {id: 5}) RETURN count(n)"), 1);
+    // The retry sees them and deletes them with the node.
+    run(&mut b, "MATCH (n:N {id: 5}) DETACH DELETE n").unwrap();
+    let touching = (0..n).filter(|i| i % 100 == 4 || i % 100 == 72).count() as i64;
+    let check = |s: &mut Session| {
+        assert_eq!(count(s, "MATCH (n:N {id: 5}) RETURN count(n)"), 0);
+        assert_eq!(count(s, "MATCH ()-[r:R]->() RETURN count(r)"), n - touching);
+        assert_eq!(
+            count(s, "MATCH (:N)-[r:R]->(:N) RETURN count(r)"),
+            n - touching
+        );
+    };
+    check(&mut a);
+    run(&mut a, "CHECKPOINT").unwrap();
+    drop((a, b));
+    let mut s = open(d.path());
+    check(&mut s);
+}
+
+#[test]
 fn commits_beside_checkpoints_survive_a_reopen() {
     let d = tempfile::tempdir().unwrap();
     let mut a = seeded(d.path());
