@@ -1533,6 +1533,35 @@ impl Database {
         Ok(())
     }
 
+    /// Declared index `index`: its footer, sorted keys, nodes and entry count.
+    #[allow(clippy::type_complexity)]
+    fn prop_index_keys(
+        &self,
+        index: usize,
+        what: &'static str,
+    ) -> Result<(&PropIndexFooter, ColumnChunk<'_>, Packed<'_>, usize), ReadError> {
+        let ix = self
+            .prop_idx
+            .get(index)
+            .ok_or_else(|| ReadError::NotFound {
+                kind: "index",
+                name: index.to_string(),
+            })?;
+        let f = &ix.footer;
+        let scalar = match f.kind {
+            IndexKeyKind::Integer => quiver_common::ScalarType::Long,
+            IndexKeyKind::Float => quiver_common::ScalarType::Double,
+            IndexKeyKind::String => quiver_common::ScalarType::String,
+        };
+        let (keys, nodes, n) = ix.file.sorted_keys(
+            what,
+            (f.keys, scalar),
+            (f.nodes, f.nodes_width),
+            f.n_entries,
+        )?;
+        Ok((f, keys, nodes, n))
+    }
+
     /// Every entry of declared index `index` in its order (key, then node):
     /// `f(key, node)`. For a checkpoint that extends the index with new tables' nodes
     /// rather than rebuilding it; needs the file mapped or loaded.
@@ -1541,25 +1570,7 @@ impl Database {
         index: usize,
         mut f: impl FnMut(IndexKey<'_>, u64),
     ) -> Result<(), ReadError> {
-        let ix = self
-            .prop_idx
-            .get(index)
-            .ok_or_else(|| ReadError::NotFound {
-                kind: "index",
-                name: index.to_string(),
-            })?;
-        let ft = &ix.footer;
-        let scalar = match ft.kind {
-            IndexKeyKind::Integer => quiver_common::ScalarType::Long,
-            IndexKeyKind::Float => quiver_common::ScalarType::Double,
-            IndexKeyKind::String => quiver_common::ScalarType::String,
-        };
-        let (keys, nodes, n) = ix.file.sorted_keys(
-            "index entries",
-            (ft.keys, scalar),
-            (ft.nodes, ft.nodes_width),
-            ft.n_entries,
-        )?;
+        let (ft, keys, nodes, n) = self.prop_index_keys(index, "index entries")?;
         for i in 0..n {
             let node = nodes.get(i);
             match ft.kind {
@@ -1589,25 +1600,7 @@ impl Database {
         hi: Option<(IndexKey<'_>, bool)>,
     ) -> Result<Vec<u64>, ReadError> {
         use std::cmp::Ordering;
-        let ix = self
-            .prop_idx
-            .get(index)
-            .ok_or_else(|| ReadError::NotFound {
-                kind: "index",
-                name: index.to_string(),
-            })?;
-        let f = &ix.footer;
-        let scalar = match f.kind {
-            IndexKeyKind::Integer => quiver_common::ScalarType::Long,
-            IndexKeyKind::Float => quiver_common::ScalarType::Double,
-            IndexKeyKind::String => quiver_common::ScalarType::String,
-        };
-        let (keys, nodes, n) = ix.file.sorted_keys(
-            "index lookup",
-            (f.keys, scalar),
-            (f.nodes, f.nodes_width),
-            f.n_entries,
-        )?;
+        let (f, keys, nodes, n) = self.prop_index_keys(index, "index lookup")?;
         if n == 0 {
             return Ok(Vec::new());
         }
