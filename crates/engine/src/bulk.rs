@@ -363,9 +363,9 @@ pub struct Bulk {
     tag: u64,
     shapes: Vec<Shape>,
     rels: Vec<RelShape>,
-    /// Nodes and relationships the transaction (the batch, under `CALL { } IN
-    /// TRANSACTIONS`) created this way.
-    pub batch_rows: u64,
+    /// Nodes and relationships pushed since the transaction (the batch, under `CALL {
+    /// } IN TRANSACTIONS`) began: what the row threshold counts.
+    pushed: u64,
     /// The rows that make a batch direct: [`BULK_ROWS_MIN`], or [`BATCH_DIRECT_MIN`]
     /// once the statement commits in batches ([`Bulk::batched`]).
     min_rows: u64,
@@ -384,7 +384,7 @@ impl Bulk {
             tag,
             shapes: Vec::new(),
             rels: Vec::new(),
-            batch_rows: 0,
+            pushed: 0,
             min_rows: BULK_ROWS_MIN,
             direct: false,
             files: 0,
@@ -494,8 +494,8 @@ impl Bulk {
             shape.groups.push(full);
             shape.group_rows = 0;
         }
-        self.batch_rows += 1;
-        if self.batch_rows >= self.min_rows {
+        self.pushed += 1;
+        if self.pushed >= self.min_rows {
             self.direct = true;
         }
         if row % 1024 == 1023 {
@@ -574,8 +574,8 @@ impl Bulk {
             }
         }
         shape.group_rows += 1;
-        self.batch_rows += 1;
-        if self.batch_rows >= self.min_rows {
+        self.pushed += 1;
+        if self.pushed >= self.min_rows {
             self.direct = true;
         }
         let check = shape.group_rows % 1024 == 0;
@@ -705,7 +705,7 @@ impl Bulk {
     /// 1,000-row batch must not become a table and a generation of its own because the
     /// statement wrote many before it).
     pub fn next_batch(&mut self) {
-        self.batch_rows = 0;
+        self.pushed = 0;
         self.direct = false;
     }
 

@@ -1377,7 +1377,7 @@ fn merge_rel_segments(
             let mut w =
                 TableWriter::create(staging, &format!("{tag}-props.seg"), rt.columns.clone())?;
             for s in i..held {
-                let Some((_, groups)) = db.rel_segment_prop_chunks(t, s)? else {
+                let Some(groups) = db.rel_segment_prop_chunks(t, s)? else {
                     return Err(EngineError::Refused(format!(
                         "relationship type {} segment {s} has no property file to merge",
                         rt.name

@@ -523,21 +523,20 @@ impl Store {
 
     /// Checkpoints when the log or the delta has grown past its threshold (on a thread
     /// of its own when the options say so). A refusal (analytical mode with another
-    /// writer) or a failure defers it to a later commit. Returns whether one ran inline.
+    /// writer) or a failure defers it to a later commit.
     /// `delta_max` lowers the delta's threshold (a batched statement's, see
     /// [`BATCH_CHECKPOINT_DELTA_BYTES`]).
-    pub fn checkpoint_if_due(self: &Arc<Store>, delta_max: u64) -> bool {
+    pub fn checkpoint_if_due(self: &Arc<Store>, delta_max: u64) {
         let delta_bytes = self.snapshot().delta.bytes;
         if self.log_bytes() < self.opts.checkpoint_log_bytes
             && delta_bytes < self.opts.checkpoint_delta_bytes.min(delta_max)
         {
-            return false;
+            return;
         }
         if self.opts.background_checkpoints {
             self.checkpoint_in_background();
-            false
         } else {
-            self.checkpoint().is_ok()
+            let _ = self.checkpoint();
         }
     }
 

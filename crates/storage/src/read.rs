@@ -1407,14 +1407,15 @@ impl Database {
 
     /// The property rows of segment `seg` of relationship type `rel` as its own file
     /// stores them (patches of the type's table apply over them by row group): per row
-    /// group, its rows and each column's chunk bytes. `None` when the segment has no
+    /// group, its rows and each column's chunk bytes (its columns are a prefix of the
+    /// type's: [`Database::rel_segment_prop_columns`]). `None` when the segment has no
     /// property file.
     #[allow(clippy::type_complexity)]
     pub fn rel_segment_prop_chunks(
         &self,
         rel: usize,
         seg: usize,
-    ) -> Result<Option<(usize, Vec<(u64, Vec<Vec<u8>>)>)>, ReadError> {
+    ) -> Result<Option<Vec<(u64, Vec<Vec<u8>>)>>, ReadError> {
         let Some((file, footer)) = self.rel_segment_props(rel, seg) else {
             return Ok(None);
         };
@@ -1427,7 +1428,7 @@ impl Database {
                 .collect::<Result<Vec<_>, _>>()?;
             groups.push((g.n_rows, chunks));
         }
-        Ok(Some((footer.columns.len(), groups)))
+        Ok(Some(groups))
     }
 
     /// How many columns the property file of segment `seg` of relationship type `rel`
