@@ -73,11 +73,19 @@ def prepare_rels(data, imp):
     if not (qbase / "CURRENT").exists():
         subprocess.run([str(QUIVER), "import", "--db", str(qbase), "--id-type", "integer", "--overwrite",
                         "--quiet", "--nodes", f"User={social / 'nodes.csv'}"], check=True)
+    # The default path: string ids (no import flags), and writes not checkpointed yet.
+    dbase = work / "rels-base-default.qdb"
+    if not (dbase / "CURRENT").exists():
+        subprocess.run([str(QUIVER), "import", "--db", str(dbase), "--overwrite", "--quiet",
+                        "--nodes", f"User={social / 'nodes.csv'}"], check=True)
+        subprocess.run([str(QUIVER), "query", "--db", str(dbase),
+                        "UNWIND range(1, 2000) AS i CREATE (:User {id: 'new' + toString(i)})"], check=True,
+                       stdout=subprocess.DEVNULL)
     if not kbase.exists():
         stmts = [USERS_KUZU, "CREATE REL TABLE FOLLOWS(FROM User TO User)",
                  f"COPY User FROM '{social / 'nodes.csv'}' (header=true)"]
         subprocess.run([sys.executable, "-c", kuzu_script(kbase, stmts, os.cpu_count() or 2)], check=True)
-    return {"typed": typed, "plain": plain, "rows": 1_000_000, "qbase": qbase, "kbase": kbase}
+    return {"typed": typed, "plain": plain, "rows": 1_000_000, "qbase": qbase, "kbase": kbase, "dbase": dbase}
 
 
 def rel_systems(args, files, work):
@@ -93,6 +101,14 @@ def rel_systems(args, files, work):
         ("transactional", q, query + [f"{load} CALL {{ WITH row {match} }} IN TRANSACTIONS OF {args.batch} ROWS"],
          None, files["qbase"]),
     ]
+    if args.default_path:
+        dmatch = "MATCH (a:User {id: row.src}), (b:User {id: row.dst}) CREATE (a)-[:FOLLOWS]->(b)"
+        out += [
+            ("direct-default", q, query + [f"{load} {dmatch}"], None, files["dbase"]),
+            ("transactional-default", q,
+             query + [f"{load} CALL {{ WITH row {dmatch} }} IN TRANSACTIONS OF {args.batch} ROWS"],
+             None, files["dbase"]),
+        ]
     if "kuzu" in args.peers:
         stmts = [f"COPY FOLLOWS FROM '{files['plain']}' (header=true)"]
         out.append(("kuzu", kz, [sys.executable, "-c", kuzu_script(kz, stmts, args.threads)], None, files["kbase"]))
@@ -187,6 +203,8 @@ def main():
     ap.add_argument("--peers", default="kuzu")
     ap.add_argument("--only", default=None, help="comma-separated subset of systems")
     ap.add_argument("--data", default=str(ROOT / "data" / "bench"))
+    ap.add_argument("--default-path", action="store_true",
+                    help="rels: also load into a database imported with no flags (string ids) that has seen writes")
     ap.add_argument("--index", default=None,
                     help="declare an index on this property of the loaded label before the transactional load")
     ap.add_argument("--baseline", default=None,
