@@ -26,10 +26,15 @@ pub const BULK_ROWS_MIN: u64 = 102_400;
 /// batch of a bulk load, stays direct.
 pub const BATCH_DIRECT_MIN: u64 = 50_000;
 
-/// Column builders of one bulk-written node table hold at most this many bytes before
-/// they are encoded as a row group: a bulk write's memory is this per table shape, not
-/// its input's size. A write that fills it goes direct whatever its row count.
-pub const BULK_GROUP_BYTES: usize = 64 << 20;
+/// Column builders of one bulk write hold at most this many bytes before they are
+/// encoded as row groups (shared among the write's node shapes, each at least
+/// [`BULK_GROUP_BYTES_MIN`]): a bulk write's memory is a few of these (one filling, one
+/// queued and one being encoded per shape), not its input's size. A write that fills
+/// it goes direct whatever its row count.
+pub const BULK_GROUP_BYTES: usize = 32 << 20;
+
+/// The smallest row group a shape's share of [`BULK_GROUP_BYTES`] gives.
+pub const BULK_GROUP_BYTES_MIN: usize = 8 << 20;
 
 /// Internal node ids are `u32`: four billion nodes per database. Adjacency lists and ID
 /// maps store them at 4 bytes (or fewer once bit-packed); widening later is a format bump.

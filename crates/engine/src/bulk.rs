@@ -34,7 +34,7 @@ use crate::delta::Props;
 use crate::store::EngineError;
 use crate::value::Value;
 use quiver_common::limits::{
-    BATCH_DIRECT_MIN, BULK_GROUP_BYTES, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX,
+    BATCH_DIRECT_MIN, BULK_GROUP_BYTES, BULK_GROUP_BYTES_MIN, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX,
 };
 use quiver_common::memory::{Grant, MemoryBudget};
 use quiver_common::types::{DataType, ScalarType};
@@ -91,6 +91,15 @@ impl Col {
         match self {
             Col::Nulls(_) => 0,
             Col::Built(b) => b.heap_bytes(),
+        }
+    }
+
+    /// Bytes of values held (what makes a row group full; the capacity may be
+    /// reserved ahead).
+    fn data_bytes(&self) -> usize {
+        match self {
+            Col::Nulls(_) => 0,
+            Col::Built(b) => b.data_bytes(),
         }
     }
 
@@ -184,7 +193,7 @@ impl Writer {
         path: PathBuf,
         metas: Vec<PropertyMeta>,
     ) -> Result<Writer, EngineError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ColumnBuilder>>(1);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ColumnBuilder>>(0);
         let handle = std::thread::Builder::new()
             .name("quiver-bulk-write".into())
             .spawn(move || {
@@ -273,6 +282,10 @@ impl Shape {
         self.cols.iter().map(Col::heap_bytes).sum()
     }
 
+    fn data_bytes(&self) -> usize {
+        self.cols.iter().map(Col::data_bytes).sum()
+    }
+
     /// Forgets the batch, and removes the table file of a writer still open (one
     /// [`Bulk::take_tables`] took is the new table's).
     fn reset(&mut self) {
@@ -284,6 +297,43 @@ impl Shape {
             let path = w.path.clone();
             drop(w); // joins its thread, which may still be writing the file
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// One column of a chunk of nodes given to [`Bulk::push_chunk`].
+pub enum Chunk {
+    /// Values of one type (or nulls), already in a builder.
+    Typed(ColumnBuilder),
+    /// Values of any type, one per row.
+    Values(Vec<Value>),
+}
+
+impl Chunk {
+    /// The values as a typed builder when every one is null or of one type a column
+    /// holds (the usual case; done where the values were made, off the writing thread).
+    pub fn of_values(values: Vec<Value>) -> Chunk {
+        let mut t = None;
+        for v in values.iter().filter(|v| !v.is_null()) {
+            match (dtype_of(v), t) {
+                (None, _) => return Chunk::Values(values),
+                (Some(d), None) => t = Some(d),
+                (Some(d), Some(u)) if d != u => return Chunk::Values(values),
+                _ => {}
+            }
+        }
+        let mut b = ColumnBuilder::new(t.unwrap_or(DataType::Scalar(ScalarType::String)));
+        for v in &values {
+            push_value(&mut b, (!v.is_null()).then_some(v));
+        }
+        Chunk::Typed(b)
+    }
+
+    /// Non-null values, for the statement's counters.
+    pub fn non_null(&self) -> u64 {
+        match self {
+            Chunk::Typed(b) => (b.len() - b.null_count()) as u64,
+            Chunk::Values(v) => v.iter().filter(|v| !v.is_null()).count() as u64,
         }
     }
 }
@@ -566,6 +616,7 @@ impl Bulk {
     /// Appends one node of shape `s` (`values` in the shape's key order, nulls for
     /// absent properties).
     pub fn push(&mut self, s: usize, values: &[Value]) -> Result<(), EngineError> {
+        let group_bytes = self.group_bytes();
         let shape = &mut self.shapes[s];
         let row = shape.rows();
         for (k, v) in values.iter().enumerate() {
@@ -579,8 +630,8 @@ impl Bulk {
             self.direct = true;
         }
         let check = shape.group_rows % 1024 == 0;
-        let full = shape.group_rows >= ROW_GROUP_ROWS_MAX
-            || check && shape.heap_bytes() >= BULK_GROUP_BYTES;
+        let full =
+            shape.group_rows >= ROW_GROUP_ROWS_MAX || check && shape.heap_bytes() >= group_bytes;
         if full {
             self.direct = true;
         }
@@ -593,6 +644,79 @@ impl Bulk {
         Ok(())
     }
 
+    /// Appends `n` nodes of shape `s` given column by column (`cols` in the shape's key
+    /// order), as [`Bulk::push`] would one row at a time: a typed chunk is appended to
+    /// its column's builder whole when their types agree; a chunk of nulls only leaves a
+    /// column without a type as it is; other values go one by one (misfits as ever).
+    pub fn push_chunk(&mut self, s: usize, n: usize, cols: Vec<Chunk>) -> Result<(), EngineError> {
+        if n == 0 {
+            return Ok(());
+        }
+        // A row group holds at most ROW_GROUP_ROWS_MAX rows: a chunk that would pass it
+        // starts the next one (a statement of that many rows is direct anyway).
+        let group_bytes = self.group_bytes();
+        if self.shapes[s].group_rows + n > ROW_GROUP_ROWS_MAX {
+            self.direct = true;
+            self.flush(s)?;
+        }
+        let shape = &mut self.shapes[s];
+        let row = shape.rows();
+        let misfits_before = shape.misfits.len();
+        for (k, c) in cols.into_iter().enumerate() {
+            let col = &mut shape.cols[k];
+            match c {
+                Chunk::Typed(b) if b.null_count() == b.len() => match col {
+                    Col::Nulls(m) => *m += n,
+                    Col::Built(x) => (0..n).for_each(|_| x.push_null()),
+                },
+                Chunk::Typed(b) => match col {
+                    Col::Nulls(m) => {
+                        let mut x = ColumnBuilder::nulls(b.dtype, *m);
+                        x.append(&b);
+                        *col = Col::Built(x);
+                    }
+                    Col::Built(x) if x.dtype == b.dtype => x.append(&b),
+                    Col::Built(_) => {
+                        for i in 0..n {
+                            let v = value_at(&b, i);
+                            if !col.push(&v) {
+                                shape.misfits.push((row + i as u64, k as u32, v));
+                            }
+                        }
+                    }
+                },
+                Chunk::Values(vs) => {
+                    for (i, v) in vs.into_iter().enumerate() {
+                        if !col.push(&v) {
+                            shape.misfits.push((row + i as u64, k as u32, v));
+                        }
+                    }
+                }
+            }
+        }
+        // Misfits are kept in row order (the read-back and the table take them so);
+        // stable, so a row's keep their key order.
+        shape.misfits[misfits_before..].sort_by_key(|m| m.0);
+        shape.group_rows += n;
+        self.pushed += n as u64;
+        if self.pushed >= self.min_rows {
+            self.direct = true;
+        }
+        let full = shape.data_bytes() >= group_bytes || shape.group_rows >= ROW_GROUP_ROWS_MAX;
+        if full {
+            self.direct = true;
+            self.flush(s)?;
+        }
+        self.account(Some(s))
+    }
+
+    /// The bytes a shape's builders fill before they become a row group: the shapes of
+    /// one write share [`BULK_GROUP_BYTES`] (a CREATE of two wide nodes per row holds
+    /// no more than one of them).
+    fn group_bytes(&self) -> usize {
+        (BULK_GROUP_BYTES / self.shapes.len().max(1)).max(BULK_GROUP_BYTES_MIN)
+    }
+
     /// Encodes shape `s`'s builders as a row group of its table file.
     fn flush(&mut self, s: usize) -> Result<(), EngineError> {
         let shape = &mut self.shapes[s];
@@ -601,6 +725,12 @@ impl Bulk {
         }
         let cols = std::mem::take(&mut shape.cols);
         let builders: Vec<ColumnBuilder> = cols.into_iter().map(Col::into_builder).collect();
+        // The next group is as big as this one, most likely: room for it now, rather
+        // than doubling (and copying) its way there.
+        let sizes: Vec<(usize, usize)> = builders
+            .iter()
+            .map(|b| (b.len(), b.string_bytes()))
+            .collect();
         if shape.writer.is_none() {
             std::fs::create_dir_all(&self.dir).map_err(|e| quiver_storage::WriteError::Io {
                 path: self.dir.clone(),
@@ -631,7 +761,12 @@ impl Bulk {
         shape.cols = wr
             .metas
             .iter()
-            .map(|m| Col::Built(ColumnBuilder::new(m.dtype)))
+            .zip(sizes)
+            .map(|(m, (rows, bytes))| {
+                let mut b = ColumnBuilder::new(m.dtype);
+                b.reserve_exact(rows, bytes);
+                Col::Built(b)
+            })
             .collect();
         Ok(())
     }

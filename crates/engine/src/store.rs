@@ -950,6 +950,33 @@ impl Txn {
         self.bulk().push(shape, values)
     }
 
+    /// Creates `n` nodes of shape `shape` through the direct path, given column by
+    /// column (see [`crate::bulk::Bulk::push_chunk`]). Values in `Values` chunks are
+    /// checked as [`Txn::bulk_node`] checks them; typed ones are of storable types.
+    pub fn bulk_nodes(
+        &mut self,
+        shape: usize,
+        n: usize,
+        cols: Vec<crate::bulk::Chunk>,
+    ) -> Result<(), EngineError> {
+        self.claim_new()?;
+        let b = self.bulk();
+        let mut set = 0;
+        for (k, c) in cols.iter().enumerate() {
+            if let crate::bulk::Chunk::Values(vs) = c {
+                for v in vs.iter().filter(|v| !v.is_null()) {
+                    check_value(b.key(shape, k), v)?;
+                }
+            }
+            set += c.non_null();
+        }
+        let labels = b.labels(shape).len() as u64;
+        self.counters.nodes_created += n as u64;
+        self.counters.labels_added += labels * n as u64;
+        self.counters.properties_set += set;
+        self.bulk().push_chunk(shape, n, cols)
+    }
+
     /// Creates a relationship of shape `shape` from `src` to `dst` through the direct
     /// path (`values` in the shape's key order). Its id is given at commit, so nothing
     /// in the statement may refer to it; its ends are checked again at commit against

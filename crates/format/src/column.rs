@@ -183,6 +183,11 @@ impl ColumnBuilder {
         self.len == 0
     }
 
+    /// Rows that are null.
+    pub fn null_count(&self) -> usize {
+        self.validity.n_null()
+    }
+
     pub fn is_valid(&self, i: usize) -> bool {
         self.validity.is_valid(i)
     }

@@ -65,7 +65,7 @@ pub(super) fn argc(f: Func, args: &[Value], lo: usize, hi: usize) -> Result<(), 
 }
 
 /// The temporal type a temporal function builds.
-fn temporal_kind(f: Func) -> temporal::Kind {
+pub(crate) fn temporal_kind(f: Func) -> temporal::Kind {
     use Func::*;
     match f {
         Date | DateClock | DateTrunc => temporal::Kind::Date,
@@ -73,6 +73,35 @@ fn temporal_kind(f: Func) -> temporal::Kind {
         Time | TimeClock | TimeTrunc => temporal::Kind::Time,
         LocalDateTime | LocalDateTimeClock | LocalDateTimeTrunc => temporal::Kind::LocalDateTime,
         _ => temporal::Kind::DateTime,
+    }
+}
+
+/// `toInteger` of a string: an integer, else a finite float truncated, else none
+/// (also read by LOAD CSV's columnar path, straight from the file's bytes).
+pub(crate) fn int_of_str(s: &str) -> Option<i64> {
+    let t = s.trim();
+    quiver_csv::value::parse_i64(t.as_bytes()).or_else(|| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(|x| x.trunc() as i64)
+    })
+}
+
+/// `toFloat` of a string.
+pub(crate) fn float_of_str(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok()
+}
+
+/// `toBoolean` of a string.
+pub(crate) fn bool_of_str(s: &str) -> Option<bool> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if t.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -267,27 +296,14 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             Value::Int(i) => Value::Int(i),
             Value::Float(x) if x.is_finite() => Value::Int(x.trunc() as i64),
             Value::Bool(b) => Value::Int(b as i64),
-            Value::Str(s) => quiver_csv::value::parse_i64(s.trim().as_bytes())
-                .map(Value::Int)
-                .or_else(|| {
-                    s.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|x| x.is_finite())
-                        .map(|x| Value::Int(x.trunc() as i64))
-                })
-                .unwrap_or(Value::Null),
+            Value::Str(s) => int_of_str(&s).map_or(Value::Null, Value::Int),
             Value::Float(_) => Value::Null,
             v => return type_err("toInteger() needs a number, boolean or string", &v),
         },
         ToFloat => match first {
             Value::Int(i) => Value::Float(i as f64),
             Value::Float(x) => Value::Float(x),
-            Value::Str(s) => s
-                .trim()
-                .parse::<f64>()
-                .map(Value::Float)
-                .unwrap_or(Value::Null),
+            Value::Str(s) => float_of_str(&s).map_or(Value::Null, Value::Float),
             v => return type_err("toFloat() needs a number or string", &v),
         },
         ToString => match first {
@@ -301,11 +317,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         ToBoolean => match first {
             Value::Bool(b) => Value::Bool(b),
             Value::Int(i) => Value::Bool(i != 0),
-            Value::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => Value::Null,
-            },
+            Value::Str(s) => bool_of_str(&s).map_or(Value::Null, Value::Bool),
             v => return type_err("toBoolean() needs a boolean, integer or string", &v),
         },
         Abs => match first {

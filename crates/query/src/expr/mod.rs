@@ -489,6 +489,14 @@ pub fn eval(
                 let v = eval(env, a, b, row, locals)?;
                 return call(env, *f, std::slice::from_ref(&v));
             }
+            if args.len() <= 4 {
+                // Nor do a few (`replace(s, ' ', 'T')`, once per row of a load).
+                let mut vals: [Value; 4] = std::array::from_fn(|_| Value::Null);
+                for (v, a) in vals.iter_mut().zip(args) {
+                    *v = eval(env, a, b, row, locals)?;
+                }
+                return call(env, *f, &vals[..args.len()]);
+            }
             let vals = args
                 .iter()
                 .map(|a| eval(env, a, b, row, locals))

@@ -701,7 +701,7 @@ fn zone_from_suffix(
 }
 
 /// `kind(text)`.
-fn from_string(kind: Kind, s: &str) -> Result<Value, QueryError> {
+pub(crate) fn from_string(kind: Kind, s: &str) -> Result<Value, QueryError> {
     let fail = || {
         bad(format!(
             "{}(): cannot parse '{s}' as a {}",

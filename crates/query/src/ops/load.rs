@@ -62,7 +62,7 @@ impl LoadState {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn reject(
+    pub(crate) fn reject(
         &mut self,
         file: &Path,
         line: u64,
@@ -151,7 +151,7 @@ pub fn resolve(import_dir: Option<&Path>, source: &str) -> Result<PathBuf, Query
 }
 
 /// The reader threads' splitter pool: windows are split in one slice, so one thread.
-fn pool() -> Arc<rayon::ThreadPool> {
+pub(crate) fn pool() -> Arc<rayon::ThreadPool> {
     static POOL: OnceLock<Arc<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         Arc::new(
@@ -196,7 +196,7 @@ impl Drop for Reading {
     }
 }
 
-fn read_error(e: quiver_csv::ReadError) -> QueryError {
+pub(crate) fn read_error(e: quiver_csv::ReadError) -> QueryError {
     QueryError::Csv(e.to_string())
 }
 

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 mod aggregate;
 mod colagg;
+pub mod colload;
 mod expand;
 mod join;
 pub mod load;

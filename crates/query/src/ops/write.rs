@@ -83,7 +83,7 @@ impl Feed {
     }
 }
 
-fn tx<'a>(cx: &'a mut Cx) -> Result<&'a mut Txn, QueryError> {
+pub(crate) fn tx<'a>(cx: &'a mut Cx) -> Result<&'a mut Txn, QueryError> {
     cx.tx.as_deref_mut().ok_or_else(|| {
         QueryError::Unsupported("this statement cannot write here (a read-only context)".into())
     })

@@ -143,6 +143,8 @@ pub struct Planner<'a, 'g, 'db> {
     /// Planning the body of `CALL { } IN TRANSACTIONS` in batches smaller than the
     /// direct path's: a CREATE there writes through the delta.
     small_batches: bool,
+    /// The LOAD CSV that began the statement: its plan node, source, spec and row slot.
+    first_load: Option<(usize, CExpr, crate::load::Spec, usize)>,
 }
 
 /// What planning the body of `CALL { } IN TRANSACTIONS` again needs: a checkpoint
@@ -405,6 +407,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             tail: false,
             procs,
             small_batches: false,
+            first_load: None,
         }
     }
 
@@ -626,9 +629,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     self.touched = true;
                     self.wrote = true;
                     let name = if bulk { "BulkCreate" } else { "Create" };
+                    let columnar = match &self.first_load {
+                        Some((id, source, spec, slot)) if bulk && *id == cur.id => {
+                            crate::ops::colload::plan(source, spec, *slot, &steps)
+                        }
+                        _ => None,
+                    };
                     cur = self.updating(cur, name, detail, |feed| {
                         Box::new(crate::write::Create::new(feed, steps, width, bulk))
                     });
+                    if let Some(c) = columnar {
+                        // The row path stays below it, for an explicit transaction.
+                        cur = self.wrap(
+                            "ColumnarLoadCreate",
+                            String::new(),
+                            vec![cur.id],
+                            Box::new(crate::ops::colload::ColumnarLoad::new(c, cur.op)),
+                        );
+                    }
                 }
                 Clause::Set(items) => {
                     let items = self.set_ops(items, &scope)?;
@@ -688,12 +706,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         short(&l.source),
                         l.var
                     );
+                    // The statement's first clause: a CREATE right after it may load
+                    // column by column (`ops::colload`).
+                    let first = (i == 0 && self.descs[cur.id].name == "Once")
+                        .then(|| (source.clone(), spec.clone(), scope.width));
                     cur = self.wrap(
                         "LoadCsv",
                         detail,
                         vec![cur.id],
                         Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
                     );
+                    self.first_load =
+                        first.map(|(source, spec, slot)| (cur.id, source, spec, slot));
                     scope.bind(&l.var, Kind::Other);
                 }
                 Clause::CallProc(pc) => {
