@@ -329,6 +329,21 @@ impl Chunk {
         Chunk::Typed(b)
     }
 
+    /// Splits the chunk at row `at`: `self` keeps the rows before it, the rest is
+    /// returned (a batch of `CALL { } IN TRANSACTIONS` ending inside a chunk).
+    pub fn split_off(&mut self, at: usize) -> Chunk {
+        match self {
+            Chunk::Values(v) => Chunk::Values(v.split_off(at)),
+            Chunk::Typed(b) => {
+                let head: Vec<bool> = (0..b.len()).map(|i| i < at).collect();
+                let tail: Vec<bool> = head.iter().map(|h| !h).collect();
+                let rest = b.filter(&tail);
+                *b = b.filter(&head);
+                Chunk::Typed(rest)
+            }
+        }
+    }
+
     /// Non-null values, for the statement's counters.
     pub fn non_null(&self) -> u64 {
         match self {

@@ -142,6 +142,7 @@ proptest! {
         recs in prop::collection::vec(record(), 0..300),
         nullif in any::<bool>(),
         two in any::<bool>(),
+        batch in prop::option::of(1usize..60),
     ) {
         let mut text = String::from("a,b,c,d,e,a\n");
         for r in &recs {
@@ -149,10 +150,17 @@ proptest! {
             text.push('\n');
         }
         let opts = if nullif { "WITH HEADER NULLIF 'NA'" } else { "WITH HEADER" };
-        let mut q = format!("LOAD CSV FROM 'f.csv' {opts} AS row CREATE (:A {{{PROPS}}})");
+        let mut create = format!("CREATE (:A {{{PROPS}}})");
         if two {
-            q += ", (:B:C {x: toInteger(replace(replace(row.b, '.', ''), ' ', '')), y: size(row.e)})";
+            create += ", (:B:C {x: toInteger(replace(replace(row.b, '.', ''), ' ', '')), y: size(row.e)})";
         }
+        // In transactions of a few rows, the batches end inside chunks.
+        let q = match batch {
+            None => format!("LOAD CSV FROM 'f.csv' {opts} AS row {create}"),
+            Some(n) => format!(
+                "LOAD CSV FROM 'f.csv' {opts} AS row CALL {{ WITH row {create} }} IN TRANSACTIONS OF {n} ROWS"
+            ),
+        };
         same(&text, "f.csv", &q);
     }
 
@@ -221,6 +229,24 @@ fn a_direct_load_agrees_with_the_row_path() {
     assert_eq!(c.len(), 120_000);
 }
 
+/// In transactions of 50,000 rows: two direct batches (tables of their own) and one
+/// through the delta; the default batch of 1,000 rows through the delta.
+#[test]
+fn batches_in_transactions_agree_with_the_row_path() {
+    let mut text = String::from("k,v\n");
+    for i in 0..120_000 {
+        text += &format!("{i},v{}\n", i % 13);
+    }
+    let q = "LOAD CSV FROM 'big.csv' WITH HEADER AS row CALL { WITH row CREATE (:Big {k: toInteger(row.k), v: row.v}) } IN TRANSACTIONS OF 50000 ROWS";
+    let (sum, c) = same(&text, "big.csv", q);
+    assert_eq!(sum.counters.nodes_created, 120_000);
+    assert_eq!(c.len(), 120_000);
+    let q = "LOAD CSV FROM 'big.csv' WITH HEADER AS row CALL { WITH row CREATE (:Big {k: toInteger(row.k)}) } IN TRANSACTIONS";
+    let cut = text[..200_000].rfind('\n').unwrap() + 1;
+    let (sum, _) = same(&text[..cut], "big.csv", q);
+    assert!(sum.counters.nodes_created > 1000);
+}
+
 #[test]
 fn inside_a_transaction_the_row_path_runs() {
     let d = tempfile::tempdir().unwrap();
@@ -257,6 +283,10 @@ fn only_whole_statements_of_fields_take_it() {
         "LOAD CSV FROM 't.csv' WITH HEADER AS row CREATE (t:T {k: row.k}) RETURN t",
         "MATCH (x) WITH count(x) AS c LOAD CSV FROM 't.csv' WITH HEADER AS row CREATE (:T {k: row.k})",
         "LOAD CSV FROM 't.csv' WITH HEADER AS row CREATE (:T)-[:R]->(:U)",
+        // Batches that go on after an error, a body that filters or returns.
+        "LOAD CSV FROM 't.csv' WITH HEADER AS row CALL { WITH row CREATE (:T {k: row.k}) } IN TRANSACTIONS ON ERROR CONTINUE",
+        "LOAD CSV FROM 't.csv' WITH HEADER AS row CALL { WITH row WHERE row.k > '0' CREATE (:T {k: row.k}) } IN TRANSACTIONS",
+        "LOAD CSV FROM 't.csv' WITH HEADER AS row CALL { WITH row CREATE (t:T {k: row.k}) RETURN t } IN TRANSACTIONS RETURN count(t)",
     ] {
         assert!(!plan(&mut s, q).contains("ColumnarLoadCreate"), "{q}");
     }

@@ -114,6 +114,20 @@ pub struct ColumnarPlan {
     shapes: Vec<ShapeSpec>,
     /// Fields the generic expressions read (their slot `j` is `generic[j]`).
     generic: Vec<FieldRef>,
+    /// `CALL { } IN TRANSACTIONS [OF n ROWS]`: commit every n rows (`None` inside: the
+    /// default 1,000).
+    batches: Option<Option<CExpr>>,
+}
+
+impl ColumnarPlan {
+    /// The plan of the same CREATE as the body of `CALL { WITH row ... } IN
+    /// TRANSACTIONS OF rows ROWS`.
+    pub fn in_transactions(self, rows: Option<CExpr>) -> ColumnarPlan {
+        ColumnarPlan {
+            batches: Some(rows),
+            ..self
+        }
+    }
 }
 
 /// The columnar plan of `LOAD CSV FROM source ... AS row` (the row in `row_slot`)
@@ -156,6 +170,7 @@ pub fn plan(
         spec: spec.clone(),
         shapes,
         generic,
+        batches: None,
     })
 }
 
@@ -609,6 +624,24 @@ impl ColumnarLoad {
             .iter()
             .map(|s| t.bulk_shape(&s.labels, &s.keys))
             .collect();
+        // In transactions: the rows of each (as `CallInTx` reads them).
+        let batch = match &self.plan.batches {
+            None => None,
+            Some(rows) => {
+                t.batched();
+                Some(match rows {
+                    None => 1000,
+                    Some(e) => match eval(&cx.env, e, &Batch::unit(), 0, &mut Vec::new())? {
+                        Value::Int(n) if n > 0 => n as usize,
+                        v => {
+                            return Err(QueryError::Argument(format!(
+                                "IN TRANSACTIONS OF n ROWS needs a positive integer, got {v:?}"
+                            )))
+                        }
+                    },
+                })
+            }
+        };
         let spec = &self.plan.spec;
         let empty = std::fs::metadata(&path)
             .map(|m| m.len() == 0)
@@ -706,6 +739,8 @@ impl ColumnarLoad {
                     QueryError::Csv(format!("cannot start the LOAD CSV parse thread: {e}"))
                 })?;
             let mut rows = 0;
+            // Rows of the transaction not committed yet (in transactions).
+            let mut since = 0usize;
             let mut each = || -> Result<(), QueryError> {
                 for piece in prx.iter() {
                     if stop.is_some_and(|c| c.load(Ordering::Relaxed)) {
@@ -735,9 +770,35 @@ impl ColumnarLoad {
                                 "this statement cannot write here (a read-only context)".into(),
                             )
                         })?;
-                        for (&shape, cols) in shapes.iter().zip(p.cols) {
-                            t.bulk_nodes(shape, p.rows, cols)?;
+                        let (mut n, mut cols) = (p.rows, p.cols);
+                        // A batch that ends inside the chunk commits there; the rest
+                        // begins the next.
+                        while let Some(room) = batch.map(|b| b - since).filter(|&r| r < n) {
+                            let rest: Vec<Vec<Chunk>> = cols
+                                .iter_mut()
+                                .map(|cs| cs.iter_mut().map(|c| c.split_off(room)).collect())
+                                .collect();
+                            for (&shape, cs) in shapes.iter().zip(cols) {
+                                t.bulk_nodes(shape, room, cs)?;
+                            }
+                            t.commit_continue()?;
+                            since = 0;
+                            (n, cols) = (n - room, rest);
                         }
+                        for (&shape, cs) in shapes.iter().zip(cols) {
+                            t.bulk_nodes(shape, n, cs)?;
+                        }
+                        since += n;
+                        if batch == Some(since) {
+                            t.commit_continue()?;
+                            since = 0;
+                        }
+                    }
+                }
+                // The last batch commits now, as `CallInTx`'s does.
+                if since > 0 {
+                    if let Some(t) = tx.as_deref_mut() {
+                        t.commit_continue()?;
                     }
                 }
                 Ok(())

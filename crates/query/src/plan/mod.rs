@@ -143,8 +143,20 @@ pub struct Planner<'a, 'g, 'db> {
     /// Planning the body of `CALL { } IN TRANSACTIONS` in batches smaller than the
     /// direct path's: a CREATE there writes through the delta.
     small_batches: bool,
-    /// The LOAD CSV that began the statement: its plan node, source, spec and row slot.
-    first_load: Option<(usize, CExpr, crate::load::Spec, usize)>,
+    /// The LOAD CSV that began the statement (a CREATE right after it may load column
+    /// by column).
+    first_load: Option<FirstLoad>,
+}
+
+/// A LOAD CSV that is the statement's first clause.
+struct FirstLoad {
+    /// Its plan node.
+    id: usize,
+    source: CExpr,
+    spec: crate::load::Spec,
+    /// The row's variable and slot.
+    var: String,
+    slot: usize,
 }
 
 /// What planning the body of `CALL { } IN TRANSACTIONS` again needs: a checkpoint
@@ -630,8 +642,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     self.wrote = true;
                     let name = if bulk { "BulkCreate" } else { "Create" };
                     let columnar = match &self.first_load {
-                        Some((id, source, spec, slot)) if bulk && *id == cur.id => {
-                            crate::ops::colload::plan(source, spec, *slot, &steps)
+                        Some(f) if bulk && f.id == cur.id => {
+                            crate::ops::colload::plan(&f.source, &f.spec, f.slot, &steps)
                         }
                         _ => None,
                     };
@@ -708,16 +720,20 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     );
                     // The statement's first clause: a CREATE right after it may load
                     // column by column (`ops::colload`).
-                    let first = (i == 0 && self.descs[cur.id].name == "Once")
-                        .then(|| (source.clone(), spec.clone(), scope.width));
+                    let first = (i == 0 && self.descs[cur.id].name == "Once").then(|| FirstLoad {
+                        id: 0,
+                        source: source.clone(),
+                        spec: spec.clone(),
+                        var: l.var.clone(),
+                        slot: scope.width,
+                    });
                     cur = self.wrap(
                         "LoadCsv",
                         detail,
                         vec![cur.id],
                         Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
                     );
-                    self.first_load =
-                        first.map(|(source, spec, slot)| (cur.id, source, spec, slot));
+                    self.first_load = first.map(|f| FirstLoad { id: cur.id, ..f });
                     scope.bind(&l.var, Kind::Other);
                 }
                 Clause::CallProc(pc) => {
@@ -810,6 +826,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
                         None => None,
                     };
+                    let input_id = cur.id;
+                    // What the clauses before the CALL did (planning the body marks it).
+                    let before = (self.touched, self.wrote);
+                    let rows_again = rows.clone();
+                    let outer_scope = scope.clone();
                     // Batches below the direct path's size write through the delta:
                     // the plain CREATE, not the bulk one's builders read back at
                     // every commit (1M relationships in 1,000-row batches: 12.1 s
@@ -869,10 +890,68 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             reads_outside,
                         )),
                     );
+                    // `LOAD CSV ... CALL { WITH row CREATE (:L {..}) } IN TRANSACTIONS`
+                    // as the whole statement loads column by column too, committing
+                    // every n rows; the plan above stays below it (for BEGIN).
+                    let var = match &self.first_load {
+                        Some(f) if last && f.id == input_id && *on_error == OnError::Fail => {
+                            Some(f.var.clone())
+                        }
+                        _ => None,
+                    };
+                    let after = (self.touched, self.wrote);
+                    (self.touched, self.wrote) = before;
+                    let columnar = var.and_then(|v| self.columnar_batches(v, body, &outer_scope));
+                    (self.touched, self.wrote) = after;
+                    if let Some(c) = columnar {
+                        let c = c.in_transactions(rows_again);
+                        cur = self.wrap(
+                            "ColumnarLoadCreate",
+                            "in transactions".into(),
+                            vec![cur.id],
+                            Box::new(crate::ops::colload::ColumnarLoad::new(c, cur.op)),
+                        );
+                    }
                 }
             }
         }
         Ok((cur, scope, names))
+    }
+
+    /// The columnar plan of a `CALL { WITH row CREATE (...) } IN TRANSACTIONS` body
+    /// over the statement's first LOAD CSV (whose row is `var`), when the body passes
+    /// the row on unchanged and creates lone nodes the direct path can take.
+    fn columnar_batches(
+        &mut self,
+        var: String,
+        body: &SingleQuery,
+        scope: &Scope,
+    ) -> Option<crate::ops::colload::ColumnarPlan> {
+        let [Clause::With(p), Clause::Create(patterns)] = &body.clauses[..] else {
+            return None;
+        };
+        let plain = !p.distinct
+            && !p.star
+            && p.order.is_empty()
+            && p.skip.is_none()
+            && p.limit.is_none()
+            && p.where_.is_none();
+        let passes_row = matches!(&p.items[..], [(Expr::Var(n, _), alias)]
+            if *n == var && alias.as_deref().is_none_or(|a| a == var));
+        if !(plain && passes_row) {
+            return None;
+        }
+        let f = self.first_load.as_ref()?;
+        let (source, spec, slot) = (f.source.clone(), f.spec.clone(), f.slot);
+        let mut sc = scope.clone();
+        let mut steps = Vec::new();
+        for p in patterns {
+            self.create_steps(p, &mut sc, &mut steps).ok()?;
+        }
+        if !self.bulk_ok(&steps) {
+            return None;
+        }
+        crate::ops::colload::plan(&source, &spec, slot, &steps)
     }
 
     // -------------------------------------------------------------------------------
