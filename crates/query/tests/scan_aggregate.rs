@@ -77,7 +77,7 @@ fn setup(dir: &std::path::Path, seed: u64) -> std::path::PathBuf {
     db
 }
 
-const QUERIES: [&str; 24] = [
+const QUERIES: [&str; 29] = [
     "RETURN count(*), count(n.v), sum(n.k), avg(n.k), min(n.k), max(n.k)",
     "RETURN sum(n.f), avg(n.f), min(n.f), max(n.f), count(n.t)",
     "RETURN n.k AS k, count(*), sum(n.k), avg(n.f), min(n.f), max(n.f) ORDER BY k",
@@ -107,6 +107,12 @@ const QUERIES: [&str; 24] = [
     "WHERE 5 <= n.k AND n.k < 20 AND NOT n.k = 7 RETURN n.b AS b, count(*) ORDER BY b",
     "WHERE n.v >= 0 OR n.k <> 3 RETURN count(*), sum(n.k)",
     "WHERE n.missing > 1 OR n.k > 30 RETURN count(*)",
+    // count(DISTINCT x) as a grouping by x, then a count; count(n) as count(*).
+    "RETURN count(DISTINCT n.k)",
+    "RETURN count(DISTINCT n.s) AS kinds",
+    "WHERE n.k > 3 RETURN count(DISTINCT n.t) AS c",
+    "RETURN count(n), count(n.v)",
+    "RETURN n.s AS s, count(n) ORDER BY s",
 ];
 
 /// Floats equal to 9 significant digits (sums of doubles in another order); all else
