@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""mgbench's Pokec workload, whole: its 26 reads and 9 writes in Neo4j's dialect, through
+the official neo4j Python driver, against `quiver serve` and (given its Bolt URI) Neo4j,
+side by side, answers compared.
+
+    cargo build --release
+    pip install neo4j matplotlib
+    python3 bench/mgbench.py --scale 1 --runs 30
+    python3 bench/mgbench.py --scale 1 --runs 30 --neo4j bolt://127.0.0.1:7687
+
+The graph is `quiver generate social` at the given scale (1: 1,632,803 users, 30.6M
+follows, as mgbench's "large" Pokec), imported with `--id-type integer`; Quiver serves a
+copy (the writes change it). For Neo4j, import the same files with neo4j-admin
+(`--nodes=User=nodes.csv --relationships=FOLLOWS=edges.csv --id-type=integer`; its
+importer wants `T` between date and time, which `--neo4j-files DIR` writes) and start
+it; this script creates the `:User(id)` index and waits for it.
+
+One client, one driver session per system. Each query runs `--warmup` times, then
+`--runs` times (fewer when a system passes `--max-seconds` on it), the systems
+interleaved run by run with the same parameters (random ids from a seeded generator,
+as mgbench draws them). Latency is the driver's round trip with every record
+consumed. The first `--check` parameter sets of each read are answered by both and
+compared: rows as multisets of plain values (nodes by their properties, relationships
+by type), shortest paths by length (any shortest path is right), `LIMIT 1` by row count.
+
+After the writes (each query `--runs` times), the reads that scan (`aggregate`,
+`aggregate_count`, `min_max_avg`, `vertex_on_property`) and `single_vertex_read` run
+again, then once more after a `CHECKPOINT` on Quiver: the issue's "still fast after
+writes". Prints a table (median and p99 per system, Neo4j / Quiver), RESULT lines
+(JSON) and, with matplotlib, a chart (`--chart`).
+"""
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bolt_bench import serve  # noqa: E402
+from import_bench import ROOT  # noqa: E402
+from query_bench import prepare  # noqa: E402
+
+ID = "id"
+FROM_TO = "from_to"
+NONE = "none"
+
+# (name, query, parameters, how answers compare: rows | length | count | none)
+READS = [
+    ("single_vertex_read", "MATCH (n:User {id : $id}) RETURN n", ID, "rows"),
+    ("vertex_on_label_property", "MATCH (n:User) WITH n WHERE n.id = $id RETURN n", ID, "rows"),
+    ("vertex_on_property", "MATCH (n {id: $id}) RETURN n", ID, "rows"),
+    ("pattern_short", "MATCH (n:User {id: $id})-[e]->(m) RETURN m LIMIT 1", ID, "count"),
+    ("expansion_1", "MATCH (s:User {id: $id})-->(n:User) RETURN n.id", ID, "rows"),
+    ("expansion_1_with_filter", "MATCH (s:User {id: $id})-->(n:User) WHERE n.age >= 18 RETURN n.id", ID, "rows"),
+    ("expansion_2", "MATCH (s:User {id: $id})-->()-->(n:User) RETURN DISTINCT n.id", ID, "rows"),
+    ("expansion_2_with_filter",
+     "MATCH (s:User {id: $id})-->()-->(n:User) WHERE n.age >= 18 RETURN DISTINCT n.id", ID, "rows"),
+    ("expansion_3", "MATCH (s:User {id: $id})-->()-->()-->(n:User) RETURN DISTINCT n.id", ID, "rows"),
+    ("expansion_3_with_filter",
+     "MATCH (s:User {id: $id})-->()-->()-->(n:User) WHERE n.age >= 18 RETURN DISTINCT n.id", ID, "rows"),
+    ("expansion_4", "MATCH (s:User {id: $id})-->()-->()-->()-->(n:User) RETURN DISTINCT n.id", ID, "rows"),
+    ("expansion_4_with_filter",
+     "MATCH (s:User {id: $id})-->()-->()-->()-->(n:User) WHERE n.age >= 18 RETURN DISTINCT n.id", ID, "rows"),
+    ("neighbours_2", "MATCH (s:User {id: $id})-[*1..2]->(n:User) RETURN DISTINCT n.id", ID, "rows"),
+    ("neighbours_2_with_filter",
+     "MATCH (s:User {id: $id})-[*1..2]->(n:User) WHERE n.age >= 18 RETURN DISTINCT n.id", ID, "rows"),
+    ("neighbours_2_with_data", "MATCH (s:User {id: $id})-[*1..2]->(n:User) RETURN DISTINCT n.id, n", ID, "rows"),
+    ("neighbours_2_with_data_and_filter",
+     "MATCH (s:User {id: $id})-[*1..2]->(n:User) WHERE n.age >= 18 RETURN DISTINCT n.id, n", ID, "rows"),
+    ("pattern_cycle", "MATCH (n:User {id: $id})-[e1]->(m)-[e2]->(n) RETURN e1, m, e2", ID, "rows"),
+    ("pattern_long", "MATCH (n1:User {id: $id})-[e1]->(n2)-[e2]->(n3)-[e3]->(n4)<-[e4]-(n5) RETURN n5 LIMIT 1",
+     ID, "count"),
+    ("shortest_path", "MATCH (n:User {id: $from}), (m:User {id: $to}) WITH n, m "
+     "MATCH p=shortestPath((n)-[*..15]->(m)) RETURN [n in nodes(p) | n.id] AS path", FROM_TO, "length"),
+    ("shortest_path_with_filter", "MATCH (n:User {id: $from}), (m:User {id: $to}) WITH n, m "
+     "MATCH p=shortestPath((n)-[*..15]->(m)) WHERE all(node in nodes(p) WHERE node.age >= 18) "
+     "RETURN [n in nodes(p) | n.id] AS path", FROM_TO, "length"),
+    ("allshortest_paths", "MATCH (n:User {id: $from}), (m:User {id: $to}) WITH n, m "
+     "MATCH p = allShortestPaths((n)-[*..2]->(m)) RETURN [node in nodes(p) | node.id] AS path", FROM_TO, "rows"),
+    ("aggregate", "MATCH (n:User) RETURN n.age, COUNT(*)", NONE, "rows"),
+    ("aggregate_with_distinct", "MATCH (n:User) RETURN COUNT(DISTINCT n.age)", NONE, "rows"),
+    ("aggregate_with_filter", "MATCH (n:User) WHERE n.age >= 18 RETURN n.age, COUNT(*)", NONE, "rows"),
+    ("aggregate_count", "MATCH (n) RETURN count(n), count(n.age)", NONE, "rows"),
+    ("min_max_avg", "MATCH (n) RETURN min(n.age), max(n.age), avg(n.age)", NONE, "rows"),
+]
+
+WRITES = [
+    ("single_vertex_write", "CREATE (n:UserTemp {id : $id}) RETURN n", "big_id"),
+    ("single_edge_write", "MATCH (n:User {id: $from}), (m:User {id: $to}) WITH n, m "
+     "CREATE (n)-[e:Temp]->(m) RETURN e", FROM_TO),
+    ("unwind_range_vertex_write", "UNWIND range(1, 100) as x CREATE (:L1:L2:L3:L4:L5:L6:L7 {p1: true, p2: 42, "
+     "p3: 'Here is some text that is not extremely short', p4: 'Short text', p5: 234.434, p6: 11.11, p7: false})",
+     NONE),
+    ("create_edge", "MATCH (a:User {id: $from}), (b:User {id: $to}) CREATE (a)-[:TempEdge]->(b)", FROM_TO),
+    ("create_pattern", "CREATE ()-[:TempEdge]->()", NONE),
+    ("create_vertex", "CREATE ()", NONE),
+    ("create_vertex_big", "CREATE (:L1:L2:L3:L4:L5:L6:L7 {p1: true, p2: 42, "
+     "p3: 'Here is some text that is not extremely short', p4: 'Short text', p5: 234.434, p6: 11.11, p7: false})",
+     NONE),
+    ("update_vertex_on_property", "MATCH (n {id: $id}) SET n.property = -1", ID),
+    ("single_vertex_property_update", "MATCH (n:User {id: $id}) SET n.property = -1", ID),
+]
+
+AFTER = ["single_vertex_read", "vertex_on_property", "aggregate", "aggregate_count", "min_max_avg"]
+
+
+def params(kind, rng, n):
+    if kind == ID:
+        return {"id": rng.randint(1, n)}
+    if kind == "big_id":
+        return {"id": rng.randint(1, n * 10)}
+    if kind == FROM_TO:
+        a = rng.randint(1, n)
+        b = a
+        while b == a:
+            b = rng.randint(1, n)
+        return {"from": a, "to": b}
+    return {}
+
+
+def plain(v):
+    """A driver value as something comparable and hashable."""
+    from neo4j.graph import Node, Path as GPath, Relationship
+    if isinstance(v, Node):
+        return ("node", tuple(sorted((k, plain(x)) for k, x in v.items())))
+    if isinstance(v, Relationship):
+        return ("rel", v.type, tuple(sorted((k, plain(x)) for k, x in v.items())))
+    if isinstance(v, GPath):
+        return ("path", len(v))
+    if isinstance(v, list):
+        return tuple(plain(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, plain(x)) for k, x in v.items()))
+    if isinstance(v, float):
+        return round(v, 9)
+    if hasattr(v, "iso_format"):
+        return v.iso_format()
+    return v
+
+
+def answer(rows, how):
+    if how == "length":
+        return sorted(len(r[0]) if r[0] is not None else -1 for r in rows)
+    if how == "count":
+        return len(rows)
+    return sorted((tuple(plain(x) for x in r) for r in rows), key=repr)
+
+
+class System:
+    def __init__(self, name, uri):
+        from neo4j import GraphDatabase
+        self.name = name
+        self.driver = GraphDatabase.driver(uri, auth=None)
+        self.session = self.driver.session()
+
+    def run(self, q, p):
+        """(ms, rows) of one auto-commit run, every record consumed."""
+        t = time.perf_counter()
+        rows = [r.values() for r in self.session.run(q, p)]
+        return (time.perf_counter() - t) * 1e3, rows
+
+    def close(self):
+        self.session.close()
+        self.driver.close()
+
+
+def stats(lat):
+    lat = sorted(lat)
+    if not lat:
+        return None
+    return {"median_ms": statistics.median(lat), "p99_ms": lat[min(len(lat) - 1, round((len(lat) - 1) * 0.99))],
+            "runs": len(lat)}
+
+
+def measure(systems, name, q, kind, how, args, n_users, phase, check):
+    rng = random.Random(f"{args.seed}-{name}-{phase}")
+    lat = {s.name: [] for s in systems}
+    spent = {s.name: 0.0 for s in systems}
+    same = None
+    for i in range(args.warmup + args.runs):
+        p = params(kind, rng, n_users)
+        answers = []
+        for s in systems:
+            if i >= args.warmup and spent[s.name] > args.max_seconds * 1e3 and len(lat[s.name]) >= 3:
+                continue
+            ms, rows = s.run(q, p)
+            if i >= args.warmup:
+                lat[s.name].append(ms)
+                spent[s.name] += ms
+            if check and how != "none" and i < args.check:
+                answers.append(answer(rows, how))
+        if len(answers) == len(systems) > 1:
+            ok = all(a == answers[0] for a in answers)
+            same = ok if same is None else same and ok
+            if not ok and args.verbose:
+                print(f"  {name} {p}: answers differ: " + " / ".join(repr(a)[:200] for a in answers))
+        if all(spent[s.name] > args.max_seconds * 1e3 and len(lat[s.name]) >= 3 for s in systems):
+            break
+    out = {s.name: stats(lat[s.name]) for s in systems}
+    return out, same
+
+
+def line(name, phase, res, same, names):
+    cells = []
+    for n in names:
+        r = res.get(n)
+        cells.append(f"{r['median_ms']:>9.2f} {r['p99_ms']:>9.2f}" if r else f"{'':>9} {'':>9}")
+    q = res.get(names[0])
+    ratio = ""
+    if len(names) > 1 and q and res.get(names[1]):
+        ratio = f"{res[names[1]]['median_ms'] / q['median_ms']:>8.2f}x"
+    ok = {True: "same", False: "DIFFER", None: ""}[same]
+    print(f"{name:<34} {phase:<11} " + " ".join(cells) + f" {ratio:>9} {ok:>6}")
+    print("RESULT " + json.dumps({"query": name, "phase": phase, "same": same,
+                                  **{n: res.get(n) for n in names}}))
+    sys.stdout.flush()
+
+
+def neo4j_files(out, scale):
+    """The social files with `T` between date and time (Neo4j's importer reads ISO only)."""
+    import csv
+    src = ROOT / "data" / "bench" / f"social-{scale}"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(src / "nodes.csv", newline="") as f, open(out / "nodes.csv", "w", newline="") as o:
+        r, w = csv.reader(f), csv.writer(o)
+        h = next(r)
+        w.writerow(h)
+        ix = [i for i, c in enumerate(h) if c.endswith(":localdatetime")]
+        for row in r:
+            for i in ix:
+                row[i] = row[i].replace(" ", "T")
+            w.writerow(row)
+    print(f"{out / 'nodes.csv'} written; relationships: {src / 'edges.csv'}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", default="1")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--check", type=int, default=5, help="parameter sets whose answers are compared")
+    ap.add_argument("--max-seconds", type=float, default=8.0, help="per query and system")
+    ap.add_argument("--seed", default="7")
+    ap.add_argument("--neo4j", default=None, help="Bolt URI of a Neo4j holding the same graph")
+    ap.add_argument("--neo4j-files", default=None, help="write Neo4j-ready import files into this folder and stop")
+    ap.add_argument("--only", default=None, help="comma-separated query names")
+    ap.add_argument("--no-writes", action="store_true")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--chart", default=None, help="PNG of median latency per read query (default: bench/out/mgbench.png)")
+    ap.add_argument("--peers", default="none")
+    args = ap.parse_args()
+    if args.neo4j_files:
+        neo4j_files(Path(args.neo4j_files), args.scale)
+        return
+    work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
+    work.mkdir(parents=True, exist_ok=True)
+    base, _, n_users = prepare(args, work)
+    db = work / "mgbench.qdb"
+    if db.exists():
+        shutil.rmtree(db)
+    shutil.copytree(base, db)
+    server, port = serve(db)
+    systems = [System("quiver", f"bolt://127.0.0.1:{port}")]
+    if args.neo4j:
+        neo = System("neo4j", args.neo4j)
+        neo.run("CREATE INDEX user_id IF NOT EXISTS FOR (n:User) ON (n.id)", {})
+        neo.run("CALL db.awaitIndexes(600)", {})
+        systems.append(neo)
+    names = [s.name for s in systems]
+    only = set(args.only.split(",")) if args.only else None
+    print(f"mgbench Pokec on social scale {args.scale} ({n_users:,} users); {args.runs} runs, one client; "
+          f"median / p99 ms")
+    print(f"{'query':<34} {'phase':<11} " + " ".join(f"{n + ' med':>9} {n + ' p99':>9}" for n in names)
+          + f" {'ratio':>9} {'answer':>6}")
+    medians = {}
+    try:
+        for name, q, kind, how in READS:
+            if only and name not in only:
+                continue
+            res, same = measure(systems, name, q, kind, how, args, n_users, "fresh", True)
+            medians[name] = {n: r["median_ms"] for n, r in res.items() if r}
+            line(name, "fresh", res, same, names)
+        if not args.no_writes:
+            for name, q, kind in WRITES:
+                if only and name not in only:
+                    continue
+                res, _ = measure(systems, name, q, kind, "none", args, n_users, "write", False)
+                line(name, "write", res, None, names)
+            for phase in ("after writes", "checkpoint"):
+                if phase == "checkpoint":
+                    systems[0].run("CHECKPOINT", {})
+                for name, q, kind, how in READS:
+                    if name in AFTER and (not only or name in only):
+                        res, _ = measure(systems, name, q, kind, how, args, n_users, phase, False)
+                        line(name, phase, res, None, names)
+    finally:
+        for s in systems:
+            s.close()
+        server.terminate()
+        server.wait()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from charts import latency_chart
+    chart = args.chart or str(ROOT / "bench" / "out" / "mgbench.png")
+    Path(chart).parent.mkdir(parents=True, exist_ok=True)
+    latency_chart(chart, f"mgbench Pokec reads, social scale {args.scale}, one client through the driver",
+                  list(medians), names, medians)
+
+
+if __name__ == "__main__":
+    main()
