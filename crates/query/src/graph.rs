@@ -943,6 +943,37 @@ impl<'db> Graph<'db> {
             .collect()
     }
 
+    /// For a node of any label, `{prop: key}`: the one id space whose `:ID` property is
+    /// `prop` in some table (`None` when none is, or several are), and the node ranges
+    /// of every table outside its index, to scan beside the lookup (a table without
+    /// `prop` has nothing to find, but costs a column read of nulls only).
+    pub fn id_seek_any(&self, prop: &str) -> Option<(usize, Vec<(u64, u64)>)> {
+        let indexed = |ti: &TableInfo| -> Option<usize> {
+            let col = ti.id_column?;
+            ti.prop_list
+                .iter()
+                .any(|(n, c)| *c == col && **n == *prop)
+                .then_some(ti.id_space?)
+        };
+        let mut space = None;
+        for ti in &self.tables {
+            if let Some(s) = indexed(ti) {
+                if space.is_some_and(|x| x != s) {
+                    return None;
+                }
+                space = Some(s);
+            }
+        }
+        let space = space?;
+        let residual = self
+            .tables
+            .iter()
+            .filter(|ti| indexed(ti) != Some(space) && ti.props.contains_key(prop))
+            .map(|ti| (ti.first_node, ti.first_node + ti.n_rows))
+            .collect();
+        Some((space, residual))
+    }
+
     pub fn id_lookup(&self, space: usize, key: &Value) -> Result<Option<u64>, QueryError> {
         let id_type = self.db.manifest().id_spaces[space].id_type;
         let found = match (id_type, key) {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ints, rows, run};
+use common::{ints, rows, run, sorted};
 use quiver_engine::fold::PATCH_FILES_MAX;
 use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
 use quiver_query::{Session, Value};
@@ -600,4 +600,50 @@ fn created_nodes_join_the_id_index() {
         rows(&mut s, "MATCH (n:Other {k: 2}) RETURN n.k"),
         vec![vec![Value::Int(2)]]
     );
+}
+
+/// `MATCH (n {id: x})` with no label seeks through the one id space whose `:ID` property
+/// is `id` (mgbench's `vertex_on_property`), scanning the tables outside its index, and
+/// answers as a scan of every node does: fresh, with created nodes in the delta (no
+/// label, another label, a repeated id, a string id), a deleted one, after a checkpoint.
+#[test]
+fn nodes_of_any_label_seek_by_the_id_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = setup(dir.path());
+    let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
+    let keys = [
+        "5",
+        "17",
+        "777",
+        "'17'",
+        "-1",
+        "17.0",
+        "null",
+        &N.to_string(),
+        "9000000",
+    ];
+    let check = |s: &mut Session, ctx: &str| {
+        for k in keys {
+            let q = format!("MATCH (n {{id: {k}}}) RETURN n.a");
+            let plan = run(s, &format!("EXPLAIN {q}"))
+                .unwrap()
+                .plan
+                .unwrap_or_default();
+            if k != "null" {
+                assert!(plan.contains("by id index"), "{ctx}: {q}: {plan}");
+            }
+            let scan = format!("MATCH (n) WITH n, 1 AS one WHERE n.id = {k} RETURN n.a");
+            assert_eq!(sorted(s, &q), sorted(s, &scan), "{ctx}: {q}");
+        }
+    };
+    check(&mut s, "fresh");
+    run(
+        &mut s,
+        "CREATE ({id: 17, a: -1}), (:Other {id: 9000000, a: -2}), (:N {id: 777, a: -3}), ({id: '17', a: -4})",
+    )
+    .unwrap();
+    run(&mut s, "MATCH (n:N {id: 5}) DETACH DELETE n").unwrap();
+    check(&mut s, "with a delta");
+    run(&mut s, "CHECKPOINT").unwrap();
+    check(&mut s, "after a checkpoint");
 }

@@ -269,6 +269,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if self.join_key(v, scope, conj).is_some() {
             best = (2, 2);
         }
+        if n.labels.is_empty() {
+            let mut c = conj.to_vec();
+            for prop in self.eq_props(&c, v) {
+                if self.g.id_seek_any(&prop).is_some()
+                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                {
+                    return (1, 1);
+                }
+            }
+        }
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 return (1, 0);
@@ -336,6 +346,41 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         scope: &Scope,
         conj: &mut Vec<Expr>,
     ) -> Result<Option<(&'static str, String, SeekBy)>, QueryError> {
+        if n.labels.is_empty() {
+            // A node of any label by the `:ID` property of the one id space that has
+            // it (mgbench's `MATCH (n {id: $id})`): the index, and a scan of the tables
+            // outside it that have the property.
+            for prop in self.eq_props(conj, v) {
+                let Some((space, residual)) = self.g.id_seek_any(&prop) else {
+                    continue;
+                };
+                let Some(key) = Self::take_eq(conj, scope, v, &prop) else {
+                    continue;
+                };
+                let rest: u64 = residual.iter().map(|(a, b)| b - a).sum();
+                let detail = format!(
+                    "({}) by id index on {prop} = {}{}",
+                    v.trim(),
+                    short(&key),
+                    if rest > 0 {
+                        format!(", and a scan of {rest} nodes outside it")
+                    } else {
+                        String::new()
+                    }
+                );
+                let key = self.compile(&key, scope, &[])?;
+                return Ok(Some((
+                    "NodeSeek",
+                    detail,
+                    SeekBy::Id {
+                        space,
+                        prop: Arc::from(prop.as_str()),
+                        key,
+                        residual,
+                    },
+                )));
+            }
+        }
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 continue;
