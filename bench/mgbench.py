@@ -19,7 +19,9 @@ One client, one driver session per system. Each query runs `--warmup` times, the
 `--runs` times (fewer when a system passes `--max-seconds` on it), the systems
 interleaved run by run with the same parameters (random ids from a seeded generator,
 as mgbench draws them). Latency is the driver's round trip with every record
-consumed. The first `--check` parameter sets of each read are answered by both and
+consumed; `cpu` is the server's CPU time per query (every thread of its process, from
+/proc; `--neo4j-pid` for Neo4j's), which tells the server's work apart from the
+driver's where a large result makes the Python driver the bound. The first `--check` parameter sets of each read are answered by both and
 compared: rows as multisets of plain values (nodes by their properties, relationships
 by type), shortest paths by length (any shortest path is right), `LIMIT 1` by row count.
 
@@ -32,6 +34,7 @@ writes". Prints a table (median and p99 per system, Neo4j / Quiver), RESULT line
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -150,18 +153,45 @@ def answer(rows, how):
     return sorted((tuple(plain(x) for x in r) for r in rows), key=repr)
 
 
+def cpu_ns(pid):
+    """CPU time of every thread of process `pid` so far, in ns (schedstat: finer than
+    the clock ticks of /proc/PID/stat); `None` when it cannot be read."""
+    if pid is None:
+        return None
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
 class System:
-    def __init__(self, name, uri):
+    def __init__(self, name, uri, pid=None):
         from neo4j import GraphDatabase
         self.name = name
+        self.pid = pid
         self.driver = GraphDatabase.driver(uri, auth=None)
         self.session = self.driver.session()
+        self.last_cpu_ms = None
 
     def run(self, q, p):
-        """(ms, rows) of one auto-commit run, every record consumed."""
+        """(ms, rows) of one auto-commit run, every record consumed; the server's CPU
+        time for it (all its threads, so with one client mostly this query) in
+        `last_cpu_ms`."""
+        c0 = cpu_ns(self.pid)
         t = time.perf_counter()
         rows = [r.values() for r in self.session.run(q, p)]
-        return (time.perf_counter() - t) * 1e3, rows
+        ms = (time.perf_counter() - t) * 1e3
+        c1 = cpu_ns(self.pid)
+        self.last_cpu_ms = (c1 - c0) / 1e6 if c0 is not None and c1 is not None else None
+        return ms, rows
 
     def close(self):
         self.session.close()
@@ -179,6 +209,7 @@ def stats(lat):
 def measure(systems, name, q, kind, how, args, n_users, phase, check):
     rng = random.Random(f"{args.seed}-{name}-{phase}")
     lat = {s.name: [] for s in systems}
+    cpu = {s.name: [] for s in systems}
     spent = {s.name: 0.0 for s in systems}
     same = None
     for i in range(args.warmup + args.runs):
@@ -191,6 +222,8 @@ def measure(systems, name, q, kind, how, args, n_users, phase, check):
             if i >= args.warmup:
                 lat[s.name].append(ms)
                 spent[s.name] += ms
+                if s.last_cpu_ms is not None:
+                    cpu[s.name].append(s.last_cpu_ms)
             if check and how != "none" and i < args.check:
                 answers.append(answer(rows, how))
         if len(answers) == len(systems) > 1:
@@ -201,6 +234,9 @@ def measure(systems, name, q, kind, how, args, n_users, phase, check):
         if all(spent[s.name] > args.max_seconds * 1e3 and len(lat[s.name]) >= 3 for s in systems):
             break
     out = {s.name: stats(lat[s.name]) for s in systems}
+    for s in systems:
+        if out[s.name] and cpu[s.name]:
+            out[s.name]["server_cpu_ms"] = statistics.median(cpu[s.name])
     return out, same
 
 
@@ -208,13 +244,18 @@ def line(name, phase, res, same, names):
     cells = []
     for n in names:
         r = res.get(n)
-        cells.append(f"{r['median_ms']:>9.2f} {r['p99_ms']:>9.2f}" if r else f"{'':>9} {'':>9}")
+        cpu = r.get("server_cpu_ms") if r else None
+        cells.append(f"{r['median_ms']:>9.2f} {r['p99_ms']:>9.2f} {cpu if cpu is not None else float('nan'):>9.2f}"
+                     if r else f"{'':>9} {'':>9} {'':>9}")
     q = res.get(names[0])
-    ratio = ""
+    ratio = cratio = ""
     if len(names) > 1 and q and res.get(names[1]):
-        ratio = f"{res[names[1]]['median_ms'] / q['median_ms']:>8.2f}x"
+        o = res[names[1]]
+        ratio = f"{o['median_ms'] / q['median_ms']:>8.2f}x"
+        if q.get("server_cpu_ms") and o.get("server_cpu_ms"):
+            cratio = f"{o['server_cpu_ms'] / q['server_cpu_ms']:>8.2f}x"
     ok = {True: "same", False: "DIFFER", None: ""}[same]
-    print(f"{name:<34} {phase:<11} " + " ".join(cells) + f" {ratio:>9} {ok:>6}")
+    print(f"{name:<34} {phase:<12} " + " ".join(cells) + f" {ratio:>9} {cratio:>9} {ok:>6}")
     print("RESULT " + json.dumps({"query": name, "phase": phase, "same": same,
                                   **{n: res.get(n) for n in names}}))
     sys.stdout.flush()
@@ -246,6 +287,8 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=8.0, help="per query and system")
     ap.add_argument("--seed", default="7")
     ap.add_argument("--neo4j", default=None, help="Bolt URI of a Neo4j holding the same graph")
+    ap.add_argument("--neo4j-pid", type=int, default=None,
+                    help="the Neo4j server's process id (on this machine): its CPU time per query is reported")
     ap.add_argument("--neo4j-files", default=None, help="write Neo4j-ready import files into this folder and stop")
     ap.add_argument("--only", default=None, help="comma-separated query names")
     ap.add_argument("--no-writes", action="store_true")
@@ -264,9 +307,9 @@ def main():
         shutil.rmtree(db)
     shutil.copytree(base, db)
     server, port = serve(db)
-    systems = [System("quiver", f"bolt://127.0.0.1:{port}")]
+    systems = [System("quiver", f"bolt://127.0.0.1:{port}", server.pid)]
     if args.neo4j:
-        neo = System("neo4j", args.neo4j)
+        neo = System("neo4j", args.neo4j, args.neo4j_pid)
         neo.run("CREATE INDEX user_id IF NOT EXISTS FOR (n:User) ON (n.id)", {})
         neo.run("CALL db.awaitIndexes(600)", {})
         systems.append(neo)
@@ -274,8 +317,9 @@ def main():
     only = set(args.only.split(",")) if args.only else None
     print(f"mgbench Pokec on social scale {args.scale} ({n_users:,} users); {args.runs} runs, one client; "
           f"median / p99 ms")
-    print(f"{'query':<34} {'phase':<11} " + " ".join(f"{n + ' med':>9} {n + ' p99':>9}" for n in names)
-          + f" {'ratio':>9} {'answer':>6}")
+    print(f"{'query':<34} {'phase':<12} "
+          + " ".join(f"{n + ' med':>9} {n + ' p99':>9} {n + ' cpu':>9}" for n in names)
+          + f" {'ratio':>9} {'cpu ratio':>9} {'answer':>6}")
     medians = {}
     try:
         for name, q, kind, how in READS:
