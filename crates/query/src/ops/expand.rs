@@ -522,11 +522,15 @@ fn meets(cx: &Cx, preds: &[(CExpr, bool)], vals: Vec<Value>) -> Result<Vec<bool>
 impl ShortestPath {
     /// Keeps the steps `(v, r)` of `nbrs` whose relationship and far node meet the
     /// path predicates (`verdicts` remembers the nodes judged so far).
+    /// (`backward`: the steps of a search from the far end, whose relationship leads
+    /// from `v` to `u` in the path: the node a step reaches, which the filter lambda
+    /// judges, is then `u`.)
     fn admit(
         &self,
         cx: &Cx,
         steps: &mut Vec<(u64, u64, RelRef)>,
         verdicts: &mut HashMap<u64, bool>,
+        backward: bool,
     ) -> Result<(), QueryError> {
         if !self.rel_ok.is_empty() {
             let mut ok = Vec::with_capacity(steps.len());
@@ -550,7 +554,9 @@ impl ShortestPath {
                     len: part.len(),
                     cols: vec![
                         part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
-                        part.iter().map(|&(_, v, _)| Value::Node(v)).collect(),
+                        part.iter()
+                            .map(|&(u, v, _)| Value::Node(if backward { u } else { v }))
+                            .collect(),
                     ],
                 };
                 ok.extend(
@@ -593,6 +599,7 @@ impl ShortestPath {
         cx: &Cx,
         front: &[u64],
         dir: Dir,
+        backward: bool,
         seen: impl Fn(u64) -> bool,
         verdicts: &mut HashMap<u64, bool>,
     ) -> Result<Vec<(u64, u64, RelRef)>, QueryError> {
@@ -607,7 +614,7 @@ impl ShortestPath {
                     .map(|&(v, r)| (u, v, r)),
             );
         }
-        self.admit(cx, &mut steps, verdicts)?;
+        self.admit(cx, &mut steps, verdicts, backward)?;
         Ok(steps)
     }
 
@@ -669,7 +676,14 @@ impl ShortestPath {
             };
             let mut next = Vec::new();
             let mut level: Parents = HashMap::new();
-            let steps = self.level(cx, front, dir, |v| seen.contains_key(&v), &mut verdicts)?;
+            let steps = self.level(
+                cx,
+                front,
+                dir,
+                !forward,
+                |v| seen.contains_key(&v),
+                &mut verdicts,
+            )?;
             for (u, v, r) in steps {
                 let e = level.entry(v).or_default();
                 if e.is_empty() {
@@ -843,9 +857,14 @@ impl ShortestPath {
         while depth < self.max && !front.is_empty() {
             cx.check_cancel()?;
             let mut next = Vec::new();
-            for (u, v, r) in
-                self.level(cx, &front, self.dir, |v| seen.contains(&v), &mut verdicts)?
-            {
+            for (u, v, r) in self.level(
+                cx,
+                &front,
+                self.dir,
+                false,
+                |v| seen.contains(&v),
+                &mut verdicts,
+            )? {
                 if seen.insert(v) {
                     parent.insert(v, (u, r));
                     next.push(v);
