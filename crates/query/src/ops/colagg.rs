@@ -1002,8 +1002,13 @@ impl<'f> FastRun<'f> {
             self.touched.clear();
             if check_life {
                 self.live.clear();
-                g.live_mask(n, end, table_label, &mut self.live);
                 g.delta_held(n, end, &mut self.touched);
+                // No record of the delta in the block and no deleted segment rows:
+                // every row is live (the mask stays empty), as after a few writes
+                // elsewhere in the graph.
+                if !self.touched.is_empty() || g.db.has_deleted_nodes() {
+                    g.live_mask(n, end, table_label, &mut self.live);
+                }
             }
             if self.groups() > MANY_GROUPS {
                 // Nearly a group per row: numbering keys only adds to the row path's
@@ -1117,7 +1122,7 @@ impl<'f> FastRun<'f> {
                 }
             }
         }
-        if check_life {
+        if check_life && !self.live.is_empty() {
             for (r, gid) in self.gids.iter_mut().enumerate() {
                 if !self.live[r] {
                     *gid = SKIP;
