@@ -507,6 +507,16 @@ fn fold_single(func: AggFn, col: &ArgCol, acc: &mut Acc) {
                     col.ints.len() as i64,
                     col.ints.iter().map(|&x| x as i128).sum::<i128>(),
                 ),
+                // No block sum can overflow an i64 (as `fold_groups` checks): masked
+                // values summed branch-free, which the compiler vectorizes.
+                Some(v) if col.max_abs.saturating_mul(col.ints.len() as u64) < 1 << 62 => (
+                    v.iter().filter(|&&b| b).count() as i64,
+                    col.ints
+                        .iter()
+                        .zip(v)
+                        .map(|(&x, &ok)| if ok { x } else { 0 })
+                        .sum::<i64>() as i128,
+                ),
                 Some(v) => col
                     .ints
                     .iter()
@@ -530,19 +540,32 @@ fn fold_single(func: AggFn, col: &ArgCol, acc: &mut Acc) {
             acc.saw_float[0] |= c > 0;
         }
         (_, Some(false)) => {
-            let vals = col
-                .ints
-                .iter()
-                .enumerate()
-                .filter(|&(r, _)| ok(r))
-                .map(|(_, &x)| x);
-            let best = if func == AggFn::Max {
-                vals.max()
-            } else {
-                vals.min()
+            // Rows without a value take the identity of max (min), branch-free.
+            let max = func == AggFn::Max;
+            let none = if max { i64::MIN } else { i64::MAX };
+            let ints = &col.ints[..col.rows.min(col.ints.len())];
+            let (best, any) = match valid {
+                None => (
+                    if max {
+                        ints.iter().copied().max()
+                    } else {
+                        ints.iter().copied().min()
+                    },
+                    !ints.is_empty(),
+                ),
+                Some(v) => {
+                    let masked = ints
+                        .iter()
+                        .zip(v)
+                        .map(|(&x, &ok)| if ok { x } else { none });
+                    (
+                        if max { masked.max() } else { masked.min() },
+                        v.iter().any(|&b| b),
+                    )
+                }
             };
-            if let Some(b) = best {
-                keep_int(&mut acc.ibest[0], b, func == AggFn::Max);
+            if let (Some(b), true) = (best, any) {
+                keep_int(&mut acc.ibest[0], b, max);
             }
         }
         (_, Some(true)) => {
