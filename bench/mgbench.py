@@ -25,6 +25,10 @@ driver's where a large result makes the Python driver the bound. The first `--ch
 compared: rows as multisets of plain values (nodes by their properties, relationships
 by type), shortest paths by length (any shortest path is right), `LIMIT 1` by row count.
 
+`--throughput 1,2,4,8` measures instead mgbench's isolated workload with several
+clients: queries/s of that many client processes (each its own driver) running one of
+a few queries (`THROUGHPUT`) for `--seconds`, each system on its own.
+
 After the writes (each query `--runs` times), the reads that scan (`aggregate`,
 `aggregate_count`, `min_max_avg`, `vertex_on_property`) and `single_vertex_read` run
 again, then once more after a `CHECKPOINT` on Quiver: the issue's "still fast after
@@ -109,6 +113,38 @@ WRITES = [
 ]
 
 AFTER = ["single_vertex_read", "vertex_on_property", "aggregate", "aggregate_count", "min_max_avg"]
+
+# mgbench's isolated workload with several clients: these, each on its own.
+THROUGHPUT = ["single_vertex_read", "expansion_1", "expansion_2", "single_vertex_write", "single_edge_write"]
+
+
+def _client(uri, q, kind, n_users, seed, seconds, out):
+    """One client process: its own driver and session, running `q` for `seconds`."""
+    from neo4j import GraphDatabase
+    rng = random.Random(seed)
+    done = 0
+    with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
+        for _ in range(3):
+            list(s.run(q, params(kind, rng, n_users)))
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            list(s.run(q, params(kind, rng, n_users)))
+            done += 1
+        out.put(done / (time.perf_counter() - t0))
+
+
+def throughput(uri, q, kind, n_users, clients, seconds, seed):
+    """Queries per second of `clients` client processes running `q` together."""
+    import multiprocessing as mp
+    out = mp.Queue()
+    ps = [mp.Process(target=_client, args=(uri, q, kind, n_users, f"{seed}-{i}", seconds, out))
+          for i in range(clients)]
+    for p in ps:
+        p.start()
+    qps = sum(out.get() for _ in ps)
+    for p in ps:
+        p.join()
+    return qps
 
 
 def params(kind, rng, n):
@@ -295,6 +331,9 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--chart", default=None, help="PNG of median latency per read query (default: bench/out/mgbench.png)")
     ap.add_argument("--peers", default="none")
+    ap.add_argument("--throughput", default=None,
+                    help="client process counts (e.g. 1,2,4,8): queries/s of a few queries run by that many clients")
+    ap.add_argument("--seconds", type=float, default=5.0, help="per throughput measurement")
     args = ap.parse_args()
     if args.neo4j_files:
         neo4j_files(Path(args.neo4j_files), args.scale)
@@ -321,7 +360,26 @@ def main():
           + " ".join(f"{n + ' med':>9} {n + ' p99':>9} {n + ' cpu':>9}" for n in names)
           + f" {'ratio':>9} {'cpu ratio':>9} {'answer':>6}")
     medians = {}
+    uris = {"quiver": f"bolt://127.0.0.1:{port}"}
+    if args.neo4j:
+        uris["neo4j"] = args.neo4j
     try:
+        if args.throughput:
+            counts = [int(c) for c in args.throughput.split(",")]
+            every = {n: (q, k) for n, q, k, _ in READS} | {n: (q, k) for n, q, k in WRITES}
+            print(f"{'throughput, queries/s':<34} {'clients':>7} " + " ".join(f"{n:>10}" for n in names)
+                  + f" {'ratio':>9}")
+            for name in THROUGHPUT:
+                if only and name not in only:
+                    continue
+                q, kind = every[name]
+                for c in counts:
+                    qps = {n: throughput(uris[n], q, kind, n_users, c, args.seconds, args.seed) for n in names}
+                    ratio = f"{qps[names[0]] / qps[names[1]]:>8.2f}x" if len(names) > 1 else ""
+                    print(f"{name:<34} {c:>7} " + " ".join(f"{qps[n]:>10.0f}" for n in names) + f" {ratio:>9}")
+                    print("RESULT " + json.dumps({"query": name, "clients": c, "qps": qps}))
+                    sys.stdout.flush()
+            return
         for name, q, kind, how in READS:
             if only and name not in only:
                 continue
