@@ -118,26 +118,29 @@ AFTER = ["single_vertex_read", "vertex_on_property", "aggregate", "aggregate_cou
 THROUGHPUT = ["single_vertex_read", "expansion_1", "expansion_2", "single_vertex_write", "single_edge_write"]
 
 
-def _client(uri, q, kind, n_users, seed, seconds, out):
-    """One client process: its own driver and session, running `q` for `seconds`."""
+def _client(uri, mix, n_users, seed, seconds, out):
+    """One client process: its own driver and session, running queries drawn from
+    `mix` ([(query, parameter kind, weight)]) for `seconds`."""
     from neo4j import GraphDatabase
     rng = random.Random(seed)
+    weights = [w for _, _, w in mix]
     done = 0
     with GraphDatabase.driver(uri, auth=None) as d, d.session() as s:
-        for _ in range(3):
+        for q, kind, _ in mix:
             list(s.run(q, params(kind, rng, n_users)))
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
+            q, kind, _ = rng.choices(mix, weights)[0]
             list(s.run(q, params(kind, rng, n_users)))
             done += 1
         out.put(done / (time.perf_counter() - t0))
 
 
-def throughput(uri, q, kind, n_users, clients, seconds, seed):
-    """Queries per second of `clients` client processes running `q` together."""
+def throughput(uri, mix, n_users, clients, seconds, seed):
+    """Queries per second of `clients` client processes running `mix` together."""
     import multiprocessing as mp
     out = mp.Queue()
-    ps = [mp.Process(target=_client, args=(uri, q, kind, n_users, f"{seed}-{i}", seconds, out))
+    ps = [mp.Process(target=_client, args=(uri, mix, n_users, f"{seed}-{i}", seconds, out))
           for i in range(clients)]
     for p in ps:
         p.start()
@@ -369,12 +372,16 @@ def main():
             every = {n: (q, k) for n, q, k, _ in READS} | {n: (q, k) for n, q, k in WRITES}
             print(f"{'throughput, queries/s':<34} {'clients':>7} " + " ".join(f"{n:>10}" for n in names)
                   + f" {'ratio':>9}")
-            for name in THROUGHPUT:
-                if only and name not in only:
+            mixes = [(name, [(*every[name], 1.0)]) for name in THROUGHPUT]
+            # mgbench's mixed workload: a read with 30% writes (node and edge creates).
+            writes = [(*every["single_vertex_write"], 0.15), (*every["single_edge_write"], 0.15)]
+            mixes += [(f"{r} + 30% writes", [(*every[r], 0.7)] + writes)
+                      for r in ("single_vertex_read", "expansion_1")]
+            for name, mix in mixes:
+                if only and name.split(" ")[0] not in only:
                     continue
-                q, kind = every[name]
                 for c in counts:
-                    qps = {n: throughput(uris[n], q, kind, n_users, c, args.seconds, args.seed) for n in names}
+                    qps = {n: throughput(uris[n], mix, n_users, c, args.seconds, args.seed) for n in names}
                     ratio = f"{qps[names[0]] / qps[names[1]]:>8.2f}x" if len(names) > 1 else ""
                     print(f"{name:<34} {c:>7} " + " ".join(f"{qps[n]:>10.0f}" for n in names) + f" {ratio:>9}")
                     print("RESULT " + json.dumps({"query": name, "clients": c, "qps": qps}))
