@@ -15,7 +15,7 @@ impl SingleQuery {
             | Clause::Set(_)
             | Clause::Remove(_)
             | Clause::Delete { .. } => true,
-            Clause::CallInTx { body, .. } => body.writes(),
+            Clause::CallInTx { body, .. } | Clause::CallSubquery { body } => body.writes(),
             _ => false,
         })
     }
@@ -78,6 +78,11 @@ pub enum Clause {
         body: Box<SingleQuery>,
         rows: Option<Expr>,
         on_error: OnError,
+    },
+    /// `CALL { ... }`: the body runs for each input row; the rows it returns extend that
+    /// row (none: the row is dropped); a body without RETURN passes the row on.
+    CallSubquery {
+        body: Box<SingleQuery>,
     },
     /// `CALL ns.proc(args) [YIELD out [AS name], ... | YIELD *] [WHERE pred]`
     CallProc(ProcCall),

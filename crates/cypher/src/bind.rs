@@ -909,6 +909,18 @@ impl Checker<'_> {
                         scope.insert(c);
                     }
                 }
+                Clause::CallSubquery { body } => {
+                    for c in self.single_in(body, scope.clone())? {
+                        if scope.contains(&c) {
+                            return self.fail(
+                                0,
+                                format!("`{c}` is already bound; a CALL {{ }} subquery must RETURN it AS another name"),
+                            );
+                        }
+                        kinds.insert(c.clone(), Kind::Unknown);
+                        scope.insert(c);
+                    }
+                }
                 Clause::CallProc(pc) => {
                     for a in pc.args.iter().flatten() {
                         if contains_aggregate(a) {

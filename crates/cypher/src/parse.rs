@@ -429,7 +429,10 @@ impl<'t> Parser<'t> {
                         };
                     }
                 } else {
-                    return self.err("IN TRANSACTIONS after CALL { ... } (other subqueries are not supported yet)");
+                    clauses.push(Clause::CallSubquery {
+                        body: Box::new(body),
+                    });
+                    continue;
                 }
                 clauses.push(Clause::CallInTx {
                     body: Box::new(body),
@@ -464,7 +467,8 @@ impl<'t> Parser<'t> {
                     | Clause::CallInTx { .. }
                     | Clause::CallProc(_)
             )
-        );
+        ) || matches!(last, Some(Clause::CallSubquery { body })
+            if !matches!(body.clauses.last(), Some(Clause::Return(_))));
         if !ends_ok && !self.is_kw("UNION") {
             return self.err("RETURN or an updating clause (a query ends with RETURN, CREATE, MERGE, SET, REMOVE or DELETE) or another clause");
         }

@@ -511,6 +511,16 @@ fn update_clause(c: &Clause) -> String {
             }
             s
         }
+        Clause::CallSubquery { body } => {
+            let inner = statement(&Statement {
+                explain: None,
+                query: Query {
+                    parts: vec![(**body).clone()],
+                    union_all: vec![],
+                },
+            });
+            format!("CALL {{ {inner} }}")
+        }
         _ => String::new(),
     }
 }

@@ -344,3 +344,65 @@ impl Op for Union {
         Ok(None)
     }
 }
+
+/// `CALL { ... }`: for each input row, the body (planned below an Argument) runs on that
+/// row alone; each row it returns extends the input row, and a row it returns nothing
+/// for is dropped (a body without RETURN passes every input row on once, after running).
+/// A body whose operators keep state across their input (aggregation, DISTINCT, ORDER BY,
+/// SKIP, LIMIT, writes) is planned again for each row (`replan`), so that it starts
+/// fresh; others are run again on the next row's argument.
+pub struct SubqueryApply {
+    pub input: BoxOp,
+    pub sub: BoxOp,
+    pub arg: ArgCell,
+    pub returns: bool,
+    pub(crate) replan: Option<Box<crate::plan::Replan>>,
+    pub out_width: usize,
+    /// The input batch being answered and its next row.
+    pub cur: Option<(Batch, usize)>,
+}
+
+impl Op for SubqueryApply {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        loop {
+            let (b, mut row) = match self.cur.take() {
+                Some(c) => c,
+                None => match self.input.next(cx)? {
+                    Some(b) => (b, 0),
+                    None => return Ok(None),
+                },
+            };
+            let mut out = Batch::empty(self.out_width);
+            while row < b.len && out.len < BATCH_ROWS {
+                cx.check_cancel()?;
+                if let Some(r) = &self.replan {
+                    let none = crate::index::IndexSet::default();
+                    let (sub, cell, _) = r.plan(cx.env.g, cx.indexes.unwrap_or(&none))?;
+                    (self.sub, self.arg) = (sub, cell);
+                }
+                let mut one = Batch::empty(b.width());
+                one.push_row_from(&b, row, &[]);
+                *self.arg.borrow_mut() = Some(one);
+                if self.returns {
+                    while let Some(m) = self.sub.next(cx)? {
+                        for r in 0..m.len {
+                            let mut v = b.row(row);
+                            v.extend(m.row(r));
+                            out.push_row(v);
+                        }
+                    }
+                } else {
+                    while self.sub.next(cx)?.is_some() {}
+                    out.push_row(b.row(row));
+                }
+                row += 1;
+            }
+            if row < b.len {
+                self.cur = Some((b, row));
+            }
+            if out.len > 0 {
+                return Ok(Some(out));
+            }
+        }
+    }
+}

@@ -829,6 +829,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         names = n;
                     }
                 }
+                Clause::CallSubquery { body } => {
+                    cur = self.call_subquery(cur, &mut scope, body)?;
+                }
                 Clause::CallInTx {
                     body,
                     rows,
@@ -928,6 +931,81 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
         }
         Ok((cur, scope, names))
+    }
+
+    /// `CALL { body }` over `cur` (see [`SubqueryApply`]): the body sees the variables
+    /// in scope, and binds the names it returns.
+    fn call_subquery(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        body: &SingleQuery,
+    ) -> Result<P, QueryError> {
+        let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
+        // Operators that keep state across their input need a fresh plan per row.
+        let stateful = body.clauses.iter().any(|c| match c {
+            Clause::With(p) | Clause::Return(p) => {
+                p.distinct
+                    || !p.order.is_empty()
+                    || p.skip.is_some()
+                    || p.limit.is_some()
+                    || p.items.iter().any(|(e, _)| contains_aggregate(e))
+            }
+            Clause::Match { .. } | Clause::Unwind { .. } => false,
+            _ => true,
+        });
+        let replan = Replan {
+            small_batches: false,
+            body: body.clone(),
+            scope: scope.clone(),
+            params: self.params.clone(),
+            procs: self.procs.clone(),
+            tail: false,
+            touched: self.touched,
+            wrote: self.wrote,
+            anon: self.anon,
+            first_id: self.descs.len(),
+        };
+        let fused = self.fused.take();
+        let outer_reads = self.reads_graph;
+        let outer_tail = self.tail;
+        let (arg, cell) = self.argument();
+        self.reads_graph = false;
+        self.tail = false;
+        let planned = self.clauses(arg, scope.clone(), &body.clauses);
+        self.tail = outer_tail;
+        self.reads_graph = outer_reads || self.reads_graph;
+        self.fused = fused;
+        let (sub, sub_scope, names) = planned?;
+        if body.writes() {
+            self.touched = true;
+            self.wrote = true;
+        }
+        let out_width = if returns {
+            scope.width + names.len()
+        } else {
+            scope.width
+        };
+        if returns {
+            for n in &names {
+                let kind = sub_scope.get(n).map_or(Kind::Other, |(_, k)| k);
+                scope.bind(n, kind);
+            }
+        }
+        Ok(self.wrap(
+            "CallSubquery",
+            if stateful { "planned per row" } else { "" }.into(),
+            vec![cur.id, sub.id],
+            Box::new(SubqueryApply {
+                input: cur.op,
+                sub: sub.op,
+                arg: cell,
+                returns,
+                replan: stateful.then(|| Box::new(replan)),
+                out_width,
+                cur: None,
+            }),
+        ))
     }
 
     /// The columnar plan of a `CALL { WITH row CREATE (...) } IN TRANSACTIONS` body
