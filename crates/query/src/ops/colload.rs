@@ -27,7 +27,7 @@ use crate::error::QueryError;
 use crate::expr::func::{bool_of_str, float_of_str, int_of_str, temporal_kind};
 use crate::expr::temporal;
 use crate::expr::{eval, CExpr, Env, Func};
-use crate::load::{pool, read_error, resolve, Spec};
+use crate::load::{header_keys, pool, read_error, resolve, Spec};
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::Value;
 use crate::write::{CreateStep, PropsExpr};
@@ -675,16 +675,7 @@ impl ColumnarLoad {
             Err(_) => return Ok(0),
             Ok(Msg::Error(e)) => return Err(read_error(e)),
             Ok(Msg::Header { fields, lines }) => {
-                let mut keys = Vec::with_capacity(fields.len());
-                for (i, f) in fields.into_iter().enumerate() {
-                    keys.push(Arc::<str>::from(String::from_utf8(f).map_err(|_| {
-                        QueryError::Csv(format!(
-                            "{}:1: header field {} is not UTF-8",
-                            rd.path.display(),
-                            i + 1
-                        ))
-                    })?));
-                }
+                let keys = header_keys(&rd.path, fields)?;
                 let r = Resolved::new(&self.plan, Some(&keys));
                 // The first window follows.
                 match rx.recv() {

@@ -313,17 +313,7 @@ impl Rows {
             }
             let w = match msg {
                 Msg::Header { fields, lines } => {
-                    let mut keys = Vec::with_capacity(fields.len());
-                    for (i, f) in fields.into_iter().enumerate() {
-                        keys.push(Arc::<str>::from(String::from_utf8(f).map_err(|_| {
-                            QueryError::Csv(format!(
-                                "{}:1: header field {} is not UTF-8",
-                                self.path.display(),
-                                i + 1
-                            ))
-                        })?));
-                    }
-                    self.keys = Some(keys.into());
+                    self.keys = Some(header_keys(&self.path, fields)?);
                     self.line = lines;
                     continue;
                 }
@@ -389,6 +379,24 @@ impl Rows {
 }
 
 type Bad = (usize, &'static str, String);
+
+/// The header's fields as the names of a row's keys.
+pub(crate) fn header_keys(
+    path: &Path,
+    fields: Vec<Vec<u8>>,
+) -> Result<Arc<[Arc<str>]>, QueryError> {
+    let mut keys = Vec::with_capacity(fields.len());
+    for (i, f) in fields.into_iter().enumerate() {
+        keys.push(Arc::<str>::from(String::from_utf8(f).map_err(|_| {
+            QueryError::Csv(format!(
+                "{}:1: header field {} is not UTF-8",
+                path.display(),
+                i + 1
+            ))
+        })?));
+    }
+    Ok(keys.into())
+}
 
 /// One record as a value: a map by the header's names, or a list.
 fn record(

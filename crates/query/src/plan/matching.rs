@@ -335,6 +335,40 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         out
     }
 
+    /// The `:ID` index seek of `who` (`(v)` or `(v:L)`) by `prop = key` in id space
+    /// `space`, scanning the `residual` node ranges outside the index beside it.
+    fn id_seek(
+        &mut self,
+        who: String,
+        prop: &str,
+        key: Expr,
+        scope: &Scope,
+        space: usize,
+        residual: Vec<(u64, u64)>,
+    ) -> Result<(&'static str, String, SeekBy), QueryError> {
+        let rest: u64 = residual.iter().map(|(a, b)| b - a).sum();
+        let detail = format!(
+            "{who} by id index on {prop} = {}{}",
+            short(&key),
+            if rest > 0 {
+                format!(", and a scan of {rest} nodes outside it")
+            } else {
+                String::new()
+            }
+        );
+        let key = self.compile(&key, scope, &[])?;
+        Ok((
+            "NodeSeek",
+            detail,
+            SeekBy::Id {
+                space,
+                prop: Arc::from(prop),
+                key,
+                residual,
+            },
+        ))
+    }
+
     /// The seek that finds node `n` (variable `v`) from the conjuncts, best first: the
     /// `:ID` index, a declared index's equality, `id(v)`, a declared index's range. Takes
     /// the conjuncts a seek enforces exactly (ranges stay as filters). `None`: scan.
@@ -357,28 +391,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 let Some(key) = Self::take_eq(conj, scope, v, &prop) else {
                     continue;
                 };
-                let rest: u64 = residual.iter().map(|(a, b)| b - a).sum();
-                let detail = format!(
-                    "({}) by id index on {prop} = {}{}",
-                    v.trim(),
-                    short(&key),
-                    if rest > 0 {
-                        format!(", and a scan of {rest} nodes outside it")
-                    } else {
-                        String::new()
-                    }
-                );
-                let key = self.compile(&key, scope, &[])?;
-                return Ok(Some((
-                    "NodeSeek",
-                    detail,
-                    SeekBy::Id {
-                        space,
-                        prop: Arc::from(prop.as_str()),
-                        key,
-                        residual,
-                    },
-                )));
+                let who = format!("({})", v.trim());
+                return self
+                    .id_seek(who, &prop, key, scope, space, residual)
+                    .map(Some);
             }
         }
         for l in &n.labels {
@@ -389,29 +405,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 if let Some(space) = self.g.id_seek_space(lid, &prop) {
                     if let Some(key) = Self::take_eq(conj, scope, v, &prop) {
                         let residual = self.g.id_seek_residual(lid, &prop, space);
-                        let rest: u64 = residual.iter().map(|(a, b)| b - a).sum();
-                        let detail = format!(
-                            "({}:{l}) by id index on {prop} = {}{}",
-                            v.trim(),
-                            short(&key),
-                            if rest > 0 {
-                                format!(", and a scan of {rest} nodes outside it")
-                            } else {
-                                String::new()
-                            }
-                        );
-                        let key = self.compile(&key, scope, &[])?;
-                        let prop = Arc::from(prop.as_str());
-                        return Ok(Some((
-                            "NodeSeek",
-                            detail,
-                            SeekBy::Id {
-                                space,
-                                prop,
-                                key,
-                                residual,
-                            },
-                        )));
+                        let who = format!("({}:{l})", v.trim());
+                        return self
+                            .id_seek(who, &prop, key, scope, space, residual)
+                            .map(Some);
                     }
                 }
                 if let Some(index) = self.indexes.get(l, &prop) {
