@@ -1154,7 +1154,9 @@ impl<'t> Parser<'t> {
             }
             Tok::Ident(s) if s.eq_ignore_ascii_case("CASE") => self.case(),
             Tok::Ident(s)
-                if (s.eq_ignore_ascii_case("EXISTS") || s.eq_ignore_ascii_case("COUNT"))
+                if (s.eq_ignore_ascii_case("EXISTS")
+                    || s.eq_ignore_ascii_case("COUNT")
+                    || s.eq_ignore_ascii_case("COLLECT"))
                     && matches!(self.peek_at(1), Tok::Punct("{")) =>
             {
                 self.subquery_expr()
@@ -1483,18 +1485,53 @@ impl<'t> Parser<'t> {
     /// clauses is refused by name.
     fn subquery_expr(&mut self) -> R<Expr> {
         let exists = self.is_kw("EXISTS");
+        let collect = self.is_kw("COLLECT");
         self.bump();
         self.expect_p("{")?;
         let full = self.eat_kw("MATCH");
+        if collect && !full {
+            return self.expect_kw("MATCH").map(|_| Expr::Null);
+        }
         let pattern = self.pattern()?;
         if self.is_p(",") {
-            return self.err("one pattern in EXISTS { } and COUNT { } (several are not supported yet), found ','");
+            return self.err("one pattern in EXISTS { }, COUNT { } and COLLECT { } (several are not supported yet), found ','");
         }
         let pred = if self.eat_kw("WHERE") {
             Some(Box::new(self.expr()?))
         } else {
             None
         };
+        if collect {
+            // `COLLECT { MATCH pattern [WHERE pred] RETURN expr }`: the list of `expr`
+            // over the pattern's matches, a pattern comprehension.
+            self.expect_kw("RETURN")?;
+            if self.is_kw("DISTINCT") {
+                return self.err(
+                    "RETURN without DISTINCT in COLLECT { } (DISTINCT there is not supported yet)",
+                );
+            }
+            let map = self.expr()?;
+            if self.eat_kw("AS") {
+                self.any_name("a name")?;
+            }
+            if self.is_p(",") {
+                return self.err("'}' (COLLECT { } returns one column)");
+            }
+            if !self.is_p("}") {
+                return self.err(
+                    "'}' (COLLECT { } takes one MATCH with WHERE and RETURN; WITH, aggregation, UNION and updates inside are not supported yet)",
+                );
+            }
+            self.bump();
+            if pattern.kind != PathKind::Plain {
+                return self.err("a plain pattern in COLLECT { }");
+            }
+            return Ok(Expr::PatternComp {
+                pattern: Box::new(pattern),
+                pred,
+                map: Box::new(map),
+            });
+        }
         if full && self.eat_kw("RETURN") {
             // What it returns does not change whether or how often the pattern matches.
             self.eat_kw("DISTINCT");

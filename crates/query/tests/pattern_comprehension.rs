@@ -1,7 +1,7 @@
 //! Pattern comprehensions (`[p = (n)-[:T]->(m) WHERE ... | expr]`) against the same
 //! answers written by hand with OPTIONAL MATCH and collect(), over random graphs on
 //! segments and with a delta: in RETURN, in WITH and its aggregation, in ORDER BY, in a
-//! MATCH's WHERE, nested, and with a named path; and `EXISTS { }` / `COUNT { }` over one
+//! MATCH's WHERE, nested, and with a named path; and `EXISTS { }` / `COUNT { }` / `COLLECT { }` over one
 //! pattern, which are read as one.
 
 mod common;
@@ -104,6 +104,11 @@ fn comprehensions_answer_as_optional_match_and_collect() {
             (
                 "MATCH (n:N) RETURN n.i, COUNT { (n)-[r]-() WHERE r.w > 2 } AS c",
                 "MATCH (n:N) OPTIONAL MATCH (n)-[r]-() WHERE r.w > 2 RETURN n.i, count(r) AS c",
+            ),
+            // COLLECT { } over one pattern, as OPTIONAL MATCH and collect().
+            (
+                "MATCH (n:N) RETURN n.i, COLLECT { MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN m.k * 10 + r.w } AS l",
+                "MATCH (n:N) OPTIONAL MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN n.i, collect(m.k * 10 + r.w) AS l",
             ),
             (
                 "MATCH (n:N) RETURN n.i, [p = (n)-[:T*2]->(m) | length(p) + m.k] AS l",
