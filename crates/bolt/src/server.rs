@@ -829,7 +829,7 @@ fn bolt(
                 Ok(Pack::Struct(t, f)) => (t, f),
                 Ok(_) | Err(_) => return Ok(()), // not a message: the protocol is broken
             };
-            let mut close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id);
+            let mut close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id, peer);
             if !authed && !matches!(c.state, State::Authentication | State::Defunct) {
                 authed = true;
                 stream.lift_deadline();
@@ -869,6 +869,7 @@ fn bolt(
 }
 
 /// Handles one message; `true` when the connection should close.
+#[allow(clippy::too_many_arguments)]
 fn handle(
     c: &mut Conn,
     hello: &mut bool,
@@ -877,6 +878,7 @@ fn handle(
     users: &Users,
     opts: &ServeOptions,
     id: usize,
+    peer: &str,
 ) -> bool {
     if tag == GOODBYE {
         c.reset();
@@ -939,11 +941,12 @@ fn handle(
             false
         };
         if ok {
+            users.login_succeeded(peer);
             c.state = State::Ready;
             success(&mut c.out, vec![]);
         } else {
-            // Slow down guessing.
-            std::thread::sleep(Duration::from_millis(500));
+            // Slow down guessing, more with each failure in a row from one address.
+            std::thread::sleep(users.login_failed(peer));
             fail(
                 &mut c.out,
                 &Failure::new(
