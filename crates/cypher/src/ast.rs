@@ -15,7 +15,7 @@ impl SingleQuery {
             | Clause::Set(_)
             | Clause::Remove(_)
             | Clause::Delete { .. } => true,
-            Clause::CallInTx { body, .. } | Clause::CallSubquery { body } => body.writes(),
+            Clause::CallInTx { body, .. } | Clause::CallSubquery { body, .. } => body.writes(),
             _ => false,
         })
     }
@@ -81,8 +81,10 @@ pub enum Clause {
     },
     /// `CALL { ... }`: the body runs for each input row; the rows it returns extend that
     /// row (none: the row is dropped); a body without RETURN passes the row on.
+    /// `OPTIONAL CALL { ... }`: a row the body returns nothing for is kept, with nulls.
     CallSubquery {
         body: Box<SingleQuery>,
+        optional: bool,
     },
     /// `CALL ns.proc(args) [YIELD out [AS name], ... | YIELD *] [WHERE pred]`
     CallProc(ProcCall),

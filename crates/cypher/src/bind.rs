@@ -909,7 +909,7 @@ impl Checker<'_> {
                         scope.insert(c);
                     }
                 }
-                Clause::CallSubquery { body } => {
+                Clause::CallSubquery { body, .. } => {
                     for c in self.single_in(body, scope.clone())? {
                         if scope.contains(&c) {
                             return self.fail(

@@ -402,14 +402,58 @@ impl<'t> Parser<'t> {
                 clauses.push(Clause::Delete { detach, exprs });
             } else if self.is_kw("LOAD") && self.is_kw_at(1, "CSV") {
                 clauses.push(Clause::LoadCsv(self.load_csv()?));
-            } else if self.is_kw("CALL") && matches!(self.peek_at(1), Tok::Punct("{")) {
+            } else if (self.is_kw("CALL")
+                && matches!(self.peek_at(1), Tok::Punct("{") | Tok::Punct("(")))
+                || (self.is_kw("OPTIONAL")
+                    && self.is_kw_at(1, "CALL")
+                    && matches!(self.peek_at(2), Tok::Punct("{") | Tok::Punct("(")))
+            {
+                let optional = self.eat_kw("OPTIONAL");
                 self.bump();
-                self.bump();
-                let body = self.single_query_inner()?;
+                // Neo4j 5's scope clause: `CALL (a, b) { ... }` imports a and b (read as
+                // a leading `WITH a, b`); `CALL () { ... }` and `CALL (*) { ... }` add no
+                // leading WITH.
+                let mut imports = Vec::new();
+                if self.eat_p("(") {
+                    if !self.eat_p("*") {
+                        while !self.is_p(")") {
+                            let at = self.toks[self.pos].offset;
+                            imports.push((self.name("a variable to import")?, at));
+                            if !self.eat_p(",") {
+                                break;
+                            }
+                        }
+                    }
+                    self.expect_p(")")?;
+                }
+                self.expect_p("{")?;
+                let mut body = self.single_query_inner()?;
+                if !imports.is_empty() {
+                    let texts = imports.iter().map(|(n, _)| n.clone()).collect();
+                    body.clauses.insert(
+                        0,
+                        Clause::With(Projection {
+                            distinct: false,
+                            star: false,
+                            items: imports
+                                .into_iter()
+                                .map(|(n, at)| (Expr::Var(n, at), None))
+                                .collect(),
+                            order: Vec::new(),
+                            skip: None,
+                            limit: None,
+                            where_: None,
+                            texts,
+                        }),
+                    );
+                }
                 self.expect_p("}")?;
                 let mut rows = None;
                 let mut on_error = OnError::Fail;
                 if self.eat_kw("IN") {
+                    if optional {
+                        return self.err("OPTIONAL CALL { } without IN TRANSACTIONS (a batched body has no rows to make optional)");
+                    }
                     self.expect_kw("TRANSACTIONS")?;
                     if self.eat_kw("OF") {
                         rows = Some(self.expr()?);
@@ -431,6 +475,7 @@ impl<'t> Parser<'t> {
                 } else {
                     clauses.push(Clause::CallSubquery {
                         body: Box::new(body),
+                        optional,
                     });
                     continue;
                 }
@@ -467,7 +512,7 @@ impl<'t> Parser<'t> {
                     | Clause::CallInTx { .. }
                     | Clause::CallProc(_)
             )
-        ) || matches!(last, Some(Clause::CallSubquery { body })
+        ) || matches!(last, Some(Clause::CallSubquery { body, .. })
             if !matches!(body.clauses.last(), Some(Clause::Return(_))));
         if !ends_ok && !self.is_kw("UNION") {
             return self.err("RETURN or an updating clause (a query ends with RETURN, CREATE, MERGE, SET, REMOVE or DELETE) or another clause");

@@ -511,7 +511,7 @@ fn update_clause(c: &Clause) -> String {
             }
             s
         }
-        Clause::CallSubquery { body } => {
+        Clause::CallSubquery { body, optional } => {
             let inner = statement(&Statement {
                 explain: None,
                 query: Query {
@@ -519,7 +519,10 @@ fn update_clause(c: &Clause) -> String {
                     union_all: vec![],
                 },
             });
-            format!("CALL {{ {inner} }}")
+            format!(
+                "{}CALL {{ {inner} }}",
+                if *optional { "OPTIONAL " } else { "" }
+            )
         }
         _ => String::new(),
     }

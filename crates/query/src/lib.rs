@@ -402,7 +402,9 @@ fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delt
                     }
                 }
             }
-            Clause::CallInTx { body, .. } | Clause::CallSubquery { body } => intern_names(body, d),
+            Clause::CallInTx { body, .. } | Clause::CallSubquery { body, .. } => {
+                intern_names(body, d)
+            }
             _ => {}
         }
     }

@@ -113,3 +113,51 @@ fn returning_a_bound_name_is_an_error() {
         .to_string();
     assert!(e.contains("`x` is already bound"), "{e}");
 }
+
+#[test]
+fn scope_clauses_and_optional_calls() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(
+        &mut s,
+        "CREATE (a:P {n: 1})-[:K]->(:P {n: 2}), (a)-[:K]->(:P {n: 3}), (:P {n: 4})",
+    )
+    .unwrap();
+    // Neo4j 5's `CALL (x) { }` imports x; `(*)` everything; `()` nothing.
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS x CALL (x) { RETURN x + 1 AS y } RETURN x, y",
+    );
+    assert_eq!(ints(&r), vec![vec![1, 2], vec![2, 3]]);
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS x CALL (*) { RETURN x * 3 AS y } RETURN x, y",
+    );
+    assert_eq!(ints(&r), vec![vec![1, 3], vec![2, 6]]);
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS x CALL () { RETURN 7 AS y } RETURN x, y",
+    );
+    assert_eq!(ints(&r), vec![vec![1, 7], vec![2, 7]]);
+    // OPTIONAL CALL keeps a row the body returns nothing for, with nulls.
+    let r = rows(
+        &mut s,
+        "MATCH (p:P) OPTIONAL CALL (p) { MATCH (p)-[:K]->(q) RETURN q.n AS f } RETURN p.n, f ORDER BY p.n, f",
+    );
+    let want = [(1, Some(2)), (1, Some(3)), (2, None), (3, None), (4, None)];
+    let got: Vec<(i64, Option<i64>)> = r
+        .iter()
+        .map(|row| match (&row[0], &row[1]) {
+            (Value::Int(a), Value::Int(b)) => (*a, Some(*b)),
+            (Value::Int(a), Value::Null) => (*a, None),
+            r => panic!("{r:?}"),
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Without OPTIONAL those rows go.
+    let r = rows(
+        &mut s,
+        "MATCH (p:P) CALL (p) { MATCH (p)-[:K]->(q) RETURN q.n AS f } RETURN p.n, f ORDER BY f",
+    );
+    assert_eq!(ints(&r), vec![vec![1, 2], vec![1, 3]]);
+}

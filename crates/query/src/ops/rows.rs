@@ -356,6 +356,8 @@ pub struct SubqueryApply {
     pub sub: BoxOp,
     pub arg: ArgCell,
     pub returns: bool,
+    /// `OPTIONAL CALL`: a row the body returns nothing for is kept, with nulls.
+    pub optional: bool,
     pub(crate) replan: Option<Box<crate::plan::Replan>>,
     pub out_width: usize,
     /// The input batch being answered and its next row.
@@ -384,12 +386,18 @@ impl Op for SubqueryApply {
                 one.push_row_from(&b, row, &[]);
                 *self.arg.borrow_mut() = Some(one);
                 if self.returns {
+                    let before = out.len;
                     while let Some(m) = self.sub.next(cx)? {
                         for r in 0..m.len {
                             let mut v = b.row(row);
                             v.extend(m.row(r));
                             out.push_row(v);
                         }
+                    }
+                    if self.optional && out.len == before {
+                        let mut v = b.row(row);
+                        v.resize(self.out_width, Value::Null);
+                        out.push_row(v);
                     }
                 } else {
                     while self.sub.next(cx)?.is_some() {}

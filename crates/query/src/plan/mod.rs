@@ -829,8 +829,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         names = n;
                     }
                 }
-                Clause::CallSubquery { body } => {
-                    cur = self.call_subquery(cur, &mut scope, body)?;
+                Clause::CallSubquery { body, optional } => {
+                    cur = self.call_subquery(cur, &mut scope, body, *optional)?;
                 }
                 Clause::CallInTx {
                     body,
@@ -940,6 +940,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         cur: P,
         scope: &mut Scope,
         body: &SingleQuery,
+        optional: bool,
     ) -> Result<P, QueryError> {
         let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
         // Operators that keep state across their input need a fresh plan per row.
@@ -993,7 +994,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
         }
         Ok(self.wrap(
-            "CallSubquery",
+            if optional {
+                "OptionalCallSubquery"
+            } else {
+                "CallSubquery"
+            },
             if stateful { "planned per row" } else { "" }.into(),
             vec![cur.id, sub.id],
             Box::new(SubqueryApply {
@@ -1001,6 +1006,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 sub: sub.op,
                 arg: cell,
                 returns,
+                optional,
                 replan: stateful.then(|| Box::new(replan)),
                 out_width,
                 cur: None,
