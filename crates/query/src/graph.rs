@@ -41,6 +41,17 @@ struct TableInfo {
     id_space: Option<usize>,
 }
 
+impl TableInfo {
+    /// Whether `prop` is this table's `:ID` column.
+    fn id_prop_is(&self, prop: &str) -> bool {
+        self.id_column.is_some_and(|col| {
+            self.prop_list
+                .iter()
+                .any(|(n, c)| *c == col && **n == *prop)
+        })
+    }
+}
+
 struct RelInfo {
     name: Arc<str>,
     props: HashMap<String, usize>,
@@ -912,8 +923,7 @@ impl<'db> Graph<'db> {
         let mut space = None;
         for &(t, _) in &scan.tables {
             let ti = &self.tables[t];
-            let Some(col) = ti.id_column else { continue };
-            if ti.prop_list.iter().all(|(n, c)| *c != col || **n != *prop) {
+            if !ti.id_prop_is(prop) {
                 continue;
             }
             let s = ti.id_space?;
@@ -932,29 +942,16 @@ impl<'db> Graph<'db> {
             .tables
             .iter()
             .map(|&(t, _)| &self.tables[t])
-            .filter(|ti| {
-                let indexed = ti.id_space == Some(space)
-                    && ti.id_column.is_some_and(|col| {
-                        ti.prop_list.iter().any(|(n, c)| *c == col && **n == *prop)
-                    });
-                !indexed
-            })
+            .filter(|ti| !(ti.id_space == Some(space) && ti.id_prop_is(prop)))
             .map(|ti| (ti.first_node, ti.first_node + ti.n_rows))
             .collect()
     }
 
     /// For a node of any label, `{prop: key}`: the one id space whose `:ID` property is
     /// `prop` in some table (`None` when none is, or several are), and the node ranges
-    /// of every table outside its index, to scan beside the lookup (a table without
-    /// `prop` has nothing to find, but costs a column read of nulls only).
+    /// of the tables outside its index that have `prop`, to scan beside the lookup.
     pub fn id_seek_any(&self, prop: &str) -> Option<(usize, Vec<(u64, u64)>)> {
-        let indexed = |ti: &TableInfo| -> Option<usize> {
-            let col = ti.id_column?;
-            ti.prop_list
-                .iter()
-                .any(|(n, c)| *c == col && **n == *prop)
-                .then_some(ti.id_space?)
-        };
+        let indexed = |ti: &TableInfo| ti.id_prop_is(prop).then_some(ti.id_space?);
         let mut space = None;
         for ti in &self.tables {
             if let Some(s) = indexed(ti) {

@@ -27,14 +27,16 @@ use crate::error::QueryError;
 use crate::expr::func::{bool_of_str, float_of_str, int_of_str, temporal_kind};
 use crate::expr::temporal;
 use crate::expr::{eval, CExpr, Env, Func};
-use crate::load::{header_keys, pool, read_error, resolve, Spec};
+use crate::load::{
+    field_count_message, header_keys, pool, read_error, resolve, token_message, Spec,
+};
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::Value;
 use crate::write::{CreateStep, PropsExpr};
 use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_csv::reader::{spawn_reader, Msg};
-use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
+use quiver_csv::tokenize::{Fields, Tokenizer};
 use quiver_engine::bulk::Chunk;
 use quiver_format::column::ColumnBuilder;
 use rayon::prelude::*;
@@ -415,10 +417,7 @@ fn parse_chunk(data: &[u8], r: &Resolved, spec: &Spec, env: &Env) -> Result<Pars
                     f.position.line,
                     f.position.column,
                     "csv",
-                    match f.error {
-                        TokenError::StrayQuote => "quote character inside an unquoted field (quote the whole field and write a quote inside it twice)".to_string(),
-                        e => e.to_string(),
-                    },
+                    token_message(f.error),
                     data[f.record_start..f.resume_at].to_vec(),
                 ));
                 continue;
@@ -434,7 +433,7 @@ fn parse_chunk(data: &[u8], r: &Resolved, spec: &Spec, env: &Env) -> Result<Pars
                     0
                 },
                 "field-count",
-                format!("expected {w} fields (as in the header), found {n}"),
+                field_count_message(w, n),
                 data[span.start..span.end].to_vec(),
             ));
             continue;
@@ -577,12 +576,7 @@ struct Reading {
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
-        // Dropping the receiver unblocks a reader waiting to send.
-        self.rx.take();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        crate::load::stop_thread(&self.cancel, &mut self.rx, &mut self.handle);
     }
 }
 
@@ -629,17 +623,7 @@ impl ColumnarLoad {
             None => None,
             Some(rows) => {
                 t.batched();
-                Some(match rows {
-                    None => 1000,
-                    Some(e) => match eval(&cx.env, e, &Batch::unit(), 0, &mut Vec::new())? {
-                        Value::Int(n) if n > 0 => n as usize,
-                        v => {
-                            return Err(QueryError::Argument(format!(
-                                "IN TRANSACTIONS OF n ROWS needs a positive integer, got {v:?}"
-                            )))
-                        }
-                    },
-                })
+                Some(crate::write::batch_rows(&cx.env, rows.as_ref())? as usize)
             }
         };
         let spec = &self.plan.spec;
@@ -669,7 +653,9 @@ impl ColumnarLoad {
             handle: Some(handle),
             cancel,
         };
-        let rx = rd.rx.as_ref().expect("just made");
+        let Some(rx) = rd.rx.as_ref() else {
+            return Ok(0);
+        };
         // The header, then the first window.
         let (resolved, mut line, first) = match rx.recv() {
             Err(_) => return Ok(0),

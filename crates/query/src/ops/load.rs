@@ -187,12 +187,21 @@ struct Reading {
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
-        // Dropping the receiver unblocks a row thread waiting to send.
-        self.rx.take();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        stop_thread(&self.cancel, &mut self.rx, &mut self.handle);
+    }
+}
+
+/// Stops the thread feeding `rx` (a file's reader or row thread) and waits for it:
+/// cancelled, and its receiver dropped, which unblocks it if it waits to send.
+pub(crate) fn stop_thread<T>(
+    cancel: &AtomicBool,
+    rx: &mut Option<Receiver<T>>,
+    handle: &mut Option<std::thread::JoinHandle<()>>,
+) {
+    cancel.store(true, Ordering::Relaxed);
+    rx.take();
+    if let Some(h) = handle.take() {
+        let _ = h.join();
     }
 }
 
@@ -342,10 +351,7 @@ impl Rows {
                         f.position.line,
                         f.position.column,
                         "csv",
-                        match f.error {
-                            TokenError::StrayQuote => "quote character inside an unquoted field (quote the whole field and write a quote inside it twice)".to_string(),
-                            e => e.to_string(),
-                        },
+                        token_message(f.error),
                         f.record_start..f.resume_at,
                     )),
                 };
@@ -380,6 +386,19 @@ impl Rows {
 
 type Bad = (usize, &'static str, String);
 
+/// What a bad record's tokenizer error says (both LOAD CSV paths).
+pub(crate) fn token_message(e: TokenError) -> String {
+    match e {
+        TokenError::StrayQuote => "quote character inside an unquoted field (quote the whole field and write a quote inside it twice)".to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// What a record with another field count than the header's says.
+pub(crate) fn field_count_message(header: usize, found: usize) -> String {
+    format!("expected {header} fields (as in the header), found {found}")
+}
+
 /// The header's fields as the names of a row's keys.
 pub(crate) fn header_keys(
     path: &Path,
@@ -411,7 +430,7 @@ fn record(
             return Err((
                 n.min(k.len()),
                 "field-count",
-                format!("expected {} fields (as in the header), found {n}", k.len()),
+                field_count_message(k.len(), n),
             ));
         }
     }

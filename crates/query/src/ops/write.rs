@@ -876,6 +876,20 @@ struct Moved {
 use crate::graph::Graph;
 
 /// Runs `sub` on `b` through `cell`; the rows to emit (see [`CallInTx`]).
+/// The rows of each transaction of `CALL { } IN TRANSACTIONS [OF rows ROWS]` (1,000
+/// by default).
+pub(crate) fn batch_rows(env: &Env, rows: Option<&CExpr>) -> Result<u64, QueryError> {
+    match rows {
+        None => Ok(1000),
+        Some(e) => match eval(env, e, &Batch::unit(), 0, &mut Vec::new())? {
+            Value::Int(n) if n > 0 => Ok(n as u64),
+            v => Err(QueryError::Argument(format!(
+                "IN TRANSACTIONS OF n ROWS needs a positive integer, got {v:?}"
+            ))),
+        },
+    }
+}
+
 fn run_body(
     sub: &mut BoxOp,
     cell: &ArgCell,
@@ -1067,17 +1081,7 @@ impl Op for CallInTx {
                 ));
             }
             tx(cx)?.batched();
-            self.batch_rows = match &self.rows {
-                None => 1000,
-                Some(e) => match eval(&cx.env, e, &Batch::unit(), 0, &mut Vec::new())? {
-                    Value::Int(n) if n > 0 => n as u64,
-                    v => {
-                        return Err(QueryError::Argument(format!(
-                            "IN TRANSACTIONS OF n ROWS needs a positive integer, got {v:?}"
-                        )))
-                    }
-                },
-            };
+            self.batch_rows = batch_rows(&cx.env, self.rows.as_ref())?;
         }
         loop {
             if let Some(b) = self.ready.pop_front() {
