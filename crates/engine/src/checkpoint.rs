@@ -1043,11 +1043,19 @@ fn fold_deletions(
         )?);
     }
     let mut segs: std::collections::BTreeMap<(usize, usize), Vec<(u64, u64)>> = Default::default();
+    // A deleted node's segment relationships die with it (the delta holds no record
+    // of them): every entry at the node and towards it.
+    for &id in nodes {
+        for t in 0..db.rel_types().len() {
+            db.node_edge_positions(t, id as u32, |seg, o, i| {
+                segs.entry((t, seg)).or_default().push((o, i))
+            })?;
+        }
+    }
     for &(t, eid, src, dst) in rels {
         match db.edge_positions(t, src, dst, eid)? {
             Some((seg, o, i)) => {
                 segs.entry((t, seg)).or_default().push((o, i));
-                marked += 1;
             }
             None => carried.push(Op::DeleteRel {
                 ty: delta.types[t].clone(),
@@ -1065,6 +1073,9 @@ fn fold_deletions(
             .cloned()
             .unwrap_or_else(|| [Bits::new(n), Bits::new(n)]);
         for (o, i) in positions {
+            if !out.get(o) {
+                marked += 1;
+            }
             out.set(o);
             inc.set(i);
         }

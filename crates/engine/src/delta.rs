@@ -796,6 +796,23 @@ impl Delta {
             .map(|r| (!r.deleted).then_some(&**r))
     }
 
+    /// Like [`rel`](Self::rel) for the relationship from `src` to `dst`: also
+    /// `Some(None)` for a segment relationship with a deleted end (deleted with it; see
+    /// [`View`](crate::view::View)).
+    #[inline]
+    pub fn rel_at(&self, ty: u32, eid: u64, src: u64, dst: u64) -> Option<Option<&RelRec>> {
+        let r = self.rel(ty, eid);
+        let seg = self.base_edges.get(ty as usize).is_some_and(|&b| eid < b)
+            && !matches!(r, Some(Some(r)) if r.created);
+        if seg
+            && self.deleted_nodes > 0
+            && (self.node(src) == Some(None) || self.node(dst) == Some(None))
+        {
+            return Some(None);
+        }
+        r
+    }
+
     /// Created relationships at `node`: outgoing (`out`) or incoming.
     pub fn adjacency(&self, node: u64, out: bool) -> Option<&Adj> {
         if out {

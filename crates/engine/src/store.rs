@@ -1137,25 +1137,33 @@ impl Txn {
         self.push(op)
     }
 
-    /// Deletes a node; with `detach` its relationships first, otherwise it must have none.
+    /// Deletes a node; with `detach` its relationships too, otherwise it must have none.
+    ///
+    /// Its created relationships are deleted one by one; its segment ones die with it
+    /// (see [`View`]: a segment relationship with a deleted end is deleted), so a
+    /// `DETACH DELETE` costs one record a node, whatever its degree. They are counted.
     pub fn delete_node(&mut self, id: u64, detach: bool) -> Result<(), EngineError> {
         if !self.work.node_exists(id) {
             return Ok(()); // deleted already (twice in one statement is fine)
         }
-        let rels = self.view().node_rels(id)?;
-        if !rels.is_empty() {
+        let mut created = Vec::new();
+        let mut seg = 0u64;
+        self.view()
+            .node_rels_parts(id, true, |r, c| if c { created.push(r) } else { seg += 1 })?;
+        if seg + created.len() as u64 > 0 {
             if !detach {
                 return Err(EngineError::Constraint(format!(
                     "cannot delete node {id}: it still has {} relationship(s); delete them first or use DETACH DELETE",
-                    rels.len()
+                    seg + created.len() as u64
                 )));
             }
-            for r in rels {
+            for r in created {
                 self.delete_rel(&r)?;
             }
         }
         self.claim(Entity::Node(id))?;
         self.counters.nodes_deleted += 1;
+        self.counters.relationships_deleted += seg;
         self.push(Op::DeleteNode { id })
     }
 
@@ -1209,7 +1217,7 @@ impl Txn {
     /// Claims relationship `r` for a write and gives its type's name; `None` when this
     /// transaction has deleted it.
     fn claim_rel(&mut self, r: &RelRef) -> Result<Option<Arc<str>>, EngineError> {
-        if self.work.rel(r.ty, r.eid) == Some(None) {
+        if self.work.rel_at(r.ty, r.eid, r.src as u64, r.dst as u64) == Some(None) {
             return Ok(None);
         }
         self.claim(Entity::Rel(r.ty, r.eid))?;
@@ -1361,10 +1369,22 @@ impl Txn {
                 // direct write of relationships takes no lock on its ends, so one may
                 // have committed edges to it since this transaction's snapshot (those
                 // it saw, it deleted). Retrying sees them and deletes them too.
+                // The node's segment relationships it saw died with it; any other
+                // (segment or created) that is not deleted is new.
                 let view = View::new(&cur.db, &d);
+                let seen = View::new(&self.snap.db, &self.snap.delta);
                 for op in &ops {
                     if let Op::DeleteNode { id } = op {
-                        if !view.node_rels(*id)?.is_empty() {
+                        let mut now = Vec::new();
+                        view.node_rels_parts(*id, true, |r, _| now.push((r.ty, r.eid)))?;
+                        if now.is_empty() {
+                            continue;
+                        }
+                        let mut before = hashbrown::HashSet::new();
+                        seen.node_rels_parts(*id, true, |r, _| {
+                            before.insert((r.ty, r.eid));
+                        })?;
+                        if now.iter().any(|e| !before.contains(e)) {
                             return Err(EngineError::Conflict(format!(
                                 "node {id} gained relationships from another transaction after this one began deleting it; retry the transaction"
                             )));

@@ -315,7 +315,7 @@ impl<'db> Graph<'db> {
     #[inline]
     fn delta_rel<R>(&self, r: &RelRef, f: impl FnOnce(Option<&RelRec>) -> R) -> Option<R> {
         let d = self.delta()?;
-        d.rel(r.ty, r.eid).map(f)
+        d.rel_at(r.ty, r.eid, r.src as u64, r.dst as u64).map(f)
     }
 
     /// Nodes the segments hold a row of (the delta's created ids come after).
@@ -887,7 +887,7 @@ impl<'db> Graph<'db> {
     pub fn rel_props(&self, r: &RelRef) -> Result<Vec<(Arc<str>, Value)>, QueryError> {
         let mut overlay = None;
         if let Some(d) = self.delta() {
-            match d.rel(r.ty, r.eid) {
+            match d.rel_at(r.ty, r.eid, r.src as u64, r.dst as u64) {
                 Some(None) => return Ok(Vec::new()),
                 Some(Some(rec)) if rec.created => return Ok(pairs(Some(&rec.props))),
                 Some(Some(rec)) => overlay = Some(rec.props.clone()),

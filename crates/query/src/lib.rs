@@ -675,7 +675,8 @@ impl Session {
                     .rels
                     .iter()
                     .filter(|(_, r)| !r.created && r.deleted)
-                    .count() as u64;
+                    .count() as u64
+                    + quiver_engine::view::View::new(&snap.db, d).rels_deleted_with_ends()?;
                 let mode = self.store.mode();
                 let rows: Vec<(&str, Value)> = vec![
                     ("storage_mode", Value::str(mode.name())),

@@ -1341,6 +1341,55 @@ impl Database {
         Ok(in_eid)
     }
 
+    /// Every entry of type `rel`'s segment relationships at `node`, both directions,
+    /// deleted ones too, as `f(segment, out position, in position)` (what a deletion
+    /// bitmap marks when the node is deleted; a self-loop comes twice). Entries of one
+    /// node are sorted by neighbour, so the other end's entries towards `node` are
+    /// found by binary search, all of them (every relationship between the two dies).
+    pub fn node_edge_positions(
+        &self,
+        rel: usize,
+        node: u32,
+        mut f: impl FnMut(usize, u64, u64),
+    ) -> Result<(), ReadError> {
+        let n = node as u64;
+        for (si, s) in self.rels[rel].segs.iter().enumerate() {
+            for (near, far, out) in [(&s.out, &s.inc, true), (&s.inc, &s.out, false)] {
+                if n >= near.footer.n_nodes {
+                    continue;
+                }
+                let mine = near.neighbours(node, 0)?;
+                let mut i = mine.pos;
+                while i < mine.end {
+                    let nb = mine.targets.get(i);
+                    let mut j = i + 1;
+                    while j < mine.end && mine.targets.get(j) == nb {
+                        j += 1;
+                    }
+                    if nb < far.footer.n_nodes {
+                        let theirs = far.neighbours(nb as u32, 0)?;
+                        let lo = theirs.pos
+                            + partition(theirs.end - theirs.pos, |k| {
+                                theirs.targets.get(theirs.pos + k) < n
+                            });
+                        for k in 0..j - i {
+                            let (a, b) = ((i + k) as u64, (lo + k) as u64);
+                            if lo + k < theirs.end {
+                                if out {
+                                    f(si, a, b)
+                                } else {
+                                    f(si, b, a)
+                                }
+                            }
+                        }
+                    }
+                    i = j;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Segment `seg` of relationship type `rel` in edge-id order, for a checkpoint that
     /// merges segments: each relationship's (start, end), and which are deleted (by
     /// position: edge id minus the segment's first).
