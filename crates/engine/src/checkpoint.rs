@@ -1042,20 +1042,41 @@ fn fold_deletions(
             &[&bits],
         )?);
     }
-    let mut segs: std::collections::BTreeMap<(usize, usize), Vec<(u64, u64)>> = Default::default();
+    // Positions to mark per (type, segment): in the out CSR, in the in CSR.
+    type Marks = (Vec<u64>, Vec<u64>);
+    let mut segs: std::collections::BTreeMap<(usize, usize), Marks> = Default::default();
     // A deleted node's segment relationships die with it (the delta holds no record
-    // of them): every entry at the node and towards it.
-    for &id in nodes {
+    // of them): every entry at the node and towards it. Many nodes: one pass over
+    // each segment; a few: searched from each node.
+    if !nodes.is_empty() && nodes.len() as u64 * 256 >= db.n_nodes() {
+        let mut dead = Bits::new(db.n_nodes());
+        for &id in nodes {
+            dead.set(id);
+        }
         for t in 0..db.rel_types().len() {
-            db.node_edge_positions(t, id as u32, |seg, o, i| {
-                segs.entry((t, seg)).or_default().push((o, i))
-            })?;
+            for seg in 0..db.manifest().rel_types[t].segments.len() {
+                let e = segs.entry((t, seg)).or_default();
+                db.entries_of_nodes(t, seg, Direction::Out, &dead, |p| e.0.push(p))?;
+                db.entries_of_nodes(t, seg, Direction::In, &dead, |p| e.1.push(p))?;
+            }
+        }
+    } else {
+        for &id in nodes {
+            for t in 0..db.rel_types().len() {
+                db.node_edge_positions(t, id as u32, |seg, o, i| {
+                    let e = segs.entry((t, seg)).or_default();
+                    e.0.push(o);
+                    e.1.push(i);
+                })?;
+            }
         }
     }
     for &(t, eid, src, dst) in rels {
         match db.edge_positions(t, src, dst, eid)? {
             Some((seg, o, i)) => {
-                segs.entry((t, seg)).or_default().push((o, i));
+                let e = segs.entry((t, seg)).or_default();
+                e.0.push(o);
+                e.1.push(i);
             }
             None => carried.push(Op::DeleteRel {
                 ty: delta.types[t].clone(),
@@ -1065,18 +1086,23 @@ fn fold_deletions(
             }),
         }
     }
-    for ((t, seg), positions) in segs {
+    for ((t, seg), (outs, ins)) in segs {
+        if outs.is_empty() && ins.is_empty() {
+            continue;
+        }
         let meta = &m.rel_types[t].segments[seg];
         let n = meta.n_edges;
         let [mut out, mut inc] = db
             .edge_deletions(t, seg)
             .cloned()
             .unwrap_or_else(|| [Bits::new(n), Bits::new(n)]);
-        for (o, i) in positions {
+        for o in outs {
             if !out.get(o) {
                 marked += 1;
             }
             out.set(o);
+        }
+        for i in ins {
             inc.set(i);
         }
         m.rel_types[t].segments[seg].deleted = Some(write_deleted(

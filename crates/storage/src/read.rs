@@ -527,6 +527,19 @@ impl Bits {
         &self.words
     }
 
+    /// Appends, for each bit of `a..b`, whether it is clear (a live row of a deletion
+    /// bitmap), a word at a time.
+    pub fn clear_into(&self, a: u64, b: u64, out: &mut Vec<bool>) {
+        out.reserve((b - a) as usize);
+        let mut i = a;
+        while i < b {
+            let w = self.words.get((i / 64) as usize).copied().unwrap_or(0);
+            let (from, to) = (i % 64, (b - (i - i % 64)).min(64));
+            out.extend((from..to).map(|k| w >> k & 1 == 0));
+            i += to - from;
+        }
+    }
+
     /// Set bits in `a..b`.
     pub fn count_range(&self, a: u64, b: u64) -> u64 {
         (a..b.min(self.len)).filter(|&i| self.get(i)).count() as u64
@@ -1158,7 +1171,7 @@ impl Database {
             let table = &self.tables[t];
             let end = hi.min(table.meta.first_node + table.meta.n_rows);
             match &table.deleted {
-                Some(d) => out.extend((row..row + (end - n)).map(|r| !d.get(r))),
+                Some(d) => d.clear_into(row, row + (end - n), out),
                 None => out.extend(std::iter::repeat_n(true, (end - n) as usize)),
             }
             n = end;
@@ -1339,6 +1352,46 @@ impl Database {
             return Ok(s.first_edge + (lb + k) as u64);
         }
         Ok(in_eid)
+    }
+
+    /// The entries of segment `seg` of type `rel` in `dir`'s CSR at or towards a node
+    /// whose bit `dead` holds, as `f(position)`: what its deletion bitmap marks when those
+    /// nodes are deleted. One sequential pass over the segment, for many nodes (where
+    /// [`node_edge_positions`](Self::node_edge_positions)' searches would miss the
+    /// cache once an entry). Works in every open mode.
+    pub fn entries_of_nodes(
+        &self,
+        rel: usize,
+        seg: usize,
+        dir: Direction,
+        dead: &Bits,
+        mut f: impl FnMut(u64),
+    ) -> Result<(), ReadError> {
+        let csr = self.rels[rel].segs[seg].csr(dir);
+        let ft = &csr.footer;
+        let io = |source| ReadError::Io {
+            path: csr.file.path.clone(),
+            source,
+        };
+        let mut offsets = StreamUnpacker::new(csr.file.blob_reader(ft.offsets)?, ft.offsets_width);
+        let mut targets = StreamUnpacker::new(csr.file.blob_reader(ft.targets)?, ft.targets_width);
+        let is_dead = |n: u64| n < dead.len() && dead.get(n);
+        let mut prev = offsets.next().map_err(io)?;
+        for node in 0..ft.n_nodes {
+            let end = offsets.next().map_err(io)?;
+            if end < prev || end > ft.n_edges {
+                return Err(corrupted(&csr.file.path, "CSR offsets out of order"));
+            }
+            let own = is_dead(node);
+            for pos in prev..end {
+                let t = targets.next().map_err(io)?;
+                if own || is_dead(t) {
+                    f(pos);
+                }
+            }
+            prev = end;
+        }
+        Ok(())
     }
 
     /// Every entry of type `rel`'s segment relationships at `node`, both directions,

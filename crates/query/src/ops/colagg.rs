@@ -1146,12 +1146,13 @@ impl<'f> FastRun<'f> {
             }
         }
         if check_life && !self.live.is_empty() {
-            for (r, gid) in self.gids.iter_mut().enumerate() {
-                if !self.live[r] {
-                    *gid = SKIP;
-                    skips = true;
-                }
+            // Branch-free over the block (vectorized).
+            let mut dead = false;
+            for (gid, &l) in self.gids.iter_mut().zip(&self.live) {
+                dead |= !l;
+                *gid = if l { *gid } else { SKIP };
             }
+            skips |= dead;
             for &x in &self.touched {
                 self.gids[(x - n) as usize] = SKIP;
                 skips = true;
@@ -1162,9 +1163,31 @@ impl<'f> FastRun<'f> {
             self.rows.resize(groups, 0);
         }
         // One group and every row of the block taken: aggregates fold in registers.
-        let single = fa.keys.is_empty() && !skips;
+        // Rows skipped only for being deleted (no filter, none the delta holds) fold so
+        // too, as rows without a value: one group numbered by row would take the
+        // per-group path, 2.6x slower for `avg` over a graph with deletions.
+        let mut taken = len;
+        let by_life = skips && fa.keys.is_empty() && fa.filter.is_none() && self.touched.is_empty();
+        if by_life {
+            taken = self.live.iter().filter(|&&l| l).count();
+            for (p, col) in self.cols.iter_mut().enumerate() {
+                if !fa.aggs.iter().any(|&(_, a)| a == Some(p)) {
+                    continue;
+                }
+                if col.all_valid {
+                    col.valid.clear();
+                    col.valid.extend_from_slice(&self.live[..col.rows]);
+                    col.all_valid = false;
+                } else {
+                    for (v, &l) in col.valid.iter_mut().zip(&self.live) {
+                        *v &= l;
+                    }
+                }
+            }
+        }
+        let single = fa.keys.is_empty() && (!skips || by_life);
         if single {
-            self.rows[0] += len as i64;
+            self.rows[0] += taken as i64;
         } else {
             count_rows(&self.gids, None, &mut self.rows[..groups], &mut self.lanes);
         }
