@@ -609,6 +609,40 @@ const LANE_GROUPS: usize = 1024;
 /// that consecutive rows of one group (gender has three) do not each wait for the
 /// previous one's store; rows not taken add into a slot past the groups, so the loop
 /// has no branch but the bounds checks.
+/// Groups up to which the folds make a pass per group ([`few_groups`]).
+const FEW_GROUPS: usize = 4;
+
+/// Adds to `out[g]` the values `x(r)` of the block's taken rows of group `g`, a pass
+/// per group of compares and selects into an `i64`, which the compiler vectorizes:
+/// fewer cycles than [`lane_fold`]'s dependent stores when the groups are this few.
+#[inline(always)]
+fn few_groups<A: std::ops::AddAssign + From<i64>>(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    out: &mut [A],
+    x: impl Fn(usize) -> i64,
+    zero: i64,
+) {
+    let n = gids.len();
+    for (g, o) in out.iter_mut().enumerate() {
+        let g = g as u32;
+        // Masks, not branches: `&&` on a random validity mispredicts (measured 4x
+        // slower than the lanes).
+        let acc: i64 = match valid {
+            None => (0..n)
+                .map(|r| x(r) & -((gids[r] == g) as i64))
+                .fold(zero, |a, b| a.wrapping_add(b)),
+            Some(v) => {
+                let v = &v[..n];
+                (0..n)
+                    .map(|r| x(r) & -(((gids[r] == g) & v[r]) as i64))
+                    .fold(zero, |a, b| a.wrapping_add(b))
+            }
+        };
+        *o += A::from(acc);
+    }
+}
+
 #[inline(always)]
 fn lane_fold<T, A>(
     gids: &[u32],
@@ -657,6 +691,23 @@ fn lane_fold<T, A>(
 
 /// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]).
 fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
+    if counts.len() <= FEW_GROUPS {
+        // Counts of a block fit an i32: twice the lanes of the sums' i64.
+        let n = gids.len();
+        for (g, o) in counts.iter_mut().enumerate() {
+            let g = g as u32;
+            let c: i32 = match valid {
+                None => gids.iter().map(|&k| (k == g) as i32).sum(),
+                Some(v) => gids
+                    .iter()
+                    .zip(&v[..n])
+                    .map(|(&k, &ok)| ((k == g) & ok) as i32)
+                    .sum(),
+            };
+            *o += c as i64;
+        }
+        return;
+    }
     match valid {
         None => lane_fold(gids, None, counts, lanes, |_| 1u32),
         Some(v) => lane_fold(gids, Some(v), counts, lanes, |_| 1u32),
@@ -672,6 +723,11 @@ fn sum_rows(
     sums: &mut [i128],
     lanes: &mut Vec<i64>,
 ) {
+    if sums.len() <= FEW_GROUPS {
+        let ints = &ints[..gids.len()];
+        few_groups(gids, valid, sums, |r| ints[r], 0i64);
+        return;
+    }
     match valid {
         None => lane_fold(gids, None, sums, lanes, |r| ints[r]),
         Some(v) => lane_fold(gids, Some(v), sums, lanes, |r| ints[r]),
