@@ -759,8 +759,155 @@ pub fn connection(
     }
 }
 
-/// The protocol over an established stream.
+/// The first bytes of a connection, read to tell Bolt from an HTTP request, given
+/// back before the rest of the stream.
+struct Prefixed<'a, S> {
+    head: [u8; 4],
+    pos: usize,
+    inner: &'a mut S,
+}
+
+impl<S: Read> Read for Prefixed<'_, S> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.head.len() {
+            let n = b.len().min(self.head.len() - self.pos);
+            b[..n].copy_from_slice(&self.head[self.pos..self.pos + n]);
+            self.pos += n;
+            return Ok(n);
+        }
+        self.inner.read(b)
+    }
+}
+
+impl<S: Write> Write for Prefixed<'_, S> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.inner.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<S: Lift> Lift for Prefixed<'_, S> {
+    fn lift_deadline(&mut self) {
+        self.inner.lift_deadline()
+    }
+}
+
+/// Bolt inside WebSocket binary messages, as the Neo4j Browser and the JavaScript
+/// driver in a web page speak it (Neo4j accepts both on its Bolt port): reads give the
+/// messages' payloads in order, writes are gathered and each flush sends them as one
+/// binary message. Pings are answered by `tungstenite`; a close ends the stream.
+struct WsBolt<S: Read + Write> {
+    ws: tungstenite::WebSocket<S>,
+    input: Vec<u8>,
+    pos: usize,
+    output: Vec<u8>,
+}
+
+fn ws_error(e: tungstenite::Error) -> io::Error {
+    match e {
+        tungstenite::Error::Io(e) => e,
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
+
+impl<S: Read + Write> Read for WsBolt<S> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.input.len() {
+            match self.ws.read() {
+                Ok(tungstenite::Message::Binary(d)) => {
+                    self.input.clear();
+                    self.input.extend_from_slice(&d);
+                    self.pos = 0;
+                }
+                Ok(tungstenite::Message::Close(_))
+                | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    return Ok(0)
+                }
+                Ok(_) => {} // pings (answered), pongs, text: not Bolt
+                Err(e) => return Err(ws_error(e)),
+            }
+        }
+        let n = b.len().min(self.input.len() - self.pos);
+        b[..n].copy_from_slice(&self.input[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl<S: Read + Write> Write for WsBolt<S> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.output.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.output.is_empty() {
+            let msg = tungstenite::Message::binary(std::mem::take(&mut self.output));
+            self.ws.send(msg).map_err(ws_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl<S: Read + Write + Lift> Lift for WsBolt<S> {
+    fn lift_deadline(&mut self) {
+        self.ws.get_mut().lift_deadline()
+    }
+}
+
+/// The protocol over an established stream: Bolt, or Bolt over WebSocket when the
+/// client opens with an HTTP request (`GET `) to upgrade.
 fn bolt(
+    stream: &mut (impl Read + Write + Lift),
+    store: Arc<Store>,
+    users: Arc<Users>,
+    opts: &ServeOptions,
+    id: usize,
+    peer: &str,
+    gate: &Gate<'_>,
+) -> io::Result<()> {
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head)?;
+    let mut s = Prefixed {
+        head,
+        pos: 0,
+        inner: stream,
+    };
+    if &head != b"GET " {
+        return bolt_on(&mut s, store, users, opts, id, peer, gate);
+    }
+    // Messages past the server's limit (the Bolt layer also caps them) and frames of
+    // at most 1 MiB, so that no client makes the server buffer more.
+    let max = opts.max_message.saturating_add(64 << 10);
+    let cfg = tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max.min(1 << 20)));
+    let ws = match tungstenite::accept_with_config(s, Some(cfg)) {
+        Ok(ws) => ws,
+        // Not a WebSocket upgrade, or a broken one: nothing to answer over Bolt.
+        Err(tungstenite::HandshakeError::Failure(e)) => return Err(ws_error(e)),
+        Err(tungstenite::HandshakeError::Interrupted(_)) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the WebSocket handshake did not finish",
+            ))
+        }
+    };
+    let mut ws = WsBolt {
+        ws,
+        input: Vec::new(),
+        pos: 0,
+        output: Vec::new(),
+    };
+    let r = bolt_on(&mut ws, store, users, opts, id, peer, gate);
+    let _ = ws.ws.close(None);
+    let _ = ws.ws.flush();
+    r
+}
+
+/// The protocol over an established stream.
+fn bolt_on(
     stream: &mut (impl Read + Write + Lift),
     store: Arc<Store>,
     users: Arc<Users>,

@@ -263,3 +263,121 @@ print("ok")
     );
     drop(silent);
 }
+
+/// Bolt over WebSocket on the Bolt port (what the Neo4j Browser and the JavaScript
+/// driver in a web page speak): the upgrade, the handshake, LOGON with the password (a
+/// wrong one refused), a query and its record, each inside binary WebSocket messages.
+/// Needs no driver.
+#[test]
+fn bolt_over_websocket_on_the_bolt_port() {
+    use quiver_bolt::packstream::{decode, Pack};
+    use quiver_bolt::server::{read_message, write_message};
+    use std::io::Read;
+    use std::net::TcpStream;
+    use tungstenite::{Message, WebSocket};
+
+    /// The payloads of the server's binary messages as one stream.
+    struct Ws {
+        ws: WebSocket<TcpStream>,
+        buf: Vec<u8>,
+        pos: usize,
+    }
+    impl Read for Ws {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            while self.pos == self.buf.len() {
+                match self.ws.read().unwrap() {
+                    Message::Binary(d) => {
+                        self.buf = d.to_vec();
+                        self.pos = 0;
+                    }
+                    Message::Close(_) => return Ok(0),
+                    _ => {}
+                }
+            }
+            let n = b.len().min(self.buf.len() - self.pos);
+            b[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+    impl Ws {
+        fn send(&mut self, tag: u8, fields: Vec<Pack>) {
+            let mut out = Vec::new();
+            write_message(&mut out, &Pack::Struct(tag, fields));
+            self.ws.send(Message::binary(out)).unwrap();
+        }
+        fn reply(&mut self) -> (u8, Vec<Pack>) {
+            let m = read_message(self, 1 << 20).unwrap().expect("a reply");
+            match decode(&m).unwrap() {
+                Pack::Struct(t, f) => (t, f),
+                p => panic!("not a message: {p:?}"),
+            }
+        }
+    }
+    let connect = |addr: &str| {
+        let tcp = TcpStream::connect(addr).unwrap();
+        let (mut ws, _) = tungstenite::client(format!("ws://{addr}/"), tcp).unwrap();
+        // Bolt 5.4 down to 5.0, then nothing.
+        ws.send(Message::binary(vec![
+            0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ]))
+        .unwrap();
+        let mut w = Ws {
+            ws,
+            buf: Vec::new(),
+            pos: 0,
+        };
+        let mut version = [0u8; 4];
+        w.read_exact(&mut version).unwrap();
+        assert_eq!(version[3], 5, "{version:?}");
+        w.send(
+            0x01,
+            vec![Pack::map(vec![("user_agent", Pack::str("ws-test/1"))])],
+        );
+        assert_eq!(w.reply().0, 0x70, "HELLO");
+        w
+    };
+    let logon = |w: &mut Ws, password: &str| {
+        w.send(
+            0x6A,
+            vec![Pack::map(vec![
+                ("scheme", Pack::str("basic")),
+                ("principal", Pack::str("alice")),
+                ("credentials", Pack::str(password)),
+            ])],
+        );
+        w.reply()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &[]);
+
+    let mut bad = connect(&addr);
+    let (tag, f) = logon(&mut bad, "wrong");
+    assert_eq!(tag, 0x7F, "a wrong password fails: {f:?}");
+
+    let mut w = connect(&addr);
+    let (tag, f) = logon(&mut w, "pa55word");
+    assert_eq!(tag, 0x70, "LOGON: {f:?}");
+    w.send(
+        0x10,
+        vec![
+            Pack::str("UNWIND range(1, 3) AS x RETURN x * 7 AS y"),
+            Pack::Map(vec![]),
+            Pack::Map(vec![]),
+        ],
+    );
+    w.send(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+    assert_eq!(w.reply().0, 0x70, "RUN");
+    let mut got = Vec::new();
+    loop {
+        match w.reply() {
+            (0x71, f) => got.push(f[0].clone()),
+            (0x70, _) => break,
+            r => panic!("{r:?}"),
+        }
+    }
+    assert_eq!(
+        got,
+        [7, 14, 21].map(|y| Pack::List(vec![Pack::Int(y)])).to_vec()
+    );
+}
