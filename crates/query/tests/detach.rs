@@ -9,25 +9,14 @@
 
 mod common;
 
-use common::{ints, rows, run, sorted};
+use common::{ints, run, sorted, storage_info};
 use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
-use quiver_query::{Session, Value};
+use quiver_query::Session;
 use quiver_storage::manifest::IdType;
 use quiver_storage::OpenMode;
 use std::fmt::Write;
 
 const N: i64 = 3_000;
-
-fn storage_info(s: &mut Session, key: &str) -> i64 {
-    rows(s, "SHOW STORAGE INFO")
-        .into_iter()
-        .find(|r| r[0] == Value::str(key))
-        .and_then(|r| match r[1] {
-            Value::Int(i) => Some(i),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no {key} in SHOW STORAGE INFO"))
-}
 
 /// Every relationship as (start id, end id, type, w), read going out and coming in
 /// (which must agree), sorted.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ints, rows, run, sorted};
+use common::{ints, rows, run, sorted, storage_info};
 use quiver_engine::fold::PATCH_FILES_MAX;
 use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
 use quiver_query::{Session, Value};
@@ -106,17 +106,6 @@ fn setup(dir: &Path) -> (std::path::PathBuf, Model) {
         "the test needs several row groups"
     );
     (db, m)
-}
-
-fn storage_info(s: &mut Session, key: &str) -> i64 {
-    rows(s, "SHOW STORAGE INFO")
-        .into_iter()
-        .find(|r| r[0] == Value::str(key))
-        .and_then(|r| match r[1] {
-            Value::Int(i) => Some(i),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no {key} in SHOW STORAGE INFO"))
 }
 
 fn check(s: &mut Session, m: &Model, rng: &mut rand::rngs::StdRng, ctx: &str) {

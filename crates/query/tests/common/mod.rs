@@ -41,3 +41,15 @@ pub fn ints(s: &mut Session, q: &str) -> Vec<i64> {
         })
         .collect()
 }
+
+/// The integer `key` of `SHOW STORAGE INFO`.
+pub fn storage_info(s: &mut Session, key: &str) -> i64 {
+    rows(s, "SHOW STORAGE INFO")
+        .into_iter()
+        .find(|r| r[0] == Value::str(key))
+        .and_then(|r| match r[1] {
+            Value::Int(i) => Some(i),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {key} in SHOW STORAGE INFO"))
+}
