@@ -34,6 +34,7 @@ impl<'a> View<'a> {
 
     /// Relationships of type `ty` at `node` in `dir`: `f(neighbour, canonical edge id)`,
     /// segment ones that are not deleted, then created ones.
+    #[inline]
     pub fn for_each_rel(
         &self,
         ty: u32,
@@ -57,6 +58,7 @@ impl<'a> View<'a> {
 
     /// The segment relationships of type `ty` at `node` in `dir` that are not deleted,
     /// whether or not `node` itself is: `f(neighbour, canonical edge id)`.
+    #[inline]
     pub fn for_each_seg_rel(
         &self,
         ty: u32,
@@ -70,6 +72,16 @@ impl<'a> View<'a> {
         }
         let check_rels = self.delta.deleted_rels > 0;
         let check_ends = self.delta.deleted_nodes > 0;
+        if !check_rels && !check_ends {
+            // Nothing deleted: the CSR as it is (the common case, kept tight).
+            for (nb, eid) in self.db.neighbours(t, node as u32, dir)? {
+                f(
+                    nb as u64,
+                    segments::canonical_edge_id(self.db, ty, node, nb, eid, dir)?,
+                );
+            }
+            return Ok(());
+        }
         for (nb, eid) in self.db.neighbours(t, node as u32, dir)? {
             if check_ends && self.delta.node(nb as u64) == Some(None) {
                 continue;
@@ -84,6 +96,7 @@ impl<'a> View<'a> {
     }
 
     /// The created relationships of type `ty` at `node` in `dir`.
+    #[inline]
     pub fn for_each_created_rel(
         &self,
         ty: u32,
