@@ -1149,7 +1149,7 @@ impl Txn {
         let mut created = Vec::new();
         let mut seg = 0u64;
         self.view()
-            .node_rels_parts(id, true, |r, c| if c { created.push(r) } else { seg += 1 })?;
+            .node_rels_parts(id, |r, c| if c { created.push(r) } else { seg += 1 })?;
         if seg + created.len() as u64 > 0 {
             if !detach {
                 return Err(EngineError::Constraint(format!(
@@ -1376,12 +1376,12 @@ impl Txn {
                 for op in &ops {
                     if let Op::DeleteNode { id } = op {
                         let mut now = Vec::new();
-                        view.node_rels_parts(*id, true, |r, _| now.push((r.ty, r.eid)))?;
+                        view.node_rels_parts(*id, |r, _| now.push((r.ty, r.eid)))?;
                         if now.is_empty() {
                             continue;
                         }
                         let mut before = hashbrown::HashSet::new();
-                        seen.node_rels_parts(*id, true, |r, _| {
+                        seen.node_rels_parts(*id, |r, _| {
                             before.insert((r.ty, r.eid));
                         })?;
                         if now.iter().any(|e| !before.contains(e)) {

@@ -64,6 +64,20 @@ impl<'a> View<'a> {
         ty: u32,
         node: u64,
         dir: Direction,
+        f: impl FnMut(u64, u64),
+    ) -> Result<(), ReadError> {
+        self.seg_rels(ty, node, dir, true, f)
+    }
+
+    /// As [`for_each_seg_rel`](Self::for_each_seg_rel); with `skip_dead_ends` false,
+    /// also those that die with a deleted neighbour.
+    #[inline]
+    fn seg_rels(
+        &self,
+        ty: u32,
+        node: u64,
+        dir: Direction,
+        skip_dead_ends: bool,
         mut f: impl FnMut(u64, u64),
     ) -> Result<(), ReadError> {
         let t = ty as usize;
@@ -71,7 +85,7 @@ impl<'a> View<'a> {
             return Ok(());
         }
         let check_rels = self.delta.deleted_rels > 0;
-        let check_ends = self.delta.deleted_nodes > 0;
+        let check_ends = skip_dead_ends && self.delta.deleted_nodes > 0;
         if !check_rels && !check_ends {
             // Nothing deleted: the CSR as it is (the common case, kept tight).
             for (nb, eid) in self.db.neighbours(t, node as u32, dir)? {
@@ -116,17 +130,15 @@ impl<'a> View<'a> {
     /// Every relationship at `node`, each once (a self-loop too).
     pub fn node_rels(&self, node: u64) -> Result<Vec<RelRef>, ReadError> {
         let mut out = Vec::new();
-        self.node_rels_parts(node, true, |r, _| out.push(r))?;
+        self.node_rels_parts(node, |r, _| out.push(r))?;
         Ok(out)
     }
 
-    /// Every relationship at `node`, each once: `f(relationship, created)`. With `seg`
-    /// false, only the created ones; with it, also the segment ones that are not
-    /// deleted, whether or not `node` itself is.
+    /// Every relationship at `node`, each once: `f(relationship, created)`; segment
+    /// ones that are not deleted whether or not `node` itself is.
     pub fn node_rels_parts(
         &self,
         node: u64,
-        seg: bool,
         mut f: impl FnMut(RelRef, bool),
     ) -> Result<(), ReadError> {
         for ty in 0..self.delta.types.len() as u32 {
@@ -149,9 +161,7 @@ impl<'a> View<'a> {
                         created,
                     );
                 };
-                if seg {
-                    self.for_each_seg_rel(ty, node, dir, |nb, eid| each(nb, eid, false))?;
-                }
+                self.for_each_seg_rel(ty, node, dir, |nb, eid| each(nb, eid, false))?;
                 self.for_each_created_rel(ty, node, dir, |nb, eid| each(nb, eid, true));
             }
         }
@@ -165,30 +175,21 @@ impl<'a> View<'a> {
         if self.delta.deleted_nodes == 0 {
             return Ok(0);
         }
-        let check_rels = self.delta.deleted_rels > 0;
         for (&id, r) in self.delta.nodes.range(..self.delta.base_nodes) {
             if !r.deleted || r.created {
                 continue;
             }
-            for t in 0..self.db.rel_types().len() {
+            for ty in 0..self.db.rel_types().len() as u32 {
                 for dir in [Direction::Out, Direction::In] {
-                    for (nb, eid) in self.db.neighbours(t, id as u32, dir)? {
-                        let nb = nb as u64;
+                    self.seg_rels(ty, id, dir, false, |nb, _| {
                         // A self-loop is met going out; an edge between two deleted
                         // nodes at the smaller id.
-                        if (dir == Direction::In && nb == id)
-                            || (nb < id && self.seg_node_deleted(nb))
+                        if !((dir == Direction::In && nb == id)
+                            || (nb < id && self.seg_node_deleted(nb)))
                         {
-                            continue;
+                            n += 1;
                         }
-                        let eid = segments::canonical_edge_id(
-                            self.db, t as u32, id, nb as u32, eid, dir,
-                        )?;
-                        if check_rels && self.delta.rel(t as u32, eid) == Some(None) {
-                            continue;
-                        }
-                        n += 1;
-                    }
+                    })?;
                 }
             }
         }
