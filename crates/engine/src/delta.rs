@@ -27,7 +27,7 @@
 use crate::segments;
 use crate::value::Value;
 use imbl::{HashMap as PMap, OrdMap, OrdSet, Vector};
-use quiver_storage::{Database, ReadError};
+use quiver_storage::{Database, Direction, ReadError};
 use std::sync::Arc;
 
 /// `ts` of a record changed by a transaction that has not committed.
@@ -254,6 +254,11 @@ pub struct Delta {
     pub index: PMap<(Arc<str>, KeyVal), OrdSet<u64>>,
     pub deleted_nodes: u64,
     pub deleted_rels: u64,
+    /// Segment relationships at the segment nodes deleted, which die with them (see
+    /// [`View`](crate::view::View)); an edge between two deleted nodes counts twice. They
+    /// hold no record, but reads pay for them until a checkpoint marks them, so they
+    /// weigh on the automatic checkpoint as records would ([`Delta::weight`]).
+    pub dead_rels: u64,
     /// Approximate bytes the records hold.
     pub bytes: u64,
     /// Changes since the segments (records written), for SHOW STORAGE INFO and the
@@ -285,6 +290,11 @@ pub(crate) const fn alloc_bytes(n: u64) -> u64 {
         c
     }
 }
+
+/// What a deletion record of a segment relationship held when `DETACH DELETE` wrote one
+/// per relationship: its `Arc`'d record and its map entry (see [`Delta::weight`]).
+const DEAD_REL_BYTES: u64 =
+    alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + MAP_ENTRY_BYTES;
 
 /// Bytes of one entry of the persistent maps (`nodes`, `rels`): the key and the `Arc`
 /// in a B-tree node of up to 64 entries, with the node's own slack.
@@ -362,6 +372,14 @@ impl Delta {
                 .all(|r| r.seg_labels && !r.deleted && !r.created)
     }
 
+    /// What the delta weighs for the automatic checkpoint: the bytes its records hold,
+    /// and as much again for each segment relationship that died with a deleted end as a
+    /// deletion record of it would hold.
+    pub fn weight(&self) -> u64 {
+        self.bytes
+            .saturating_add(self.dead_rels.saturating_mul(DEAD_REL_BYTES))
+    }
+
     /// An empty delta over `db` (indexing `indexed` property names).
     pub fn new(db: &Database, indexed: Vec<Arc<str>>) -> Delta {
         Delta {
@@ -381,6 +399,7 @@ impl Delta {
             indexed: Arc::new(indexed),
             index: PMap::new(),
             deleted_nodes: 0,
+            dead_rels: 0,
             deleted_rels: 0,
             bytes: 0,
             changes: 0,
@@ -690,6 +709,13 @@ impl Delta {
             }
             Op::DeleteNode { id } => {
                 let old = self.node_rec(db, *id)?;
+                if *id < self.base_nodes && !old.created {
+                    for t in 0..db.rel_types().len() {
+                        for dir in [Direction::Out, Direction::In] {
+                            self.dead_rels += db.degree(t, *id as u32, dir)?;
+                        }
+                    }
+                }
                 let mut rec = old.clone();
                 rec.deleted = true;
                 rec.ts = ts;

@@ -527,9 +527,9 @@ impl Store {
     /// `delta_max` lowers the delta's threshold (a batched statement's, see
     /// [`BATCH_CHECKPOINT_DELTA_BYTES`]).
     pub fn checkpoint_if_due(self: &Arc<Store>, delta_max: u64) {
-        let delta_bytes = self.snapshot().delta.bytes;
+        let delta = self.snapshot().delta.weight();
         if self.log_bytes() < self.opts.checkpoint_log_bytes
-            && delta_bytes < self.opts.checkpoint_delta_bytes.min(delta_max)
+            && delta < self.opts.checkpoint_delta_bytes.min(delta_max)
         {
             return;
         }

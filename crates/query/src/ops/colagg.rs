@@ -1075,6 +1075,11 @@ impl<'f> FastRun<'f> {
                 // elsewhere in the graph.
                 if !self.touched.is_empty() || g.db.has_deleted_nodes() {
                     g.live_mask(n, end, table_label, &mut self.live);
+                    // Records of deleted nodes (or of nodes that lost the label) are
+                    // rows the mask skips, not rows the delta decides: the block can
+                    // still fold in registers when they are all it holds.
+                    let live = &self.live;
+                    self.touched.retain(|&x| live[(x - n) as usize]);
                 }
             }
             if self.groups() > MANY_GROUPS {
