@@ -1,14 +1,14 @@
 //! Parquet files and Arrow streams as import input: one [`RecordSource`],
 //! [`ArrowSource`], over a closure that opens the stream (a Parquet reader, a Python table).
 
-use crate::encode::{quiver_type, CsvStream};
+use crate::encode::{quiver_type, TypedBatch};
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use quiver_common::types::DataType;
-use quiver_csv::reader::RecordSource;
+use quiver_csv::reader::{RecordSource, TypedRows, TypedStream};
 use quiver_csv::Dialect;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -78,7 +78,7 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
         }
     }
     let mut first: Option<Vec<String>> = None;
-    let mut bytes = 0;
+    let (mut bytes, mut rows) = (0, 0);
     for f in &files {
         let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
         let b = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -89,6 +89,7 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
             .iter()
             .map(|g| g.total_byte_size().max(0) as u64)
             .sum::<u64>();
+        rows += b.metadata().file_metadata().num_rows().max(0) as u64;
         let (names, _) = schema_types(b.schema(), f)?;
         match &first {
             None => first = Some(names),
@@ -124,7 +125,9 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
             .ok_or("no Parquet files given")?;
         Ok((schema, Box::new(batches)))
     };
-    ArrowSource::new(Box::new(open), true, None, bytes, &what)
+    let mut source = ArrowSource::new(Box::new(open), true, None, bytes, &what)?;
+    source.rows = Some(rows);
+    Ok(source)
 }
 
 /// The batches of several Parquet files in turn.
@@ -182,6 +185,8 @@ pub struct ArrowSource {
     names: Vec<String>,
     types: Vec<Option<DataType>>,
     bytes: u64,
+    /// Rows the input holds, when known (a Parquet footer says), for progress.
+    rows: Option<u64>,
     /// The first stream, opened to read the schema, kept for the first read.
     first: std::sync::Mutex<Option<Batches>>,
 }
@@ -213,23 +218,34 @@ impl ArrowSource {
             names,
             types,
             bytes,
+            rows: None,
             first: std::sync::Mutex::new(Some(batches)),
         })
     }
 }
 
 impl RecordSource for ArrowSource {
-    fn open(&self, dialect: &Dialect) -> io::Result<Box<dyn Read + Send>> {
+    fn open(&self, dialect: &Dialect) -> io::Result<TypedStream> {
         let kept = self.first.lock().map(|mut f| f.take()).unwrap_or(None);
         let batches = match kept {
             Some(b) => b,
-            None => {
-                (self.open)()
-                    .map_err(|e| io::Error::new(io::ErrorKind::Other, e))?
-                    .1
-            }
+            None => (self.open)().map_err(io::Error::other)?.1,
         };
-        Ok(Box::new(CsvStream::new(&self.names, batches, *dialect)?))
+        let (dialect, total, rows_hint) = (*dialect, self.bytes, self.rows);
+        let (mut rows, mut mem) = (0u64, 0u64);
+        Ok(Box::new(batches.map(move |b| {
+            let b = b.map_err(io::Error::other)?;
+            let t = TypedBatch::new(&b, dialect).map_err(io::Error::other)?;
+            rows += t.rows() as u64;
+            mem += t.bytes() as u64;
+            // Progress in the source's bytes: by rows when their number is known, else
+            // by what the batches held, up to the hint.
+            let done = match rows_hint {
+                Some(n) if n > 0 => (total as u128 * rows.min(n) as u128 / n as u128) as u64,
+                _ => mem.min(total),
+            };
+            Ok((Arc::new(t) as Arc<dyn TypedRows>, done))
+        })))
     }
 
     fn reopenable(&self) -> bool {

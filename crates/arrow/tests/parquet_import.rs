@@ -282,3 +282,115 @@ fn errors_name_the_file() {
         "{e}"
     );
 }
+
+/// Bad rows of typed input are rejected as CSV rows are: the rejects file holds each as
+/// a CSV record (quoted where it must be) with the row's line, and the good rows import.
+/// String ids (the endpoints looked up together), a column the header types otherwise
+/// than the schema (read through its text), and ids that spill to disk (the sort-merge
+/// join, which reads the input twice).
+#[test]
+fn bad_typed_rows_are_rejected_as_csv_records() {
+    for spill in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let u = dir.path().join("users.parquet");
+        write(
+            &u,
+            vec![
+                (
+                    "id:ID(User)",
+                    Arc::new(StringArray::from(vec!["a", "b", "a", "c, \"d\""])) as ArrayRef,
+                ),
+                (
+                    "age:int",
+                    Arc::new(StringArray::from(vec![
+                        Some("1"),
+                        Some("2"),
+                        Some("3"),
+                        None,
+                    ])),
+                ),
+            ],
+        );
+        let k = dir.path().join("knows.parquet");
+        write(
+            &k,
+            vec![
+                (
+                    ":START_ID(User)",
+                    Arc::new(StringArray::from(vec!["a", "b", "zz", "c, \"d\""])) as ArrayRef,
+                ),
+                (
+                    ":END_ID(User)",
+                    Arc::new(StringArray::from(vec!["b", "c, \"d\"", "a", "a"])),
+                ),
+                (
+                    "since:int",
+                    Arc::new(StringArray::from(vec!["2001", "x", "2003", "2004"])),
+                ),
+            ],
+        );
+        let db = dir.path().join("g.qdb");
+        let rejects = dir.path().join("rejects.csv");
+        let mut cfg = ImportConfig::new(&db);
+        cfg.nodes.push(InputGroup {
+            spec: Some("User".into()),
+            source: quiver_arrow::source::parquet_group(std::slice::from_ref(&u)).unwrap(),
+            files: vec![u.clone()],
+        });
+        cfg.relationships.push(InputGroup {
+            spec: Some("KNOWS".into()),
+            source: quiver_arrow::source::parquet_group(std::slice::from_ref(&k)).unwrap(),
+            files: vec![k.clone()],
+        });
+        cfg.threads = 2;
+        cfg.skip_bad_rows = true;
+        cfg.rejects = Some(rejects.clone());
+        cfg.spill_ids = spill;
+        import(&cfg, &NoProgress).unwrap();
+        let g = Database::open(&db, OpenMode::Mapped).unwrap();
+        assert_eq!(
+            q(&g, "MATCH (u:User) RETURN u.id, u.age ORDER BY u.id"),
+            vec![
+                vec![Value::Str("a".into()), Value::Int(1)],
+                vec![Value::Str("b".into()), Value::Int(2)],
+                vec![Value::Str("c, \"d\"".into()), Value::Null],
+            ],
+            "spill {spill}"
+        );
+        assert_eq!(
+            q(
+                &g,
+                "MATCH (a)-[k:KNOWS]->(b) RETURN a.id, b.id, k.since ORDER BY a.id"
+            ),
+            vec![
+                vec![
+                    Value::Str("a".into()),
+                    Value::Str("b".into()),
+                    Value::Int(2001)
+                ],
+                vec![
+                    Value::Str("c, \"d\"".into()),
+                    Value::Str("a".into()),
+                    Value::Int(2004)
+                ],
+            ],
+            "spill {spill}"
+        );
+        let text = std::fs::read_to_string(&rejects).unwrap();
+        // Each line: file, line (the header is line 1), field number, reason, message and
+        // the row as a CSV record (quoted again as a field of the rejects file).
+        for want in [
+            "users.parquet,4,1,DuplicateId,",
+            ",\"a,3\"",
+            "knows.parquet,3,3,Cast,",
+            ",\"b,\"\"c, \"\"\"\"d\"\"\"\"\"\",x\"",
+            "knows.parquet,4,1,MissingNode,",
+            ",\"zz,a,2003\"",
+        ] {
+            assert!(
+                text.contains(want),
+                "spill {spill}: {want:?} not in\n{text}"
+            );
+        }
+    }
+}

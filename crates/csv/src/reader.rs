@@ -5,6 +5,9 @@
 //! incomplete tail into the next window. The channel holds at most two windows, which
 //! bounds what input costs in memory: `3 * window_bytes` at most (one being filled, two
 //! queued), plus the tail.
+//!
+//! A [`RecordSource`] (Parquet, Arrow) is read as typed rows instead: a window per batch
+//! of rows, its chunks ranges of rows ([`TypedRows`], read by the import's parse stage).
 
 use crate::error::{IoAt, ReadError};
 use crate::split::split_records;
@@ -28,6 +31,26 @@ pub struct Window {
     pub file_bytes_done: u64,
     /// The first window of a file after its header (or of a file without header).
     pub first_of_file: bool,
+    /// Typed rows (from a [`RecordSource`] that reads them typed): then `data` is empty
+    /// and `chunk_ends` count rows, not bytes.
+    pub typed: Option<Arc<dyn TypedRows>>,
+}
+
+impl Window {
+    /// Records `s..e` of the window as CSV text (for a rejects file): a slice of a CSV
+    /// window; typed rows `s..e` written as records.
+    pub fn raw(&self, s: usize, e: usize) -> std::borrow::Cow<'_, [u8]> {
+        match &self.typed {
+            None => std::borrow::Cow::Borrowed(
+                &self.data[s.min(self.data.len())..e.min(self.data.len())],
+            ),
+            Some(t) => {
+                let mut out = Vec::new();
+                t.records(s, e.min(t.rows()), &mut out);
+                std::borrow::Cow::Owned(out)
+            }
+        }
+    }
 }
 
 pub enum Msg {
@@ -54,25 +77,96 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Input that is not a CSV file but is read as one: a Parquet file, a folder of its
-/// parts, an Arrow stream handed over by a Python caller. Its bytes are CSV in the
-/// import's dialect, the header first, produced as the reader thread reads them, so
-/// everything downstream (splitting, parsing, budgets, rejects, progress) is the CSV
-/// path's. Implemented by `quiver-arrow`; this crate knows only the trait.
+/// Input that is not a CSV file: a Parquet file, a folder of its parts, an Arrow
+/// stream handed over by a Python caller. It gives typed rows ([`TypedRows`]) that the
+/// parse stage reads column by column; everything after parsing (budgets, rejects,
+/// progress) is the CSV path's. Implemented by `quiver-arrow`; this crate knows only
+/// the trait.
 pub trait RecordSource: Send + Sync {
-    /// A fresh read from the first record. `dialect` says how to write the records.
-    fn open(&self, dialect: &Dialect) -> std::io::Result<Box<dyn Read + Send>>;
+    /// A fresh read from the first row; `dialect` is how rows are written as text where
+    /// text is needed (a rejected row, a value read through its text). Each item comes
+    /// with the source's bytes consumed so far (for progress).
+    fn open(&self, dialect: &Dialect) -> std::io::Result<TypedStream>;
     /// Whether `open` may be called again (a second read of the input, as an import
     /// whose ids spill to disk needs).
     fn reopenable(&self) -> bool;
-    /// The types of the header's columns as the source knows them (an Arrow schema),
-    /// `None` where it does not; used in place of sniffing for columns whose header
-    /// names no type.
+    /// The types of the columns as the source knows them (an Arrow schema), `None`
+    /// where it does not; used in place of sniffing for columns whose header names no
+    /// type.
     fn column_types(&self) -> Vec<Option<quiver_common::types::DataType>>;
     /// The header's column names.
     fn column_names(&self) -> Vec<String>;
     /// About how many bytes the input holds (for progress).
     fn bytes_hint(&self) -> u64;
+}
+
+/// Typed rows with the source's bytes consumed once they are read.
+pub type TypedStream = Box<dyn Iterator<Item = std::io::Result<(Arc<dyn TypedRows>, u64)>> + Send>;
+
+/// A batch of typed rows (an Arrow record batch, as `quiver-arrow` hands it over), read
+/// column by column by the import's parse stage: no text is written and parsed again
+/// for the values it holds in the layouts of [`TypedColumn`].
+pub trait TypedRows: Send + Sync {
+    fn rows(&self) -> usize;
+    /// About how many bytes the rows hold in memory (to size the parse stage's chunks).
+    fn bytes(&self) -> usize;
+    /// Column `col` in a layout the import reads directly, or [`TypedColumn::Other`].
+    fn column(&self, col: usize) -> TypedColumn<'_>;
+    /// Value `row` of `col` as a CSV field would hold it, unquoted (a list joined by
+    /// the dialect's array delimiter), appended to `out`; `Ok(false)` for a null.
+    fn text(&self, col: usize, row: usize, out: &mut Vec<u8>) -> std::io::Result<bool>;
+    /// Rows `from..to` as CSV records in the dialect (for the rejects file).
+    fn records(&self, from: usize, to: usize, out: &mut Vec<u8>);
+}
+
+/// A bitmap slice (Arrow's validity and boolean layout: least significant bit first).
+#[derive(Clone, Copy)]
+pub struct Bits<'a> {
+    pub bytes: &'a [u8],
+    pub offset: usize,
+}
+
+impl Bits<'_> {
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        let i = i + self.offset;
+        self.bytes[i >> 3] & (1 << (i & 7)) != 0
+    }
+}
+
+/// A column of typed rows in a layout the import reads without text; `valid` is the
+/// validity bitmap (`None`: no nulls).
+pub enum TypedColumn<'a> {
+    Int {
+        values: &'a [i64],
+        valid: Option<Bits<'a>>,
+    },
+    Float {
+        values: &'a [f64],
+        valid: Option<Bits<'a>>,
+    },
+    Bool {
+        values: Bits<'a>,
+        valid: Option<Bits<'a>>,
+    },
+    /// UTF-8 strings (valid by the layout's contract).
+    Str {
+        offsets: &'a [i32],
+        data: &'a [u8],
+        valid: Option<Bits<'a>>,
+    },
+    /// Days since 1970-01-01.
+    Days {
+        values: &'a [i32],
+        valid: Option<Bits<'a>>,
+    },
+    /// Microseconds since 1970-01-01T00:00 (local, or UTC for an instant).
+    Micros {
+        values: &'a [i64],
+        valid: Option<Bits<'a>>,
+    },
+    /// Anything else: read through [`TypedRows::text`].
+    Other,
 }
 
 /// One input file being read: the (possibly decompressing) reader, and what the file was
@@ -81,8 +175,7 @@ pub trait RecordSource: Send + Sync {
 struct Source {
     r: Box<dyn Read + Send>,
     path: PathBuf,
-    /// The file (`None` for a [`RecordSource`]).
-    file: Option<File>,
+    file: File,
     /// Length and modification time at open (regular files only).
     at_open: Option<(u64, Option<std::time::SystemTime>)>,
     /// Bytes read from the file (compressed bytes for gzip).
@@ -113,28 +206,8 @@ impl Source {
         Ok(Source {
             r,
             path: path.clone(),
-            file: Some(file),
+            file,
             at_open,
-            count,
-        })
-    }
-
-    /// A [`RecordSource`] read as the file `path` (the name its messages use).
-    fn from_source(
-        src: &dyn RecordSource,
-        path: &PathBuf,
-        dialect: &Dialect,
-    ) -> Result<Source, ReadError> {
-        let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let r = src.open(dialect).at(path)?;
-        Ok(Source {
-            r: Box::new(Counting {
-                inner: r,
-                count: count.clone(),
-            }),
-            path: path.clone(),
-            file: None,
-            at_open: None,
             count,
         })
     }
@@ -163,9 +236,10 @@ impl Source {
     /// modification time: a file truncated or rewritten while read would otherwise import
     /// as a prefix of itself, perhaps with a cut last record.
     fn check_unchanged(&self) -> Result<(), ReadError> {
-        let (Some((len0, mtime0)), Some(file)) = (self.at_open, &self.file) else {
+        let Some((len0, mtime0)) = self.at_open else {
             return Ok(());
         };
+        let file = &self.file;
         let read = self.count.load(Ordering::Relaxed);
         let meta = file.metadata().at(&self.path)?;
         let detail = if read < len0 {
@@ -207,6 +281,69 @@ fn line_at(path: &PathBuf, offset: u64) -> u64 {
     lines
 }
 
+/// The reader's loop over a typed stream: the header from the source's column names,
+/// then a window per batch of rows, cut into chunks of about `chunk_bytes`.
+fn typed_windows(
+    stream: TypedStream,
+    src: &dyn RecordSource,
+    path: &PathBuf,
+    header: bool,
+    chunk_bytes: usize,
+    cancel: &AtomicBool,
+    tx: &Sender<Msg>,
+) -> Result<(), ReadError> {
+    if header {
+        let fields = src
+            .column_names()
+            .into_iter()
+            .map(String::into_bytes)
+            .collect();
+        if tx.send(Msg::Header { fields, lines: 1 }).is_err() {
+            return Ok(());
+        }
+    }
+    let mut first = true;
+    let mut done = 0;
+    for item in stream {
+        if cancel.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let (rows, bytes_done) = item.at(path)?;
+        let n = rows.rows();
+        if n == 0 {
+            continue;
+        }
+        let chunks = rows.bytes().div_ceil(chunk_bytes.max(1)).clamp(1, n);
+        let chunk_ends = (1..=chunks).map(|k| n * k / chunks).collect();
+        done = bytes_done;
+        let w = Window {
+            file_idx: 0,
+            data: Vec::new(),
+            chunk_ends,
+            file_bytes_done: done,
+            first_of_file: first,
+            typed: Some(rows),
+        };
+        first = false;
+        if tx.send(Msg::Window(w)).is_err() {
+            return Ok(());
+        }
+    }
+    if first {
+        // An empty input still counts as read.
+        let w = Window {
+            file_idx: 0,
+            data: Vec::new(),
+            chunk_ends: Vec::new(),
+            file_bytes_done: done,
+            first_of_file: true,
+            typed: None,
+        };
+        let _ = tx.send(Msg::Window(w));
+    }
+    Ok(())
+}
+
 /// Starts the reader thread for the files of one group (or for `source`, when given,
 /// read as the one file `files[0]`).
 #[allow(clippy::too_many_arguments)]
@@ -227,12 +364,12 @@ pub fn spawn_reader(
         .name("quiver-reader".into())
         .spawn(move || {
             let run = || -> Result<(), ReadError> {
-                let files = if source.is_some() { &files[..1] } else { &files[..] };
+                if let Some(src) = source.as_deref() {
+                    let stream = src.open(&dialect).at(&files[0])?;
+                    return typed_windows(stream, src, &files[0], header, chunk_bytes, &cancel, &tx);
+                }
                 for (file_idx, path) in files.iter().enumerate() {
-                    let mut src = match &source {
-                        Some(s) => Source::from_source(s.as_ref(), path, &dialect)?,
-                        None => Source::open(path)?,
-                    };
+                    let mut src = Source::open(path)?;
                     let mut buf: Vec<u8> = Vec::with_capacity(window_bytes);
                     let mut eof = src.fill(&mut buf, window_bytes)?;
                     // Decompressed bytes of the file before `buf[0]`.
@@ -308,7 +445,7 @@ pub fn spawn_reader(
                                 let quoted = dialect.quote.is_some_and(|q| memchr::memchr(q, &buf).is_some());
                                 return Err(ReadError::Input {
                                     file: path.clone(),
-                                    line: if source.is_some() { 0 } else { line_at(path, consumed) },
+                                    line: line_at(path, consumed),
                                     column: 0,
                                     message: format!(
                                         "the record starting here is longer than {} MiB, the most one record may hold{}",
@@ -344,6 +481,7 @@ pub fn spawn_reader(
                             chunk_ends: ends,
                             file_bytes_done: src.count.load(Ordering::Relaxed),
                             first_of_file: first,
+                            typed: None,
                         };
                         first = false;
                         if tx.send(Msg::Window(w)).is_err() {
@@ -363,6 +501,7 @@ pub fn spawn_reader(
                             chunk_ends: Vec::new(),
                             file_bytes_done: src.count.load(Ordering::Relaxed),
                             first_of_file: true,
+                            typed: None,
                         };
                         if tx.send(Msg::Window(w)).is_err() {
                             return Ok(());

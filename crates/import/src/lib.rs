@@ -29,7 +29,7 @@ pub use progress::{NoProgress, Phase, Progress};
 use crate::edges::EdgeStore;
 use crate::error::IoAt;
 use crate::idmap::{IdMapWithGrant, Key};
-use crate::parse::{parse_chunk, Batch, Endpoints, Plan, Reason, Slot};
+use crate::parse::{parse_chunk, parse_typed, Batch, Endpoints, Plan, Reason, Slot};
 use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES, NODES_MAX, ROW_GROUP_ROWS_MAX};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_common::{Grant, MemoryBudget};
@@ -1472,7 +1472,7 @@ fn drive_batches(
                         continue;
                     }
                     let (s, t) = (e.span.0 as usize, e.span.1 as usize);
-                    let raw = &w.data[chunk_start + s..(chunk_start + t).min(w.data.len())];
+                    let raw = &*w.raw(chunk_start + s, chunk_start + t);
                     bad_row(
                         ctx,
                         file,
@@ -1738,7 +1738,7 @@ fn spill_nodes(
                         show_key(key)
                     );
                     let (s, e) = batch.spans[r];
-                    let raw = &w_.data[chunk_start + s as usize..chunk_start + e as usize];
+                    let raw = &*w_.raw(chunk_start + s as usize, chunk_start + e as usize);
                     bad_row(ctx, file, line, 0, Reason::DuplicateId, &message, raw)?;
                     keep.get_or_insert_with(|| vec![true; n])[r] = false;
                 }
@@ -1798,7 +1798,13 @@ fn parse_window(w: &Window, plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> V
     }
     ranges
         .par_iter()
-        .map(|&(s, e)| (s, parse_chunk(&w.data[s..e], plan, endpoints)))
+        .map(|&(s, e)| {
+            let batch = match &w.typed {
+                Some(rows) => parse_typed(rows.as_ref(), s, e, plan, endpoints),
+                None => parse_chunk(&w.data[s..e], plan, endpoints),
+            };
+            (s, batch)
+        })
         .collect()
 }
 
@@ -1994,7 +2000,7 @@ fn import_nodes(
                                 let shown = show_key(key);
                                 let (s, e) = batch.spans[r];
                                 let raw =
-                                    &w.data[chunk_start + s as usize..chunk_start + e as usize];
+                                    &*w.raw(chunk_start + s as usize, chunk_start + e as usize);
                                 let message = if in_base {
                                     format!(
                                         "duplicate node id '{shown}' (a node in the database has it)"
@@ -2288,7 +2294,7 @@ fn import_rels(
                                 if let Some(col) = missing {
                                     let (s, t) = batch.spans[r];
                                     let raw =
-                                        &w.data[chunk_start + s as usize..chunk_start + t as usize];
+                                        &*w.raw(chunk_start + s as usize, chunk_start + t as usize);
                                     let err = parse::RowError {
                                         line: batch.lines[r],
                                         column: parse::field_column(&plan, raw, col),

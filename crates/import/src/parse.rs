@@ -5,6 +5,7 @@
 
 use crate::idmap::{IdMapWithGrant, Key};
 use quiver_common::types::{DataType, ScalarType};
+use quiver_csv::reader::{TypedColumn, TypedRows};
 use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
 use quiver_csv::{value, Dialect};
 use quiver_format::column::ColumnBuilder;
@@ -348,43 +349,452 @@ fn show(f: &[u8]) -> String {
     }
 }
 
+impl Batch {
+    fn new(plan: &Plan) -> Batch {
+        Batch {
+            columns: plan
+                .out_types
+                .iter()
+                .map(|&t| ColumnBuilder::new(t))
+                .collect(),
+            spans: Vec::new(),
+            lines: Vec::new(),
+            edges: Vec::new(),
+            types: Vec::new(),
+            type_names: Vec::new(),
+            start_keys: Keys::default(),
+            end_keys: Keys::default(),
+            errors: Vec::new(),
+            records: 0,
+            lines_total: 0,
+        }
+    }
+
+    /// Where a row's values start (column lengths and key counts), to take back a row
+    /// that fails half way.
+    fn mark(&self, lens: &mut Vec<usize>) -> (usize, usize) {
+        lens.clear();
+        lens.extend(self.columns.iter().map(|c| c.len()));
+        (self.start_keys.ends.len(), self.end_keys.ends.len())
+    }
+
+    fn undo(&mut self, lens: &[usize], keys: (usize, usize)) {
+        for (c, &l) in self.columns.iter_mut().zip(lens) {
+            c.truncate(l);
+        }
+        self.start_keys.truncate(keys.0);
+        self.end_keys.truncate(keys.1);
+    }
+
+    /// Records a good row: its relationship (endpoints and type), and its span and line
+    /// where it may be rejected later (every node row; a relationship row only when
+    /// `keep_spans`, since it is never rejected after parsing unless a side spilled).
+    fn push_row(&mut self, row: &RowOut, keep_spans: bool, span: (u32, u32), line: u32) {
+        if keep_spans || !row.rel {
+            self.spans.push(span);
+            self.lines.push(line);
+        }
+        if row.rel {
+            self.edges.push((row.src as u64) << 32 | row.dst as u64);
+            if let Some(t) = row.ty {
+                self.types.push(t);
+            }
+        }
+    }
+}
+
+/// What a parsed row adds beside its columns: a relationship's endpoints and type.
+#[derive(Default)]
+struct RowOut {
+    rel: bool,
+    src: u32,
+    dst: u32,
+    ty: Option<u32>,
+}
+
+/// How a chunk's rows resolve their endpoints: the spans kept, and both endpoints
+/// looked up together when both are string keys in memory.
+struct RowPlan<'e, 'p> {
+    endpoints: Option<&'e Endpoints<'p>>,
+    keep_spans: bool,
+    pair: Option<(usize, usize)>,
+}
+
+impl<'e, 'p> RowPlan<'e, 'p> {
+    fn new(plan: &Plan, endpoints: Option<&'e Endpoints<'p>>) -> Self {
+        // Rows of a spilled side may be rejected after the join: they keep span and line.
+        let keep_spans = endpoints.is_some_and(|e| e.start_spilled || e.end_spilled);
+        let pair = endpoints
+            .filter(|e| !(e.start_spilled || e.end_spilled || e.start_integer || e.end_integer))
+            .and_then(|_| {
+                let at = |want: fn(&Slot) -> bool| plan.slots.iter().position(want);
+                Some((
+                    at(|s| matches!(s, Slot::Start))?,
+                    at(|s| matches!(s, Slot::End))?,
+                ))
+            });
+        RowPlan {
+            endpoints,
+            keep_spans,
+            pair,
+        }
+    }
+}
+
+/// One record's fields as [`parse_record`] reads them: CSV text, or a row of typed
+/// columns. Generic (not a trait object) so that the CSV path compiles to what it was.
+trait Record {
+    /// Whether a field's text may be one of the plan's null markers (CSV text; typed
+    /// input has real nulls).
+    const MARKERS: bool;
+    /// Field `i` as a CSV field's text, unquoted; empty for a null.
+    fn text(&mut self, i: usize) -> Result<&[u8], Reason>;
+    /// Fields `i` and `j` as text, together.
+    fn text2(&mut self, i: usize, j: usize) -> (&[u8], &[u8]);
+    /// Field `i` as an integer when the input holds it as one (`Some(None)`: a null).
+    fn int(&self, i: usize) -> Option<Option<i64>>;
+    /// Pushes field `i` into `b` as `dtype` when the input holds it in that type (or
+    /// it is null); `None`: read its text.
+    fn push_typed(
+        &self,
+        i: usize,
+        b: &mut ColumnBuilder,
+        dtype: DataType,
+    ) -> Option<Result<(), Reason>>;
+}
+
+struct CsvRecord<'a> {
+    chunk: &'a [u8],
+    fields: &'a Fields,
+}
+
+impl Record for CsvRecord<'_> {
+    const MARKERS: bool = true;
+
+    #[inline]
+    fn text(&mut self, i: usize) -> Result<&[u8], Reason> {
+        Ok(self.fields.get(self.chunk, i))
+    }
+
+    #[inline]
+    fn text2(&mut self, i: usize, j: usize) -> (&[u8], &[u8]) {
+        (
+            self.fields.get(self.chunk, i),
+            self.fields.get(self.chunk, j),
+        )
+    }
+
+    #[inline]
+    fn int(&self, _: usize) -> Option<Option<i64>> {
+        None
+    }
+
+    #[inline]
+    fn push_typed(
+        &self,
+        _: usize,
+        _: &mut ColumnBuilder,
+        _: DataType,
+    ) -> Option<Result<(), Reason>> {
+        None
+    }
+}
+
+/// Row `row` of typed columns (`cols[i]` is the input's column of slot `i`).
+struct TypedRecord<'a> {
+    rows: &'a dyn TypedRows,
+    cols: &'a [TypedColumn<'a>],
+    row: usize,
+    scratch: [Vec<u8>; 2],
+}
+
+impl TypedRecord<'_> {
+    fn valid(&self, i: usize) -> bool {
+        let v = match &self.cols[i] {
+            TypedColumn::Int { valid, .. }
+            | TypedColumn::Float { valid, .. }
+            | TypedColumn::Bool { valid, .. }
+            | TypedColumn::Str { valid, .. }
+            | TypedColumn::Days { valid, .. }
+            | TypedColumn::Micros { valid, .. } => valid,
+            TypedColumn::Other => return true,
+        };
+        v.is_none_or(|v| v.get(self.row))
+    }
+
+    /// Writes field `i`'s text into scratch buffer `k`, unless it is a string read in
+    /// place; false when it has no text form.
+    fn fill(&mut self, i: usize, k: usize) -> bool {
+        let (row, valid) = (self.row, self.valid(i));
+        let out = &mut self.scratch[k];
+        out.clear();
+        match &self.cols[i] {
+            TypedColumn::Str { .. } if valid => true,
+            TypedColumn::Int { values, .. } if valid => {
+                out.extend_from_slice(itoa::Buffer::new().format(values[row]).as_bytes());
+                true
+            }
+            _ => self.rows.text(i, row, out).is_ok(),
+        }
+    }
+
+    /// Field `i`'s text once [`Self::fill`] wrote it to buffer `k`.
+    fn view(&self, i: usize, k: usize) -> &[u8] {
+        match &self.cols[i] {
+            TypedColumn::Str { offsets, data, .. } if self.valid(i) => {
+                &data[offsets[self.row] as usize..offsets[self.row + 1] as usize]
+            }
+            _ => &self.scratch[k],
+        }
+    }
+}
+
+impl Record for TypedRecord<'_> {
+    const MARKERS: bool = false;
+
+    fn text(&mut self, i: usize) -> Result<&[u8], Reason> {
+        if !self.fill(i, 0) {
+            return Err(Reason::Cast);
+        }
+        Ok(self.view(i, 0))
+    }
+
+    fn text2(&mut self, i: usize, j: usize) -> (&[u8], &[u8]) {
+        // A field with no text form reads as empty: no node has that key.
+        if !self.fill(i, 0) {
+            self.scratch[0].clear();
+        }
+        if !self.fill(j, 1) {
+            self.scratch[1].clear();
+        }
+        (self.view(i, 0), self.view(j, 1))
+    }
+
+    fn int(&self, i: usize) -> Option<Option<i64>> {
+        match &self.cols[i] {
+            TypedColumn::Int { values, .. } => Some(self.valid(i).then(|| values[self.row])),
+            _ => None,
+        }
+    }
+
+    fn push_typed(
+        &self,
+        i: usize,
+        b: &mut ColumnBuilder,
+        dtype: DataType,
+    ) -> Option<Result<(), Reason>> {
+        if !self.valid(i) {
+            b.push_null();
+            return Some(Ok(()));
+        }
+        let row = self.row;
+        let DataType::Scalar(t) = dtype else {
+            return None;
+        };
+        match (&self.cols[i], t) {
+            (
+                TypedColumn::Int { values, .. },
+                ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+            ) => {
+                let v = values[row];
+                if let Some((lo, hi)) = t.int_range() {
+                    if v < lo || v > hi {
+                        return Some(Err(Reason::Cast));
+                    }
+                }
+                b.push_i64(v);
+            }
+            (TypedColumn::Float { values, .. }, ScalarType::Double) => b.push_f64(values[row]),
+            (TypedColumn::Float { values, .. }, ScalarType::Float) => {
+                b.push_f64(values[row] as f32 as f64)
+            }
+            (TypedColumn::Bool { values, .. }, ScalarType::Boolean) => b.push_bool(values.get(row)),
+            (TypedColumn::Str { offsets, data, .. }, ScalarType::String) => {
+                // An empty string stays one: typed input tells it from a null.
+                b.push_bytes(&data[offsets[row] as usize..offsets[row + 1] as usize])
+            }
+            (TypedColumn::Days { values, .. }, ScalarType::Date) => b.push_i64(values[row] as i64),
+            (
+                TypedColumn::Micros { values, .. },
+                ScalarType::LocalDateTime | ScalarType::DateTime,
+            ) => b.push_i64(values[row]),
+            _ => return None,
+        }
+        Some(Ok(()))
+    }
+}
+
+/// Parses one record's fields into `batch`'s columns (and the spilled sides' keys);
+/// `Err` names the slot that failed and why (the caller takes the row back).
+#[inline]
+fn parse_record<R: Record>(
+    rec: &mut R,
+    plan: &Plan,
+    rp: &RowPlan<'_, '_>,
+    batch: &mut Batch,
+) -> Result<RowOut, (usize, Reason)> {
+    let array_delim = plan.dialect.array_delimiter;
+    let mut out = RowOut {
+        rel: rp.endpoints.is_some(),
+        ..RowOut::default()
+    };
+    let found_pair = match (rp.pair, rp.endpoints) {
+        (Some((si, ei)), Some(e)) => {
+            let (a, b) = rec.text2(si, ei);
+            Some(e.start.get_two(Key::Str(a), e.end, Key::Str(b)))
+        }
+        _ => None,
+    };
+    for (i, slot) in plan.slots.iter().enumerate() {
+        let r: Result<(), Reason> = match slot {
+            Slot::Skip => Ok(()),
+            Slot::Prop { out, date, .. } => {
+                let dtype = plan.out_types[*out];
+                let b = &mut batch.columns[*out];
+                match rec.push_typed(i, b, dtype) {
+                    Some(r) => r,
+                    None => rec.text(i).and_then(|f| {
+                        let f = if R::MARKERS && plan.is_marker(f) {
+                            &[][..]
+                        } else {
+                            f
+                        };
+                        push_value(b, dtype, f, array_delim, *date)
+                    }),
+                }
+            }
+            Slot::Id { out } => match rec.int(i).filter(|_| plan.integer_ids) {
+                Some(Some(v)) => {
+                    batch.columns[*out].push_i64(v);
+                    Ok(())
+                }
+                Some(None) => Err(Reason::EmptyId),
+                None => rec.text(i).and_then(|f| {
+                    if f.is_empty() {
+                        Err(Reason::EmptyId)
+                    } else if plan.integer_ids {
+                        let v = value::parse_i64(f).ok_or(Reason::Cast)?;
+                        batch.columns[*out].push_i64(v);
+                        Ok(())
+                    } else if simdutf8::basic::from_utf8(f).is_err() {
+                        Err(Reason::InvalidUtf8)
+                    } else {
+                        batch.columns[*out].push_bytes(f);
+                        Ok(())
+                    }
+                }),
+            },
+            Slot::Labels { out } => rec.text(i).and_then(|f| {
+                push_value(
+                    &mut batch.columns[*out],
+                    DataType::Array(ScalarType::String),
+                    f,
+                    array_delim,
+                    value::DateOrder::Iso,
+                )
+            }),
+            Slot::Type => rec.text(i).and_then(|f| {
+                if f.is_empty() {
+                    return Err(Reason::MissingType);
+                }
+                let idx = match batch.type_names.iter().position(|t| t == f) {
+                    Some(i) => i,
+                    None => {
+                        batch.type_names.push(f.to_vec());
+                        batch.type_names.len() - 1
+                    }
+                };
+                out.ty = Some(idx as u32);
+                Ok(())
+            }),
+            Slot::Start | Slot::End => {
+                let start = matches!(slot, Slot::Start);
+                let e = rp.endpoints.expect("relationship plan has endpoints");
+                let (map, integer, base, spilled) = if start {
+                    (e.start, e.start_integer, e.start_base, e.start_spilled)
+                } else {
+                    (e.end, e.end_integer, e.end_base, e.end_spilled)
+                };
+                let pair = found_pair.map(|(s, d)| if start { s } else { d });
+                let keys = if start {
+                    &mut batch.start_keys
+                } else {
+                    &mut batch.end_keys
+                };
+                resolve(
+                    rec,
+                    i,
+                    integer,
+                    map,
+                    base,
+                    spilled.then_some((keys, e.keep_keys)),
+                    pair,
+                )
+                .map(|n| {
+                    if start {
+                        out.src = n;
+                    } else {
+                        out.dst = n;
+                    }
+                })
+            }
+        };
+        r.map_err(|reason| (i, reason))?;
+    }
+    Ok(out)
+}
+
+/// An endpoint's internal id: found together with the other end (`pair`), in this
+/// import's id map, or in the database's index (an append). A spilled side is not
+/// resolved here: its key is kept for the sort-merge join (when `keep`), and 0 stands in.
+fn resolve<R: Record>(
+    rec: &mut R,
+    i: usize,
+    integer: bool,
+    map: &IdMapWithGrant,
+    base: Option<(&quiver_storage::Database, usize)>,
+    spilled: Option<(&mut Keys, bool)>,
+    pair: Option<Option<u32>>,
+) -> Result<u32, Reason> {
+    let typed = if integer { rec.int(i) } else { None };
+    let f: &[u8] = match typed {
+        Some(_) => &[],
+        None => rec.text(i)?,
+    };
+    let key = match typed {
+        Some(v) => v.map(Key::Int),
+        None if integer => value::parse_i64(f).map(Key::Int),
+        None => Some(Key::Str(f)),
+    };
+    if let Some((keys, keep)) = spilled {
+        let k = key.ok_or(Reason::MissingNode)?;
+        if keep {
+            k.with_sort_bytes(|b| keys.push(b));
+        }
+        return Ok(0);
+    }
+    let in_map = match pair {
+        Some(p) => p,
+        None => key.and_then(|k| map.get(k)),
+    };
+    in_map
+        .or_else(|| {
+            let (k, (db, space)) = (key?, base?);
+            // A read error of the index reads as a missing node (the row is rejected and
+            // says so), never a panic.
+            db.lookup_id(space, k.into()).ok().flatten()
+        })
+        .ok_or(Reason::MissingNode)
+}
+
 /// Parses the records of `chunk`.
 pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Batch {
-    let mut batch = Batch {
-        columns: plan
-            .out_types
-            .iter()
-            .map(|&t| ColumnBuilder::new(t))
-            .collect(),
-        spans: Vec::new(),
-        lines: Vec::new(),
-        edges: Vec::new(),
-        types: Vec::new(),
-        type_names: Vec::new(),
-        start_keys: Keys::default(),
-        end_keys: Keys::default(),
-        errors: Vec::new(),
-        records: 0,
-        lines_total: 0,
-    };
+    let mut batch = Batch::new(plan);
     let mut tok = Tokenizer::new(chunk, &plan.dialect);
     let mut fields = Fields::default();
     let n_fields = plan.slots.len();
-    let array_delim = plan.dialect.array_delimiter;
     let mut lens: Vec<usize> = Vec::with_capacity(batch.columns.len());
-    // Rows of a spilled side may be rejected after the join: they keep span and line.
-    let keep_spans = endpoints.is_some_and(|e| e.start_spilled || e.end_spilled);
-    // Both endpoints of a row looked up together, when both are string keys in memory.
-    let pair = endpoints
-        .filter(|e| !(e.start_spilled || e.end_spilled || e.start_integer || e.end_integer))
-        .and_then(|e| {
-            let at = |want: fn(&Slot) -> bool| plan.slots.iter().position(want);
-            Some((
-                e,
-                at(|s| matches!(s, Slot::Start))?,
-                at(|s| matches!(s, Slot::End))?,
-            ))
-        });
+    let rp = RowPlan::new(plan, endpoints);
     loop {
         let span = match tok.next_record(&mut fields) {
             Ok(Some(s)) => s,
@@ -407,6 +817,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             }
         };
         batch.records += 1;
+        let at = (span.start as u32, span.end as u32);
         let fail = |batch: &mut Batch, col: usize, reason: Reason, detail: Detail| {
             batch.errors.push(RowError {
                 line: span.line as u32,
@@ -417,7 +828,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 },
                 reason,
                 detail,
-                span: (span.start as u32, span.end as u32),
+                span: at,
             });
         };
         if fields.len() != n_fields {
@@ -430,157 +841,68 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             );
             continue;
         }
-        lens.clear();
-        lens.extend(batch.columns.iter().map(|c| c.len()));
-        let key_lens = (batch.start_keys.ends.len(), batch.end_keys.ends.len());
-        let mut ok = true;
-        let mut src = 0u32;
-        let mut dst = 0u32;
-        let mut ty: Option<u32> = None;
-        let found_pair = pair.map(|(e, si, ei)| {
-            e.start.get_two(
-                Key::Str(fields.get(chunk, si)),
-                e.end,
-                Key::Str(fields.get(chunk, ei)),
-            )
-        });
-        for (i, slot) in plan.slots.iter().enumerate() {
-            let f = fields.get(chunk, i);
-            let r: Result<(), Reason> = match slot {
-                Slot::Skip => Ok(()),
-                Slot::Prop { out, date, .. } => {
-                    let dtype = plan.out_types[*out];
-                    let f = if plan.is_marker(f) { &[][..] } else { f };
-                    push_value(&mut batch.columns[*out], dtype, f, array_delim, *date)
-                }
-                Slot::Id { out } => {
-                    if f.is_empty() {
-                        Err(Reason::EmptyId)
-                    } else if plan.integer_ids {
-                        match value::parse_i64(f) {
-                            Some(v) => {
-                                batch.columns[*out].push_i64(v);
-                                Ok(())
-                            }
-                            None => Err(Reason::Cast),
-                        }
-                    } else if simdutf8::basic::from_utf8(f).is_err() {
-                        Err(Reason::InvalidUtf8)
-                    } else {
-                        batch.columns[*out].push_bytes(f);
-                        Ok(())
-                    }
-                }
-                Slot::Labels { out } => push_value(
-                    &mut batch.columns[*out],
-                    DataType::Array(ScalarType::String),
-                    f,
-                    array_delim,
-                    value::DateOrder::Iso,
-                ),
-                Slot::Type => {
-                    if f.is_empty() {
-                        Err(Reason::MissingType)
-                    } else {
-                        let idx = match batch.type_names.iter().position(|t| t == f) {
-                            Some(i) => i,
-                            None => {
-                                batch.type_names.push(f.to_vec());
-                                batch.type_names.len() - 1
-                            }
-                        };
-                        ty = Some(idx as u32);
-                        Ok(())
-                    }
-                }
-                Slot::Start | Slot::End => {
-                    let start = matches!(slot, Slot::Start);
-                    let e = endpoints.expect("relationship plan has endpoints");
-                    let (map, integer, base, spilled) = if start {
-                        (e.start, e.start_integer, e.start_base, e.start_spilled)
-                    } else {
-                        (e.end, e.end_integer, e.end_base, e.end_spilled)
-                    };
-                    let key = if integer {
-                        value::parse_i64(f).map(Key::Int)
-                    } else {
-                        Some(Key::Str(f))
-                    };
-                    if spilled {
-                        let keys = if start {
-                            &mut batch.start_keys
-                        } else {
-                            &mut batch.end_keys
-                        };
-                        if let Some(k) = key.filter(|_| e.keep_keys) {
-                            k.with_sort_bytes(|b| keys.push(b));
-                        }
-                        if key.is_none() {
-                            Err(Reason::MissingNode)
-                        } else {
-                            Ok(())
-                        }
-                    } else {
-                        let in_map = match found_pair {
-                            Some((s, e)) => {
-                                if start {
-                                    s
-                                } else {
-                                    e
-                                }
-                            }
-                            None => key.and_then(|k| map.get(k)),
-                        };
-                        let found = in_map.or_else(|| {
-                            let (k, (db, space)) = (key?, base?);
-                            // A read error of the index reads as a missing node (the
-                            // row is rejected and says so), never a panic.
-                            db.lookup_id(space, k.into()).ok().flatten()
-                        });
-                        match found {
-                            Some(n) => {
-                                if start {
-                                    src = n;
-                                } else {
-                                    dst = n;
-                                }
-                                Ok(())
-                            }
-                            None => Err(Reason::MissingNode),
-                        }
-                    }
-                }
-            };
-            if let Err(reason) = r {
+        let keys = batch.mark(&mut lens);
+        let mut rec = CsvRecord {
+            chunk,
+            fields: &fields,
+        };
+        match parse_record(&mut rec, plan, &rp, &mut batch) {
+            Ok(row) => batch.push_row(&row, rp.keep_spans, at, span.line as u32),
+            Err((i, reason)) => {
+                batch.undo(&lens, keys);
                 fail(&mut batch, i, reason, Detail::Field(i as u32));
-                ok = false;
-                break;
             }
-        }
-        if !ok {
-            for (c, &l) in batch.columns.iter_mut().zip(&lens) {
-                c.truncate(l);
-            }
-            batch.start_keys.truncate(key_lens.0);
-            batch.end_keys.truncate(key_lens.1);
-            continue;
-        }
-        if keep_spans {
-            batch.spans.push((span.start as u32, span.end as u32));
-            batch.lines.push(span.line as u32);
-        }
-        if endpoints.is_some() {
-            // Relationships need no spans: their rows are never rejected after parsing.
-            batch.edges.push((src as u64) << 32 | dst as u64);
-            if let Some(t) = ty {
-                batch.types.push(t);
-            }
-        } else {
-            batch.spans.push((span.start as u32, span.end as u32));
-            batch.lines.push(span.line as u32);
         }
     }
     batch.lines_total = tok.line();
+    batch
+}
+
+/// Parses rows `from..to` of typed input: values in the layouts of [`TypedColumn`] go
+/// into the batch as they are, the others through their text, as a CSV field would.
+/// A row's line is its ordinal in the chunk (one line a row), its span the row range
+/// (`Window::raw` writes it as a record), its column the field's number (from 1).
+pub fn parse_typed(
+    rows: &dyn TypedRows,
+    from: usize,
+    to: usize,
+    plan: &Plan,
+    endpoints: Option<&Endpoints<'_>>,
+) -> Batch {
+    let mut batch = Batch::new(plan);
+    let cols: Vec<TypedColumn<'_>> = (0..plan.slots.len()).map(|c| rows.column(c)).collect();
+    let mut lens: Vec<usize> = Vec::with_capacity(batch.columns.len());
+    let rp = RowPlan::new(plan, endpoints);
+    let mut rec = TypedRecord {
+        rows,
+        cols: &cols,
+        row: from,
+        scratch: [Vec::new(), Vec::new()],
+    };
+    for row in from..to {
+        rec.row = row;
+        let keys = batch.mark(&mut lens);
+        let (line, at) = (
+            (row - from) as u32,
+            ((row - from) as u32, (row - from + 1) as u32),
+        );
+        match parse_record(&mut rec, plan, &rp, &mut batch) {
+            Ok(r) => batch.push_row(&r, rp.keep_spans, at, line),
+            Err((i, reason)) => {
+                batch.undo(&lens, keys);
+                batch.errors.push(RowError {
+                    line,
+                    // Shown 1-based: the field's number (not a byte column, as in CSV).
+                    column: i as u32,
+                    reason,
+                    detail: Detail::Field(i as u32),
+                    span: at,
+                });
+            }
+        }
+    }
+    batch.records = (to - from) as u64;
+    batch.lines_total = (to - from) as u64;
     batch
 }
 
