@@ -1,17 +1,20 @@
 //! Arrow and Parquet in and out of Quiver.
 //!
-//! - [`encode`]: Arrow record batches written as CSV records in the import's dialect
-//!   ([`encode::CsvStream`]), and the property type of an Arrow column
+//! - [`encode`]: Arrow record batches as the import's typed rows
+//!   ([`encode::TypedBatch`]), and the property type of an Arrow column
 //!   ([`encode::quiver_type`]).
 //! - [`source`]: Parquet files (or folders of parts) and Arrow streams as the import's
 //!   [`quiver_csv::reader::RecordSource`] ([`source::ArrowSource`]), typed by their schema.
+//! - [`export`]: the graph's columns written as Parquet files (`quiver export --format
+//!   parquet`).
 //! - [`result`]: query results as Arrow record batches (what the Python package hands
 //!   to pandas, polars and pyarrow).
 //!
-//! **Invariant:** this crate is the only one that knows Arrow; the import and the query
-//! engine see a byte stream and rows.
+//! **Invariant:** this crate is the only one that knows Arrow; the import sees typed
+//! rows through `quiver_csv::reader::TypedRows`, the query engine rows.
 
 pub mod encode;
+pub mod export;
 pub mod result;
 pub mod source;
 
