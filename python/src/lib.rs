@@ -1176,6 +1176,7 @@ impl Connection {
 #[pymodule]
 fn _quiver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    quiver_arrow::register();
     m.add_class::<Connection>()?;
     m.add_class::<QueryResult>()?;
     m.add_class::<Node>()?;

@@ -312,10 +312,55 @@ impl TypedBatch {
 }
 
 fn bits(v: &Option<NullBuffer>) -> Option<Bits<'_>> {
-    v.as_ref().map(|n| Bits {
+    bits_of(v.as_ref())
+}
+
+fn bits_of(v: Option<&NullBuffer>) -> Option<Bits<'_>> {
+    v.map(|n| Bits {
         bytes: n.buffer().as_slice(),
         offset: n.offset(),
     })
+}
+
+/// A column in the layout the import reads; `valid` its validity.
+fn typed<'a>(c: &'a Col, valid: Option<Bits<'a>>) -> TypedColumn<'a> {
+    match c {
+        Col::I64(a) => TypedColumn::Int {
+            values: a.values(),
+            valid,
+        },
+        Col::F64(a) => TypedColumn::Float {
+            values: a.values(),
+            valid,
+        },
+        Col::Bool(a) => TypedColumn::Bool {
+            values: Bits {
+                bytes: a.values().inner().as_slice(),
+                offset: a.values().offset(),
+            },
+            valid,
+        },
+        Col::Str(a) => TypedColumn::Str {
+            offsets: a.value_offsets(),
+            data: a.value_data(),
+            valid,
+        },
+        Col::Date(a) => TypedColumn::Days {
+            values: a.values(),
+            valid,
+        },
+        Col::Ts(a, zoned) => TypedColumn::Micros {
+            values: a.values(),
+            zoned: *zoned,
+            valid,
+        },
+        Col::List(l, inner) => TypedColumn::List {
+            offsets: l.value_offsets(),
+            values: Box::new(typed(inner, bits_of(inner.array().nulls()))),
+            valid,
+        },
+        _ => TypedColumn::Other,
+    }
 }
 
 impl TypedRows for TypedBatch {
@@ -323,43 +368,16 @@ impl TypedRows for TypedBatch {
         self.rows
     }
 
+    fn width(&self) -> usize {
+        self.cols.len()
+    }
+
     fn bytes(&self) -> usize {
         self.bytes
     }
 
     fn column(&self, col: usize) -> TypedColumn<'_> {
-        let valid = bits(&self.valid[col]);
-        match &self.cols[col] {
-            Col::I64(a) => TypedColumn::Int {
-                values: a.values(),
-                valid,
-            },
-            Col::F64(a) => TypedColumn::Float {
-                values: a.values(),
-                valid,
-            },
-            Col::Bool(a) => TypedColumn::Bool {
-                values: Bits {
-                    bytes: a.values().inner().as_slice(),
-                    offset: a.values().offset(),
-                },
-                valid,
-            },
-            Col::Str(a) => TypedColumn::Str {
-                offsets: a.value_offsets(),
-                data: a.value_data(),
-                valid,
-            },
-            Col::Date(a) => TypedColumn::Days {
-                values: a.values(),
-                valid,
-            },
-            Col::Ts(a, _) => TypedColumn::Micros {
-                values: a.values(),
-                valid,
-            },
-            _ => TypedColumn::Other,
-        }
+        typed(&self.cols[col], bits(&self.valid[col]))
     }
 
     fn text(&self, col: usize, row: usize, out: &mut Vec<u8>) -> io::Result<bool> {

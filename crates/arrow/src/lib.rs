@@ -19,3 +19,15 @@ pub mod result;
 pub mod source;
 
 pub use source::{is_parquet, parquet_source, ArrowSource};
+
+/// Lets LOAD CSV read Parquet files (as typed rows): called once by a program that
+/// links this crate (the CLI, the Python module).
+pub fn register() {
+    quiver_csv::reader::set_typed_opener(|path| {
+        is_parquet(path).then(|| {
+            parquet_source(&[path.to_path_buf()]).map(|s| {
+                std::sync::Arc::new(s) as std::sync::Arc<dyn quiver_csv::reader::RecordSource>
+            })
+        })
+    });
+}

@@ -65,6 +65,7 @@ enum Command {
 
 fn main() {
     tune_allocator();
+    quiver_arrow::register();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Import(a) => cmd::import::run(a),

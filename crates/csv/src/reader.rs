@@ -17,7 +17,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use quiver_common::limits::CSV_RECORD_BYTES_MAX;
 use std::fs::File;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -108,6 +108,8 @@ pub type TypedStream = Box<dyn Iterator<Item = std::io::Result<(Arc<dyn TypedRow
 /// for the values it holds in the layouts of [`TypedColumn`].
 pub trait TypedRows: Send + Sync {
     fn rows(&self) -> usize;
+    /// Columns.
+    fn width(&self) -> usize;
     /// About how many bytes the rows hold in memory (to size the parse stage's chunks).
     fn bytes(&self) -> usize;
     /// Column `col` in a layout the import reads directly, or [`TypedColumn::Other`].
@@ -117,6 +119,23 @@ pub trait TypedRows: Send + Sync {
     fn text(&self, col: usize, row: usize, out: &mut Vec<u8>) -> std::io::Result<bool>;
     /// Rows `from..to` as CSV records in the dialect (for the rejects file).
     fn records(&self, from: usize, to: usize, out: &mut Vec<u8>);
+}
+
+/// Opens a file that is not CSV as a [`RecordSource`] (`None`: the file is CSV).
+pub type TypedOpener = fn(&Path) -> Option<Result<Arc<dyn RecordSource>, String>>;
+
+static TYPED_OPENER: std::sync::OnceLock<TypedOpener> = std::sync::OnceLock::new();
+
+/// Registers how LOAD CSV opens files that are not CSV (Parquet): set once by a program
+/// that links `quiver-arrow` (`quiver_arrow::register`), since the query engine does
+/// not know Arrow.
+pub fn set_typed_opener(f: TypedOpener) {
+    let _ = TYPED_OPENER.set(f);
+}
+
+/// `path` as typed rows, when it is a file of a registered typed format.
+pub fn typed_source(path: &Path) -> Option<Result<Arc<dyn RecordSource>, String>> {
+    TYPED_OPENER.get().and_then(|f| f(path))
 }
 
 /// A bitmap slice (Arrow's validity and boolean layout: least significant bit first).
@@ -160,13 +179,39 @@ pub enum TypedColumn<'a> {
         values: &'a [i32],
         valid: Option<Bits<'a>>,
     },
-    /// Microseconds since 1970-01-01T00:00 (local, or UTC for an instant).
+    /// Microseconds since 1970-01-01T00:00: local, or UTC for an instant (`zoned`).
     Micros {
         values: &'a [i64],
+        zoned: bool,
+        valid: Option<Bits<'a>>,
+    },
+    /// Lists: row `i`'s elements are `values[offsets[i]..offsets[i + 1]]`.
+    List {
+        offsets: &'a [i32],
+        values: Box<TypedColumn<'a>>,
         valid: Option<Bits<'a>>,
     },
     /// Anything else: read through [`TypedRows::text`].
     Other,
+}
+
+impl TypedColumn<'_> {
+    /// Whether value `i` is there (not null); [`TypedColumn::Other`] answers through
+    /// [`TypedRows::text`].
+    #[inline]
+    pub fn is_valid(&self, i: usize) -> bool {
+        let v = match self {
+            TypedColumn::Int { valid, .. }
+            | TypedColumn::Float { valid, .. }
+            | TypedColumn::Bool { valid, .. }
+            | TypedColumn::Str { valid, .. }
+            | TypedColumn::Days { valid, .. }
+            | TypedColumn::Micros { valid, .. }
+            | TypedColumn::List { valid, .. } => valid,
+            TypedColumn::Other => return true,
+        };
+        v.is_none_or(|v| v.get(i))
+    }
 }
 
 /// One input file being read: the (possibly decompressing) reader, and what the file was

@@ -510,16 +510,7 @@ struct TypedRecord<'a> {
 
 impl TypedRecord<'_> {
     fn valid(&self, i: usize) -> bool {
-        let v = match &self.cols[i] {
-            TypedColumn::Int { valid, .. }
-            | TypedColumn::Float { valid, .. }
-            | TypedColumn::Bool { valid, .. }
-            | TypedColumn::Str { valid, .. }
-            | TypedColumn::Days { valid, .. }
-            | TypedColumn::Micros { valid, .. } => valid,
-            TypedColumn::Other => return true,
-        };
-        v.is_none_or(|v| v.get(self.row))
+        self.cols[i].is_valid(self.row)
     }
 
     /// Writes field `i`'s text into scratch buffer `k`, unless it is a string read in

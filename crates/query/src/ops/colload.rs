@@ -790,7 +790,14 @@ impl ColumnarLoad {
 
 impl Op for ColumnarLoad {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
-        let fallback = *self.use_fallback.get_or_insert(cx.explicit_tx);
+        // Typed input (a Parquet file) is read by the row path, which takes its values
+        // as they are typed rather than parsing text.
+        let source = &self.plan.source;
+        let fallback = *self.use_fallback.get_or_insert_with(|| {
+            cx.explicit_tx
+                || resolve(cx.load.import_dir.as_deref(), source)
+                    .is_ok_and(|p| quiver_csv::reader::typed_source(&p).is_some())
+        });
         if fallback {
             return self.fallback.next(cx);
         }

@@ -20,7 +20,7 @@ use crate::expr::{eval, CExpr};
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::Value;
 use crossbeam_channel::{Receiver, Sender};
-use quiver_csv::reader::{spawn_reader, Msg};
+use quiver_csv::reader::{spawn_reader, typed_source, Msg, TypedColumn, TypedRows};
 use quiver_csv::rejects::Rejects;
 use quiver_csv::tokenize::{Fields, TokenError, Tokenizer};
 use quiver_csv::Dialect;
@@ -229,9 +229,10 @@ impl Reading {
             r.done = true;
             return Ok(r);
         }
+        let source = typed_source(&path).transpose().map_err(QueryError::Csv)?;
         let (reader_rx, recycle, reader) = spawn_reader(
             vec![path.clone()],
-            None,
+            source,
             spec.dialect,
             WINDOW_BYTES,
             WINDOW_BYTES,
@@ -333,6 +334,10 @@ impl Rows {
                 // A header was asked for and the reader found none: an empty file.
                 break;
             }
+            if let Some(rows) = &w.typed {
+                self.typed_rows(rows.as_ref(), &mut out, tx)?;
+                continue;
+            }
             let data = &w.data[..];
             let mut t = Tokenizer::new(data, &self.spec.dialect);
             loop {
@@ -382,6 +387,97 @@ impl Rows {
         }
         Ok(())
     }
+}
+
+impl Rows {
+    /// Typed rows (a Parquet file) as values: integers, floats, booleans, strings,
+    /// dates, timestamps and lists of them as they are, other values as their text.
+    fn typed_rows(
+        &mut self,
+        rows: &dyn TypedRows,
+        out: &mut Vec<Value>,
+        tx: &Sender<Piece>,
+    ) -> Result<(), QueryError> {
+        let n = self.keys.as_ref().map_or(usize::MAX, |k| k.len());
+        let cols: Vec<TypedColumn<'_>> = (0..n.min(rows_width(self.keys.as_deref(), rows)))
+            .map(|c| rows.column(c))
+            .collect();
+        let mut text = Vec::new();
+        for row in 0..rows.rows() {
+            let mut vals = Vec::with_capacity(cols.len());
+            for (c, col) in cols.iter().enumerate() {
+                let v = match typed_value(col, row) {
+                    Some(v) => v,
+                    None => {
+                        text.clear();
+                        match rows.text(c, row, &mut text) {
+                            Ok(true) => Value::str(&String::from_utf8_lossy(&text)),
+                            Ok(false) => Value::Null,
+                            Err(e) => {
+                                return Err(QueryError::Csv(format!(
+                                    "{}: row {}: column {}: {e}",
+                                    self.path.display(),
+                                    self.line + row as u64,
+                                    c + 1
+                                )))
+                            }
+                        }
+                    }
+                };
+                vals.push(v);
+            }
+            out.push(match &self.keys {
+                Some(k) => Value::Map(Arc::new(k.iter().cloned().zip(vals).collect())),
+                None => Value::List(Arc::new(vals)),
+            });
+            if out.len() == BATCH_ROWS {
+                let full = std::mem::replace(out, Vec::with_capacity(BATCH_ROWS));
+                tx.send(Piece::Rows(full))
+                    .map_err(|_| QueryError::Cancelled)?;
+            }
+        }
+        self.line += rows.rows() as u64;
+        Ok(())
+    }
+}
+
+/// Columns of typed rows: the header's, or as many as the first column count asks.
+fn rows_width(keys: Option<&[Arc<str>]>, rows: &dyn TypedRows) -> usize {
+    match keys {
+        Some(k) => k.len(),
+        None => rows.width(),
+    }
+}
+
+/// Value `i` of a typed column; `None` when it is read through its text.
+fn typed_value(col: &TypedColumn<'_>, i: usize) -> Option<Value> {
+    if !col.is_valid(i) {
+        return Some(Value::Null);
+    }
+    Some(match col {
+        TypedColumn::Int { values, .. } => Value::Int(values[i]),
+        TypedColumn::Float { values, .. } => Value::Float(values[i]),
+        TypedColumn::Bool { values, .. } => Value::Bool(values.get(i)),
+        TypedColumn::Str { offsets, data, .. } => Value::str(
+            std::str::from_utf8(&data[offsets[i] as usize..offsets[i + 1] as usize]).ok()?,
+        ),
+        TypedColumn::Days { values, .. } => Value::Date(values[i] as i64),
+        TypedColumn::Micros { values, zoned, .. } => {
+            if *zoned {
+                Value::datetime_us(values[i])
+            } else {
+                Value::local_datetime_us(values[i])
+            }
+        }
+        TypedColumn::List {
+            offsets, values, ..
+        } => Value::List(Arc::new(
+            (offsets[i] as usize..offsets[i + 1] as usize)
+                .map(|j| typed_value(values, j))
+                .collect::<Option<Vec<Value>>>()?,
+        )),
+        TypedColumn::Other => return None,
+    })
 }
 
 type Bad = (usize, &'static str, String);
