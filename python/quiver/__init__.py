@@ -6,9 +6,13 @@
 >>> con.execute("MATCH (u:User)-->(f) RETURN u.region AS region, count(*) AS n").df()
 
 A connection runs one statement at a time (statements of several threads take turns);
-open one connection per thread for concurrent reads. Results are held whole, column by
-column; ``.arrow()``, ``.df()`` and ``.pl()`` hand the columns to Arrow without making
-Python objects.
+open one connection per thread for concurrent reads. Results of ``execute`` are held
+whole, column by column; ``.arrow()``, ``.df()`` and ``.pl()`` hand the columns to Arrow
+without making Python objects. ``stream`` hands a result over in parts as the statement
+makes them, so that a result larger than memory never sits whole in it:
+
+>>> for batch in con.stream("MATCH (u:User) RETURN u.id, u.age").record_batches():
+...     handle(batch)
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ._quiver import (  # noqa: F401
     Connection as _Connection,
     QueryResult as _QueryResult,
+    ResultStream as _ResultStream,
     Node,
     Relationship,
     Path,
@@ -40,6 +45,7 @@ __all__ = [
     "connect",
     "Connection",
     "Result",
+    "ResultStream",
     "Transaction",
     "Node",
     "Relationship",
@@ -219,6 +225,47 @@ class Result:
         return f"<quiver.Result columns={self.columns} rows={len(self)}>"
 
 
+class ResultStream:
+    """The rows of a statement as it makes them (:meth:`Connection.stream`): iterate
+    it for tuples, or take its record batches once (``record_batches()``,
+    ``pyarrow.RecordBatchReader.from_stream(stream)``, ``polars.from_arrow``). A column's
+    Arrow type is fixed by the first batch; a later value that does not fit it raises
+    rather than being dropped. The connection runs nothing else until the stream is
+    read to its end or closed (``with con.stream(...) as s:`` closes it)."""
+
+    def __init__(self, native: _ResultStream):
+        self._s = native
+
+    @property
+    def columns(self) -> List[str]:
+        return list(self._s.columns)
+
+    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+        return iter(self._s)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._s.__arrow_c_stream__(requested_schema)
+
+    def record_batches(self):
+        """The rows not read yet as a ``pyarrow.RecordBatchReader`` (streaming)."""
+        import pyarrow as pa
+
+        return pa.RecordBatchReader.from_stream(self._s)
+
+    def close(self) -> None:
+        """Stops the statement if it still runs and frees the connection."""
+        self._s.close()
+
+    def __enter__(self) -> "ResultStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<quiver.ResultStream columns={self.columns}>"
+
+
 def _as_arrow(x):
     """A pandas or polars frame as something with ``__arrow_c_stream__``; paths and
     Arrow objects as they are."""
@@ -278,6 +325,20 @@ class Connection:
     def query(self, query: str, parameters: Optional[Mapping[str, Any]] = None) -> Result:
         """Same as :meth:`execute`."""
         return self.execute(query, parameters)
+
+    def stream(
+        self,
+        query: str,
+        parameters: Optional[Mapping[str, Any]] = None,
+        batch_rows: int = 65536,
+    ) -> ResultStream:
+        """Runs one statement on a thread of its own and hands its rows over in parts of
+        about ``batch_rows`` as they are made (two parts in flight at most): memory holds
+        a few parts, not the result. Errors of the statement raise here or while
+        reading."""
+        return ResultStream(
+            self._c.stream(query, dict(parameters) if parameters else None, batch_rows)
+        )
 
     def sql(self, *_args, **_kwargs):  # pragma: no cover - a helpful error, not an API
         raise QuiverError("Quiver speaks Cypher: use execute('MATCH (n) RETURN n LIMIT 5')")

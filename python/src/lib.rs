@@ -762,12 +762,191 @@ impl QueryResult {
     }
 }
 
+// ---------------------------------------------------------------- streams
+
+/// What a stream's statement thread sends: parts of rows, then the end (the columns,
+/// or the error that ended the statement).
+enum Part {
+    Rows(Rows),
+    Done(Result<Vec<String>, QueryError>),
+}
+
+/// The receiving end of a stream's statement thread. Dropped: the statement is
+/// cancelled (its next send fails, its cancel flag is set) and its thread joined, so
+/// that the session is back in its connection.
+struct Feed {
+    rx: Option<std::sync::mpsc::Receiver<Part>>,
+    cancel: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Feed {
+    fn next(&mut self) -> Option<Part> {
+        self.rx.as_ref()?.recv().ok()
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        self.rx.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The parts of a feed as record batches of the first part's types.
+struct FeedBatches {
+    feed: Option<Feed>,
+    types: quiver_arrow::result::StreamTypes,
+    first: Option<Rows>,
+}
+
+impl Iterator for FeedBatches {
+    type Item = Result<arrow_array::RecordBatch, arrow_schema::ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rows = match self.first.take() {
+            Some(r) => r,
+            None => match self.feed.as_mut()?.next()? {
+                Part::Rows(r) => r,
+                Part::Done(Ok(_)) => {
+                    self.feed = None;
+                    return None;
+                }
+                Part::Done(Err(e)) => {
+                    self.feed = None;
+                    return Some(Err(arrow_schema::ArrowError::ExternalError(Box::new(e))));
+                }
+            },
+        };
+        Some(
+            self.types
+                .batch(&rows)
+                .map_err(arrow_schema::ArrowError::InvalidArgumentError),
+        )
+    }
+}
+
+/// A statement's rows as they are made (`Connection.stream`): iterated as tuples, or
+/// handed over once as an Arrow stream of record batches.
+#[pyclass(module = "quiver", unsendable)]
+struct ResultStream {
+    /// `None` once the statement ended (or the stream went to Arrow).
+    feed: Option<Feed>,
+    /// The part being read, and the next row of it.
+    cur: Option<Rows>,
+    pos: usize,
+    #[pyo3(get)]
+    columns: Vec<String>,
+}
+
+impl ResultStream {
+    /// The next part into `cur`; false at the end.
+    fn advance(&mut self, py: Python<'_>) -> PyResult<bool> {
+        let Some(feed) = self.feed.as_mut() else {
+            return Ok(false);
+        };
+        match py.detach(|| feed.next()) {
+            Some(Part::Rows(r)) => {
+                self.cur = Some(r);
+                self.pos = 0;
+                Ok(true)
+            }
+            Some(Part::Done(Ok(_))) | None => {
+                self.feed = None;
+                Ok(false)
+            }
+            Some(Part::Done(Err(e))) => {
+                self.feed = None;
+                Err(query_err(py, &e))
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl ResultStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next row as a tuple.
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        while self.cur.as_ref().is_none_or(|c| self.pos >= c.len) {
+            self.cur = None;
+            if !self.advance(py)? {
+                return Ok(None);
+            }
+        }
+        let rows = self.cur.as_ref().expect("a part is at hand");
+        let out = Out {
+            py,
+            rows,
+            dt: datetime_mod(py)?,
+        };
+        let vals: Vec<Bound<'py, PyAny>> = rows
+            .cols
+            .iter()
+            .map(|c| out.value(&c[self.pos]))
+            .collect::<PyResult<_>>()?;
+        self.pos += 1;
+        PyTuple::new(py, vals).map(Some)
+    }
+
+    /// The Arrow PyCapsule interface: the rows not read yet as a stream of record
+    /// batches, typed by the first part (`pyarrow.RecordBatchReader.from_stream`).
+    /// Once: the stream is then the reader's.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &mut self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        if self.cur.is_none() && !self.advance(py)? {
+            // Nothing left: an empty stream with the columns (untyped).
+            self.cur = Some(Rows {
+                columns: self.columns.clone(),
+                cols: vec![Vec::new(); self.columns.len()],
+                ..Rows::default()
+            });
+        }
+        let mut first = self.cur.take().expect("a part is at hand");
+        if self.pos > 0 {
+            first = first.slice(self.pos);
+        }
+        let types = quiver_arrow::result::StreamTypes::new(&first);
+        let schema = types.schema();
+        let batches = FeedBatches {
+            feed: self.feed.take(),
+            types,
+            first: Some(first),
+        };
+        let reader: Box<dyn RecordBatchReader + Send> =
+            Box::new(RecordBatchIterator::new(batches, schema));
+        let stream = FFI_ArrowArrayStream::new(reader);
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// Stops the statement (if it still runs) and gives the connection back.
+    fn close(&mut self, py: Python<'_>) {
+        let feed = self.feed.take();
+        py.detach(move || drop(feed));
+        self.cur = None;
+    }
+}
+
 // ---------------------------------------------------------------- connection
 
 /// An open database.
 #[pyclass(module = "quiver")]
 struct Connection {
-    session: Mutex<Option<Session>>,
+    /// `None` when closed, or while a [`ResultStream`]'s statement has it on its thread.
+    session: Arc<Mutex<Option<Session>>>,
+    /// A stream's statement holds the session.
+    streaming: Arc<AtomicBool>,
     #[pyo3(get)]
     path: PathBuf,
     mode: OpenMode,
@@ -823,7 +1002,16 @@ impl Connection {
         let mut g = self.session.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
             Some(s) => f(s),
-            None => Err(DatabaseError::new_err("the connection is closed")),
+            None => Err(DatabaseError::new_err(self.gone())),
+        }
+    }
+
+    /// Why the session is not at hand.
+    fn gone(&self) -> &'static str {
+        if self.streaming.load(Ordering::SeqCst) {
+            "a result stream is open on this connection: read it to the end or close() it first"
+        } else {
+            "the connection is closed"
         }
     }
 }
@@ -946,7 +1134,8 @@ impl Connection {
             .detach(move || open_session(&p, mode, memory_limit, query_memory_limit, create))
             .map_err(DatabaseError::new_err)?;
         Ok(Connection {
-            session: Mutex::new(Some(s)),
+            session: Arc::new(Mutex::new(Some(s))),
+            streaming: Arc::new(AtomicBool::new(false)),
             path,
             mode,
             memory_limit,
@@ -983,6 +1172,103 @@ impl Connection {
                 elapsed_ms: sum.elapsed.as_secs_f64() * 1e3,
                 message: sum.message,
             })
+        })
+    }
+
+    /// Runs one statement on a thread of its own and hands its rows over in parts of
+    /// about `batch_rows` as they are made: a result larger than memory streams (two
+    /// parts in flight at most). The connection runs nothing else until the stream is
+    /// read to its end or closed.
+    #[pyo3(signature = (query, parameters=None, batch_rows=65536))]
+    fn stream(
+        &self,
+        py: Python<'_>,
+        query: String,
+        parameters: Option<&Bound<'_, PyDict>>,
+        batch_rows: usize,
+    ) -> PyResult<ResultStream> {
+        let params = params_of(parameters)?;
+        let mut session = {
+            let mut g = self.session.lock().unwrap_or_else(|e| e.into_inner());
+            g.take()
+                .ok_or_else(|| DatabaseError::new_err(self.gone()))?
+        };
+        self.streaming.store(true, Ordering::SeqCst);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Part>(1);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (home, streaming, stop) =
+            (self.session.clone(), self.streaming.clone(), cancel.clone());
+        let batch_rows = batch_rows.max(1);
+        let handle = std::thread::Builder::new()
+            .name("quiver-stream".into())
+            .spawn(move || {
+                let columns: Arc<Mutex<Vec<String>>> = Arc::default();
+                let seen = columns.clone();
+                let hook = quiver_query::ColumnsHook(Arc::new(move |c: &[String]| {
+                    *seen.lock().unwrap_or_else(|e| e.into_inner()) = c.to_vec();
+                }));
+                let before = (session.opts.cancel.take(), session.opts.on_columns.take());
+                session.opts.cancel = Some(stop);
+                session.opts.on_columns = Some(hook);
+                let named = |mut part: Rows| {
+                    part.columns = columns.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    part.cols.resize_with(part.columns.len(), Vec::new);
+                    part
+                };
+                let mut part = Rows::default();
+                let r = session.run(&query, &params, &mut |g, b| {
+                    part.push(g, b)?;
+                    if part.len >= batch_rows {
+                        let full = named(std::mem::take(&mut part));
+                        tx.send(Part::Rows(full))
+                            .map_err(|_| QueryError::Cancelled)?;
+                    }
+                    Ok(())
+                });
+                (session.opts.cancel, session.opts.on_columns) = before;
+                *home.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
+                streaming.store(false, Ordering::SeqCst);
+                let end = match r {
+                    Ok(sum) => {
+                        *columns.lock().unwrap_or_else(|e| e.into_inner()) = sum.columns;
+                        if part.len > 0 {
+                            let _ = tx.send(Part::Rows(named(part)));
+                        }
+                        Ok(named(Rows::default()).columns)
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(Part::Done(end));
+            })
+            .map_err(|e| {
+                DatabaseError::new_err(format!("cannot start the stream's thread: {e}"))
+            })?;
+        let mut feed = Feed {
+            rx: Some(rx),
+            cancel,
+            handle: Some(handle),
+        };
+        // The first part (or the end) now: a statement that fails, fails here, and the
+        // columns are known.
+        let first = py.detach(|| feed.next());
+        let (cur, columns, done) = match first {
+            Some(Part::Rows(r)) => {
+                let c = r.columns.clone();
+                (Some(r), c, false)
+            }
+            Some(Part::Done(Ok(columns))) => (None, columns, true),
+            Some(Part::Done(Err(e))) => return Err(query_err(py, &e)),
+            None => {
+                return Err(DatabaseError::new_err(
+                    "the stream's thread ended without a result",
+                ))
+            }
+        };
+        Ok(ResultStream {
+            feed: (!done).then_some(feed),
+            cur,
+            pos: 0,
+            columns,
         })
     }
 
@@ -1100,7 +1386,7 @@ impl Connection {
         let (mode, ml, qml) = (self.mode, self.memory_limit, self.query_memory_limit);
         let mut guard = self.session.lock().unwrap_or_else(|e| e.into_inner());
         let Some(session) = guard.take() else {
-            return Err(DatabaseError::new_err("the connection is closed"));
+            return Err(DatabaseError::new_err(self.gone()));
         };
         let path = self.path.clone();
         let r = interruptible(py, move |cancel| {
@@ -1179,6 +1465,7 @@ fn _quiver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     quiver_arrow::register();
     m.add_class::<Connection>()?;
     m.add_class::<QueryResult>()?;
+    m.add_class::<ResultStream>()?;
     m.add_class::<Node>()?;
     m.add_class::<Relationship>()?;
     m.add("Path", py.get_type::<Path_>())?;

@@ -151,6 +151,63 @@ def test_record_batches_stream(con):
     assert len(batches) == 4 and sum(b.num_rows for b in batches) == 200000
 
 
+def test_stream_hands_rows_over_in_parts(con):
+    con.execute("UNWIND range(1, 1000) AS i CREATE (:User {id: i, name: 'u' + i})")
+    # Iterated as tuples, with graph values as objects.
+    s = con.stream("MATCH (u:User) WHERE u.id <= 3 RETURN u.id AS id, u ORDER BY id", batch_rows=2)
+    assert s.columns == ["id", "u"]
+    rows = list(s)
+    assert [r[0] for r in rows] == [1, 2, 3] and rows[2][1]["name"] == "u3"
+    # As record batches of about the asked size (whole batches of the engine's).
+    with con.stream("UNWIND range(1, 250000) AS x RETURN x, toString(x) AS s", batch_rows=50000) as s:
+        batches = list(s.record_batches())
+    assert len(batches) == 5 and sum(b.num_rows for b in batches) == 250000
+    assert all(50000 <= b.num_rows <= 51200 for b in batches[:-1])
+    assert batches[-1].column(1)[-1].as_py() == "250000"
+    assert batches[0].schema.field("x").type == pa.int64()
+    # Rows read as tuples first, the rest as Arrow: nothing twice, nothing lost.
+    s = con.stream("UNWIND range(1, 10) AS x RETURN x", batch_rows=4)
+    it = iter(s)
+    assert next(it) == (1,)
+    t = pa.RecordBatchReader.from_stream(s).read_all()
+    assert t.column("x").to_pylist() == list(range(2, 11))
+    # Memory holds parts, not the result: 20M rows stream through a small footprint.
+    n = 0
+    for b in con.stream("UNWIND range(1, 20000000) AS x RETURN x").record_batches():
+        n += b.num_rows
+    assert n == 20_000_000
+
+
+def test_stream_errors_and_the_connection(con):
+    with pytest.raises(quiver.CypherSyntaxError):
+        con.stream("MATCH (n RETURN n")
+    # The connection is the stream's until it ends or is closed.
+    s = con.stream("UNWIND range(1, 1000000) AS x RETURN x", batch_rows=1000)
+    with pytest.raises(quiver.DatabaseError, match="result stream is open"):
+        con.execute("RETURN 1")
+    s.close()
+    assert con.execute("RETURN 1").scalar() == 1
+    # An error of the statement after its first parts arrives while reading.
+    s = con.stream("UNWIND range(1, 200000) AS x RETURN 10 / (x - 150000) AS y", batch_rows=1000)
+    with pytest.raises(quiver.QuiverError, match="division by zero"):
+        list(s)
+    assert con.execute("RETURN 2").scalar() == 2
+    # A later value that does not fit the first batch's type raises, never drops.
+    s = con.stream(
+        "UNWIND range(1, 5000) AS x RETURN CASE WHEN x > 3000 THEN 'big' ELSE x END AS v",
+        batch_rows=1000,
+    )
+    with pytest.raises(pa.ArrowInvalid, match="first batch"):
+        s.record_batches().read_all()
+    # A stream dropped unread frees the connection too.
+    s = con.stream("UNWIND range(1, 100000000) AS x RETURN x")
+    del s
+    assert con.execute("RETURN 3").scalar() == 3
+    # Writes stream too, and commit.
+    list(con.stream("UNWIND range(1, 5) AS i CREATE (:T {i: i}) RETURN i"))
+    assert con.execute("MATCH (t:T) RETURN count(*)").scalar() == 5
+
+
 # ---------------------------------------------------------------- frames and files in
 
 

@@ -47,6 +47,68 @@ pub struct Rows {
     pub rels: HashMap<(u32, u64), RelData>,
 }
 
+fn schema_of(columns: &[String], kinds: &[Kind]) -> SchemaRef {
+    let fields: Vec<Field> = columns
+        .iter()
+        .zip(kinds)
+        .map(|(name, k)| {
+            let f = Field::new(name, k.arrow(), true);
+            if matches!(k, Kind::Json) {
+                f.with_metadata(HashMap::from([(
+                    "quiver.json".to_string(),
+                    "1".to_string(),
+                )]))
+            } else {
+                f
+            }
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The column types of a result that arrives in parts (a streamed query): its first
+/// part fixes them, as an Arrow stream's schema comes before its batches. A later part
+/// whose values do not fit them (an integer where the first part had strings, any value
+/// in a column the first part left all null) is an error that says so, never values
+/// dropped.
+pub struct StreamTypes {
+    schema: SchemaRef,
+    kinds: Vec<Kind>,
+    first_rows: usize,
+}
+
+impl StreamTypes {
+    pub fn new(first: &Rows) -> StreamTypes {
+        let kinds: Vec<Kind> = first.cols.iter().map(|c| Kind::of(c)).collect();
+        StreamTypes {
+            schema: schema_of(&first.columns, &kinds),
+            kinds,
+            first_rows: first.len,
+        }
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// A part of the result as one record batch of the schema.
+    pub fn batch(&self, rows: &Rows) -> Result<RecordBatch, String> {
+        for (i, (c, k)) in rows.cols.iter().zip(&self.kinds).enumerate() {
+            let here = Kind::of(c);
+            if here != Kind::Null && k.clone().join(here.clone()) != *k {
+                return Err(format!(
+                    "column '{}' holds {:?} values after its first {} rows typed it {:?}; a streamed result keeps its first batch's types: read it with execute(...).arrow(), which types a column from all its values",
+                    self.schema.field(i).name(),
+                    here,
+                    self.first_rows,
+                    k
+                ));
+            }
+        }
+        rows.batch(&self.schema, &self.kinds, 0, rows.len)
+    }
+}
+
 /// A relationship's key in [`Rows::rels`].
 pub fn rel_key(r: &RelRef) -> (u32, u64) {
     (r.ty, r.eid)
@@ -121,50 +183,54 @@ impl Rows {
         Ok(())
     }
 
+    /// The rows from `from` on (the entities they mention kept whole).
+    pub fn slice(mut self, from: usize) -> Rows {
+        let from = from.min(self.len);
+        for c in &mut self.cols {
+            c.drain(..from.min(c.len()));
+        }
+        self.len -= from;
+        self
+    }
+
     /// The rows as record batches of at most `batch_rows` rows.
     pub fn to_arrow(&self, batch_rows: usize) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
         let kinds: Vec<Kind> = self.cols.iter().map(|c| Kind::of(c)).collect();
-        let fields: Vec<Field> = self
-            .columns
-            .iter()
-            .zip(&kinds)
-            .map(|(name, k)| {
-                let f = Field::new(name, k.arrow(), true);
-                if matches!(k, Kind::Json) {
-                    f.with_metadata(HashMap::from([(
-                        "quiver.json".to_string(),
-                        "1".to_string(),
-                    )]))
-                } else {
-                    f
-                }
-            })
-            .collect();
-        let schema = Arc::new(Schema::new(fields));
+        let schema = schema_of(&self.columns, &kinds);
         let mut out = Vec::new();
         let mut from = 0;
         let batch_rows = batch_rows.max(1);
         loop {
             let to = (from + batch_rows).min(self.len);
-            let arrays: Vec<ArrayRef> = self
-                .cols
-                .iter()
-                .zip(&kinds)
-                .map(|(c, k)| self.array(k, &c[from..to]))
-                .collect();
-            let b = RecordBatch::try_new_with_options(
-                schema.clone(),
-                arrays,
-                &arrow_array::RecordBatchOptions::new().with_row_count(Some(to - from)),
-            )
-            .map_err(|e| e.to_string())?;
-            out.push(b);
+            out.push(self.batch(&schema, &kinds, from, to)?);
             from = to;
             if from >= self.len {
                 break;
             }
         }
         Ok((schema, out))
+    }
+
+    /// Rows `from..to` as a record batch of `schema` (whose types are `kinds`).
+    fn batch(
+        &self,
+        schema: &SchemaRef,
+        kinds: &[Kind],
+        from: usize,
+        to: usize,
+    ) -> Result<RecordBatch, String> {
+        let arrays: Vec<ArrayRef> = self
+            .cols
+            .iter()
+            .zip(kinds)
+            .map(|(c, k)| self.array(k, &c[from..to]))
+            .collect();
+        RecordBatch::try_new_with_options(
+            schema.clone(),
+            arrays,
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(to - from)),
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn array(&self, k: &Kind, vals: &[Value]) -> ArrayRef {
