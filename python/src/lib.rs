@@ -905,6 +905,11 @@ impl ResultStream {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
+        // The part at hand, unless it was read to its end (then the next types the
+        // stream: an empty part would type every column null).
+        if self.cur.as_ref().is_some_and(|c| self.pos >= c.len) {
+            self.cur = None;
+        }
         if self.cur.is_none() && !self.advance(py)? {
             // Nothing left: an empty stream with the columns (untyped).
             self.cur = Some(Rows {

@@ -171,6 +171,11 @@ def test_stream_hands_rows_over_in_parts(con):
     assert next(it) == (1,)
     t = pa.RecordBatchReader.from_stream(s).read_all()
     assert t.column("x").to_pylist() == list(range(2, 11))
+    # A first part read to its end does not type the Arrow stream (the next part does).
+    s = con.stream("UNWIND range(1, 5000) AS x RETURN x", batch_rows=1000)
+    first = [next(iter(s)) for _ in range(1024)]
+    t = s.record_batches().read_all()
+    assert len(first) + t.num_rows == 5000 and t.schema.field("x").type == pa.int64()
     # Memory holds parts, not the result: 20M rows stream through a small footprint.
     n = 0
     for b in con.stream("UNWIND range(1, 20000000) AS x RETURN x").record_batches():
