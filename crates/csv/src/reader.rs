@@ -331,7 +331,7 @@ fn line_at(path: &PathBuf, offset: u64) -> u64 {
 fn typed_windows(
     stream: TypedStream,
     src: &dyn RecordSource,
-    path: &PathBuf,
+    path: &Path,
     header: bool,
     chunk_bytes: usize,
     cancel: &AtomicBool,
