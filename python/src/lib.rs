@@ -656,6 +656,15 @@ impl QueryResult {
         PyTuple::new(py, vals)
     }
 
+    /// Values for row access, made once from the record batches of a result read
+    /// straight into Arrow.
+    fn values(&mut self, py: Python<'_>) {
+        if self.rows.needs_values() {
+            let rows = self.rows.clone();
+            self.rows = Arc::new(py.detach(move || rows.with_values()));
+        }
+    }
+
     fn out<'a, 'py>(&'a self, py: Python<'py>) -> PyResult<Out<'a, 'py>> {
         Ok(Out {
             py,
@@ -672,6 +681,7 @@ impl QueryResult {
         if self.pos >= self.rows.len {
             return Ok(None);
         }
+        self.values(py);
         let out = self.out(py)?;
         let r = self.row(py, &out, self.pos)?;
         self.pos += 1;
@@ -681,6 +691,7 @@ impl QueryResult {
     /// The next `size` rows (fewer at the end).
     #[pyo3(signature = (size=1))]
     fn fetchmany<'py>(&mut self, py: Python<'py>, size: usize) -> PyResult<Bound<'py, PyList>> {
+        self.values(py);
         let out = self.out(py)?;
         let l = PyList::empty(py);
         let end = (self.pos + size).min(self.rows.len);
@@ -697,7 +708,8 @@ impl QueryResult {
     }
 
     /// Column `i` (of the rows not fetched yet) as a list of Python values.
-    fn column<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyList>> {
+    fn column<'py>(&mut self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyList>> {
+        self.values(py);
         let c = self
             .rows
             .cols
@@ -729,6 +741,8 @@ impl QueryResult {
         let c = &self.counters;
         let d = PyDict::new(py);
         d.set_item("elapsed_ms", self.elapsed_ms)?;
+        // Read straight from the column chunks (`quiver_arrow::scan`), not run as a query.
+        d.set_item("columnar", self.rows.arrow.is_some())?;
         d.set_item("nodes_created", c.nodes_created)?;
         d.set_item("nodes_deleted", c.nodes_deleted)?;
         d.set_item("relationships_created", c.relationships_created)?;
@@ -1159,6 +1173,28 @@ impl Connection {
     ) -> PyResult<QueryResult> {
         let params = params_of(parameters)?;
         self.with_session(|s| {
+            // A projection of a label scan on a database with no pending writes reads
+            // its columns straight into Arrow (`quiver_arrow::scan`).
+            if params.is_empty() && !s.in_transaction() {
+                let t0 = std::time::Instant::now();
+                let snap = s.store().snapshot();
+                if snap.delta.is_empty() {
+                    let fast = py.detach(|| quiver_arrow::scan::label_projection(&snap.db, query));
+                    if let Some(r) = fast {
+                        let (schema, batches) = r.map_err(DatabaseError::new_err)?;
+                        let columns: Vec<String> =
+                            schema.fields().iter().map(|f| f.name().clone()).collect();
+                        return Ok(QueryResult {
+                            columns: columns.clone(),
+                            rows: Arc::new(Rows::of_arrow(columns, schema, batches)),
+                            pos: 0,
+                            counters: Default::default(),
+                            elapsed_ms: t0.elapsed().as_secs_f64() * 1e3,
+                            message: None,
+                        });
+                    }
+                }
+            }
             let r = interruptible(py, |cancel| {
                 s.opts.cancel = Some(cancel);
                 let mut rows = Rows::default();

@@ -120,6 +120,56 @@ fn strings(c: &ColumnBuilder, valid: Option<NullBuffer>) -> ArrayRef {
     })))
 }
 
+/// Column `c` as an Arrow array, its buffers moved rather than copied where the layouts
+/// agree (integers, local datetimes, floats, UTF-8 string bytes); else [`to_array`].
+pub fn into_array(c: ColumnBuilder) -> ArrayRef {
+    let DataType::Scalar(t) = c.dtype else {
+        return to_array(&c);
+    };
+    let movable = match (&c.data, t) {
+        (
+            ColumnData::I64(_),
+            ScalarType::Byte
+            | ScalarType::Short
+            | ScalarType::Int
+            | ScalarType::Long
+            | ScalarType::LocalDateTime,
+        ) => true,
+        (ColumnData::F64(_), _) => true,
+        (ColumnData::Bytes { ends, data }, ScalarType::String | ScalarType::Char) => {
+            data.len() <= i32::MAX as usize
+                && std::str::from_utf8(data)
+                    .is_ok_and(|s| ends.iter().all(|&e| s.is_char_boundary(e as usize)))
+        }
+        _ => false,
+    };
+    if !movable {
+        return to_array(&c);
+    }
+    let valid = nulls(&c);
+    let n = c.len();
+    match c.data {
+        ColumnData::I64(v) if t == ScalarType::LocalDateTime => {
+            Arc::new(TimestampMicrosecondArray::new(v.into(), valid))
+        }
+        ColumnData::I64(v) => Arc::new(Int64Array::new(v.into(), valid)),
+        ColumnData::F64(v) => Arc::new(Float64Array::new(v.into(), valid)),
+        ColumnData::Bytes { ends, data } => {
+            let mut offsets = Vec::with_capacity(ends.len() + 1);
+            offsets.push(0i32);
+            offsets.extend(ends.iter().map(|&e| e as i32));
+            // Checked above: UTF-8, split at character boundaries, offsets that fit.
+            Arc::new(StringArray::new(
+                OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                Buffer::from_vec(data),
+                valid,
+            ))
+        }
+        // Not reached: `movable` admits only the layouts above.
+        ColumnData::Bool(_) | ColumnData::List { .. } => Arc::new(arrow_array::NullArray::new(n)),
+    }
+}
+
 /// One Parquet file being written: a record batch per call of [`ParquetTable::write`].
 pub struct ParquetTable {
     w: ArrowWriter<File>,

@@ -7,6 +7,7 @@
 //!   [`quiver_csv::reader::RecordSource`] ([`source::ArrowSource`]), typed by their schema.
 //! - [`export`]: the graph's columns written as Parquet files (`quiver export --format
 //!   parquet`).
+//! - [`scan`]: `MATCH (n:L) RETURN n.a, ...` straight from the column chunks to Arrow.
 //! - [`result`]: query results as Arrow record batches (what the Python package hands
 //!   to pandas, polars and pyarrow).
 //!
@@ -16,6 +17,7 @@
 pub mod encode;
 pub mod export;
 pub mod result;
+pub mod scan;
 pub mod source;
 
 pub use source::{is_parquet, parquet_source, ArrowSource};

@@ -45,6 +45,80 @@ pub struct Rows {
     pub len: usize,
     pub nodes: HashMap<u64, NodeData>,
     pub rels: HashMap<(u32, u64), RelData>,
+    /// The rows as record batches already (a projection read from the column chunks,
+    /// [`crate::scan`]): `cols` is then empty until [`Rows::with_values`].
+    pub arrow: Option<(SchemaRef, Vec<RecordBatch>)>,
+}
+
+/// The values of an array of a type [`crate::scan`] gives, appended to `out`.
+fn values_of(a: &ArrayRef, out: &mut Vec<Value>) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
+    let n = a.len();
+    let valid = |i: usize| a.is_valid(i);
+    match a.data_type() {
+        A::Int64 => {
+            let v = a.as_primitive::<Int64Type>();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::Int(v.value(i))
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        A::Float64 => {
+            let v = a.as_primitive::<Float64Type>();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::Float(v.value(i))
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        A::Boolean => {
+            let v = a.as_boolean();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::Bool(v.value(i))
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        A::Utf8 => {
+            let v = a.as_string::<i32>();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::str(v.value(i))
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        A::Date32 => {
+            let v = a.as_primitive::<Date32Type>();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::Date(v.value(i) as i64)
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        A::Timestamp(_, None) => {
+            let v = a.as_primitive::<TimestampMicrosecondType>();
+            out.extend((0..n).map(|i| {
+                if valid(i) {
+                    Value::local_datetime_us(v.value(i))
+                } else {
+                    Value::Null
+                }
+            }));
+        }
+        _ => out.extend(std::iter::repeat_n(Value::Null, n)),
+    }
 }
 
 fn schema_of(columns: &[String], kinds: &[Kind]) -> SchemaRef {
@@ -193,8 +267,48 @@ impl Rows {
         self
     }
 
+    /// Rows read as record batches ([`crate::scan`]).
+    pub fn of_arrow(columns: Vec<String>, schema: SchemaRef, batches: Vec<RecordBatch>) -> Rows {
+        Rows {
+            len: batches.iter().map(|b| b.num_rows()).sum(),
+            cols: Vec::new(),
+            columns,
+            arrow: Some((schema, batches)),
+            ..Rows::default()
+        }
+    }
+
+    /// Whether the values are still to be made from record batches.
+    pub fn needs_values(&self) -> bool {
+        self.arrow.is_some() && self.cols.len() < self.columns.len()
+    }
+
+    /// These rows with their values made from their record batches (of the scalar
+    /// types [`crate::scan`] gives), for a caller that reads them row by row.
+    pub fn with_values(&self) -> Rows {
+        let Some((schema, batches)) = &self.arrow else {
+            return Rows::default();
+        };
+        let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(self.len); schema.fields().len()];
+        for b in batches {
+            for (c, a) in b.columns().iter().enumerate() {
+                values_of(a, &mut cols[c]);
+            }
+        }
+        Rows {
+            columns: self.columns.clone(),
+            cols,
+            len: self.len,
+            arrow: self.arrow.clone(),
+            ..Rows::default()
+        }
+    }
+
     /// The rows as record batches of at most `batch_rows` rows.
     pub fn to_arrow(&self, batch_rows: usize) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
+        if let Some((schema, batches)) = &self.arrow {
+            return Ok((schema.clone(), batches.clone()));
+        }
         let kinds: Vec<Kind> = self.cols.iter().map(|c| Kind::of(c)).collect();
         let schema = schema_of(&self.columns, &kinds);
         let mut out = Vec::new();
