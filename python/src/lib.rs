@@ -1072,9 +1072,13 @@ fn input_group(
         .unwrap_or(0);
     let obj: Py<PyAny> = input.clone().unbind();
     let name = PathBuf::from(format!("<{} {spec}>", input.get_type().name()?));
-    let open =
-        move || -> Result<(arrow_schema::SchemaRef, quiver_arrow::source::Batches), String> {
-            let stream = Python::attach(|py| -> PyResult<FFI_ArrowArrayStream> {
+    // Batches as the table has them (the import cuts them to its windows).
+    let open = move |_rows: usize| -> Result<
+        (arrow_schema::SchemaRef, quiver_arrow::source::Batches),
+        String,
+    > {
+        let stream =
+            Python::attach(|py| -> PyResult<FFI_ArrowArrayStream> {
                 let cap = obj.bind(py).call_method0("__arrow_c_stream__")?;
                 let cap = cap.cast::<PyCapsule>()?;
                 let ptr = cap.pointer_checked(Some(c"arrow_array_stream"))?;
@@ -1083,10 +1087,10 @@ fn input_group(
                 })
             })
             .map_err(|e| e.to_string())?;
-            let reader = RecordBatchStreamReader::try_new(stream).map_err(|e| e.to_string())?;
-            let schema = reader.schema();
-            Ok((schema, Box::new(reader)))
-        };
+        let reader = RecordBatchStreamReader::try_new(stream).map_err(|e| e.to_string())?;
+        let schema = reader.schema();
+        Ok((schema, Box::new(reader)))
+    };
     let src = py
         .detach(|| quiver_arrow::ArrowSource::new(Box::new(open), reopenable, names, bytes, &name))
         .map_err(ImportFailed::new_err)?;

@@ -16,6 +16,9 @@ use std::sync::Arc;
 /// holds one batch of decoded columns, not the group).
 const PARQUET_BATCH_ROWS: usize = 64 * 1024;
 
+/// The fewest rows a batch is cut to (below that, per-batch costs show).
+const MIN_BATCH_ROWS: usize = 1024;
+
 /// Whether `path` is Parquet input: a `.parquet` / `.parq` / `.pq` file, or a folder
 /// holding such files (the parts a Spark or DuckDB export writes).
 pub fn is_parquet(path: &Path) -> bool {
@@ -109,10 +112,11 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
         return Err("no Parquet files given".into());
     }
     let what = files[0].clone();
-    let open = move || -> Result<(SchemaRef, Batches), String> {
+    let open = move |batch_rows: usize| -> Result<(SchemaRef, Batches), String> {
         let mut batches = ParquetBatches {
             files: files.clone().into_iter(),
             cur: None,
+            batch_rows,
         };
         batches
             .open_next()
@@ -127,6 +131,7 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
     };
     let mut source = ArrowSource::new(Box::new(open), true, None, bytes, &what)?;
     source.rows = Some(rows);
+    source.row_bytes = (rows > 0).then(|| (bytes / rows).max(1));
     Ok(source)
 }
 
@@ -134,6 +139,7 @@ pub fn parquet_source(paths: &[PathBuf]) -> Result<ArrowSource, String> {
 struct ParquetBatches {
     files: std::vec::IntoIter<PathBuf>,
     cur: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
+    batch_rows: usize,
 }
 
 impl Iterator for ParquetBatches {
@@ -162,7 +168,7 @@ impl ParquetBatches {
             .map_err(|e| ArrowError::IoError(format!("{}: {e}", f.display()), e))
             .and_then(|file| {
                 ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.with_batch_size(PARQUET_BATCH_ROWS).build())
+                    .and_then(|b| b.with_batch_size(self.batch_rows).build())
                     .map_err(|e| ArrowError::ExternalError(Box::new(e)))
             });
         Some(opened.map(|r| self.cur = Some(r)))
@@ -173,8 +179,10 @@ impl ParquetBatches {
 pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send>;
 
 /// Opens an Arrow stream: its schema and batches (a new stream each call, for a table
-/// that can be read again; an error past the first for a stream that cannot).
-pub type OpenStream = dyn Fn() -> Result<(SchemaRef, Batches), String> + Send + Sync;
+/// that can be read again; an error past the first for a stream that cannot). The
+/// argument is how many rows a batch should hold, for a source that can choose (a
+/// Parquet reader); others give their batches as they are.
+pub type OpenStream = dyn Fn(usize) -> Result<(SchemaRef, Batches), String> + Send + Sync;
 
 /// An Arrow stream as import input (a DataFrame or Arrow table handed over by Python).
 pub struct ArrowSource {
@@ -187,6 +195,8 @@ pub struct ArrowSource {
     bytes: u64,
     /// Rows the input holds, when known (a Parquet footer says), for progress.
     rows: Option<u64>,
+    /// Bytes a row takes decoded, when known (a Parquet footer says), to size batches.
+    row_bytes: Option<u64>,
     /// The first stream, opened to read the schema, kept for the first read.
     first: std::sync::Mutex<Option<Batches>>,
 }
@@ -201,7 +211,7 @@ impl ArrowSource {
         bytes: u64,
         what: &Path,
     ) -> Result<ArrowSource, String> {
-        let (schema, batches) = open()?;
+        let (schema, batches) = open(PARQUET_BATCH_ROWS)?;
         let (schema_names, types) = schema_types(&schema, what)?;
         let names = names.unwrap_or(schema_names);
         if names.len() != schema.fields().len() {
@@ -219,18 +229,43 @@ impl ArrowSource {
             types,
             bytes,
             rows: None,
+            row_bytes: None,
             first: std::sync::Mutex::new(Some(batches)),
         })
     }
 }
 
 impl RecordSource for ArrowSource {
-    fn open(&self, dialect: &Dialect) -> io::Result<TypedStream> {
+    fn open(&self, dialect: &Dialect, window_bytes: usize) -> io::Result<TypedStream> {
+        // A batch about a window of the import's: the memory in flight is the budget's.
+        let window_bytes = window_bytes.max(1);
+        let want = self
+            .row_bytes
+            .map_or(PARQUET_BATCH_ROWS, |rb| window_bytes / rb as usize)
+            .clamp(MIN_BATCH_ROWS, PARQUET_BATCH_ROWS);
         let kept = self.first.lock().map(|mut f| f.take()).unwrap_or(None);
         let batches = match kept {
-            Some(b) => b,
-            None => (self.open)().map_err(io::Error::other)?.1,
+            // The stream opened for the schema, unless a new one can be sized.
+            Some(b) if !self.reopenable => b,
+            _ => (self.open)(want).map_err(io::Error::other)?.1,
         };
+        // Batches given whole (a frame is often one) are cut to about a window each.
+        let batches = batches.flat_map(move |b| -> Vec<Result<RecordBatch, ArrowError>> {
+            match b {
+                Err(e) => vec![Err(e)],
+                Ok(b) => {
+                    let (n, mem) = (b.num_rows(), b.get_array_memory_size().max(1));
+                    let rows = (window_bytes as u128 * n as u128 / mem as u128) as usize;
+                    // At least MIN_BATCH_ROWS, at most the batch (`clamp` would panic on a
+                    // batch smaller than the minimum).
+                    let rows = rows.max(MIN_BATCH_ROWS).min(n.max(1));
+                    (0..n)
+                        .step_by(rows)
+                        .map(|s| Ok(b.slice(s, rows.min(n - s))))
+                        .collect()
+                }
+            }
+        });
         let (dialect, total, rows_hint) = (*dialect, self.bytes, self.rows);
         let (mut rows, mut mem) = (0u64, 0u64);
         Ok(Box::new(batches.map(move |b| {

@@ -61,6 +61,41 @@ fn nodes_and_relationships_stay_under_the_budget() {
         "the budget should force several row groups"
     );
 
+    // The same rows from Parquet (the export of that import, typed): batches are cut to
+    // the budget's windows, so the decoded rows in flight stay within it too.
+    let pq = d.join("pq");
+    ok(&[
+        "export",
+        "--db",
+        s(&d.join("dolt.qdb")),
+        "--out",
+        s(&pq),
+        "--format",
+        "parquet",
+    ]);
+    let file = export_files(&pq, "nodes-").remove(0);
+    let (rss, granted, v) = peak(&[
+        "import",
+        "--db",
+        s(&d.join("dolt-pq.qdb")),
+        "--nodes",
+        s(&file),
+        "--id-type",
+        "integer",
+        "--memory-budget",
+        "24MiB",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    eprintln!("dolt from Parquet: peak rss {rss}, granted {granted}");
+    assert_eq!(v["nodes"].as_u64(), Some(300_000), "{v}");
+    assert!(granted <= budget);
+    assert!(
+        rss <= budget + FIXED_OVERHEAD,
+        "peak RSS {rss} over {budget} + {FIXED_OVERHEAD}: {v}"
+    );
+
     // social: 3M edges (~45 MB of CSV) under 24 MiB spills the edge store.
     ok(&[
         "generate",

@@ -84,9 +84,11 @@ impl<R: Read> Read for Counting<R> {
 /// the trait.
 pub trait RecordSource: Send + Sync {
     /// A fresh read from the first row; `dialect` is how rows are written as text where
-    /// text is needed (a rejected row, a value read through its text). Each item comes
-    /// with the source's bytes consumed so far (for progress).
-    fn open(&self, dialect: &Dialect) -> std::io::Result<TypedStream>;
+    /// text is needed (a rejected row, a value read through its text); batches hold
+    /// about `window_bytes` each (what a window of CSV holds, so that the reader's
+    /// memory is the budget's). Each item comes with the source's bytes consumed so far
+    /// (for progress).
+    fn open(&self, dialect: &Dialect, window_bytes: usize) -> std::io::Result<TypedStream>;
     /// Whether `open` may be called again (a second read of the input, as an import
     /// whose ids spill to disk needs).
     fn reopenable(&self) -> bool;
@@ -410,7 +412,7 @@ pub fn spawn_reader(
         .spawn(move || {
             let run = || -> Result<(), ReadError> {
                 if let Some(src) = source.as_deref() {
-                    let stream = src.open(&dialect).at(&files[0])?;
+                    let stream = src.open(&dialect, window_bytes).at(&files[0])?;
                     return typed_windows(stream, src, &files[0], header, chunk_bytes, &cancel, &tx);
                 }
                 for (file_idx, path) in files.iter().enumerate() {
