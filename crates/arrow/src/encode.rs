@@ -279,7 +279,12 @@ pub struct TypedBatch {
 }
 
 impl TypedBatch {
-    pub fn new(batch: &RecordBatch, dialect: Dialect) -> Result<TypedBatch, ArrowError> {
+    /// `bytes`: what the rows hold in memory (to size the parse stage's chunks).
+    pub fn new(
+        batch: &RecordBatch,
+        bytes: usize,
+        dialect: Dialect,
+    ) -> Result<TypedBatch, ArrowError> {
         let cols: Vec<Col> = batch
             .columns()
             .iter()
@@ -298,7 +303,7 @@ impl TypedBatch {
             cols,
             valid,
             rows: batch.num_rows(),
-            bytes: batch.get_array_memory_size(),
+            bytes,
             dialect,
         })
     }

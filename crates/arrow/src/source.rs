@@ -249,8 +249,11 @@ impl RecordSource for ArrowSource {
             Some(b) if !self.reopenable => b,
             _ => (self.open)(want).map_err(io::Error::other)?.1,
         };
-        // Batches given whole (a frame is often one) are cut to about a window each.
-        let batches = batches.flat_map(move |b| -> Vec<Result<RecordBatch, ArrowError>> {
+        // Batches given whole (a frame is often one) are cut to about a window each, and
+        // each slice said to hold its share of the batch's bytes (a slice's own buffers
+        // are its parent's, which would make the parse stage cut it too fine).
+        type Sliced = Result<(RecordBatch, usize), ArrowError>;
+        let batches = batches.flat_map(move |b| -> Vec<Sliced> {
             match b {
                 Err(e) => vec![Err(e)],
                 Ok(b) => {
@@ -261,7 +264,13 @@ impl RecordSource for ArrowSource {
                     let rows = rows.max(MIN_BATCH_ROWS).min(n.max(1));
                     (0..n)
                         .step_by(rows)
-                        .map(|s| Ok(b.slice(s, rows.min(n - s))))
+                        .map(|s| {
+                            let k = rows.min(n - s);
+                            Ok((
+                                b.slice(s, k),
+                                (mem as u128 * k as u128 / n as u128) as usize,
+                            ))
+                        })
                         .collect()
                 }
             }
@@ -269,8 +278,8 @@ impl RecordSource for ArrowSource {
         let (dialect, total, rows_hint) = (*dialect, self.bytes, self.rows);
         let (mut rows, mut mem) = (0u64, 0u64);
         Ok(Box::new(batches.map(move |b| {
-            let b = b.map_err(io::Error::other)?;
-            let t = TypedBatch::new(&b, dialect).map_err(io::Error::other)?;
+            let (b, bytes) = b.map_err(io::Error::other)?;
+            let t = TypedBatch::new(&b, bytes, dialect).map_err(io::Error::other)?;
             rows += t.rows() as u64;
             mem += t.bytes() as u64;
             // Progress in the source's bytes: by rows when their number is known, else
