@@ -54,70 +54,20 @@ pub struct Rows {
 fn values_of(a: &ArrayRef, out: &mut Vec<Value>) {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
-    let n = a.len();
-    let valid = |i: usize| a.is_valid(i);
+    // Value `i` by `f`, or null.
+    let mut each = |f: &dyn Fn(usize) -> Value| {
+        out.extend((0..a.len()).map(|i| if a.is_valid(i) { f(i) } else { Value::Null }))
+    };
     match a.data_type() {
-        A::Int64 => {
-            let v = a.as_primitive::<Int64Type>();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::Int(v.value(i))
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        A::Float64 => {
-            let v = a.as_primitive::<Float64Type>();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::Float(v.value(i))
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        A::Boolean => {
-            let v = a.as_boolean();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::Bool(v.value(i))
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        A::Utf8 => {
-            let v = a.as_string::<i32>();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::str(v.value(i))
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        A::Date32 => {
-            let v = a.as_primitive::<Date32Type>();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::Date(v.value(i) as i64)
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        A::Timestamp(_, None) => {
-            let v = a.as_primitive::<TimestampMicrosecondType>();
-            out.extend((0..n).map(|i| {
-                if valid(i) {
-                    Value::local_datetime_us(v.value(i))
-                } else {
-                    Value::Null
-                }
-            }));
-        }
-        _ => out.extend(std::iter::repeat_n(Value::Null, n)),
+        A::Int64 => each(&|i| Value::Int(a.as_primitive::<Int64Type>().value(i))),
+        A::Float64 => each(&|i| Value::Float(a.as_primitive::<Float64Type>().value(i))),
+        A::Boolean => each(&|i| Value::Bool(a.as_boolean().value(i))),
+        A::Utf8 => each(&|i| Value::str(a.as_string::<i32>().value(i))),
+        A::Date32 => each(&|i| Value::Date(a.as_primitive::<Date32Type>().value(i) as i64)),
+        A::Timestamp(_, None) => each(&|i| {
+            Value::local_datetime_us(a.as_primitive::<TimestampMicrosecondType>().value(i))
+        }),
+        _ => each(&|_| Value::Null),
     }
 }
 
