@@ -117,7 +117,7 @@ fn contains_call(e: &Expr, f: &str) -> bool {
 }
 
 /// Functions that aggregate rows.
-pub const AGGREGATES: [&str; 9] = [
+pub const AGGREGATES: [&str; 10] = [
     "count",
     "sum",
     "avg",
@@ -125,6 +125,7 @@ pub const AGGREGATES: [&str; 9] = [
     "max",
     "collect",
     "stdev",
+    "stdevp",
     "percentilecont",
     "percentiledisc",
 ];

@@ -1381,6 +1381,15 @@ impl<'t> Parser<'t> {
         }
         self.expect_p(")")?;
         name.make_ascii_lowercase();
+        // `normalize(s, NFD)`: the normal form is a keyword in Neo4j 5, read as its name.
+        if name == "normalize" {
+            if let Some(Expr::Var(form, _)) = args.get(1) {
+                let f = form.to_ascii_uppercase();
+                if matches!(f.as_str(), "NFC" | "NFD" | "NFKC" | "NFKD") {
+                    args[1] = Expr::Str(f);
+                }
+            }
+        }
         Ok(Expr::Call {
             name,
             distinct,

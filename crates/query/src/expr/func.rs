@@ -139,8 +139,6 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             | ToUpper
             | ToLower
             | Trim
-            | LTrim
-            | RTrim
             | Exists
             | Log
             | Log10
@@ -150,6 +148,26 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             | Any
             | NoneOf
             | Single
+            | Acos
+            | Asin
+            | Atan
+            | Cos
+            | Cot
+            | Degrees
+            | Haversin
+            | Radians
+            | Sin
+            | Tan
+            | IsNaN
+            | CharLength
+            | ToBooleanOrNull
+            | ToFloatOrNull
+            | ToIntegerOrNull
+            | ToStringOrNull
+            | ToBooleanList
+            | ToFloatList
+            | ToIntegerList
+            | ToStringList
     );
     if unary {
         argc(f, a, 1, 1)?;
@@ -350,7 +368,7 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             })
         }
         Round => {
-            argc(f, a, 1, 2)?;
+            argc(f, a, 1, 3)?;
             if first.is_null() {
                 return Ok(Value::Null);
             }
@@ -362,8 +380,30 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 None => 0,
             };
             let m = 10f64.powi(p as i32);
-            // Half away from zero... except Cypher rounds half up (towards +inf).
-            Value::Float((x * m + 0.5).floor() / m)
+            let Some(mode) = a.get(2) else {
+                // Half away from zero... except Cypher rounds half up (towards +inf).
+                return Ok(Value::Float((x * m + 0.5).floor() / m));
+            };
+            let Some(mode) = str_arg(mode, "round()")? else {
+                return Ok(Value::Null);
+            };
+            let (y, sign) = ((x * m).abs(), x.signum());
+            Value::Float(
+                match mode.to_ascii_uppercase().as_str() {
+                    "UP" => sign * y.ceil(),
+                    "DOWN" => sign * y.floor(),
+                    "CEILING" => (x * m).ceil(),
+                    "FLOOR" => (x * m).floor(),
+                    "HALF_UP" => sign * (y + 0.5).floor(),
+                    "HALF_DOWN" => sign * (y - 0.5).ceil(),
+                    "HALF_EVEN" => (x * m).round_ties_even(),
+                    other => {
+                        return Err(QueryError::Argument(format!(
+                            "round(): unknown rounding mode '{other}' (UP, DOWN, CEILING, FLOOR, HALF_UP, HALF_DOWN or HALF_EVEN)"
+                        )))
+                    }
+                } / m,
+            )
         }
         Rand => {
             argc(f, a, 0, 0)?;
@@ -372,17 +412,170 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         E => Value::Float(std::f64::consts::E),
         Pi => Value::Float(std::f64::consts::PI),
         Timestamp => Value::Int(g.now().as_millisecond()),
-        ToUpper | ToLower | Trim | LTrim | RTrim => {
+        ToUpper | ToLower | Trim => {
             let Some(s) = str_arg(&first, "string functions")? else {
                 return Ok(Value::Null);
             };
             Value::str(&match f {
                 ToUpper => s.to_uppercase(),
                 ToLower => s.to_lowercase(),
-                Trim => s.trim().to_string(),
-                LTrim => s.trim_start().to_string(),
-                _ => s.trim_end().to_string(),
+                _ => s.trim().to_string(),
             })
+        }
+        // Neo4j 5: an optional string of characters to trim (whitespace without it).
+        LTrim | RTrim | BTrim => {
+            argc(f, a, 1, 2)?;
+            let (Some(s), chars) = (
+                str_arg(&a[0], "ltrim()/rtrim()/btrim()")?,
+                match a.get(1) {
+                    Some(c) => match str_arg(c, "ltrim()/rtrim()/btrim()")? {
+                        Some(c) => Some(c),
+                        None => return Ok(Value::Null),
+                    },
+                    None => None,
+                },
+            ) else {
+                return Ok(Value::Null);
+            };
+            let trim = |c: char| chars.map_or(c.is_whitespace(), |set| set.contains(c));
+            Value::str(match f {
+                LTrim => s.trim_start_matches(trim),
+                RTrim => s.trim_end_matches(trim),
+                _ => s.trim_matches(trim),
+            })
+        }
+        CharLength => match first {
+            Value::Str(s) => Value::Int(s.chars().count() as i64),
+            v => return type_err("char_length() needs a string", &v),
+        },
+        Normalize => {
+            argc(f, a, 1, 2)?;
+            use unicode_normalization::UnicodeNormalization;
+            let Some(s) = str_arg(&a[0], "normalize()")? else {
+                return Ok(Value::Null);
+            };
+            let form = match a.get(1) {
+                None => "NFC".to_string(),
+                Some(v) => match v {
+                    Value::Str(x) => x.to_ascii_uppercase(),
+                    v => return type_err("normalize() needs a form (NFC, NFD, NFKC, NFKD)", v),
+                },
+            };
+            Value::str(&match form.as_str() {
+                "NFC" => s.nfc().collect::<String>(),
+                "NFD" => s.nfd().collect(),
+                "NFKC" => s.nfkc().collect(),
+                "NFKD" => s.nfkd().collect(),
+                other => {
+                    return Err(QueryError::Argument(format!(
+                        "normalize(): unknown normal form '{other}' (NFC, NFD, NFKC or NFKD)"
+                    )))
+                }
+            })
+        }
+        Acos | Asin | Atan | Cos | Cot | Degrees | Haversin | Radians | Sin | Tan => {
+            let Some(x) = num(&first) else {
+                return type_err(&format!("{f:?}() needs a number"), &first);
+            };
+            Value::Float(match f {
+                Acos => x.acos(),
+                Asin => x.asin(),
+                Atan => x.atan(),
+                Cos => x.cos(),
+                Cot => 1.0 / x.tan(),
+                Degrees => x.to_degrees(),
+                Haversin => (1.0 - x.cos()) / 2.0,
+                Radians => x.to_radians(),
+                Sin => x.sin(),
+                _ => x.tan(),
+            })
+        }
+        Atan2 => {
+            argc(f, a, 2, 2)?;
+            match (&a[0], &a[1]) {
+                (Value::Null, _) | (_, Value::Null) => Value::Null,
+                (y, x) => match (num(y), num(x)) {
+                    (Some(y), Some(x)) => Value::Float(y.atan2(x)),
+                    _ => {
+                        return type_err(
+                            "atan2() needs numbers",
+                            if num(y).is_none() { y } else { x },
+                        )
+                    }
+                },
+            }
+        }
+        IsNaN => match first {
+            Value::Float(x) => Value::Bool(x.is_nan()),
+            Value::Int(_) => Value::Bool(false),
+            v => return type_err("isNaN() needs a number", &v),
+        },
+        NullIf => {
+            argc(f, a, 2, 2)?;
+            if a[0].eq3(&a[1]) == Some(true) {
+                Value::Null
+            } else {
+                a[0].clone()
+            }
+        }
+        RandomUuid => {
+            argc(f, a, 0, 0)?;
+            let mut b: [u8; 16] = rand::random();
+            b[6] = (b[6] & 0x0f) | 0x40; // version 4
+            b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+            let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            Value::str(&format!(
+                "{}-{}-{}-{}-{}",
+                &h[0..8],
+                &h[8..12],
+                &h[12..16],
+                &h[16..20],
+                &h[20..32]
+            ))
+        }
+        ValueType => {
+            argc(f, a, 1, 1)?;
+            Value::str(&value_type(&first))
+        }
+        ToBooleanOrNull | ToFloatOrNull | ToIntegerOrNull | ToStringOrNull => or_null(f, first),
+        ToBooleanList | ToFloatList | ToIntegerList | ToStringList => match first {
+            Value::List(l) => {
+                let each = match f {
+                    ToBooleanList => ToBooleanOrNull,
+                    ToFloatList => ToFloatOrNull,
+                    ToIntegerList => ToIntegerOrNull,
+                    _ => ToStringOrNull,
+                };
+                Value::list(l.iter().map(|v| or_null(each, v.clone())).collect())
+            }
+            v => return type_err(&format!("{f:?}() needs a list"), &v),
+        },
+        // Neo4j's scores, in [0, 1]: (1 + cosine) / 2, and 1 / (1 + squared distance).
+        VecCosine | VecEuclidean => {
+            argc(f, a, 2, 2)?;
+            let (Some(x), Some(y)) = (vector(&a[0])?, vector(&a[1])?) else {
+                return Ok(Value::Null);
+            };
+            if x.len() != y.len() {
+                return Err(QueryError::Argument(format!(
+                    "{f:?}(): vectors of {} and {} dimensions",
+                    x.len(),
+                    y.len()
+                )));
+            }
+            if f == VecCosine {
+                let dot: f64 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
+                let nx = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let ny = y.iter().map(|q| q * q).sum::<f64>().sqrt();
+                if nx == 0.0 || ny == 0.0 {
+                    Value::Null
+                } else {
+                    Value::Float((1.0 + dot / (nx * ny)) / 2.0)
+                }
+            } else {
+                let d2: f64 = x.iter().zip(&y).map(|(p, q)| (p - q) * (p - q)).sum();
+                Value::Float(1.0 / (1.0 + d2))
+            }
         }
         Substring => {
             argc(f, a, 2, 3)?;
@@ -471,6 +664,92 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             _ => Value::Bool(true),
         },
     })
+}
+
+/// `toXOrNull(v)`: the conversion, or null where `toX` would fail on the type.
+fn or_null(f: Func, v: Value) -> Value {
+    use Func::*;
+    match (f, v) {
+        (_, Value::Null) => Value::Null,
+        (ToBooleanOrNull, Value::Bool(b)) => Value::Bool(b),
+        (ToBooleanOrNull, Value::Int(i)) => Value::Bool(i != 0),
+        (ToBooleanOrNull, Value::Str(s)) => bool_of_str(&s).map_or(Value::Null, Value::Bool),
+        (ToFloatOrNull, Value::Int(i)) => Value::Float(i as f64),
+        (ToFloatOrNull, Value::Float(x)) => Value::Float(x),
+        (ToFloatOrNull, Value::Str(s)) => float_of_str(&s).map_or(Value::Null, Value::Float),
+        (ToIntegerOrNull, Value::Int(i)) => Value::Int(i),
+        (ToIntegerOrNull, Value::Float(x)) if x.is_finite() => Value::Int(x.trunc() as i64),
+        (ToIntegerOrNull, Value::Bool(b)) => Value::Int(b as i64),
+        (ToIntegerOrNull, Value::Str(s)) => int_of_str(&s).map_or(Value::Null, Value::Int),
+        (
+            ToStringOrNull,
+            Value::List(_) | Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_),
+        ) => Value::Null,
+        (ToStringOrNull, v) => Value::str(&to_string(&v)),
+        _ => Value::Null,
+    }
+}
+
+/// A vector argument as floats (`None`: null).
+fn vector(v: &Value) -> Result<Option<Vec<f64>>, QueryError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::List(l) => l
+            .iter()
+            .map(|x| num(x).ok_or(()))
+            .collect::<Result<Vec<f64>, ()>>()
+            .map(Some)
+            .or_else(|_| type_err("a vector is a list of numbers", v)),
+        v => type_err("a vector is a list of numbers", v),
+    }
+}
+
+/// `valueType(v)`: Neo4j 5's name of the value's type, `NOT NULL` when it is not null;
+/// a list's element types in Neo4j's order, joined by `|`.
+pub(crate) fn value_type(v: &Value) -> String {
+    fn base(v: &Value) -> (u8, String) {
+        let (k, name) = match v {
+            Value::Null => (0, "NULL".to_string()),
+            Value::Bool(_) => (1, "BOOLEAN".into()),
+            Value::Str(_) => (2, "STRING".into()),
+            Value::Int(_) => (3, "INTEGER".into()),
+            Value::Float(_) => (4, "FLOAT".into()),
+            Value::Date(_) => (5, "DATE".into()),
+            Value::LocalTime(_) => (6, "LOCAL TIME".into()),
+            Value::Time(..) => (7, "ZONED TIME".into()),
+            Value::LocalDateTime(_) => (8, "LOCAL DATETIME".into()),
+            Value::DateTime(..) => (9, "ZONED DATETIME".into()),
+            Value::Duration(_) => (10, "DURATION".into()),
+            Value::Bytes(_) => (11, "BYTES".into()),
+            Value::Node(_) => (12, "NODE".into()),
+            Value::Rel(_) => (13, "RELATIONSHIP".into()),
+            Value::Map(_) => (14, "MAP".into()),
+            Value::List(l) => (15, list(l)),
+            Value::Path(_) => (16, "PATH".into()),
+        };
+        (k, name)
+    }
+    fn list(l: &[Value]) -> String {
+        let nulls = l.iter().any(Value::is_null);
+        let mut inner: Vec<(u8, String)> = l.iter().filter(|v| !v.is_null()).map(base).collect();
+        inner.sort();
+        inner.dedup();
+        let inner = if inner.is_empty() {
+            if nulls { "NULL" } else { "NOTHING" }.to_string()
+        } else {
+            let tail = if nulls { "" } else { " NOT NULL" };
+            inner
+                .into_iter()
+                .map(|(_, n)| format!("{n}{tail}"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        format!("LIST<{inner}>")
+    }
+    match v {
+        Value::Null => "NULL".into(),
+        v => format!("{} NOT NULL", base(v).1),
+    }
 }
 
 /// `range(start, end[, step])`'s first value, step and length (`None`: a null

@@ -111,6 +111,13 @@ macro_rules! funcs {
                     }
                     _ => n,
                 };
+                // Neo4j 5's other names of the same functions.
+                let n = match n {
+                    "lower" => "tolower",
+                    "upper" => "toupper",
+                    "character_length" => "char_length",
+                    n => n,
+                };
                 match n { $($s => Some(Func::$v),)* _ => None }
             }
         }
@@ -141,6 +148,15 @@ funcs! {
     LocalDateTimeClock = "localdatetime.clock", DateTimeClock = "datetime.clock",
     All = "all", Any = "any", NoneOf = "none", Single = "single",
     MapMerge = "apoc.map.merge",
+    Acos = "acos", Asin = "asin", Atan = "atan", Atan2 = "atan2", Cos = "cos", Cot = "cot",
+    Degrees = "degrees", Haversin = "haversin", Radians = "radians", Sin = "sin", Tan = "tan",
+    IsNaN = "isnan", CharLength = "char_length", BTrim = "btrim", Normalize = "normalize",
+    NullIf = "nullif", RandomUuid = "randomuuid", ValueType = "valuetype",
+    ToBooleanOrNull = "tobooleanornull", ToFloatOrNull = "tofloatornull",
+    ToIntegerOrNull = "tointegerornull", ToStringOrNull = "tostringornull",
+    ToBooleanList = "tobooleanlist", ToFloatList = "tofloatlist",
+    ToIntegerList = "tointegerlist", ToStringList = "tostringlist",
+    VecCosine = "vector.similarity.cosine", VecEuclidean = "vector.similarity.euclidean",
 }
 
 /// Longest list `range()` builds (320 MiB of values): lists made by expressions are not
