@@ -15,7 +15,10 @@ impl SingleQuery {
             | Clause::Set(_)
             | Clause::Remove(_)
             | Clause::Delete { .. } => true,
-            Clause::CallInTx { body, .. } | Clause::CallSubquery { body, .. } => body.writes(),
+            Clause::CallInTx { body, .. } => body.writes(),
+            Clause::CallSubquery { body, unions, .. } => {
+                body.writes() || unions.iter().any(|(_, p)| p.writes())
+            }
             _ => false,
         })
     }
@@ -82,9 +85,12 @@ pub enum Clause {
     /// `CALL { ... }`: the body runs for each input row; the rows it returns extend that
     /// row (none: the row is dropped); a body without RETURN passes the row on.
     /// `OPTIONAL CALL { ... }`: a row the body returns nothing for is kept, with nulls.
+    /// `CALL { A UNION [ALL] B ... }`: the parts after the first, with whether each
+    /// joins by UNION ALL.
     CallSubquery {
         body: Box<SingleQuery>,
         optional: bool,
+        unions: Vec<(bool, SingleQuery)>,
     },
     /// `CALL ns.proc(args) [YIELD out [AS name], ... | YIELD *] [WHERE pred]`
     CallProc(ProcCall),

@@ -910,8 +910,22 @@ impl Checker<'_> {
                         scope.insert(c);
                     }
                 }
-                Clause::CallSubquery { body, .. } => {
-                    for c in self.single_in(body, scope.clone())? {
+                Clause::CallSubquery { body, unions, .. } => {
+                    let cols = self.single_in(body, scope.clone())?;
+                    for (_, part) in unions {
+                        let other = self.single_in(part, scope.clone())?;
+                        if other != cols {
+                            return self.fail(
+                                0,
+                                format!(
+                                    "the parts of a UNION inside CALL {{ }} return different columns ({} and {}); give them the same names",
+                                    cols.join(", "),
+                                    other.join(", ")
+                                ),
+                            );
+                        }
+                    }
+                    for c in cols {
                         if scope.contains(&c) {
                             return self.fail(
                                 0,

@@ -428,29 +428,42 @@ impl<'t> Parser<'t> {
                 }
                 self.expect_p("{")?;
                 let mut body = self.single_query_inner()?;
+                // `UNION [ALL]` between parts of the body, each importing as the first.
+                let mut unions = Vec::new();
+                while self.eat_kw("UNION") {
+                    let all = self.eat_kw("ALL");
+                    unions.push((all, self.single_query_inner()?));
+                }
+                if unions.iter().any(|(a, _)| *a) && unions.iter().any(|(a, _)| !*a) {
+                    return self.err("UNION or UNION ALL throughout a CALL { } body, not both");
+                }
                 if !imports.is_empty() {
                     let texts = imports.iter().map(|(n, _)| n.clone()).collect();
-                    body.clauses.insert(
-                        0,
-                        Clause::With(Projection {
-                            distinct: false,
-                            star: false,
-                            items: imports
-                                .into_iter()
-                                .map(|(n, at)| (Expr::Var(n, at), None))
-                                .collect(),
-                            order: Vec::new(),
-                            skip: None,
-                            limit: None,
-                            where_: None,
-                            texts,
-                        }),
-                    );
+                    let lead = Clause::With(Projection {
+                        distinct: false,
+                        star: false,
+                        items: imports
+                            .into_iter()
+                            .map(|(n, at)| (Expr::Var(n, at), None))
+                            .collect(),
+                        order: Vec::new(),
+                        skip: None,
+                        limit: None,
+                        where_: None,
+                        texts,
+                    });
+                    for part in std::iter::once(&mut body).chain(unions.iter_mut().map(|(_, p)| p))
+                    {
+                        part.clauses.insert(0, lead.clone());
+                    }
                 }
                 self.expect_p("}")?;
                 let mut rows = None;
                 let mut on_error = OnError::Fail;
                 if self.eat_kw("IN") {
+                    if !unions.is_empty() {
+                        return self.err("CALL { } IN TRANSACTIONS with UNION in its body is not supported; run the parts as batches of their own");
+                    }
                     if optional {
                         return self.err("OPTIONAL CALL { } without IN TRANSACTIONS (a batched body has no rows to make optional)");
                     }
@@ -476,6 +489,7 @@ impl<'t> Parser<'t> {
                     clauses.push(Clause::CallSubquery {
                         body: Box::new(body),
                         optional,
+                        unions,
                     });
                     continue;
                 }

@@ -511,12 +511,18 @@ fn update_clause(c: &Clause) -> String {
             }
             s
         }
-        Clause::CallSubquery { body, optional } => {
+        Clause::CallSubquery {
+            body,
+            optional,
+            unions,
+        } => {
             let inner = statement(&Statement {
                 explain: None,
                 query: Query {
-                    parts: vec![(**body).clone()],
-                    union_all: vec![],
+                    parts: std::iter::once((**body).clone())
+                        .chain(unions.iter().map(|(_, p)| p.clone()))
+                        .collect(),
+                    union_all: unions.iter().map(|(a, _)| *a).collect(),
                 },
             });
             format!(

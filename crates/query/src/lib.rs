@@ -402,8 +402,12 @@ fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delt
                     }
                 }
             }
-            Clause::CallInTx { body, .. } | Clause::CallSubquery { body, .. } => {
-                intern_names(body, d)
+            Clause::CallInTx { body, .. } => intern_names(body, d),
+            Clause::CallSubquery { body, unions, .. } => {
+                intern_names(body, d);
+                for (_, p) in unions {
+                    intern_names(p, d);
+                }
             }
             _ => {}
         }

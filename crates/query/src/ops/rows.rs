@@ -345,6 +345,26 @@ impl Op for Union {
     }
 }
 
+/// The input row of a `CALL { }` body with UNION parts, handed to each part's
+/// Argument: what the apply puts in `master` goes to every cell in `cells` before the
+/// union of the parts runs (the body is planned again for each row, so it runs once).
+pub struct FanOut {
+    pub master: ArgCell,
+    pub cells: Vec<ArgCell>,
+    pub inner: BoxOp,
+}
+
+impl Op for FanOut {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
+        if let Some(b) = self.master.borrow_mut().take() {
+            for c in &self.cells {
+                *c.borrow_mut() = Some(b.clone());
+            }
+        }
+        self.inner.next(cx)
+    }
+}
+
 /// `CALL { ... }`: for each input row, the body (planned below an Argument) runs on that
 /// row alone; each row it returns extends the input row, and a row it returns nothing
 /// for is dropped (a body without RETURN passes every input row on once, after running).

@@ -166,6 +166,8 @@ struct FirstLoad {
 /// the rows in flight stay valid.)
 pub(crate) struct Replan {
     body: quiver_cypher::ast::SingleQuery,
+    /// Parts joined to `body` by UNION (ALL when the flag is set), for `CALL { }`.
+    unions: Vec<(bool, quiver_cypher::ast::SingleQuery)>,
     /// The batches are smaller than the direct path's (`BATCH_DIRECT_MIN`).
     small_batches: bool,
     scope: Scope,
@@ -474,14 +476,76 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// Plans the body of `CALL { } IN TRANSACTIONS` (its reads start from its own
     /// input): the body, the cell its input rows go in, its column names.
     fn call_body(&mut self, r: &Replan) -> Result<(P, ArgCell, Vec<String>), QueryError> {
-        let (arg, cell) = self.argument();
         self.reads_graph = false;
         self.tail = r.tail;
         let outer = std::mem::replace(&mut self.small_batches, r.small_batches);
-        let body = self.clauses(arg, r.scope.clone(), &r.body.clauses);
+        let body = self.body_plan(&r.scope, &r.body, &r.unions);
         self.small_batches = outer;
-        let (sub, _, names) = body?;
+        let (sub, cell, _, names) = body?;
         Ok((sub, cell, names))
+    }
+
+    /// A subquery body below an Argument: its plan, the cell its input row goes in, the
+    /// scope after it and its columns. A body with UNION parts gives each part an
+    /// Argument of its own, fed by [`FanOut`] from the one cell.
+    fn body_plan(
+        &mut self,
+        scope: &Scope,
+        body: &SingleQuery,
+        unions: &[(bool, SingleQuery)],
+    ) -> Result<(P, ArgCell, Scope, Vec<String>), QueryError> {
+        let (arg, cell) = self.argument();
+        let (first, first_scope, names) = self.clauses(arg, scope.clone(), &body.clauses)?;
+        if unions.is_empty() {
+            return Ok((first, cell, first_scope, names));
+        }
+        let mut parts = vec![first];
+        let mut cells = vec![cell];
+        for (_, part) in unions {
+            let (arg, cell) = self.argument();
+            let (p, _, _) = self.clauses(arg, scope.clone(), &part.clauses)?;
+            parts.push(p);
+            cells.push(cell);
+        }
+        let all: Vec<bool> = unions.iter().map(|(a, _)| *a).collect();
+        let u = self.union(parts, &all, names.len());
+        let master: ArgCell = Rc::new(RefCell::new(None));
+        let f = self.wrap(
+            "FanOut",
+            String::new(),
+            vec![u.id],
+            Box::new(FanOut {
+                master: master.clone(),
+                cells,
+                inner: u.op,
+            }),
+        );
+        Ok((f, master, first_scope, names))
+    }
+
+    /// `parts` joined by UNION (`all[i]`: the i-th join is UNION ALL; any plain UNION
+    /// makes the whole DISTINCT), rows of `width` columns.
+    fn union(&mut self, parts: Vec<P>, all: &[bool], width: usize) -> P {
+        let ids = parts.iter().map(|p| p.id).collect();
+        let distinct = all.iter().any(|a| !a);
+        let u = self.wrap(
+            "Union",
+            if distinct { "distinct" } else { "all" }.into(),
+            ids,
+            Box::new(Union {
+                parts: parts.into_iter().map(|p| p.op).collect(),
+                i: 0,
+            }),
+        );
+        if !distinct {
+            return u;
+        }
+        self.wrap(
+            "Distinct",
+            String::new(),
+            vec![u.id],
+            Box::new(Distinct::new(u.op, width)),
+        )
     }
 
     /// Plans a whole query: the operator tree and the output column names.
@@ -508,28 +572,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if parts.len() == 1 {
             return Ok((parts.pop().expect("one part"), names));
         }
-        let ids = parts.iter().map(|p| p.id).collect();
-        let distinct = q.union_all.iter().any(|a| !a);
-        let u = self.wrap(
-            "Union",
-            if distinct { "distinct" } else { "all" }.into(),
-            ids,
-            Box::new(Union {
-                parts: parts.into_iter().map(|p| p.op).collect(),
-                i: 0,
-            }),
-        );
-        if distinct {
-            let w = names.len();
-            let d = self.wrap(
-                "Distinct",
-                String::new(),
-                vec![u.id],
-                Box::new(Distinct::new(u.op, w)),
-            );
-            return Ok((d, names));
-        }
-        Ok((u, names))
+        let w = names.len();
+        Ok((self.union(parts, &q.union_all, w), names))
     }
 
     fn single(&mut self, q: &SingleQuery) -> Result<(P, Vec<String>), QueryError> {
@@ -829,8 +873,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         names = n;
                     }
                 }
-                Clause::CallSubquery { body, optional } => {
-                    cur = self.call_subquery(cur, &mut scope, body, *optional)?;
+                Clause::CallSubquery {
+                    body,
+                    optional,
+                    unions,
+                } => {
+                    cur = self.call_subquery(cur, &mut scope, body, unions, *optional)?;
                 }
                 Clause::CallInTx {
                     body,
@@ -868,6 +916,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let replan = Replan {
                         small_batches,
                         body: (**body).clone(),
+                        unions: Vec::new(),
                         scope: scope.clone(),
                         params: self.params.clone(),
                         procs: self.procs.clone(),
@@ -940,24 +989,29 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         cur: P,
         scope: &mut Scope,
         body: &SingleQuery,
+        unions: &[(bool, SingleQuery)],
         optional: bool,
     ) -> Result<P, QueryError> {
         let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
-        // Operators that keep state across their input need a fresh plan per row.
-        let stateful = body.clauses.iter().any(|c| match c {
-            Clause::With(p) | Clause::Return(p) => {
-                p.distinct
-                    || !p.order.is_empty()
-                    || p.skip.is_some()
-                    || p.limit.is_some()
-                    || p.items.iter().any(|(e, _)| contains_aggregate(e))
-            }
-            Clause::Match { .. } | Clause::Unwind { .. } => false,
-            _ => true,
-        });
+        // Operators that keep state across their input need a fresh plan per row (a
+        // UNION's parts run one after the other, once).
+        let parts = || std::iter::once(body).chain(unions.iter().map(|(_, p)| p));
+        let stateful = !unions.is_empty()
+            || parts().flat_map(|p| p.clauses.iter()).any(|c| match c {
+                Clause::With(p) | Clause::Return(p) => {
+                    p.distinct
+                        || !p.order.is_empty()
+                        || p.skip.is_some()
+                        || p.limit.is_some()
+                        || p.items.iter().any(|(e, _)| contains_aggregate(e))
+                }
+                Clause::Match { .. } | Clause::Unwind { .. } => false,
+                _ => true,
+            });
         let replan = Replan {
             small_batches: false,
             body: body.clone(),
+            unions: unions.to_vec(),
             scope: scope.clone(),
             params: self.params.clone(),
             procs: self.procs.clone(),
@@ -970,15 +1024,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let fused = self.fused.take();
         let outer_reads = self.reads_graph;
         let outer_tail = self.tail;
-        let (arg, cell) = self.argument();
         self.reads_graph = false;
         self.tail = false;
-        let planned = self.clauses(arg, scope.clone(), &body.clauses);
+        let planned = self.body_plan(scope, body, unions);
         self.tail = outer_tail;
         self.reads_graph = outer_reads || self.reads_graph;
         self.fused = fused;
-        let (sub, sub_scope, names) = planned?;
-        if body.writes() {
+        let (sub, cell, sub_scope, names) = planned?;
+        if parts().any(|p| p.writes()) {
             self.touched = true;
             self.wrote = true;
         }
