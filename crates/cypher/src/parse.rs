@@ -1573,11 +1573,7 @@ impl<'t> Parser<'t> {
             // `COLLECT { MATCH pattern [WHERE pred] RETURN expr }`: the list of `expr`
             // over the pattern's matches, a pattern comprehension.
             self.expect_kw("RETURN")?;
-            if self.is_kw("DISTINCT") {
-                return self.err(
-                    "RETURN without DISTINCT in COLLECT { } (DISTINCT there is not supported yet)",
-                );
-            }
+            let distinct = self.eat_kw("DISTINCT");
             let map = self.expr()?;
             if self.eat_kw("AS") {
                 self.any_name("a name")?;
@@ -1594,10 +1590,20 @@ impl<'t> Parser<'t> {
             if pattern.kind != PathKind::Plain {
                 return self.err("a plain pattern in COLLECT { }");
             }
-            return Ok(Expr::PatternComp {
+            let list = Expr::PatternComp {
                 pattern: Box::new(pattern),
                 pred,
                 map: Box::new(map),
+            };
+            // `RETURN DISTINCT`: the list without repeats, in order of first match.
+            return Ok(if distinct {
+                Expr::Call {
+                    name: "apoc.coll.toset".into(),
+                    distinct: false,
+                    args: vec![list],
+                }
+            } else {
+                list
             });
         }
         if full && self.eat_kw("RETURN") {

@@ -110,6 +110,11 @@ fn comprehensions_answer_as_optional_match_and_collect() {
                 "MATCH (n:N) RETURN n.i, COLLECT { MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN m.k * 10 + r.w } AS l",
                 "MATCH (n:N) OPTIONAL MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN n.i, collect(m.k * 10 + r.w) AS l",
             ),
+            // With DISTINCT, as collect(DISTINCT) (canon sorts the lists' values).
+            (
+                "MATCH (n:N) RETURN n.i, COLLECT { MATCH (n)-[r]-(m) RETURN DISTINCT m.k } AS l",
+                "MATCH (n:N) OPTIONAL MATCH (n)-[r]-(m) RETURN n.i, collect(DISTINCT m.k) AS l",
+            ),
             (
                 "MATCH (n:N) RETURN n.i, [p = (n)-[:T*2]->(m) | length(p) + m.k] AS l",
                 "MATCH (n:N) OPTIONAL MATCH p = (n)-[:T*2]->(m) RETURN n.i, collect(length(p) + m.k) AS l",

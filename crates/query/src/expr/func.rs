@@ -630,6 +630,24 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             }
             Value::Map(Arc::new(out))
         }
+        // APOC's: the list's values without repeats (by equivalence, as DISTINCT), in
+        // order of first occurrence.
+        CollToSet => {
+            argc(f, a, 1, 1)?;
+            match first {
+                Value::Null => Value::Null,
+                Value::List(l) => {
+                    let mut seen = std::collections::HashSet::new();
+                    Value::list(
+                        l.iter()
+                            .filter(|v| seen.insert(quiver_engine::value::Key((*v).clone())))
+                            .cloned()
+                            .collect(),
+                    )
+                }
+                v => return type_err("apoc.coll.toSet() needs a list", &v),
+            }
+        }
         Split => {
             argc(f, a, 2, 2)?;
             match (str_arg(&a[0], "split()")?, str_arg(&a[1], "split()")?) {
