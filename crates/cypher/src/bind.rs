@@ -325,10 +325,26 @@ impl Checker<'_> {
 
     /// What a pattern may be in its clause, checked before anything runs: CREATE and
     /// MERGE make relationships of exactly one type, one hop long, and CREATE in a
-    /// direction. (A parameter map as a pattern's properties, `MATCH (n $props)`, is
-    /// accepted in every clause: a deliberate extension, see `tests/tck/skip.txt`.)
+    /// direction. A parameter map as a pattern's properties (`(n $props)`) is CREATE's
+    /// only: MATCH and MERGE refuse it, as openCypher and Neo4j do (which properties it
+    /// holds is not known when the query is planned).
     fn pattern_shape(&self, p: &Pattern, clause: &str) -> Result<(), ParseError> {
         let at = |var_at: usize| if var_at > 0 { var_at } else { p.start.var_at };
+        if clause != "CREATE" {
+            let nodes = std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n));
+            let param = nodes
+                .map(|n| (n.props.as_ref(), n.var_at))
+                .chain(p.steps.iter().map(|(r, _)| (r.props.as_ref(), r.var_at)))
+                .find(|(props, _)| matches!(props, Some(Expr::Param(_))));
+            if let Some((Some(Expr::Param(name)), var_at)) = param {
+                return self.fail(
+                    at(var_at),
+                    format!(
+                        "parameter maps cannot be used in {clause} patterns; name the properties, e.g. {{id: ${name}.id}}"
+                    ),
+                );
+            }
+        }
         if clause == "MATCH" {
             return Ok(());
         }
