@@ -739,11 +739,52 @@ impl Checker<'_> {
         self.single_in(q, BTreeSet::new())
     }
 
+    /// A pattern expression tests whether its pattern exists (Neo4j 5, openCypher):
+    /// as a projected value, a SET value or a function's argument (`head((n)-->())`)
+    /// it is refused; beside AND, OR, NOT, in a WHERE, a CASE and `exists()` it stays
+    /// the predicate. `value`: whether `e` stands where a value (not a predicate) is
+    /// taken.
+    fn pattern_values(&self, e: &Expr, value: bool) -> Result<(), ParseError> {
+        match e {
+            Expr::PatternPred(p) if value => self.fail(
+                p.start.var_at,
+                "a pattern expression only tests whether the pattern exists (in WHERE, NOT, AND, OR or exists()); for its matches use COLLECT { MATCH ... RETURN ... } or a pattern comprehension [(a)-->(b) | b]".to_string(),
+            ),
+            Expr::Call { name, args, .. } if name != "exists" => args
+                .iter()
+                .try_for_each(|a| self.pattern_values(a, true)),
+            e => e
+                .children()
+                .into_iter()
+                .try_for_each(|c| self.pattern_values(c, false)),
+        }
+    }
+
+    /// `WHERE n` where `n` is a node, relationship or path: a graph entity is not a
+    /// predicate (through AND, OR, XOR and NOT).
+    fn entity_predicate(&self, e: &Expr, kinds: &Kinds) -> Result<(), ParseError> {
+        match e {
+            Expr::Binary(BinOp::And | BinOp::Or | BinOp::Xor, a, b) => {
+                self.entity_predicate(a, kinds)?;
+                self.entity_predicate(b, kinds)
+            }
+            Expr::Unary(UnOp::Not, a) => self.entity_predicate(a, kinds),
+            Expr::Var(v, at) => match kinds.get(v) {
+                Some(k @ (Kind::Node | Kind::Rel | Kind::Rels | Kind::Path)) => {
+                    self.fail(*at, format!("WHERE needs a boolean; `{v}` is {}", k.name()))
+                }
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     fn set_item(&self, i: &SetItem, scope: &BTreeSet<String>) -> Result<(), ParseError> {
         match i {
             SetItem::Prop { target, value, .. } => {
                 self.expr(target, scope, false)?;
                 self.expr(value, scope, false)?;
+                self.pattern_values(value, true)?;
             }
             SetItem::Replace { var, value } | SetItem::Merge { var, value } => {
                 self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
@@ -791,6 +832,8 @@ impl Checker<'_> {
                         self.expr(w, &scope, false)?;
                         self.no_path_props(w, &kinds)?;
                         self.literal_args(w, &kinds, &literals)?;
+                        self.entity_predicate(w, &kinds)?;
+                        self.pattern_values(w, false)?;
                     }
                 }
                 Clause::Unwind { expr, var } => {
@@ -803,6 +846,9 @@ impl Checker<'_> {
                     scope = self.projection(p, &scope, "WITH")?;
                     for e in p.items.iter().map(|i| &i.0).chain(&p.where_) {
                         self.literal_args(e, &kinds, &literals)?;
+                    }
+                    for (e, _) in &p.items {
+                        self.pattern_values(e, true)?;
                     }
                     let mut next: Kinds = if p.star {
                         kinds.clone()
@@ -981,6 +1027,9 @@ impl Checker<'_> {
                 }
                 Clause::Return(p) => {
                     self.projection(p, &scope, "RETURN")?;
+                    for (e, _) in &p.items {
+                        self.pattern_values(e, true)?;
+                    }
                     for e in p
                         .items
                         .iter()

@@ -1638,7 +1638,13 @@ impl<'t> Parser<'t> {
                 r.var.is_none() && r.props.is_none() && n.var.is_none() && n.props.is_none()
             });
         if exists && pred.is_none() && anonymous {
-            return Ok(Expr::PatternPred(Box::new(pattern)));
+            // As `exists(pattern)`: a value wherever it stands (a bare pattern is a
+            // predicate only), compiled to the pattern itself.
+            return Ok(Expr::Call {
+                name: "exists".into(),
+                distinct: false,
+                args: vec![Expr::PatternPred(Box::new(pattern))],
+            });
         }
         let size = Expr::Call {
             name: "size".into(),
