@@ -110,6 +110,16 @@ fn comprehensions_answer_as_optional_match_and_collect() {
                 "MATCH (n:N) RETURN n.i, COLLECT { MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN m.k * 10 + r.w } AS l",
                 "MATCH (n:N) OPTIONAL MATCH (n)-[r:T]->(m) WHERE r.w > 1 RETURN n.i, collect(m.k * 10 + r.w) AS l",
             ),
+            // Inside a list comprehension or reduce() that binds its start: matched
+            // where it stands, per element.
+            (
+                "MATCH (n:N) RETURN n.i, [x IN [n] | size([(x)-[:T]->(:N) | 1])] AS l",
+                "MATCH (n:N) OPTIONAL MATCH (n)-[r:T]->(:N) RETURN n.i, [count(r)] AS l",
+            ),
+            (
+                "MATCH (n:N) RETURN n.i, reduce(s = 0, x IN [n, n] | s + size([(x)<-[:U]-() | 1])) AS c",
+                "MATCH (n:N) OPTIONAL MATCH (n)<-[r:U]-() RETURN n.i, 2 * count(r) AS c",
+            ),
             // With DISTINCT, as collect(DISTINCT) (canon sorts the lists' values).
             (
                 "MATCH (n:N) RETURN n.i, COLLECT { MATCH (n)-[r]-(m) RETURN DISTINCT m.k } AS l",

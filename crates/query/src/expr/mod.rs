@@ -77,6 +77,15 @@ pub enum CExpr {
         map: Option<Box<CExpr>>,
     },
     Pattern(Arc<PatternPred>),
+    /// `[(x)-->(:L) | e]` inside a list comprehension or reduce() that binds `x`: the
+    /// pattern (no variable but its start, no WHERE) is matched from the node `start`
+    /// gives, every match counted, and the list is `e` once per match (`e` cannot read
+    /// the pattern).
+    PatternList {
+        start: Box<CExpr>,
+        pattern: Arc<PatternPred>,
+        map: Box<CExpr>,
+    },
     /// `reduce(acc = init, x IN list | expr)`: the accumulator in local `local`, the
     /// element in `local + 1`.
     Reduce {
@@ -573,6 +582,27 @@ pub fn eval(
             Value::list(out)
         }
         CExpr::Pattern(p) => pattern_exists(env, p, b, row)?,
+        CExpr::PatternList {
+            start,
+            pattern,
+            map,
+        } => {
+            let at = match eval(env, start, b, row, locals)? {
+                Value::Node(n) => n,
+                Value::Null => return Ok(Value::Null),
+                v => return type_err("a pattern must start at a node", &v),
+            };
+            let mut n = 0;
+            if !pattern.impossible && start_labels_ok(env, pattern, at)? {
+                n = walk(env, pattern, b, row, 0, at, 0, &mut Vec::new(), false)?;
+            }
+            let v = if n > 0 {
+                eval(env, map, b, row, locals)?
+            } else {
+                Value::Null
+            };
+            Value::list(vec![v; n as usize])
+        }
         CExpr::Reduce {
             local,
             init,
@@ -653,21 +683,28 @@ fn pattern_exists(env: &Env, p: &PatternPred, b: &Batch, row: usize) -> Result<V
         Value::Null => return Ok(Value::Null),
         v => return type_err("a pattern must start at a node", v),
     };
-    for &l in &p.start_labels {
-        if !env.g.has_label(start, l)? {
-            return Ok(Value::Bool(false));
-        }
+    if !start_labels_ok(env, p, start)? {
+        return Ok(Value::Bool(false));
     }
     let mut used = Vec::new();
-    Ok(Value::Bool(matches_from(
-        env, p, b, row, 0, start, 0, &mut used,
-    )?))
+    Ok(Value::Bool(
+        walk(env, p, b, row, 0, start, 0, &mut used, true)? > 0,
+    ))
 }
 
-/// Whether the pattern matches from node `at`, `depth` hops into step `step`, without
-/// reusing a relationship in `used` (depth-first, stops at the first match).
+fn start_labels_ok(env: &Env, p: &PatternPred, start: u64) -> Result<bool, QueryError> {
+    for &l in &p.start_labels {
+        if !env.g.has_label(start, l)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The matches of the pattern from node `at`, `depth` hops into step `step`, without
+/// reusing a relationship in `used` (depth-first; with `first`, stops at the first).
 #[allow(clippy::too_many_arguments)]
-fn matches_from(
+fn walk(
     env: &Env,
     p: &PatternPred,
     b: &Batch,
@@ -676,10 +713,12 @@ fn matches_from(
     at: u64,
     depth: u32,
     used: &mut Vec<RelRef>,
-) -> Result<bool, QueryError> {
+    first: bool,
+) -> Result<u64, QueryError> {
     let Some(s) = p.steps.get(step) else {
-        return Ok(true);
+        return Ok(1);
     };
+    let mut found = 0;
     if depth >= s.min {
         let ok_end = match s.bound {
             Some(slot) => matches!(b.cols[slot][row], Value::Node(n) if n == at),
@@ -691,12 +730,15 @@ fn matches_from(
                 ok
             }
         };
-        if ok_end && matches_from(env, p, b, row, step + 1, at, 0, used)? {
-            return Ok(true);
+        if ok_end {
+            found += walk(env, p, b, row, step + 1, at, 0, used, first)?;
+            if first && found > 0 {
+                return Ok(found);
+            }
         }
     }
     if depth >= s.max {
-        return Ok(false);
+        return Ok(found);
     }
     let mut next = Vec::new();
     env.g.step_rels(&s.types, s.dir, at, &mut next)?;
@@ -705,13 +747,13 @@ fn matches_from(
             continue;
         }
         used.push(r);
-        let found = matches_from(env, p, b, row, step, nb, depth + 1, used)?;
+        found += walk(env, p, b, row, step, nb, depth + 1, used, first)?;
         used.pop();
-        if found {
-            return Ok(true);
+        if first && found > 0 {
+            return Ok(found);
         }
     }
-    Ok(false)
+    Ok(found)
 }
 
 /// `v.name`: node and relationship properties, map entries, temporal fields.

@@ -160,6 +160,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             Expr::PatternPred(p) => CExpr::Pattern(Arc::new(self.pattern_pred(p, scope)?)),
+            // Inside a list comprehension or reduce() that binds its start (left there
+            // by `Planner::hoist`): matched where it stands.
+            Expr::PatternComp {
+                pattern,
+                pred: None,
+                map,
+            } if local_start(pattern, &self.locals) => {
+                let v = pattern.start.var.as_deref().unwrap_or_default();
+                let i = self.locals.iter().rposition(|l| l == v).unwrap_or(0);
+                CExpr::PatternList {
+                    start: Box::new(CExpr::Local(i)),
+                    pattern: Arc::new(self.pattern_pred_at(pattern, scope, 0)?),
+                    map: Box::new(c(map, self)?),
+                }
+            }
             Expr::PatternComp { .. } => {
                 return Err(QueryError::Unsupported(
                     "a pattern comprehension here (it is planned in RETURN, WITH, ORDER BY and WHERE); compute it in a WITH first".into(),
@@ -205,6 +220,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         .into(),
                 )),
             };
+        self.pattern_pred_at(p, scope, start)
+    }
+
+    /// [`Self::pattern_pred`] from the node in slot `start` (ignored by a caller that
+    /// gives the start node itself).
+    pub(super) fn pattern_pred_at(
+        &mut self,
+        p: &Pattern,
+        scope: &Scope,
+        start: usize,
+    ) -> Result<PatternPred, QueryError> {
+        self.touched = true;
         let mut impossible = p.start.labels.iter().any(|l| self.g.label_id(l).is_none());
         let mut steps = Vec::new();
         for (r, n) in &p.steps {
@@ -243,4 +270,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             impossible,
         })
     }
+}
+
+/// Whether a pattern comprehension starts at a list comprehension's (or reduce()'s)
+/// variable in `locals` and names nothing else, with no property maps: the shape
+/// [`CExpr::PatternList`] matches where it stands.
+pub(crate) fn local_start(p: &Pattern, locals: &[String]) -> bool {
+    p.var.is_none()
+        && p.kind == quiver_cypher::ast::PathKind::Plain
+        && p.start.props.is_none()
+        && p.start.var.as_ref().is_some_and(|v| locals.contains(v))
+        && p.steps.iter().all(|(r, n)| {
+            r.var.is_none() && r.props.is_none() && n.var.is_none() && n.props.is_none()
+        })
 }

@@ -1115,7 +1115,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// pattern matched for every row, its mapping collected into a list per row) and
     /// puts a hidden variable holding the list in its place.
     fn hoist(&mut self, mut cur: P, scope: &mut Scope, e: &mut Expr) -> Result<P, QueryError> {
-        if !e.has_pattern_comp() {
+        if !needs_hoist(e) {
             return Ok(cur);
         }
         if let Expr::PatternComp { pattern, pred, map } = e {
@@ -1178,6 +1178,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             _ => None,
         };
         if let Some((vars, bodies)) = local {
+            // Comprehensions that start at the variable and name nothing else are
+            // matched where they stand (`CExpr::PatternList`): nothing to hoist.
+            if bodies.iter().all(|b| comps_start_at(b, &vars)) {
+                return Ok(cur);
+            }
             if bodies
                 .iter()
                 .any(|b| b.has_pattern_comp() && vars_of(b).iter().any(|v| vars.contains(v)))
@@ -1240,6 +1245,57 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             ))),
         }
     }
+}
+
+/// Whether `e` holds a pattern comprehension that [`Planner::hoist`] plans (not one it
+/// leaves in place inside a list comprehension or reduce(), see [`comps_start_at`]).
+pub(crate) fn needs_hoist(e: &Expr) -> bool {
+    let (vars, bodies, list): (Vec<String>, Vec<&Expr>, Vec<&Expr>) = match e {
+        Expr::PatternComp { .. } => return true,
+        Expr::ListComp {
+            var,
+            list,
+            pred,
+            map,
+        } => (
+            vec![var.clone()],
+            pred.iter().chain(map.iter()).map(|x| &**x).collect(),
+            vec![&**list],
+        ),
+        Expr::Reduce {
+            acc,
+            init,
+            var,
+            list,
+            expr,
+        } => (
+            vec![acc.clone(), var.clone()],
+            vec![&**expr],
+            vec![&**init, &**list],
+        ),
+        e => return e.children().into_iter().any(needs_hoist),
+    };
+    if !bodies.is_empty() && bodies.iter().all(|b| comps_start_at(b, &vars)) {
+        return list.into_iter().any(needs_hoist);
+    }
+    e.has_pattern_comp()
+}
+
+/// Whether every pattern comprehension in `e` starts at one of `vars` in the shape
+/// [`compile::local_start`] takes, without a WHERE (`e` holding none is false: there is
+/// nothing to leave in place).
+fn comps_start_at(e: &Expr, vars: &[String]) -> bool {
+    fn all(e: &Expr, vars: &[String], any: &mut bool) -> bool {
+        match e {
+            Expr::PatternComp { pattern, pred, map } => {
+                *any = true;
+                pred.is_none() && compile::local_start(pattern, vars) && all(map, vars, any)
+            }
+            e => e.children().into_iter().all(|c| all(c, vars, any)),
+        }
+    }
+    let mut any = false;
+    all(e, vars, &mut any) && any
 }
 
 /// `MATCH ... WITH a, b WHERE p` where the WITH only passes variables on (no renaming,

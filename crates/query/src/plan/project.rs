@@ -15,7 +15,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             .iter()
             .map(|i| &i.0)
             .chain(p.order.iter().map(|o| &o.0))
-            .any(Expr::has_pattern_comp)
+            .any(needs_hoist)
         {
             let mut scope = scope.clone();
             let mut p = p.clone();
