@@ -292,6 +292,13 @@ pub enum Expr {
         pred: Option<Box<Expr>>,
         map: Box<Expr>,
     },
+    /// `EXISTS { body }` and `COUNT { body }` over a whole query (WITH, aggregation,
+    /// several clauses): whether the body, run for the row, gives a row (or how many).
+    /// Planned as an OPTIONAL CALL of the body that counts its rows.
+    Subquery {
+        count: bool,
+        body: Box<SingleQuery>,
+    },
     /// `reduce(acc = init, x IN list | expr)`
     Reduce {
         acc: String,
@@ -360,13 +367,15 @@ impl Expr {
             | Expr::Param(_)
             | Expr::Var(..)
             | Expr::CountStar
-            | Expr::PatternPred(_) => {}
+            | Expr::PatternPred(_)
+            | Expr::Subquery { .. } => {}
         }
     }
 
-    /// Whether a pattern comprehension is somewhere in it.
+    /// Whether a pattern comprehension (or a whole-query subquery, planned the same
+    /// way, before the expression) is somewhere in it.
     pub fn has_pattern_comp(&self) -> bool {
-        matches!(self, Expr::PatternComp { .. })
+        matches!(self, Expr::PatternComp { .. } | Expr::Subquery { .. })
             || self.children().into_iter().any(Expr::has_pattern_comp)
     }
 
@@ -417,7 +426,8 @@ impl Expr {
             | Expr::Param(_)
             | Expr::Var(..)
             | Expr::CountStar
-            | Expr::PatternPred(_) => Vec::new(),
+            | Expr::PatternPred(_)
+            | Expr::Subquery { .. } => Vec::new(),
         }
     }
 }

@@ -446,6 +446,10 @@ impl Checker<'_> {
                 }
                 self.expr(map, &inner, false)?;
             }
+            // A whole-query subquery sees the row's variables; its own stay inside.
+            Expr::Subquery { body, .. } => {
+                self.single_in(body, scope.clone())?;
+            }
             Expr::PatternPred(p) => {
                 // A pattern predicate may only use variables already bound (no new ones).
                 let mut names = Vec::new();

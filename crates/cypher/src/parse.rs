@@ -1556,11 +1556,15 @@ impl<'t> Parser<'t> {
         let collect = self.is_kw("COLLECT");
         self.bump();
         self.expect_p("{")?;
+        let body_at = self.pos;
         let full = self.eat_kw("MATCH");
         if collect && !full {
             return self.expect_kw("MATCH").map(|_| Expr::Null);
         }
         let pattern = self.pattern()?;
+        if self.is_p(",") && full && !collect {
+            return self.whole_subquery(body_at, exists);
+        }
         if self.is_p(",") {
             return self.err("one pattern in EXISTS { }, COUNT { } and COLLECT { } (several are not supported yet), found ','");
         }
@@ -1620,9 +1624,10 @@ impl<'t> Parser<'t> {
             }
         }
         if !self.is_p("}") {
-            return self.err(
-                "'}' (EXISTS { } and COUNT { } take one MATCH with WHERE and RETURN; WITH, aggregation, UNION and updates inside are not supported yet)",
-            );
+            if full {
+                return self.whole_subquery(body_at, exists);
+            }
+            return self.err("'}' to close EXISTS { } or COUNT { }");
         }
         self.bump();
         if pattern.kind != PathKind::Plain {
@@ -1659,6 +1664,24 @@ impl<'t> Parser<'t> {
             Expr::Binary(BinOp::Gt, Box::new(size), Box::new(Expr::Int(0)))
         } else {
             size
+        })
+    }
+
+    /// `EXISTS { ... }` / `COUNT { ... }` whose body is a whole query (WITH,
+    /// aggregation, several patterns), parsed again from `at` (its first clause).
+    fn whole_subquery(&mut self, at: usize, exists: bool) -> R<Expr> {
+        self.pos = at;
+        let body = self.single_query_inner()?;
+        if !self.is_p("}") {
+            return self.err("'}' to close the subquery");
+        }
+        if body.writes() {
+            return self.err("a subquery that only reads (EXISTS { } and COUNT { } cannot CREATE, MERGE, SET, REMOVE or DELETE)");
+        }
+        self.bump();
+        Ok(Expr::Subquery {
+            count: !exists,
+            body: Box::new(body),
         })
     }
 

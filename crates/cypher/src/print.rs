@@ -146,6 +146,16 @@ pub fn expr(e: &Expr) -> String {
             s
         }
         Expr::PatternPred(p) => path(p),
+        Expr::Subquery { count, body } => {
+            let inner = statement(&Statement {
+                explain: None,
+                query: Query {
+                    parts: vec![(**body).clone()],
+                    union_all: vec![],
+                },
+            });
+            format!("{} {{ {inner} }}", if *count { "COUNT" } else { "EXISTS" })
+        }
         Expr::PatternComp {
             pattern: p,
             pred,

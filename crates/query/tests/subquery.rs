@@ -235,3 +235,38 @@ fn union_inside_a_call_body() {
         assert!(run(&mut s, bad).is_err(), "{bad} should fail");
     }
 }
+
+/// `EXISTS { }` and `COUNT { }` over whole queries (WITH, aggregation, several
+/// patterns), against the same answers written with OPTIONAL MATCH and aggregation;
+/// one that writes is refused.
+#[test]
+fn exists_and_count_over_whole_queries() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(
+        &mut s,
+        "UNWIND range(1, 30) AS i CREATE (:P {i: i}) WITH i MATCH (a:P {i: i}), (b:P) WHERE b.i = (i * 7) % 30 + 1 OR b.i = (i * 11) % 30 + 1 CREATE (a)-[:R]->(b)",
+    )
+    .unwrap();
+    for (sub, hand) in [
+        (
+            "MATCH (n:P) WHERE EXISTS { MATCH (n)-->(m) WITH n, count(*) AS c WHERE c = 2 RETURN true } RETURN n.i ORDER BY n.i",
+            "MATCH (n:P)-->(m) WITH n, count(*) AS c WHERE c = 2 RETURN n.i ORDER BY n.i",
+        ),
+        (
+            "MATCH (n:P) RETURN n.i, COUNT { MATCH (n)-->(m)-->(x) WITH DISTINCT x RETURN x } AS c ORDER BY n.i",
+            "MATCH (n:P) OPTIONAL MATCH (n)-->(m)-->(x) RETURN n.i, count(DISTINCT x) AS c ORDER BY n.i",
+        ),
+        (
+            "MATCH (n:P) WHERE NOT EXISTS { MATCH (n)-->(m), (m)-->(n) RETURN m } RETURN n.i ORDER BY n.i",
+            "MATCH (n:P) OPTIONAL MATCH (n)-->(m)-->(n) WITH n, count(m) AS c WHERE c = 0 RETURN n.i ORDER BY n.i",
+        ),
+    ] {
+        assert_eq!(rows(&mut s, sub), rows(&mut s, hand), "{sub}");
+    }
+    assert!(run(
+        &mut s,
+        "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) SET m.x = 1 RETURN m } RETURN n"
+    )
+    .is_err());
+}

@@ -175,6 +175,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     map: Box::new(c(map, self)?),
                 }
             }
+            Expr::Subquery { .. } => {
+                return Err(QueryError::Unsupported(
+                    "EXISTS { } or COUNT { } over a whole query here (it is planned in WHERE, RETURN, WITH and ORDER BY); compute it in a WITH first".into(),
+                ))
+            }
             Expr::PatternComp { .. } => {
                 return Err(QueryError::Unsupported(
                     "a pattern comprehension here (it is planned in RETURN, WITH, ORDER BY and WHERE); compute it in a WITH first".into(),

@@ -1118,6 +1118,35 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if !needs_hoist(e) {
             return Ok(cur);
         }
+        // `EXISTS { body }` / `COUNT { body }` over a whole query: the body as a CALL
+        // subquery (seeing the row's variables) whose rows are counted, its RETURN
+        // becoming a WITH; a hidden variable holds the count (one row per input row).
+        if let Expr::Subquery { count, body } = e {
+            let name = self.anon_name();
+            let mut b = (**body).clone();
+            if let Some(Clause::Return(p)) = b.clauses.last().cloned() {
+                b.clauses.pop();
+                b.clauses.push(Clause::With(p));
+            }
+            b.clauses.push(Clause::Return(Projection {
+                distinct: false,
+                star: false,
+                items: vec![(Expr::CountStar, Some(name.clone()))],
+                order: Vec::new(),
+                skip: None,
+                limit: None,
+                where_: None,
+                texts: vec![name.clone()],
+            }));
+            cur = self.call_subquery(cur, scope, &b, &[], false)?;
+            let v = Expr::Var(name, 0);
+            *e = if *count {
+                v
+            } else {
+                Expr::Binary(BinOp::Gt, Box::new(v), Box::new(Expr::Int(0)))
+            };
+            return Ok(cur);
+        }
         if let Expr::PatternComp { pattern, pred, map } = e {
             let detail = short(&Expr::PatternComp {
                 pattern: pattern.clone(),
@@ -1251,7 +1280,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 /// leaves in place inside a list comprehension or reduce(), see [`comps_start_at`]).
 pub(crate) fn needs_hoist(e: &Expr) -> bool {
     let (vars, bodies, list): (Vec<String>, Vec<&Expr>, Vec<&Expr>) = match e {
-        Expr::PatternComp { .. } => return true,
+        Expr::PatternComp { .. } | Expr::Subquery { .. } => return true,
         Expr::ListComp {
             var,
             list,
