@@ -292,11 +292,11 @@ pub enum Expr {
         pred: Option<Box<Expr>>,
         map: Box<Expr>,
     },
-    /// `EXISTS { body }` and `COUNT { body }` over a whole query (WITH, aggregation,
-    /// several clauses): whether the body, run for the row, gives a row (or how many).
-    /// Planned as an OPTIONAL CALL of the body that counts its rows.
+    /// `EXISTS { body }`, `COUNT { body }` and `COLLECT { body }` over a whole query
+    /// (WITH, aggregation, several clauses): whether the body, run for the row, gives
+    /// a row, how many, or the list of its one column. Planned as a CALL subquery.
     Subquery {
-        count: bool,
+        kind: SubqueryKind,
         body: Box<SingleQuery>,
     },
     /// `reduce(acc = init, x IN list | expr)`
@@ -430,6 +430,15 @@ impl Expr {
             | Expr::Subquery { .. } => Vec::new(),
         }
     }
+}
+
+/// What a whole-query subquery expression gives: whether the body has a row, how
+/// many, or the list of its one column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubqueryKind {
+    Exists,
+    Count,
+    Collect,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1562,8 +1562,15 @@ impl<'t> Parser<'t> {
             return self.expect_kw("MATCH").map(|_| Expr::Null);
         }
         let pattern = self.pattern()?;
-        if self.is_p(",") && full && !collect {
-            return self.whole_subquery(body_at, exists);
+        let kind = if collect {
+            SubqueryKind::Collect
+        } else if exists {
+            SubqueryKind::Exists
+        } else {
+            SubqueryKind::Count
+        };
+        if self.is_p(",") && full {
+            return self.whole_subquery(body_at, kind);
         }
         if self.is_p(",") {
             return self.err("one pattern in EXISTS { }, COUNT { } and COLLECT { } (several are not supported yet), found ','");
@@ -1576,6 +1583,9 @@ impl<'t> Parser<'t> {
         if collect {
             // `COLLECT { MATCH pattern [WHERE pred] RETURN expr }`: the list of `expr`
             // over the pattern's matches, a pattern comprehension.
+            if !self.is_kw("RETURN") {
+                return self.whole_subquery(body_at, kind);
+            }
             self.expect_kw("RETURN")?;
             let distinct = self.eat_kw("DISTINCT");
             let map = self.expr()?;
@@ -1586,9 +1596,7 @@ impl<'t> Parser<'t> {
                 return self.err("'}' (COLLECT { } returns one column)");
             }
             if !self.is_p("}") {
-                return self.err(
-                    "'}' (COLLECT { } takes one MATCH with WHERE and RETURN; WITH, aggregation, UNION and updates inside are not supported yet)",
-                );
+                return self.whole_subquery(body_at, kind);
             }
             self.bump();
             if pattern.kind != PathKind::Plain {
@@ -1625,7 +1633,7 @@ impl<'t> Parser<'t> {
         }
         if !self.is_p("}") {
             if full {
-                return self.whole_subquery(body_at, exists);
+                return self.whole_subquery(body_at, kind);
             }
             return self.err("'}' to close EXISTS { } or COUNT { }");
         }
@@ -1669,18 +1677,23 @@ impl<'t> Parser<'t> {
 
     /// `EXISTS { ... }` / `COUNT { ... }` whose body is a whole query (WITH,
     /// aggregation, several patterns), parsed again from `at` (its first clause).
-    fn whole_subquery(&mut self, at: usize, exists: bool) -> R<Expr> {
+    fn whole_subquery(&mut self, at: usize, kind: SubqueryKind) -> R<Expr> {
         self.pos = at;
         let body = self.single_query_inner()?;
         if !self.is_p("}") {
             return self.err("'}' to close the subquery");
         }
         if body.writes() {
-            return self.err("a subquery that only reads (EXISTS { } and COUNT { } cannot CREATE, MERGE, SET, REMOVE or DELETE)");
+            return self.err("a subquery that only reads (EXISTS { }, COUNT { } and COLLECT { } cannot CREATE, MERGE, SET, REMOVE or DELETE)");
+        }
+        if kind == SubqueryKind::Collect
+            && !matches!(body.clauses.last(), Some(Clause::Return(p)) if p.items.len() == 1 && !p.star)
+        {
+            return self.err("RETURN of one column to end COLLECT { }");
         }
         self.bump();
         Ok(Expr::Subquery {
-            count: !exists,
+            kind,
             body: Box::new(body),
         })
     }

@@ -146,7 +146,7 @@ pub fn expr(e: &Expr) -> String {
             s
         }
         Expr::PatternPred(p) => path(p),
-        Expr::Subquery { count, body } => {
+        Expr::Subquery { kind, body } => {
             let inner = statement(&Statement {
                 explain: None,
                 query: Query {
@@ -154,7 +154,12 @@ pub fn expr(e: &Expr) -> String {
                     union_all: vec![],
                 },
             });
-            format!("{} {{ {inner} }}", if *count { "COUNT" } else { "EXISTS" })
+            let k = match kind {
+                SubqueryKind::Exists => "EXISTS",
+                SubqueryKind::Count => "COUNT",
+                SubqueryKind::Collect => "COLLECT",
+            };
+            format!("{k} {{ {inner} }}")
         }
         Expr::PatternComp {
             pattern: p,

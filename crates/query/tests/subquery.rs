@@ -264,9 +264,31 @@ fn exists_and_count_over_whole_queries() {
     ] {
         assert_eq!(rows(&mut s, sub), rows(&mut s, hand), "{sub}");
     }
-    assert!(run(
+    // COLLECT { } over a whole query: its one column in the body's order, nulls kept.
+    let got = rows(
         &mut s,
-        "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) SET m.x = 1 RETURN m } RETURN n"
-    )
-    .is_err());
+        "MATCH (n:P) RETURN n.i, COLLECT { MATCH (n)-->(m) WITH m ORDER BY m.i DESC RETURN m.i } AS l ORDER BY n.i",
+    );
+    let want = rows(
+        &mut s,
+        "MATCH (n:P) OPTIONAL MATCH (n)-->(m) WITH n, m ORDER BY m.i DESC RETURN n.i, collect(m.i) AS l ORDER BY n.i",
+    );
+    assert_eq!(got, want);
+    let got = rows(
+        &mut s,
+        "MATCH (n:P {i: 1}) RETURN COLLECT { MATCH (n)-->(m) WITH m RETURN m.nope } AS l",
+    );
+    assert_eq!(
+        got,
+        vec![vec![Value::List(std::sync::Arc::new(vec![
+            Value::Null,
+            Value::Null
+        ]))]]
+    );
+    for bad in [
+        "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) SET m.x = 1 RETURN m } RETURN n",
+        "MATCH (n) RETURN COLLECT { MATCH (n)-->(m) WITH m RETURN m, n } AS l",
+    ] {
+        assert!(run(&mut s, bad).is_err(), "{bad}");
+    }
 }

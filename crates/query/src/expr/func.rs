@@ -648,6 +648,24 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 v => return type_err("apoc.coll.toSet() needs a list", &v),
             }
         }
+        // APOC's: a list's lists spliced in (one level), other values kept.
+        CollFlatten => {
+            argc(f, a, 1, 1)?;
+            match first {
+                Value::Null => Value::Null,
+                Value::List(l) => {
+                    let mut out = Vec::with_capacity(l.len());
+                    for v in l.iter() {
+                        match v {
+                            Value::List(x) => out.extend(x.iter().cloned()),
+                            v => out.push(v.clone()),
+                        }
+                    }
+                    Value::list(out)
+                }
+                v => return type_err("apoc.coll.flatten() needs a list", &v),
+            }
+        }
         Split => {
             argc(f, a, 2, 2)?;
             match (str_arg(&a[0], "split()")?, str_arg(&a[1], "split()")?) {

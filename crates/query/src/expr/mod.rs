@@ -157,6 +157,7 @@ funcs! {
     LocalDateTimeClock = "localdatetime.clock", DateTimeClock = "datetime.clock",
     All = "all", Any = "any", NoneOf = "none", Single = "single",
     MapMerge = "apoc.map.merge", CollToSet = "apoc.coll.toset",
+    CollFlatten = "apoc.coll.flatten",
     Acos = "acos", Asin = "asin", Atan = "atan", Atan2 = "atan2", Cos = "cos", Cot = "cot",
     Degrees = "degrees", Haversin = "haversin", Radians = "radians", Sin = "sin", Tan = "tan",
     IsNaN = "isnan", CharLength = "char_length", BTrim = "btrim", Normalize = "normalize",

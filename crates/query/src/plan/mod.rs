@@ -1121,17 +1121,34 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // `EXISTS { body }` / `COUNT { body }` over a whole query: the body as a CALL
         // subquery (seeing the row's variables) whose rows are counted, its RETURN
         // becoming a WITH; a hidden variable holds the count (one row per input row).
-        if let Expr::Subquery { count, body } = e {
+        if let Expr::Subquery { kind, body } = e {
             let name = self.anon_name();
+            let inner = self.anon_name();
             let mut b = (**body).clone();
-            if let Some(Clause::Return(p)) = b.clauses.last().cloned() {
+            if let Some(Clause::Return(mut p)) = b.clauses.last().cloned() {
                 b.clauses.pop();
+                // COLLECT's one column, under a name of its own.
+                if *kind == SubqueryKind::Collect {
+                    if let Some(item) = p.items.first_mut() {
+                        item.1 = Some(inner.clone());
+                    }
+                }
                 b.clauses.push(Clause::With(p));
             }
+            // COLLECT: each value as a one-element list, flattened after, so that its
+            // nulls stay (collect() alone would skip them).
+            let agg = match kind {
+                SubqueryKind::Collect => Expr::Call {
+                    name: "collect".into(),
+                    distinct: false,
+                    args: vec![Expr::List(vec![Expr::Var(inner, 0)])],
+                },
+                _ => Expr::CountStar,
+            };
             b.clauses.push(Clause::Return(Projection {
                 distinct: false,
                 star: false,
-                items: vec![(Expr::CountStar, Some(name.clone()))],
+                items: vec![(agg, Some(name.clone()))],
                 order: Vec::new(),
                 skip: None,
                 limit: None,
@@ -1140,10 +1157,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }));
             cur = self.call_subquery(cur, scope, &b, &[], false)?;
             let v = Expr::Var(name, 0);
-            *e = if *count {
-                v
-            } else {
-                Expr::Binary(BinOp::Gt, Box::new(v), Box::new(Expr::Int(0)))
+            *e = match kind {
+                SubqueryKind::Count => v,
+                SubqueryKind::Exists => {
+                    Expr::Binary(BinOp::Gt, Box::new(v), Box::new(Expr::Int(0)))
+                }
+                SubqueryKind::Collect => Expr::Call {
+                    name: "apoc.coll.flatten".into(),
+                    distinct: false,
+                    args: vec![v],
+                },
             };
             return Ok(cur);
         }
