@@ -1679,7 +1679,49 @@ impl<'t> Parser<'t> {
     /// aggregation, several patterns), parsed again from `at` (its first clause).
     fn whole_subquery(&mut self, at: usize, kind: SubqueryKind) -> R<Expr> {
         self.pos = at;
-        let body = self.single_query_inner()?;
+        let mut body = self.single_query_inner()?;
+        // `A UNION [ALL] B ...`: the parts as a CALL { } inside, whose column the body
+        // returns (and EXISTS / COUNT count).
+        let mut unions = Vec::new();
+        while self.eat_kw("UNION") {
+            let all = self.eat_kw("ALL");
+            unions.push((all, self.single_query_inner()?));
+        }
+        if !unions.is_empty() {
+            if unions.iter().any(|(a, _)| *a) && unions.iter().any(|(a, _)| !*a) {
+                return self.err("UNION or UNION ALL throughout the subquery, not both");
+            }
+            let name = match body.clauses.last() {
+                Some(Clause::Return(p)) if p.items.len() == 1 && !p.star => p.items[0]
+                    .1
+                    .clone()
+                    .or_else(|| p.texts.first().cloned())
+                    .unwrap_or_default(),
+                _ => {
+                    return self
+                        .err("RETURN of one column to end each part of a UNION in a subquery")
+                }
+            };
+            body = SingleQuery {
+                clauses: vec![
+                    Clause::CallSubquery {
+                        body: Box::new(body),
+                        optional: false,
+                        unions,
+                    },
+                    Clause::Return(Projection {
+                        distinct: false,
+                        star: false,
+                        items: vec![(Expr::Var(name.clone(), at), None)],
+                        order: Vec::new(),
+                        skip: None,
+                        limit: None,
+                        where_: None,
+                        texts: vec![name],
+                    }),
+                ],
+            };
+        }
         if !self.is_p("}") {
             return self.err("'}' to close the subquery");
         }

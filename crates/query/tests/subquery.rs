@@ -285,7 +285,24 @@ fn exists_and_count_over_whole_queries() {
             Value::Null
         ]))]]
     );
+    // UNION inside: the parts' rows joined, then counted or collected.
+    let got = rows(
+        &mut s,
+        "MATCH (n:P {i: 1}) RETURN COUNT { MATCH (n)-->(m) RETURN m AS x UNION ALL MATCH (n)<--(m) RETURN m AS x } AS c",
+    );
+    let want = rows(&mut s, "MATCH (n:P {i: 1})--(m) RETURN count(*) AS c");
+    assert_eq!(got, want);
+    let got = rows(
+        &mut s,
+        "MATCH (n:P {i: 1}) RETURN size(COLLECT { MATCH (n)-->(m) RETURN m.i AS x UNION MATCH (n)<--(m) RETURN m.i AS x }) AS c",
+    );
+    let want = rows(
+        &mut s,
+        "MATCH (n:P {i: 1})--(m) RETURN count(DISTINCT m.i) AS c",
+    );
+    assert_eq!(got, want);
     for bad in [
+        "MATCH (n) RETURN COUNT { MATCH (n)-->(m) RETURN m AS x UNION MATCH (n)<--(m) RETURN m AS y } AS c",
         "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) SET m.x = 1 RETURN m } RETURN n",
         "MATCH (n) RETURN COLLECT { MATCH (n)-->(m) WITH m RETURN m, n } AS l",
     ] {
