@@ -1216,20 +1216,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         }
         // One inside a list comprehension or reduce() that reads its variable would be
         // computed before that variable has a value.
-        let local = match &*e {
-            Expr::ListComp { var, pred, map, .. } => Some((
-                vec![var.clone()],
-                pred.iter()
-                    .chain(map.iter())
-                    .map(|x| &**x)
-                    .collect::<Vec<_>>(),
-            )),
-            Expr::Reduce { acc, var, expr, .. } => {
-                Some((vec![acc.clone(), var.clone()], vec![&**expr]))
-            }
-            _ => None,
-        };
-        if let Some((vars, bodies)) = local {
+        if let Some((vars, bodies, _)) = local_scope(e) {
             // Comprehensions that start at the variable and name nothing else are
             // matched where they stand (`CExpr::PatternList`): nothing to hoist.
             if bodies.iter().all(|b| comps_start_at(b, &vars)) {
@@ -1302,35 +1289,47 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 /// Whether `e` holds a pattern comprehension that [`Planner::hoist`] plans (not one it
 /// leaves in place inside a list comprehension or reduce(), see [`comps_start_at`]).
 pub(crate) fn needs_hoist(e: &Expr) -> bool {
-    let (vars, bodies, list): (Vec<String>, Vec<&Expr>, Vec<&Expr>) = match e {
-        Expr::PatternComp { .. } | Expr::Subquery { .. } => return true,
+    if matches!(e, Expr::PatternComp { .. } | Expr::Subquery { .. }) {
+        return true;
+    }
+    let Some((vars, bodies, list)) = local_scope(e) else {
+        return e.children().into_iter().any(needs_hoist);
+    };
+    if !bodies.is_empty() && bodies.iter().all(|b| comps_start_at(b, &vars)) {
+        return list.into_iter().any(needs_hoist);
+    }
+    e.has_pattern_comp()
+}
+
+/// A list comprehension's or reduce()'s own variables, the parts of it that see them
+/// (predicate, mapping, expression), and the parts that do not (list, initial value).
+type LocalScope<'e> = (Vec<String>, Vec<&'e Expr>, Vec<&'e Expr>);
+
+fn local_scope(e: &Expr) -> Option<LocalScope<'_>> {
+    match e {
         Expr::ListComp {
             var,
             list,
             pred,
             map,
-        } => (
+        } => Some((
             vec![var.clone()],
             pred.iter().chain(map.iter()).map(|x| &**x).collect(),
             vec![&**list],
-        ),
+        )),
         Expr::Reduce {
             acc,
             init,
             var,
             list,
             expr,
-        } => (
+        } => Some((
             vec![acc.clone(), var.clone()],
             vec![&**expr],
             vec![&**init, &**list],
-        ),
-        e => return e.children().into_iter().any(needs_hoist),
-    };
-    if !bodies.is_empty() && bodies.iter().all(|b| comps_start_at(b, &vars)) {
-        return list.into_iter().any(needs_hoist);
+        )),
+        _ => None,
     }
-    e.has_pattern_comp()
 }
 
 /// Whether every pattern comprehension in `e` starts at one of `vars` in the shape
