@@ -894,7 +894,9 @@ impl ResultStream {
                 return Ok(None);
             }
         }
-        let rows = self.cur.as_ref().expect("a part is at hand");
+        let Some(rows) = self.cur.as_ref() else {
+            return Ok(None);
+        };
         let out = Out {
             py,
             rows,
@@ -924,18 +926,19 @@ impl ResultStream {
         if self.cur.as_ref().is_some_and(|c| self.pos >= c.len) {
             self.cur = None;
         }
-        if self.cur.is_none() && !self.advance(py)? {
+        if self.cur.is_none() {
+            self.advance(py)?;
+        }
+        let first = match self.cur.take() {
+            Some(c) if self.pos > 0 => c.slice(self.pos),
+            Some(c) => c,
             // Nothing left: an empty stream with the columns (untyped).
-            self.cur = Some(Rows {
+            None => Rows {
                 columns: self.columns.clone(),
                 cols: vec![Vec::new(); self.columns.len()],
                 ..Rows::default()
-            });
-        }
-        let mut first = self.cur.take().expect("a part is at hand");
-        if self.pos > 0 {
-            first = first.slice(self.pos);
-        }
+            },
+        };
         let types = quiver_arrow::result::StreamTypes::new(&first);
         let schema = types.schema();
         let batches = FeedBatches {
@@ -1179,11 +1182,14 @@ impl Connection {
         self.with_session(|s| {
             // A projection of a label scan on a database with no pending writes reads
             // its columns straight into Arrow (`quiver_arrow::scan`).
-            if params.is_empty() && !s.in_transaction() {
+            let projection = (params.is_empty() && !s.in_transaction())
+                .then(|| quiver_arrow::scan::projection(query))
+                .flatten();
+            if let Some(p) = projection {
                 let t0 = std::time::Instant::now();
                 let snap = s.store().snapshot();
                 if snap.delta.is_empty() {
-                    let fast = py.detach(|| quiver_arrow::scan::label_projection(&snap.db, query));
+                    let fast = py.detach(|| quiver_arrow::scan::label_projection(&snap.db, &p));
                     if let Some(r) = fast {
                         let (schema, batches) = r.map_err(DatabaseError::new_err)?;
                         let columns: Vec<String> =

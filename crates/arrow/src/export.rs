@@ -13,7 +13,7 @@ use arrow_schema::{DataType as A, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use quiver_common::types::{DataType, Physical, ScalarType};
+use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::{ColumnBuilder, ColumnData};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -47,126 +47,63 @@ fn nulls(c: &ColumnBuilder) -> Option<NullBuffer> {
     Some(NullBuffer::new(b.finish()))
 }
 
-/// Column `c` as an Arrow array of [`arrow_type`]`(c.dtype)`.
-pub fn to_array(c: &ColumnBuilder) -> ArrayRef {
-    let valid = nulls(c);
-    match c.dtype {
-        DataType::Array(_) => {
-            let child = c
-                .list_child_ref()
-                .map(to_array)
-                .unwrap_or_else(|| arrow_array::new_empty_array(&A::Null));
-            let mut offsets = Vec::with_capacity(c.len() + 1);
-            offsets.push(0i32);
-            for i in 0..c.len() {
-                offsets.push(c.list_range(i).1 as i32);
-            }
+/// Column `c` as an Arrow array of [`arrow_type`]`(c.dtype)`, its buffers moved
+/// rather than copied where the layouts agree (integers, timestamps, floats, UTF-8
+/// string bytes, list ends).
+pub fn into_array(c: ColumnBuilder) -> ArrayRef {
+    let valid = nulls(&c);
+    let offsets = |ends: &[u64]| {
+        let mut o = Vec::with_capacity(ends.len() + 1);
+        o.push(0i32);
+        o.extend(ends.iter().map(|&e| e as i32));
+        OffsetBuffer::new(ScalarBuffer::from(o))
+    };
+    let t = match c.dtype {
+        DataType::Scalar(t) | DataType::Array(t) => t,
+    };
+    match c.data {
+        ColumnData::List { ends, child } => {
+            let child = into_array(*child);
             let field = Arc::new(Field::new("item", child.data_type().clone(), true));
-            Arc::new(ListArray::new(
-                field,
-                OffsetBuffer::new(ScalarBuffer::from(offsets)),
-                child,
-                valid,
-            ))
+            Arc::new(ListArray::new(field, offsets(&ends), child, valid))
         }
-        DataType::Scalar(t) => match t.physical() {
-            Physical::I64 => {
-                let v = c.i64_values();
-                match t {
-                    ScalarType::Date => Arc::new(Date32Array::new(
-                        v.iter().map(|&d| d as i32).collect(),
-                        valid,
-                    )),
-                    ScalarType::LocalDateTime => {
-                        Arc::new(TimestampMicrosecondArray::new(v.to_vec().into(), valid))
-                    }
-                    ScalarType::DateTime => Arc::new(
-                        TimestampMicrosecondArray::new(v.to_vec().into(), valid)
-                            .with_timezone("UTC"),
-                    ),
-                    _ => Arc::new(Int64Array::new(v.to_vec().into(), valid)),
-                }
-            }
-            Physical::F64 => Arc::new(Float64Array::new(c.f64_values().to_vec().into(), valid)),
-            Physical::Bool => Arc::new(BooleanArray::new(
-                c.bool_values().iter().copied().collect(),
+        ColumnData::I64(v) => match t {
+            ScalarType::Date => Arc::new(Date32Array::new(
+                v.iter().map(|&d| d as i32).collect(),
                 valid,
             )),
-            Physical::Bytes => strings(c, valid),
-        },
-    }
-}
-
-/// A string column as offsets over its bytes (no copy a value); bytes that are not
-/// UTF-8 (which the import never stores) are replaced, value by value.
-fn strings(c: &ColumnBuilder, valid: Option<NullBuffer>) -> ArrayRef {
-    if let ColumnData::Bytes { ends, data } = &c.data {
-        if data.len() <= i32::MAX as usize {
-            let mut offsets = Vec::with_capacity(ends.len() + 1);
-            offsets.push(0i32);
-            offsets.extend(ends.iter().map(|&e| e as i32));
-            if let Ok(a) = StringArray::try_new(
-                OffsetBuffer::new(ScalarBuffer::from(offsets)),
-                Buffer::from_slice_ref(data),
-                valid.clone(),
-            ) {
-                return Arc::new(a);
+            ScalarType::LocalDateTime => Arc::new(TimestampMicrosecondArray::new(v.into(), valid)),
+            ScalarType::DateTime => {
+                Arc::new(TimestampMicrosecondArray::new(v.into(), valid).with_timezone("UTC"))
             }
-        }
-    }
-    Arc::new(StringArray::from_iter((0..c.len()).map(|i| {
-        c.is_valid(i)
-            .then(|| String::from_utf8_lossy(c.bytes_at(i)).into_owned())
-    })))
-}
-
-/// Column `c` as an Arrow array, its buffers moved rather than copied where the layouts
-/// agree (integers, local datetimes, floats, UTF-8 string bytes); else [`to_array`].
-pub fn into_array(c: ColumnBuilder) -> ArrayRef {
-    let DataType::Scalar(t) = c.dtype else {
-        return to_array(&c);
-    };
-    let movable = match (&c.data, t) {
-        (
-            ColumnData::I64(_),
-            ScalarType::Byte
-            | ScalarType::Short
-            | ScalarType::Int
-            | ScalarType::Long
-            | ScalarType::LocalDateTime,
-        ) => true,
-        (ColumnData::F64(_), _) => true,
-        (ColumnData::Bytes { ends, data }, ScalarType::String | ScalarType::Char) => {
-            data.len() <= i32::MAX as usize
-                && std::str::from_utf8(data)
-                    .is_ok_and(|s| ends.iter().all(|&e| s.is_char_boundary(e as usize)))
-        }
-        _ => false,
-    };
-    if !movable {
-        return to_array(&c);
-    }
-    let valid = nulls(&c);
-    let n = c.len();
-    match c.data {
-        ColumnData::I64(v) if t == ScalarType::LocalDateTime => {
-            Arc::new(TimestampMicrosecondArray::new(v.into(), valid))
-        }
-        ColumnData::I64(v) => Arc::new(Int64Array::new(v.into(), valid)),
+            _ => Arc::new(Int64Array::new(v.into(), valid)),
+        },
         ColumnData::F64(v) => Arc::new(Float64Array::new(v.into(), valid)),
+        ColumnData::Bool(v) => Arc::new(BooleanArray::new(v.into_iter().collect(), valid)),
         ColumnData::Bytes { ends, data } => {
-            let mut offsets = Vec::with_capacity(ends.len() + 1);
-            offsets.push(0i32);
-            offsets.extend(ends.iter().map(|&e| e as i32));
-            // Checked above: UTF-8, split at character boundaries, offsets that fit.
-            Arc::new(StringArray::new(
-                OffsetBuffer::new(ScalarBuffer::from(offsets)),
-                Buffer::from_vec(data),
-                valid,
-            ))
+            let fits = data.len() <= i32::MAX as usize
+                && std::str::from_utf8(&data)
+                    .is_ok_and(|s| ends.iter().all(|&e| s.is_char_boundary(e as usize)));
+            if fits {
+                // Checked: UTF-8, split at character boundaries, offsets that fit.
+                return Arc::new(StringArray::new(
+                    offsets(&ends),
+                    Buffer::from_vec(data),
+                    valid,
+                ));
+            }
+            // Bytes that are not UTF-8 (which the import never stores): replaced.
+            let mut start = 0;
+            Arc::new(StringArray::from_iter(ends.iter().enumerate().map(
+                |(i, &e)| {
+                    let s = std::mem::replace(&mut start, e as usize);
+                    valid
+                        .as_ref()
+                        .is_none_or(|v| v.is_valid(i))
+                        .then(|| String::from_utf8_lossy(&data[s..e as usize]).into_owned())
+                },
+            )))
         }
-        // Not reached: `movable` admits only the layouts above.
-        ColumnData::Bool(_) | ColumnData::List { .. } => Arc::new(arrow_array::NullArray::new(n)),
     }
 }
 
@@ -200,8 +137,8 @@ impl ParquetTable {
     }
 
     /// Writes the rows of `cols` (one per column, in the order given at create).
-    pub fn write(&mut self, cols: &[ColumnBuilder]) -> Result<(), String> {
-        let arrays = cols.iter().map(to_array).collect();
+    pub fn write(&mut self, cols: Vec<ColumnBuilder>) -> Result<(), String> {
+        let arrays = cols.into_iter().map(into_array).collect();
         let b = RecordBatch::try_new(self.schema.clone(), arrays)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.w

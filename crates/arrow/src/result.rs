@@ -58,15 +58,32 @@ fn values_of(a: &ArrayRef, out: &mut Vec<Value>) {
     let mut each = |f: &dyn Fn(usize) -> Value| {
         out.extend((0..a.len()).map(|i| if a.is_valid(i) { f(i) } else { Value::Null }))
     };
+    // Each array downcast once, not once a value.
     match a.data_type() {
-        A::Int64 => each(&|i| Value::Int(a.as_primitive::<Int64Type>().value(i))),
-        A::Float64 => each(&|i| Value::Float(a.as_primitive::<Float64Type>().value(i))),
-        A::Boolean => each(&|i| Value::Bool(a.as_boolean().value(i))),
-        A::Utf8 => each(&|i| Value::str(a.as_string::<i32>().value(i))),
-        A::Date32 => each(&|i| Value::Date(a.as_primitive::<Date32Type>().value(i) as i64)),
-        A::Timestamp(_, None) => each(&|i| {
-            Value::local_datetime_us(a.as_primitive::<TimestampMicrosecondType>().value(i))
-        }),
+        A::Int64 => {
+            let v = a.as_primitive::<Int64Type>();
+            each(&|i| Value::Int(v.value(i)))
+        }
+        A::Float64 => {
+            let v = a.as_primitive::<Float64Type>();
+            each(&|i| Value::Float(v.value(i)))
+        }
+        A::Boolean => {
+            let v = a.as_boolean();
+            each(&|i| Value::Bool(v.value(i)))
+        }
+        A::Utf8 => {
+            let v = a.as_string::<i32>();
+            each(&|i| Value::str(v.value(i)))
+        }
+        A::Date32 => {
+            let v = a.as_primitive::<Date32Type>();
+            each(&|i| Value::Date(v.value(i) as i64))
+        }
+        A::Timestamp(_, None) => {
+            let v = a.as_primitive::<TimestampMicrosecondType>();
+            each(&|i| Value::local_datetime_us(v.value(i)))
+        }
         _ => each(&|_| Value::Null),
     }
 }

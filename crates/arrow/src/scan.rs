@@ -4,7 +4,7 @@
 //! result clones them before they become Arrow arrays: for a frame of a million rows
 //! that is most of the time. This shape, the one a DataFrame is read with, needs none of
 //! it: each row group's chunks of the projected properties decode into column builders
-//! and become arrays ([`crate::export::to_array`]), rows that are not the label's (a
+//! and become arrays ([`crate::export::into_array`]), rows that are not the label's (a
 //! per-row `:LABEL` that lacks it) or were deleted by a checkpoint filtered out.
 //!
 //! Taken only where it gives what the engine would: one node pattern with one label and
@@ -22,6 +22,23 @@ use quiver_cypher::ast::{Clause, Expr, Parsed, PathKind};
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::Database;
 use std::sync::Arc;
+
+/// A query of this shape: the label and the (property, column name) pairs.
+pub struct Projection {
+    label: String,
+    props: Vec<(String, String)>,
+}
+
+/// `text` as a [`Projection`], when it has the shape; parsed only when it starts with
+/// MATCH, so that other statements pay a few byte compares.
+pub fn projection(text: &str) -> Option<Projection> {
+    let head = text.trim_start().get(..5)?;
+    if !head.eq_ignore_ascii_case("MATCH") {
+        return None;
+    }
+    let (label, props) = shape(text)?;
+    Some(Projection { label, props })
+}
 
 /// The label and the (property, column name) pairs of a query of this shape.
 fn shape(text: &str) -> Option<(String, Vec<(String, String)>)> {
@@ -82,14 +99,14 @@ fn plain(t: DataType) -> bool {
     matches!(t, DataType::Scalar(s) if s != ScalarType::DateTime)
 }
 
-/// The result of `text` as record batches (one per row group), when `text` has the
-/// shape above and `db` (whose delta is empty: the caller's check) can answer it so.
+/// The projection's rows in `db` as record batches (one per row group), when `db`
+/// (whose delta is empty: the caller's check) can answer it so.
 pub fn label_projection(
     db: &Database,
-    text: &str,
+    p: &Projection,
 ) -> Option<Result<(SchemaRef, Vec<RecordBatch>), String>> {
-    let (label, props) = shape(text)?;
-    let label_id = db.labels().iter().position(|l| *l == label);
+    let (label, props) = (&p.label, &p.props);
+    let label_id = db.labels().iter().position(|l| l == label);
     // Tables whose nodes may carry the label: all of them, or some by their :LABEL.
     let tables: Vec<(usize, bool)> = db
         .node_tables()

@@ -232,8 +232,8 @@ pub struct Batch {
     /// Raw record span and relative line of every good row (for duplicate-id rejects).
     pub spans: Vec<(u32, u32)>,
     pub lines: Vec<u32>,
-    /// Relationship endpoints (internal ids) and type (index into `type_names`).
-    /// Relationship endpoints as `src << 32 | dst` (internal ids), one per good row.
+    /// Relationship endpoints as `src << 32 | dst` (internal ids), one per good row, and
+    /// types (indexes into `type_names`).
     pub edges: Vec<u64>,
     pub types: Vec<u32>,
     pub type_names: Vec<Vec<u8>>,
@@ -521,10 +521,6 @@ impl TypedRecord<'_> {
         out.clear();
         match &self.cols[i] {
             TypedColumn::Str { .. } if valid => true,
-            TypedColumn::Int { values, .. } if valid => {
-                out.extend_from_slice(itoa::Buffer::new().format(values[row]).as_bytes());
-                true
-            }
             _ => self.rows.text(i, row, out).is_ok(),
         }
     }
@@ -700,7 +696,10 @@ fn parse_record<R: Record>(
             }),
             Slot::Start | Slot::End => {
                 let start = matches!(slot, Slot::Start);
-                let e = rp.endpoints.expect("relationship plan has endpoints");
+                // Only a relationship plan has endpoint slots.
+                let Some(e) = rp.endpoints else {
+                    return Err((i, Reason::MissingNode));
+                };
                 let (map, integer, base, spilled) = if start {
                     (e.start, e.start_integer, e.start_base, e.start_spilled)
                 } else {

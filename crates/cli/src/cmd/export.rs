@@ -68,11 +68,11 @@ impl Sink {
         }
     }
 
-    fn write(&mut self, cols: &[ColumnBuilder]) -> Result<()> {
+    fn write(&mut self, cols: Vec<ColumnBuilder>) -> Result<()> {
         match self {
             Sink::Csv(w, fields) => {
                 for row in 0..cols.first().map_or(0, |c| c.len()) {
-                    for (f, c) in fields.iter_mut().zip(cols) {
+                    for (f, c) in fields.iter_mut().zip(&cols) {
                         f.clear();
                         format_value(c, row, f);
                     }
@@ -305,7 +305,7 @@ pub fn run(a: Args) -> Result<()> {
                     cols = cols.iter().map(|c| c.filter(&keep)).collect();
                 }
             }
-            sink.write(&cols)?;
+            sink.write(cols)?;
         }
         sink.finish()?;
         written.push(path);
@@ -383,10 +383,9 @@ pub fn run(a: Args) -> Result<()> {
             if srcs.len() == REL_BATCH {
                 ids.push(&srcs, &mut batch[0]);
                 ids.push(&dsts, &mut batch[1]);
-                if let Err(e) = sink.write(&batch) {
+                if let Err(e) = sink.write(std::mem::replace(&mut batch, fresh())) {
                     err = Some(e);
                 }
-                batch = fresh();
                 srcs.clear();
                 dsts.clear();
             }
@@ -396,7 +395,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         ids.push(&srcs, &mut batch[0]);
         ids.push(&dsts, &mut batch[1]);
-        sink.write(&batch)?;
+        sink.write(batch)?;
         sink.finish()?;
         written.push(path);
     }

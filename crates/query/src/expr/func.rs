@@ -310,33 +310,17 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             .find(|v| !v.is_null())
             .cloned()
             .unwrap_or(Value::Null),
-        ToInteger => match first {
-            Value::Int(i) => Value::Int(i),
-            Value::Float(x) if x.is_finite() => Value::Int(x.trunc() as i64),
-            Value::Bool(b) => Value::Int(b as i64),
-            Value::Str(s) => int_of_str(&s).map_or(Value::Null, Value::Int),
-            Value::Float(_) => Value::Null,
-            v => return type_err("toInteger() needs a number, boolean or string", &v),
-        },
-        ToFloat => match first {
-            Value::Int(i) => Value::Float(i as f64),
-            Value::Float(x) => Value::Float(x),
-            Value::Str(s) => float_of_str(&s).map_or(Value::Null, Value::Float),
-            v => return type_err("toFloat() needs a number or string", &v),
-        },
-        ToString => match first {
-            v @ (Value::List(_)
-            | Value::Map(_)
-            | Value::Node(_)
-            | Value::Rel(_)
-            | Value::Path(_)) => return type_err("toString() needs a scalar", &v),
-            v => Value::str(&to_string(&v)),
-        },
-        ToBoolean => match first {
-            Value::Bool(b) => Value::Bool(b),
-            Value::Int(i) => Value::Bool(i != 0),
-            Value::Str(s) => bool_of_str(&s).map_or(Value::Null, Value::Bool),
-            v => return type_err("toBoolean() needs a boolean, integer or string", &v),
+        ToInteger | ToFloat | ToString | ToBoolean => match convert(f, &first) {
+            Some(v) => v,
+            None => {
+                let what = match f {
+                    ToInteger => "toInteger() needs a number, boolean or string",
+                    ToFloat => "toFloat() needs a number or string",
+                    ToString => "toString() needs a scalar",
+                    _ => "toBoolean() needs a boolean, integer or string",
+                };
+                return type_err(what, &first);
+            }
         },
         Abs => match first {
             Value::Int(i) => Value::Int(i.checked_abs().ok_or_else(|| overflow("abs"))?),
@@ -702,28 +686,46 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
     })
 }
 
+/// `toInteger`, `toFloat`, `toString` and `toBoolean` of a non-null value (`f` or its
+/// `...OrNull` form): `None` for a type the conversion does not take (an error for the
+/// plain form, null for `...OrNull`); text that does not read as the type is null.
+fn convert(f: Func, v: &Value) -> Option<Value> {
+    use Func::*;
+    Some(match (f, v) {
+        (ToInteger | ToIntegerOrNull, Value::Int(i)) => Value::Int(*i),
+        (ToInteger | ToIntegerOrNull, Value::Float(x)) if x.is_finite() => {
+            Value::Int(x.trunc() as i64)
+        }
+        (ToInteger | ToIntegerOrNull, Value::Float(_)) => Value::Null,
+        (ToInteger | ToIntegerOrNull, Value::Bool(b)) => Value::Int(*b as i64),
+        (ToInteger | ToIntegerOrNull, Value::Str(s)) => {
+            int_of_str(s).map_or(Value::Null, Value::Int)
+        }
+        (ToFloat | ToFloatOrNull, Value::Int(i)) => Value::Float(*i as f64),
+        (ToFloat | ToFloatOrNull, Value::Float(x)) => Value::Float(*x),
+        (ToFloat | ToFloatOrNull, Value::Str(s)) => {
+            float_of_str(s).map_or(Value::Null, Value::Float)
+        }
+        (ToBoolean | ToBooleanOrNull, Value::Bool(b)) => Value::Bool(*b),
+        (ToBoolean | ToBooleanOrNull, Value::Int(i)) => Value::Bool(*i != 0),
+        (ToBoolean | ToBooleanOrNull, Value::Str(s)) => {
+            bool_of_str(s).map_or(Value::Null, Value::Bool)
+        }
+        (
+            ToString | ToStringOrNull,
+            Value::List(_) | Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_),
+        ) => return None,
+        (ToString | ToStringOrNull, v) => Value::str(&to_string(v)),
+        _ => return None,
+    })
+}
+
 /// `toXOrNull(v)`: the conversion, or null where `toX` would fail on the type.
 fn or_null(f: Func, v: Value) -> Value {
-    use Func::*;
-    match (f, v) {
-        (_, Value::Null) => Value::Null,
-        (ToBooleanOrNull, Value::Bool(b)) => Value::Bool(b),
-        (ToBooleanOrNull, Value::Int(i)) => Value::Bool(i != 0),
-        (ToBooleanOrNull, Value::Str(s)) => bool_of_str(&s).map_or(Value::Null, Value::Bool),
-        (ToFloatOrNull, Value::Int(i)) => Value::Float(i as f64),
-        (ToFloatOrNull, Value::Float(x)) => Value::Float(x),
-        (ToFloatOrNull, Value::Str(s)) => float_of_str(&s).map_or(Value::Null, Value::Float),
-        (ToIntegerOrNull, Value::Int(i)) => Value::Int(i),
-        (ToIntegerOrNull, Value::Float(x)) if x.is_finite() => Value::Int(x.trunc() as i64),
-        (ToIntegerOrNull, Value::Bool(b)) => Value::Int(b as i64),
-        (ToIntegerOrNull, Value::Str(s)) => int_of_str(&s).map_or(Value::Null, Value::Int),
-        (
-            ToStringOrNull,
-            Value::List(_) | Value::Map(_) | Value::Node(_) | Value::Rel(_) | Value::Path(_),
-        ) => Value::Null,
-        (ToStringOrNull, v) => Value::str(&to_string(&v)),
-        _ => Value::Null,
+    if v.is_null() {
+        return Value::Null;
     }
+    convert(f, &v).unwrap_or(Value::Null)
 }
 
 /// A vector argument as floats (`None`: null).

@@ -398,10 +398,11 @@ impl Rows {
         out: &mut Vec<Value>,
         tx: &Sender<Piece>,
     ) -> Result<(), QueryError> {
-        let n = self.keys.as_ref().map_or(usize::MAX, |k| k.len());
-        let cols: Vec<TypedColumn<'_>> = (0..n.min(rows_width(self.keys.as_deref(), rows)))
-            .map(|c| rows.column(c))
-            .collect();
+        // The header's columns (the source's own names), or every column without one.
+        let width = rows
+            .width()
+            .min(self.keys.as_ref().map_or(usize::MAX, |k| k.len()));
+        let cols: Vec<TypedColumn<'_>> = (0..width).map(|c| rows.column(c)).collect();
         let mut text = Vec::new();
         for row in 0..rows.rows() {
             let mut vals = Vec::with_capacity(cols.len());
@@ -438,14 +439,6 @@ impl Rows {
         }
         self.line += rows.rows() as u64;
         Ok(())
-    }
-}
-
-/// Columns of typed rows: the header's, or as many as the first column count asks.
-fn rows_width(keys: Option<&[Arc<str>]>, rows: &dyn TypedRows) -> usize {
-    match keys {
-        Some(k) => k.len(),
-        None => rows.width(),
     }
 }
 
