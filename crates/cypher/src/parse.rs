@@ -1573,7 +1573,7 @@ impl<'t> Parser<'t> {
             return self.whole_subquery(body_at, kind);
         }
         if self.is_p(",") {
-            return self.err("one pattern in EXISTS { }, COUNT { } and COLLECT { } (several are not supported yet), found ','");
+            return self.err("one pattern in EXISTS { }, COUNT { } and COLLECT { } without MATCH (write MATCH first for several), found ','");
         }
         let pred = if self.eat_kw("WHERE") {
             Some(Box::new(self.expr()?))
