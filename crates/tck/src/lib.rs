@@ -163,9 +163,9 @@ fn uncomment(text: &str) -> String {
             while let Some(c) = chars.next() {
                 out.push(c);
                 if c == '\\' {
-                    match chars.peek() {
-                        Some('\\') | Some('|') | Some('n') => out.push(chars.next().unwrap()),
-                        _ => out.push('\\'),
+                    match chars.next_if(|c| matches!(c, '\\' | '|' | 'n')) {
+                        Some(n) => out.push(n),
+                        None => out.push('\\'),
                     }
                 }
             }
@@ -344,11 +344,12 @@ pub fn run_all(
                     Some(r) => Outcome::Skip(r.to_string()),
                     None => run(sc, graphs),
                 };
-                results.lock().unwrap()[i] = Some(o);
+                // A poisoned lock still holds the other scenarios' outcomes.
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(o);
             });
         }
     });
-    let results = results.into_inner().unwrap();
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     Report {
         results: scenarios
             .into_iter()

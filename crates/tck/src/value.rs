@@ -4,7 +4,6 @@
 
 use quiver_query::{Graph, QueryError, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
 use std::sync::Arc;
 
 /// A value as the TCK writes it.
@@ -41,8 +40,8 @@ impl TVal {
     fn write_canon(&self, bag: bool, o: &mut String) {
         match self {
             TVal::Null => o.push_str("null"),
-            TVal::Bool(b) => write!(o, "{b}").unwrap(),
-            TVal::Int(i) => write!(o, "{i}").unwrap(),
+            TVal::Bool(b) => o.push_str(&format!("{b}")),
+            TVal::Int(i) => o.push_str(&format!("{i}")),
             TVal::Float(f) => {
                 if f.is_nan() {
                     o.push_str("f:NaN")
@@ -50,28 +49,28 @@ impl TVal {
                     // -0.0 and 0.0 compare equal in Cypher.
                     o.push_str("f:0.0")
                 } else {
-                    write!(o, "f:{f:?}").unwrap()
+                    o.push_str(&format!("f:{f:?}"))
                 }
             }
-            TVal::Str(s) => write!(o, "{s:?}").unwrap(),
+            TVal::Str(s) => o.push_str(&format!("{s:?}")),
             TVal::List(l) => {
                 let mut items: Vec<String> = l.iter().map(|x| x.canon(bag)).collect();
                 if bag {
                     items.sort();
                 }
-                write!(o, "[{}]", items.join(", ")).unwrap()
+                o.push_str(&format!("[{}]", items.join(", ")))
             }
             TVal::Map(m) => write_map(m, bag, o),
             TVal::Node { labels, props } => {
                 o.push('(');
                 for l in labels {
-                    write!(o, ":{l}").unwrap();
+                    o.push_str(&format!(":{l}"));
                 }
                 write_map(props, bag, o);
                 o.push(')');
             }
             TVal::Rel { ty, props } => {
-                write!(o, "[:{ty}").unwrap();
+                o.push_str(&format!("[:{ty}"));
                 write_map(props, bag, o);
                 o.push(']');
             }
@@ -170,7 +169,7 @@ fn write_map(m: &BTreeMap<String, TVal>, bag: bool, o: &mut String) {
         if i > 0 {
             o.push_str(", ");
         }
-        write!(o, "{k}: ").unwrap();
+        o.push_str(&format!("{k}: "));
         v.write_canon(bag, o);
     }
     o.push('}');
