@@ -17,6 +17,7 @@
 //! Created relationships are renumbered to close the gaps left by rolled-back or
 //! deleted ones, so a checkpoint runs only when no other transaction has written.
 
+use crate::append::Prebuilt;
 use crate::bulk::{value_at, BulkRels, BulkTable};
 use crate::delta::{Delta, NodeRec, Op, Props, RelRec};
 use crate::segments;
@@ -228,12 +229,30 @@ fn write_rows(
     Ok((w.finish()?, metas))
 }
 
+/// What a checkpoint takes in besides the delta: a bulk write's tables and
+/// relationships, or a live append's parts.
+#[derive(Default)]
+pub(crate) struct Incoming {
+    pub(crate) tables: Vec<BulkTable>,
+    pub(crate) rels: Vec<BulkRels>,
+    pub(crate) append: Option<Prebuilt>,
+}
+
 impl Store {
     /// Merges the delta into a new generation of segments. Readers go on meanwhile, and
     /// so do writers (their commits go to a new log file and are replayed onto the new
     /// generation when it is published); in analytical mode, whose writes the log does
     /// not hold, it is refused while another transaction has uncommitted writes.
     pub fn checkpoint(&self) -> Result<CheckpointReport, EngineError> {
+        let publisher = self.publishing();
+        self.checkpoint_with(&publisher)
+    }
+
+    /// [`Store::checkpoint`] by the holder of [`Store::publishing`].
+    pub(crate) fn checkpoint_with(
+        &self,
+        publisher: &MutexGuard<'_, ()>,
+    ) -> Result<CheckpointReport, EngineError> {
         let t0 = Instant::now();
         if !self.is_writable() {
             return Err(EngineError::Refused(format!(
@@ -241,7 +260,6 @@ impl Store {
                 self.dir().display()
             )));
         }
-        let publisher = self.publishing();
         let held = if self.mode() == crate::store::StorageMode::InMemoryAnalytical
             || self.unlogged.load(Ordering::SeqCst)
         {
@@ -255,7 +273,7 @@ impl Store {
         } else {
             None
         };
-        self.run_checkpoint(&publisher, held, Vec::new(), Vec::new(), false, t0)
+        self.run_checkpoint(publisher, held, Incoming::default(), false, t0)
     }
 
     /// The checkpoint proper (the caller holds [`Store::publishing`]): the delta and the
@@ -274,8 +292,7 @@ impl Store {
         &self,
         _publisher: &MutexGuard<'_, ()>,
         held: Option<MutexGuard<'_, CommitState>>,
-        bulk: Vec<BulkTable>,
-        bulk_rels: Vec<BulkRels>,
+        incoming: Incoming,
         tick: bool,
         t0: Instant,
     ) -> Result<CheckpointReport, EngineError> {
@@ -293,13 +310,18 @@ impl Store {
         // Where the created entities end: past the newest committed ones, or for bulk
         // tables past every id handed out (those after it are the tables').
         let delta = &*cur.delta;
-        let bulk_rows: u64 = bulk.iter().map(|t| t.n_rows).sum();
+        let bulk_rows: u64 = incoming.tables.iter().map(|t| t.n_rows).sum();
         let nodes = if bulk_rows > 0 {
             self.next_node
                 .fetch_add(bulk_rows, Ordering::SeqCst)
                 .max(delta.next_node)
         } else {
             delta.next_node
+        };
+        // An append's range was handed out before: the created nodes are written around it.
+        let nodes = match &incoming.append {
+            Some(p) => nodes.max(p.first_node + p.n_nodes),
+            None => nodes,
         };
         let mut edges = hashbrown::HashMap::new();
         for (t, name) in delta.types.iter().enumerate() {
@@ -341,7 +363,7 @@ impl Store {
             None
         };
 
-        let written = self.write_generation(&cur, &ends, bulk, bulk_rels, log);
+        let written = self.write_generation(&cur, &ends, incoming, log);
         let folded_versions = if oldest < ts0 {
             // (With what earlier checkpoints folded that those transactions may claim.)
             let mut v = delta.versions_after(oldest);
@@ -399,10 +421,14 @@ impl Store {
         &self,
         cur: &Current,
         ends: &(u64, hashbrown::HashMap<Arc<str>, u64>),
-        bulk: Vec<BulkTable>,
-        bulk_rels: Vec<BulkRels>,
+        incoming: Incoming,
         log: u64,
     ) -> Result<(CheckpointReport, Arc<Database>, Option<String>), EngineError> {
+        let Incoming {
+            tables: bulk,
+            rels: bulk_rels,
+            append,
+        } = incoming;
         let (db, delta) = (&*cur.db, &*cur.delta);
         let staging = Staging::begin_held(self.dir())?;
         let mut m: Manifest = db.manifest().clone();
@@ -421,96 +447,40 @@ impl Store {
         };
 
         // Created nodes: one table over their id range (ids handed out to transactions
-        // still open are deleted rows: those transactions cannot commit them).
+        // still open are deleted rows: those transactions cannot commit them); around a
+        // live append's range, a table before it and one after it.
         let node_end = ends.0;
-        if node_end > delta.base_nodes {
-            let lo = delta.base_nodes;
-            let live = |id: u64| {
-                delta
-                    .nodes
-                    .get(&id)
-                    .filter(|r| r.created && !r.deleted)
-                    .cloned()
-            };
-            let recs: Vec<_> = (lo..node_end).map(live).collect();
-            let columns = choose_columns(recs.iter().flatten().map(|r| &r.props));
-            let mut common: Option<Vec<Arc<str>>> = None;
-            for r in recs.iter().flatten() {
-                common = Some(match common {
-                    None => r.labels.clone(),
-                    Some(c) => c.into_iter().filter(|l| r.labels.contains(l)).collect(),
-                });
+        let lo = delta.base_nodes;
+        match &append {
+            None => {
+                let c = Created {
+                    lo,
+                    hi: node_end,
+                    tag: "",
+                    index: true,
+                };
+                write_created(db, delta, &staging, &mut m, c, &mut carried, &mut report)?;
             }
-            let common = common.unwrap_or_default();
-            let extra = recs
-                .iter()
-                .flatten()
-                .any(|r| r.labels.iter().any(|l| !common.contains(l)));
-            let mut misfits = Vec::new();
-            let (seg, metas) = write_rows(
-                &staging,
-                "nodes-delta.seg",
-                &columns,
-                extra,
-                &mut recs.iter().map(|r| match r {
-                    Some(r) => (
-                        Some(&r.props),
-                        Some(
-                            r.labels
-                                .iter()
-                                .filter(|l| !common.contains(l))
-                                .cloned()
-                                .collect(),
-                        ),
-                    ),
-                    None => (None, None),
-                }),
-                &mut misfits,
-            )?;
-            for (row, key, value) in misfits {
-                carried.push(Op::SetNodeProp {
-                    id: lo + row,
-                    key,
-                    value,
-                });
+            Some(p) => {
+                let hi = p.first_node.max(lo);
+                let c = Created {
+                    lo,
+                    hi,
+                    tag: "",
+                    index: false,
+                };
+                write_created(db, delta, &staging, &mut m, c, &mut carried, &mut report)?;
+                let mut p = p.clone();
+                p.take_files(self.dir(), &staging)?;
+                take_appended(&mut m, p, &mut report)?;
+                let c = Created {
+                    lo: m.n_nodes,
+                    hi: node_end,
+                    tag: "-after",
+                    index: false,
+                };
+                write_created(db, delta, &staging, &mut m, c, &mut carried, &mut report)?;
             }
-            // Ids never committed or deleted since: deleted rows of the new table.
-            let mut holes = Bits::new(recs.len() as u64);
-            for (i, r) in recs.iter().enumerate() {
-                if r.is_none() {
-                    holes.set(i as u64);
-                } else {
-                    report.nodes_written += 1;
-                }
-            }
-            let n_cols = columns.len();
-            m.node_tables.push(NodeTableMeta {
-                name: format!("delta-{}", m.generation),
-                first_node: lo,
-                n_rows: node_end - lo,
-                labels: common
-                    .iter()
-                    .filter_map(|l| m.labels.iter().position(|x| **x == **l))
-                    .map(|i| i as u32)
-                    .collect(),
-                label_column: extra.then_some(n_cols),
-                id_column: None,
-                id_space: None,
-                columns: metas,
-                segments: vec![seg],
-                patches: Vec::new(),
-                deleted: None,
-            });
-            let t = m.node_tables.len() - 1;
-            if holes.count() > 0 {
-                m.node_tables[t].deleted = Some(write_deleted(
-                    &staging,
-                    &format!("nodes-{t:04}-deleted.seg"),
-                    &[&holes],
-                )?);
-            }
-            report.ids_indexed = index_created_ids(db, &staging, &mut m, t, &recs)?;
-            m.n_nodes = node_end;
         }
 
         // Changes to segment nodes and relationships: property changes fold into their
@@ -754,6 +724,198 @@ impl Store {
         }
         Ok((report, new_db, hook_error))
     }
+}
+
+/// Created nodes `lo..hi` of the delta, as one table (see [`Store::write_generation`]):
+/// `tag` names its files apart from another's of the same checkpoint; with `index`,
+/// their ids join an id space's index when they can.
+struct Created {
+    lo: u64,
+    hi: u64,
+    tag: &'static str,
+    index: bool,
+}
+
+fn write_created(
+    db: &Database,
+    delta: &Delta,
+    staging: &Staging,
+    m: &mut Manifest,
+    Created {
+        lo,
+        hi: node_end,
+        tag,
+        index,
+    }: Created,
+    carried: &mut Vec<Op>,
+    report: &mut CheckpointReport,
+) -> Result<(), EngineError> {
+    if node_end <= lo {
+        return Ok(());
+    }
+    let live = |id: u64| {
+        delta
+            .nodes
+            .get(&id)
+            .filter(|r| r.created && !r.deleted)
+            .cloned()
+    };
+    let recs: Vec<_> = (lo..node_end).map(live).collect();
+    let columns = choose_columns(recs.iter().flatten().map(|r| &r.props));
+    let mut common: Option<Vec<Arc<str>>> = None;
+    for r in recs.iter().flatten() {
+        common = Some(match common {
+            None => r.labels.clone(),
+            Some(c) => c.into_iter().filter(|l| r.labels.contains(l)).collect(),
+        });
+    }
+    let common = common.unwrap_or_default();
+    let extra = recs
+        .iter()
+        .flatten()
+        .any(|r| r.labels.iter().any(|l| !common.contains(l)));
+    let mut misfits = Vec::new();
+    let (seg, metas) = write_rows(
+        staging,
+        &format!("nodes-delta{tag}.seg"),
+        &columns,
+        extra,
+        &mut recs.iter().map(|r| match r {
+            Some(r) => (
+                Some(&r.props),
+                Some(
+                    r.labels
+                        .iter()
+                        .filter(|l| !common.contains(l))
+                        .cloned()
+                        .collect(),
+                ),
+            ),
+            None => (None, None),
+        }),
+        &mut misfits,
+    )?;
+    for (row, key, value) in misfits {
+        carried.push(Op::SetNodeProp {
+            id: lo + row,
+            key,
+            value,
+        });
+    }
+    // Ids never committed or deleted since: deleted rows of the new table.
+    let mut holes = Bits::new(recs.len() as u64);
+    for (i, r) in recs.iter().enumerate() {
+        if r.is_none() {
+            holes.set(i as u64);
+        } else {
+            report.nodes_written += 1;
+        }
+    }
+    let n_cols = columns.len();
+    m.node_tables.push(NodeTableMeta {
+        name: format!("delta-{}{tag}", m.generation),
+        first_node: lo,
+        n_rows: node_end - lo,
+        labels: common
+            .iter()
+            .filter_map(|l| m.labels.iter().position(|x| **x == **l))
+            .map(|i| i as u32)
+            .collect(),
+        label_column: extra.then_some(n_cols),
+        id_column: None,
+        id_space: None,
+        columns: metas,
+        segments: vec![seg],
+        patches: Vec::new(),
+        deleted: None,
+    });
+    let t = m.node_tables.len() - 1;
+    if holes.count() > 0 {
+        m.node_tables[t].deleted = Some(write_deleted(
+            staging,
+            &format!("nodes-{t:04}-deleted.seg"),
+            &[&holes],
+        )?);
+    }
+    if index {
+        report.ids_indexed = index_created_ids(db, staging, m, t, &recs)?;
+    }
+    m.n_nodes = node_end;
+    Ok(())
+}
+
+/// A live append's parts (files already in the generation) into `m`, after its
+/// nodes so far: the node tables at their reserved range (labels by name), the
+/// relationship segments after each type's others, the id indexes it rewrote.
+fn take_appended(
+    m: &mut Manifest,
+    p: Prebuilt,
+    report: &mut CheckpointReport,
+) -> Result<(), EngineError> {
+    if m.n_nodes != p.first_node {
+        return Err(EngineError::Refused(format!(
+            "the append's nodes start at id {}, the database's next table at {}",
+            p.first_node, m.n_nodes
+        )));
+    }
+    for mut t in p.node_tables {
+        let mut labels = Vec::new();
+        for &l in &t.labels {
+            let Some(name) = p.labels.get(l as usize) else {
+                continue;
+            };
+            let i = match m.labels.iter().position(|x| x == name) {
+                Some(i) => i,
+                None => {
+                    m.labels.push(name.clone());
+                    m.labels.len() - 1
+                }
+            };
+            labels.push(i as u32);
+        }
+        t.labels = labels;
+        m.n_nodes = t.first_node + t.n_rows;
+        report.nodes_written += t.n_rows;
+        m.node_tables.push(t);
+    }
+    m.n_nodes = m.n_nodes.max(p.first_node + p.n_nodes);
+    for r in p.rel_types {
+        report.relationships_written += r.n_edges;
+        match m.rel_types.iter_mut().find(|x| x.name == r.name) {
+            Some(x) => {
+                if x.columns != r.columns {
+                    return Err(EngineError::Refused(format!(
+                        "relationship type {} has the properties ({}) in the database, and ({}) in the appended files; one type has one property schema",
+                        r.name,
+                        x.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                        r.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                x.n_edges += r.n_edges;
+                x.segments.extend(r.segments);
+                if x.start_space != r.start_space {
+                    x.start_space = None;
+                }
+                if x.end_space != r.end_space {
+                    x.end_space = None;
+                }
+            }
+            None => m.rel_types.push(r),
+        }
+    }
+    for (i, s) in p.id_spaces {
+        let n = m.id_spaces.len();
+        match m.id_spaces.get_mut(i) {
+            Some(x) => *x = s,
+            None if i == n => m.id_spaces.push(s),
+            None => {
+                return Err(EngineError::Refused(
+                    "the append's id spaces do not follow the database's".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `:LABEL` value of segment node `id` with `labels`: those its table does not give

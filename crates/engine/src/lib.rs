@@ -15,6 +15,7 @@
 //! generation, and a snapshot keeps the generation it was taken on.
 
 pub mod activity;
+pub mod append;
 pub mod bulk;
 pub mod checkpoint;
 pub mod delta;

@@ -1456,7 +1456,16 @@ impl Txn {
             // Nodes only: a checkpoint beside whatever else is open (their ids are
             // reserved past every id handed out so far).
             let publisher = store.publishing();
-            return match store.run_checkpoint(&publisher, None, tables, Vec::new(), true, t0) {
+            return match store.run_checkpoint(
+                &publisher,
+                None,
+                crate::checkpoint::Incoming {
+                    tables,
+                    ..Default::default()
+                },
+                true,
+                t0,
+            ) {
                 Ok(_) => Ok(store.snapshot().ts),
                 Err(e) => Err(e),
             };
@@ -1491,7 +1500,17 @@ impl Txn {
                         )));
                     }
                 }
-                return match store.run_checkpoint(&publisher, Some(c), tables, rels, true, t0) {
+                return match store.run_checkpoint(
+                    &publisher,
+                    Some(c),
+                    crate::checkpoint::Incoming {
+                        tables,
+                        rels,
+                        append: None,
+                    },
+                    true,
+                    t0,
+                ) {
                     Ok(_) => Ok(store.snapshot().ts),
                     Err(e) => Err(e),
                 };

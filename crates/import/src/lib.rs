@@ -133,6 +133,20 @@ pub struct ImportConfig {
     /// Set (e.g. by a Ctrl-C handler) to stop the import: it ends with
     /// `ImportError::Interrupted` within a window's time and removes what it staged.
     pub cancel: Arc<AtomicBool>,
+    /// An append into a live database: where its new nodes' ids start, asked once the
+    /// nodes are read (with their count), so that the range is taken from the ids the
+    /// database hands out meanwhile. `None`: right after the database's nodes.
+    pub node_ids: Option<NodeIds>,
+}
+
+/// See [`ImportConfig::node_ids`]: the first id of `n` new nodes, or why none can be had.
+#[derive(Clone)]
+pub struct NodeIds(pub Arc<dyn Fn(u64) -> Result<u64, String> + Send + Sync>);
+
+impl std::fmt::Debug for NodeIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeIds")
+    }
 }
 
 impl ImportConfig {
@@ -169,6 +183,7 @@ impl ImportConfig {
             start_columns: Vec::new(),
             end_columns: Vec::new(),
             cancel: Arc::new(AtomicBool::new(false)),
+            node_ids: None,
         }
     }
 }
@@ -180,7 +195,7 @@ pub fn default_budget_bytes() -> u64 {
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ImportSummary {
     pub db: PathBuf,
     /// Files whose header had no annotation (a newcomer's file): the header they were
@@ -210,7 +225,7 @@ pub struct ImportSummary {
 }
 
 /// Wall time of one import phase and the peak resident memory up to its end.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PhaseStats {
     pub name: String,
     pub seconds: f64,
@@ -301,7 +316,7 @@ impl Ctx<'_> {
 
 /// Runs an import. On error nothing is published and the staging area is removed.
 pub fn import(cfg: &ImportConfig, progress: &dyn Progress) -> Result<ImportSummary, ImportError> {
-    import_with(cfg, None, progress)
+    import_with(cfg, None, None, progress).map(|(s, _)| s)
 }
 
 /// Adds the nodes and relationships of `cfg`'s files to the database `base` (open on its
@@ -321,14 +336,28 @@ pub fn append(
     base: &quiver_storage::Database,
     progress: &dyn Progress,
 ) -> Result<ImportSummary, ImportError> {
-    import_with(cfg, Some(base), progress)
+    import_with(cfg, Some(base), None, progress).map(|(s, _)| s)
+}
+
+/// [`append`] without the publish: the segments are written into `staging` (a private
+/// folder, see [`Staging::private`]) and the whole manifest the append would publish is
+/// returned with the summary, for a live database to take the new parts into its next
+/// generation (`quiver_engine`'s `Store::publish_append`).
+pub fn append_staged(
+    cfg: &ImportConfig,
+    base: &quiver_storage::Database,
+    staging: &Staging,
+    progress: &dyn Progress,
+) -> Result<(ImportSummary, Manifest), ImportError> {
+    import_with(cfg, Some(base), Some(staging), progress)
 }
 
 fn import_with(
     cfg: &ImportConfig,
     base: Option<&quiver_storage::Database>,
+    private: Option<&Staging>,
     progress: &dyn Progress,
-) -> Result<ImportSummary, ImportError> {
+) -> Result<(ImportSummary, Manifest), ImportError> {
     let start = Instant::now();
     // An append may add relationships alone, between nodes the database has.
     if cfg.nodes.is_empty() && (base.is_none() || cfg.relationships.is_empty()) {
@@ -398,9 +427,13 @@ fn import_with(
         phase_peaks: Vec::new(),
         inferred_headers: Vec::new(),
     };
-    let staging = match base {
-        Some(_) => Staging::begin_held(&cfg.db)?,
-        None => Staging::begin(&cfg.db, cfg.overwrite)?,
+    let mut own = match (private, base) {
+        (Some(_), _) => None,
+        (None, Some(_)) => Some(Staging::begin_held(&cfg.db)?),
+        (None, None) => Some(Staging::begin(&cfg.db, cfg.overwrite)?),
+    };
+    let Some(staging) = private.or(own.as_ref()) else {
+        return Err(ImportError::Usage("no staging area to write into".into()));
     };
     let temp_parent = match &cfg.temp_dir {
         Some(t) => t.clone(),
@@ -413,7 +446,7 @@ fn import_with(
         .at(&temp_parent)?;
 
     // The sequential stages run on this thread; parallel sections enter the pool.
-    let result = run(&mut ctx, &staging, temp.path());
+    let result = run(&mut ctx, staging, temp.path());
     let (manifest, mut summary) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -427,11 +460,17 @@ fn import_with(
     if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(ImportError::Interrupted);
     }
-    ctx.phase(Phase::Publish, 1);
-    let db = staging.publish(&manifest)?;
-    ctx.progress.advance(1, 0);
-    ctx.progress.finish();
-    summary.db = db;
+    summary.db = match own.take() {
+        Some(staging) => {
+            ctx.phase(Phase::Publish, 1);
+            let db = staging.publish(&manifest)?;
+            ctx.progress.advance(1, 0);
+            ctx.progress.finish();
+            db
+        }
+        // The caller publishes (and reports it).
+        None => cfg.db.clone(),
+    };
     summary.rows_read = ctx.rows_read;
     summary.rows_rejected = ctx.rejects.count;
     summary.rejects_path = (ctx.rejects.count > 0).then(|| ctx.rejects.path().to_path_buf());
@@ -450,7 +489,7 @@ fn import_with(
         .max()
         .unwrap_or(0);
     summary.db_bytes = manifest_bytes(&manifest);
-    Ok(summary)
+    Ok((summary, manifest))
 }
 
 fn manifest_bytes(m: &Manifest) -> u64 {
@@ -533,6 +572,32 @@ fn run(
         n_nodes += t.n_rows;
         tables.push(t);
     }
+    // An append into a live database: its nodes take the range it hands out now, which
+    // may start past ids it gave to transactions meanwhile (shifting what was read).
+    let n_new = n_nodes - base_nodes;
+    let first = match (&cfg.node_ids, base) {
+        (Some(f), Some(_)) => (f.0)(n_new).map_err(ImportError::Usage)?,
+        _ => base_nodes,
+    };
+    let shift = match first.checked_sub(base_nodes) {
+        Some(d) if first + n_new <= u64::from(u32::MAX) => d as u32,
+        _ => {
+            return Err(ImportError::Usage(format!(
+                "no room for {n_new} more nodes in this database (their ids would start at {first})"
+            )))
+        }
+    };
+    if shift > 0 {
+        if spaces.iter().any(|s| s.spilled.is_some()) {
+            return Err(ImportError::Usage(
+                "an append into a database that is in use cannot spill its ids; give it a larger --memory-budget".into(),
+            ));
+        }
+        for t in tables.iter_mut() {
+            t.first_node += u64::from(shift);
+        }
+        n_nodes = first + n_new;
+    }
     if let Some(m) = base {
         // Table names stay unique across appends.
         for t in tables.iter_mut() {
@@ -580,7 +645,12 @@ fn run(
             });
             continue;
         }
-        let (keys, nodes, grant) = s.map.sorted(&ctx.budget)?;
+        let (keys, mut nodes, grant) = s.map.sorted(&ctx.budget)?;
+        if shift > 0 {
+            for n in nodes.iter_mut() {
+                *n += shift;
+            }
+        }
         let name = format!("ids-{si:04}.seg");
         let (seg, n_ids) = match (s.base, ctx.base) {
             // An append: the database's index and the new ids (no key is in both, the
@@ -632,7 +702,7 @@ fn run(
             temp,
             &spaces,
             &mut rels,
-            n_nodes,
+            (n_nodes, shift),
             &mut done_before,
         )?;
     }
@@ -748,7 +818,7 @@ fn run(
             .iter()
             .map(|r| (r.name.clone(), r.n_edges))
             .collect(),
-        n_nodes: n_nodes - base_nodes,
+        n_nodes: n_new,
         n_rels: rel_metas.iter().map(|r| r.n_edges).sum(),
         spilled_edges: spilled,
         spilled_ids,
@@ -2091,7 +2161,7 @@ fn import_rels(
     temp: &Path,
     spaces: &[Space],
     rels: &mut Vec<RelState>,
-    n_nodes: u64,
+    (n_nodes, shift): (u64, u32),
     done_before: &mut u64,
 ) -> Result<(), ImportError> {
     let cfg = ctx.cfg;
@@ -2186,6 +2256,7 @@ fn import_rels(
             start_spilled: spaces[ss].spilled.is_some(),
             end_spilled: spaces[es].spilled.is_some(),
             keep_keys: false,
+            shift,
         };
         // Endpoints in spilled spaces: sort their keys with the row ordinal, join them
         // with the space files, then read the rows again with the nodes found.

@@ -195,6 +195,9 @@ pub struct Endpoints<'a> {
     /// (see [`Batch::start_keys`]) for the sort-merge join of `crate::spill`.
     pub start_spilled: bool,
     pub end_spilled: bool,
+    /// Added to the node ids this import's own maps give (an append into a live
+    /// database whose new nodes start past ids it handed out meanwhile).
+    pub shift: u32,
     /// Whether to keep the spilled sides' keys: the read that sorts them does, the read
     /// after the join (which goes by row ordinal) does not.
     pub keep_keys: bool,
@@ -715,7 +718,7 @@ fn parse_record<R: Record>(
                     rec,
                     i,
                     integer,
-                    map,
+                    (map, e.shift),
                     base,
                     spilled.then_some((keys, e.keep_keys)),
                     pair,
@@ -741,7 +744,7 @@ fn resolve<R: Record>(
     rec: &mut R,
     i: usize,
     integer: bool,
-    map: &IdMapWithGrant,
+    (map, shift): (&IdMapWithGrant, u32),
     base: Option<(&quiver_storage::Database, usize)>,
     spilled: Option<(&mut Keys, bool)>,
     pair: Option<Option<u32>>,
@@ -766,7 +769,8 @@ fn resolve<R: Record>(
     let in_map = match pair {
         Some(p) => p,
         None => key.and_then(|k| map.get(k)),
-    };
+    }
+    .map(|n| n + shift);
     in_map
         .or_else(|| {
             let (k, (db, space)) = (key?, base?);

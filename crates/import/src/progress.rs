@@ -17,6 +17,19 @@ pub enum Phase {
 }
 
 impl Phase {
+    pub const ALL: [Phase; 5] = [
+        Phase::Nodes,
+        Phase::IdIndex,
+        Phase::Relationships,
+        Phase::Csr,
+        Phase::Publish,
+    ];
+
+    /// The phase whose [`Phase::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Phase::Nodes => "reading nodes",

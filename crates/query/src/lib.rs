@@ -13,6 +13,7 @@
 //! **Invariant:** library code never panics on a query; every failure is a
 //! [`QueryError`].
 
+pub mod append;
 pub mod batch;
 pub mod error;
 pub mod expr;

@@ -904,9 +904,21 @@ impl Database {
                 file: mpath.clone(),
                 what: format!("manifest: {e}"),
             })?;
+        Database::with_manifest(dir, manifest, mode, &mpath)
+    }
+
+    /// Opens the files `manifest` names in `dir`, whichever manifest `CURRENT` names: a
+    /// view of a generation not published yet (a live append's, to check it before its
+    /// publish). `mpath` names the manifest in errors.
+    pub fn with_manifest(
+        dir: &Path,
+        manifest: Manifest,
+        mode: OpenMode,
+        mpath: &Path,
+    ) -> Result<Database, OpenError> {
         if manifest.format_version > quiver_format::FORMAT_VERSION {
             return Err(OpenError::Format {
-                file: mpath,
+                file: mpath.to_path_buf(),
                 source: quiver_format::FormatError::UnsupportedVersion {
                     found: manifest.format_version,
                     supported: quiver_format::FORMAT_VERSION,

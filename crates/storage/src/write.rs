@@ -82,6 +82,9 @@ enum Target {
     },
     /// A new generation inside an existing database.
     Existing { db: PathBuf },
+    /// Files for a later generation to take in, in a folder of their own (never
+    /// published; removed when dropped).
+    Private { dir: PathBuf },
 }
 
 /// A generation being written.
@@ -197,6 +200,33 @@ impl Staging {
         })
     }
 
+    /// Files under `<db>/<folder>` (a folder the database removes at open, such as
+    /// its bulk folder) for a writer that moves them into a generation it publishes
+    /// itself: a live database's append. The generation number is the next one's, for
+    /// names; [`Staging::publish`] refuses it, and dropping it removes the folder with
+    /// what is still in it.
+    pub fn private(db: &Path, folder: &str) -> Result<Staging, WriteError> {
+        let generation = match read_current(db).at(db)? {
+            Some((m, _)) => parse_generation(&m).unwrap_or(0) + 1,
+            None => {
+                return Err(WriteError::NotEmpty {
+                    path: db.to_path_buf(),
+                })
+            }
+        };
+        let dir = db.join(folder);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).at(&dir)?;
+        Ok(Staging {
+            root: db.to_path_buf(),
+            target: Target::Private { dir },
+            generation,
+            gen_dir_name: folder.to_string(),
+            _lock: None,
+            published: false,
+        })
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -210,6 +240,12 @@ impl Staging {
     /// Makes the generation the database's current one: fsyncs, writes the manifest and
     /// switches `CURRENT` (or renames the staged database into place).
     pub fn publish(mut self, manifest: &Manifest) -> Result<PathBuf, WriteError> {
+        if let Target::Private { dir } = &self.target {
+            return Err(WriteError::Io {
+                path: dir.clone(),
+                source: std::io::Error::other("a private staging folder is never published"),
+            });
+        }
         let gen_dir = self.root.join(&self.gen_dir_name);
         for e in fs::read_dir(&gen_dir).at(&gen_dir)?.flatten() {
             fsio::sync_path(&e.path()).at(&e.path())?;
@@ -248,6 +284,7 @@ impl Staging {
                 remove_unreferenced(db);
                 Ok(db.clone())
             }
+            Target::Private { dir } => Ok(dir.clone()),
         }
     }
 }
@@ -263,6 +300,9 @@ impl Drop for Staging {
             }
             Target::Existing { db } => {
                 let _ = fs::remove_dir_all(db.join(&self.gen_dir_name));
+            }
+            Target::Private { dir } => {
+                let _ = fs::remove_dir_all(dir);
             }
         }
     }

@@ -36,10 +36,10 @@ pub struct Args {
     /// How node ids are compared: as strings (the default) or as integers. With
     /// --append, the database's own id type unless given.
     #[arg(long, value_parser = ["string", "integer"])]
-    id_type: Option<String>,
+    pub(crate) id_type: Option<String>,
     /// Memory the import may hold (e.g. 512MiB, 4GiB). Default: half of RAM.
     #[arg(long)]
-    memory_budget: Option<String>,
+    pub(crate) memory_budget: Option<String>,
     /// Worker threads. Default: all cores.
     #[arg(long)]
     threads: Option<usize>,
@@ -63,7 +63,7 @@ pub struct Args {
     /// the database (found through its id index); an id it has already is rejected as a
     /// duplicate, like a bad row.
     #[arg(long)]
-    append: bool,
+    pub(crate) append: bool,
     /// Drop relationship properties (halves what relationships cost).
     #[arg(long)]
     no_edge_properties: bool,
@@ -181,6 +181,57 @@ pub fn run(a: Args) -> Result<()> {
             "nothing to import: give at least one --nodes [LABEL=]FILE, or --append with --relationships (see quiver import --help)"
         );
     }
+    if a.append {
+        // A database that `quiver serve` holds: the server appends (see `control`).
+        if let Some(summary) = super::control::append_remote(&a.db, &Bar::new(a.quiet || a.json))? {
+            return report(&a, &summary);
+        }
+    }
+    let mut cfg = config(&a, None)?;
+    if a.dry_run {
+        for (file, header, plain) in quiver_import::describe(&cfg)? {
+            let how = if plain {
+                "no annotations; read as"
+            } else {
+                "annotated; read as"
+            };
+            println!("{}: {how}: {header}", file.display());
+        }
+        return Ok(());
+    }
+    // Ctrl-C stops the import cleanly (nothing published, staging removed); a second
+    // Ctrl-C exits at once (the next import cleans up what is left).
+    let cancel = cfg.cancel.clone();
+    let _ = ctrlc::set_handler(move || {
+        if cancel.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupting: removing what was staged (Ctrl-C again to exit at once)");
+    });
+    let bar = Bar::new(a.quiet || a.json);
+    let summary = if a.append {
+        append(&mut cfg, &a, &bar)
+    } else {
+        quiver_import::import(&cfg, &bar).map_err(anyhow::Error::from)
+    }
+    .map_err(|e| with_delimiter_hint(e, cfg.dialect.delimiter))?;
+    bar.finish();
+    report(&a, &summary)
+}
+
+/// Prints what the import did, as JSON with `--json`.
+fn report(a: &Args, summary: &ImportSummary) -> Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(summary))?);
+    } else if !a.quiet {
+        print_summary(summary);
+    }
+    Ok(())
+}
+
+/// The import's configuration from the command's arguments; `cwd`: the directory
+/// relative paths are in, when not this process's (a server appending for a client).
+pub(crate) fn config(a: &Args, cwd: Option<&std::path::Path>) -> Result<ImportConfig> {
     let mut cfg = ImportConfig::new(&a.db);
     for n in &a.nodes {
         cfg.nodes
@@ -189,6 +240,16 @@ pub fn run(a: Args) -> Result<()> {
     for r in &a.relationships {
         cfg.relationships
             .push(InputGroup::parse(r).map_err(anyhow::Error::msg)?);
+    }
+    // A server appending for a client: the client's relative paths are its own.
+    let at = |p: &std::path::Path| match cwd {
+        Some(c) if p.is_relative() => c.join(p),
+        _ => p.to_path_buf(),
+    };
+    for g in cfg.nodes.iter_mut().chain(cfg.relationships.iter_mut()) {
+        for f in g.files.iter_mut() {
+            *f = at(f);
+        }
     }
     // Parquet files (or folders of parts) are read through their schema.
     for g in cfg.nodes.iter_mut().chain(cfg.relationships.iter_mut()) {
@@ -255,7 +316,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(t) = a.threads {
         cfg.threads = t.max(1);
     }
-    cfg.temp_dir = a.temp_dir.clone();
+    cfg.temp_dir = a.temp_dir.as_deref().map(at);
     cfg.skip_bad_rows = a.skip_bad_rows || a.bad_tolerance.is_some();
     cfg.null_markers = a
         .null_markers
@@ -263,7 +324,7 @@ pub fn run(a: Args) -> Result<()> {
         .map(|m| m.as_bytes().to_vec())
         .collect();
     cfg.bad_tolerance = a.bad_tolerance;
-    cfg.rejects = a.rejects.clone();
+    cfg.rejects = a.rejects.as_deref().map(at);
     cfg.overwrite = a.overwrite;
     cfg.no_edge_properties = a.no_edge_properties;
     cfg.spill_ids = a.spill_ids;
@@ -283,45 +344,12 @@ pub fn run(a: Args) -> Result<()> {
     cfg.id_columns = pairs("id-column", &a.id_column)?;
     cfg.start_columns = pairs("start-column", &a.start_column)?;
     cfg.end_columns = pairs("end-column", &a.end_column)?;
-    if a.dry_run {
-        for (file, header, plain) in quiver_import::describe(&cfg)? {
-            let how = if plain {
-                "no annotations; read as"
-            } else {
-                "annotated; read as"
-            };
-            println!("{}: {how}: {header}", file.display());
-        }
-        return Ok(());
-    }
-    // Ctrl-C stops the import cleanly (nothing published, staging removed); a second
-    // Ctrl-C exits at once (the next import cleans up what is left).
-    let cancel = cfg.cancel.clone();
-    let _ = ctrlc::set_handler(move || {
-        if cancel.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("\ninterrupting: removing what was staged (Ctrl-C again to exit at once)");
-    });
-    let bar = Bar::new(a.quiet || a.json);
-    let summary = if a.append {
-        append(&mut cfg, &a, &bar)
-    } else {
-        quiver_import::import(&cfg, &bar).map_err(anyhow::Error::from)
-    }
-    .map_err(|e| with_delimiter_hint(e, cfg.dialect.delimiter))?;
-    bar.finish();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&summary))?);
-    } else if !a.quiet {
-        print_summary(&summary);
-    }
-    Ok(())
+    Ok(cfg)
 }
 
-/// `--append`: the database open for writing (its lock held throughout), pending
-/// writes checkpointed so that its segments are the whole truth, the append published
-/// as a new generation, then the declared indexes brought up to date.
+/// `--append` on a database no other process holds: opened for writing, and appended
+/// to as a live database is (`quiver_query::append`): pending writes checkpointed
+/// first, the append published as a new generation, declared indexes extended.
 fn append(cfg: &mut ImportConfig, a: &Args, bar: &Bar) -> Result<ImportSummary> {
     use quiver_storage::OpenMode;
     if !a.db.join("CURRENT").exists() {
@@ -334,24 +362,14 @@ fn append(cfg: &mut ImportConfig, a: &Args, bar: &Bar) -> Result<ImportSummary> 
     let store = session.store().clone();
     if !store.is_writable() {
         bail!(
-            "{} is open for writing by another process; stop it (or its shell) and append again",
+            "{} is open for writing by another process that does not take appends (a shell or a one-shot command, or a server of an older version); stop it and append again",
             a.db.display()
         );
     }
-    if store.has_uncheckpointed_writes() {
-        store.checkpoint()?;
-    }
-    let base = store.snapshot().db;
-    if a.id_type.is_none() {
-        if let Some(s) = base.manifest().id_spaces.first() {
-            cfg.id_type = s.id_type;
-        }
-    }
-    let summary = quiver_import::append(cfg, &base, bar)?;
-    drop((base, session, store));
-    // Reopening rebuilds declared indexes that do not cover the new tables yet.
-    let _ = quiver_query::Session::open(&a.db, OpenMode::Mapped)?;
-    Ok(summary)
+    let id_type = a.id_type.is_some().then_some(cfg.id_type);
+    let done =
+        quiver_query::append::append(&store, cfg.clone(), id_type, a.memory_budget.is_some(), bar)?;
+    Ok(done.summary)
 }
 
 fn to_json(s: &ImportSummary) -> serde_json::Value {

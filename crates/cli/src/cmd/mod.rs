@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod control;
 pub mod export;
 pub mod generate;
 pub mod import;

@@ -94,6 +94,8 @@ pub fn run(a: Args) -> Result<()> {
             .then(|| Duration::from_secs(a.query_timeout_secs)),
         ..ServeOptions::default()
     };
+    // `quiver import --append` from other processes, through the control port.
+    let _control = super::control::start(store.clone())?;
     quiver_bolt::serve(listener, store, opts)?;
     Ok(())
 }
