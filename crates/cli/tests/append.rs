@@ -283,3 +283,184 @@ fn appended_relationships_reach_nodes_cypher_created() {
         "a.id,r.w,b.id\nmade-1,900,u-00003\nu-00004,901,made-1\n"
     );
 }
+
+/// `quiver serve --no-auth` on `db` (an ephemeral port), once it listens.
+fn serve(db: &Path) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args([
+            "serve",
+            "--db",
+            s(db),
+            "--no-auth",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting quiver serve");
+    let err = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(err).lines();
+    for l in lines.by_ref() {
+        if l.unwrap().contains("serving") {
+            break;
+        }
+    }
+    // Keep draining so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    child
+}
+
+#[test]
+fn an_append_to_a_served_database_goes_through_the_server() {
+    let d = tempfile::tempdir().unwrap();
+    let [(n1, r1), (n2, r2)] = parts(120);
+    let n1 = write(d.path(), "n1.csv", &n1);
+    let r1 = write(d.path(), "r1.csv", &r1);
+    write(d.path(), "n2.csv", &n2);
+    write(d.path(), "r2.csv", &r2);
+    let db = d.path().join("g.qdb");
+    import(&db, &[], &n1, &r1);
+    let offline = d.path().join("offline.qdb");
+    import(&offline, &[], &n1, &r1);
+    import(
+        &offline,
+        &["--append"],
+        &d.path().join("n2.csv"),
+        &d.path().join("r2.csv"),
+    );
+    let mut server = serve(&db);
+    // Relative paths are the client's: run from the files' folder.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .current_dir(d.path())
+        .args([
+            "import",
+            "--db",
+            "g.qdb",
+            "--append",
+            "--nodes",
+            "U=n2.csv",
+            "--relationships",
+            "R=r2.csv",
+        ])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(err.contains("is served"), "{err}");
+    assert!(out.contains("60 nodes"), "{out}");
+    // Read while served (a read-only open), then after the server stops.
+    assert_eq!(answers(&db), answers(&offline));
+    // A bad file: the server's error, with file and line, and nothing changes.
+    let bad = write(
+        d.path(),
+        "bad.csv",
+        "id:ID(U),name,n:int\nu-99999,x,notanint\n",
+    );
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&db),
+        "--append",
+        "--nodes",
+        &format!("U={}", s(&bad)),
+    ]);
+    assert!(err.contains("bad.csv") && err.contains(":2"), "{err}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(answers(&db), answers(&offline));
+    ok(&["check", "--db", s(&db)]);
+}
+
+/// Two appends at once into a served database, the server killed (SIGKILL) at a moment
+/// that moves across rounds: after a restart each append is there whole or not at all,
+/// and one whose command said it finished is there.
+#[test]
+fn a_kill_during_two_appends_keeps_each_whole_or_not_at_all() {
+    let d = tempfile::tempdir().unwrap();
+    let mut base = String::from("id:ID(U),name,n:int\n");
+    for i in 0..2000 {
+        base += &format!("u{i},b,{i}\n");
+    }
+    let n0 = write(d.path(), "n0.csv", &base);
+    let r0 = write(
+        d.path(),
+        "r0.csv",
+        ":START_ID(U),:END_ID(U),w:int\nu0,u1,0\n",
+    );
+    // Append k: 20,000 nodes `a<k>-<i>` with n = k, and an edge from each to a base node.
+    for k in 0..2 {
+        let mut n = String::from("id:ID(U),name,n:int\n");
+        let mut r = String::from(":START_ID(U),:END_ID(U),w:int\n");
+        for i in 0..20_000 {
+            n += &format!("a{k}-{i},a,{}\n", 100_000 + k);
+            r += &format!("a{k}-{i},u{},{}\n", i % 2000, 100 + k);
+        }
+        write(d.path(), &format!("n{}.csv", k + 1), &n);
+        write(d.path(), &format!("r{}.csv", k + 1), &r);
+    }
+    for (round, delay_ms) in [5u64, 20, 40, 60, 120, 400].into_iter().enumerate() {
+        let db = d.path().join(format!("g{round}.qdb"));
+        import(&db, &[], &n0, &r0);
+        let mut server = serve(&db);
+        let clients: Vec<_> = (1..=2)
+            .map(|k| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+                    .current_dir(d.path())
+                    .args([
+                        "import",
+                        "--db",
+                        s(&db),
+                        "--append",
+                        "--quiet",
+                        "--nodes",
+                        &format!("U=n{k}.csv"),
+                        "--relationships",
+                        &format!("R=r{k}.csv"),
+                    ])
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        server.kill().unwrap();
+        server.wait().unwrap();
+        let finished: Vec<bool> = clients
+            .into_iter()
+            .map(|mut c| c.wait().unwrap().success())
+            .collect();
+        eprintln!("round {round} ({delay_ms} ms): finished {finished:?}");
+        for k in 0..2 {
+            let q = format!("MATCH (u:U) WHERE u.n = {} RETURN count(u)", 100_000 + k);
+            let nodes = ok(&["query", "--db", s(&db), "--format", "csv", &q]);
+            let q = format!(
+                "MATCH (:U)-[r:R]->(:U) WHERE r.w = {} RETURN count(r)",
+                100 + k
+            );
+            let rels = ok(&["query", "--db", s(&db), "--format", "csv", &q]);
+            let (nodes, rels) = (
+                nodes.trim().lines().last().unwrap().to_string(),
+                rels.trim().lines().last().unwrap().to_string(),
+            );
+            assert!(
+                (nodes == "20000" && rels == "20000") || (nodes == "0" && rels == "0"),
+                "round {round}: append {k} half there: {nodes} nodes, {rels} relationships"
+            );
+            if finished[k] {
+                assert_eq!(
+                    nodes, "20000",
+                    "round {round}: append {k} finished but is gone"
+                );
+            }
+        }
+        ok(&["check", "--db", s(&db)]);
+        // What a killed append left behind is removed at the next open for writing.
+        ok(&["query", "--db", s(&db), "CREATE (:Z)"]);
+        let bulk = db.join("bulk");
+        assert!(!bulk.exists() || std::fs::read_dir(&bulk).unwrap().next().is_none());
+    }
+}
