@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import free_port, rss_kb  # noqa: E402
+from bolt_bench import free_port, rss_kb, wait_serving  # noqa: E402
 from import_bench import QUIVER, ROOT  # noqa: E402
 from load_bench import DOLT_PROPS, prepare  # noqa: E402
 
@@ -47,7 +47,7 @@ class Server:
             [str(QUIVER), "serve", "--db", str(db), "--create", "--no-auth", "--listen", f"127.0.0.1:{self.port}",
              "--memory-limit", memory_limit, "--import-dir", str(imp)],
             stderr=subprocess.PIPE, text=True)
-        self.proc.stderr.readline()
+        wait_serving(self.proc)
         self.peak = 0
         self.stop = False
         self.watch = threading.Thread(target=self._watch, daemon=True)

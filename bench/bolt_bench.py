@@ -152,12 +152,21 @@ def rss_kb(pid, key="VmRSS:"):
     return 0
 
 
+def wait_serving(proc):
+    """Reads the server's stderr up to the line that says it listens (a warning may
+    come first)."""
+    for line in proc.stderr:
+        if "serving" in line:
+            return
+    sys.exit("quiver serve exited before it listened")
+
+
 def serve(db):
     """`quiver serve --no-auth` on a free loopback port: the process and its port."""
     port = free_port()
     server = subprocess.Popen([QUIVER, "serve", "--db", db, "--no-auth", "--listen", f"127.0.0.1:{port}",
                                "--max-connections", "64"], stderr=subprocess.PIPE, text=True)
-    server.stderr.readline()
+    wait_serving(server)
     return server, port
 
 

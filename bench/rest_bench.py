@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import free_port, rss_kb  # noqa: E402
+from bolt_bench import free_port, rss_kb, wait_serving  # noqa: E402
 from import_bench import QUIVER, ROOT  # noqa: E402
 from query_bench import social  # noqa: E402
 
@@ -60,7 +60,7 @@ def one_run(quiver, db, limit, rest):
     port = free_port()
     srv = subprocess.Popen([quiver, "serve", "--db", str(db), "--no-auth", "--listen", f"127.0.0.1:{port}",
                             "--memory-limit", limit], stderr=subprocess.PIPE, text=True)
-    srv.stderr.readline()
+    wait_serving(srv)
     time.sleep(0.5)
     base = rss_kb(srv.pid)
     peak = [base, rss_kb(srv.pid, "RssAnon:")]

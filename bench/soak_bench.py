@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import free_port, rss_kb  # noqa: E402
+from bolt_bench import free_port, rss_kb, wait_serving  # noqa: E402
 from import_bench import QUIVER, ROOT, fresh, fresh_copy  # noqa: E402
 from query_bench import run, social, stats  # noqa: E402
 
@@ -150,7 +150,7 @@ def main():
                                "--memory-limit", args.memory_limit, "--import-dir", imports,
                                "--checkpoint-log-size", args.checkpoint_log_size],
                               stderr=subprocess.PIPE, text=True)
-    server.stderr.readline()
+    wait_serving(server)
     t0 = time.time()
     deadline = t0 + args.minutes * 60
     out = mp.Queue()
