@@ -13,7 +13,8 @@
 //! Readers keep their snapshots throughout; writers commit meanwhile (they wait only
 //! for the publish step, a rename of files and a manifest).
 
-use quiver_common::memory::Grant;
+use quiver_common::memory::WaitPolicy;
+use quiver_engine::activity::Client;
 use quiver_engine::append::{open_staged, Prebuilt};
 use quiver_engine::checkpoint::CheckpointReport;
 use quiver_engine::store::{EngineError, Store};
@@ -34,13 +35,13 @@ pub enum AppendError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Write(#[from] quiver_storage::WriteError),
-    /// The append's memory grant did not come within the wait.
-    #[error("the append needs {asked} of the database's memory limit ({limit}); {free} stayed free for {waited:?}: retry when fewer queries and loads run, give a smaller --memory-budget, or raise the server's --memory-limit")]
+    /// The append's memory grant did not come within the wait, or is more than the
+    /// database's limit.
+    #[error("the append needs {asked} of the database's memory limit ({limit}) and did not get it: {why}; retry when fewer queries and loads run, give a smaller --memory-budget, or raise the server's --memory-limit")]
     Memory {
         asked: String,
         limit: String,
-        free: String,
-        waited: Duration,
+        why: String,
     },
 }
 
@@ -58,12 +59,14 @@ pub const GRANT_WAIT: Duration = Duration::from_secs(120);
 /// Appends `cfg`'s files to the database `store` holds (see the module docs).
 /// `id_type`: the ids' type when the command named one, else the database's.
 /// `budget_given`: whether `cfg.memory_budget_bytes` was asked for; otherwise the
-/// append takes at most half of the database's memory limit.
+/// append takes at most half of the database's memory limit. `client`: who asked, for
+/// `SHOW TRANSACTIONS`, which lists the append while it runs.
 pub fn append(
     store: &Arc<Store>,
     mut cfg: ImportConfig,
     id_type: Option<IdType>,
     budget_given: bool,
+    client: &Client,
     progress: &dyn Progress,
 ) -> Result<Appended, AppendError> {
     let t0 = Instant::now();
@@ -82,7 +85,42 @@ pub fn append(
             .memory_budget_bytes
             .min((limit / 2).max(quiver_common::limits::IMPORT_BUDGET_BYTES_MIN));
     }
-    let (grant, waited_for_memory) = wait_grant(store, cfg.memory_budget_bytes)?;
+    // Listed by SHOW TRANSACTIONS while it runs: what it asked, and whether it waits.
+    let text = format!(
+        "import --append {}",
+        cfg.nodes
+            .iter()
+            .map(|g| ("--nodes", g))
+            .chain(cfg.relationships.iter().map(|g| ("--relationships", g)))
+            .map(|(flag, g)| {
+                let files: Vec<String> = g.files.iter().map(|f| f.display().to_string()).collect();
+                match &g.spec {
+                    Some(l) => format!("{flag} {l}={}", files.join(",")),
+                    None => format!("{flag} {}", files.join(",")),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let shown = store.memory.child_waiting(
+        cfg.memory_budget_bytes,
+        WaitPolicy {
+            timeout: GRANT_WAIT,
+            cancel: Some(cfg.cancel.clone()),
+            idle: None,
+        },
+    );
+    let _listed = store.activity.start(&text, client, &shown);
+    let mut grant = shown.empty_grant("import --append");
+    grant.grow_waiting(cfg.memory_budget_bytes).map_err(|e| {
+        let h = quiver_common::size::human_bytes;
+        AppendError::Memory {
+            asked: h(cfg.memory_budget_bytes),
+            limit: h(limit),
+            why: e.to_string(),
+        }
+    })?;
+    let waited_for_memory = shown.waited();
     let publisher = store.publishing();
     if store.has_uncheckpointed_writes() {
         store.checkpoint_publishing(&publisher)?;
@@ -121,29 +159,4 @@ pub fn append(
         checkpoint,
         waited_for_memory,
     })
-}
-
-/// A grant of `bytes` from the database's memory limit, waiting while queries, writes
-/// and other loads hold it (up to [`GRANT_WAIT`]).
-fn wait_grant(store: &Store, bytes: u64) -> Result<(Grant, Duration), AppendError> {
-    let t0 = Instant::now();
-    let mut pause = Duration::from_millis(5);
-    loop {
-        match store.memory.try_grant(bytes, "import --append") {
-            Ok(g) => return Ok((g, t0.elapsed())),
-            Err(e) if t0.elapsed() >= GRANT_WAIT || bytes > e.limit_bytes => {
-                let h = quiver_common::size::human_bytes;
-                return Err(AppendError::Memory {
-                    asked: h(bytes),
-                    limit: h(e.limit_bytes),
-                    free: h(e.available_bytes),
-                    waited: t0.elapsed(),
-                });
-            }
-            Err(_) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(200));
-            }
-        }
-    }
 }

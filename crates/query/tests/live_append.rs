@@ -139,7 +139,9 @@ fn an_append_beside_snapshots_open_transactions_and_writers() {
         done: AtomicBool::new(false),
     };
     let appended = std::thread::scope(|t| {
-        let h = t.spawn(|| quiver_query::append::append(&store, cfg, None, true, &progress));
+        let h = t.spawn(|| {
+            quiver_query::append::append(&store, cfg, None, true, &Default::default(), &progress)
+        });
         writer(1000);
         h.join().unwrap()
     })
@@ -208,7 +210,16 @@ fn appends_at_once_all_land() {
             .into_iter()
             .map(|cfg| {
                 let store = store.clone();
-                t.spawn(move || quiver_query::append::append(&store, cfg, None, true, &NoProgress))
+                t.spawn(move || {
+                    quiver_query::append::append(
+                        &store,
+                        cfg,
+                        None,
+                        true,
+                        &Default::default(),
+                        &NoProgress,
+                    )
+                })
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -236,7 +247,14 @@ fn a_failed_append_changes_nothing_and_writes_go_on() {
     let mut text = std::fs::read_to_string(&bad.1).unwrap();
     text += "899,123456,5\n";
     std::fs::write(&bad.1, text).unwrap();
-    let err = quiver_query::append::append(&store, config(&db, &bad), None, true, &NoProgress);
+    let err = quiver_query::append::append(
+        &store,
+        config(&db, &bad),
+        None,
+        true,
+        &Default::default(),
+        &NoProgress,
+    );
     let msg = err.err().expect("the append must fail").to_string();
     assert!(msg.contains("123456") || msg.contains("line"), "{msg}");
     assert_eq!(ints(&mut s, "MATCH (p:P) RETURN count(*)"), vec![500]);
@@ -245,7 +263,15 @@ fn a_failed_append_changes_nothing_and_writes_go_on() {
     assert!(!bulk.exists() || std::fs::read_dir(&bulk).unwrap().next().is_none());
     // A good append after it, and the write before it, both there after a reopen.
     let good = files(d.path(), "good", 500, 700);
-    quiver_query::append::append(&store, config(&db, &good), None, true, &NoProgress).unwrap();
+    quiver_query::append::append(
+        &store,
+        config(&db, &good),
+        None,
+        true,
+        &Default::default(),
+        &NoProgress,
+    )
+    .unwrap();
     drop((s, store));
     let mut s = Session::open(&db, OpenMode::Mapped).unwrap();
     check_p(&mut s, 700);
@@ -275,7 +301,14 @@ fn a_node_deleted_while_an_append_connects_it_fails_the_append() {
         },
         done: AtomicBool::new(false),
     };
-    let r = quiver_query::append::append(&store, config(&db, &extra), None, true, &progress);
+    let r = quiver_query::append::append(
+        &store,
+        config(&db, &extra),
+        None,
+        true,
+        &Default::default(),
+        &progress,
+    );
     let e = r.err().expect("the append must fail");
     assert!(e.to_string().contains("deleted"), "{e}");
     drop((s, store));
@@ -283,4 +316,53 @@ fn a_node_deleted_while_an_append_connects_it_fails_the_append() {
     assert_eq!(ints(&mut s, "MATCH (p:P) RETURN count(*)"), vec![499]);
     let q = format!("MATCH (p:P {{id: {victim}}}) RETURN count(*)");
     assert_eq!(ints(&mut s, &q), vec![0]);
+}
+
+#[test]
+fn an_append_waits_for_its_memory_grant_and_is_listed_meanwhile() {
+    use quiver_engine::store::StoreOptions;
+    let d = tempfile::tempdir().unwrap();
+    let db = base(d.path(), 500);
+    let opts = StoreOptions {
+        memory_limit: 256 << 20,
+        ..StoreOptions::default()
+    };
+    let mut s = Session::open_opts(&db, opts, false).unwrap();
+    let store = s.store().clone();
+    // Other work holds most of the limit: the append's 64 MiB must wait for it.
+    let hog = store.memory.try_grant(224 << 20, "other work").unwrap();
+    let extra = files(d.path(), "more", 500, 700);
+    let cfg = config(&db, &extra);
+    std::thread::scope(|t| {
+        let h = t.spawn(|| {
+            quiver_query::append::append(&store, cfg, None, true, &Default::default(), &NoProgress)
+        });
+        let listed = |s: &mut Session| {
+            // (currentQuery and status, Neo4j's 7th and 9th columns)
+            rows(s, "SHOW TRANSACTIONS")
+                .into_iter()
+                .any(|r| match (&r[6], &r[8]) {
+                    (Value::Str(q), Value::Str(st)) => {
+                        q.starts_with("import --append --nodes P=")
+                            && st.starts_with("Waiting for memory")
+                    }
+                    _ => false,
+                })
+        };
+        let t0 = std::time::Instant::now();
+        while !listed(&mut s) {
+            assert!(
+                t0.elapsed().as_secs() < 20,
+                "the waiting append is not listed: {:?}",
+                rows(&mut s, "SHOW TRANSACTIONS")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(hog);
+        let done = h.join().unwrap().unwrap();
+        assert!(done.waited_for_memory.as_millis() > 0);
+    });
+    check_p(&mut s, 700);
+    // Nothing is listed once it is done, and its grant is back.
+    assert!(store.memory.used_bytes() < 64 << 20);
 }

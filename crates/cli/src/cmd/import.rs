@@ -367,8 +367,14 @@ fn append(cfg: &mut ImportConfig, a: &Args, bar: &Bar) -> Result<ImportSummary> 
         );
     }
     let id_type = a.id_type.is_some().then_some(cfg.id_type);
-    let done =
-        quiver_query::append::append(&store, cfg.clone(), id_type, a.memory_budget.is_some(), bar)?;
+    let done = quiver_query::append::append(
+        &store,
+        cfg.clone(),
+        id_type,
+        a.memory_budget.is_some(),
+        &Default::default(),
+        bar,
+    )?;
     Ok(done.summary)
 }
 
