@@ -180,8 +180,13 @@ fn run_append(store: &Arc<Store>, req: &Request, remote: &Remote) -> Result<Impo
     let mut cfg = import::config(&a, Some(&req.cwd))?;
     cfg.cancel = remote.cancel.clone();
     let id_type = a.id_type.is_some().then_some(cfg.id_type);
-    let done =
-        quiver_query::append::append(store, cfg, id_type, a.memory_budget.is_some(), remote)?;
+    let client = quiver_engine::activity::Client {
+        connection: "control".into(),
+        address: "127.0.0.1".into(),
+        user: String::new(),
+    };
+    let budget_given = a.memory_budget.is_some();
+    let done = quiver_query::append::append(store, cfg, id_type, budget_given, &client, remote)?;
     eprintln!(
         "quiver: appended {} nodes and {} relationships for a client in {:.2} s (waited {:.2} s for memory)",
         done.summary.n_nodes,
