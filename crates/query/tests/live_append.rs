@@ -104,8 +104,22 @@ impl<F: Fn() + Send + Sync> Progress for At<F> {
     fn advance(&self, _: u64, _: u64) {}
 }
 
+/// Seeds: the phase at which writers commit inside the append (each phase of it in
+/// turn), the append's size, whether the transaction open across it commits or rolls
+/// back, and whether a checkpoint runs just before it.
 #[test]
 fn an_append_beside_snapshots_open_transactions_and_writers() {
+    for seed in 0..10u64 {
+        beside(seed);
+    }
+}
+
+fn beside(seed: u64) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    let phase = Phase::ALL[seed as usize % Phase::ALL.len()];
+    let size = rng.random_range(1..2500i64);
+    let commit_open = rng.random_bool(0.7);
     let d = tempfile::tempdir().unwrap();
     let db = base(d.path(), 3000);
     let mut s = Session::open(&db, OpenMode::Mapped).unwrap();
@@ -121,9 +135,13 @@ fn an_append_beside_snapshots_open_transactions_and_writers() {
     run(&mut open_tx, "BEGIN").unwrap();
     run(&mut open_tx, "CREATE (:W {i: -2})").unwrap();
 
-    let extra = files(d.path(), "more", 3000, 5000);
+    if rng.random_bool(0.3) {
+        run(&mut s, "CHECKPOINT").unwrap();
+    }
+    let extra = files(d.path(), "more", 3000, 3000 + size);
     let cfg = config(&db, &extra);
-    // Writers that commit while the append reads its files and builds its adjacency.
+    // Writers that commit while the append runs: one at a phase of it, one from the
+    // start on another thread.
     let writes = Mutex::new(Vec::new());
     let writer = |from: i64| {
         let mut w = Session::on(store.clone());
@@ -134,7 +152,7 @@ fn an_append_beside_snapshots_open_transactions_and_writers() {
         run(&mut w, "MATCH (p:P {id: 7}) SET p.touched = 1").unwrap();
     };
     let progress = At {
-        phase: Phase::Relationships,
+        phase,
         f: || writer(0),
         done: AtomicBool::new(false),
     };
@@ -146,22 +164,31 @@ fn an_append_beside_snapshots_open_transactions_and_writers() {
         h.join().unwrap()
     })
     .unwrap();
-    assert_eq!(appended.summary.n_nodes, 2000);
+    assert_eq!(appended.summary.n_nodes, size as u64);
     assert!(
         writes.lock().unwrap().iter().all(|&ok| ok),
         "a write failed beside the append"
     );
 
-    // The reader's snapshot did not move; the open transaction commits.
+    // The reader's snapshot did not move; the open transaction commits (or not).
     assert_eq!(ints(&mut reader, "MATCH (p:P) RETURN count(*)"), vec![3000]);
     run(&mut reader, "COMMIT").unwrap();
-    run(&mut open_tx, "COMMIT").unwrap();
+    run(
+        &mut open_tx,
+        if commit_open { "COMMIT" } else { "ROLLBACK" },
+    )
+    .unwrap();
+    let w = 101 + i64::from(commit_open);
 
     let check = |s: &mut Session| {
-        check_p(s, 5000);
+        check_p(s, 3000 + size);
         // Every write committed, once.
-        assert_eq!(ints(s, "MATCH (w:W) RETURN count(*)"), vec![102]);
-        assert_eq!(ints(s, "MATCH (w:W) RETURN count(DISTINCT w.i)"), vec![102]);
+        assert_eq!(
+            ints(s, "MATCH (w:W) RETURN count(*)"),
+            vec![w],
+            "seed {seed}"
+        );
+        assert_eq!(ints(s, "MATCH (w:W) RETURN count(DISTINCT w.i)"), vec![w]);
         let r = rows(
             s,
             "MATCH (p:P) WHERE p.seen OR p.touched = 1 RETURN p.id ORDER BY p.id",
@@ -170,7 +197,7 @@ fn an_append_beside_snapshots_open_transactions_and_writers() {
         // Node ids are distinct across the append and the writes beside it.
         assert_eq!(
             ints(s, "MATCH (n) RETURN count(DISTINCT id(n))"),
-            vec![5102]
+            vec![3000 + size + w]
         );
     };
     let mut s2 = Session::on(store.clone());
