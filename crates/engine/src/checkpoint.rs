@@ -334,6 +334,26 @@ impl Store {
                 .map_or(base, |(&(_, e), _)| e + 1);
             edges.insert(name.clone(), end);
         }
+        // Types a bulk write or an append adds relationships to: the created range runs
+        // past every id handed out (those of transactions still open are holes that
+        // their commits bring back), and ids handed out from now on start past the
+        // bulk's, which follow it.
+        let mut bulk_edges: hashbrown::HashMap<Arc<str>, u64> = hashbrown::HashMap::new();
+        for r in &incoming.rels {
+            *bulk_edges.entry(r.ty.clone()).or_default() += r.ends.len() as u64;
+        }
+        for r in incoming.append.iter().flat_map(|p| &p.rel_types) {
+            *bulk_edges.entry(Arc::from(r.name.as_str())).or_default() += r.n_edges;
+        }
+        if !bulk_edges.is_empty() {
+            let mut next = crate::store::lock(&self.next_edge);
+            for (ty, k) in bulk_edges {
+                if let Some(end) = edges.get_mut(&ty) {
+                    *end = (*end).max(next.get(&ty).copied().unwrap_or(0));
+                    next.insert(ty, *end + k);
+                }
+            }
+        }
         let floor = crate::store::Floor {
             first_tx: self.next_tx_id(),
             edges,
@@ -451,6 +471,8 @@ impl Store {
         // live append's range, a table before it and one after it.
         let node_end = ends.0;
         let lo = delta.base_nodes;
+        // (The append's relationship segments go after the delta's, below.)
+        let mut appended_rels = Vec::new();
         match &append {
             None => {
                 let c = Created {
@@ -472,7 +494,7 @@ impl Store {
                 write_created(db, delta, &staging, &mut m, c, &mut carried, &mut report)?;
                 let mut p = p.clone();
                 p.take_files(self.dir(), &staging)?;
-                take_appended(&mut m, p, &mut report)?;
+                appended_rels = take_appended_nodes(&mut m, p, &mut report)?;
                 let c = Created {
                     lo: m.n_nodes,
                     hi: node_end,
@@ -528,6 +550,21 @@ impl Store {
             let t32 = t as u32;
             let base = delta.base_edges[t];
             for (&(_, eid), r) in delta.rels.range((t32, 0)..(t32, base)) {
+                if r.created {
+                    // An id an earlier checkpoint left as a hole, committed since by the
+                    // transaction it was handed to: the entry stays deleted and the
+                    // relationship is carried whole (as such a node is).
+                    if !r.deleted {
+                        carried.push(Op::CreateRel {
+                            ty: name.clone(),
+                            eid,
+                            src: r.src,
+                            dst: r.dst,
+                            props: r.props.clone(),
+                        });
+                    }
+                    continue;
+                }
                 if r.deleted {
                     rel_dels.push((t, eid, r.src, r.dst));
                 } else {
@@ -687,10 +724,12 @@ impl Store {
             report.nodes_written += t.n_rows;
         }
 
-        // Bulk-written relationships: a segment per shape, after the delta's own.
+        // Bulk-written relationships: a segment per shape, after the delta's own; an
+        // append's segments likewise.
         for (k, r) in bulk_rels.into_iter().enumerate() {
             report.relationships_written += write_bulk_rels(&staging, &mut m, k, r, &mut carried)?;
         }
+        take_appended_rels(&mut m, appended_rels, &mut report)?;
 
         report.rel_segments_merged = merge_rel_segments(db, &staging, &mut m, &self.memory)?;
 
@@ -844,14 +883,14 @@ fn write_created(
     Ok(())
 }
 
-/// A live append's parts (files already in the generation) into `m`, after its
-/// nodes so far: the node tables at their reserved range (labels by name), the
-/// relationship segments after each type's others, the id indexes it rewrote.
-fn take_appended(
+/// A live append's nodes (files already in the generation) into `m`, after its nodes
+/// so far: the node tables at their reserved range (labels by name) and the id indexes
+/// it rewrote. Returns its relationship types, for [`take_appended_rels`].
+fn take_appended_nodes(
     m: &mut Manifest,
     p: Prebuilt,
     report: &mut CheckpointReport,
-) -> Result<(), EngineError> {
+) -> Result<Vec<RelTypeMeta>, EngineError> {
     if m.n_nodes != p.first_node {
         return Err(EngineError::Refused(format!(
             "the append's nodes start at id {}, the database's next table at {}",
@@ -879,7 +918,28 @@ fn take_appended(
         m.node_tables.push(t);
     }
     m.n_nodes = m.n_nodes.max(p.first_node + p.n_nodes);
-    for r in p.rel_types {
+    for (i, s) in p.id_spaces {
+        let n = m.id_spaces.len();
+        match m.id_spaces.get_mut(i) {
+            Some(x) => *x = s,
+            None if i == n => m.id_spaces.push(s),
+            None => {
+                return Err(EngineError::Refused(
+                    "the append's id spaces do not follow the database's".into(),
+                ))
+            }
+        }
+    }
+    Ok(p.rel_types)
+}
+
+/// A live append's relationship segments into `m`, after each type's others.
+fn take_appended_rels(
+    m: &mut Manifest,
+    rel_types: Vec<RelTypeMeta>,
+    report: &mut CheckpointReport,
+) -> Result<(), EngineError> {
+    for r in rel_types {
         report.relationships_written += r.n_edges;
         match m.rel_types.iter_mut().find(|x| x.name == r.name) {
             Some(x) => {
@@ -901,18 +961,6 @@ fn take_appended(
                 }
             }
             None => m.rel_types.push(r),
-        }
-    }
-    for (i, s) in p.id_spaces {
-        let n = m.id_spaces.len();
-        match m.id_spaces.get_mut(i) {
-            Some(x) => *x = s,
-            None if i == n => m.id_spaces.push(s),
-            None => {
-                return Err(EngineError::Refused(
-                    "the append's id spaces do not follow the database's".into(),
-                ))
-            }
         }
     }
     Ok(())

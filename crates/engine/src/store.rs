@@ -272,7 +272,7 @@ pub struct Store {
     /// Transactions holding uncommitted writes of any kind (creations included): a
     /// checkpoint waits for none.
     writers: AtomicUsize,
-    next_edge: Mutex<HashMap<Arc<str>, u64>>,
+    pub(crate) next_edge: Mutex<HashMap<Arc<str>, u64>>,
     mode: Mutex<StorageMode>,
     /// Analytical mode: the one writing transaction holds this.
     analytical_writer: AtomicBool,
@@ -692,6 +692,19 @@ impl Store {
         *e += 1;
         id
     }
+}
+
+/// Whether relationship `eid` of type `ty` is, in `db`'s segments, a hole a checkpoint
+/// left for an id handed to a transaction that had not committed: a deleted entry from
+/// node 0 to node 0.
+fn edge_is_hole(db: &Database, ty: &str, eid: u64) -> Result<bool, EngineError> {
+    let Some(t) = db.rel_type_index(ty) else {
+        return Ok(false);
+    };
+    Ok(match db.edge_positions(t, 0, 0, eid)? {
+        Some((seg, out, _)) => db.edge_deletions(t, seg).is_some_and(|d| d[0].get(out)),
+        None => false,
+    })
 }
 
 /// The next edge id of each type: past the segments and past every created edge.
@@ -1316,10 +1329,12 @@ impl Txn {
             // A checkpoint that began while this transaction was open wrote the ids
             // below its floor into its segments. A node created there commits anyway:
             // its id is a deleted row of the checkpoint's table, and its record in the
-            // delta brings it back (no one else was handed that id). A relationship
-            // there cannot (its id is a deleted CSR entry between other nodes). Every
-            // other op keeps its ids across a checkpoint and replays onto the new
-            // generation.
+            // delta brings it back (no one else was handed that id). So does a
+            // relationship's record: its id is a deleted CSR entry at (0, 0), a hole
+            // no one else has, and the record (its ends, its properties) stands for
+            // it. Only an id that a bulk write's relationship took (a live entry) is a
+            // conflict. Every other op keeps its ids across a checkpoint and replays
+            // onto the new generation.
             let floor = match &c.floor {
                 Some(f) if self.id < f.first_tx => Some(Some(&f.edges)),
                 _ if !Arc::ptr_eq(&cur.db, &self.snap.db) => Some(None),
@@ -1337,18 +1352,21 @@ impl Txn {
                         .position(|t| **t == *ty)
                         .map_or(0, |t| cur.delta.base_edges[t]),
                 };
-                let below =
-                    decoded
-                        .get_or_insert_with(|| self.ops.ops())
-                        .iter()
-                        .any(|op| match op {
-                            Op::CreateRel { ty, eid, .. } => *eid < edge_floor(ty),
-                            _ => false,
-                        });
-                if below {
-                    return Err(EngineError::Conflict(
-                        "a checkpoint began while this transaction was open and wrote the ids of the relationships it created into segments; retry the transaction".into(),
-                    ));
+                for op in decoded.get_or_insert_with(|| self.ops.ops()).iter() {
+                    let Op::CreateRel { ty, eid, .. } = op else {
+                        continue;
+                    };
+                    if *eid >= edge_floor(ty) {
+                        continue;
+                    }
+                    // A running checkpoint writes no bulk relationships (a write of
+                    // those holds the commit lock throughout): below its floor is a hole.
+                    let hole = edges.is_some() || edge_is_hole(&cur.db, ty, *eid)?;
+                    if !hole {
+                        return Err(EngineError::Conflict(
+                            "a bulk write of relationships took the ids of relationships this transaction created; retry the transaction".into(),
+                        ));
+                    }
                 }
             }
             let d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
