@@ -852,27 +852,7 @@ fn run(
             m.id_spaces = id_spaces;
             m.node_tables.extend(tables);
             for r in rel_metas {
-                match m.rel_types.iter_mut().find(|x| x.name == r.name) {
-                    Some(x) => {
-                        if x.columns != r.columns {
-                            return Err(ImportError::Usage(format!(
-                                "relationship type {} has the properties ({}) in the database, and ({}) in the appended files; one type has one property schema",
-                                r.name,
-                                x.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
-                                r.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
-                            )));
-                        }
-                        x.n_edges += r.n_edges;
-                        x.segments.extend(r.segments);
-                        if x.start_space != r.start_space {
-                            x.start_space = None;
-                        }
-                        if x.end_space != r.end_space {
-                            x.end_space = None;
-                        }
-                    }
-                    None => m.rel_types.push(r),
-                }
+                m.add_rel_segments(r).map_err(ImportError::Usage)?;
             }
             m
         }

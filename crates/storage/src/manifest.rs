@@ -83,6 +83,38 @@ impl Manifest {
     }
 
     /// Every file the manifest references (relative to the database directory).
+    /// Adds `r`'s segments to the relationship type of its name (or `r` as a new type):
+    /// an append's. Refused (with the message) when the type has other property columns.
+    pub fn add_rel_segments(&mut self, r: RelTypeMeta) -> Result<(), String> {
+        let Some(x) = self.rel_types.iter_mut().find(|x| x.name == r.name) else {
+            self.rel_types.push(r);
+            return Ok(());
+        };
+        if x.columns != r.columns {
+            let names = |c: &[PropertyMeta]| {
+                c.iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(format!(
+                "relationship type {} has the properties ({}) in the database, and ({}) in the appended files; one type has one property schema",
+                r.name,
+                names(&x.columns),
+                names(&r.columns)
+            ));
+        }
+        x.n_edges += r.n_edges;
+        x.segments.extend(r.segments);
+        if x.start_space != r.start_space {
+            x.start_space = None;
+        }
+        if x.end_space != r.end_space {
+            x.end_space = None;
+        }
+        Ok(())
+    }
+
     pub fn files(&self) -> Vec<&str> {
         let mut v: Vec<&str> = Vec::new();
         for t in &self.node_tables {
