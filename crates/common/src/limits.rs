@@ -36,6 +36,11 @@ pub const BULK_GROUP_BYTES: usize = 32 << 20;
 /// The smallest row group a shape's share of [`BULK_GROUP_BYTES`] gives.
 pub const BULK_GROUP_BYTES_MIN: usize = 8 << 20;
 
+/// How long a bulk write (LOAD CSV's direct path) waits for the database's memory that
+/// other queries and loads hold before it fails: it queues rather than fails for want
+/// of another's grant.
+pub const BULK_GRANT_WAIT_SECS: u64 = 60;
+
 /// Internal node ids are `u32`: four billion nodes per database. Adjacency lists and ID
 /// maps store them at 4 bytes (or fewer once bit-packed); widening later is a format bump.
 pub const NODES_MAX: u64 = u32::MAX as u64 - 1;

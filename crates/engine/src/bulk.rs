@@ -34,9 +34,10 @@ use crate::delta::Props;
 use crate::store::EngineError;
 use crate::value::Value;
 use quiver_common::limits::{
-    BATCH_DIRECT_MIN, BULK_GROUP_BYTES, BULK_GROUP_BYTES_MIN, BULK_ROWS_MIN, ROW_GROUP_ROWS_MAX,
+    BATCH_DIRECT_MIN, BULK_GRANT_WAIT_SECS, BULK_GROUP_BYTES, BULK_GROUP_BYTES_MIN, BULK_ROWS_MIN,
+    ROW_GROUP_ROWS_MAX,
 };
-use quiver_common::memory::{Grant, MemoryBudget};
+use quiver_common::memory::{Grant, MemoryBudget, WaitPolicy};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{PropertyMeta, SegmentMeta};
@@ -453,13 +454,25 @@ impl Bulk {
             min_rows: BULK_ROWS_MIN,
             direct: false,
             files: 0,
-            mem: memory.empty_grant("LOAD CSV's direct path"),
+            // A child that waits: short of the database's memory, the write waits
+            // for others to give theirs back (up to BULK_GRANT_WAIT_SECS).
+            mem: memory
+                .child_waiting(
+                    memory.limit_bytes(),
+                    WaitPolicy {
+                        timeout: std::time::Duration::from_secs(BULK_GRANT_WAIT_SECS),
+                        cancel: None,
+                        idle: None,
+                    },
+                )
+                .empty_grant("LOAD CSV's direct path"),
         }
     }
 
     /// Accounts what the builders hold (every 1,024 rows). Short of memory, the shape's
     /// rows go to a row group early (the direct path, whatever the row count); when that
-    /// does not free enough, the write fails cleanly.
+    /// does not free enough, the write waits for the memory other work holds, and fails
+    /// cleanly when none comes back in time.
     /// (`s`: the node shape that grew; relationships cannot go to a file early, as
     /// their segment needs all of them, sorted by node.)
     fn account(&mut self, s: Option<usize>) -> Result<(), EngineError> {
@@ -475,10 +488,15 @@ impl Bulk {
             self.flush(s)?;
         }
         let need = held(self);
-        self.mem.try_resize(need).map_err(|e| {
+        if need <= self.mem.bytes() {
+            self.mem.force_resize(need);
+            return Ok(());
+        }
+        let limit = self.mem.budget().limit_bytes();
+        self.mem.grow_waiting(need).map_err(|e| {
             EngineError::Memory(format!(
-                "the database's memory limit ({}) cannot hold the rows LOAD CSV is writing ({}): raise --memory-limit",
-                quiver_common::size::human_bytes(e.limit_bytes),
+                "the database's memory limit ({}) cannot hold the rows LOAD CSV is writing ({}): {e}; raise --memory-limit, or load when fewer queries run",
+                quiver_common::size::human_bytes(limit),
                 quiver_common::size::human_bytes(need)
             ))
         })

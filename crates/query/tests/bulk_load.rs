@@ -374,3 +374,49 @@ fn a_small_relationship_create_goes_through_the_delta() {
         vec![vec![Value::Int(99), Value::Int(0)]]
     );
 }
+
+/// A direct write of relationships that the database's memory limit cannot hold while
+/// other work holds most of it waits for that memory instead of failing, and commits
+/// once it comes back.
+#[test]
+fn a_direct_write_short_of_memory_waits_for_it() {
+    use quiver_engine::store::StoreOptions;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("g.qdb");
+    let opts = StoreOptions {
+        memory_limit: 64 << 20,
+        ..StoreOptions::default()
+    };
+    let mut s = Session::open_opts(&dir, opts, true).unwrap();
+    run(&mut s, "CREATE INDEX ON :N(id)").unwrap();
+    run(&mut s, "UNWIND range(0, 999) AS i CREATE (:N {id: i})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let store = s.store().clone();
+    // Other work holds all but 1 MiB; the write's 200,000 pairs need about 3 MiB.
+    let free = store.memory.available_bytes();
+    let hog = store
+        .memory
+        .try_grant(free - (1 << 20), "other work")
+        .unwrap();
+    let n = 200_000;
+    let q = format!(
+        "UNWIND range(0, {}) AS i MATCH (a:N {{id: i % 1000}}), (b:N {{id: (i * 7) % 1000}}) CREATE (a)-[:T]->(b)",
+        n - 1
+    );
+    assert!(plan(&mut s, &q).contains("BulkCreate"));
+    let t0 = std::time::Instant::now();
+    let r = std::thread::scope(|t| {
+        t.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            drop(hog);
+        });
+        run(&mut s, &q)
+    });
+    let sum = r.unwrap();
+    assert_eq!(sum.counters.relationships_created, n as u64);
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
+    assert_eq!(
+        rows(&mut s, "MATCH ()-[r:T]->() RETURN count(r)"),
+        vec![vec![Value::Int(n)]]
+    );
+}
