@@ -1098,7 +1098,7 @@ fn handle(
                 &mut c.out,
                 &Failure::new(
                     "Neo.ClientError.Security.Unauthorized",
-                    "the user name or password is wrong",
+                    "The client is unauthorized due to authentication failure.",
                 ),
             );
             c.state = State::Defunct;
