@@ -8,6 +8,7 @@
 //! - `server`: handshake, chunking and each connection's state machine; results stream
 //!   as they are pulled.
 
+mod http;
 pub mod packstream;
 pub mod server;
 pub mod users;

@@ -71,6 +71,9 @@ pub struct ServeOptions {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// A statement running longer is stopped (`None`: no limit).
     pub query_timeout: Option<Duration>,
+    /// A web app's folder served over plain HTTP on the Bolt port (the Neo4j Browser's
+    /// static site; `http`).
+    pub browser: Option<std::path::PathBuf>,
 }
 
 /// A TLS configuration from a PEM certificate chain and a PEM private key.
@@ -128,6 +131,7 @@ impl Default for ServeOptions {
             memory_wait: None,
             tls: None,
             query_timeout: None,
+            browser: None,
         }
     }
 }
@@ -762,7 +766,7 @@ pub fn connection(
 /// The first bytes of a connection, read to tell Bolt from an HTTP request, given
 /// back before the rest of the stream.
 struct Prefixed<'a, S> {
-    head: [u8; 4],
+    head: Vec<u8>,
     pos: usize,
     inner: &'a mut S,
 }
@@ -869,14 +873,25 @@ fn bolt(
 ) -> io::Result<()> {
     let mut head = [0u8; 4];
     stream.read_exact(&mut head)?;
-    let mut s = Prefixed {
-        head,
+    if &head != b"GET " {
+        let mut s = Prefixed {
+            head: head.to_vec(),
+            pos: 0,
+            inner: stream,
+        };
+        return bolt_on(&mut s, store, users, opts, id, peer, gate);
+    }
+    // HTTP: a WebSocket upgrade carries Bolt; any other request is a web app's file or
+    // the discovery document (`http`).
+    let request = crate::http::read_head(stream, &head)?;
+    if !crate::http::is_upgrade(&request) {
+        return crate::http::respond(stream, &request, opts.browser.as_deref());
+    }
+    let s = Prefixed {
+        head: request,
         pos: 0,
         inner: stream,
     };
-    if &head != b"GET " {
-        return bolt_on(&mut s, store, users, opts, id, peer, gate);
-    }
     // Messages past the server's limit (the Bolt layer also caps them) and frames of
     // at most 1 MiB, so that no client makes the server buffer more.
     let max = opts.max_message.saturating_add(64 << 10);

@@ -381,3 +381,71 @@ fn bolt_over_websocket_on_the_bolt_port() {
         [7, 14, 21].map(|y| Pack::List(vec![Pack::Int(y)])).to_vec()
     );
 }
+
+/// `quiver serve --browser DIR`: the folder's files over plain HTTP on the Bolt port
+/// (the Neo4j Browser's static site), the discovery document the Browser asks its
+/// origin for, nothing outside the folder; Bolt and WebSocket go on on the same port.
+/// Needs no driver.
+#[test]
+fn the_bolt_port_serves_a_web_app_folder() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    let d = tempfile::tempdir().unwrap();
+    let site = d.path().join("site");
+    std::fs::create_dir_all(site.join("assets")).unwrap();
+    std::fs::write(site.join("index.html"), "<html>browser</html>").unwrap();
+    std::fs::write(site.join("assets/app.js"), "console.log(1)").unwrap();
+    std::fs::write(d.path().join("secret.txt"), "no").unwrap();
+    let (_server, addr) = start(&d.path().join("g.qdb"), &["--browser", common::s(&site)]);
+    let get = |path: &str, accept: &str| -> String {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let r = get("/", "text/html");
+    assert!(
+        r.starts_with("HTTP/1.1 200 OK") && r.ends_with("<html>browser</html>"),
+        "{r}"
+    );
+    assert!(r.contains("Content-Type: text/html"), "{r}");
+    let r = get("/assets/app.js?v=3", "*/*");
+    assert!(
+        r.contains("text/javascript") && r.ends_with("console.log(1)"),
+        "{r}"
+    );
+    let r = get("/", "application/json");
+    assert!(
+        r.contains(&format!("\"bolt_direct\":\"bolt://{addr}\"")),
+        "{r}"
+    );
+    for bad in ["/../secret.txt", "/%2e%2e/secret.txt", "/missing.js"] {
+        assert!(get(bad, "*/*").starts_with("HTTP/1.1 404"), "{bad}");
+    }
+    // Bolt still answers on the same port.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(&[
+        0x60, 0x60, 0xB0, 0x17, 0, 0, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ])
+    .unwrap();
+    let mut v = [0u8; 4];
+    s.read_exact(&mut v).unwrap();
+    assert_eq!(v, [0, 0, 4, 5]);
+    // A folder without the app is refused at start, saying what to give.
+    let o = common::quiver(&[
+        "serve",
+        "--db",
+        common::s(&d.path().join("g.qdb")),
+        "--browser",
+        common::s(d.path()),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has no index.html"));
+}

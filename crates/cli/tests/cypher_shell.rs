@@ -88,7 +88,14 @@ fn shell(lib: &Path, addr: &str, password: &str, args: &[&str], stdin: &str) -> 
         .arg("-cp")
         .arg(format!("{}/*", lib.display()))
         .arg("org.neo4j.shell.Main")
-        .args(["-a", &format!("bolt://{addr}"), "-u", "alice", "-p", password])
+        .args([
+            "-a",
+            &format!("bolt://{addr}"),
+            "-u",
+            "alice",
+            "-p",
+            password,
+        ])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -113,14 +120,18 @@ fn cypher_shell_reads_writes_and_reports_as_with_neo4j() {
     let (_server, addr) = start(&d.path().join("g.qdb"));
 
     // Every value type, printed by cypher-shell as it prints Neo4j's.
-    let q = "MATCH (n:P {name: 'a'})-[r]->(m) RETURN n, r, m, n.l AS l, n.d AS d, n.f AS f, n.b AS b, \
+    let q =
+        "MATCH (n:P {name: 'a'})-[r]->(m) RETURN n, r, m, n.l AS l, n.d AS d, n.f AS f, n.b AS b, \
              null AS z, {k: [1, 'x']} AS map, duration('P1DT2H') AS dur, \
              localdatetime('2024-01-01T01:02:03') AS ldt, datetime('2024-01-02T03:04:05Z') AS dt";
     let o = shell(&lib, &addr, "pa55word", &["--format", "plain", q], "");
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "n, r, m, l, d, f, b, z, map, dur, ldt, dt", "{out}");
+    assert_eq!(
+        lines[0], "n, r, m, l, d, f, b, z, map, dur, ldt, dt",
+        "{out}"
+    );
     let row = lines[1];
     for part in [
         "(:P {",

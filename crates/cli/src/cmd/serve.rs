@@ -40,6 +40,11 @@ pub struct Args {
     /// The PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Serve this folder's web app over HTTP on the Bolt port: the Neo4j Browser's
+    /// static site (scripts/neo4j-tools.sh puts a copy in data/neo4j-tools/browser);
+    /// open http://ADDRESS/ and connect to the same address.
+    #[arg(long, value_name = "DIR")]
+    pub browser: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -65,6 +70,14 @@ pub fn run(a: Args) -> Result<()> {
         ),
         _ => None,
     };
+    if let Some(b) = &a.browser {
+        if !b.join("index.html").is_file() {
+            bail!(
+                "{} has no index.html: give the folder of the Neo4j Browser's static site (scripts/neo4j-tools.sh fetches it into data/neo4j-tools/browser)",
+                b.display()
+            );
+        }
+    }
     let listener =
         TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
     let listen = listener.local_addr()?;
@@ -78,6 +91,13 @@ pub fn run(a: Args) -> Result<()> {
             "users of the database"
         }
     );
+    if let Some(b) = &a.browser {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        eprintln!(
+            "quiver: the web app in {} at {scheme}://{listen}/ (connect it to {listen})",
+            b.display()
+        );
+    }
     let opts = ServeOptions {
         listen,
         auth: !a.no_auth,
@@ -92,6 +112,7 @@ pub fn run(a: Args) -> Result<()> {
         tls,
         query_timeout: (a.query_timeout_secs > 0)
             .then(|| Duration::from_secs(a.query_timeout_secs)),
+        browser: a.browser.clone(),
         ..ServeOptions::default()
     };
     // `quiver import --append` from other processes, through the control port.
