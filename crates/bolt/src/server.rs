@@ -12,7 +12,8 @@ use crate::packstream::{decode, encode, Pack};
 use crate::users::Users;
 use crate::values::{from_pack, to_pack};
 use quiver_engine::Store;
-use quiver_query::{ColumnsHook, Params, QueryError, Session};
+use quiver_query::procs::PType;
+use quiver_query::{ColumnsHook, Params, QueryError, Session, Value};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -328,6 +329,8 @@ enum Job {
     },
     /// BEGIN, COMMIT or ROLLBACK.
     Tx(&'static str, Sender<Result<(), Failure>>),
+    /// The user logged in (empty without authentication).
+    User(String),
 }
 
 /// The worker: runs the connection's statements on its session, one at a time.
@@ -343,6 +346,30 @@ fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
     while let Ok(job) = jobs.recv() {
         cancel.store(false, Ordering::Relaxed);
         match job {
+            Job::User(name) => {
+                // `dbms.showCurrentUser()` (the Browser asks on connect): every user may
+                // do everything, as an admin of Neo4j may.
+                let row = vec![
+                    Value::str(&name),
+                    Value::list(vec![Value::str("admin")]),
+                    Value::list(Vec::new()),
+                ];
+                for proc_name in ["dbms.showCurrentUser", "dbms.security.showCurrentUser"] {
+                    session.opts.procedures.registered.push(Arc::new(
+                        quiver_query::procs::Procedure {
+                            name: proc_name.into(),
+                            inputs: Vec::new(),
+                            outputs: vec![
+                                ("username".into(), PType::String),
+                                ("roles".into(), PType::Other),
+                                ("flags".into(), PType::Other),
+                            ],
+                            body: quiver_query::procs::Body::Table(vec![(Vec::new(), row.clone())]),
+                        },
+                    ));
+                }
+                session.opts.client.user = name;
+            }
             Job::Tx(cmd, reply) => {
                 let r = session
                     .run(cmd, &Params::new(), &mut |_, _| Ok(()))
@@ -1105,6 +1132,12 @@ fn handle(
         if ok {
             users.login_succeeded(peer);
             c.state = State::Ready;
+            let user = if opts.auth {
+                auth.get("principal").and_then(Pack::as_str).unwrap_or("")
+            } else {
+                ""
+            };
+            let _ = c.jobs.send(Job::User(user.to_string()));
             success(&mut c.out, vec![]);
         } else {
             // Slow down guessing, more with each failure in a row from one address.

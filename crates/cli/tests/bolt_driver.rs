@@ -449,3 +449,52 @@ fn the_bolt_port_serves_a_web_app_folder() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("has no index.html"));
 }
+
+/// What the Neo4j Browser and cypher-shell send on connect (found in the Browser's
+/// bundle, `data/neo4j-tools/browser/*.js`) answers through the driver, with the
+/// columns they read; `SHOW ... YIELD ... WHERE ... RETURN` filters and projects.
+#[test]
+fn what_the_browser_sends_on_connect_answers() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &[]);
+    let script = r#"
+import sys
+from neo4j import GraphDatabase
+d = GraphDatabase.driver(sys.argv[1], auth=("alice", "pa55word"))
+with d.session(database="neo4j") as s:
+    s.run("CREATE (:Person {name: 'a'})-[:KNOWS]->(:Person {name: 'b'})").consume()
+    s.run("CREATE INDEX ON :Person(name)").consume()
+    def one(q, **kw):
+        return s.run(q, **kw).data()
+    meta = one("CALL db.labels() YIELD label\nRETURN {name:'labels', data:COLLECT(label)[..1000]} AS result\nUNION ALL\nCALL db.relationshipTypes() YIELD relationshipType\nRETURN {name:'relationshipTypes', data:COLLECT(relationshipType)[..1000]} AS result\nUNION ALL\nCALL db.propertyKeys() YIELD propertyKey\nRETURN {name:'propertyKeys', data:COLLECT(propertyKey)[..1000]} AS result")
+    assert [m["result"]["data"] for m in meta] == [["Person"], ["KNOWS"], ["name"]], meta
+    assert one("CALL dbms.components() YIELD name, versions, edition")[0]["edition"] == "community"
+    me = one("CALL dbms.showCurrentUser()")
+    assert me == [{"username": "alice", "roles": ["admin"], "flags": []}], me
+    assert one("CALL dbms.security.showCurrentUser()")[0]["username"] == "alice"
+    assert one("CALL dbms.cluster.role() YIELD role") == [{"role": "PRIMARY"}]
+    cfg = {r["name"]: r["value"] for r in one("CALL dbms.clientConfig()")}
+    assert cfg["browser.allow_outgoing_connections"] == "false", cfg
+    assert len(one("CALL dbms.listConfig()")) == len(cfg)
+    assert one("SHOW DATABASES YIELD role, name WHERE name = 'neo4j'") == [{"role": "primary", "name": "neo4j"}]
+    assert one("SHOW DATABASES YIELD name WHERE name = 'nope'") == []
+    fns = one("SHOW FUNCTIONS yield name, description, signature")
+    assert {"toUpper", "date.truncate", "coalesce"} <= {f["name"] for f in fns}, fns[:5]
+    procs = one("SHOW PROCEDURES yield name, description, signature WHERE name = 'db.labels'")
+    assert procs == [{"name": "db.labels", "description": "", "signature": "db.labels() :: (label :: STRING)"}], procs
+    tx = one("SHOW TRANSACTIONS YIELD currentQuery, username, metaData, parameters, status, elapsedTime, database, transactionId")
+    assert tx[0]["username"] == "alice" and tx[0]["currentQuery"].startswith("SHOW TRANSACTIONS"), tx
+    ix = one("SHOW INDEXES YIELD name, type, labelsOrTypes, properties, owningConstraint WHERE 'name' IN properties")
+    assert ix == [{"name": ix[0]["name"], "type": "RANGE", "labelsOrTypes": ["Person"], "properties": ["name"], "owningConstraint": None}], ix
+    assert one("SHOW INDEXES YIELD * RETURN count(*) AS n") == [{"n": 1}]
+    assert one("SHOW CONSTRAINTS") == []
+    assert len(one("MATCH p=()-->() RETURN p LIMIT 25")) == 1
+print("ok")
+"#;
+    let path = dir.path().join("browser_connect.py");
+    std::fs::write(&path, script).unwrap();
+    python_ok(&[common::s(&path), &format!("bolt://{addr}")]);
+}

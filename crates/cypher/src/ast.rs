@@ -529,6 +529,37 @@ pub enum Command {
     ShowConstraints,
     /// `SHOW TRANSACTIONS` (Neo4j 5): the queries running, with their memory.
     ShowTransactions,
+    /// `SHOW FUNCTIONS` / `SHOW PROCEDURES` (Neo4j 5): what the server has.
+    ShowFunctions,
+    ShowProcedures,
+    /// A `SHOW` command followed by `YIELD ...` or `WHERE ...`: its rows as the input
+    /// of `text` (from `YIELD`'s items, or from `WHERE`), which reads as a `WITH` over
+    /// them. `columns`: what `YIELD` names (`None`: every column); `returns`: whether
+    /// `text` ends in its own `RETURN`.
+    Shown {
+        inner: Box<Command>,
+        text: String,
+        yields: bool,
+        columns: Option<Vec<String>>,
+        returns: bool,
+    },
+}
+
+impl Command {
+    /// A `SHOW` command: it only reads (running it twice changes nothing).
+    pub fn is_show(&self) -> bool {
+        matches!(
+            self,
+            Command::ShowStorageInfo
+                | Command::ShowIndexes
+                | Command::ShowDatabases
+                | Command::ShowConstraints
+                | Command::ShowTransactions
+                | Command::ShowFunctions
+                | Command::ShowProcedures
+                | Command::Shown { .. }
+        )
+    }
 }
 
 /// What a statement is.

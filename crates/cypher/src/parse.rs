@@ -1903,6 +1903,56 @@ impl Parser<'_> {
         Ok((name, label, props, if_not_exists))
     }
 
+    /// Skips what a SHOW command's words are followed by up to its `YIELD` or `WHERE`.
+    fn skip_to_show_tail(&mut self) {
+        while !matches!(self.peek(), Tok::Eof)
+            && !self.is_p(";")
+            && !self.is_kw("YIELD")
+            && !self.is_kw("WHERE")
+        {
+            self.bump();
+        }
+    }
+
+    /// `YIELD items [ORDER BY ...] [SKIP n] [LIMIT n] [WHERE ...] [RETURN ...]` or
+    /// `WHERE ...` after a SHOW command (see [`Command::Shown`]); the command alone
+    /// when neither follows.
+    fn show_tail(&mut self, c: Command) -> R<Command> {
+        let yields = self.eat_kw("YIELD");
+        if !yields && !self.is_kw("WHERE") {
+            return Ok(c);
+        }
+        let start = self.toks[self.pos].offset;
+        let mut columns = None;
+        if yields && !self.eat_p("*") {
+            let mut names = Vec::new();
+            loop {
+                let mut n = self.any_name("a column to YIELD")?;
+                if self.eat_kw("AS") {
+                    n = self.any_name("a name")?;
+                }
+                names.push(n);
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+            columns = Some(names);
+        }
+        let mut returns = false;
+        while !matches!(self.peek(), Tok::Eof) && !self.is_p(";") {
+            returns |= self.is_kw("RETURN");
+            self.bump();
+        }
+        let end = self.toks[self.pos].offset;
+        Ok(Command::Shown {
+            inner: Box::new(c),
+            text: self.text[start..end].trim().to_string(),
+            yields,
+            columns,
+            returns,
+        })
+    }
+
     fn command(&mut self) -> R<Option<Command>> {
         let c = if self.eat_kw("BEGIN") {
             Command::Begin
@@ -1924,23 +1974,47 @@ impl Parser<'_> {
                 && self.is_kw_at(2, "DATABASE"))
         {
             // SHOW DATABASE name / SHOW DEFAULT DATABASE / SHOW HOME DATABASE.
-            while !matches!(self.peek(), Tok::Eof) && !self.is_p(";") {
-                self.bump();
-            }
-            Command::ShowDatabases
+            self.skip_to_show_tail();
+            self.show_tail(Command::ShowDatabases)?
         } else if self.eat_kws("SHOW", "TRANSACTIONS") || self.eat_kws("SHOW", "TRANSACTION") {
-            // Neo4j's ids and YIELD / WHERE after it are not read: every transaction,
-            // every column.
-            while !matches!(self.peek(), Tok::Eof) && !self.is_p(";") {
-                self.bump();
-            }
-            Command::ShowTransactions
+            // Neo4j's transaction ids are not read: every transaction.
+            self.skip_to_show_tail();
+            self.show_tail(Command::ShowTransactions)?
+        } else if self.is_kw("SHOW")
+            && [
+                "FUNCTION",
+                "FUNCTIONS",
+                "PROCEDURE",
+                "PROCEDURES",
+                "ALL",
+                "BUILT",
+                "USER",
+            ]
+            .iter()
+            .any(|k| self.is_kw_at(1, k))
+            && (0..5).any(|i| {
+                ["FUNCTION", "FUNCTIONS", "PROCEDURE", "PROCEDURES"]
+                    .iter()
+                    .any(|k| self.is_kw_at(i, k))
+            })
+        {
+            // SHOW [ALL | BUILT IN | USER DEFINED] FUNCTIONS | PROCEDURES [EXECUTABLE [BY ...]]:
+            // every one is built in and anyone may run it.
+            let functions =
+                (0..5).any(|i| self.is_kw_at(i, "FUNCTION") || self.is_kw_at(i, "FUNCTIONS"));
+            self.skip_to_show_tail();
+            let c = if functions {
+                Command::ShowFunctions
+            } else {
+                Command::ShowProcedures
+            };
+            self.show_tail(c)?
         } else if self.eat_kws("SHOW", "INDEXES") || self.eat_kws("SHOW", "INDEX") {
             self.eat_kw("INFO");
-            Command::ShowIndexes
+            self.show_tail(Command::ShowIndexes)?
         } else if self.eat_kws("SHOW", "CONSTRAINTS") || self.eat_kws("SHOW", "CONSTRAINT") {
             self.eat_kw("INFO");
-            Command::ShowConstraints
+            self.show_tail(Command::ShowConstraints)?
         } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "CONSTRAINT") {
             let create = self.is_kw("CREATE");
             self.bump();

@@ -755,12 +755,32 @@ impl Session {
             }
             Command::ShowIndexes => {
                 let db = self.db();
+                // Neo4j 5's columns, then Quiver's own: what kind of index, how many
+                // entries.
                 let rows = index::show(&db)
                     .into_iter()
-                    .map(|i| {
+                    .enumerate()
+                    .map(|(n, i)| {
+                        let props = vec![i.property.clone()];
+                        let key = index::constraint_name(&i.label, &props);
+                        let (name, owner) = match i.kind {
+                            "unique" => (key.clone(), Value::str(&key)),
+                            "id (automatic)" => (key.replacen("constraint", "id", 1), Value::Null),
+                            _ => (key.replacen("constraint", "index", 1), Value::Null),
+                        };
                         vec![
-                            Value::str(&i.label),
-                            Value::str(&i.property),
+                            Value::Int(n as i64 + 1),
+                            Value::str(&name),
+                            Value::str("ONLINE"),
+                            Value::Float(100.0),
+                            Value::str("RANGE"),
+                            Value::str("NODE"),
+                            Value::list(vec![Value::str(&i.label)]),
+                            Value::list(vec![Value::str(&i.property)]),
+                            Value::str("range-1.0"),
+                            owner,
+                            Value::Null,
+                            Value::Null,
                             Value::str(i.kind),
                             Value::Int(i.entries as i64),
                         ]
@@ -768,7 +788,22 @@ impl Session {
                     .collect();
                 table(
                     &db,
-                    &["label", "property", "kind", "entries"],
+                    &[
+                        "id",
+                        "name",
+                        "state",
+                        "populationPercent",
+                        "type",
+                        "entityType",
+                        "labelsOrTypes",
+                        "properties",
+                        "indexProvider",
+                        "owningConstraint",
+                        "lastRead",
+                        "readCount",
+                        "kind",
+                        "entries",
+                    ],
                     rows,
                     t0,
                     sink,
@@ -958,6 +993,8 @@ impl Session {
                             Value::Int(waiting as i64),
                             dur(m.waited()),
                             Value::Int(m.limit_bytes() as i64),
+                            Value::Map(Arc::new(Vec::new())),
+                            Value::Map(Arc::new(Vec::new())),
                         ]
                     })
                     .collect();
@@ -980,7 +1017,103 @@ impl Session {
                         "memoryWaitingForBytes",
                         "memoryWaited",
                         "memoryLimitBytes",
+                        "metaData",
+                        "parameters",
                     ],
+                    rows,
+                    t0,
+                    sink,
+                )
+            }
+            Command::Shown {
+                inner,
+                text,
+                yields,
+                columns,
+                returns,
+            } => {
+                // The command's rows, then the YIELD / WHERE / RETURN as a query over them.
+                let mut rows: Vec<Vec<Value>> = Vec::new();
+                let cols = self
+                    .command(*inner, t0, &mut |_, b| {
+                        for r in 0..b.len {
+                            rows.push(b.row(r));
+                        }
+                        Ok(())
+                    })?
+                    .columns;
+                let q = shown_query(&cols, &text, yields, columns.as_deref(), returns);
+                let maps = rows
+                    .into_iter()
+                    .map(|r| {
+                        let m: Vec<(Arc<str>, Value)> =
+                            cols.iter().map(|c| Arc::from(c.as_str())).zip(r).collect();
+                        Value::Map(Arc::new(m))
+                    })
+                    .collect();
+                let mut params = Params::new();
+                params.insert(SHOWN_ROWS.into(), Value::list(maps));
+                let stmt = match quiver_cypher::parse(&q)? {
+                    Parsed::Query(s) => s,
+                    Parsed::Command(_) => {
+                        return Err(QueryError::Argument(format!("not a query: {q}")))
+                    }
+                };
+                self.query(&q, &stmt, &params, sink)
+            }
+            Command::ShowFunctions => {
+                let db = self.db();
+                let mut names = expr::Func::names();
+                names.sort_unstable_by_key(|n| n.to_lowercase());
+                let rows = names
+                    .into_iter()
+                    .map(|n| {
+                        vec![
+                            Value::str(&n),
+                            Value::str(""),
+                            Value::str(""),
+                            Value::str(&format!("{n}(..)")),
+                            Value::Bool(true),
+                            Value::Bool(false),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &db,
+                    &[
+                        "name",
+                        "category",
+                        "description",
+                        "signature",
+                        "isBuiltIn",
+                        "aggregating",
+                    ],
+                    rows,
+                    t0,
+                    sink,
+                )
+            }
+            Command::ShowProcedures => {
+                let db = self.db();
+                let mut procs: Vec<Arc<procs::Procedure>> = procs::builtins().to_vec();
+                procs.extend(self.opts.procedures.registered.iter().cloned());
+                procs.sort_by(|a, b| a.name.cmp(&b.name));
+                procs.dedup_by(|a, b| a.name == b.name);
+                let rows = procs
+                    .iter()
+                    .map(|p| {
+                        vec![
+                            Value::str(&p.name),
+                            Value::str(""),
+                            Value::str("READ"),
+                            Value::Bool(false),
+                            Value::str(&p.signature()),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &db,
+                    &["name", "description", "mode", "worksOnSystem", "signature"],
                     rows,
                     t0,
                     sink,
@@ -1086,6 +1219,47 @@ fn table(
         elapsed: t0.elapsed(),
         ..Summary::default()
     })
+}
+
+/// The parameter that carries a SHOW command's rows into its YIELD / WHERE query.
+const SHOWN_ROWS: &str = "__shown_rows";
+
+/// The query that a SHOW command's `YIELD ...` or `WHERE ...` (`text`) reads as over
+/// its rows (maps of `cols`): each column bound by name, then `text` as a `WITH` (after
+/// YIELD) or its `WHERE`, and a `RETURN` of what was yielded when `text` has none.
+fn shown_query(
+    cols: &[String],
+    text: &str,
+    yields: bool,
+    yielded: Option<&[String]>,
+    returns: bool,
+) -> String {
+    let q = |c: &str| {
+        let plain = c.chars().next().is_some_and(|f| f.is_ascii_alphabetic())
+            && c.chars().all(|x| x.is_ascii_alphanumeric() || x == '_');
+        if plain {
+            c.to_string()
+        } else {
+            format!("`{}`", c.replace('`', "``"))
+        }
+    };
+    let bind: Vec<String> = cols
+        .iter()
+        .map(|c| format!("__r.{} AS {}", q(c), q(c)))
+        .collect();
+    let mut out = format!("UNWIND ${SHOWN_ROWS} AS __r WITH {}", bind.join(", "));
+    if yields {
+        out += " WITH ";
+    } else {
+        out += " ";
+    }
+    out += text;
+    if !returns {
+        let shown = yielded.map_or_else(|| cols.to_vec(), <[String]>::to_vec);
+        out += " RETURN ";
+        out += &shown.iter().map(|c| q(c)).collect::<Vec<_>>().join(", ");
+    }
+    out
 }
 
 /// Whether `text` is a command (transaction, storage, index DDL) rather than a query.

@@ -35,6 +35,18 @@ impl PType {
         }
     }
 
+    /// As signatures write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PType::Any | PType::Other => "ANY",
+            PType::Integer => "INTEGER",
+            PType::Float => "FLOAT",
+            PType::Number => "NUMBER",
+            PType::String => "STRING",
+            PType::Boolean => "BOOLEAN",
+        }
+    }
+
     /// Whether a value of this (literal) kind may be passed where `self` is declared.
     fn accepts(self, v: &Value) -> bool {
         match (self, v) {
@@ -72,6 +84,22 @@ impl std::fmt::Debug for Procedure {
 }
 
 impl Procedure {
+    /// Neo4j's form: `db.labels() :: (label :: STRING)`.
+    pub fn signature(&self) -> String {
+        let list = |v: &[(String, PType)]| {
+            v.iter()
+                .map(|(n, t)| format!("{n} :: {}", t.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "{}({}) :: ({})",
+            self.name,
+            list(&self.inputs),
+            list(&self.outputs)
+        )
+    }
+
     fn call(&self, g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
         match &self.body {
             Body::Builtin(f) => f(g),
@@ -118,6 +146,60 @@ fn dbms_components(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
     ]])
 }
 
+/// `dbms.cluster.role()`: a single server is its database's primary.
+fn dbms_cluster_role(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    Ok(vec![vec![Value::str("PRIMARY")]])
+}
+
+/// `dbms.clientConfig()` / `dbms.listConfig()`: the settings Neo4j's tools read on
+/// connect, as this server has them: the Browser keeps credentials and history, fetches
+/// nothing from other hosts, and runs nothing after connecting.
+fn dbms_config(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    let rows = [
+        (
+            "browser.allow_outgoing_connections",
+            "Whether the Browser may fetch remote content",
+            "false",
+        ),
+        (
+            "browser.credential_timeout",
+            "How long the Browser keeps credentials (0s: for the session)",
+            "0s",
+        ),
+        (
+            "browser.post_connect_cmd",
+            "Commands the Browser runs after connecting",
+            "",
+        ),
+        (
+            "browser.remote_content_hostname_allowlist",
+            "Hosts the Browser may fetch content from",
+            "",
+        ),
+        (
+            "browser.retain_connection_credentials",
+            "Whether the Browser keeps credentials",
+            "true",
+        ),
+        (
+            "browser.retain_editor_history",
+            "Whether the Browser keeps its editor history",
+            "true",
+        ),
+    ];
+    Ok(rows
+        .iter()
+        .map(|(n, d, v)| {
+            vec![
+                Value::str(n),
+                Value::str(d),
+                Value::str(v),
+                Value::Bool(false),
+            ]
+        })
+        .collect())
+}
+
 /// The built-in procedures, made once.
 pub fn builtins() -> &'static [Arc<Procedure>] {
     static BUILTINS: std::sync::OnceLock<Vec<Arc<Procedure>>> = std::sync::OnceLock::new();
@@ -145,7 +227,24 @@ fn make_builtins() -> Vec<Procedure> {
             ],
             body: Body::Builtin(dbms_components),
         },
+        one("dbms.cluster.role", "role", dbms_cluster_role),
+        config("dbms.clientConfig"),
+        config("dbms.listConfig"),
     ]
+}
+
+fn config(name: &str) -> Procedure {
+    Procedure {
+        name: name.into(),
+        inputs: Vec::new(),
+        outputs: vec![
+            ("name".into(), PType::String),
+            ("description".into(), PType::String),
+            ("value".into(), PType::String),
+            ("dynamic".into(), PType::Boolean),
+        ],
+        body: Body::Builtin(dbms_config),
+    }
 }
 
 /// The procedures a session can call: the built-ins and those registered.

@@ -169,6 +169,16 @@ fn csv_quote(s: &str) -> String {
 
 /// Column names of a query before it runs (for a CSV header and JSON keys).
 pub fn columns_of(session: &mut Session, text: &str, params: &Params) -> Vec<String> {
+    // A SHOW command cannot be explained; it only reads, so it runs for its columns.
+    if let Ok(quiver_cypher::ast::Parsed::Command(c)) = quiver_cypher::parse(text) {
+        if !c.is_show() {
+            return Vec::new();
+        }
+        return match session.run(text, params, &mut |_, _| Ok(())) {
+            Ok(s) => s.columns,
+            Err(_) => Vec::new(),
+        };
+    }
     let explain = format!("EXPLAIN {text}");
     match session.run(&explain, params, &mut |_, _| Ok(())) {
         Ok(s) => s.columns,
@@ -200,8 +210,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     let stdout = std::io::stdout();
     let mut printer = Printer::new(a.format, BufWriter::new(stdout.lock()));
+    let show = matches!(quiver_cypher::parse(&text), Ok(quiver_cypher::ast::Parsed::Command(c)) if c.is_show());
     if a.format != Format::Table
-        && !quiver_query::is_command(&text)
+        && (show || !quiver_query::is_command(&text))
         && !text
             .trim_start()
             .to_ascii_uppercase()

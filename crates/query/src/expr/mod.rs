@@ -129,6 +129,23 @@ macro_rules! funcs {
                 };
                 match n { $($s => Some(Func::$v),)* _ => None }
             }
+
+            /// Every function's name as users write it (`toUpper`, `date.truncate`):
+            /// the variant's name with a lower-case first letter where it spells the
+            /// lookup name, else the lookup name itself.
+            pub fn names() -> Vec<String> {
+                [$((stringify!($v), $s)),*]
+                    .iter()
+                    .map(|(v, s)| {
+                        let mut c = v.chars();
+                        let camel: String = c
+                            .next()
+                            .map(|f| f.to_lowercase().chain(c).collect())
+                            .unwrap_or_default();
+                        if camel.to_lowercase() == *s { camel } else { s.to_string() }
+                    })
+                    .collect()
+            }
         }
     };
 }
