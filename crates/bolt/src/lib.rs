@@ -10,6 +10,7 @@
 
 mod http;
 pub mod packstream;
+mod plan;
 pub mod server;
 pub mod users;
 pub mod values;

@@ -317,6 +317,8 @@ enum Event {
 
 struct Done {
     columns: Vec<String>,
+    /// EXPLAIN's or PROFILE's plan text, and whether it was profiled.
+    plan: Option<(String, bool)>,
     counters: quiver_engine::Counters,
     wrote: bool,
 }
@@ -402,6 +404,7 @@ fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
                 let done = r
                     .map(|s| Done {
                         columns: s.columns,
+                        plan: s.plan.map(|p| (p, !s.explained)),
                         wrote: !s.counters.is_empty(),
                         counters: s.counters,
                     })
@@ -595,6 +598,7 @@ impl Conn {
                 if f.code == "Neo.TransientError.Transaction.Terminated" {
                     open.done = Some(Ok(Done {
                         columns: Vec::new(),
+                        plan: None,
                         counters: Default::default(),
                         wrote: false,
                     }));
@@ -633,6 +637,9 @@ impl Conn {
                 ];
                 if !d.counters.is_empty() {
                     meta.push(("stats", stats(&d.counters)));
+                }
+                if let Some((text, profiled)) = &d.plan {
+                    meta.extend(crate::plan::entry(text, *profiled));
                 }
                 if !self.in_tx {
                     self.bookmark += 1;

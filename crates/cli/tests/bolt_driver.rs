@@ -492,6 +492,13 @@ with d.session(database="neo4j") as s:
     assert one("SHOW INDEXES YIELD * RETURN count(*) AS n") == [{"n": 1}]
     assert one("SHOW CONSTRAINTS") == []
     assert len(one("MATCH p=()-->() RETURN p LIMIT 25")) == 1
+    # Plans in the summary, as the Browser draws them.
+    plan = s.run("EXPLAIN MATCH (p:Person)-->(q) RETURN q.name").consume().plan
+    assert plan["operatorType"].endswith("@neo4j") and plan["children"], plan
+    r = s.run("PROFILE MATCH (p:Person)-->(q) RETURN q.name")
+    assert [x["q.name"] for x in r] == ["b"]
+    prof = r.consume().profile
+    assert prof["rows"] == 1 and "time" in prof and prof["children"], prof
 print("ok")
 "#;
     let path = dir.path().join("browser_connect.py");

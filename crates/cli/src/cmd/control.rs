@@ -187,7 +187,9 @@ fn run_append(store: &Arc<Store>, req: &Request, remote: &Remote) -> Result<Impo
     };
     let budget_given = a.memory_budget.is_some();
     let done = quiver_query::append::append(store, cfg, id_type, budget_given, &client, remote)?;
-    eprintln!(
+    // (Not eprintln!: a closed standard error must not fail the append.)
+    let _ = writeln!(
+        std::io::stderr(),
         "quiver: appended {} nodes and {} relationships for a client in {:.2} s (waited {:.2} s for memory)",
         done.summary.n_nodes,
         done.summary.n_rels,

@@ -3,6 +3,7 @@
 use super::DbArgs;
 use anyhow::{bail, Context, Result};
 use quiver_bolt::{ServeOptions, Users};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
@@ -93,7 +94,10 @@ pub fn run(a: Args) -> Result<()> {
     );
     if let Some(b) = &a.browser {
         let scheme = if tls.is_some() { "https" } else { "http" };
-        eprintln!(
+        // (Not eprintln!: a caller that read the line above and closed the pipe must
+        // not stop the server.)
+        let _ = writeln!(
+            std::io::stderr(),
             "quiver: the web app in {} at {scheme}://{listen}/ (connect it to {listen})",
             b.display()
         );
