@@ -168,7 +168,7 @@ fn show_transactions_lists_running_queries_with_their_memory() {
         assert!(t0.elapsed().as_secs() < 30, "the long query never showed");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    assert_eq!(row.len(), 16);
+    assert_eq!(row.len(), 18);
     assert_eq!(row[0], Value::str("neo4j"));
     assert!(matches!(&row[1], Value::Str(t) if t.starts_with("neo4j-transaction-")));
     assert_eq!(row[8], Value::str("Running"));
