@@ -133,12 +133,26 @@ pub enum SetItem {
     Merge { var: String, value: Expr },
     /// `SET n:A:B`
     Labels { var: String, labels: Vec<String> },
+    /// `SET n:$(expr)` (Neo4j 5.26's dynamic labels): each expression a string or a
+    /// list of strings, evaluated per row.
+    LabelExprs { var: String, exprs: Vec<Expr> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum RemoveItem {
-    Prop { target: Expr, key: String },
-    Labels { var: String, labels: Vec<String> },
+    Prop {
+        target: Expr,
+        key: String,
+    },
+    Labels {
+        var: String,
+        labels: Vec<String>,
+    },
+    /// `REMOVE n:$(expr)`
+    LabelExprs {
+        var: String,
+        exprs: Vec<Expr>,
+    },
 }
 
 /// `LOAD CSV` in Neo4j's and Memgraph's spellings.

@@ -797,6 +797,12 @@ impl Checker<'_> {
             SetItem::Labels { var, .. } => {
                 self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
             }
+            SetItem::LabelExprs { var, exprs } => {
+                self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
+                for e in exprs {
+                    self.expr(e, scope, false)?;
+                }
+            }
         }
         Ok(())
     }
@@ -932,6 +938,12 @@ impl Checker<'_> {
                         let e = match i {
                             RemoveItem::Prop { target, .. } => target.clone(),
                             RemoveItem::Labels { var, .. } => Expr::Var(var.clone(), 0),
+                            RemoveItem::LabelExprs { var, exprs } => {
+                                for x in exprs {
+                                    self.expr(x, &scope, false)?;
+                                }
+                                Expr::Var(var.clone(), 0)
+                            }
                         };
                         self.expr(&e, &scope, false)?;
                     }

@@ -257,6 +257,15 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             });
             continue;
         }
+        if c == b'$' && b.get(i + 1) == Some(&b'(') {
+            // `$(expr)`: a dynamic label or type (Neo4j 5.26).
+            out.push(Token {
+                tok: Tok::Punct("$"),
+                offset: start,
+            });
+            i += 1;
+            continue;
+        }
         if c == b'$' {
             i += 1;
             let n0 = i;

@@ -381,8 +381,16 @@ impl<'t> Parser<'t> {
             } else if self.eat_kw("REMOVE") {
                 let mut items = Vec::new();
                 loop {
-                    if let Some((var, labels)) = self.labels_item()? {
-                        items.push(RemoveItem::Labels { var, labels });
+                    if let Some((var, labels, exprs)) = self.labels_item()? {
+                        if !labels.is_empty() {
+                            items.push(RemoveItem::Labels {
+                                var: var.clone(),
+                                labels,
+                            });
+                        }
+                        if !exprs.is_empty() {
+                            items.push(RemoveItem::LabelExprs { var, exprs });
+                        }
                     } else {
                         let (target, key) = self.prop_target()?;
                         items.push(RemoveItem::Prop { target, key });
@@ -552,31 +560,40 @@ impl<'t> Parser<'t> {
         }
     }
 
-    /// `n:A:B` in SET or REMOVE, when the next item is one.
-    fn labels_item(&mut self) -> R<Option<(String, Vec<String>)>> {
+    /// `n:A:B` in SET or REMOVE, when the next item is one: the variable, the labels
+    /// named, and those given as `$(expr)`.
+    #[allow(clippy::type_complexity)]
+    fn labels_item(&mut self) -> R<Option<(String, Vec<String>, Vec<Expr>)>> {
         if !matches!(self.peek_at(1), Tok::Punct(":")) {
             return Ok(None);
         }
         let var = self.name("a variable")?;
-        Ok(Some((var, self.label_list()?)))
-    }
-
-    fn label_list(&mut self) -> R<Vec<String>> {
-        let mut labels = Vec::new();
+        let (mut labels, mut exprs) = (Vec::new(), Vec::new());
         while self.eat_p(":") {
-            labels.push(self.any_name("a label")?);
+            if self.eat_p("$") {
+                self.expect_p("(")?;
+                exprs.push(self.expr()?);
+                self.expect_p(")")?;
+            } else {
+                labels.push(self.any_name("a label")?);
+            }
         }
-        if labels.is_empty() {
-            return self.err("':' and a label");
-        }
-        Ok(labels)
+        Ok(Some((var, labels, exprs)))
     }
 
     fn set_items(&mut self) -> R<Vec<SetItem>> {
         let mut items = Vec::new();
         loop {
-            if let Some((var, labels)) = self.labels_item()? {
-                items.push(SetItem::Labels { var, labels });
+            if let Some((var, labels, exprs)) = self.labels_item()? {
+                if !labels.is_empty() {
+                    items.push(SetItem::Labels {
+                        var: var.clone(),
+                        labels,
+                    });
+                }
+                if !exprs.is_empty() {
+                    items.push(SetItem::LabelExprs { var, exprs });
+                }
             } else if matches!(self.peek_at(1), Tok::Punct("=") | Tok::Punct("+=")) {
                 let var = self.name("a variable")?;
                 if self.eat_p("+=") {

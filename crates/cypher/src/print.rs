@@ -431,7 +431,12 @@ fn set_item(i: &SetItem) -> String {
         SetItem::Replace { var, value } => format!("{} = {}", name(var), expr(value)),
         SetItem::Merge { var, value } => format!("{} += {}", name(var), expr(value)),
         SetItem::Labels { var, labels: ls } => format!("{}{}", name(var), labels(ls)),
+        SetItem::LabelExprs { var, exprs } => format!("{}{}", name(var), dyn_labels(exprs)),
     }
+}
+
+fn dyn_labels(exprs: &[Expr]) -> String {
+    exprs.iter().map(|e| format!(":$({})", expr(e))).collect()
 }
 
 fn items(v: &[SetItem]) -> String {
@@ -467,6 +472,9 @@ fn update_clause(c: &Clause) -> String {
                     RemoveItem::Prop { target, key } => format!("{}.{}", expr(target), name(key)),
                     RemoveItem::Labels { var, labels: ls } => {
                         format!("{}{}", name(var), labels(ls))
+                    }
+                    RemoveItem::LabelExprs { var, exprs } => {
+                        format!("{}{}", name(var), dyn_labels(exprs))
                     }
                 })
                 .collect::<Vec<_>>()

@@ -699,3 +699,54 @@ fn seeks_stream_and_index_builds_take_grants() {
     assert_eq!(count(&mut s, "MATCH (b:B) RETURN count(b)"), 200_000);
     run(&mut s, "CREATE INDEX ON :A(k)").unwrap();
 }
+
+/// Neo4j 5.26's dynamic labels in SET and REMOVE (`n:$(expr)`, what LangChain's
+/// graph import writes): a string or a list of strings per row, beside named labels;
+/// anything else is a type error; they last through a checkpoint and a reopen.
+#[test]
+fn dynamic_labels_in_set_and_remove() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(
+        &mut s,
+        "CREATE (:P {t: 'Person', ls: ['A', 'B']}), (:P {t: 'Org', ls: []})",
+    )
+    .unwrap();
+    let sum = run(&mut s, "MATCH (n:P) SET n:$(n.t):X:$(n.ls)").unwrap();
+    assert_eq!(sum.counters.labels_added, 6);
+    let labels = |s: &mut Session| {
+        rows(s, "MATCH (n:P) RETURN labels(n) ORDER BY n.t")
+            .into_iter()
+            .map(|r| format!("{:?}", r[0]))
+            .collect::<Vec<_>>()
+    };
+    let both = labels(&mut s);
+    assert!(both[0].contains("Org") && both[0].contains("X"), "{both:?}");
+    assert!(
+        both[1].contains("Person") && both[1].contains("\"B\""),
+        "{both:?}"
+    );
+    assert_eq!(count(&mut s, "MATCH (n:Person:A:B:X) RETURN count(n)"), 1);
+    // From a parameter, and removed again.
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("ls".to_string(), Value::list(vec![Value::str("X")]));
+    s.run(
+        "MATCH (n:P) REMOVE n:$($ls):$(n.t)",
+        &params,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(count(&mut s, "MATCH (n:X) RETURN count(n)"), 0);
+    assert_eq!(count(&mut s, "MATCH (n:Person) RETURN count(n)"), 0);
+    assert_eq!(count(&mut s, "MATCH (n:A:B) RETURN count(n)"), 1);
+    // Not a string: a type error, nothing changed.
+    let e = run(&mut s, "MATCH (n:P) SET n:$(1)").unwrap_err();
+    assert!(e.to_string().contains("string or a list of strings"), "{e}");
+    let e = run(&mut s, "MATCH (n:P) SET n:$('')").unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    run(&mut s, "CHECKPOINT").unwrap();
+    drop(s);
+    let mut s = open(&db);
+    assert_eq!(count(&mut s, "MATCH (n:A:B:P) RETURN count(n)"), 1);
+}

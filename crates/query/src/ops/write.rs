@@ -426,6 +426,8 @@ pub enum SetOp {
     Labels {
         target: CExpr,
         labels: Vec<Arc<str>>,
+        /// `$(expr)` labels: each a string or a list of strings, per row.
+        dynamic: Vec<CExpr>,
         add: bool,
     },
 }
@@ -635,11 +637,32 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
             SetOp::Labels {
                 target,
                 labels,
+                dynamic,
                 add,
             } => match eval(&cx.env, target, b, row, &mut locals)? {
                 Value::Null => {}
                 Value::Node(n) => {
-                    for l in labels {
+                    let mut named: Vec<Arc<str>> = Vec::new();
+                    for e in dynamic {
+                        match eval(&cx.env, e, b, row, &mut locals)? {
+                            Value::Str(s) => named.push(s),
+                            Value::List(l) => {
+                                for v in l.iter() {
+                                    match v {
+                                        Value::Str(s) => named.push(s.clone()),
+                                        other => return Err(dyn_label_type(other)),
+                                    }
+                                }
+                            }
+                            other => return Err(dyn_label_type(&other)),
+                        }
+                    }
+                    if named.iter().any(|l| l.is_empty()) {
+                        return Err(QueryError::InvalidArgument(
+                            "a label cannot be the empty string".into(),
+                        ));
+                    }
+                    for l in labels.iter().chain(&named) {
                         tx(cx)?.set_label(n, l, *add)?;
                     }
                     if *add {
@@ -656,6 +679,13 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
         }
     }
     Ok(())
+}
+
+fn dyn_label_type(v: &Value) -> QueryError {
+    QueryError::ty(format!(
+        "a dynamic label $(...) must be a string or a list of strings, got {}",
+        v.type_name()
+    ))
 }
 
 pub struct SetProps {

@@ -191,6 +191,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     var: var.clone(),
                     labels: labels.clone(),
                 },
+                RemoveItem::LabelExprs { var, exprs } => SetItem::LabelExprs {
+                    var: var.clone(),
+                    exprs: exprs.clone(),
+                },
             })
             .collect();
         let mut ops = self.set_ops(&as_set, scope)?;
@@ -224,6 +228,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 SetItem::Labels { var, labels } => SetOp::Labels {
                     target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
                     labels: labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                    dynamic: Vec::new(),
+                    add: true,
+                },
+                SetItem::LabelExprs { var, exprs } => SetOp::Labels {
+                    target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
+                    labels: Vec::new(),
+                    dynamic: exprs
+                        .iter()
+                        .map(|e| self.compile(e, scope, &[]))
+                        .collect::<Result<_, _>>()?,
                     add: true,
                 },
             });
