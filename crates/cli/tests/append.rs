@@ -285,7 +285,7 @@ fn appended_relationships_reach_nodes_cypher_created() {
 }
 
 /// `quiver serve --no-auth` on `db` (an ephemeral port), once it listens.
-fn serve(db: &Path) -> std::process::Child {
+fn serve(db: &Path) -> Served {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
         .args([
@@ -308,7 +308,7 @@ fn serve(db: &Path) -> std::process::Child {
     }
     // Keep draining so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    child
+    Served(child)
 }
 
 #[test]
@@ -369,8 +369,8 @@ fn an_append_to_a_served_database_goes_through_the_server() {
         &format!("U={}", s(&bad)),
     ]);
     assert!(err.contains("bad.csv") && err.contains(":2"), "{err}");
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
     assert_eq!(answers(&db), answers(&offline));
     ok(&["check", "--db", s(&db)]);
 }
@@ -427,8 +427,8 @@ fn a_kill_during_two_appends_keeps_each_whole_or_not_at_all() {
             })
             .collect();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        server.kill().unwrap();
-        server.wait().unwrap();
+        server.0.kill().unwrap();
+        server.0.wait().unwrap();
         let finished: Vec<bool> = clients
             .into_iter()
             .map(|mut c| c.wait().unwrap().success())

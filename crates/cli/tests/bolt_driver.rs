@@ -6,8 +6,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 
 fn have_driver() -> bool {
     let have = Command::new("python3")
@@ -28,44 +28,9 @@ fn have_driver() -> bool {
 
 /// A database with user alice (password `pa55word`) and a server on it; the server's
 /// address. The server is killed when the returned guard drops.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(db: &std::path::Path, extra: &[&str]) -> (Server, String) {
-    let quiver = env!("CARGO_BIN_EXE_quiver");
+fn start(db: &std::path::Path, extra: &[&str]) -> (common::Served, String) {
     common::ok(&["query", "--db", common::s(db), "--create", "RETURN 1"]);
-    let mut add = Command::new(quiver)
-        .args(["user", "add", "alice", "--db"])
-        .arg(db)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    add.stdin.take().unwrap().write_all(b"pa55word\n").unwrap();
-    assert!(add.wait().unwrap().success());
-    let mut server = Command::new(quiver)
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // "quiver: serving ... over Bolt on 127.0.0.1:PORT (...)"
-    let mut err = BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split(" on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    (Server(server), addr)
+    common::serve_as_alice(db, extra)
 }
 
 /// Runs python3 with `args`; it must succeed and print `ok`.

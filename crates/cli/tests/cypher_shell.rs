@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -37,18 +37,8 @@ fn tools() -> Option<PathBuf> {
     Some(lib)
 }
 
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A database with a small graph and user alice (`pa55word`), served; its address.
-fn start(db: &Path) -> (Server, String) {
-    let quiver = env!("CARGO_BIN_EXE_quiver");
+fn start(db: &Path) -> (common::Served, String) {
     common::ok(&[
         "query",
         "--db",
@@ -56,30 +46,7 @@ fn start(db: &Path) -> (Server, String) {
         "--create",
         "CREATE (:P {name: 'a', n: 1, f: 1.5, l: [1, 2], d: date('2024-01-02'), b: true})-[:K {w: 2}]->(:P {name: 'b'})",
     ]);
-    let mut add = Command::new(quiver)
-        .args(["user", "add", "alice", "--db"])
-        .arg(db)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    add.stdin.take().unwrap().write_all(b"pa55word\n").unwrap();
-    assert!(add.wait().unwrap().success());
-    let mut server = Command::new(quiver)
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split(" on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    (Server(server), addr)
+    common::serve_as_alice(db, &[])
 }
 
 /// cypher-shell with `args` (after the address and alice's login), `stdin` piped in.

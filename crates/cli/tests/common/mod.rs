@@ -109,3 +109,47 @@ pub fn generation_dirs(db: &Path) -> Vec<String> {
     gens.sort();
     gens
 }
+
+/// `quiver serve`, killed when dropped.
+pub struct Served(pub std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Adds user alice (password `pa55word`) to the database `db` (which must exist) and
+/// serves it on an ephemeral port with `extra` flags; the server and its address.
+pub fn serve_as_alice(db: &Path, extra: &[&str]) -> (Served, String) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let quiver = env!("CARGO_BIN_EXE_quiver");
+    let mut add = Command::new(quiver)
+        .args(["user", "add", "alice", "--db"])
+        .arg(db)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(b"pa55word\n").unwrap();
+    assert!(add.wait().unwrap().success());
+    let mut server = Command::new(quiver)
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "quiver: serving ... over Bolt on 127.0.0.1:PORT (...)"
+    let mut err = BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split(" on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (Served(server), addr)
+}
