@@ -81,6 +81,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     let listener =
         TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
+    // `quiver import --append` from other processes, through the control port: open
+    // before the line below says the server is ready.
+    let _control = super::control::start(store.clone())?;
     let listen = listener.local_addr()?;
     eprintln!(
         "quiver: serving {} over Bolt on {listen} ({}, {})",
@@ -119,8 +122,6 @@ pub fn run(a: Args) -> Result<()> {
         browser: a.browser.clone(),
         ..ServeOptions::default()
     };
-    // `quiver import --append` from other processes, through the control port.
-    let _control = super::control::start(store.clone())?;
     quiver_bolt::serve(listener, store, opts)?;
     Ok(())
 }
