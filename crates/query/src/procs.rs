@@ -8,6 +8,7 @@ use crate::graph::Graph;
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::{Key, Value};
 use quiver_cypher::ast::{Clause, Expr, Statement};
+use quiver_storage::read::Direction;
 use std::sync::Arc;
 
 /// The type of a procedure's input or output, as signatures write it (`INTEGER?`).
@@ -200,6 +201,143 @@ fn dbms_config(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
         .collect())
 }
 
+/// How many nodes of each label (and relationships from them) `apoc.meta.data()`
+/// samples, as APOC's `sample` setting does.
+const META_SAMPLE: usize = 1000;
+
+/// APOC's type name of a property value.
+fn meta_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NULL",
+        Value::Bool(_) => "BOOLEAN",
+        Value::Int(_) => "INTEGER",
+        Value::Float(_) => "FLOAT",
+        Value::Str(_) => "STRING",
+        Value::List(_) => "LIST",
+        Value::Map(_) => "MAP",
+        Value::Date(_) => "DATE",
+        Value::LocalTime(_) => "LOCAL_TIME",
+        Value::Time(..) => "TIME",
+        Value::LocalDateTime(_) => "LOCAL_DATE_TIME",
+        Value::DateTime(..) => "DATE_TIME",
+        Value::Duration(_) => "DURATION",
+        Value::Bytes(_) => "BYTE_ARRAY",
+        Value::Node(_) => "NODE",
+        Value::Rel(_) => "RELATIONSHIP",
+        Value::Path(_) => "PATH",
+    }
+}
+
+/// `apoc.meta.data()`: the graph's schema as APOC samples it, what LangChain's and
+/// neo4j-graphrag's schema readers ask. Per label, up to [`META_SAMPLE`] of its nodes:
+/// a row per property (its type), a row per relationship type leaving them (`type`
+/// `RELATIONSHIP`, `other`: the labels at the far end); per relationship type met, a row
+/// per property of those relationships (`elementType` `relationship`).
+fn apoc_meta_data(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+    use std::collections::BTreeMap;
+    let mut rows = Vec::new();
+    // (relationship type -> property -> (type, count))
+    let mut rel_props: BTreeMap<String, BTreeMap<String, (&'static str, i64)>> = BTreeMap::new();
+    let delta_nodes = g.delta_nodes();
+    for name in g.label_names() {
+        let Some(label) = g.label_id(&name) else {
+            continue;
+        };
+        let mut sample = Vec::new();
+        'tables: for (t, _) in g.label_scan(label).tables {
+            let (lo, hi) = g.table_range(t);
+            for n in lo..hi {
+                if sample.len() >= META_SAMPLE {
+                    break 'tables;
+                }
+                if g.node_live(n) && g.has_label(n, label)? {
+                    sample.push(n);
+                }
+            }
+        }
+        for &n in &delta_nodes {
+            if sample.len() >= META_SAMPLE {
+                break;
+            }
+            if n >= g.segment_nodes() && g.has_label(n, label)? {
+                sample.push(n);
+            }
+        }
+        let mut props: BTreeMap<String, (&'static str, i64)> = BTreeMap::new();
+        // (relationship type -> labels at the far end, count)
+        let mut rels: BTreeMap<String, (Vec<String>, i64)> = BTreeMap::new();
+        for &n in &sample {
+            for (k, v) in g.node_props(n)? {
+                let e = props.entry(k.to_string()).or_insert((meta_type(&v), 0));
+                e.1 += 1;
+            }
+            for ty in 0..g.n_rel_types() as u32 {
+                let mut far = Vec::new();
+                g.for_each_neighbour(ty, n, Direction::Out, |nb, eid| far.push((nb, eid)))?;
+                if far.is_empty() {
+                    continue;
+                }
+                let tname = g.rel_type_name(ty).to_string();
+                let entry = rels.entry(tname.clone()).or_default();
+                for &(nb, eid) in far.iter().take(16) {
+                    for l in g.labels(u64::from(nb))? {
+                        if !entry.0.iter().any(|x| **x == *l) {
+                            entry.0.push(l.to_string());
+                        }
+                    }
+                    let r = g.rel_ref(ty, n, nb, eid, Direction::Out)?;
+                    let rp = rel_props.entry(tname.clone()).or_default();
+                    for (k, v) in g.rel_props(&r)? {
+                        let e = rp.entry(k.to_string()).or_insert((meta_type(&v), 0));
+                        e.1 += 1;
+                    }
+                }
+                entry.1 += far.len() as i64;
+            }
+        }
+        for (k, (ty, count)) in props {
+            rows.push(meta_row(&name, &k, count, ty, &[], "node"));
+        }
+        for (t, (other, count)) in rels {
+            rows.push(meta_row(&name, &t, count, "RELATIONSHIP", &other, "node"));
+        }
+    }
+    for (t, props) in rel_props {
+        for (k, (ty, count)) in props {
+            rows.push(meta_row(&t, &k, count, ty, &[], "relationship"));
+        }
+    }
+    Ok(rows)
+}
+
+/// A row of `apoc.meta.data()` in APOC's columns.
+fn meta_row(
+    label: &str,
+    property: &str,
+    count: i64,
+    ty: &str,
+    other: &[String],
+    element: &str,
+) -> Vec<Value> {
+    let others = Value::list(other.iter().map(|o| Value::str(o)).collect());
+    vec![
+        Value::str(label),
+        Value::str(property),
+        Value::Int(count),
+        Value::Bool(false),
+        Value::Bool(false),
+        Value::Bool(false),
+        Value::str(ty),
+        Value::Bool(ty == "LIST"),
+        Value::Null,
+        Value::Int(0),
+        Value::Int(0),
+        others.clone(),
+        others,
+        Value::str(element),
+    ]
+}
+
 /// The built-in procedures, made once.
 pub fn builtins() -> &'static [Arc<Procedure>] {
     static BUILTINS: std::sync::OnceLock<Vec<Arc<Procedure>>> = std::sync::OnceLock::new();
@@ -228,6 +366,30 @@ fn make_builtins() -> Vec<Procedure> {
             body: Body::Builtin(dbms_components),
         },
         one("dbms.cluster.role", "role", dbms_cluster_role),
+        Procedure {
+            name: "apoc.meta.data".into(),
+            inputs: Vec::new(),
+            outputs: [
+                ("label", PType::String),
+                ("property", PType::String),
+                ("count", PType::Integer),
+                ("unique", PType::Boolean),
+                ("index", PType::Boolean),
+                ("existence", PType::Boolean),
+                ("type", PType::String),
+                ("array", PType::Boolean),
+                ("sample", PType::Other),
+                ("left", PType::Integer),
+                ("right", PType::Integer),
+                ("other", PType::Other),
+                ("otherLabels", PType::Other),
+                ("elementType", PType::String),
+            ]
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect(),
+            body: Body::Builtin(apoc_meta_data),
+        },
         config("dbms.clientConfig"),
         config("dbms.listConfig"),
     ]

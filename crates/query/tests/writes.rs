@@ -750,3 +750,67 @@ fn dynamic_labels_in_set_and_remove() {
     let mut s = open(&db);
     assert_eq!(count(&mut s, "MATCH (n:A:B:P) RETURN count(n)"), 1);
 }
+
+/// `apoc.meta.data()` as LangChain's and neo4j-graphrag's schema readers query it: node
+/// properties with their types, relationship properties, and which labels each
+/// relationship type joins; the same over segments and over the delta.
+#[test]
+fn apoc_meta_data_answers_the_schema_readers() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(&d.path().join("g.qdb"));
+    run(
+        &mut s,
+        "CREATE (a:Person {name: 'a', age: 3, tags: ['x']})-[:KNOWS {since: 2020}]->(:Person {name: 'b'})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // After the checkpoint, in the delta: a new label and a new type.
+    run(
+        &mut s,
+        "MATCH (a:Person {name: 'a'}) CREATE (a)-[:WORKS_AT]->(:Org {name: 'o', founded: date('2001-02-03')})",
+    )
+    .unwrap();
+    let text = |q: &str, s: &mut Session| -> Vec<String> {
+        let mut v: Vec<String> = rows(s, q).iter().map(|r| format!("{:?}", r[0])).collect();
+        v.sort();
+        v
+    };
+    let nodes = text(
+        "CALL apoc.meta.data() YIELD label, other, elementType, type, property \
+         WHERE NOT type = 'RELATIONSHIP' AND elementType = 'node' \
+         RETURN label + '.' + property + ':' + type",
+        &mut s,
+    );
+    let want = |v: &[&str]| {
+        v.iter()
+            .map(|x| format!("{:?}", Value::str(x)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        nodes,
+        want(&[
+            "Org.founded:DATE",
+            "Org.name:STRING",
+            "Person.age:INTEGER",
+            "Person.name:STRING",
+            "Person.tags:LIST"
+        ])
+    );
+    let rels = text(
+        "CALL apoc.meta.data() YIELD label, elementType, type, property \
+         WHERE NOT type = 'RELATIONSHIP' AND elementType = 'relationship' \
+         RETURN label + '.' + property + ':' + type",
+        &mut s,
+    );
+    assert_eq!(rels, want(&["KNOWS.since:INTEGER"]));
+    let ends = text(
+        "CALL apoc.meta.data() YIELD label, other, elementType, type, property \
+         WHERE type = 'RELATIONSHIP' AND elementType = 'node' \
+         UNWIND other AS other_node RETURN label + '-' + property + '->' + toString(other_node)",
+        &mut s,
+    );
+    assert_eq!(
+        ends,
+        want(&["Person-KNOWS->Person", "Person-WORKS_AT->Org"])
+    );
+}
