@@ -404,7 +404,7 @@ fn a_direct_write_short_of_memory_waits_for_it() {
         n - 1
     );
     assert!(plan(&mut s, &q).contains("BulkCreate"));
-    let t0 = std::time::Instant::now();
+    // (Without waiting it fails at once: the memory is held for half a second.)
     let r = std::thread::scope(|t| {
         t.spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(500));
@@ -414,7 +414,6 @@ fn a_direct_write_short_of_memory_waits_for_it() {
     });
     let sum = r.unwrap();
     assert_eq!(sum.counters.relationships_created, n as u64);
-    assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
     assert_eq!(
         rows(&mut s, "MATCH ()-[r:T]->() RETURN count(r)"),
         vec![vec![Value::Int(n)]]
