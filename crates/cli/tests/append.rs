@@ -369,6 +369,32 @@ fn an_append_to_a_served_database_goes_through_the_server() {
         &format!("U={}", s(&bad)),
     ]);
     assert!(err.contains("bad.csv") && err.contains(":2"), "{err}");
+    // A copy of the folder, control file and all, is not the served database: the
+    // append goes into the copy, by itself.
+    let copy = d.path().join("copy.qdb");
+    let o = std::process::Command::new("cp")
+        .args(["-r", s(&db), s(&copy)])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let late = write(
+        d.path(),
+        "late.csv",
+        "id:ID(U),name,n:int\nu-77777,late,1\n",
+    );
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&copy),
+        "--append",
+        "--nodes",
+        &format!("U={}", s(&late)),
+    ]);
+    assert!(out.contains("1 nodes"), "{out}");
+    let q = "MATCH (u:U {id: 'u-77777'}) RETURN count(u)";
+    let n = |db: &Path| ok(&["query", "--db", s(db), "--format", "csv", q]);
+    assert_eq!(n(&copy), "count(u)\n1\n");
+    assert_eq!(n(&db), "count(u)\n0\n");
     server.0.kill().unwrap();
     server.0.wait().unwrap();
     assert_eq!(answers(&db), answers(&offline));

@@ -40,6 +40,9 @@ struct Request {
     /// The arguments of `quiver import` (after the subcommand), `--append` among them.
     append: Vec<String>,
     cwd: PathBuf,
+    /// The database the client means (its canonical path): a control file copied with
+    /// a database folder names another database's server.
+    db: PathBuf,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -154,6 +157,18 @@ fn handle(conn: TcpStream, store: &Arc<Store>, token: &str) {
             "the control token does not match: the server was restarted; append again".into(),
         ));
     }
+    let mine = store
+        .dir()
+        .canonicalize()
+        .unwrap_or_else(|_| store.dir().to_path_buf());
+    if req.db != mine {
+        return remote.send(&Reply::Error(format!(
+            "this server serves {}, not {}: its control file was copied with the database folder; delete {} there",
+            mine.display(),
+            req.db.display(),
+            CONTROL_FILE
+        )));
+    }
     let reply = match run_append(store, &req, &remote) {
         Ok(summary) => Reply::Done(Box::new(summary)),
         Err(e) => Reply::Error(format!("{e:#}")),
@@ -208,6 +223,10 @@ pub fn append_remote(db: &Path, progress: &dyn Progress) -> Result<Option<Import
     let Ok(ep) = serde_json::from_slice::<Endpoint>(&text) else {
         return Ok(None);
     };
+    // No process holds the database: the file is a dead server's (or a copy's).
+    if quiver_storage::write::lock_database(db).is_ok() {
+        return Ok(None);
+    }
     // A file a killed server left: nothing listens (or not the server: the token says).
     let Ok(mut conn) = TcpStream::connect(("127.0.0.1", ep.port)) else {
         return Ok(None);
@@ -220,6 +239,7 @@ pub fn append_remote(db: &Path, progress: &dyn Progress) -> Result<Option<Import
         token: ep.token,
         append: args,
         cwd: std::env::current_dir()?,
+        db: db.canonicalize()?,
     };
     let mut line = serde_json::to_vec(&req)?;
     line.push(b'\n');
