@@ -137,6 +137,9 @@ impl Progress for Remote {
 
 fn handle(conn: TcpStream, store: &Arc<Store>, token: &str) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    // A client that stops reading its progress must not hold the append (and the
+    // publishing turn it holds) forever: a write that cannot go out cancels it.
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(30)));
     let Ok(reader) = conn.try_clone() else { return };
     let mut line = String::new();
     let read = BufReader::new(reader.take(REQUEST_BYTES_MAX)).read_line(&mut line);
