@@ -128,7 +128,12 @@ pub(crate) fn respond(out: &mut impl Write, head: &[u8], browser: Option<&Path>)
     let wants_json = header(&text, "accept").is_some_and(|a| a.contains("application/json"));
     if path.split('?').next() == Some("/") && (wants_json || browser.is_none()) {
         // What Neo4j's HTTP port answers at `/`: where Bolt is (this same port).
-        let host = header(&text, "host").unwrap_or("localhost:7687");
+        // (Only a host's characters: the value goes into JSON as it is.)
+        let host: String = header(&text, "host")
+            .unwrap_or("localhost:7687")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || ".:-[]_".contains(*c))
+            .collect();
         let body = format!(
             "{{\"bolt_direct\":\"bolt://{host}\",\"bolt_routing\":\"neo4j://{host}\",\"neo4j_version\":\"5.26.0\",\"neo4j_edition\":\"community\",\"server\":\"quiver {}\"}}\n",
             env!("CARGO_PKG_VERSION")

@@ -356,7 +356,14 @@ fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
                     Value::list(vec![Value::str("admin")]),
                     Value::list(Vec::new()),
                 ];
-                for proc_name in ["dbms.showCurrentUser", "dbms.security.showCurrentUser"] {
+                const NAMES: [&str; 2] = ["dbms.showCurrentUser", "dbms.security.showCurrentUser"];
+                // (A LOGOFF and a new LOGON replace the user, not add one.)
+                session
+                    .opts
+                    .procedures
+                    .registered
+                    .retain(|p| !NAMES.contains(&p.name.as_str()));
+                for proc_name in NAMES {
                     session.opts.procedures.registered.push(Arc::new(
                         quiver_query::procs::Procedure {
                             name: proc_name.into(),

@@ -123,15 +123,6 @@ impl Store {
         self.next_node.fetch_add(n, Ordering::SeqCst)
     }
 
-    /// A checkpoint by the holder of [`Store::publishing`] (a live append, which keeps
-    /// other checkpoints out from its snapshot to its publish).
-    pub fn checkpoint_publishing(
-        &self,
-        publisher: &MutexGuard<'_, ()>,
-    ) -> Result<CheckpointReport, EngineError> {
-        self.checkpoint_with(publisher)
-    }
-
     /// Publishes an append staged against `base` (the generation current since the
     /// caller took [`Store::publishing`]): a checkpoint that takes the delta and the
     /// append's parts into a new generation. Under the commit lock throughout, as a

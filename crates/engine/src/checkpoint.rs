@@ -248,8 +248,9 @@ impl Store {
         self.checkpoint_with(&publisher)
     }
 
-    /// [`Store::checkpoint`] by the holder of [`Store::publishing`].
-    pub(crate) fn checkpoint_with(
+    /// [`Store::checkpoint`] by the holder of [`Store::publishing`] (a live append,
+    /// which keeps other checkpoints out from its snapshot to its publish).
+    pub fn checkpoint_with(
         &self,
         publisher: &MutexGuard<'_, ()>,
     ) -> Result<CheckpointReport, EngineError> {

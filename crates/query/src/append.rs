@@ -123,18 +123,19 @@ pub fn append(
     let waited_for_memory = shown.waited();
     let publisher = store.publishing();
     if store.has_uncheckpointed_writes() {
-        store.checkpoint_publishing(&publisher)?;
+        store.checkpoint_with(&publisher)?;
     }
     let base = store.snapshot().db;
     if let Some(t) = id_type.or_else(|| base.manifest().id_spaces.first().map(|s| s.id_type)) {
         cfg.id_type = t;
     }
     cfg.db = store.dir().to_path_buf();
+    static APPENDS: AtomicU64 = AtomicU64::new(0);
     let folder = format!(
         "{}/append-{}-{}",
         quiver_engine::bulk::BULK_DIR,
         std::process::id(),
-        t0.elapsed().as_nanos() ^ (Arc::as_ptr(store) as u128)
+        APPENDS.fetch_add(1, Ordering::Relaxed)
     );
     let staging = Staging::private(store.dir(), &folder)?;
     let first = Arc::new(AtomicU64::new(base.n_nodes()));
@@ -145,7 +146,6 @@ pub fn append(
         Ok(f)
     })));
     let (mut summary, manifest) = quiver_import::append_staged(&cfg, &base, &staging, progress)?;
-    drop(cfg);
     progress.phase(Phase::Publish, 1);
     let appended = open_staged(store.dir(), manifest.clone())?;
     let prebuilt = Prebuilt::diff(base.manifest(), &manifest, first.load(Ordering::SeqCst));

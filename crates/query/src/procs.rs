@@ -205,26 +205,14 @@ fn dbms_config(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
 /// samples, as APOC's `sample` setting does.
 const META_SAMPLE: usize = 1000;
 
-/// APOC's type name of a property value.
+/// APOC's type name of a property value: Cypher's, but for the few APOC spells apart.
 fn meta_type(v: &Value) -> &'static str {
     match v {
-        Value::Null => "NULL",
-        Value::Bool(_) => "BOOLEAN",
-        Value::Int(_) => "INTEGER",
-        Value::Float(_) => "FLOAT",
-        Value::Str(_) => "STRING",
-        Value::List(_) => "LIST",
-        Value::Map(_) => "MAP",
-        Value::Date(_) => "DATE",
         Value::LocalTime(_) => "LOCAL_TIME",
-        Value::Time(..) => "TIME",
         Value::LocalDateTime(_) => "LOCAL_DATE_TIME",
         Value::DateTime(..) => "DATE_TIME",
-        Value::Duration(_) => "DURATION",
         Value::Bytes(_) => "BYTE_ARRAY",
-        Value::Node(_) => "NODE",
-        Value::Rel(_) => "RELATIONSHIP",
-        Value::Path(_) => "PATH",
+        v => v.type_name(),
     }
 }
 

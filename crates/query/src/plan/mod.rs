@@ -226,39 +226,25 @@ fn split_and(e: Expr, out: &mut Vec<Expr>) {
 
 /// Variables an expression reads (excluding list-comprehension variables).
 fn free_vars(e: &Expr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    // A list comprehension or reduce(): its list (and initial value) outside its own
+    // variables, the rest inside them.
+    if let Some((vars, inside, outside)) = local_scope(e) {
+        for x in outside {
+            free_vars(x, bound, out);
+        }
+        let n = bound.len();
+        bound.extend(vars);
+        for x in inside {
+            free_vars(x, bound, out);
+        }
+        bound.truncate(n);
+        return;
+    }
     match e {
         Expr::Var(n, _) => {
             if !bound.contains(n) {
                 out.push(n.clone())
             }
-        }
-        Expr::ListComp {
-            var,
-            list,
-            pred,
-            map,
-        } => {
-            free_vars(list, bound, out);
-            bound.push(var.clone());
-            for x in [pred, map].into_iter().flatten() {
-                free_vars(x, bound, out);
-            }
-            bound.pop();
-        }
-        Expr::Reduce {
-            acc,
-            init,
-            var,
-            list,
-            expr,
-        } => {
-            free_vars(init, bound, out);
-            free_vars(list, bound, out);
-            bound.push(acc.clone());
-            bound.push(var.clone());
-            free_vars(expr, bound, out);
-            bound.pop();
-            bound.pop();
         }
         Expr::PatternPred(p) => {
             for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
