@@ -82,6 +82,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--readers", type=int, default=1)
     ap.add_argument("--before", type=float, default=3.0, help="seconds of reads before the append")
+    ap.add_argument("--writes", type=float, default=0.0,
+                    help="percent of users SET before the append, not checkpointed (a database that has seen writes)")
     args = ap.parse_args()
     args.peers = ""
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
@@ -95,12 +97,23 @@ def main():
     print(f"social scale {args.scale} ({n_users} users) + {args.users} users and {args.follows} follows; "
           f"{args.readers} reader(s); median of {args.runs} runs")
     offline, served, rss, before, during = [], [], [], [], []
+    def seen_writes(db):
+        if args.writes > 0:
+            every = max(1, round(100 / args.writes))
+            subprocess.run([str(QUIVER), "query", "--db", str(db),
+                            f"MATCH (u:User) WHERE u.id % {every} = 0 SET u.age = coalesce(u.age, 0) + 1"],
+                           check=True, capture_output=True)
+
+    if args.writes > 0:
+        print(f"each append into a database with {args.writes}% of users SET, not checkpointed")
     for r in range(args.runs):
         db = work / "served-append.qdb"
         fresh_copy(q, db)
+        seen_writes(db)
         secs, _, _ = timed(cmd(db))
         offline.append(secs)
         fresh_copy(q, db)
+        seen_writes(db)
         server, port = serve(db)
         stop, out = mp.Event(), mp.Queue()
         ps = [mp.Process(target=reader, args=(f"bolt://127.0.0.1:{port}", n_users, r * 100 + i, stop, out))
