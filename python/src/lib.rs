@@ -158,10 +158,12 @@ fn error_of(py: Python<'_>, e: &QueryError, msg: String) -> PyErr {
         QueryError::UnknownFunction(_) | QueryError::MissingParam(_) | QueryError::Semantic(_) => {
             CypherSyntaxError::new_err(msg)
         }
-        QueryError::Type(_) | QueryError::Engine(E::PropertyType(_)) => {
+        QueryError::Type(..) | QueryError::Engine(E::PropertyType(_)) => {
             CypherTypeError::new_err(msg)
         }
-        QueryError::Engine(E::Constraint(_)) => ConstraintError::new_err(msg),
+        QueryError::Engine(E::Constraint(_) | E::ConnectedNode { .. }) => {
+            ConstraintError::new_err(msg)
+        }
         QueryError::Engine(E::Conflict(_)) => TransactionConflict::new_err(msg),
         QueryError::Memory { .. } | QueryError::Engine(E::Memory(_)) => {
             MemoryLimitExceeded::new_err(msg)

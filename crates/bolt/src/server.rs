@@ -290,16 +290,20 @@ pub fn failure(e: &QueryError) -> Failure {
             "Neo.ClientError.Statement.SyntaxError"
         }
         QueryError::MissingParam(_) => "Neo.ClientError.Statement.ParameterMissing",
-        QueryError::Type(_) => "Neo.ClientError.Statement.TypeError",
-        QueryError::Argument(_) => "Neo.ClientError.Statement.ArgumentError",
+        QueryError::Type(..) => "Neo.ClientError.Statement.TypeError",
+        QueryError::Argument(_) | QueryError::ArgumentValue(..) => {
+            "Neo.ClientError.Statement.ArgumentError"
+        }
         QueryError::Semantic(_) => "Neo.ClientError.Statement.SemanticError",
         QueryError::EntityNotFound(_) => "Neo.ClientError.Statement.EntityNotFound",
         QueryError::Procedure(_) => "Neo.ClientError.Procedure.ProcedureNotFound",
-        QueryError::InvalidArgument(_) => "Neo.ClientError.Statement.ArgumentError",
+        QueryError::InvalidArgument(..) => "Neo.ClientError.Statement.ArgumentError",
         QueryError::Memory { .. } => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
         QueryError::Cancelled => "Neo.TransientError.Transaction.Terminated",
         QueryError::Engine(E::Conflict(_)) => "Neo.TransientError.Transaction.DeadlockDetected",
-        QueryError::Engine(E::Constraint(_)) => "Neo.ClientError.Schema.ConstraintValidationFailed",
+        QueryError::Engine(E::Constraint(_) | E::ConnectedNode { .. }) => {
+            "Neo.ClientError.Schema.ConstraintValidationFailed"
+        }
         QueryError::Engine(E::PropertyType(_)) => "Neo.ClientError.Statement.TypeError",
         QueryError::Engine(E::Memory(_)) => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
         QueryError::RolledBack(inner) => return failure(inner),

@@ -4,6 +4,7 @@
 //! parts of a UNION return the same columns. Errors point at the offending variable.
 
 use crate::ast::*;
+use crate::detail::Detail;
 use crate::parse::{error_at, ParseError};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -110,6 +111,14 @@ pub fn contains_aggregate(e: &Expr) -> bool {
     is_aggregate_call(e) || e.children().into_iter().any(contains_aggregate)
 }
 
+/// The first variable `e` reads, with its offset.
+fn first_var(e: &Expr) -> Option<(&str, usize)> {
+    match e {
+        Expr::Var(v, at) => Some((v, *at)),
+        e => e.children().into_iter().find_map(first_var),
+    }
+}
+
 /// Whether `e` calls function `f`.
 fn contains_call(e: &Expr, f: &str) -> bool {
     matches!(e, Expr::Call { name, .. } if name == f)
@@ -139,13 +148,18 @@ struct Checker<'t> {
 }
 
 impl Checker<'_> {
-    fn fail<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
-        Err(error_at(self.text, offset, message))
+    fn fail<T>(&self, detail: Detail, offset: usize, message: String) -> Result<T, ParseError> {
+        Err(error_at(self.text, offset, message).with_detail(detail))
     }
 
     /// A type error found in the text, before anything runs.
-    fn fail_type<T>(&self, offset: usize, message: String) -> Result<T, ParseError> {
-        let mut e = error_at(self.text, offset, message);
+    fn fail_type<T>(
+        &self,
+        detail: Detail,
+        offset: usize,
+        message: String,
+    ) -> Result<T, ParseError> {
+        let mut e = error_at(self.text, offset, message).with_detail(detail);
         e.type_error = true;
         Err(e)
     }
@@ -161,6 +175,7 @@ impl Checker<'_> {
                 if let Expr::Var(n, at) = &**x {
                     if let Some(what) = literals.get(n) {
                         return self.fail_type(
+                            Detail::InvalidArgumentType,
                             *at,
                             format!("`{n}` is {what}, which has no properties (`{n}.{key}`)"),
                         );
@@ -180,14 +195,17 @@ impl Checker<'_> {
                         _ => false,
                     };
                     if let (true, Some(k)) = (wrong, k) {
-                        return self
-                            .fail(at, format!("{name}() does not take {} (`{n}`)", k.name()));
+                        return self.fail(
+                            Detail::InvalidArgumentType,
+                            at,
+                            format!("{name}() does not take {} (`{n}`)", k.name()),
+                        );
                     }
                 }
                 if name.eq_ignore_ascii_case("size") {
                     let path = matches!(arg, Expr::Var(n, _) if kinds.get(n) == Some(&Kind::Path));
                     if path || matches!(arg, Expr::PatternPred(_)) {
-                        return self.fail(
+                        return self.fail(Detail::InvalidArgumentType,
                             at,
                             "size() takes a string or a list, not a path or a pattern (length() gives a path's length; count the pattern with COUNT { })".into(),
                         );
@@ -217,7 +235,7 @@ impl Checker<'_> {
                             .iter()
                             .all(|x| matches!(x, Expr::Str(_) | Expr::Bool(_)));
                         if !items.is_empty() && texts && arithmetic_on(pred, var, bools) {
-                            return self.fail(
+                            return self.fail(Detail::InvalidArgumentType,
                                 at,
                                 format!("arithmetic on `{var}`, whose values in the list are not numbers"),
                             );
@@ -226,6 +244,7 @@ impl Checker<'_> {
                 }
                 if name.eq_ignore_ascii_case("properties") && literal_kind(arg).is_some() {
                     return self.fail(
+                        Detail::InvalidArgumentType,
                         at,
                         format!(
                             "properties() takes a node, a relationship or a map, not {}",
@@ -271,6 +290,7 @@ impl Checker<'_> {
                     for a in args {
                         if contains_call(a, "rand") {
                             return b.fail(
+                                Detail::NonConstantExpression,
                                 first_offset(a).unwrap_or(0),
                                 format!("{name}() of rand(): an aggregate needs a deterministic argument"),
                             );
@@ -280,6 +300,7 @@ impl Checker<'_> {
                 }
                 _ if keys.iter().any(|k| same(k, e)) => Ok(()),
                 Expr::Var(n, at) if !local.contains(&n.as_str()) => b.fail(
+                    Detail::AmbiguousAggregationExpression,
                     *at,
                     format!("`{n}` is used next to an aggregate but is not a grouping key; project it on its own (RETURN {n}, ...) or put it inside the aggregate"),
                 ),
@@ -311,7 +332,7 @@ impl Checker<'_> {
         if let Expr::Prop(x, key) = e {
             if let Expr::Var(n, at) = &**x {
                 if kinds.get(n) == Some(&Kind::Path) {
-                    return self.fail(
+                    return self.fail(Detail::InvalidArgumentType,
                         *at,
                         format!("`{n}` is a path, which has no properties (`{n}.{key}`); use nodes({n}) or relationships({n})"),
                     );
@@ -337,7 +358,7 @@ impl Checker<'_> {
                 .chain(p.steps.iter().map(|(r, _)| (r.props.as_ref(), r.var_at)))
                 .find(|(props, _)| matches!(props, Some(Expr::Param(_))));
             if let Some((Some(Expr::Param(name)), var_at)) = param {
-                return self.fail(
+                return self.fail(Detail::InvalidParameterUse,
                     at(var_at),
                     format!(
                         "parameter maps cannot be used in {clause} patterns; name the properties, e.g. {{id: ${name}.id}}"
@@ -350,13 +371,14 @@ impl Checker<'_> {
         }
         for (r, _) in &p.steps {
             if r.range.is_some() {
-                return self.fail(
+                return self.fail(Detail::CreatingVarLength,
                     at(r.var_at),
                     format!("{clause} cannot make a variable-length relationship; give one hop, like -[:KNOWS]->"),
                 );
             }
             if r.types.len() != 1 {
                 return self.fail(
+                    Detail::NoSingleRelationshipType,
                     at(r.var_at),
                     format!(
                         "a relationship made by {clause} needs exactly one type, like -[:KNOWS]->"
@@ -365,6 +387,7 @@ impl Checker<'_> {
             }
             if clause == "CREATE" && r.dir == Dir::Both {
                 return self.fail(
+                    Detail::RequiresDirectedRelationship,
                     at(r.var_at),
                     "a created relationship needs a direction: -[:T]-> or <-[:T]-".into(),
                 );
@@ -380,20 +403,33 @@ impl Checker<'_> {
         match e {
             Expr::Var(name, at) => {
                 if !scope.contains(name) {
-                    return self.fail(*at, format!("variable `{name}` is not defined here"));
+                    return self.fail(
+                        Detail::UndefinedVariable,
+                        *at,
+                        format!("variable `{name}` is not defined here"),
+                    );
                 }
             }
             Expr::CountStar => {
                 if !agg_ok {
-                    return self.fail(0, "count(*) is an aggregate; it belongs in WITH or RETURN, not inside another aggregate or in WHERE".into());
+                    return self.fail(Detail::InvalidAggregation, 0, "count(*) is an aggregate; it belongs in WITH or RETURN, not inside another aggregate or in WHERE".into());
                 }
                 has_agg = true;
             }
             Expr::Call { name, args, .. } => {
                 let agg = is_aggregate(name);
+                if agg && agg_ok {
+                    if let Some(inner) = args.iter().find(|a| contains_aggregate(a)) {
+                        return self.fail(
+                            Detail::NestedAggregation,
+                            first_offset(inner).unwrap_or(0),
+                            format!("an aggregate inside {name}(); aggregate in a WITH first, then aggregate its result"),
+                        );
+                    }
+                }
                 if agg && !agg_ok {
                     let at = args.iter().find_map(first_offset).unwrap_or(0);
-                    return self.fail(
+                    return self.fail(Detail::InvalidAggregation,
                         at,
                         format!("{name}() is an aggregate; it belongs in WITH or RETURN, not inside another aggregate or in WHERE"),
                     );
@@ -456,7 +492,7 @@ impl Checker<'_> {
                 pattern_vars(p, &mut names);
                 for n in names {
                     if !scope.contains(&n) {
-                        return self.fail(0, format!("variable `{n}` in a pattern predicate is not defined; a pattern in WHERE cannot introduce new variables"));
+                        return self.fail(Detail::UndefinedVariable, 0, format!("variable `{n}` in a pattern predicate is not defined; a pattern in WHERE cannot introduce new variables"));
                     }
                 }
             }
@@ -483,9 +519,16 @@ impl Checker<'_> {
         };
         // `WITH *` over nothing passes the rows on; `RETURN *` would return nothing.
         if p.star && scope.is_empty() && clause == "RETURN" {
-            return self.fail(0, format!("{clause} * with no variables in scope"));
+            return self.fail(
+                Detail::NoVariablesInScope,
+                0,
+                format!("{clause} * with no variables in scope"),
+            );
         }
         let mut any_agg = false;
+        // A WITH expression without an alias, reported after ORDER BY's checks (which
+        // openCypher raises first).
+        let mut unaliased = None;
         for (e, alias) in &p.items {
             any_agg |= self.expr(e, scope, true)?;
             let name = match (alias, e) {
@@ -493,12 +536,16 @@ impl Checker<'_> {
                 (None, Expr::Var(n, _)) => n.clone(),
                 (None, _) if clause == "RETURN" => String::new(),
                 (None, other) => {
-                    let at = first_offset(other).unwrap_or(0);
-                    return self.fail(at, "an expression in WITH must be aliased (use AS)".into());
+                    unaliased = unaliased.or(Some(first_offset(other).unwrap_or(0)));
+                    String::new()
                 }
             };
             if !name.is_empty() && !out.insert(name.clone()) && !p.star {
-                return self.fail(0, format!("column `{name}` appears twice in {clause}"));
+                return self.fail(
+                    Detail::ColumnNameConflict,
+                    0,
+                    format!("column `{name}` appears twice in {clause}"),
+                );
             }
         }
         if any_agg {
@@ -507,14 +554,18 @@ impl Checker<'_> {
         // A literal SKIP or LIMIT must be a non-negative integer.
         for (e, what) in [(&p.skip, "SKIP"), (&p.limit, "LIMIT")] {
             let bad = match e {
-                Some(Expr::Int(i)) => *i < 0,
-                Some(Expr::Float(_)) => true,
-                Some(Expr::Unary(UnOp::Neg, x)) => matches!(**x, Expr::Int(_) | Expr::Float(_)),
-                _ => false,
+                Some(Expr::Int(i)) if *i < 0 => Some(Detail::NegativeIntegerArgument),
+                Some(Expr::Float(_)) => Some(Detail::InvalidArgumentType),
+                Some(Expr::Unary(UnOp::Neg, x)) => match **x {
+                    Expr::Int(_) => Some(Detail::NegativeIntegerArgument),
+                    Expr::Float(_) => Some(Detail::InvalidArgumentType),
+                    _ => None,
+                },
+                _ => None,
             };
-            if bad {
+            if let Some(detail) = bad {
                 let at = e.as_ref().and_then(first_offset).unwrap_or(0);
-                return self.fail(at, format!("{what} needs a non-negative integer"));
+                return self.fail(detail, at, format!("{what} needs a non-negative integer"));
             }
         }
         // ORDER BY sees the projected names, and the incoming ones unless aggregating or
@@ -535,7 +586,21 @@ impl Checker<'_> {
             }
             self.expr(e, &order_scope, any_agg)?;
         }
+        if let Some(at) = unaliased {
+            return self.fail(
+                Detail::NoExpressionAlias,
+                at,
+                "an expression in WITH must be aliased (use AS)".into(),
+            );
+        }
         for x in [&p.skip, &p.limit].into_iter().flatten() {
+            if let Some((v, at)) = first_var(x) {
+                return self.fail(
+                    Detail::NonConstantExpression,
+                    at,
+                    format!("SKIP and LIMIT take constants and parameters, not a variable (`{v}`)"),
+                );
+            }
             self.expr(x, &BTreeSet::new(), false)?;
         }
         // A WITH's WHERE sees the incoming names too unless aggregating (under DISTINCT
@@ -565,7 +630,13 @@ impl Checker<'_> {
         if is_aggregate_call(e) {
             if !projected_expr {
                 let at = first_offset(e).unwrap_or(0);
-                return self.fail(
+                // Its variables are gone after the aggregation, which openCypher reports
+                // first.
+                let detail = match first_var(e) {
+                    Some((v, _)) if !projected.contains(v) => Detail::UndefinedVariable,
+                    _ => Detail::InvalidAggregation,
+                };
+                return self.fail(detail,
                     at,
                     "an aggregate the projection computes (ORDER BY may combine the projected aggregates, not new ones)".into(),
                 );
@@ -578,14 +649,18 @@ impl Checker<'_> {
                 return Ok(());
             }
             let at = first_offset(e).unwrap_or(0);
-            return self.fail(
+            return self.fail(Detail::AmbiguousAggregationExpression,
                 at,
                 "a projected name instead of this expression beside an aggregate in ORDER BY (which row's value is meant is ambiguous)".into(),
             );
         }
         if let Expr::Var(n, at) = e {
             if !projected.contains(n) {
-                return self.fail(*at, format!("variable `{n}` is not defined here"));
+                return self.fail(
+                    Detail::UndefinedVariable,
+                    *at,
+                    format!("variable `{n}` is not defined here"),
+                );
             }
             return Ok(());
         }
@@ -611,12 +686,17 @@ impl Checker<'_> {
         match e {
             Expr::Unary(UnOp::Not, x) => {
                 if let Some(t) = not_bool(x) {
-                    return self.fail(at(), format!("NOT needs a boolean, got a {t} literal"));
+                    return self.fail(
+                        Detail::InvalidArgumentType,
+                        at(),
+                        format!("NOT needs a boolean, got a {t} literal"),
+                    );
                 }
             }
             Expr::Binary(op @ (BinOp::And | BinOp::Or | BinOp::Xor), x, y) => {
                 if let Some(t) = not_bool(x).or_else(|| not_bool(y)) {
                     return self.fail(
+                        Detail::InvalidArgumentType,
                         at(),
                         format!(
                             "{} needs booleans, got a {t} literal",
@@ -628,6 +708,7 @@ impl Checker<'_> {
             Expr::Binary(BinOp::In, _, y) => {
                 if let Some(t) = literal_type(y).filter(|t| *t != "LIST") {
                     return self.fail(
+                        Detail::InvalidArgumentType,
                         at(),
                         format!("IN needs a list on its right, got a {t} literal"),
                     );
@@ -648,8 +729,15 @@ impl Checker<'_> {
         fresh: &mut BTreeSet<String>,
         clause: &str,
     ) -> Result<(), ParseError> {
+        // A path's variable names a new path: an earlier use of the name is a second
+        // binding (openCypher's VariableAlreadyBound), not a change of type.
         let conflict = |v: &str, at: usize, was: Kind, now: Kind| {
             self.fail::<()>(
+                if now == Kind::Path {
+                    Detail::VariableAlreadyBound
+                } else {
+                    Detail::VariableTypeConflict
+                },
                 at,
                 format!(
                     "variable `{v}` is {} here but already {} (a variable keeps one type)",
@@ -663,6 +751,7 @@ impl Checker<'_> {
             if let Some(&k) = kinds.get(v) {
                 if k == Kind::Path || k == Kind::Unknown {
                     return self.fail(
+                        Detail::VariableAlreadyBound,
                         p.var_at,
                         format!("variable `{v}` is already bound; a path variable must be new"),
                     );
@@ -678,16 +767,16 @@ impl Checker<'_> {
                     return conflict(v, n.var_at, k, Kind::Node)
                 }
                 Some(_) if creates && (!n.labels.is_empty() || n.props.is_some()) => {
-                    return self.fail(
+                    return self.fail(Detail::VariableAlreadyBound,
                         n.var_at,
                         format!("variable `{v}` is already bound; {clause} cannot add labels or properties to it (use SET)"),
                     )
                 }
                 Some(_) if creates && p.steps.is_empty() && fresh.contains(v) => {
-                    return self.fail(n.var_at, format!("variable `{v}` is already bound; {clause} would create it again"))
+                    return self.fail(Detail::VariableAlreadyBound, n.var_at, format!("variable `{v}` is already bound; {clause} would create it again"))
                 }
                 Some(_) if creates && p.steps.is_empty() => {
-                    return self.fail(n.var_at, format!("variable `{v}` is already bound; {clause} ({v}) would create nothing"))
+                    return self.fail(Detail::VariableAlreadyBound, n.var_at, format!("variable `{v}` is already bound; {clause} ({v}) would create nothing"))
                 }
                 _ => {
                     kinds.insert(v.clone(), Kind::Node);
@@ -706,10 +795,10 @@ impl Checker<'_> {
                     return conflict(v, r.var_at, k, now)
                 }
                 Some(_) if creates => {
-                    return self.fail(r.var_at, format!("variable `{v}` is already bound; {clause} makes a new relationship, so it needs a new variable"))
+                    return self.fail(Detail::VariableAlreadyBound, r.var_at, format!("variable `{v}` is already bound; {clause} makes a new relationship, so it needs a new variable"))
                 }
                 Some(_) if fresh.contains(v) => {
-                    return self.fail(
+                    return self.fail(Detail::RelationshipUniquenessViolation,
                         r.var_at,
                         format!("relationship variable `{v}` appears twice in one MATCH; a relationship is matched once per pattern"),
                     );
@@ -750,7 +839,7 @@ impl Checker<'_> {
     /// taken.
     fn pattern_values(&self, e: &Expr, value: bool) -> Result<(), ParseError> {
         match e {
-            Expr::PatternPred(p) if value => self.fail(
+            Expr::PatternPred(p) if value => self.fail(Detail::UnexpectedSyntax,
                 p.start.var_at,
                 "a pattern expression only tests whether the pattern exists (in WHERE, NOT, AND, OR or exists()); for its matches use COLLECT { MATCH ... RETURN ... } or a pattern comprehension [(a)-->(b) | b]".to_string(),
             ),
@@ -774,9 +863,11 @@ impl Checker<'_> {
             }
             Expr::Unary(UnOp::Not, a) => self.entity_predicate(a, kinds),
             Expr::Var(v, at) => match kinds.get(v) {
-                Some(k @ (Kind::Node | Kind::Rel | Kind::Rels | Kind::Path)) => {
-                    self.fail(*at, format!("WHERE needs a boolean; `{v}` is {}", k.name()))
-                }
+                Some(k @ (Kind::Node | Kind::Rel | Kind::Rels | Kind::Path)) => self.fail(
+                    Detail::InvalidArgumentType,
+                    *at,
+                    format!("WHERE needs a boolean; `{v}` is {}", k.name()),
+                ),
                 _ => Ok(()),
             },
             _ => Ok(()),
@@ -954,9 +1045,9 @@ impl Checker<'_> {
                         // DELETE takes nodes, relationships and paths (or expressions
                         // that may give them), not labels or numbers.
                         let bad = match e {
-                            Expr::HasLabels(..) => Some("DELETE removes nodes and relationships; to remove a label use REMOVE n:Label"),
+                            Expr::HasLabels(..) => Some((Detail::InvalidDelete, "DELETE removes nodes and relationships; to remove a label use REMOVE n:Label")),
                             Expr::Int(_) | Expr::Float(_) | Expr::Str(_) | Expr::Bool(_) => {
-                                Some("DELETE needs a node, relationship or path, not a literal")
+                                Some((Detail::InvalidArgumentType, "DELETE needs a node, relationship or path, not a literal"))
                             }
                             Expr::Binary(op, ..)
                                 if matches!(
@@ -964,12 +1055,12 @@ impl Checker<'_> {
                                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Pow
                                 ) =>
                             {
-                                Some("DELETE needs a node, relationship or path, not arithmetic")
+                                Some((Detail::InvalidArgumentType, "DELETE needs a node, relationship or path, not arithmetic"))
                             }
                             _ => None,
                         };
-                        if let Some(msg) = bad {
-                            return self.fail(first_offset(e).unwrap_or(0), msg.into());
+                        if let Some((detail, msg)) = bad {
+                            return self.fail(detail, first_offset(e).unwrap_or(0), msg.into());
                         }
                     }
                 }
@@ -993,7 +1084,7 @@ impl Checker<'_> {
                     for (_, part) in unions {
                         let other = self.single_in(part, scope.clone())?;
                         if other != cols {
-                            return self.fail(
+                            return self.fail(Detail::DifferentColumnsInUnion,
                                 0,
                                 format!(
                                     "the parts of a UNION inside CALL {{ }} return different columns ({} and {}); give them the same names",
@@ -1005,7 +1096,7 @@ impl Checker<'_> {
                     }
                     for c in cols {
                         if scope.contains(&c) {
-                            return self.fail(
+                            return self.fail(Detail::VariableAlreadyBound,
                                 0,
                                 format!("`{c}` is already bound; a CALL {{ }} subquery must RETURN it AS another name"),
                             );
@@ -1015,9 +1106,16 @@ impl Checker<'_> {
                     }
                 }
                 Clause::CallProc(pc) => {
+                    if pc.star && q.clauses.len() > 1 {
+                        return self.fail(
+                            Detail::UnexpectedSyntax,
+                            pc.at,
+                            "YIELD * is only allowed in a standalone CALL; name the outputs (YIELD a, b)".into(),
+                        );
+                    }
                     for a in pc.args.iter().flatten() {
                         if contains_aggregate(a) {
-                            return self.fail(
+                            return self.fail(Detail::InvalidAggregation,
                                 first_offset(a).unwrap_or(pc.at),
                                 format!("an aggregate cannot be an argument of {}(); aggregate in a WITH first", pc.name),
                             );
@@ -1028,6 +1126,7 @@ impl Checker<'_> {
                     for (_, alias) in pc.yields.iter().flatten() {
                         if scope.contains(alias) || !new.insert(alias.clone()) {
                             return self.fail(
+                                Detail::VariableAlreadyBound,
                                 pc.at,
                                 format!("`{alias}` is already bound; YIELD it AS another name"),
                             );
@@ -1161,6 +1260,7 @@ pub fn check(text: &str, s: &Statement) -> Result<(), ParseError> {
             None => first = Some(cols),
             Some(f) if *f != cols => {
                 return c.fail(
+                    Detail::DifferentColumnsInUnion,
                     0,
                     format!("all parts of a UNION must return the same columns: {f:?} vs {cols:?}"),
                 );
@@ -1202,14 +1302,24 @@ mod tests {
         let e = bind("MATCH (a) RETURN b").unwrap_err();
         assert!(e.message.contains("variable `b` is not defined"), "{e}");
         assert_eq!((e.line, e.column), (0, 17));
+        assert_eq!(e.detail, Detail::UndefinedVariable);
         let e = bind("MATCH (a)-->(b) WITH a RETURN b").unwrap_err();
         assert!(e.message.contains("`b`"), "WITH ends the scope of b: {e}");
         let e = bind("MATCH (a) WHERE count(a.x) > 1 RETURN a").unwrap_err();
         assert!(e.message.contains("count() is an aggregate"), "{e}");
+        assert_eq!(e.detail, Detail::InvalidAggregation);
         let e = bind("MATCH (a) RETURN sum(count(a.x))").unwrap_err();
-        assert!(e.message.contains("count() is an aggregate"), "{e}");
+        assert!(e.message.contains("an aggregate inside sum()"), "{e}");
+        assert_eq!(e.detail, Detail::NestedAggregation);
         let e = bind("MATCH (a) WITH a.x RETURN 1").unwrap_err();
         assert!(e.message.contains("must be aliased"), "{e}");
+        assert_eq!(e.detail, Detail::NoExpressionAlias);
+        let e = bind("MATCH (a) RETURN a LIMIT a.x").unwrap_err();
+        assert_eq!(e.detail, Detail::NonConstantExpression, "{e}");
+        let e = bind("MATCH p = (a) MATCH p = (b) RETURN p").unwrap_err();
+        assert_eq!(e.detail, Detail::VariableAlreadyBound, "{e}");
+        let e = bind("MATCH p = (a) MATCH (p)-->() RETURN p").unwrap_err();
+        assert_eq!(e.detail, Detail::VariableTypeConflict, "{e}");
         let e = bind("MATCH (a) WHERE (a)-->(z) RETURN a").unwrap_err();
         assert!(e.message.contains("`z`"), "{e}");
         let e = bind("RETURN 1 AS x UNION RETURN 2 AS y").unwrap_err();

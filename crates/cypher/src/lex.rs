@@ -2,6 +2,8 @@
 //! identifiers compared case-insensitively by the parser, so that `match`, `MATCH` and a
 //! property named `count` all work.
 
+use crate::detail::Detail;
+
 /// A token kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tok {
@@ -10,6 +12,9 @@ pub enum Tok {
     Quoted(String),
     Int(i64),
     Float(f64),
+    /// Digits running into a name (`12h5`): a bad number where an expression stands,
+    /// a plain syntax error where a name does (`{1B2: 1}`).
+    BadNumber(String),
     Str(String),
     Param(String),
     Punct(&'static str),
@@ -23,6 +28,7 @@ impl std::fmt::Display for Tok {
             Tok::Quoted(s) => write!(f, "`{s}`"),
             Tok::Int(i) => write!(f, "{i}"),
             Tok::Float(x) => write!(f, "{x}"),
+            Tok::BadNumber(s) => write!(f, "'{s}'"),
             Tok::Str(s) => write!(f, "string '{s}'"),
             Tok::Param(p) => write!(f, "${p}"),
             Tok::Punct(p) => write!(f, "'{p}'"),
@@ -43,6 +49,7 @@ pub struct Token {
 pub struct LexError {
     pub offset: usize,
     pub message: String,
+    pub detail: Detail,
 }
 
 /// Longest first, so that `<=` wins over `<`.
@@ -61,6 +68,13 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             i += 1;
             continue;
         }
+        // Unicode white space (a no-break space pasted from a document) separates too.
+        if c >= 0x80 {
+            if let Some(ch) = text[i..].chars().next().filter(|ch| ch.is_whitespace()) {
+                i += ch.len_utf8();
+                continue;
+            }
+        }
         if text[i..].starts_with("//") {
             i = text[i..].find('\n').map_or(b.len(), |k| i + k);
             continue;
@@ -72,15 +86,22 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                     return Err(LexError {
                         offset: i,
                         message: "unterminated comment".into(),
+                        detail: Detail::UnexpectedSyntax,
                     })
                 }
             }
             continue;
         }
         let start = i;
-        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
-                i += 1;
+        // Names: letters and digits of any script and '_'. Other characters outside
+        // ASCII (a dash pasted for a minus) are refused by name below.
+        let ident_char = |ch: char| ch.is_alphanumeric() || ch == '_';
+        if c.is_ascii_alphabetic()
+            || c == b'_'
+            || (c >= 0x80 && text[i..].chars().next().is_some_and(char::is_alphabetic))
+        {
+            while let Some(ch) = text[i..].chars().next().filter(|&ch| ident_char(ch)) {
+                i += ch.len_utf8();
             }
             out.push(Token {
                 tok: Tok::Ident(text[start..i].to_string()),
@@ -92,6 +113,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             let end = text[i + 1..].find('`').ok_or(LexError {
                 offset: i,
                 message: "unterminated `quoted name`".into(),
+                detail: Detail::UnexpectedSyntax,
             })?;
             out.push(Token {
                 tok: Tok::Quoted(text[i + 1..i + 1 + end].to_string()),
@@ -114,17 +136,24 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                 j += 1;
             }
             let digits = &text[i + 2..j];
-            let v = u64::from_str_radix(digits, radix).map_err(|_| LexError {
-                offset: start,
-                message: if digits.chars().all(|d| d.is_digit(radix)) && !digits.is_empty() {
-                    format!("integer {} is too large", &text[start..j])
+            let v = u64::from_str_radix(digits, radix).map_err(|_| {
+                if digits.chars().all(|d| d.is_digit(radix)) && !digits.is_empty() {
+                    LexError {
+                        offset: start,
+                        message: format!("integer {} is too large", &text[start..j]),
+                        detail: Detail::IntegerOverflow,
+                    }
                 } else {
-                    format!(
-                        "bad {} number {}",
-                        if radix == 16 { "hexadecimal" } else { "octal" },
-                        &text[start..j]
-                    )
-                },
+                    LexError {
+                        offset: start,
+                        message: format!(
+                            "bad {} number {}",
+                            if radix == 16 { "hexadecimal" } else { "octal" },
+                            &text[start..j]
+                        ),
+                        detail: Detail::InvalidNumberLiteral,
+                    }
+                }
             })?;
             let tok = match i64::try_from(v) {
                 Ok(v) => Tok::Int(v),
@@ -133,6 +162,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                     return Err(LexError {
                         offset: start,
                         message: format!("integer {} is too large", &text[start..j]),
+                        detail: Detail::IntegerOverflow,
                     })
                 }
             };
@@ -170,16 +200,30 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                     }
                 }
             }
+            // `12h5`: a number runs into a name.
+            if text[i..].chars().next().is_some_and(ident_char) {
+                let end = i + text[i..]
+                    .find(|c: char| !ident_char(c))
+                    .unwrap_or(text.len() - i);
+                out.push(Token {
+                    tok: Tok::BadNumber(text[start..end].to_string()),
+                    offset: start,
+                });
+                i = end;
+                continue;
+            }
             let s = &text[start..i];
             let tok = if float {
                 let x: f64 = s.parse().map_err(|_| LexError {
                     offset: start,
                     message: format!("bad number {s}"),
+                    detail: Detail::InvalidNumberLiteral,
                 })?;
                 if x.is_infinite() {
                     return Err(LexError {
                         offset: start,
                         message: format!("float {s} is too large"),
+                        detail: Detail::FloatingPointOverflow,
                     });
                 }
                 Tok::Float(x)
@@ -191,6 +235,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                         return Err(LexError {
                             offset: start,
                             message: format!("integer {s} is too large"),
+                            detail: Detail::IntegerOverflow,
                         })
                     }
                 })
@@ -206,6 +251,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                     return Err(LexError {
                         offset: start,
                         message: "unterminated string".into(),
+                        detail: Detail::UnexpectedSyntax,
                     });
                 };
                 i += ch.len_utf8();
@@ -217,6 +263,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                         return Err(LexError {
                             offset: start,
                             message: "unterminated string".into(),
+                            detail: Detail::UnexpectedSyntax,
                         });
                     };
                     i += e.len_utf8();
@@ -241,6 +288,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                                     message: format!(
                                         "invalid Unicode literal: \\{e} takes {n} hexadecimal digits of a character"
                                     ),
+                                    detail: Detail::InvalidUnicodeLiteral,
                                 })?;
                             i += n;
                             ch
@@ -276,6 +324,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                 return Err(LexError {
                     offset: start,
                     message: "expected a parameter name after '$'".into(),
+                    detail: Detail::UnexpectedSyntax,
                 });
             }
             out.push(Token {
@@ -296,7 +345,19 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                 let ch = text[i..].chars().next().unwrap_or('?');
                 return Err(LexError {
                     offset: i,
-                    message: format!("unexpected character '{ch}'"),
+                    message: if ch.is_ascii() {
+                        format!("unexpected character '{ch}'")
+                    } else {
+                        format!(
+                            "unexpected character '{ch}' (U+{:04X}); Cypher's operators are ASCII (a dash is '-')",
+                            ch as u32
+                        )
+                    },
+                    detail: if ch.is_ascii() {
+                        Detail::UnexpectedSyntax
+                    } else {
+                        Detail::InvalidUnicodeCharacter
+                    },
                 });
             }
         }

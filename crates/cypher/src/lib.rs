@@ -8,8 +8,10 @@
 
 pub mod ast;
 pub mod bind;
+pub mod detail;
 pub mod lex;
 pub mod parse;
 pub mod print;
 
+pub use detail::Detail;
 pub use parse::{parse, parse_query, ParseError};

@@ -3,6 +3,7 @@
 //! when shown, with the line and a caret) and what was expected.
 
 use crate::ast::*;
+use crate::detail::Detail;
 use crate::lex::{lex, Tok, Token};
 
 /// A syntax error with its place in the query text.
@@ -18,6 +19,16 @@ pub struct ParseError {
     /// A type error found before the query runs (`WITH 1 AS x RETURN x.num`), rather
     /// than a syntax error.
     pub type_error: bool,
+    /// Why, as openCypher's detail code (`UnexpectedSyntax` unless a rule said more).
+    pub detail: Detail,
+}
+
+impl ParseError {
+    /// The same error with its detail code.
+    pub fn with_detail(mut self, detail: Detail) -> ParseError {
+        self.detail = detail;
+        self
+    }
 }
 
 pub fn error_at(text: &str, offset: usize, message: String) -> ParseError {
@@ -32,6 +43,7 @@ pub fn error_at(text: &str, offset: usize, message: String) -> ParseError {
         message,
         snippet: snippet(line_text, column),
         type_error: false,
+        detail: Detail::UnexpectedSyntax,
     }
 }
 
@@ -115,7 +127,8 @@ const RESERVED: [&str; 26] = [
 
 impl<'t> Parser<'t> {
     fn new(text: &'t str) -> R<Parser<'t>> {
-        let toks = lex(text).map_err(|e| error_at(text, e.offset, e.message))?;
+        let toks =
+            lex(text).map_err(|e| error_at(text, e.offset, e.message).with_detail(e.detail))?;
         Ok(Parser {
             text,
             toks,
@@ -147,6 +160,11 @@ impl<'t> Parser<'t> {
             self.toks[self.pos].offset,
             format!("expected {expected}, found {}", self.peek()),
         ))
+    }
+
+    /// [`err`](Self::err) with a detail code other than `UnexpectedSyntax`.
+    fn err_detail<T>(&self, detail: Detail, expected: &str) -> R<T> {
+        self.err(expected).map_err(|e| e.with_detail(detail))
     }
 
     fn is_kw(&self, kw: &str) -> bool {
@@ -292,7 +310,8 @@ impl<'t> Parser<'t> {
             let all = self.eat_kw("ALL");
             if union_all.first().is_some_and(|&a| a != all) {
                 self.pos = at;
-                return self.err(
+                return self.err_detail(
+                    Detail::InvalidClauseComposition,
                     "the same UNION throughout: a query cannot mix UNION and UNION ALL (one keeps duplicates, the other does not)",
                 );
             }
@@ -903,6 +922,17 @@ impl<'t> Parser<'t> {
                 if r.bfs && self.is_p("(") {
                     r.filter = Some(self.lambda()?);
                 }
+                if self.is_p("-") || matches!(self.peek(), Tok::Int(i) if *i < 0) {
+                    return self.err_detail(
+                        Detail::InvalidRelationshipPattern,
+                        "a bound that is not negative (-[:T*1..3]->)",
+                    );
+                }
+            } else if self.is_p("..") || matches!(self.peek(), Tok::Int(_)) {
+                return self.err_detail(
+                    Detail::InvalidRelationshipPattern,
+                    "'*' before a length (-[:T*1..3]->)",
+                );
             }
             if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
                 r.props = Some(self.atom()?);
@@ -1164,11 +1194,20 @@ impl<'t> Parser<'t> {
 
     fn atom_inner(&mut self) -> R<Expr> {
         match self.peek().clone() {
+            Tok::BadNumber(s) => Err(error_at(
+                self.text,
+                self.toks[self.pos].offset,
+                format!(
+                    "bad number {s}: a number is digits, with an optional fraction and exponent"
+                ),
+            )
+            .with_detail(Detail::InvalidNumberLiteral)),
             Tok::Int(i64::MIN) => Err(error_at(
                 self.text,
                 self.toks[self.pos].offset,
                 "integer too large: the largest is 9223372036854775807".into(),
-            )),
+            )
+            .with_detail(Detail::IntegerOverflow)),
             Tok::Int(i) => {
                 self.bump();
                 Ok(Expr::Int(i))
@@ -1743,7 +1782,7 @@ impl<'t> Parser<'t> {
             return self.err("'}' to close the subquery");
         }
         if body.writes() {
-            return self.err("a subquery that only reads (EXISTS { }, COUNT { } and COLLECT { } cannot CREATE, MERGE, SET, REMOVE or DELETE)");
+            return self.err_detail(Detail::InvalidClauseComposition, "a subquery that only reads (EXISTS { }, COUNT { } and COLLECT { } cannot CREATE, MERGE, SET, REMOVE or DELETE)");
         }
         if kind == SubqueryKind::Collect
             && !matches!(body.clauses.last(), Some(Clause::Return(p)) if p.items.len() == 1 && !p.star)
@@ -2112,6 +2151,37 @@ mod tests {
 
     fn err(q: &str) -> ParseError {
         parse_query(q).expect_err(q)
+    }
+
+    #[test]
+    fn errors_carry_opencypher_detail_codes() {
+        for (q, want) in [
+            ("RETURN 42 \u{2014} 41", Detail::InvalidUnicodeCharacter),
+            ("RETURN 1 # 2", Detail::UnexpectedSyntax),
+            ("RETURN 12h5", Detail::InvalidNumberLiteral),
+            ("RETURN {1B2: 1}", Detail::UnexpectedSyntax),
+            ("RETURN 0xZZ", Detail::InvalidNumberLiteral),
+            ("RETURN 9223372036854775808", Detail::IntegerOverflow),
+            ("RETURN 1e999", Detail::FloatingPointOverflow),
+            ("RETURN '\\u12'", Detail::InvalidUnicodeLiteral),
+            (
+                "MATCH (a)-[:T 1..2]->() RETURN a",
+                Detail::InvalidRelationshipPattern,
+            ),
+            (
+                "MATCH (a)-[:T*-2]->() RETURN a",
+                Detail::InvalidRelationshipPattern,
+            ),
+            (
+                "RETURN 1 AS x UNION RETURN 2 AS x UNION ALL RETURN 3 AS x",
+                Detail::InvalidClauseComposition,
+            ),
+            ("RETURN", Detail::UnexpectedSyntax),
+        ] {
+            assert_eq!(err(q).detail, want, "{q}: {}", err(q));
+        }
+        // Unicode letters make names; Unicode white space separates.
+        assert!(parse_query("WITH 1 AS café\u{a0}RETURN café").is_ok());
     }
 
     #[test]

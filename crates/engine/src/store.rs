@@ -48,6 +48,9 @@ pub enum EngineError {
     Refused(String),
     #[error("{0}")]
     Constraint(String),
+    /// DELETE (not DETACH DELETE) of a node that still has relationships.
+    #[error("cannot delete node {node}: it still has {rels} relationship(s); delete them first or use DETACH DELETE")]
+    ConnectedNode { node: u64, rels: u64 },
     /// A value that cannot be a property (a map, a node, a list of lists).
     #[error("{0}")]
     PropertyType(String),
@@ -1165,10 +1168,10 @@ impl Txn {
             .node_rels_parts(id, |r, c| if c { created.push(r) } else { seg += 1 })?;
         if seg + created.len() as u64 > 0 {
             if !detach {
-                return Err(EngineError::Constraint(format!(
-                    "cannot delete node {id}: it still has {} relationship(s); delete them first or use DETACH DELETE",
-                    seg + created.len() as u64
-                )));
+                return Err(EngineError::ConnectedNode {
+                    node: id,
+                    rels: seg + created.len() as u64,
+                });
             }
             for r in created {
                 self.delete_rel(&r)?;

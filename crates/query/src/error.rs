@@ -1,7 +1,7 @@
 //! Errors of running a query. Every failure is a value of [`QueryError`]; no input makes
 //! the engine panic.
 
-use quiver_cypher::ParseError;
+use quiver_cypher::{Detail, ParseError};
 use quiver_storage::ReadError;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,8 +12,8 @@ pub enum QueryError {
     #[error(transparent)]
     Read(#[from] ReadError),
     /// A value of the wrong type reached an operator or function.
-    #[error("type error: {0}")]
-    Type(String),
+    #[error("type error: {1}")]
+    Type(Detail, String),
     #[error("parameter ${0} is not set; pass it with --param {0}=VALUE (or :param in the shell)")]
     MissingParam(String),
     #[error("unknown function {0}()")]
@@ -39,8 +39,12 @@ pub enum QueryError {
     Semantic(String),
     /// A value the syntax forbids where it stands, found when the statement ran (a
     /// negative LIMIT from a parameter).
-    #[error("{0}")]
-    InvalidArgument(String),
+    #[error("{1}")]
+    InvalidArgument(Detail, String),
+    /// An argument out of the range a function takes (a percentile above 1, a range()
+    /// step of 0), found when the statement ran.
+    #[error("{1}")]
+    ArgumentValue(Detail, String),
     /// CALL of a procedure that does not exist.
     #[error("{0}")]
     Procedure(String),
@@ -74,7 +78,30 @@ impl QueryError {
 }
 
 impl QueryError {
+    /// A value of the wrong type reached a function or operator when the statement ran.
     pub(crate) fn ty(msg: impl Into<String>) -> QueryError {
-        QueryError::Type(msg.into())
+        QueryError::Type(Detail::InvalidArgumentValue, msg.into())
+    }
+
+    /// Why, as openCypher's detail code, where the error is one the language defines
+    /// (the TCK's `SyntaxError ...: UndefinedVariable`); `None` for failures of the
+    /// database itself (memory, I/O, conflicts).
+    pub fn detail(&self) -> Option<Detail> {
+        use quiver_engine::EngineError;
+        Some(match self {
+            QueryError::Parse(p) => p.detail,
+            QueryError::MissingParam(_) => Detail::MissingParameter,
+            QueryError::UnknownFunction(_) => Detail::UnknownFunction,
+            QueryError::Type(d, _)
+            | QueryError::InvalidArgument(d, _)
+            | QueryError::ArgumentValue(d, _) => *d,
+            QueryError::Procedure(_) => Detail::ProcedureNotFound,
+            QueryError::EntityNotFound(_) => Detail::DeletedEntityAccess,
+            QueryError::Semantic(_) => Detail::MergeReadOwnWrites,
+            QueryError::Engine(EngineError::ConnectedNode { .. }) => Detail::DeleteConnectedNode,
+            QueryError::Engine(EngineError::PropertyType(_)) => Detail::InvalidPropertyType,
+            QueryError::RolledBack(inner) => return inner.detail(),
+            _ => return None,
+        })
     }
 }

@@ -8,6 +8,7 @@ use crate::graph::Graph;
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::{Key, Value};
 use quiver_cypher::ast::{Clause, Expr, Statement};
+use quiver_cypher::Detail;
 use quiver_storage::read::Direction;
 use std::sync::Arc;
 
@@ -423,7 +424,9 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
         let standalone = part.clauses.len() == 1;
         for c in &part.clauses {
             let Clause::CallProc(pc) = c else { continue };
-            let syntax = |msg: String| QueryError::Parse(error_at(text, pc.at, msg));
+            let syntax = |detail: Detail, msg: String| {
+                QueryError::Parse(error_at(text, pc.at, msg).with_detail(detail))
+            };
             let Some(p) = procs.find(&pc.name) else {
                 return Err(QueryError::Procedure(
                     error_at(text, pc.at, format!("there is no procedure {}", pc.name)).to_string(),
@@ -432,12 +435,15 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
             match &pc.args {
                 Some(a) => {
                     if a.len() != p.inputs.len() {
-                        return Err(syntax(format!(
-                            "{}() takes {} argument(s), got {}",
-                            p.name,
-                            p.inputs.len(),
-                            a.len()
-                        )));
+                        return Err(syntax(
+                            Detail::InvalidNumberOfArguments,
+                            format!(
+                                "{}() takes {} argument(s), got {}",
+                                p.name,
+                                p.inputs.len(),
+                                a.len()
+                            ),
+                        ));
                     }
                     for (e, (n, t)) in a.iter().zip(&p.inputs) {
                         let lit = match e {
@@ -448,15 +454,18 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
                             _ => None,
                         };
                         if lit.is_some_and(|v| !t.accepts(&v)) {
-                            return Err(syntax(format!(
-                                "argument `{n}` of {}() is {t:?}, and this literal is not",
-                                p.name
-                            )));
+                            return Err(syntax(
+                                Detail::InvalidArgumentType,
+                                format!(
+                                    "argument `{n}` of {}() is {t:?}, and this literal is not",
+                                    p.name
+                                ),
+                            ));
                         }
                     }
                 }
                 None if !standalone && !p.inputs.is_empty() => {
-                    return Err(syntax(format!(
+                    return Err(syntax(Detail::InvalidArgumentPassingMode, format!(
                         "{}() takes arguments: give them in parentheses (only a standalone CALL takes them from parameters)",
                         p.name
                     )));
@@ -465,24 +474,31 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
             }
             if pc.star && !standalone {
                 return Err(syntax(
+                    Detail::UnexpectedSyntax,
                     "YIELD * is only allowed in a standalone CALL".into(),
                 ));
             }
             for (out, _) in pc.yields.iter().flatten() {
                 if !p.outputs.iter().any(|(o, _)| o == out) {
-                    return Err(syntax(format!("{}() has no output `{out}`", p.name)));
+                    return Err(syntax(
+                        Detail::UndefinedVariable,
+                        format!("{}() has no output `{out}`", p.name),
+                    ));
                 }
             }
             if pc.yields.is_none() && !standalone && !p.outputs.is_empty() {
-                return Err(syntax(format!(
-                    "a CALL of {}() inside a query needs YIELD (its outputs: {})",
-                    p.name,
-                    p.outputs
-                        .iter()
-                        .map(|(o, _)| o.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
+                return Err(syntax(
+                    Detail::UnexpectedSyntax,
+                    format!(
+                        "a CALL of {}() inside a query needs YIELD (its outputs: {})",
+                        p.name,
+                        p.outputs
+                            .iter()
+                            .map(|(o, _)| o.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
             }
         }
     }

@@ -13,7 +13,8 @@
 //!   before and after the query (nodes, relationships, label names, property triples),
 //!   which is how the kit defines them;
 //! - `a <Type> should be raised at <compile time|runtime|any time>: <detail>`: the
-//!   error's type and phase are checked ([`classify`]); the detail is not (yet).
+//!   error's type and phase ([`classify`]) and its detail code
+//!   ([`QueryError::detail`]) are checked.
 //! - `there exists a procedure ...`: registers a test procedure (its signature and
 //!   table) with the scenario's session.
 //!
@@ -531,7 +532,8 @@ fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
             .filter(|_| t.contains(" should be raised at "))
         {
             let (ty, after) = rest.split_once(" should be raised at ").unwrap_or(("", ""));
-            let phase = after.split(':').next().unwrap_or("").trim();
+            let (phase, detail) = after.split_once(':').unwrap_or((after, ""));
+            let (phase, detail) = (phase.trim(), detail.trim());
             match &cx.last {
                 Some(Err(e)) => {
                     let (got_ty, compile) = classify(e);
@@ -540,9 +542,13 @@ fn run_steps(sc: &Scenario, graphs: &Path) -> Result<(), String> {
                         "runtime" => !compile,
                         _ => true,
                     };
-                    if got_ty != ty || !phase_ok {
+                    let got_detail = e.detail().map_or("(none)", |d| d.as_str());
+                    if got_ty != ty
+                        || !phase_ok
+                        || (!detail.is_empty() && detail != "*" && got_detail != detail)
+                    {
                         return Err(format!(
-                            "expected {ty} at {phase}, got {got_ty} at {}: {e}",
+                            "expected {ty} at {phase}: {detail}, got {got_ty} at {}: {got_detail}: {e}",
                             if compile { "compile time" } else { "runtime" }
                         ));
                     }
@@ -782,13 +788,15 @@ pub fn classify(e: &QueryError) -> (&'static str, bool) {
         QueryError::Parse(p) if p.type_error => ("TypeError", true),
         QueryError::Parse(_) | QueryError::UnknownFunction(_) => ("SyntaxError", true),
         QueryError::MissingParam(_) => ("ParameterMissing", true),
-        QueryError::Type(_) => ("TypeError", false),
-        QueryError::Argument(_) => ("ArgumentError", false),
-        QueryError::Engine(EngineError::Constraint(_)) => ("ConstraintVerificationFailed", false),
+        QueryError::Type(..) => ("TypeError", false),
+        QueryError::Argument(_) | QueryError::ArgumentValue(..) => ("ArgumentError", false),
+        QueryError::Engine(EngineError::Constraint(_) | EngineError::ConnectedNode { .. }) => {
+            ("ConstraintVerificationFailed", false)
+        }
         QueryError::Engine(EngineError::PropertyType(_)) => ("TypeError", false),
         QueryError::Semantic(_) => ("SemanticError", false),
         QueryError::Procedure(_) => ("ProcedureError", true),
-        QueryError::InvalidArgument(_) => ("SyntaxError", false),
+        QueryError::InvalidArgument(..) => ("SyntaxError", false),
         QueryError::EntityNotFound(_) => ("EntityNotFound", false),
         QueryError::RolledBack(inner) => classify(inner),
         _ => ("Unsupported", false),

@@ -797,11 +797,14 @@ pub(crate) fn range_bounds(a: &[Value]) -> Result<Option<(i64, i64, u128)>, Quer
     let int = |v: &Value, what: &str| match v {
         Value::Int(i) => Ok(Some(*i)),
         Value::Null => Ok(None),
-        v => Err(QueryError::Argument(format!(
-            "range() needs an integer {what}, got {} ({})",
-            v.type_name(),
-            show(v)
-        ))),
+        v => Err(QueryError::ArgumentValue(
+            Detail::InvalidArgumentType,
+            format!(
+                "range() needs an integer {what}, got {} ({})",
+                v.type_name(),
+                show(v)
+            ),
+        )),
     };
     let (lo, hi) = (int(&a[0], "start")?, int(&a[1], "end")?);
     let step = match a.get(2) {
@@ -812,7 +815,10 @@ pub(crate) fn range_bounds(a: &[Value]) -> Result<Option<(i64, i64, u128)>, Quer
         return Ok(None);
     };
     if step == 0 {
-        return Err(QueryError::Argument("range() step must not be 0".into()));
+        return Err(QueryError::ArgumentValue(
+            Detail::NumberOutOfRange,
+            "range() step must not be 0".into(),
+        ));
     }
     let n = if (step > 0 && hi >= lo) || (step < 0 && hi <= lo) {
         ((hi as i128 - lo as i128) / step as i128 + 1) as u128

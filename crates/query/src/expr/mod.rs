@@ -12,6 +12,7 @@ use crate::error::QueryError;
 use crate::graph::Graph;
 use crate::value::{PathVal, RelRef, Value};
 use quiver_cypher::ast::{BinOp, Dir};
+use quiver_cypher::Detail;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -810,7 +811,30 @@ fn index(env: &Env, v: &Value, i: &Value) -> Result<Value, QueryError> {
             })
         }
         (Value::Map(_) | Value::Node(_) | Value::Rel(_), Value::Str(k)) => prop(env, v, k),
-        _ => type_err("cannot index this value", v),
+        (Value::Map(_) | Value::Node(_) | Value::Rel(_), k) => Err(QueryError::Type(
+            Detail::MapElementAccessByNonString,
+            format!(
+                "a map, node or relationship is indexed by a string key, got {} ({})",
+                k.type_name(),
+                show(k)
+            ),
+        )),
+        (Value::List(_), k) => Err(QueryError::Type(
+            Detail::InvalidArgumentType,
+            format!(
+                "a list is indexed by an integer, got {} ({})",
+                k.type_name(),
+                show(k)
+            ),
+        )),
+        _ => Err(QueryError::Type(
+            Detail::InvalidArgumentType,
+            format!(
+                "only a list, a map, a node or a relationship can be indexed, got {} ({})",
+                v.type_name(),
+                show(v)
+            ),
+        )),
     }
 }
 

@@ -5,6 +5,7 @@ use super::*;
 use crate::graph::{SegRead, ValMap};
 use crate::Graph;
 use quiver_cypher::ast::BinOp;
+use quiver_cypher::Detail;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AggFn {
@@ -147,15 +148,17 @@ fn agg_final(f: AggFn, s: AggState, p: Option<&Value>) -> Result<Value, QueryErr
                     Some(Value::Int(i)) => *i as f64,
                     Some(Value::Float(x)) => *x,
                     _ => {
-                        return Err(QueryError::Argument(
+                        return Err(QueryError::ArgumentValue(
+                            Detail::InvalidArgumentType,
                             "percentile needs a number in 0..1".into(),
                         ))
                     }
                 };
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(QueryError::Argument(format!(
-                        "percentile {p} is not in 0..1"
-                    )));
+                    return Err(QueryError::ArgumentValue(
+                        Detail::NumberOutOfRange,
+                        format!("percentile {p} is not in 0..1"),
+                    ));
                 }
                 let mut xs: Vec<f64> = l
                     .iter()

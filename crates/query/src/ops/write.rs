@@ -16,6 +16,7 @@ use crate::expr::{eval, CExpr, Env};
 use crate::ops::{account, ArgCell, BoxOp, Cx, Op};
 use crate::value::{PathVal, Value};
 use quiver_common::memory::Grant;
+use quiver_cypher::Detail;
 use quiver_engine::delta::{KeyVal, Props};
 use quiver_engine::Txn;
 use std::collections::VecDeque;
@@ -659,6 +660,7 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                     }
                     if named.iter().any(|l| l.is_empty()) {
                         return Err(QueryError::InvalidArgument(
+                            Detail::InvalidArgumentValue,
                             "a label cannot be the empty string".into(),
                         ));
                     }

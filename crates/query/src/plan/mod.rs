@@ -22,6 +22,7 @@ use crate::ops::*;
 use crate::value::Value;
 use quiver_cypher::ast::*;
 use quiver_cypher::bind::{contains_aggregate, is_aggregate, is_aggregate_call, same};
+use quiver_cypher::Detail;
 use quiver_storage::Direction;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -322,10 +323,13 @@ fn prop_conjuncts(
                 }
             }
             Some(other) => {
-                return Err(QueryError::Type(format!(
-                    "properties in a pattern must be a map; ${p} is {}",
-                    other.type_name()
-                )))
+                return Err(QueryError::Type(
+                    Detail::InvalidArgumentType,
+                    format!(
+                        "properties in a pattern must be a map; ${p} is {}",
+                        other.type_name()
+                    ),
+                ))
             }
             None => return Err(QueryError::MissingParam(p)),
         },
@@ -1264,10 +1268,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         };
         match v {
             Value::Int(i) if i >= 0 => Ok(i as usize),
-            v => Err(QueryError::InvalidArgument(format!(
-                "{what} needs a non-negative integer, got {}",
-                crate::expr::to_string(&v)
-            ))),
+            v => Err(QueryError::InvalidArgument(
+                if matches!(v, Value::Int(_)) {
+                    Detail::NegativeIntegerArgument
+                } else {
+                    Detail::InvalidArgumentType
+                },
+                format!(
+                    "{what} needs a non-negative integer, got {}",
+                    crate::expr::to_string(&v)
+                ),
+            )),
         }
     }
 }
