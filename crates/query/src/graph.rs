@@ -98,6 +98,14 @@ fn rg_of(starts: &[u64], row: u64) -> usize {
 }
 
 /// The storage directions a pattern direction walks.
+/// The other direction.
+pub fn flip(d: Direction) -> Direction {
+    match d {
+        Direction::Out => Direction::In,
+        Direction::In => Direction::Out,
+    }
+}
+
 pub fn dirs(d: Dir) -> &'static [Direction] {
     match d {
         Dir::Out => &[Direction::Out],
@@ -1064,6 +1072,34 @@ impl<'db> Graph<'db> {
             }
         }
         Ok(())
+    }
+
+    /// Whether a relationship of one of `types` leads from `a` to `b` over `dir`: a
+    /// binary search in the segments' adjacency when nothing is pending, else a walk
+    /// from the end with fewer relationships that stops at the first.
+    pub fn has_rel_to(&self, types: &[u32], dir: Dir, a: u64, b: u64) -> Result<bool, QueryError> {
+        for &ty in types {
+            for &d in dirs(dir) {
+                if self.has_delta() {
+                    let (from, to, d) = if self.degree(ty, b, flip(d))? < self.degree(ty, a, d)? {
+                        (b, a, flip(d))
+                    } else {
+                        (a, b, d)
+                    };
+                    let mut found = false;
+                    self.for_each_neighbour(ty, from, d, |nb, _| found |= nb as u64 == to)?;
+                    if found {
+                        return Ok(true);
+                    }
+                } else if a < self.db.n_nodes()
+                    && b < self.db.n_nodes()
+                    && self.db.has_neighbour(ty as usize, a as u32, b as u32, d)?
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Node `node`'s degree over type `ty` in the segments, whatever the delta holds (for

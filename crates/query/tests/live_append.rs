@@ -155,7 +155,17 @@ fn beside(seed: u64) {
             let r = run(&mut w, &format!("CREATE (:W {{i: {i}}})"));
             writes.lock().unwrap().push(r.is_ok());
         }
-        run(&mut w, "MATCH (p:P {id: 7}) SET p.touched = 1").unwrap();
+        // Both writers set the same node: the later one may meet the other's open
+        // write, a retryable conflict, and retries as a driver would.
+        loop {
+            match run(&mut w, "MATCH (p:P {id: 7}) SET p.touched = 1") {
+                Err(e) if e.is_retryable() => std::thread::yield_now(),
+                r => {
+                    r.unwrap();
+                    break;
+                }
+            }
+        }
     };
     let progress = At {
         phase,

@@ -148,3 +148,90 @@ fn comprehensions_answer_as_optional_match_and_collect() {
         assert_eq!(got, want, "seed {seed}");
     }
 }
+
+/// `WHERE (a)-[:T]->(b)` with both ends bound is a probe of the adjacency (a binary
+/// search in the segments, a walk from the smaller end with a delta): it answers as the
+/// MATCH of the same pattern, with the end's labels honoured, on segments, after
+/// deleted relationships were folded, and with a delta.
+#[test]
+fn bound_pattern_predicates_answer_as_match() {
+    for seed in 0..6u64 {
+        let mut r = rand_pcg::Pcg64::seed_from_u64(100 + seed);
+        let d = tempfile::tempdir().unwrap();
+        let mut s = Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+        let n = 30;
+        run(
+            &mut s,
+            &format!("UNWIND range(0, {}) AS i CREATE (:N {{i: i}})", n - 1),
+        )
+        .unwrap();
+        run(&mut s, "MATCH (a:N) WHERE a.i % 3 = 0 SET a:M").unwrap();
+        // A hub with many relationships, parallel ones and self-loops.
+        let mut edges: Vec<String> = (0..150)
+            .map(|_| {
+                let (a, b) = (r.random_range(0..n), r.random_range(0..n));
+                let t = if r.random_bool(0.7) { "T" } else { "U" };
+                format!("[{a}, {b}, '{t}', {}]", r.random_range(0..4))
+            })
+            .collect();
+        edges.extend((0..n).map(|b| format!("[0, {b}, 'T', 9]")));
+        edges.push("[5, 5, 'T', 1]".into());
+        for t in ["T", "U"] {
+            run(
+                &mut s,
+                &format!(
+                    "UNWIND [{}] AS e WITH e WHERE e[2] = '{t}' MATCH (a:N {{i: e[0]}}), (b:N {{i: e[1]}}) CREATE (a)-[:{t} {{w: e[3]}}]->(b)",
+                    edges.join(", ")
+                ),
+            )
+            .unwrap();
+        }
+        match seed % 3 {
+            // Segments only, some relationships deleted and folded.
+            0 => {
+                run(&mut s, "CHECKPOINT").unwrap();
+                run(&mut s, "MATCH ()-[r:T {w: 0}]->() DELETE r").unwrap();
+                run(&mut s, "CHECKPOINT").unwrap();
+            }
+            // Segments and a delta that deletes and adds.
+            1 => {
+                run(&mut s, "CHECKPOINT").unwrap();
+                run(&mut s, "MATCH ()-[r:T {w: 0}]->() DELETE r").unwrap();
+                run(
+                    &mut s,
+                    "MATCH (a:N {i: 1}), (b:N {i: 2}) CREATE (a)-[:T {w: 5}]->(b)",
+                )
+                .unwrap();
+            }
+            // The delta only.
+            _ => {}
+        }
+        for (pred, pattern) in [
+            ("(a)-[:T]->(b)", "(a)-[:T]->(b)"),
+            ("(b)<-[:T]-(a)", "(a)-[:T]->(b)"),
+            ("(a)-[:T]-(b)", "(a)-[:T]-(b)"),
+            ("(a)-->(b)", "(a)-->(b)"),
+            ("(a)<-[:U|T]-(b)", "(a)<-[:U|T]-(b)"),
+            ("(a)-[:T]->(b:M)", "(a)-[:T]->(b:M)"),
+            ("(a:M)-[:T]->(b)", "(a:M)-[:T]->(b)"),
+            ("(a)-[:NONE]->(b)", "(a)-[:NONE]->(b)"),
+        ] {
+            let probe =
+                format!("MATCH (a:N), (b:N) WHERE {pred} RETURN a.i AS x, b.i AS y ORDER BY x, y");
+            let matched =
+                format!("MATCH {pattern} RETURN DISTINCT a.i AS x, b.i AS y ORDER BY x, y");
+            assert_eq!(
+                rows(&mut s, &probe),
+                rows(&mut s, &matched),
+                "seed {seed}: {pred}"
+            );
+            let none = format!("MATCH (a:N), (b:N) WHERE NOT {pred} RETURN count(*)");
+            let all = rows(&mut s, &matched).len() as i64;
+            assert_eq!(
+                rows(&mut s, &none),
+                vec![vec![Value::Int((n * n) as i64 - all)]],
+                "seed {seed}: NOT {pred}"
+            );
+        }
+    }
+}

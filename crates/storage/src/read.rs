@@ -1311,6 +1311,36 @@ impl Database {
         Ok(d)
     }
 
+    /// Whether `node` has a relationship of type `rel` to `nb` in direction `dir` that
+    /// is not deleted: a binary search of its targets (sorted within a node's entries)
+    /// in each segment, instead of a walk over all of them (`WHERE (a)-[:T]->(b)` with
+    /// both ends bound, from a hub).
+    pub fn has_neighbour(
+        &self,
+        rel: usize,
+        node: u32,
+        nb: u32,
+        dir: Direction,
+    ) -> Result<bool, ReadError> {
+        for s in &self.rels[rel].segs {
+            let csr = s.csr(dir);
+            if node as u64 >= csr.footer.n_nodes {
+                continue;
+            }
+            let p = csr.neighbours(node, s.first_edge)?;
+            let deleted = s.deleted(dir);
+            let want = nb as u64;
+            let mut i = p.pos + partition(p.end - p.pos, |k| p.targets.get(p.pos + k) < want);
+            while i < p.end && p.targets.get(i) == want {
+                if !deleted.is_some_and(|d| d.get(i as u64)) {
+                    return Ok(true);
+                }
+                i += 1;
+            }
+        }
+        Ok(false)
+    }
+
     /// Streams every relationship of a type, `f(node, neighbour, edge_id)`, in node order
     /// of `dir` within each segment. Works in every open mode.
     pub fn scan_edges(

@@ -705,6 +705,25 @@ fn pattern_exists(env: &Env, p: &PatternPred, b: &Batch, row: usize) -> Result<V
     if !start_labels_ok(env, p, start)? {
         return Ok(Value::Bool(false));
     }
+    // One hop to a bound node, `(a)-[:T]->(b)`: a probe of the adjacency, not a walk.
+    if let [s @ PredStep {
+        min: 1,
+        max: 1,
+        bound: Some(slot),
+        ..
+    }] = p.steps.as_slice()
+    {
+        let end = match &b.cols[*slot][row] {
+            Value::Node(n) => *n,
+            _ => return Ok(Value::Bool(false)),
+        };
+        for &l in &s.labels {
+            if !env.g.has_label(end, l)? {
+                return Ok(Value::Bool(false));
+            }
+        }
+        return Ok(Value::Bool(env.g.has_rel_to(&s.types, s.dir, start, end)?));
+    }
     let mut used = Vec::new();
     Ok(Value::Bool(
         walk(env, p, b, row, 0, start, 0, &mut used, true)? > 0,
@@ -739,16 +758,17 @@ fn walk(
     };
     let mut found = 0;
     if depth >= s.min {
-        let ok_end = match s.bound {
+        let mut ok_end = match s.bound {
             Some(slot) => matches!(b.cols[slot][row], Value::Node(n) if n == at),
-            None => {
-                let mut ok = true;
-                for l in &s.labels {
-                    ok &= env.g.has_label(at, *l)?;
-                }
-                ok
-            }
+            None => true,
         };
+        // A bound end is tested against the pattern's labels too: `(a)-->(b:X)`.
+        for l in &s.labels {
+            if !ok_end {
+                break;
+            }
+            ok_end &= env.g.has_label(at, *l)?;
+        }
         if ok_end {
             found += walk(env, p, b, row, step + 1, at, 0, used, first)?;
             if first && found > 0 {

@@ -259,13 +259,6 @@ impl Op for Expand {
     }
 }
 
-fn flip(d: Direction) -> Direction {
-    match d {
-        Direction::Out => Direction::In,
-        Direction::In => Direction::Out,
-    }
-}
-
 pub struct Frame {
     nbrs: Vec<(u64, RelRef)>,
     i: usize,

@@ -10,7 +10,7 @@
 use crate::batch::{Batch, BATCH_ROWS};
 use crate::error::QueryError;
 use crate::expr::{eval, eval_col, CExpr, Env};
-use crate::graph::dirs;
+use crate::graph::{dirs, flip};
 use crate::value::{order, Key, PathVal, RelRef, Value};
 use hashbrown::{HashMap, HashSet};
 use quiver_common::memory::{Grant, MemoryBudget};
