@@ -81,15 +81,23 @@ pub enum Clause {
         body: Box<SingleQuery>,
         rows: Option<Expr>,
         on_error: OnError,
+        /// See [`Clause::CallSubquery`]'s `sees_all`.
+        sees_all: bool,
     },
     /// `CALL { ... }`: the body runs for each input row; the rows it returns extend that
     /// row (none: the row is dropped); a body without RETURN passes the row on.
     /// `OPTIONAL CALL { ... }`: a row the body returns nothing for is kept, with nulls.
     /// `CALL { A UNION [ALL] B ... }`: the parts after the first, with whether each
     /// joins by UNION ALL.
+    ///
+    /// What of the outer row the body sees: everything with `sees_all` (`CALL (*) { }`,
+    /// and the subqueries that EXISTS { }, COUNT { } and COLLECT { } become); otherwise
+    /// only the variables its importing WITH names (`CALL { WITH a ... }`, and the
+    /// leading WITH that `CALL (a) { }` is read as), see [`imports`](crate::bind::imports).
     CallSubquery {
         body: Box<SingleQuery>,
         optional: bool,
+        sees_all: bool,
         unions: Vec<(bool, SingleQuery)>,
     },
     /// `CALL ns.proc(args) [YIELD out [AS name], ... | YIELD *] [WHERE pred]`

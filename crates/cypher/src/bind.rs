@@ -111,6 +111,33 @@ pub fn contains_aggregate(e: &Expr) -> bool {
     is_aggregate_call(e) || e.children().into_iter().any(contains_aggregate)
 }
 
+/// What a CALL body sees of the outer row.
+pub enum Imports<'a> {
+    All,
+    /// These names (those of them the outer row has).
+    Names(Vec<&'a str>),
+}
+
+/// The outer variables a CALL body sees: all with `sees_all` (`CALL (*) { }`) or an
+/// importing `WITH *`; else the variables its first clause, an importing WITH, names;
+/// else none. (The binder has checked the importing WITH's form.)
+pub fn imports(body: &SingleQuery, sees_all: bool) -> Imports<'_> {
+    match body.clauses.first() {
+        _ if sees_all => Imports::All,
+        Some(Clause::With(p)) if p.star => Imports::All,
+        Some(Clause::With(p)) => Imports::Names(
+            p.items
+                .iter()
+                .filter_map(|(e, _)| match e {
+                    Expr::Var(n, _) => Some(n.as_str()),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        _ => Imports::Names(Vec::new()),
+    }
+}
+
 /// The first variable `e` reads, with its offset.
 fn first_var(e: &Expr) -> Option<(&str, usize)> {
     match e {
@@ -898,6 +925,53 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// The outer variables a CALL body sees, after checking its importing WITH as Neo4j
+    /// 5 does: simple references only. (Neo4j also refuses a WHERE, ORDER BY, DISTINCT,
+    /// SKIP or LIMIT on it; Quiver runs them, as on any WITH.)
+    fn importing(
+        &self,
+        body: &SingleQuery,
+        sees_all: bool,
+        outer: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, ParseError> {
+        if sees_all {
+            return Ok(outer.clone());
+        }
+        let Some(Clause::With(p)) = body.clauses.first() else {
+            return Ok(BTreeSet::new());
+        };
+        fn reads(e: &Expr, outer: &BTreeSet<String>) -> bool {
+            match e {
+                Expr::Var(n, _) => outer.contains(n),
+                e => e.children().into_iter().any(|c| reads(c, outer)),
+            }
+        }
+        let reads_outer = |e: &Expr| reads(e, outer);
+        if !p.star && !p.items.iter().any(|(e, _)| reads_outer(e)) {
+            return Ok(BTreeSet::new());
+        }
+        let rule = "Importing WITH should consist only of simple references to outside variables.";
+        for (e, alias) in &p.items {
+            let simple = matches!((e, alias), (Expr::Var(_, _), None))
+                || matches!((e, alias), (Expr::Var(n, _), Some(a)) if a == n);
+            if !simple {
+                return self.fail(
+                    Detail::InvalidClauseComposition,
+                    first_offset(e).unwrap_or(0),
+                    format!("{rule} Aliasing or expressions are not supported (import with CALL (a) {{ }}, then WITH a AS b inside)"),
+                );
+            }
+        }
+        Ok(match imports(body, sees_all) {
+            Imports::All => outer.clone(),
+            Imports::Names(names) => names
+                .into_iter()
+                .filter(|n| outer.contains(*n))
+                .map(str::to_string)
+                .collect(),
+        })
+    }
+
     fn single_in(
         &self,
         q: &SingleQuery,
@@ -1069,20 +1143,33 @@ impl Checker<'_> {
                     scope.insert(l.var.clone());
                     kinds.insert(l.var.clone(), Kind::Unknown);
                 }
-                Clause::CallInTx { body, rows, .. } => {
+                Clause::CallInTx {
+                    body,
+                    rows,
+                    sees_all,
+                    ..
+                } => {
                     if let Some(r) = rows {
                         self.expr(r, &BTreeSet::new(), false)?;
                     }
+                    let inner = self.importing(body, *sees_all, &scope)?;
                     // A body that returns adds its columns to the outer rows.
-                    for c in self.single_in(body, scope.clone())? {
+                    for c in self.single_in(body, inner)? {
                         kinds.insert(c.clone(), Kind::Unknown);
                         scope.insert(c);
                     }
                 }
-                Clause::CallSubquery { body, unions, .. } => {
-                    let cols = self.single_in(body, scope.clone())?;
+                Clause::CallSubquery {
+                    body,
+                    unions,
+                    sees_all,
+                    ..
+                } => {
+                    let inner = self.importing(body, *sees_all, &scope)?;
+                    let cols = self.single_in(body, inner)?;
                     for (_, part) in unions {
-                        let other = self.single_in(part, scope.clone())?;
+                        let inner = self.importing(part, *sees_all, &scope)?;
+                        let other = self.single_in(part, inner)?;
                         if other != cols {
                             return self.fail(Detail::DifferentColumnsInUnion,
                                 0,

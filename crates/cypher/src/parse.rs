@@ -441,8 +441,11 @@ impl<'t> Parser<'t> {
                 // a leading `WITH a, b`); `CALL () { ... }` and `CALL (*) { ... }` add no
                 // leading WITH.
                 let mut imports = Vec::new();
+                let mut sees_all = false;
                 if self.eat_p("(") {
-                    if !self.eat_p("*") {
+                    if self.eat_p("*") {
+                        sees_all = true;
+                    } else {
                         while !self.is_p(")") {
                             let at = self.toks[self.pos].offset;
                             imports.push((self.name("a variable to import")?, at));
@@ -516,6 +519,7 @@ impl<'t> Parser<'t> {
                     clauses.push(Clause::CallSubquery {
                         body: Box::new(body),
                         optional,
+                        sees_all,
                         unions,
                     });
                     continue;
@@ -524,6 +528,7 @@ impl<'t> Parser<'t> {
                     body: Box::new(body),
                     rows,
                     on_error,
+                    sees_all,
                 });
             } else if self.eat_kw("CALL") {
                 clauses.push(Clause::CallProc(self.proc_call()?));
@@ -1763,6 +1768,7 @@ impl<'t> Parser<'t> {
                     Clause::CallSubquery {
                         body: Box::new(body),
                         optional: false,
+                        sees_all: true,
                         unions,
                     },
                     Clause::Return(Projection {

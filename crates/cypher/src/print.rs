@@ -515,6 +515,7 @@ fn update_clause(c: &Clause) -> String {
             body,
             rows,
             on_error,
+            sees_all,
         } => {
             let inner = statement(&Statement {
                 explain: None,
@@ -523,7 +524,8 @@ fn update_clause(c: &Clause) -> String {
                     union_all: vec![],
                 },
             });
-            let mut s = format!("CALL {{ {inner} }} IN TRANSACTIONS");
+            let scope = if *sees_all { "(*) " } else { "" };
+            let mut s = format!("CALL {scope}{{ {inner} }} IN TRANSACTIONS");
             if let Some(r) = rows {
                 s.push_str(&format!(" OF {} ROWS", expr(r)));
             }
@@ -537,6 +539,7 @@ fn update_clause(c: &Clause) -> String {
         Clause::CallSubquery {
             body,
             optional,
+            sees_all,
             unions,
         } => {
             let inner = statement(&Statement {
@@ -549,8 +552,9 @@ fn update_clause(c: &Clause) -> String {
                 },
             });
             format!(
-                "{}CALL {{ {inner} }}",
-                if *optional { "OPTIONAL " } else { "" }
+                "{}CALL {}{{ {inner} }}",
+                if *optional { "OPTIONAL " } else { "" },
+                if *sees_all { "(*) " } else { "" }
             )
         }
         _ => String::new(),

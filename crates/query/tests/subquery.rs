@@ -114,6 +114,88 @@ fn returning_a_bound_name_is_an_error() {
     assert!(e.contains("`x` is already bound"), "{e}");
 }
 
+/// A CALL body sees only what it imports (its importing WITH, `CALL (a)`, `CALL (*)`),
+/// as in Neo4j 5: an outer name it does not import is a new variable inside.
+#[test]
+fn a_body_sees_only_what_it_imports() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(
+        &mut s,
+        "CREATE (a:P {n: 1})-[:K]->(:P {n: 2}), (a)-[:K]->(:P {n: 3}), (:P {n: 4})",
+    )
+    .unwrap();
+    // Not imported: the body's MATCH (n) is every node, not the outer row's.
+    let r = rows(
+        &mut s,
+        "MATCH (n:P) CALL { MATCH (n:P) RETURN count(n) AS k } RETURN n.n, k ORDER BY n.n",
+    );
+    assert_eq!(
+        ints(&r),
+        vec![vec![1, 4], vec![2, 4], vec![3, 4], vec![4, 4]]
+    );
+    // Imported three ways: the outer row's node.
+    for q in [
+        "MATCH (n:P) CALL { WITH n MATCH (n)-->(m) RETURN count(m) AS k } RETURN n.n, k ORDER BY n.n",
+        "MATCH (n:P) CALL (n) { MATCH (n)-->(m) RETURN count(m) AS k } RETURN n.n, k ORDER BY n.n",
+        "MATCH (n:P) CALL (*) { MATCH (n)-->(m) RETURN count(m) AS k } RETURN n.n, k ORDER BY n.n",
+    ] {
+        let r = rows(&mut s, q);
+        assert_eq!(ints(&r), vec![vec![1, 2], vec![2, 0], vec![3, 0], vec![4, 0]], "{q}");
+    }
+    // An unimported name is fresh inside, also under UNWIND, and in each UNION part on
+    // its own terms.
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS a CALL { UNWIND [5] AS a RETURN a AS c } RETURN a, c",
+    );
+    assert_eq!(ints(&r), vec![vec![1, 5], vec![2, 5]]);
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS a CALL { WITH a RETURN a AS c UNION UNWIND [7] AS a RETURN a AS c } RETURN a, c ORDER BY a, c",
+    );
+    assert_eq!(
+        ints(&r),
+        vec![vec![1, 1], vec![1, 7], vec![2, 2], vec![2, 7]]
+    );
+    // A WHERE on the importing WITH filters (Neo4j refuses it; Quiver runs it).
+    let r = rows(
+        &mut s,
+        "UNWIND [1, 2] AS a CALL { WITH a WHERE a > 1 RETURN a * 10 AS c } RETURN c",
+    );
+    assert_eq!(ints(&r), vec![vec![20]]);
+    // What is not imported is undefined; an importing WITH takes references only.
+    for (q, want) in [
+        (
+            "UNWIND [1] AS a CALL { RETURN a AS c } RETURN c",
+            "`a` is not defined",
+        ),
+        (
+            "UNWIND [1] AS a CALL () { RETURN a AS c } RETURN c",
+            "`a` is not defined",
+        ),
+        (
+            "UNWIND [1] AS a CALL { UNWIND [2] AS x WITH a, x RETURN x AS c } RETURN c",
+            "`a` is not defined",
+        ),
+        (
+            "UNWIND [1] AS a CALL { WITH a AS b RETURN b } RETURN b",
+            "Importing WITH should consist only of simple references",
+        ),
+        (
+            "UNWIND [1] AS a CALL { WITH a + 1 AS b RETURN b } RETURN b",
+            "Importing WITH should consist only of simple references",
+        ),
+        (
+            "UNWIND [1] AS a CALL { CREATE (:Q {v: a}) } IN TRANSACTIONS",
+            "`a` is not defined",
+        ),
+    ] {
+        let e = run(&mut s, q).unwrap_err().to_string();
+        assert!(e.contains(want), "{q}: {e}");
+    }
+}
+
 #[test]
 fn scope_clauses_and_optional_calls() {
     let d = tempfile::tempdir().unwrap();

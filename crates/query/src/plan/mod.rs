@@ -21,7 +21,9 @@ use crate::index::IndexSet;
 use crate::ops::*;
 use crate::value::Value;
 use quiver_cypher::ast::*;
-use quiver_cypher::bind::{contains_aggregate, is_aggregate, is_aggregate_call, same};
+use quiver_cypher::bind::{
+    contains_aggregate, imports, is_aggregate, is_aggregate_call, same, Imports,
+};
 use quiver_cypher::Detail;
 use quiver_storage::Direction;
 use std::cell::RefCell;
@@ -76,6 +78,23 @@ impl Scope {
         self.width += 1;
         self.vars.push((name.to_string(), slot, kind));
         slot
+    }
+
+    /// The same row with only what a CALL body imports visible; the other columns stay
+    /// in place, unnamed, so the body's rows still extend the outer ones.
+    fn imported(&self, imports: &Imports) -> Scope {
+        match imports {
+            Imports::All => self.clone(),
+            Imports::Names(names) => Scope {
+                vars: self
+                    .vars
+                    .iter()
+                    .filter(|v| names.contains(&v.0.as_str()))
+                    .cloned()
+                    .collect(),
+                width: self.width,
+            },
+        }
     }
 
     fn hidden(&mut self) -> usize {
@@ -171,7 +190,10 @@ pub(crate) struct Replan {
     unions: Vec<(bool, quiver_cypher::ast::SingleQuery)>,
     /// The batches are smaller than the direct path's (`BATCH_DIRECT_MIN`).
     small_batches: bool,
+    /// The outer row's scope, and whether the body sees all of it (else what its
+    /// importing WITH names).
     scope: Scope,
+    sees_all: bool,
     params: Params,
     procs: crate::procs::Procedures,
     tail: bool,
@@ -469,7 +491,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         self.reads_graph = false;
         self.tail = r.tail;
         let outer = std::mem::replace(&mut self.small_batches, r.small_batches);
-        let body = self.body_plan(&r.scope, &r.body, &r.unions);
+        let body = self.body_plan(&r.scope, r.sees_all, &r.body, &r.unions);
         self.small_batches = outer;
         let (sub, cell, _, names) = body?;
         Ok((sub, cell, names))
@@ -477,15 +499,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 
     /// A subquery body below an Argument: its plan, the cell its input row goes in, the
     /// scope after it and its columns. A body with UNION parts gives each part an
-    /// Argument of its own, fed by [`FanOut`] from the one cell.
+    /// Argument of its own, fed by [`FanOut`] from the one cell. Each part sees of the
+    /// outer `scope` what it imports (all of it with `sees_all`).
     fn body_plan(
         &mut self,
         scope: &Scope,
+        sees_all: bool,
         body: &SingleQuery,
         unions: &[(bool, SingleQuery)],
     ) -> Result<(P, ArgCell, Scope, Vec<String>), QueryError> {
         let (arg, cell) = self.argument();
-        let (first, first_scope, names) = self.clauses(arg, scope.clone(), &body.clauses)?;
+        let inner = |part: &SingleQuery| scope.imported(&imports(part, sees_all));
+        let (first, first_scope, names) = self.clauses(arg, inner(body), &body.clauses)?;
         if unions.is_empty() {
             return Ok((first, cell, first_scope, names));
         }
@@ -493,7 +518,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut cells = vec![cell];
         for (_, part) in unions {
             let (arg, cell) = self.argument();
-            let (p, _, _) = self.clauses(arg, scope.clone(), &part.clauses)?;
+            let (p, _, _) = self.clauses(arg, inner(part), &part.clauses)?;
             parts.push(p);
             cells.push(cell);
         }
@@ -866,14 +891,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Clause::CallSubquery {
                     body,
                     optional,
+                    sees_all,
                     unions,
                 } => {
-                    cur = self.call_subquery(cur, &mut scope, body, unions, *optional)?;
+                    cur =
+                        self.call_subquery(cur, &mut scope, body, unions, *optional, *sees_all)?;
                 }
                 Clause::CallInTx {
                     body,
                     rows,
                     on_error,
+                    sees_all,
                 } => {
                     let rows = match rows {
                         Some(e) => Some(self.compile(e, &Scope::default(), &[])?),
@@ -908,6 +936,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         body: (**body).clone(),
                         unions: Vec::new(),
                         scope: scope.clone(),
+                        sees_all: *sees_all,
                         params: self.params.clone(),
                         procs: self.procs.clone(),
                         tail: last,
@@ -981,6 +1010,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         body: &SingleQuery,
         unions: &[(bool, SingleQuery)],
         optional: bool,
+        sees_all: bool,
     ) -> Result<P, QueryError> {
         let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
         // Operators that keep state across their input need a fresh plan per row (a
@@ -1003,6 +1033,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             body: body.clone(),
             unions: unions.to_vec(),
             scope: scope.clone(),
+            sees_all,
             params: self.params.clone(),
             procs: self.procs.clone(),
             tail: false,
@@ -1016,7 +1047,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let outer_tail = self.tail;
         self.reads_graph = false;
         self.tail = false;
-        let planned = self.body_plan(scope, body, unions);
+        let planned = self.body_plan(scope, sees_all, body, unions);
         self.tail = outer_tail;
         self.reads_graph = outer_reads || self.reads_graph;
         self.fused = fused;
@@ -1145,7 +1176,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 where_: None,
                 texts: vec![name.clone()],
             }));
-            cur = self.call_subquery(cur, scope, &b, &[], false)?;
+            cur = self.call_subquery(cur, scope, &b, &[], false, true)?;
             let v = Expr::Var(name, 0);
             *e = match kind {
                 SubqueryKind::Count => v,
