@@ -376,6 +376,8 @@ pub struct SubqueryApply {
     pub sub: BoxOp,
     pub arg: ArgCell,
     pub returns: bool,
+    /// Each input row gets one more column: the number of rows the body gave for it.
+    pub count: bool,
     /// `OPTIONAL CALL`: a row the body returns nothing for is kept, with nulls.
     pub optional: bool,
     pub(crate) replan: Option<Box<crate::plan::Replan>>,
@@ -420,8 +422,15 @@ impl Op for SubqueryApply {
                         out.push_row(v);
                     }
                 } else {
-                    while self.sub.next(cx)?.is_some() {}
-                    out.push_row(b.row(row));
+                    let mut n = 0;
+                    while let Some(m) = self.sub.next(cx)? {
+                        n += m.len as i64;
+                    }
+                    let mut v = b.row(row);
+                    if self.count {
+                        v.push(Value::Int(n));
+                    }
+                    out.push_row(v);
                 }
                 row += 1;
             }

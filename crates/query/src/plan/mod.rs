@@ -894,8 +894,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     sees_all,
                     unions,
                 } => {
-                    cur =
-                        self.call_subquery(cur, &mut scope, body, unions, *optional, *sees_all)?;
+                    cur = self
+                        .call_subquery(cur, &mut scope, body, unions, *optional, *sees_all, None)?;
                 }
                 Clause::CallInTx {
                     body,
@@ -1002,7 +1002,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     }
 
     /// `CALL { body }` over `cur` (see [`SubqueryApply`]): the body sees the variables
-    /// in scope, and binds the names it returns.
+    /// in scope it imports, and binds the names it returns. With `count_as`, the number
+    /// of rows the body gives per input row is bound to that name instead (EXISTS { }
+    /// and COUNT { } over a whole query).
+    #[allow(clippy::too_many_arguments)]
     fn call_subquery(
         &mut self,
         cur: P,
@@ -1011,8 +1014,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         unions: &[(bool, SingleQuery)],
         optional: bool,
         sees_all: bool,
+        count_as: Option<&str>,
     ) -> Result<P, QueryError> {
-        let returns = matches!(body.clauses.last(), Some(Clause::Return(_)));
+        let returns = count_as.is_none() && matches!(body.clauses.last(), Some(Clause::Return(_)));
         // Operators that keep state across their input need a fresh plan per row (a
         // UNION's parts run one after the other, once).
         let parts = || std::iter::once(body).chain(unions.iter().map(|(_, p)| p));
@@ -1059,7 +1063,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let out_width = if returns {
             scope.width + names.len()
         } else {
-            scope.width
+            scope.width + usize::from(count_as.is_some())
         };
         if returns {
             for n in &names {
@@ -1067,19 +1071,29 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 scope.bind(n, kind);
             }
         }
+        if let Some(n) = count_as {
+            scope.bind(n, Kind::Other);
+        }
         Ok(self.wrap(
             if optional {
                 "OptionalCallSubquery"
             } else {
                 "CallSubquery"
             },
-            if stateful { "planned per row" } else { "" }.into(),
+            match (stateful, count_as.is_some()) {
+                (true, true) => "rows counted, planned per row",
+                (true, false) => "planned per row",
+                (false, true) => "rows counted",
+                (false, false) => "",
+            }
+            .into(),
             vec![cur.id, sub.id],
             Box::new(SubqueryApply {
                 input: cur.op,
                 sub: sub.op,
                 arg: cell,
                 returns,
+                count: count_as.is_some(),
                 optional,
                 replan: stateful.then(|| Box::new(replan)),
                 out_width,
@@ -1140,7 +1154,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             return Ok(cur);
         }
         // `EXISTS { body }` / `COUNT { body }` over a whole query: the body as a CALL
-        // subquery (seeing the row's variables) whose rows are counted, its RETURN
+        // subquery (seeing the row's variables) whose rows the apply counts, its RETURN
         // becoming a WITH; a hidden variable holds the count (one row per input row).
         if let Expr::Subquery { kind, body } = e {
             let name = self.anon_name();
@@ -1156,15 +1170,25 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
                 b.clauses.push(Clause::With(p));
             }
+            // EXISTS and COUNT: the apply counts the body's rows (no aggregation in the
+            // body, which would have it planned again for every row).
+            if *kind != SubqueryKind::Collect {
+                cur = self.call_subquery(cur, scope, &b, &[], false, true, Some(&name))?;
+                let v = Expr::Var(name, 0);
+                *e = match kind {
+                    SubqueryKind::Exists => {
+                        Expr::Binary(BinOp::Gt, Box::new(v), Box::new(Expr::Int(0)))
+                    }
+                    _ => v,
+                };
+                return Ok(cur);
+            }
             // COLLECT: each value as a one-element list, flattened after, so that its
             // nulls stay (collect() alone would skip them).
-            let agg = match kind {
-                SubqueryKind::Collect => Expr::Call {
-                    name: "collect".into(),
-                    distinct: false,
-                    args: vec![Expr::List(vec![Expr::Var(inner, 0)])],
-                },
-                _ => Expr::CountStar,
+            let agg = Expr::Call {
+                name: "collect".into(),
+                distinct: false,
+                args: vec![Expr::List(vec![Expr::Var(inner, 0)])],
             };
             b.clauses.push(Clause::Return(Projection {
                 distinct: false,
@@ -1176,18 +1200,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 where_: None,
                 texts: vec![name.clone()],
             }));
-            cur = self.call_subquery(cur, scope, &b, &[], false, true)?;
-            let v = Expr::Var(name, 0);
-            *e = match kind {
-                SubqueryKind::Count => v,
-                SubqueryKind::Exists => {
-                    Expr::Binary(BinOp::Gt, Box::new(v), Box::new(Expr::Int(0)))
-                }
-                SubqueryKind::Collect => Expr::Call {
-                    name: "apoc.coll.flatten".into(),
-                    distinct: false,
-                    args: vec![v],
-                },
+            cur = self.call_subquery(cur, scope, &b, &[], false, true, None)?;
+            *e = Expr::Call {
+                name: "apoc.coll.flatten".into(),
+                distinct: false,
+                args: vec![Expr::Var(name, 0)],
             };
             return Ok(cur);
         }
