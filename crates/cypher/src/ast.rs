@@ -215,6 +215,9 @@ pub struct NodePattern {
     /// Byte offset of `var` in the query (for errors).
     pub var_at: usize,
     pub labels: Vec<String>,
+    /// `:$(expr)` (Neo4j 5.26): labels given by an expression per row (a string or a
+    /// list of strings); the node has all of them.
+    pub dyn_labels: Vec<Expr>,
     pub props: Option<Expr>,
 }
 
@@ -235,6 +238,9 @@ pub struct RelPattern {
     pub var_at: usize,
     /// `:A|B`: any of these types (empty: any type).
     pub types: Vec<String>,
+    /// `:$(expr)` (Neo4j 5.26): types given by an expression per row, a string or a
+    /// list of strings (any of them matches; CREATE and MERGE take exactly one).
+    pub dyn_types: Vec<Expr>,
     pub props: Option<Expr>,
     pub dir: Dir,
     /// `*min..max` (either bound may be absent); `None` for a single hop.

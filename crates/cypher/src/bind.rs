@@ -376,6 +376,19 @@ impl Checker<'_> {
     /// direction. A parameter map as a pattern's properties (`(n $props)`) is CREATE's
     /// only: MATCH and MERGE refuse it, as openCypher and Neo4j do (which properties it
     /// holds is not known when the query is planned).
+    /// Dynamic labels and types stand in MATCH, CREATE and MERGE, not in a pattern
+    /// expression.
+    fn static_pattern(&self, p: &Pattern) -> Result<(), ParseError> {
+        if has_dynamic(p) {
+            return self.fail(
+                Detail::UnexpectedSyntax,
+                p.start.var_at,
+                "a label or type given by $(...) inside a pattern expression; match it with MATCH, or test labels(n) / type(r)".into(),
+            );
+        }
+        Ok(())
+    }
+
     fn pattern_shape(&self, p: &Pattern, clause: &str) -> Result<(), ParseError> {
         let at = |var_at: usize| if var_at > 0 { var_at } else { p.start.var_at };
         if clause != "CREATE" {
@@ -393,6 +406,17 @@ impl Checker<'_> {
                 );
             }
         }
+        if let Some((r, _)) = p
+            .steps
+            .iter()
+            .find(|(r, _)| r.range.is_some() && !r.dyn_types.is_empty())
+        {
+            return self.fail(
+                Detail::UnexpectedSyntax,
+                at(r.var_at),
+                "a variable-length relationship with a type given by $(...); name the types (-[:A|B*1..3]->) or filter on type() of its relationships".into(),
+            );
+        }
         if clause == "MATCH" {
             return Ok(());
         }
@@ -403,7 +427,7 @@ impl Checker<'_> {
                     format!("{clause} cannot make a variable-length relationship; give one hop, like -[:KNOWS]->"),
                 );
             }
-            if r.types.len() != 1 {
+            if r.types.len() + r.dyn_types.len() != 1 {
                 return self.fail(
                     Detail::NoSingleRelationshipType,
                     at(r.var_at),
@@ -494,6 +518,7 @@ impl Checker<'_> {
                 self.expr(expr, &inner, false)?;
             }
             Expr::PatternComp { pattern, pred, map } => {
+                self.static_pattern(pattern)?;
                 // The pattern's new variables (and its path's) are seen by the predicate
                 // and the mapping only.
                 for props in pattern_props(pattern) {
@@ -514,6 +539,7 @@ impl Checker<'_> {
                 self.single_in(body, scope.clone())?;
             }
             Expr::PatternPred(p) => {
+                self.static_pattern(p)?;
                 // A pattern predicate may only use variables already bound (no new ones).
                 let mut names = Vec::new();
                 pattern_vars(p, &mut names);
@@ -793,7 +819,12 @@ impl Checker<'_> {
                 Some(&k) if matches!(k, Kind::Rel | Kind::Rels | Kind::Path | Kind::Value) => {
                     return conflict(v, n.var_at, k, Kind::Node)
                 }
-                Some(_) if creates && (!n.labels.is_empty() || n.props.is_some()) => {
+                Some(_)
+                    if creates
+                        && (!n.labels.is_empty()
+                            || !n.dyn_labels.is_empty()
+                            || n.props.is_some()) =>
+                {
                     return self.fail(Detail::VariableAlreadyBound,
                         n.var_at,
                         format!("variable `{v}` is already bound; {clause} cannot add labels or properties to it (use SET)"),
@@ -1328,13 +1359,21 @@ fn pattern_vars(p: &Pattern, out: &mut Vec<String>) {
     }
 }
 
+/// The expressions inside a pattern: property maps and dynamic labels and types.
 fn pattern_props(p: &Pattern) -> Vec<&Expr> {
-    let mut v: Vec<&Expr> = p.start.props.iter().collect();
+    let mut v: Vec<&Expr> = p.start.props.iter().chain(&p.start.dyn_labels).collect();
     for (r, n) in &p.steps {
-        v.extend(r.props.iter());
-        v.extend(n.props.iter());
+        v.extend(r.props.iter().chain(&r.dyn_types));
+        v.extend(n.props.iter().chain(&n.dyn_labels));
     }
     v
+}
+
+/// Whether a pattern has a label or type given by `$(expr)`.
+pub fn has_dynamic(p: &Pattern) -> bool {
+    let nodes = std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n));
+    nodes.into_iter().any(|n| !n.dyn_labels.is_empty())
+        || p.steps.iter().any(|(r, _)| !r.dyn_types.is_empty())
 }
 
 /// Checks a parsed statement; `text` is the query it was parsed from (for positions).

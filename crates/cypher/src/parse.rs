@@ -531,7 +531,13 @@ impl<'t> Parser<'t> {
                     sees_all,
                 });
             } else if self.eat_kw("CALL") {
-                clauses.push(Clause::CallProc(self.proc_call()?));
+                let pc = self.proc_call()?;
+                // The APOC procedures client libraries write with, read as Cypher.
+                match crate::apoc::rewrite(&pc) {
+                    Some(Ok(cs)) => clauses.extend(cs),
+                    Some(Err(msg)) => return Err(error_at(self.text, pc.at, msg)),
+                    None => clauses.push(Clause::CallProc(pc)),
+                }
             } else {
                 break;
             }
@@ -584,6 +590,19 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// `$(expr)` where a label or relationship type stands (Neo4j 5.26's dynamic
+    /// labels and types), or `None` when a name stands there.
+    fn dynamic_name(&mut self) -> R<Option<Expr>> {
+        if !(self.is_p("$") && matches!(self.peek_at(1), Tok::Punct("("))) {
+            return Ok(None);
+        }
+        self.bump();
+        self.bump();
+        let e = self.expr()?;
+        self.expect_p(")")?;
+        Ok(Some(e))
+    }
+
     /// `n:A:B` in SET or REMOVE, when the next item is one: the variable, the labels
     /// named, and those given as `$(expr)`.
     #[allow(clippy::type_complexity)]
@@ -594,12 +613,9 @@ impl<'t> Parser<'t> {
         let var = self.name("a variable")?;
         let (mut labels, mut exprs) = (Vec::new(), Vec::new());
         while self.eat_p(":") {
-            if self.eat_p("$") {
-                self.expect_p("(")?;
-                exprs.push(self.expr()?);
-                self.expect_p(")")?;
-            } else {
-                labels.push(self.any_name("a label")?);
+            match self.dynamic_name()? {
+                Some(e) => exprs.push(e),
+                None => labels.push(self.any_name("a label")?),
             }
         }
         Ok(Some((var, labels, exprs)))
@@ -841,7 +857,10 @@ impl<'t> Parser<'t> {
             n.var = Some(self.name("a node variable")?);
         }
         while self.eat_p(":") {
-            n.labels.push(self.any_name("a label")?);
+            match self.dynamic_name()? {
+                Some(e) => n.dyn_labels.push(e),
+                None => n.labels.push(self.any_name("a label")?),
+            }
         }
         if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
             n.props = Some(self.atom()?);
@@ -859,6 +878,7 @@ impl<'t> Parser<'t> {
             var: None,
             var_at: 0,
             types: Vec::new(),
+            dyn_types: Vec::new(),
             props: None,
             dir: Dir::Both,
             range: None,
@@ -876,10 +896,15 @@ impl<'t> Parser<'t> {
                 r.var = Some(self.name("a relationship variable")?);
             }
             if self.eat_p(":") {
-                r.types.push(self.any_name("a relationship type")?);
-                while self.eat_p("|") {
+                loop {
+                    match self.dynamic_name()? {
+                        Some(e) => r.dyn_types.push(e),
+                        None => r.types.push(self.any_name("a relationship type")?),
+                    }
+                    if !self.eat_p("|") {
+                        break;
+                    }
                     self.eat_p(":");
-                    r.types.push(self.any_name("a relationship type")?);
                 }
             }
             if self.eat_p("*") {

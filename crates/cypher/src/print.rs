@@ -216,6 +216,9 @@ fn node(n: &NodePattern) -> String {
         s.push_str(&name(v));
     }
     s.push_str(&labels(&n.labels));
+    for e in &n.dyn_labels {
+        let _ = write!(s, ":$({})", expr(e));
+    }
     if let Some(p) = &n.props {
         let _ = write!(s, " {}", expr(p));
     }
@@ -228,13 +231,14 @@ fn rel(r: &RelPattern) -> String {
     if let Some(v) = &r.var {
         body.push_str(&name(v));
     }
-    if !r.types.is_empty() {
+    if !r.types.is_empty() || !r.dyn_types.is_empty() {
         let _ = write!(
             body,
             ":{}",
             r.types
                 .iter()
                 .map(|t| name(t))
+                .chain(r.dyn_types.iter().map(|e| format!("$({})", expr(e))))
                 .collect::<Vec<_>>()
                 .join("|")
         );

@@ -751,6 +751,239 @@ fn dynamic_labels_in_set_and_remove() {
     assert_eq!(count(&mut s, "MATCH (n:A:B:P) RETURN count(n)"), 1);
 }
 
+/// Neo4j 5.26's dynamic labels and types in patterns: `(n:$(e))` and `-[r:$(e)]->` in
+/// MATCH (a filter), CREATE and MERGE (a MERGE row finds what an earlier row made, of a
+/// type the statement created), on segments and with a delta; refused in a pattern
+/// expression, on a variable-length relationship, and as two types to create.
+#[test]
+fn dynamic_labels_and_types_in_patterns() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(
+        &mut s,
+        "UNWIND [['A', 'B'], 'C', ['A']] AS l CREATE (:N:$(l) {l: l})",
+    )
+    .unwrap();
+    for checkpoint in [false, true] {
+        if checkpoint {
+            run(&mut s, "CHECKPOINT").unwrap();
+        }
+        assert_eq!(count(&mut s, "MATCH (n:$('A')) RETURN count(n)"), 2);
+        assert_eq!(
+            count(&mut s, "MATCH (n:N:$(['A', 'B'])) RETURN count(n)"),
+            1
+        );
+        assert_eq!(count(&mut s, "MATCH (n:$('Z')) RETURN count(n)"), 0);
+        assert_eq!(
+            count(
+                &mut s,
+                "UNWIND ['A', 'C'] AS l MATCH (n:$(l)) RETURN count(n)"
+            ),
+            3
+        );
+    }
+    // MERGE of nodes: a row finds what an earlier row created.
+    let sum = run(
+        &mut s,
+        "UNWIND ['P', 'P', 'Q', 'P'] AS l MERGE (n:$(l) {id: 1}) ON CREATE SET n.made = true ON MATCH SET n.seen = true",
+    )
+    .unwrap();
+    assert_eq!(sum.counters.nodes_created, 2);
+    assert_eq!(count(&mut s, "MATCH (n:P {seen: true}) RETURN count(n)"), 1);
+    // MERGE of relationships of types the statement creates, then CREATE of one more.
+    let sum = run(
+        &mut s,
+        "MATCH (a:P), (b:Q) UNWIND ['T', 'T', 'U', 'T', 'U'] AS t MERGE (a)-[r:$(t)]->(b) ON MATCH SET r.again = true",
+    )
+    .unwrap();
+    assert_eq!(sum.counters.relationships_created, 2);
+    run(
+        &mut s,
+        "MATCH (a:P), (b:Q) WITH a, b, 'V' AS t CREATE (a)-[:$(t) {w: 1}]->(b)",
+    )
+    .unwrap();
+    for checkpoint in [false, true] {
+        if checkpoint {
+            run(&mut s, "CHECKPOINT").unwrap();
+            drop(s);
+            s = open(&db);
+        }
+        let r = rows(
+            &mut s,
+            "MATCH ()-[r]->() RETURN type(r), r.again, r.w ORDER BY type(r)",
+        );
+        assert_eq!(
+            format!("{r:?}"),
+            format!(
+                "{:?}",
+                vec![
+                    vec![Value::str("T"), Value::Bool(true), Value::Null],
+                    vec![Value::str("U"), Value::Bool(true), Value::Null],
+                    vec![Value::str("V"), Value::Null, Value::Int(1)],
+                ]
+            )
+        );
+        assert_eq!(
+            count(&mut s, "MATCH ()-[r:T|$(['V'])]->() RETURN count(r)"),
+            2
+        );
+        assert_eq!(count(&mut s, "MATCH ()-[r:$('U')]-() RETURN count(r)"), 2);
+    }
+    for (q, want) in [
+        (
+            "MATCH (n) WHERE (n)-[:$('T')]->() RETURN n",
+            "pattern expression",
+        ),
+        ("MATCH (n)-[:$('T')*1..2]->() RETURN n", "variable-length"),
+        (
+            "MATCH (a:P), (b:Q) CREATE (a)-[:$(['T', 'U'])]->(b)",
+            "exactly one type",
+        ),
+        ("CREATE (:$(1))", "string or a list of strings"),
+        ("CREATE (:$(''))", "empty"),
+    ] {
+        let e = run(&mut s, q).unwrap_err().to_string();
+        assert!(e.contains(want), "{q}: {e}");
+    }
+}
+
+/// The APOC procedures LangChain's graph import and neo4j-graphrag's writer call, with
+/// their queries as those libraries send them.
+#[test]
+fn apoc_merge_and_create_as_the_libraries_call_them() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(&d.path().join("g.qdb"));
+    let mut params = BTreeMap::new();
+    let row = |pairs: &[(&str, Value)]| {
+        Value::Map(std::sync::Arc::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (std::sync::Arc::from(*k), v.clone()))
+                .collect(),
+        ))
+    };
+    let props = |k: &str, v: Value| row(&[(k, v)]);
+    params.insert(
+        "data".to_string(),
+        Value::list(vec![
+            row(&[
+                ("id", Value::str("ann")),
+                ("type", Value::str("Person")),
+                ("properties", props("age", Value::Int(30))),
+            ]),
+            row(&[
+                ("id", Value::str("acme")),
+                ("type", Value::str("Company")),
+                ("properties", props("size", Value::Int(9))),
+            ]),
+            row(&[
+                ("id", Value::str("ann")),
+                ("type", Value::str("Person")),
+                ("properties", props("age", Value::Int(99))),
+            ]),
+        ]),
+    );
+    // LangChain 0.11's node import without a base label.
+    s.run(
+        "UNWIND $data AS row CALL apoc.merge.node([row.type], {id: row.id}, row.properties, {}) YIELD node RETURN distinct 'done' AS result",
+        &params,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(
+        count(&mut s, "MATCH (n:Person {id: 'ann'}) RETURN n.age"),
+        30
+    );
+    assert_eq!(count(&mut s, "MATCH (n:Company) RETURN n.size"), 9);
+    params.insert(
+        "data".to_string(),
+        Value::list(vec![row(&[
+            ("source", Value::str("ann")),
+            ("source_label", Value::str("Person")),
+            ("target", Value::str("acme")),
+            ("target_label", Value::str("Company")),
+            ("type", Value::str("WORKS_AT")),
+            ("properties", props("since", Value::Int(2020))),
+        ])]),
+    );
+    // Its relationship import, twice: one relationship.
+    for _ in 0..2 {
+        s.run(
+            "UNWIND $data AS row CALL apoc.merge.node([row.source_label], {id: row.source},{}, {}) YIELD node as source CALL apoc.merge.node([row.target_label], {id: row.target},{}, {}) YIELD node as target CALL apoc.merge.relationship(source, row.type, {}, row.properties, target) YIELD rel RETURN distinct 'done'",
+            &params,
+            &mut |_, _| Ok(()),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        count(&mut s, "MATCH (:Person {id: 'ann'})-[r:WORKS_AT]->(:Company {id: 'acme'}) RETURN sum(r.since) + count(r) * 0"),
+        2020
+    );
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 2);
+    // neo4j-graphrag's writer: CREATE, then apoc.create.addLabels; its relationship
+    // merge sets the properties on create and on match.
+    run(
+        &mut s,
+        "UNWIND [{id: 1, labels: ['Entity', 'Drug']}] AS row CREATE (n:__KGBuilder__ {__tmp_internal_id: row.id}) WITH n, row CALL apoc.create.addLabels(n, row.labels) YIELD node WITH node as n, row RETURN elementId(n) AS element_id",
+    )
+    .unwrap();
+    assert_eq!(
+        count(
+            &mut s,
+            "MATCH (n:__KGBuilder__:Entity:Drug) RETURN count(n)"
+        ),
+        1
+    );
+    run(
+        &mut s,
+        "MATCH (start:__KGBuilder__), (end:Company) WITH start, end CALL apoc.merge.relationship(start, 'MAKES', {}, {n: 1}, end, {n: 2}) YIELD rel RETURN elementId(rel)",
+    )
+    .unwrap();
+    run(
+        &mut s,
+        "MATCH (start:__KGBuilder__), (end:Company) WITH start, end CALL apoc.merge.relationship(start, 'MAKES', {}, {n: 1}, end, {n: 2}) YIELD rel RETURN elementId(rel)",
+    )
+    .unwrap();
+    assert_eq!(
+        count(
+            &mut s,
+            "MATCH ()-[r:MAKES]->() RETURN sum(r.n) * 10 + count(r)"
+        ),
+        21
+    );
+    // apoc.create.node / relationship, a WHERE after YIELD, and the errors.
+    let r = ints(
+        &mut s,
+        "UNWIND [1, 2, 3] AS i CALL apoc.create.node(['Made'], {i: i}) YIELD node WHERE node.i > 1 RETURN node.i",
+    );
+    assert_eq!(r, vec![2, 3]);
+    run(
+        &mut s,
+        "MATCH (a:Made {i: 1}), (b:Made {i: 2}) CALL apoc.create.relationship(a, 'NEXT', {w: 5}, b) YIELD rel RETURN rel",
+    )
+    .unwrap();
+    assert_eq!(
+        count(
+            &mut s,
+            "MATCH (:Made {i: 1})-[r:NEXT]->(:Made {i: 2}) RETURN r.w"
+        ),
+        5
+    );
+    for (q, want) in [
+        ("CALL apoc.merge.node(['X'], $m) YIELD node RETURN node", "map literal"),
+        ("CALL apoc.merge.node(['X']) YIELD node RETURN node", "2 to 4 argument"),
+        ("CALL apoc.merge.node(['X'], {id: 1}) YIELD rel RETURN rel", "yields one column"),
+        (
+            "CREATE (a), (b) WITH a, b CALL apoc.merge.relationship(a, 'T', {}, {}, b {x: 1}) YIELD rel RETURN rel",
+            "",
+        ),
+    ] {
+        let e = run(&mut s, q).unwrap_err().to_string();
+        assert!(e.contains(want), "{q}: {e}");
+    }
+}
+
 /// `apoc.meta.data()` as LangChain's and neo4j-graphrag's schema readers query it: node
 /// properties with their types, relationship properties, and which labels each
 /// relationship type joins; the same over segments and over the delta.

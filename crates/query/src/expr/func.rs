@@ -49,6 +49,36 @@ pub(super) fn str_arg<'v>(v: &'v Value, what: &str) -> Result<Option<&'v str>, Q
     }
 }
 
+/// The names a `$(expr)` label or type gives: a string or a list of strings, none
+/// empty (`what` names the kind in the error).
+pub(crate) fn dyn_names(v: &Value, what: &str, out: &mut Vec<Arc<str>>) -> Result<(), QueryError> {
+    let bad = |v: &Value| {
+        QueryError::ty(format!(
+            "a dynamic {what} $(...) must be a string or a list of strings, got {}",
+            v.type_name()
+        ))
+    };
+    match v {
+        Value::Str(s) => out.push(s.clone()),
+        Value::List(l) => {
+            for v in l.iter() {
+                match v {
+                    Value::Str(s) => out.push(s.clone()),
+                    other => return Err(bad(other)),
+                }
+            }
+        }
+        other => return Err(bad(other)),
+    }
+    if out.iter().any(|l| l.is_empty()) {
+        return Err(QueryError::InvalidArgument(
+            Detail::InvalidArgumentValue,
+            format!("a {what} cannot be the empty string"),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn argc(f: Func, args: &[Value], lo: usize, hi: usize) -> Result<(), QueryError> {
     if args.len() < lo || args.len() > hi {
         return Err(QueryError::Argument(format!(
@@ -630,6 +660,45 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                     )
                 }
                 v => return type_err("apoc.coll.toSet() needs a list", &v),
+            }
+        }
+        // `(n:$(e))` in MATCH and MERGE: whether node n has every label e names.
+        HasLabelsDyn => {
+            argc(f, a, 2, 2)?;
+            let mut named = Vec::new();
+            dyn_names(&a[1], "label", &mut named)?;
+            match first {
+                Value::Null => Value::Null,
+                Value::Node(n) => {
+                    let mut all = true;
+                    for l in &named {
+                        all &= match g.label_id(l) {
+                            Some(id) => g.has_label(n, id)?,
+                            None => false,
+                        };
+                        if !all {
+                            break;
+                        }
+                    }
+                    Value::Bool(all)
+                }
+                v => return type_err("a label given by $(...) belongs to a node", &v),
+            }
+        }
+        // `-[r:A|$(e)]-` in MATCH and MERGE: whether r's type is one of those named.
+        HasTypeDyn => {
+            argc(f, a, 2, usize::MAX)?;
+            let mut named = Vec::new();
+            for x in &a[1..] {
+                dyn_names(x, "relationship type", &mut named)?;
+            }
+            match first {
+                Value::Null => Value::Null,
+                Value::Rel(r) => {
+                    let t = g.rel_type_name(r.ty);
+                    Value::Bool(named.iter().any(|n| *n == t))
+                }
+                v => return type_err("a type given by $(...) belongs to a relationship", &v),
             }
         }
         // APOC's: a list's lists spliced in (one level), other values kept.

@@ -185,6 +185,7 @@ funcs! {
     ToBooleanList = "tobooleanlist", ToFloatList = "tofloatlist",
     ToIntegerList = "tointegerlist", ToStringList = "tostringlist",
     VecCosine = "vector.similarity.cosine", VecEuclidean = "vector.similarity.euclidean",
+    HasLabelsDyn = "quiver.haslabels", HasTypeDyn = "quiver.hastype",
 }
 
 /// Longest list `range()` builds (320 MiB of values): lists made by expressions are not

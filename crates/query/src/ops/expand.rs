@@ -20,6 +20,9 @@ pub struct Expand {
     pub into: Option<usize>,
     pub emit_rel: bool,
     pub types: Vec<u32>,
+    /// Every type the graph has at each input batch (a `$(expr)` type, filtered above):
+    /// types made after planning (by an earlier row of a MERGE) count.
+    pub live_types: bool,
     pub dir: Dir,
     pub labels: Vec<u32>,
     /// Slots of relationships (or relationship lists) this one must differ from.
@@ -160,6 +163,9 @@ impl Op for Expand {
                     Some(b) => {
                         self.cur = Some(b);
                         self.row = 0;
+                        if self.live_types {
+                            self.types = (0..g.n_rel_types() as u32).collect();
+                        }
                     }
                 }
             }

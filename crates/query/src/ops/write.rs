@@ -129,11 +129,15 @@ pub enum CreateStep {
     Node {
         slot: usize,
         labels: Vec<Arc<str>>,
+        /// `(:$(e))`: more labels, evaluated per row.
+        dyn_labels: Vec<CExpr>,
         props: Option<PropsExpr>,
     },
     Rel {
         slot: usize,
         ty: Arc<str>,
+        /// `-[:$(e)]->`: the type, evaluated per row (`ty` is empty then).
+        dyn_ty: Option<CExpr>,
         src: usize,
         dst: usize,
         props: Option<PropsExpr>,
@@ -252,16 +256,24 @@ fn create_row(
             CreateStep::Node {
                 slot,
                 labels,
+                dyn_labels,
                 props,
             } => {
                 let p = create_props(cx, props.as_ref(), b, row)?;
-                let id = tx(cx)?.create_node(labels.clone(), p)?;
+                let mut labels = labels.clone();
+                for e in dyn_labels {
+                    let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
+                    crate::expr::dyn_names(&v, "label", &mut labels)?;
+                }
+                labels.dedup();
+                let id = tx(cx)?.create_node(labels, p)?;
                 check_unique(cx, id)?;
                 b.cols[*slot][row] = Value::Node(id);
             }
             CreateStep::Rel {
                 slot,
                 ty,
+                dyn_ty,
                 src,
                 dst,
                 props,
@@ -269,7 +281,27 @@ fn create_row(
                 let p = create_props(cx, props.as_ref(), b, row)?;
                 let a = node_of(&b.cols[*src][row], "the start of a created relationship")?;
                 let z = node_of(&b.cols[*dst][row], "the end of a created relationship")?;
-                let r = tx(cx)?.create_rel(ty, a, z, p)?;
+                let ty = match dyn_ty {
+                    None => ty.clone(),
+                    Some(e) => {
+                        let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
+                        let mut named = Vec::new();
+                        crate::expr::dyn_names(&v, "relationship type", &mut named)?;
+                        match <[Arc<str>; 1]>::try_from(named) {
+                            Ok([t]) => t,
+                            Err(named) => {
+                                return Err(QueryError::InvalidArgument(
+                                    Detail::InvalidArgumentValue,
+                                    format!(
+                                    "a created relationship has exactly one type; $(...) gave {}",
+                                    named.len()
+                                ),
+                                ))
+                            }
+                        }
+                    }
+                };
+                let r = tx(cx)?.create_rel(&ty, a, z, p)?;
                 b.cols[*slot][row] = Value::Rel(r);
             }
             CreateStep::Publish => publish(cx),
@@ -645,24 +677,8 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                 Value::Node(n) => {
                     let mut named: Vec<Arc<str>> = Vec::new();
                     for e in dynamic {
-                        match eval(&cx.env, e, b, row, &mut locals)? {
-                            Value::Str(s) => named.push(s),
-                            Value::List(l) => {
-                                for v in l.iter() {
-                                    match v {
-                                        Value::Str(s) => named.push(s.clone()),
-                                        other => return Err(dyn_label_type(other)),
-                                    }
-                                }
-                            }
-                            other => return Err(dyn_label_type(&other)),
-                        }
-                    }
-                    if named.iter().any(|l| l.is_empty()) {
-                        return Err(QueryError::InvalidArgument(
-                            Detail::InvalidArgumentValue,
-                            "a label cannot be the empty string".into(),
-                        ));
+                        let v = eval(&cx.env, e, b, row, &mut locals)?;
+                        crate::expr::dyn_names(&v, "label", &mut named)?;
                     }
                     for l in labels.iter().chain(&named) {
                         tx(cx)?.set_label(n, l, *add)?;
@@ -681,13 +697,6 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
         }
     }
     Ok(())
-}
-
-fn dyn_label_type(v: &Value) -> QueryError {
-    QueryError::ty(format!(
-        "a dynamic label $(...) must be a string or a list of strings, got {}",
-        v.type_name()
-    ))
 }
 
 pub struct SetProps {

@@ -138,7 +138,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     None => {
                         let distinct = DistinctTargets::default();
                         let flag = distinct.on.clone();
+                        let live_types = rvar.as_ref().is_some_and(|v| self.live_types.contains(v));
                         let op = Expand {
+                            live_types,
                             input: cur.op,
                             from,
                             into,

@@ -36,10 +36,31 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         conj.push(Expr::Bool(false));
                     }
                 }
+                // `(n:$(e))`: a filter on the labels e names per row.
+                for e in std::mem::take(&mut n.dyn_labels) {
+                    conj.push(Expr::Call {
+                        name: "quiver.haslabels".into(),
+                        distinct: false,
+                        args: vec![Expr::Var(v.clone(), 0), e],
+                    });
+                }
             }
             for (r, _) in &mut p.steps {
-                if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
+                if r.var.is_none() && (n_rels > 1 || p.var.is_some() || !r.dyn_types.is_empty()) {
                     r.var = Some(self.anon_name());
+                }
+                // `-[r:A|$(e)]-`: any type, and a filter on the types named.
+                if !r.dyn_types.is_empty() {
+                    let v = r.var.clone().expect("named above");
+                    self.live_types.push(v.clone());
+                    let mut args = vec![Expr::Var(v, 0)];
+                    args.extend(std::mem::take(&mut r.types).into_iter().map(Expr::Str));
+                    args.extend(std::mem::take(&mut r.dyn_types));
+                    conj.push(Expr::Call {
+                        name: "quiver.hastype".into(),
+                        distinct: false,
+                        args,
+                    });
                 }
                 // A relationship (or list of them) bound by an earlier clause: match a
                 // fresh one and keep the rows where it is the bound one. The bound
@@ -684,7 +705,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         where_: &Option<Expr>,
     ) -> Option<Fused> {
         let [p] = patterns else { return None };
-        if !p.steps.is_empty() || p.var.is_some() || p.kind != PathKind::Plain {
+        if !p.steps.is_empty()
+            || p.var.is_some()
+            || p.kind != PathKind::Plain
+            || quiver_cypher::bind::has_dynamic(p)
+        {
             return None;
         }
         let n = &p.start;

@@ -134,6 +134,10 @@ struct DegreeCand {
 pub struct Planner<'a, 'g, 'db> {
     fused: Option<Fused>,
     degree_cand: Option<DegreeCand>,
+    /// Relationship variables whose types `$(expr)` gives (a filter): their expansion
+    /// reads every type the graph has when it runs, not when planned, so that a MERGE
+    /// finds a relationship of a type an earlier row created.
+    live_types: Vec<String>,
     /// The last expansion that bound a new node: (plan node, node slot, its distinct
     /// switch), for pushing a DISTINCT on that node into it.
     /// A filter on that node alone keeps the push-down valid (it rejects every row of a
@@ -428,6 +432,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Planner {
             fused: None,
             degree_cand: None,
+            live_types: Vec::new(),
             last_expand: None,
             g,
             params,

@@ -47,7 +47,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     if kind != Kind::Node && kind != Kind::Other {
                         return Err(QueryError::ty(format!("variable {v} is not a node")));
                     }
-                    if !n.labels.is_empty() || n.props.is_some() {
+                    if !n.labels.is_empty() || !n.dyn_labels.is_empty() || n.props.is_some() {
                         return Err(QueryError::Argument(format!(
                             "variable {v} is already bound: CREATE cannot add labels or properties to it (use SET)"
                         )));
@@ -62,11 +62,17 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
                 None => None,
             };
+            let dyn_labels = n
+                .dyn_labels
+                .iter()
+                .map(|e| this.compile(e, scope, &[]))
+                .collect::<Result<_, _>>()?;
             let name = n.var.clone().unwrap_or_else(|| this.anon_name());
             let slot = scope.bind(&name, Kind::Node);
             steps.push(CreateStep::Node {
                 slot,
                 labels: n.labels.iter().map(|l| Arc::from(l.as_str())).collect(),
+                dyn_labels,
                 props,
             });
             Ok(slot)
@@ -80,10 +86,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     "CREATE and MERGE cannot create variable-length relationships".into(),
                 ));
             }
-            let [ty] = r.types.as_slice() else {
-                return Err(QueryError::Argument(
-                    "a created relationship needs exactly one type, like -[:KNOWS]->".into(),
-                ));
+            let (ty, dyn_ty) = match (r.types.as_slice(), r.dyn_types.as_slice()) {
+                ([ty], []) => (Arc::from(ty.as_str()), None),
+                ([], [e]) => (Arc::from(""), Some(self.compile(e, scope, &[])?)),
+                _ => {
+                    return Err(QueryError::Argument(
+                        "a created relationship needs exactly one type, like -[:KNOWS]->".into(),
+                    ))
+                }
             };
             let (src, dst) = match r.dir {
                 Dir::Out => (prev, next),
@@ -110,7 +120,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let slot = scope.bind(&name, Kind::Rel);
             steps.push(CreateStep::Rel {
                 slot,
-                ty: Arc::from(ty.as_str()),
+                ty,
+                dyn_ty,
                 src,
                 dst,
                 props,
@@ -146,14 +157,21 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let literal = |p: &Option<PropsExpr>| matches!(p, None | Some(PropsExpr::Literal(_)));
         let nodes = !self.touched
             && steps.iter().all(|s| match s {
-                CreateStep::Node { labels, props, .. } => {
-                    literal(props) && !labels.iter().any(|l| self.indexes.constrains_label(l))
+                CreateStep::Node {
+                    labels,
+                    dyn_labels,
+                    props,
+                    ..
+                } => {
+                    literal(props)
+                        && dyn_labels.is_empty()
+                        && !labels.iter().any(|l| self.indexes.constrains_label(l))
                 }
                 _ => false,
             });
         let rels = !self.wrote
             && steps.iter().all(|s| match s {
-                CreateStep::Rel { props, .. } => literal(props),
+                CreateStep::Rel { props, dyn_ty, .. } => literal(props) && dyn_ty.is_none(),
                 _ => false,
             });
         !steps.is_empty() && (nodes || rels)

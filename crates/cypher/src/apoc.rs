@@ -1,0 +1,199 @@
+//! The APOC procedures that client libraries call to write (LangChain's graph import,
+//! neo4j-graphrag's knowledge-graph writer), read as the Cypher they stand for: Neo4j
+//! 5.26's dynamic labels and types in MERGE, CREATE and SET. No JVM, no procedure
+//! runtime: the planner sees a MERGE, with its index seeks and its conflict rules.
+//!
+//! | call | read as |
+//! |---|---|
+//! | `apoc.merge.node(labels, ident, onCreate, onMatch) YIELD node` | `MERGE (node:$(labels) ident) ON CREATE SET node += onCreate ON MATCH SET node += onMatch` |
+//! | `apoc.merge.relationship(a, type, ident, onCreate, b, onMatch) YIELD rel` | `MERGE (a)-[rel:$(type) ident]->(b) ON CREATE SET rel += onCreate ON MATCH SET rel += onMatch` |
+//! | `apoc.create.node(labels, props) YIELD node` | `CREATE (node:$(labels)) SET node += props` |
+//! | `apoc.create.relationship(a, type, props, b) YIELD rel` | `CREATE (a)-[rel:$(type)]->(b) SET rel += props` |
+//! | `apoc.create.addLabels(n, labels) YIELD node` | `SET n:$(labels) WITH *, n AS node` |
+//!
+//! `ident` is a map literal (`{id: row.id}`), as MERGE's pattern takes; a node or
+//! relationship argument is a variable. A WHERE after YIELD filters after the write.
+
+use crate::ast::*;
+
+/// The clauses a call of one of the procedures above stands for; `None` for any other
+/// procedure; an error (for the caller to place) when the arguments do not fit.
+pub fn rewrite(pc: &ProcCall) -> Option<Result<Vec<Clause>, String>> {
+    let name = pc.name.to_ascii_lowercase();
+    let name = name.strip_suffix(".eager").unwrap_or(&name);
+    let (arity, out): ((usize, usize), &str) = match name {
+        "apoc.merge.node" => ((2, 4), "node"),
+        "apoc.merge.relationship" => ((5, 6), "rel"),
+        "apoc.create.node" => ((2, 2), "node"),
+        "apoc.create.relationship" => ((4, 4), "rel"),
+        "apoc.create.addlabels" => ((2, 2), "node"),
+        _ => return None,
+    };
+    Some(clauses(pc, name, arity, out))
+}
+
+fn clauses(
+    pc: &ProcCall,
+    name: &str,
+    (lo, hi): (usize, usize),
+    out: &str,
+) -> Result<Vec<Clause>, String> {
+    let args = pc
+        .args
+        .as_deref()
+        .ok_or_else(|| format!("{}() takes its arguments in parentheses", pc.name))?;
+    if args.len() < lo || args.len() > hi {
+        return Err(format!(
+            "{}() takes {} argument(s), got {}",
+            pc.name,
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo} to {hi}")
+            },
+            args.len()
+        ));
+    }
+    let alias = match (&pc.yields, pc.star) {
+        (None, _) | (_, true) => out.to_string(),
+        (Some(y), false) => match y.as_slice() {
+            [(o, alias)] if o == out => alias.clone(),
+            _ => return Err(format!("{}() yields one column, `{out}`", pc.name)),
+        },
+    };
+    let var = |e: &Expr, what: &str| match e {
+        Expr::Var(v, _) => Ok(v.clone()),
+        _ => Err(format!(
+            "{}(): the {what} must be a variable bound before the call",
+            pc.name
+        )),
+    };
+    // A map literal, as MERGE's pattern takes; `{}` is no properties.
+    let ident = |e: &Expr| match e {
+        Expr::Map(m) if m.is_empty() => Ok(None),
+        Expr::Map(_) => Ok(Some(e.clone())),
+        Expr::Null => Ok(None),
+        _ => Err(format!(
+            "{}(): Quiver takes the identifying properties as a map literal, like {{id: row.id}}",
+            pc.name
+        )),
+    };
+    // `SET x += e`, left out for an empty map literal or null.
+    let add = |x: &str, e: Option<&Expr>| -> Vec<SetItem> {
+        match e {
+            None | Some(Expr::Null) => Vec::new(),
+            Some(Expr::Map(m)) if m.is_empty() => Vec::new(),
+            Some(e) => vec![SetItem::Merge {
+                var: x.to_string(),
+                value: e.clone(),
+            }],
+        }
+    };
+    let node = |v: Option<String>, dyn_labels: Vec<Expr>, props: Option<Expr>| NodePattern {
+        var: v,
+        var_at: pc.at,
+        labels: Vec::new(),
+        dyn_labels,
+        props,
+    };
+    let rel = |v: &str, ty: &Expr, props: Option<Expr>| RelPattern {
+        var: Some(v.to_string()),
+        var_at: pc.at,
+        types: Vec::new(),
+        dyn_types: vec![ty.clone()],
+        props,
+        dir: Dir::Out,
+        range: None,
+        bfs: false,
+        weighted: None,
+        filter: None,
+    };
+    let pattern = |start: NodePattern, steps: Vec<(RelPattern, NodePattern)>| Pattern {
+        var: None,
+        var_at: pc.at,
+        kind: PathKind::Plain,
+        start,
+        steps,
+    };
+    let mut cs = match name {
+        "apoc.merge.node" => vec![Clause::Merge {
+            pattern: pattern(
+                node(Some(alias.clone()), vec![args[0].clone()], ident(&args[1])?),
+                Vec::new(),
+            ),
+            on_create: add(&alias, args.get(2)),
+            on_match: add(&alias, args.get(3)),
+        }],
+        "apoc.merge.relationship" => {
+            let (a, b) = (var(&args[0], "start node")?, var(&args[4], "end node")?);
+            vec![Clause::Merge {
+                pattern: pattern(
+                    node(Some(a), Vec::new(), None),
+                    vec![(
+                        rel(&alias, &args[1], ident(&args[2])?),
+                        node(Some(b), Vec::new(), None),
+                    )],
+                ),
+                on_create: add(&alias, args.get(3)),
+                on_match: add(&alias, args.get(5)),
+            }]
+        }
+        "apoc.create.node" => {
+            let mut cs = vec![Clause::Create(vec![pattern(
+                node(Some(alias.clone()), vec![args[0].clone()], None),
+                Vec::new(),
+            )])];
+            let set = add(&alias, args.get(1));
+            if !set.is_empty() {
+                cs.push(Clause::Set(set));
+            }
+            cs
+        }
+        "apoc.create.relationship" => {
+            let (a, b) = (var(&args[0], "start node")?, var(&args[3], "end node")?);
+            let mut cs = vec![Clause::Create(vec![pattern(
+                node(Some(a), Vec::new(), None),
+                vec![(rel(&alias, &args[1], None), node(Some(b), Vec::new(), None))],
+            )])];
+            let set = add(&alias, args.get(2));
+            if !set.is_empty() {
+                cs.push(Clause::Set(set));
+            }
+            cs
+        }
+        // apoc.create.addLabels
+        _ => {
+            let n = var(&args[0], "node")?;
+            let mut cs = vec![Clause::Set(vec![SetItem::LabelExprs {
+                var: n.clone(),
+                exprs: vec![args[1].clone()],
+            }])];
+            if n != alias {
+                cs.push(Clause::With(Projection {
+                    distinct: false,
+                    star: true,
+                    items: vec![(Expr::Var(n, pc.at), Some(alias.clone()))],
+                    order: Vec::new(),
+                    skip: None,
+                    limit: None,
+                    where_: None,
+                    texts: vec![alias],
+                }));
+            }
+            cs
+        }
+    };
+    if let Some(w) = &pc.where_ {
+        cs.push(Clause::With(Projection {
+            distinct: false,
+            star: true,
+            items: Vec::new(),
+            order: Vec::new(),
+            skip: None,
+            limit: None,
+            where_: Some(w.clone()),
+            texts: Vec::new(),
+        }));
+    }
+    Ok(cs)
+}
