@@ -372,6 +372,7 @@ fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
                         quiver_query::procs::Procedure {
                             name: proc_name.into(),
                             inputs: Vec::new(),
+                            optional: 0,
                             outputs: vec![
                                 ("username".into(), PType::String),
                                 ("roles".into(), PType::Other),

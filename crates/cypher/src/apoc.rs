@@ -10,6 +10,7 @@
 //! | `apoc.create.node(labels, props) YIELD node` | `CREATE (node:$(labels)) SET node += props` |
 //! | `apoc.create.relationship(a, type, props, b) YIELD rel` | `CREATE (a)-[rel:$(type)]->(b) SET rel += props` |
 //! | `apoc.create.addLabels(n, labels) YIELD node` | `SET n:$(labels) WITH *, n AS node` |
+//! | `db.create.setNodeVectorProperty(n, key, vector)` (and `...Relationship...`) | `SET n[key] = [x IN vector \| toFloat(x)]` |
 //!
 //! `ident` is a map literal (`{id: row.id}`), as MERGE's pattern takes; a node or
 //! relationship argument is a variable. A WHERE after YIELD filters after the write.
@@ -27,6 +28,9 @@ pub fn rewrite(pc: &ProcCall) -> Option<Result<Vec<Clause>, String>> {
         "apoc.create.node" => ((2, 2), "node"),
         "apoc.create.relationship" => ((4, 4), "rel"),
         "apoc.create.addlabels" => ((2, 2), "node"),
+        "db.create.setnodevectorproperty" | "db.create.setrelationshipvectorproperty" => {
+            ((3, 3), "")
+        }
         _ => return None,
     };
     Some(clauses(pc, name, arity, out))
@@ -55,6 +59,9 @@ fn clauses(
         ));
     }
     let alias = match (&pc.yields, pc.star) {
+        (Some(_), _) | (_, true) if out.is_empty() => {
+            return Err(format!("{}() yields nothing", pc.name))
+        }
         (None, _) | (_, true) => out.to_string(),
         (Some(y), false) => match y.as_slice() {
             [(o, alias)] if o == out => alias.clone(),
@@ -160,6 +167,24 @@ fn clauses(
                 cs.push(Clause::Set(set));
             }
             cs
+        }
+        "db.create.setnodevectorproperty" | "db.create.setrelationshipvectorproperty" => {
+            let x = var(&args[0], "entity")?;
+            let el = " v".to_string();
+            vec![Clause::Set(vec![SetItem::DynProp {
+                target: Expr::Var(x, pc.at),
+                key: args[1].clone(),
+                value: Expr::ListComp {
+                    var: el.clone(),
+                    list: Box::new(args[2].clone()),
+                    pred: None,
+                    map: Some(Box::new(Expr::Call {
+                        name: "tofloat".into(),
+                        distinct: false,
+                        args: vec![Expr::Var(el, pc.at)],
+                    })),
+                },
+            }])]
         }
         // apoc.create.addLabels
         _ => {

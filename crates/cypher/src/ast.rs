@@ -135,6 +135,13 @@ pub enum SetItem {
         key: String,
         value: Expr,
     },
+    /// `SET x[key] = value` (Neo4j 5's dynamic property): the key an expression giving a
+    /// string per row.
+    DynProp {
+        target: Expr,
+        key: Expr,
+        value: Expr,
+    },
     /// `SET n = map` (replace all properties)
     Replace { var: String, value: Expr },
     /// `SET n += map`
@@ -527,6 +534,8 @@ pub enum Command {
     CreateIndex {
         label: String,
         prop: String,
+        /// `IF NOT EXISTS`: an index already there is no error.
+        if_not_exists: bool,
     },
     DropIndex {
         label: String,

@@ -939,6 +939,12 @@ impl Checker<'_> {
                 self.expr(value, scope, false)?;
                 self.pattern_values(value, true)?;
             }
+            SetItem::DynProp { target, key, value } => {
+                self.expr(target, scope, false)?;
+                self.expr(key, scope, false)?;
+                self.expr(value, scope, false)?;
+                self.pattern_values(value, true)?;
+            }
             SetItem::Replace { var, value } | SetItem::Merge { var, value } => {
                 self.expr(&Expr::Var(var.clone(), 0), scope, false)?;
                 self.expr(value, scope, false)?;

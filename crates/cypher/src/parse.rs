@@ -649,13 +649,32 @@ impl<'t> Parser<'t> {
                     });
                 }
             } else {
-                let (target, key) = self.prop_target()?;
-                self.expect_p("=")?;
-                items.push(SetItem::Prop {
-                    target,
-                    key,
-                    value: self.expr()?,
-                });
+                let at = self.toks[self.pos].offset;
+                match self.postfix()? {
+                    Expr::Prop(target, key) => {
+                        self.expect_p("=")?;
+                        items.push(SetItem::Prop {
+                            target: *target,
+                            key,
+                            value: self.expr()?,
+                        });
+                    }
+                    Expr::Index(target, key) => {
+                        self.expect_p("=")?;
+                        items.push(SetItem::DynProp {
+                            target: *target,
+                            key: *key,
+                            value: self.expr()?,
+                        });
+                    }
+                    _ => {
+                        return Err(error_at(
+                            self.text,
+                            at,
+                            "expected a property like n.name or n[key]".into(),
+                        ))
+                    }
+                }
             }
             if !self.eat_p(",") {
                 break;
@@ -2139,13 +2158,35 @@ impl Parser<'_> {
             }
         } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
-        } else if (self.is_kw("CREATE") || self.is_kw("DROP")) && self.is_kw_at(1, "INDEX") {
+        } else if (self.is_kw("CREATE") || self.is_kw("DROP"))
+            && (self.is_kw_at(1, "INDEX")
+                || (self.is_kw_at(1, "RANGE") && self.is_kw_at(2, "INDEX")))
+        {
             let create = self.is_kw("CREATE");
             self.bump();
+            if self.is_kw("RANGE") {
+                self.bump();
+            }
             self.bump();
+            // Neo4j 5: `CREATE [RANGE] INDEX [name] [IF NOT EXISTS] FOR (n:L) ON (n.p)`.
+            let mut if_not_exists = false;
+            if create && !self.is_kw("ON") && !self.is_kw("FOR") {
+                if !self.is_kw("IF") {
+                    self.any_name("an index name")?;
+                }
+                if self.eat_kw("IF") {
+                    self.expect_kw("NOT")?;
+                    self.expect_kw("EXISTS")?;
+                    if_not_exists = true;
+                }
+            }
             let (label, prop) = self.index_target()?;
             if create {
-                Command::CreateIndex { label, prop }
+                Command::CreateIndex {
+                    label,
+                    prop,
+                    if_not_exists,
+                }
             } else {
                 Command::DropIndex { label, prop }
             }

@@ -432,6 +432,9 @@ fn set_item(i: &SetItem) -> String {
         SetItem::Prop { target, key, value } => {
             format!("{}.{} = {}", expr(target), name(key), expr(value))
         }
+        SetItem::DynProp { target, key, value } => {
+            format!("{}[{}] = {}", expr(target), expr(key), expr(value))
+        }
         SetItem::Replace { var, value } => format!("{} = {}", name(var), expr(value)),
         SetItem::Merge { var, value } => format!("{} += {}", name(var), expr(value)),
         SetItem::Labels { var, labels: ls } => format!("{}{}", name(var), labels(ls)),

@@ -795,6 +795,11 @@ impl Txn {
         &self.store
     }
 
+    /// Whether the transaction has written anything (an op logged, a bulk write begun).
+    pub fn has_written(&self) -> bool {
+        !self.ops.is_empty() || self.bulk.is_some() || !self.counters.is_empty()
+    }
+
     /// The database this transaction reads: its snapshot's segments and its own delta.
     pub fn view(&self) -> View<'_> {
         View::new(&self.snap.db, &self.work)

@@ -579,6 +579,49 @@ impl Session {
     }
 
     fn command(&mut self, c: Command, t0: Instant, sink: &mut Sink) -> Result<Summary, QueryError> {
+        let schema = matches!(
+            c,
+            Command::CreateIndex { .. }
+                | Command::DropIndex { .. }
+                | Command::CreateConstraint { .. }
+                | Command::DropConstraint { .. }
+        );
+        let reopen = schema && self.suspend_for_schema()?;
+        let r = self.command_inner(c, t0, sink);
+        if reopen {
+            self.tx = Some(self.store.begin());
+        }
+        r
+    }
+
+    /// Index and constraint DDL inside an explicit transaction, as the drivers' managed
+    /// transactions send it (LangChain's `CREATE CONSTRAINT IF NOT EXISTS`): a
+    /// transaction that has not written lets its snapshot go, the DDL runs on its own
+    /// (folding the delta and publishing a generation), and the transaction goes on
+    /// with a fresh snapshot (`true`). After writes it is refused, as Neo4j refuses a
+    /// schema change after a write in one transaction.
+    fn suspend_for_schema(&mut self) -> Result<bool, QueryError> {
+        match self.tx.take() {
+            None => Ok(false),
+            Some(tx) if tx.has_written() => {
+                self.tx = Some(tx);
+                Err(QueryError::Argument(
+                    "a schema change (index or constraint) cannot follow writes in the same transaction; commit the writes first (Neo4j refuses this too)".into(),
+                ))
+            }
+            Some(tx) => {
+                tx.rollback();
+                Ok(true)
+            }
+        }
+    }
+
+    fn command_inner(
+        &mut self,
+        c: Command,
+        t0: Instant,
+        sink: &mut Sink,
+    ) -> Result<Summary, QueryError> {
         match c {
             Command::Begin => {
                 if self.tx.is_some() {
@@ -809,7 +852,23 @@ impl Session {
                     sink,
                 )
             }
-            Command::CreateIndex { label, prop } => self.schema_ddl(t0, |dir, db, budget| {
+            Command::CreateIndex {
+                label,
+                prop,
+                if_not_exists: true,
+            } if self
+                .db()
+                .manifest()
+                .indexes
+                .iter()
+                .any(|i| i.label == label && i.property == prop) =>
+            {
+                Ok(summary_msg(
+                    t0,
+                    format!("index on :{label}({prop}) exists already; nothing changed"),
+                ))
+            }
+            Command::CreateIndex { label, prop, .. } => self.schema_ddl(t0, |dir, db, budget| {
                 let n = index::create_in(dir, db, &label, &prop, true, budget)?;
                 Ok(format!("index on :{label}({prop}) created, {n} entries"))
             }),

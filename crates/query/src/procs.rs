@@ -68,13 +68,17 @@ pub enum Body {
     /// Rows of (inputs, outputs): a call yields the outputs of the rows whose inputs
     /// equal its arguments.
     Table(Vec<(Vec<Value>, Vec<Value>)>),
-    Builtin(fn(&Graph) -> Result<Vec<Vec<Value>>, QueryError>),
+    /// Its rows from the graph and the arguments given.
+    Builtin(fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>),
 }
 
 #[derive(Clone)]
 pub struct Procedure {
     pub name: String,
     pub inputs: Vec<(String, PType)>,
+    /// How many of the last inputs a call may leave out (`apoc.meta.data()` and
+    /// `apoc.meta.data({sample: 100})`).
+    pub optional: usize,
     pub outputs: Vec<(String, PType)>,
     pub body: Body,
 }
@@ -104,7 +108,7 @@ impl Procedure {
 
     fn call(&self, g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
         match &self.body {
-            Body::Builtin(f) => f(g),
+            Body::Builtin(f) => f(g, args),
             Body::Table(rows) => Ok(rows
                 .iter()
                 .filter(|(ins, _)| {
@@ -126,21 +130,21 @@ fn strings(mut v: Vec<String>) -> Vec<Vec<Value>> {
     v.into_iter().map(|s| vec![Value::str(&s)]).collect()
 }
 
-fn db_labels(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn db_labels(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(strings(g.label_names()))
 }
 
-fn db_types(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn db_types(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(strings(g.rel_type_names()))
 }
 
-fn db_keys(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn db_keys(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(strings(g.property_keys()))
 }
 
 /// `dbms.components()`: what Neo4j's tools read to learn the server's version. Quiver
 /// answers as the Neo4j 5.26 it is compatible with, as its Bolt HELLO does.
-fn dbms_components(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn dbms_components(_: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(vec![vec![
         Value::str("Neo4j Kernel"),
         Value::list(vec![Value::str("5.26.0")]),
@@ -149,14 +153,14 @@ fn dbms_components(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
 }
 
 /// `dbms.cluster.role()`: a single server is its database's primary.
-fn dbms_cluster_role(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn dbms_cluster_role(_: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(vec![vec![Value::str("PRIMARY")]])
 }
 
 /// `dbms.clientConfig()` / `dbms.listConfig()`: the settings Neo4j's tools read on
 /// connect, as this server has them: the Browser keeps credentials and history, fetches
 /// nothing from other hosts, and runs nothing after connecting.
-fn dbms_config(_: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn dbms_config(_: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
     let rows = [
         (
             "browser.allow_outgoing_connections",
@@ -222,7 +226,15 @@ fn meta_type(v: &Value) -> &'static str {
 /// a row per property (its type), a row per relationship type leaving them (`type`
 /// `RELATIONSHIP`, `other`: the labels at the far end); per relationship type met, a row
 /// per property of those relationships (`elementType` `relationship`).
-fn apoc_meta_data(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
+fn apoc_meta_data(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    // APOC's `sample` setting: how many nodes of each label are read.
+    let limit = match args.first() {
+        Some(Value::Map(m)) => match m.iter().find(|(k, _)| &**k == "sample") {
+            Some((_, Value::Int(n))) if *n > 0 => *n as usize,
+            _ => META_SAMPLE,
+        },
+        _ => META_SAMPLE,
+    };
     use std::collections::BTreeMap;
     let mut rows = Vec::new();
     // (relationship type -> property -> (type, count))
@@ -236,7 +248,7 @@ fn apoc_meta_data(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
         'tables: for (t, _) in g.label_scan(label).tables {
             let (lo, hi) = g.table_range(t);
             for n in lo..hi {
-                if sample.len() >= META_SAMPLE {
+                if sample.len() >= limit {
                     break 'tables;
                 }
                 if g.node_live(n) && g.has_label(n, label)? {
@@ -245,7 +257,7 @@ fn apoc_meta_data(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
             }
         }
         for &n in &delta_nodes {
-            if sample.len() >= META_SAMPLE {
+            if sample.len() >= limit {
                 break;
             }
             if n >= g.segment_nodes() && g.has_label(n, label)? {
@@ -299,6 +311,53 @@ fn apoc_meta_data(g: &Graph) -> Result<Vec<Vec<Value>>, QueryError> {
     Ok(rows)
 }
 
+/// `apoc.meta.graph()`: one row, `nodes` and `relationships`, each a list of maps with
+/// APOC's virtual entities' properties: per label `{name, count}` (its live nodes), per
+/// relationship type `{type, name, count}`. APOC returns virtual nodes and
+/// relationships; Quiver has none, and the readers (neo4j-graphrag's enhanced schema)
+/// read `name`, `type` and `count` through `x["name"]` or `apoc.any.property`, which a
+/// map answers alike.
+fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let map = |pairs: Vec<(&str, Value)>| {
+        Value::Map(Arc::new(
+            pairs.into_iter().map(|(k, v)| (Arc::from(k), v)).collect(),
+        ))
+    };
+    let n_nodes = g.n_nodes();
+    let mut nodes = Vec::new();
+    for name in g.label_names() {
+        let Some(label) = g.label_id(&name) else {
+            continue;
+        };
+        let mut count = 0i64;
+        for n in 0..n_nodes {
+            if g.node_live(n) && g.has_label(n, label)? {
+                count += 1;
+            }
+        }
+        nodes.push(map(vec![
+            ("name", Value::str(&name)),
+            ("count", Value::Int(count)),
+        ]));
+    }
+    let mut rels = Vec::new();
+    for ty in 0..g.n_rel_types() as u32 {
+        let mut count = 0i64;
+        for n in 0..n_nodes {
+            if g.node_live(n) {
+                count += g.degree(ty, n, Direction::Out)? as i64;
+            }
+        }
+        let name = g.rel_type_name(ty);
+        rels.push(map(vec![
+            ("type", Value::Str(name.clone())),
+            ("name", Value::Str(name)),
+            ("count", Value::Int(count)),
+        ]));
+    }
+    Ok(vec![vec![Value::list(nodes), Value::list(rels)]])
+}
+
 /// A row of `apoc.meta.data()` in APOC's columns.
 fn meta_row(
     label: &str,
@@ -337,6 +396,7 @@ fn make_builtins() -> Vec<Procedure> {
     let one = |name: &str, out: &str, f| Procedure {
         name: name.into(),
         inputs: Vec::new(),
+        optional: 0,
         outputs: vec![(out.into(), PType::String)],
         body: Body::Builtin(f),
     };
@@ -347,6 +407,7 @@ fn make_builtins() -> Vec<Procedure> {
         Procedure {
             name: "dbms.components".into(),
             inputs: Vec::new(),
+            optional: 0,
             outputs: vec![
                 ("name".into(), PType::String),
                 ("versions".into(), PType::Other),
@@ -357,7 +418,8 @@ fn make_builtins() -> Vec<Procedure> {
         one("dbms.cluster.role", "role", dbms_cluster_role),
         Procedure {
             name: "apoc.meta.data".into(),
-            inputs: Vec::new(),
+            inputs: vec![("config".into(), PType::Other)],
+            optional: 1,
             outputs: [
                 ("label", PType::String),
                 ("property", PType::String),
@@ -379,6 +441,16 @@ fn make_builtins() -> Vec<Procedure> {
             .collect(),
             body: Body::Builtin(apoc_meta_data),
         },
+        Procedure {
+            name: "apoc.meta.graph".into(),
+            inputs: vec![("config".into(), PType::Other)],
+            optional: 1,
+            outputs: vec![
+                ("nodes".into(), PType::Other),
+                ("relationships".into(), PType::Other),
+            ],
+            body: Body::Builtin(apoc_meta_graph),
+        },
         config("dbms.clientConfig"),
         config("dbms.listConfig"),
     ]
@@ -388,6 +460,7 @@ fn config(name: &str) -> Procedure {
     Procedure {
         name: name.into(),
         inputs: Vec::new(),
+        optional: 0,
         outputs: vec![
             ("name".into(), PType::String),
             ("description".into(), PType::String),
@@ -434,13 +507,18 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
             };
             match &pc.args {
                 Some(a) => {
-                    if a.len() != p.inputs.len() {
+                    let least = p.inputs.len() - p.optional.min(p.inputs.len());
+                    if a.len() < least || a.len() > p.inputs.len() {
                         return Err(syntax(
                             Detail::InvalidNumberOfArguments,
                             format!(
                                 "{}() takes {} argument(s), got {}",
                                 p.name,
-                                p.inputs.len(),
+                                if least == p.inputs.len() {
+                                    least.to_string()
+                                } else {
+                                    format!("{least} to {}", p.inputs.len())
+                                },
                                 a.len()
                             ),
                         ));

@@ -444,6 +444,7 @@ fn procedure(sig: &str, table: &[Vec<String>]) -> Result<quiver_query::procs::Pr
     Ok(Procedure {
         name,
         inputs,
+        optional: 0,
         outputs,
         body: Body::Table(rows),
     })

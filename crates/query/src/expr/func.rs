@@ -701,6 +701,18 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 v => return type_err("a type given by $(...) belongs to a relationship", &v),
             }
         }
+        // APOC's: a property of a node, a relationship or a map (null for others).
+        AnyProperty => {
+            argc(f, a, 2, 2)?;
+            match (&first, &a[1]) {
+                (Value::Null, _) | (_, Value::Null) => Value::Null,
+                (Value::Node(_) | Value::Rel(_) | Value::Map(_), Value::Str(k)) => {
+                    prop(env, &first, k)?
+                }
+                (_, Value::Str(_)) => Value::Null,
+                (_, k) => return type_err("apoc.any.property() needs a string key", k),
+            }
+        }
         // APOC's: a list's lists spliced in (one level), other values kept.
         CollFlatten => {
             argc(f, a, 1, 1)?;

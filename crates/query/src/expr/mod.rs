@@ -186,6 +186,7 @@ funcs! {
     ToIntegerList = "tointegerlist", ToStringList = "tostringlist",
     VecCosine = "vector.similarity.cosine", VecEuclidean = "vector.similarity.euclidean",
     HasLabelsDyn = "quiver.haslabels", HasTypeDyn = "quiver.hastype",
+    AnyProperty = "apoc.any.property",
 }
 
 /// Longest list `range()` builds (320 MiB of values): lists made by expressions are not

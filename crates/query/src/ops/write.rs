@@ -450,6 +450,12 @@ pub enum SetOp {
         key: Arc<str>,
         value: CExpr,
     },
+    /// `x[key] = value`: the key evaluated per row (a string).
+    DynProp {
+        target: CExpr,
+        key: CExpr,
+        value: CExpr,
+    },
     /// `n = map` (`replace`) or `n += map`.
     Map {
         target: CExpr,
@@ -521,7 +527,7 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
             let deleted_here = t.work.nodes.get(&c).is_some_and(|r| r.deleted);
             if holds(&t.work)? || (!deleted_here && holds(&head.delta)?) {
                 return Err(QueryError::Engine(quiver_engine::EngineError::Constraint(format!(
-                    "node {c} already has label :{label} and {prop} = {}; the uniqueness constraint on :{label}({prop}) allows one",
+                    "Node({c}) already exists with label `{label}` and property `{prop}` = {} (the uniqueness constraint on :{label}({prop}) allows one)",
                     crate::render::text(g, v)?
                 ))));
             }
@@ -590,10 +596,10 @@ pub fn check_unique(cx: &mut Cx, n: u64) -> Result<(), QueryError> {
                 let shown: Vec<String> = props
                     .iter()
                     .zip(&vals)
-                    .map(|(p, v)| Ok(format!("{p} = {}", crate::render::text(g, v)?)))
+                    .map(|(p, v)| Ok(format!("`{p}` = {}", crate::render::text(g, v)?)))
                     .collect::<Result<_, QueryError>>()?;
                 return Err(QueryError::Engine(quiver_engine::EngineError::Constraint(format!(
-                    "node {c} already has label :{label} and {}; the uniqueness constraint on (:{label} {{{}}}) allows one",
+                    "Node({c}) already exists with label `{label}` and properties {} (the uniqueness constraint on (:{label} {{{}}}) allows one)",
                     shown.join(", "),
                     props.join(", ")
                 ))));
@@ -637,6 +643,20 @@ pub fn apply_set(cx: &mut Cx, items: &[SetOp], b: &Batch, row: usize) -> Result<
                 let t = eval(&cx.env, target, b, row, &mut locals)?;
                 let v = eval(&cx.env, value, b, row, &mut locals)?;
                 set_prop(cx, &t, key, v)?;
+            }
+            SetOp::DynProp { target, key, value } => {
+                let t = eval(&cx.env, target, b, row, &mut locals)?;
+                let key = match eval(&cx.env, key, b, row, &mut locals)? {
+                    Value::Str(k) if !k.is_empty() => k,
+                    other => {
+                        return Err(QueryError::ty(format!(
+                            "a property key in SET x[key] must be a non-empty string, got {}",
+                            other.type_name()
+                        )))
+                    }
+                };
+                let v = eval(&cx.env, value, b, row, &mut locals)?;
+                set_prop(cx, &t, &key, v)?;
             }
             SetOp::Map {
                 target,

@@ -238,6 +238,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     key: Arc::from(key.as_str()),
                     value: self.compile(value, scope, &[])?,
                 },
+                SetItem::DynProp { target, key, value } => SetOp::DynProp {
+                    target: self.compile(target, scope, &[])?,
+                    key: self.compile(key, scope, &[])?,
+                    value: self.compile(value, scope, &[])?,
+                },
                 SetItem::Replace { var, value } | SetItem::Merge { var, value } => SetOp::Map {
                     target: self.compile(&Expr::Var(var.clone(), 0), scope, &[])?,
                     value: self.compile(value, scope, &[])?,

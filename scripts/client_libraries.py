@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Neo4j's client libraries against `quiver serve`, through their public APIs, unchanged:
+
+- LangChain's `Neo4jGraph` (langchain-neo4j): graph documents added (with and without a
+  base entity label, with their source document), the schema read back
+  (`apoc.meta.data`), queries;
+- neo4j-graphrag's knowledge-graph writer (`Neo4jWriter`) and schema reader;
+- neomodel, the OGM: constraints installed, save, connect, traverse, filter, order,
+  disconnect, delete, and a duplicate on a unique property raising `UniqueProperty`.
+
+    pip install 'neo4j==6.4.1' 'langchain-neo4j==0.11.0' 'neo4j-graphrag==1.22.0'
+    pip install --target data/clients/neomodel 'neomodel==7.0.0'   # it pins neo4j 6.1
+    python3 scripts/client_libraries.py --neomodel-path data/clients/neomodel
+
+Each library runs against a fresh database under data/client-libraries (git-ignored),
+served with `--no-auth`. neomodel pins an older driver than the others, so it runs in a
+child process whose import path is `--neomodel-path`. Exits non-zero at the first
+library whose session fails, naming the step; `--only` picks libraries.
+"""
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIVER = ROOT / "target" / "release" / "quiver"
+WORK = ROOT / "data" / "client-libraries"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`quiver serve` on a fresh database named `name`."""
+
+    def __init__(self, name):
+        db = WORK / f"{name}.qdb"
+        shutil.rmtree(db, ignore_errors=True)
+        self.port = free_port()
+        self.url = f"bolt://127.0.0.1:{self.port}"
+        # neomodel takes the credentials in its URL (the server ignores them).
+        self.url_auth = f"bolt://neo4j:unused@127.0.0.1:{self.port}"
+        self.p = subprocess.Popen([QUIVER, "serve", "--db", db, "--create", "--no-auth",
+                                   "--listen", f"127.0.0.1:{self.port}"],
+                                  stderr=subprocess.PIPE, text=True)
+        for line in self.p.stderr:
+            if "serving" in line:
+                break
+        else:
+            sys.exit(f"quiver serve did not start: {self.p.wait()}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+def check(ok, what):
+    if not ok:
+        raise AssertionError(what)
+    print(f"  ok: {what}")
+
+
+def langchain(url):
+    from langchain_core.documents import Document
+    from langchain_neo4j import Neo4jGraph
+    from langchain_neo4j.graphs.graph_document import GraphDocument, Node, Relationship
+
+    g = Neo4jGraph(url=url, username="neo4j", password="unused", refresh_schema=True)
+    ann, acme, paris = Node(id="ann", type="Person", properties={"age": 30}), \
+        Node(id="acme", type="Company"), Node(id="paris", type="City")
+    doc = GraphDocument(
+        nodes=[ann, acme, paris],
+        relationships=[Relationship(source=ann, target=acme, type="WORKS_AT", properties={"since": 2020}),
+                       Relationship(source=acme, target=paris, type="LOCATED_IN")],
+        source=Document(page_content="Ann works at Acme, in Paris.", metadata={"src": "t1"}),
+    )
+    g.add_graph_documents([doc], include_source=True)
+    g.add_graph_documents([doc], include_source=True)  # again: merged, nothing doubled
+    c = g.query("MATCH (n) RETURN labels(n)[0] AS l, count(*) AS c ORDER BY l")
+    check(c == [{"l": "City", "c": 1}, {"l": "Company", "c": 1}, {"l": "Document", "c": 1},
+                {"l": "Person", "c": 1}], f"nodes merged by label and id: {c}")
+    r = g.query("MATCH (:Person {id: 'ann'})-[r:WORKS_AT]->(:Company) RETURN r.since AS s")
+    check(r == [{"s": 2020}], "relationship merged with its properties")
+    m = g.query("MATCH (:Document)-[:MENTIONS]->(n) RETURN count(n) AS c")
+    check(m == [{"c": 3}], "the source document mentions each node once")
+    g.add_graph_documents([doc], baseEntityLabel=True)
+    b = g.query("MATCH (n:__Entity__) RETURN count(n) AS c")
+    check(b == [{"c": 3}], "base entity label: one __Entity__ node per id, labelled by $(row.type)")
+    g.refresh_schema()
+    s = g.get_structured_schema
+    check({"Person", "Company", "City", "Document"} <= set(s["node_props"]),
+          f"schema labels read back: {sorted(s['node_props'])}")
+    check({"start": "Person", "type": "WORKS_AT", "end": "Company"} in s["relationships"],
+          "schema relationships read back")
+    check("age" in {p["property"] for p in s["node_props"]["Person"]}, "schema properties read back")
+    check("WORKS_AT" in g.get_schema, "schema text")
+    e = Neo4jGraph(url=url, username="neo4j", password="unused", enhanced_schema=True)
+    check("Person" in e.get_schema, "enhanced schema")
+
+
+def graphrag(url):
+    import neo4j
+    from neo4j_graphrag.components.kg_writer import Neo4jWriter
+    from neo4j_graphrag.components.types import (
+        Neo4jGraph, Neo4jNode, Neo4jRelationship)
+    from neo4j_graphrag.schema import get_structured_schema
+
+    with neo4j.GraphDatabase.driver(url, auth=("neo4j", "unused")) as driver:
+        graph = Neo4jGraph(
+            nodes=[Neo4jNode(id="1", label="Drug", properties={"name": "aspirin"},
+                             embedding_properties={"vec": [0.5, 1, -2.0]}),
+                   Neo4jNode(id="2", label="Disease", properties={"name": "pain"})],
+            relationships=[Neo4jRelationship(start_node_id="1", end_node_id="2", type="TREATS",
+                                             properties={"evidence": "high"})],
+        )
+        result = asyncio.run(Neo4jWriter(driver).run(graph))
+        check(result.status == "SUCCESS", f"writer status {result.status}: {result.metadata}")
+        recs, _, _ = driver.execute_query(
+            "MATCH (d:Drug)-[r:TREATS]->(x:Disease) RETURN d.name AS d, r.evidence AS e, x.name AS x")
+        check([r.data() for r in recs] == [{"d": "aspirin", "e": "high", "x": "pain"}],
+              "nodes and relationship written")
+        vec, _, _ = driver.execute_query("MATCH (d:Drug) RETURN d.vec AS v")
+        check(vec[0]["v"] == [0.5, 1.0, -2.0], "embedding set by db.create.setNodeVectorProperty")
+        left, _, _ = driver.execute_query("MATCH (n) WHERE n.__tmp_internal_id IS NOT NULL RETURN count(n) AS c")
+        check(left[0]["c"] == 0, "temporary ids cleaned up")
+        s = get_structured_schema(driver)
+        check({"start": "Drug", "type": "TREATS", "end": "Disease"} in s["relationships"],
+              f"schema read back: {s['relationships']}")
+
+
+NEOMODEL = textwrap.dedent("""
+    import sys
+    from neomodel import (StructuredNode, StringProperty, IntegerProperty, RelationshipTo,
+                          UniqueProperty, db, get_config)
+    get_config().database_url = sys.argv[1]
+
+    def check(ok, what):
+        if not ok:
+            raise AssertionError(what)
+        print(f"  ok: {what}")
+
+    class Country(StructuredNode):
+        code = StringProperty(unique_index=True, required=True)
+
+    class Person(StructuredNode):
+        name = StringProperty(unique_index=True)
+        age = IntegerProperty(index=True, default=0)
+        country = RelationshipTo(Country, "IS_FROM")
+
+    db.install_all_labels()
+    jim = Person(name="Jim", age=3).save()
+    ann = Person(name="Ann", age=40).save()
+    fr = Country(code="FR").save()
+    jim.country.connect(fr)
+    check(jim.country.is_connected(fr), "connect")
+    check([c.code for c in jim.country.all()] == ["FR"], "traverse")
+    check([p.name for p in Person.nodes.filter(age__gt=1).order_by("-age")] == ["Ann", "Jim"],
+          "filter and order_by")
+    check(Person.nodes.get(name="Jim").element_id == jim.element_id, "element ids agree")
+    try:
+        Person(name="Jim").save()
+        check(False, "a duplicate on a unique property raises UniqueProperty")
+    except UniqueProperty:
+        check(True, "a duplicate on a unique property raises UniqueProperty")
+    jim.country.disconnect(fr)
+    check(jim.country.all() == [], "disconnect")
+    ann.delete()
+    check([p.name for p in Person.nodes.all()] == ["Jim"], "delete")
+    with db.transaction:
+        Person(name="Tx").save()
+    check(Person.nodes.get_or_none(name="Tx") is not None, "transaction committed")
+""")
+
+
+def neomodel(url, path):
+    env = dict(os.environ, PYTHONPATH=path)
+    p = subprocess.run([sys.executable, "-c", NEOMODEL, url], env=env)
+    if p.returncode != 0:
+        raise AssertionError("neomodel session failed (see above)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="langchain,graphrag,neomodel")
+    ap.add_argument("--neomodel-path", default=str(ROOT / "data" / "clients" / "neomodel"),
+                    help="where `pip install --target` put neomodel and its driver")
+    args = ap.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    failed = []
+    for lib in args.only.split(","):
+        print(f"{lib}:")
+        with Server(lib) as s:
+            try:
+                if lib == "langchain":
+                    langchain(s.url)
+                elif lib == "graphrag":
+                    graphrag(s.url)
+                elif lib == "neomodel":
+                    neomodel(s.url_auth, args.neomodel_path)
+                else:
+                    sys.exit(f"unknown library {lib}")
+            except Exception as e:  # noqa: BLE001 - report and go on to the next library
+                print(f"  FAILED: {type(e).__name__}: {e}")
+                failed.append(lib)
+    if failed:
+        sys.exit(f"client libraries failed: {', '.join(failed)}")
+    print("client libraries: all sessions passed")
+
+
+if __name__ == "__main__":
+    main()
