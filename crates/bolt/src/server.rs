@@ -306,7 +306,13 @@ pub fn failure(e: &QueryError) -> Failure {
         }
         QueryError::Engine(E::PropertyType(_)) => "Neo.ClientError.Statement.TypeError",
         QueryError::Engine(E::Memory(_)) => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
+        // The storage failed (a full disk, a damaged file), not the statement: drivers
+        // must not tell the user to fix their query.
+        QueryError::Engine(E::Wal(_) | E::Write(_) | E::Apply(_)) => {
+            "Neo.DatabaseError.Transaction.TransactionCommitFailed"
+        }
         QueryError::RolledBack(inner) => return failure(inner),
+        e if e.is_storage_failure() => "Neo.DatabaseError.Statement.ExecutionFailed",
         _ => "Neo.ClientError.Statement.ExecutionFailed",
     };
     Failure::new(code, e.to_string())
@@ -1356,6 +1362,29 @@ pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failure of the files is the database's error, not the client's.
+    #[test]
+    fn storage_failures_are_database_errors() {
+        let disk_full = QueryError::Engine(quiver_engine::EngineError::Wal(
+            quiver_engine::wal::WalError::Io {
+                path: "log".into(),
+                source: std::io::Error::other("No space left on device"),
+            },
+        ));
+        assert_eq!(
+            failure(&disk_full).code,
+            "Neo.DatabaseError.Transaction.TransactionCommitFailed"
+        );
+        assert_eq!(
+            failure(&QueryError::RolledBack(Box::new(disk_full))).code,
+            "Neo.DatabaseError.Transaction.TransactionCommitFailed"
+        );
+        let conflict = QueryError::Engine(quiver_engine::EngineError::Conflict("x".into()));
+        assert!(failure(&conflict).code.starts_with("Neo.TransientError."));
+        let typed = QueryError::Type(quiver_cypher::Detail::InvalidArgumentValue, "x".into());
+        assert_eq!(failure(&typed).code, "Neo.ClientError.Statement.TypeError");
+    }
 
     /// A stream that reads `input` and records what is written.
     struct Mock {

@@ -83,6 +83,19 @@ impl QueryError {
         QueryError::Type(Detail::InvalidArgumentValue, msg.into())
     }
 
+    /// Whether the files failed (I/O, a damaged segment, the log), not the statement:
+    /// servers report it as the database's error, not the client's.
+    pub fn is_storage_failure(&self) -> bool {
+        use quiver_engine::EngineError as E;
+        let read = |r: &ReadError| matches!(r, ReadError::Io { .. } | ReadError::Format { .. });
+        match self {
+            QueryError::Read(r) | QueryError::Engine(E::Read(r)) => read(r),
+            QueryError::Engine(E::Open(_) | E::Write(_) | E::Wal(_) | E::Apply(_)) => true,
+            QueryError::RolledBack(inner) => inner.is_storage_failure(),
+            _ => false,
+        }
+    }
+
     /// Why, as openCypher's detail code, where the error is one the language defines
     /// (the TCK's `SyntaxError ...: UndefinedVariable`); `None` for failures of the
     /// database itself (memory, I/O, conflicts).
