@@ -3,7 +3,8 @@
 
 - LangChain's `Neo4jGraph` (langchain-neo4j): graph documents added (with and without a
   base entity label, with their source document), the schema read back
-  (`apoc.meta.data`), queries;
+  (`apoc.meta.data`), queries; its `Neo4jVector` store built from texts with a
+  deterministic fake embedding, searched, and found again by its index name;
 - neo4j-graphrag's knowledge-graph writer (`Neo4jWriter`) and schema reader;
 - neomodel, the OGM: constraints installed, save, connect, traverse, filter, order,
   disconnect, delete, and a duplicate on a unique property raising `UniqueProperty`.
@@ -108,6 +109,27 @@ def langchain(url):
     check("WORKS_AT" in g.get_schema, "schema text")
     e = Neo4jGraph(url=url, username="neo4j", password="unused", enhanced_schema=True)
     check("Person" in e.get_schema, "enhanced schema")
+    langchain_vector(url)
+
+
+def langchain_vector(url):
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_neo4j import Neo4jVector
+
+    emb = DeterministicFakeEmbedding(size=16)
+    texts = [f"chunk number {i} about {topic}" for i, topic in
+             enumerate(["graphs", "columns", "vectors", "compression", "queries"] * 4)]
+    store = Neo4jVector.from_texts(texts, emb, url=url, username="neo4j", password="unused",
+                                   index_name="chunks", metadatas=[{"i": i} for i in range(len(texts))])
+    hits = store.similarity_search_with_score(texts[7], k=3)
+    check(hits[0][0].page_content == texts[7] and abs(hits[0][1] - 1.0) < 1e-9,
+          f"vector search finds the text itself first: {[(h.page_content, s) for h, s in hits]}")
+    check(len(hits) == 3 and hits[0][1] >= hits[1][1] >= hits[2][1], "best first")
+    check(hits[0][0].metadata.get("i") == 7, "metadata comes back")
+    again = Neo4jVector.from_existing_index(emb, url=url, username="neo4j", password="unused",
+                                            index_name="chunks")
+    check(again.similarity_search(texts[3], k=1)[0].page_content == texts[3],
+          "the index is found again by name (SHOW INDEXES ... options)")
 
 
 def graphrag(url):

@@ -155,7 +155,7 @@ fn error_of(py: Python<'_>, e: &QueryError, msg: String) -> PyErr {
             let _ = v.setattr("description", p.message.clone());
             err
         }
-        QueryError::UnknownFunction(_) | QueryError::MissingParam(_) | QueryError::Semantic(_) => {
+        QueryError::UnknownFunction(_) | QueryError::MissingParam(_) | QueryError::Semantic(..) => {
             CypherSyntaxError::new_err(msg)
         }
         QueryError::Type(..) | QueryError::Engine(E::PropertyType(_)) => {

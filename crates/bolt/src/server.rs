@@ -294,7 +294,7 @@ pub fn failure(e: &QueryError) -> Failure {
         QueryError::Argument(_) | QueryError::ArgumentValue(..) => {
             "Neo.ClientError.Statement.ArgumentError"
         }
-        QueryError::Semantic(_) => "Neo.ClientError.Statement.SemanticError",
+        QueryError::Semantic(..) => "Neo.ClientError.Statement.SemanticError",
         QueryError::EntityNotFound(_) => "Neo.ClientError.Statement.EntityNotFound",
         QueryError::Procedure(_) => "Neo.ClientError.Procedure.ProcedureNotFound",
         QueryError::InvalidArgument(..) => "Neo.ClientError.Statement.ArgumentError",

@@ -541,6 +541,22 @@ pub enum Command {
         label: String,
         prop: String,
     },
+    /// `CREATE VECTOR INDEX name [IF NOT EXISTS] FOR (n:L) ON n.p [WITH [...]]
+    /// [OPTIONS {indexConfig: {`vector.dimensions`: d, `vector.similarity_function`: f}}]`
+    /// (Neo4j 5). The name and the options may hold parameters: they are evaluated
+    /// when the command runs.
+    CreateVectorIndex {
+        name: Expr,
+        if_not_exists: bool,
+        label: String,
+        prop: String,
+        options: Option<Expr>,
+    },
+    /// `DROP INDEX name [IF EXISTS]`.
+    DropIndexNamed {
+        name: String,
+        if_exists: bool,
+    },
     ShowIndexes,
     /// `SHOW DATABASES`, `SHOW DATABASE name`, `SHOW DEFAULT|HOME DATABASE`: the one
     /// database a Quiver server serves (what Neo4j's tools ask on connect).

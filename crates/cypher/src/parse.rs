@@ -2158,6 +2158,72 @@ impl Parser<'_> {
             }
         } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
+        } else if self.is_kw("CREATE") && self.is_kw_at(1, "VECTOR") && self.is_kw_at(2, "INDEX") {
+            self.bump();
+            self.bump();
+            self.bump();
+            let name = match self.peek().clone() {
+                Tok::Param(p) => {
+                    self.bump();
+                    Expr::Param(p)
+                }
+                _ => Expr::Str(self.any_name("an index name")?),
+            };
+            let mut if_not_exists = false;
+            if self.eat_kw("IF") {
+                self.expect_kw("NOT")?;
+                self.expect_kw("EXISTS")?;
+                if_not_exists = true;
+            }
+            self.expect_kw("FOR")?;
+            self.expect_p("(")?;
+            let v = self.name("a variable")?;
+            self.expect_p(":")?;
+            let label = self.any_name("a label")?;
+            self.expect_p(")")?;
+            self.expect_kw("ON")?;
+            let paren = self.eat_p("(");
+            let v2 = self.name("a variable")?;
+            if v2 != v {
+                return self.err(&format!("the variable {v}"));
+            }
+            self.expect_p(".")?;
+            let prop = self.any_name("a property")?;
+            if paren {
+                self.expect_p(")")?;
+            }
+            // `WITH [n.a, n.b]`: properties to filter on (Neo4j 2025); kept by nothing.
+            if self.eat_kw("WITH") {
+                self.expr()?;
+            }
+            let options = if self.eat_kw("OPTIONS") {
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            Command::CreateVectorIndex {
+                name,
+                if_not_exists,
+                label,
+                prop,
+                options,
+            }
+        } else if self.is_kw("DROP")
+            && self.is_kw_at(1, "INDEX")
+            && matches!(self.peek_at(2), Tok::Ident(_) | Tok::Quoted(_))
+            && !self.is_kw_at(2, "ON")
+            && !self.is_kw_at(2, "FOR")
+            && (matches!(self.peek_at(3), Tok::Eof | Tok::Punct(";"))
+                || (self.is_kw_at(3, "IF") && self.is_kw_at(4, "EXISTS")))
+        {
+            self.bump();
+            self.bump();
+            let name = self.any_name("an index name")?;
+            let if_exists = self.eat_kw("IF");
+            if if_exists {
+                self.expect_kw("EXISTS")?;
+            }
+            Command::DropIndexNamed { name, if_exists }
         } else if (self.is_kw("CREATE") || self.is_kw("DROP"))
             && (self.is_kw_at(1, "INDEX")
                 || (self.is_kw_at(1, "RANGE") && self.is_kw_at(2, "INDEX")))

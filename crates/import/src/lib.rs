@@ -839,6 +839,7 @@ fn run(
             base_ops: None,
             log: None,
             constraints: Vec::new(),
+            vector_indexes: Vec::new(),
         },
         Some(m) => {
             // Everything the database had stays; its declared indexes are rebuilt over

@@ -35,8 +35,8 @@ pub enum QueryError {
     #[error("{0}")]
     Unsupported(String),
     /// A statement that is well formed but cannot mean anything (MERGE on a null).
-    #[error("{0}")]
-    Semantic(String),
+    #[error("{1}")]
+    Semantic(Detail, String),
     /// A value the syntax forbids where it stands, found when the statement ran (a
     /// negative LIMIT from a parameter).
     #[error("{1}")]
@@ -110,7 +110,7 @@ impl QueryError {
             | QueryError::ArgumentValue(d, _) => *d,
             QueryError::Procedure(_) => Detail::ProcedureNotFound,
             QueryError::EntityNotFound(_) => Detail::DeletedEntityAccess,
-            QueryError::Semantic(_) => Detail::MergeReadOwnWrites,
+            QueryError::Semantic(d, _) => *d,
             QueryError::Engine(EngineError::ConnectedNode { .. }) => Detail::DeleteConnectedNode,
             QueryError::Engine(EngineError::PropertyType(_)) => Detail::InvalidPropertyType,
             QueryError::RolledBack(inner) => return inner.detail(),

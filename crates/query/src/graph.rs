@@ -376,6 +376,11 @@ impl<'db> Graph<'db> {
         }
     }
 
+    /// The database's vector indexes (`CREATE VECTOR INDEX`).
+    pub fn vector_indexes(&self) -> &[quiver_storage::manifest::VectorIndexMeta] {
+        &self.db.manifest().vector_indexes
+    }
+
     pub fn label_id(&self, name: &str) -> Option<u32> {
         match self.delta() {
             Some(d) => d.label_id(name),

@@ -240,6 +240,89 @@ pub fn show(db: &Database) -> Vec<IndexInfo> {
     out
 }
 
+/// SHOW INDEXES' `options` column: `{indexProvider, indexConfig}`.
+pub fn options_map(provider: &str, config: Vec<(&str, Value)>) -> Value {
+    let map = |pairs: Vec<(&str, Value)>| {
+        Value::Map(std::sync::Arc::new(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (std::sync::Arc::from(k), v))
+                .collect(),
+        ))
+    };
+    map(vec![
+        ("indexProvider", Value::str(provider)),
+        ("indexConfig", map(config)),
+    ])
+}
+
+/// The dimensions and similarity function of `OPTIONS {indexConfig: {...}}` (Neo4j's
+/// keys `vector.dimensions`, `vector.similarity_function`; cosine by default).
+pub fn vector_options(options: &Value) -> Result<(u32, String), QueryError> {
+    let get = |m: &Value, k: &str| match m {
+        Value::Map(m) => m.iter().find(|(x, _)| &**x == k).map(|(_, v)| v.clone()),
+        _ => None,
+    };
+    let config = get(options, "indexConfig").unwrap_or(Value::Null);
+    let dimensions = match get(&config, "vector.dimensions") {
+        Some(Value::Int(d)) if (1..=4096).contains(&d) => d as u32,
+        Some(v) => {
+            return Err(QueryError::Index(format!(
+                "`vector.dimensions` must be an integer from 1 to 4096, got {}",
+                crate::expr::to_string(&v)
+            )))
+        }
+        None => {
+            return Err(QueryError::Index(
+                "a vector index needs its dimensions: OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}".into(),
+            ))
+        }
+    };
+    let similarity = match get(&config, "vector.similarity_function") {
+        None | Some(Value::Null) => "cosine".to_string(),
+        Some(Value::Str(s)) if s.eq_ignore_ascii_case("cosine") => "cosine".into(),
+        Some(Value::Str(s)) if s.eq_ignore_ascii_case("euclidean") => "euclidean".into(),
+        Some(v) => {
+            return Err(QueryError::Index(format!(
+                "`vector.similarity_function` is 'cosine' or 'euclidean', got {}",
+                crate::expr::to_string(&v)
+            )))
+        }
+    };
+    Ok((dimensions, similarity))
+}
+
+/// Records vector index `meta` in a new generation.
+pub fn vector_create_in(
+    dir: &Path,
+    db: &Database,
+    meta: quiver_storage::manifest::VectorIndexMeta,
+    held: bool,
+) -> Result<(), QueryError> {
+    let staging = begin(dir, held)?;
+    let mut man = db.manifest().clone();
+    man.pin_log();
+    man.generation = staging.generation();
+    man.vector_indexes.push(meta);
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(())
+}
+
+/// Drops vector index `name` in a new generation.
+pub fn vector_drop_in(dir: &Path, db: &Database, name: &str, held: bool) -> Result<(), QueryError> {
+    let staging = begin(dir, held)?;
+    let mut man = db.manifest().clone();
+    man.pin_log();
+    man.generation = staging.generation();
+    man.vector_indexes.retain(|v| v.name != name);
+    staging
+        .publish(&man)
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(())
+}
+
 /// Builds `:label(prop)` over every node carrying the label and publishes it. Returns the
 /// number of entries. `held` when the caller holds the database's lock (an open
 /// store); the build's memory comes from `budget`.

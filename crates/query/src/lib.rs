@@ -505,7 +505,7 @@ impl Session {
     ) -> Result<Summary, QueryError> {
         let t0 = Instant::now();
         match quiver_cypher::parse(text)? {
-            Parsed::Command(c) => self.command(c, t0, sink),
+            Parsed::Command(c) => self.command(c, t0, params, sink),
             Parsed::Query(stmt) => self.query(text, &stmt, params, sink),
         }
     }
@@ -578,20 +578,161 @@ impl Session {
         self.store.checkpoint_if_due(u64::MAX);
     }
 
-    fn command(&mut self, c: Command, t0: Instant, sink: &mut Sink) -> Result<Summary, QueryError> {
+    fn command(
+        &mut self,
+        c: Command,
+        t0: Instant,
+        params: &Params,
+        sink: &mut Sink,
+    ) -> Result<Summary, QueryError> {
         let schema = matches!(
             c,
             Command::CreateIndex { .. }
                 | Command::DropIndex { .. }
+                | Command::CreateVectorIndex { .. }
+                | Command::DropIndexNamed { .. }
                 | Command::CreateConstraint { .. }
                 | Command::DropConstraint { .. }
         );
         let reopen = schema && self.suspend_for_schema()?;
-        let r = self.command_inner(c, t0, sink);
+        let r = match c {
+            Command::CreateVectorIndex {
+                name,
+                if_not_exists,
+                label,
+                prop,
+                options,
+            } => self.create_vector_index(t0, params, &name, if_not_exists, label, prop, options),
+            Command::DropIndexNamed { name, if_exists } => {
+                self.drop_index_named(t0, &name, if_exists)
+            }
+            c => self.command_inner(c, t0, params, sink),
+        };
         if reopen {
             self.tx = Some(self.store.begin());
         }
         r
+    }
+
+    /// The value of an expression of constants and parameters (a DDL command's name or
+    /// options), through `RETURN expr`.
+    fn eval_const(
+        &mut self,
+        e: &quiver_cypher::ast::Expr,
+        params: &Params,
+    ) -> Result<Value, QueryError> {
+        let text = format!("RETURN {} AS v", quiver_cypher::print::expr(e));
+        let mut v = Value::Null;
+        self.run(&text, params, &mut |_, b| {
+            if b.len > 0 {
+                v = b.cols[0][0].clone();
+            }
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    /// `CREATE VECTOR INDEX`: its name and options evaluated, checked, and recorded in
+    /// a new generation's manifest (searches read the vectors where they are stored).
+    #[allow(clippy::too_many_arguments)]
+    fn create_vector_index(
+        &mut self,
+        t0: Instant,
+        params: &Params,
+        name: &quiver_cypher::ast::Expr,
+        if_not_exists: bool,
+        label: String,
+        prop: String,
+        options: Option<quiver_cypher::ast::Expr>,
+    ) -> Result<Summary, QueryError> {
+        let name = match self.eval_const(name, params)? {
+            Value::Str(s) if !s.is_empty() => s.to_string(),
+            v => {
+                return Err(QueryError::Index(format!(
+                    "a vector index's name must be a string, got {}",
+                    v.type_name()
+                )))
+            }
+        };
+        let options = match &options {
+            Some(e) => self.eval_const(e, params)?,
+            None => Value::Null,
+        };
+        let (dimensions, similarity) = index::vector_options(&options)?;
+        let meta = quiver_storage::manifest::VectorIndexMeta {
+            name,
+            label,
+            property: prop,
+            dimensions,
+            similarity,
+        };
+        let db = self.db();
+        if let Some(v) =
+            db.manifest().vector_indexes.iter().find(|v| {
+                v.name == meta.name || (v.label == meta.label && v.property == meta.property)
+            })
+        {
+            if if_not_exists {
+                return Ok(summary_msg(
+                    t0,
+                    format!("vector index {} exists already; nothing changed", v.name),
+                ));
+            }
+            return Err(QueryError::Index(format!(
+                "a vector index {} on :{}({}) exists already; IF NOT EXISTS accepts that",
+                v.name, v.label, v.property
+            )));
+        }
+        let shown = format!(
+            "vector index {} on :{}({}) created: {} dimensions, {}",
+            meta.name, meta.label, meta.property, meta.dimensions, meta.similarity
+        );
+        self.schema_ddl(t0, move |dir, db, _| {
+            index::vector_create_in(dir, db, meta, true)?;
+            Ok(shown)
+        })
+    }
+
+    /// `DROP INDEX name [IF EXISTS]`: a vector index by its name, or a range index by
+    /// the name SHOW INDEXES gives it.
+    fn drop_index_named(
+        &mut self,
+        t0: Instant,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<Summary, QueryError> {
+        let db = self.db();
+        if db.manifest().vector_indexes.iter().any(|v| v.name == name) {
+            let owned = name.to_string();
+            return self.schema_ddl(t0, move |dir, db, _| {
+                index::vector_drop_in(dir, db, &owned, true)?;
+                Ok(format!("vector index {owned} dropped"))
+            });
+        }
+        let range = index::show(&db).into_iter().find(|i| {
+            i.kind == "property"
+                && index::constraint_name(&i.label, std::slice::from_ref(&i.property)).replacen(
+                    "constraint",
+                    "index",
+                    1,
+                ) == name
+        });
+        if let Some(i) = range {
+            let (label, prop) = (i.label.clone(), i.property.clone());
+            return self.schema_ddl(t0, move |dir, db, _| {
+                index::drop_in(dir, db, &label, &prop, true)?;
+                Ok(format!("index on :{label}({prop}) dropped"))
+            });
+        }
+        if if_exists {
+            return Ok(summary_msg(
+                t0,
+                format!("there is no index named {name}; nothing changed"),
+            ));
+        }
+        Err(QueryError::Index(format!(
+            "there is no index named {name}; SHOW INDEXES lists them (DROP INDEX {name} IF EXISTS accepts that)"
+        )))
     }
 
     /// Index and constraint DDL inside an explicit transaction, as the drivers' managed
@@ -620,6 +761,7 @@ impl Session {
         &mut self,
         c: Command,
         t0: Instant,
+        params: &Params,
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
         match c {
@@ -796,6 +938,10 @@ impl Session {
                     sink,
                 )
             }
+            // Taken by `command`, which evaluates their parameters.
+            Command::CreateVectorIndex { .. } | Command::DropIndexNamed { .. } => Err(
+                QueryError::Unsupported("a vector index command inside SHOW".into()),
+            ),
             Command::ShowIndexes => {
                 let db = self.db();
                 // Neo4j 5's columns, then Quiver's own: what kind of index, how many
@@ -824,11 +970,38 @@ impl Session {
                             owner,
                             Value::Null,
                             Value::Null,
+                            index::options_map("range-1.0", Vec::new()),
                             Value::str(i.kind),
                             Value::Int(i.entries as i64),
                         ]
                     })
                     .collect();
+                let mut rows: Vec<Vec<Value>> = rows;
+                for v in &db.manifest().vector_indexes {
+                    rows.push(vec![
+                        Value::Int(rows.len() as i64 + 1),
+                        Value::str(&v.name),
+                        Value::str("ONLINE"),
+                        Value::Float(100.0),
+                        Value::str("VECTOR"),
+                        Value::str("NODE"),
+                        Value::list(vec![Value::str(&v.label)]),
+                        Value::list(vec![Value::str(&v.property)]),
+                        Value::str("vector-2.0"),
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        index::options_map(
+                            "vector-2.0",
+                            vec![
+                                ("vector.dimensions", Value::Int(v.dimensions as i64)),
+                                ("vector.similarity_function", Value::str(&v.similarity)),
+                            ],
+                        ),
+                        Value::str("vector (exact search)"),
+                        Value::Null,
+                    ]);
+                }
                 table(
                     &db,
                     &[
@@ -844,6 +1017,7 @@ impl Session {
                         "owningConstraint",
                         "lastRead",
                         "readCount",
+                        "options",
                         "kind",
                         "entries",
                     ],
@@ -1094,7 +1268,7 @@ impl Session {
                 // The command's rows, then the YIELD / WHERE / RETURN as a query over them.
                 let mut rows: Vec<Vec<Value>> = Vec::new();
                 let cols = self
-                    .command(*inner, t0, &mut |_, b| {
+                    .command(*inner, t0, &Params::new(), &mut |_, b| {
                         for r in 0..b.len {
                             rows.push(b.row(r));
                         }
@@ -1110,7 +1284,8 @@ impl Session {
                         Value::Map(Arc::new(m))
                     })
                     .collect();
-                let mut params = Params::new();
+                // The user's parameters (`WHERE name = $index_name`) and the rows.
+                let mut params = params.clone();
                 params.insert(SHOWN_ROWS.into(), Value::list(maps));
                 let stmt = match quiver_cypher::parse(&q)? {
                     Parsed::Query(s) => s,

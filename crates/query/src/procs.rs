@@ -358,6 +358,117 @@ fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError
     Ok(vec![vec![Value::list(nodes), Value::list(rels)]])
 }
 
+/// `db.index.vector.queryNodes(index, k, vector)`: the `k` nodes of the index's label
+/// whose vectors score highest against `vector`, best first, with Neo4j's scores
+/// ((1 + cosine) / 2, or 1 / (1 + squared distance)). An exact search: every node of
+/// the label is scored (segments and the delta alike, so it follows every write); a
+/// node whose property is not a list of the index's dimensions is not a candidate.
+fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let [name, k, query] = args else {
+        return Err(QueryError::Argument(
+            "db.index.vector.queryNodes(indexName, numberOfNearestNeighbours, query)".into(),
+        ));
+    };
+    let Value::Str(name) = name else {
+        return Err(QueryError::ty("the vector index's name must be a string"));
+    };
+    let Some(ix) = g
+        .vector_indexes()
+        .iter()
+        .find(|v| *v.name == **name)
+        .cloned()
+    else {
+        return Err(QueryError::Procedure(format!(
+            "there is no vector index named {name}; SHOW INDEXES lists them"
+        )));
+    };
+    let k = match k {
+        Value::Int(k) if *k >= 1 => *k as usize,
+        v => {
+            return Err(QueryError::ArgumentValue(
+                quiver_cypher::Detail::NumberOutOfRange,
+                format!(
+                    "the number of nearest neighbours must be a positive integer, got {}",
+                    crate::expr::to_string(v)
+                ),
+            ))
+        }
+    };
+    let as_vec = |v: &Value| -> Option<Vec<f64>> {
+        match v {
+            Value::List(l) => l
+                .iter()
+                .map(|x| match x {
+                    Value::Int(i) => Some(*i as f64),
+                    Value::Float(f) => Some(*f),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    };
+    let dims = ix.dimensions as usize;
+    let q = match as_vec(query) {
+        Some(q) if q.len() == dims => q,
+        _ => {
+            return Err(QueryError::ArgumentValue(
+                quiver_cypher::Detail::InvalidArgumentValue,
+                format!(
+                    "the query vector of index {} must be a list of {dims} numbers",
+                    ix.name
+                ),
+            ))
+        }
+    };
+    let cosine = ix.similarity == "cosine";
+    let qn = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if cosine && qn == 0.0 {
+        return Ok(Vec::new());
+    }
+    let Some(label) = g.label_id(&ix.label) else {
+        return Ok(Vec::new());
+    };
+    let mut candidates = Vec::new();
+    for (t, _) in g.label_scan(label).tables {
+        let (lo, hi) = g.table_range(t);
+        candidates.extend(lo..hi);
+    }
+    candidates.extend(g.delta_nodes());
+    candidates.sort_unstable();
+    candidates.dedup();
+    let mut scored: Vec<(f64, u64)> = Vec::new();
+    for n in candidates {
+        if !g.node_live(n) || !g.has_label(n, label)? {
+            continue;
+        }
+        let Some(x) = as_vec(&g.node_prop(n, &ix.property)?).filter(|x| x.len() == dims) else {
+            continue;
+        };
+        let score = if cosine {
+            let dot: f64 = x.iter().zip(&q).map(|(a, b)| a * b).sum();
+            let xn = x.iter().map(|a| a * a).sum::<f64>().sqrt();
+            if xn == 0.0 {
+                continue;
+            }
+            (1.0 + dot / (xn * qn)) / 2.0
+        } else {
+            let d2: f64 = x.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum();
+            1.0 / (1.0 + d2)
+        };
+        scored.push((score, n));
+    }
+    let by_score = |a: &(f64, u64), b: &(f64, u64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k - 1, by_score);
+        scored.truncate(k);
+    }
+    scored.sort_by(by_score);
+    Ok(scored
+        .into_iter()
+        .map(|(s, n)| vec![Value::Node(n), Value::Float(s)])
+        .collect())
+}
+
 /// A row of `apoc.meta.data()` in APOC's columns.
 fn meta_row(
     label: &str,
@@ -450,6 +561,20 @@ fn make_builtins() -> Vec<Procedure> {
                 ("relationships".into(), PType::Other),
             ],
             body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            name: "db.index.vector.queryNodes".into(),
+            inputs: vec![
+                ("indexName".into(), PType::String),
+                ("numberOfNearestNeighbours".into(), PType::Integer),
+                ("query".into(), PType::Other),
+            ],
+            optional: 0,
+            outputs: vec![
+                ("node".into(), PType::Other),
+                ("score".into(), PType::Float),
+            ],
+            body: Body::Builtin(vector_query_nodes),
         },
         config("dbms.clientConfig"),
         config("dbms.listConfig"),

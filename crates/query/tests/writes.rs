@@ -1070,6 +1070,153 @@ fn element_ids_last_through_checkpoints_and_restarts() {
     check(&mut s, &live, "after a reopen");
 }
 
+/// Vector indexes in Neo4j's syntax: `CREATE VECTOR INDEX` (name and options from
+/// parameters), SHOW INDEXES with their options, `db.index.vector.queryNodes` against
+/// a brute-force ranking (cosine and euclidean), following writes, a checkpoint and a
+/// reopen; DROP INDEX by name; the errors.
+#[test]
+fn vector_indexes_search_and_follow_writes() {
+    use rand::{Rng, SeedableRng};
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    let mut r = rand_pcg::Pcg64::seed_from_u64(9);
+    let dims = 8;
+    let vecs: Vec<Vec<f64>> = (0..200)
+        .map(|_| (0..dims).map(|_| r.random_range(-1.0..1.0)).collect())
+        .collect();
+    let lit = |v: &[f64]| {
+        format!(
+            "[{}]",
+            v.iter()
+                .map(|x| format!("{x:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    run(
+        &mut s,
+        &format!(
+            "UNWIND range(0, {}) AS i WITH i, [{}][i] AS v CREATE (:Doc {{i: i, emb: v}})",
+            vecs.len() - 1,
+            vecs.iter().map(|v| lit(v)).collect::<Vec<_>>().join(", ")
+        ),
+    )
+    .unwrap();
+    let mut params = BTreeMap::new();
+    params.insert("name".to_string(), Value::str("docs"));
+    params.insert("dims".to_string(), Value::Int(dims as i64));
+    s.run(
+        "CREATE VECTOR INDEX $name IF NOT EXISTS FOR (n:Doc) ON n.emb OPTIONS { indexConfig: { `vector.dimensions`: toInteger($dims), `vector.similarity_function`: 'cosine' } }",
+        &params,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap();
+    let shown = rows(
+        &mut s,
+        "SHOW INDEXES YIELD name, type, labelsOrTypes, properties, options WHERE type = 'VECTOR' RETURN name, options.indexConfig.`vector.dimensions`",
+    );
+    assert_eq!(
+        format!("{shown:?}"),
+        format!("{:?}", vec![vec![Value::str("docs"), Value::Int(8)]])
+    );
+    let cos = |a: &[f64], b: &[f64]| {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        (1.0 + dot / (n(a) * n(b))) / 2.0
+    };
+    let top = |s: &mut Session, q: &[f64], k: usize| -> Vec<i64> {
+        ints(
+            s,
+            &format!(
+                "CALL db.index.vector.queryNodes('docs', {k}, {}) YIELD node, score RETURN node.i",
+                lit(q)
+            ),
+        )
+    };
+    let brute = |vecs: &[(i64, Vec<f64>)], q: &[f64], k: usize| -> Vec<i64> {
+        let mut v: Vec<(f64, i64)> = vecs.iter().map(|(i, x)| (cos(x, q), *i)).collect();
+        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        v.into_iter().take(k).map(|x| x.1).collect()
+    };
+    let mut live: Vec<(i64, Vec<f64>)> = vecs
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, v)| (i as i64, v))
+        .collect();
+    let queries: Vec<Vec<f64>> = (0..10)
+        .map(|_| (0..dims).map(|_| r.random_range(-1.0..1.0)).collect())
+        .collect();
+    for q in &queries {
+        assert_eq!(top(&mut s, q, 10), brute(&live, q, 10));
+    }
+    // Writes: deleted nodes leave, new and changed vectors count, a wrong-sized vector
+    // is no candidate.
+    run(&mut s, "MATCH (n:Doc) WHERE n.i % 10 = 0 DELETE n").unwrap();
+    live.retain(|(i, _)| i % 10 != 0);
+    let fresh: Vec<f64> = queries[0].clone();
+    run(
+        &mut s,
+        &format!(
+            "CREATE (:Doc {{i: 1000, emb: {}}}), (:Doc {{i: 1001, emb: [1.0, 2.0]}})",
+            lit(&fresh)
+        ),
+    )
+    .unwrap();
+    live.push((1000, fresh.clone()));
+    run(
+        &mut s,
+        &format!("MATCH (n:Doc {{i: 1}}) SET n.emb = {}", lit(&queries[1])),
+    )
+    .unwrap();
+    live.iter_mut().find(|(i, _)| *i == 1).unwrap().1 = queries[1].clone();
+    for round in 0..3 {
+        if round == 1 {
+            run(&mut s, "CHECKPOINT").unwrap();
+        }
+        if round == 2 {
+            drop(s);
+            s = open(&db);
+        }
+        for q in &queries {
+            assert_eq!(top(&mut s, q, 5), brute(&live, q, 5), "round {round}");
+        }
+        assert_eq!(top(&mut s, &queries[0], 1), vec![1000]);
+    }
+    // Euclidean scores, Neo4j's: 1 / (1 + squared distance).
+    run(&mut s, "DROP INDEX docs").unwrap();
+    run(
+        &mut s,
+        "CREATE VECTOR INDEX e FOR (n:Doc) ON (n.emb) OPTIONS {indexConfig: {`vector.dimensions`: 8, `vector.similarity_function`: 'EUCLIDEAN'}}",
+    )
+    .unwrap();
+    let r = rows(
+        &mut s,
+        &format!(
+            "CALL db.index.vector.queryNodes('e', 1, {}) YIELD node, score RETURN node.i, score",
+            lit(&fresh)
+        ),
+    );
+    assert_eq!(
+        format!("{r:?}"),
+        format!("{:?}", vec![vec![Value::Int(1000), Value::Float(1.0)]])
+    );
+    for (q, want) in [
+        ("CALL db.index.vector.queryNodes('nope', 1, [1.0]) YIELD node RETURN node", "no vector index named nope"),
+        ("CALL db.index.vector.queryNodes('e', 1, [1.0]) YIELD node RETURN node", "list of 8 numbers"),
+        ("CALL db.index.vector.queryNodes('e', 0, [1,2,3,4,5,6,7,8]) YIELD node RETURN node", "positive integer"),
+        ("CREATE VECTOR INDEX x FOR (n:Doc) ON n.emb", "needs its dimensions"),
+        ("CREATE VECTOR INDEX x FOR (n:Doc) ON n.emb OPTIONS {indexConfig: {`vector.dimensions`: 8, `vector.similarity_function`: 'dot'}}", "'cosine' or 'euclidean'"),
+        ("CREATE VECTOR INDEX e FOR (n:Doc) ON n.emb OPTIONS {indexConfig: {`vector.dimensions`: 8}}", "exists already"),
+        ("DROP INDEX nope", "there is no index named nope"),
+    ] {
+        let e = run(&mut s, q).unwrap_err().to_string();
+        assert!(e.contains(want), "{q}: {e}");
+    }
+    run(&mut s, "DROP INDEX nope IF EXISTS").unwrap();
+}
+
 /// `apoc.meta.data()` as LangChain's and neo4j-graphrag's schema readers query it: node
 /// properties with their types, relationship properties, and which labels each
 /// relationship type joins; the same over segments and over the delta.

@@ -39,6 +39,22 @@ pub struct Manifest {
     /// (`REQUIRE (n.a, n.b) IS UNIQUE`) is kept with the index on its first property.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<ConstraintMeta>,
+    /// Vector indexes (`CREATE VECTOR INDEX`): what is indexed and how it is compared.
+    /// A search reads the vectors where they are stored (an exact search); there is no
+    /// index file yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vector_indexes: Vec<VectorIndexMeta>,
+}
+
+/// A vector index over property `property` of the nodes with `label`: vectors of
+/// `dimensions` numbers compared by `similarity` (`cosine` or `euclidean`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VectorIndexMeta {
+    pub name: String,
+    pub label: String,
+    pub property: String,
+    pub dimensions: u32,
+    pub similarity: String,
 }
 
 /// A named uniqueness constraint: no two nodes with `label` share the values of all of
@@ -66,6 +82,7 @@ impl Manifest {
             base_ops: None,
             log: None,
             constraints: Vec::new(),
+            vector_indexes: Vec::new(),
         }
     }
 

@@ -107,6 +107,7 @@ fn segments_read_as_one() {
         base_ops: None,
         log: None,
         constraints: Vec::new(),
+        vector_indexes: Vec::new(),
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {

@@ -795,7 +795,7 @@ pub fn classify(e: &QueryError) -> (&'static str, bool) {
             ("ConstraintVerificationFailed", false)
         }
         QueryError::Engine(EngineError::PropertyType(_)) => ("TypeError", false),
-        QueryError::Semantic(_) => ("SemanticError", false),
+        QueryError::Semantic(..) => ("SemanticError", false),
         QueryError::Procedure(_) => ("ProcedureError", true),
         QueryError::InvalidArgument(..) => ("SyntaxError", false),
         QueryError::EntityNotFound(_) => ("EntityNotFound", false),

@@ -236,7 +236,7 @@ fn merge_nulls(cx: &Cx, steps: &[CreateStep], b: &Batch) -> Result<(), QueryErro
         };
         for (k, e) in items {
             if eval(&cx.env, e, b, 0, &mut locals)?.is_null() {
-                return Err(QueryError::Semantic(format!(
+                return Err(QueryError::Semantic(Detail::MergeReadOwnWrites, format!(
                     "MERGE cannot use a null value for property `{k}`: null equals nothing, so the pattern could never match what MERGE creates; filter the nulls out first (WHERE x IS NOT NULL)"
                 )));
             }
@@ -1137,8 +1137,10 @@ impl Op for CallInTx {
         use quiver_cypher::ast::OnError;
         if self.batch_rows == 0 {
             if cx.explicit_tx {
-                return Err(QueryError::Argument(
-                    "CALL { } IN TRANSACTIONS commits as it goes, so it cannot run inside BEGIN ... COMMIT; run it on its own".into(),
+                // Neo4j's words, which clients (LangChain) read to retry outside.
+                return Err(QueryError::Semantic(
+                    Detail::InvalidClauseComposition,
+                    "A query with 'CALL { ... } IN TRANSACTIONS' can only be executed in an implicit transaction, but tried to execute in an explicit transaction (it commits as it goes; run it on its own, outside BEGIN ... COMMIT)".into(),
                 ));
             }
             tx(cx)?.batched();
