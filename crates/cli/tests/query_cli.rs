@@ -164,8 +164,8 @@ fn indexes_and_bench_mode() {
     assert_eq!(got, "n.id\n3\n");
     let shown = ok(&["query", "--db", &db, "--format", "csv", "SHOW INDEXES"]);
     assert!(
-        shown.contains(r#""[""User""]","[""name""]",range-1.0,,,,property,3"#)
-            && shown.contains(r#""[""User""]","[""id""]",range-1.0,,,,id (automatic),3"#),
+        shown.contains(r#""[""User""]","[""name""]",range-1.0,,,,"{""indexConfig"":{},""indexProvider"":""range-1.0""}",property,3"#)
+            && shown.contains(r#""[""User""]","[""id""]",range-1.0,,,,"{""indexConfig"":{},""indexProvider"":""range-1.0""}",id (automatic),3"#),
         "{shown}"
     );
     ok(&["check", "--db", &db]);

@@ -377,7 +377,7 @@ fn declared_indexes_follow_checkpoints() {
     let mut s = open(&db);
     assert_eq!(count(&mut s, "MATCH (u:U {k: 200}) RETURN count(u)"), 1);
     let idx = rows(&mut s, "SHOW INDEXES");
-    assert_eq!(idx[0][13], Value::Int(200), "{idx:?}");
+    assert_eq!(idx[0][14], Value::Int(200), "{idx:?}");
 }
 
 #[test]
