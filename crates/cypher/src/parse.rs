@@ -1933,6 +1933,12 @@ impl Parser<'_> {
             // an index name
             self.bump();
         }
+        self.for_label_on_prop()
+    }
+
+    /// `FOR (n:Label) ON (n.prop)` (the parentheses around `n.prop` optional, as a
+    /// vector index writes it): the label and the property.
+    fn for_label_on_prop(&mut self) -> R<(String, String)> {
         self.expect_kw("FOR")?;
         self.expect_p("(")?;
         let v = self.name("a variable")?;
@@ -1940,14 +1946,16 @@ impl Parser<'_> {
         let label = self.any_name("a label")?;
         self.expect_p(")")?;
         self.expect_kw("ON")?;
-        self.expect_p("(")?;
+        let paren = self.eat_p("(");
         let v2 = self.name("a variable")?;
         if v2 != v {
             return self.err(&format!("the variable {v}"));
         }
         self.expect_p(".")?;
         let prop = self.any_name("a property")?;
-        self.expect_p(")")?;
+        if paren {
+            self.expect_p(")")?;
+        }
         Ok((label, prop))
     }
 
@@ -2175,23 +2183,7 @@ impl Parser<'_> {
                 self.expect_kw("EXISTS")?;
                 if_not_exists = true;
             }
-            self.expect_kw("FOR")?;
-            self.expect_p("(")?;
-            let v = self.name("a variable")?;
-            self.expect_p(":")?;
-            let label = self.any_name("a label")?;
-            self.expect_p(")")?;
-            self.expect_kw("ON")?;
-            let paren = self.eat_p("(");
-            let v2 = self.name("a variable")?;
-            if v2 != v {
-                return self.err(&format!("the variable {v}"));
-            }
-            self.expect_p(".")?;
-            let prop = self.any_name("a property")?;
-            if paren {
-                self.expect_p(")")?;
-            }
+            let (label, prop) = self.for_label_on_prop()?;
             // `WITH [n.a, n.b]`: properties to filter on (Neo4j 2025); kept by nothing.
             if self.eat_kw("WITH") {
                 self.expr()?;

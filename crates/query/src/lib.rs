@@ -370,6 +370,36 @@ pub struct Session {
     pub opts: QueryOptions,
 }
 
+/// A row of SHOW INDEXES: Neo4j 5's columns (`(type, indexProvider)`, the label and
+/// property, the owning constraint, the index config), then Quiver's kind and entries.
+fn index_row(
+    id: usize,
+    name: &str,
+    (ty, provider): (&str, &str),
+    (label, prop): (&str, &str),
+    owner: Value,
+    config: Vec<(&str, Value)>,
+    (kind, entries): (&str, Value),
+) -> Vec<Value> {
+    vec![
+        Value::Int(id as i64),
+        Value::str(name),
+        Value::str("ONLINE"),
+        Value::Float(100.0),
+        Value::str(ty),
+        Value::str("NODE"),
+        Value::list(vec![Value::str(label)]),
+        Value::list(vec![Value::str(prop)]),
+        Value::str(provider),
+        owner,
+        Value::Null,
+        Value::Null,
+        index::options_map(provider, config),
+        Value::str(kind),
+        entries,
+    ]
+}
+
 /// Labels and relationship types a writing statement names, so that the planner knows
 /// them before the statement creates them (a MERGE must find what an earlier row made).
 fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delta) {
@@ -957,50 +987,31 @@ impl Session {
                             "id (automatic)" => (key.replacen("constraint", "id", 1), Value::Null),
                             _ => (key.replacen("constraint", "index", 1), Value::Null),
                         };
-                        vec![
-                            Value::Int(n as i64 + 1),
-                            Value::str(&name),
-                            Value::str("ONLINE"),
-                            Value::Float(100.0),
-                            Value::str("RANGE"),
-                            Value::str("NODE"),
-                            Value::list(vec![Value::str(&i.label)]),
-                            Value::list(vec![Value::str(&i.property)]),
-                            Value::str("range-1.0"),
+                        index_row(
+                            n + 1,
+                            &name,
+                            ("RANGE", "range-1.0"),
+                            (&i.label, &i.property),
                             owner,
-                            Value::Null,
-                            Value::Null,
-                            index::options_map("range-1.0", Vec::new()),
-                            Value::str(i.kind),
-                            Value::Int(i.entries as i64),
-                        ]
+                            Vec::new(),
+                            (i.kind, Value::Int(i.entries as i64)),
+                        )
                     })
                     .collect();
                 let mut rows: Vec<Vec<Value>> = rows;
                 for v in &db.manifest().vector_indexes {
-                    rows.push(vec![
-                        Value::Int(rows.len() as i64 + 1),
-                        Value::str(&v.name),
-                        Value::str("ONLINE"),
-                        Value::Float(100.0),
-                        Value::str("VECTOR"),
-                        Value::str("NODE"),
-                        Value::list(vec![Value::str(&v.label)]),
-                        Value::list(vec![Value::str(&v.property)]),
-                        Value::str("vector-2.0"),
+                    rows.push(index_row(
+                        rows.len() + 1,
+                        &v.name,
+                        ("VECTOR", "vector-2.0"),
+                        (&v.label, &v.property),
                         Value::Null,
-                        Value::Null,
-                        Value::Null,
-                        index::options_map(
-                            "vector-2.0",
-                            vec![
-                                ("vector.dimensions", Value::Int(v.dimensions as i64)),
-                                ("vector.similarity_function", Value::str(&v.similarity)),
-                            ],
-                        ),
-                        Value::str("vector (exact search)"),
-                        Value::Null,
-                    ]);
+                        vec![
+                            ("vector.dimensions", Value::Int(v.dimensions as i64)),
+                            ("vector.similarity_function", Value::str(&v.similarity)),
+                        ],
+                        ("vector (exact search)", Value::Null),
+                    ));
                 }
                 table(
                     &db,
