@@ -46,12 +46,19 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
             for (r, _) in &mut p.steps {
-                if r.var.is_none() && (n_rels > 1 || p.var.is_some() || !r.dyn_types.is_empty()) {
+                if r.var.is_none() && (n_rels > 1 || p.var.is_some()) {
                     r.var = Some(self.anon_name());
                 }
                 // `-[r:A|$(e)]-`: any type, and a filter on the types named.
                 if !r.dyn_types.is_empty() {
-                    let v = r.var.clone().expect("named above");
+                    let v = match &r.var {
+                        Some(v) => v.clone(),
+                        None => {
+                            let v = self.anon_name();
+                            r.var = Some(v.clone());
+                            v
+                        }
+                    };
                     self.live_types.push(v.clone());
                     let mut args = vec![Expr::Var(v, 0)];
                     args.extend(std::mem::take(&mut r.types).into_iter().map(Expr::Str));
