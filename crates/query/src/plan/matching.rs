@@ -36,8 +36,23 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         conj.push(Expr::Bool(false));
                     }
                 }
-                // `(n:$(e))`: a filter on the labels e names per row.
+                // `(n:$(e))`: a filter on the labels e names per row; a parameter or a
+                // literal naming labels the graph has is a plain label (a label scan).
                 for e in std::mem::take(&mut n.dyn_labels) {
+                    let constant = match &e {
+                        Expr::Param(p) => self.params.get(p).cloned(),
+                        Expr::Str(l) => Some(Value::str(l)),
+                        _ => None,
+                    };
+                    let mut named = Vec::new();
+                    if let Some(v) = constant {
+                        if crate::expr::dyn_names(&v, "label", &mut named).is_ok()
+                            && named.iter().all(|l| self.g.label_id(l).is_some())
+                        {
+                            n.labels.extend(named.iter().map(|l| l.to_string()));
+                            continue;
+                        }
+                    }
                     conj.push(Expr::Call {
                         name: "quiver.haslabels".into(),
                         distinct: false,
