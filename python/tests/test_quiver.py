@@ -388,6 +388,9 @@ def test_query_memory_limit(tmp_path):
 
 def test_ctrl_c_cancels_a_running_query(con):
     main = threading.main_thread().ident
+    # As in an interactive Python (a runner started in the background inherits SIGINT
+    # ignored).
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def interrupt():
         time.sleep(0.5)
@@ -400,7 +403,10 @@ def test_ctrl_c_cancels_a_running_query(con):
     assert time.monotonic() - t0 < 10
     # The connection still works, and Python's own handler is back.
     assert con.execute("RETURN 1").scalar() == 1
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_import_budget_holds_on_a_parquet_file_larger_than_it(tmp_path):
