@@ -590,6 +590,16 @@ impl<'t> Parser<'t> {
         }
     }
 
+    /// `IF NOT EXISTS` after a schema command's name, when it is there.
+    fn if_not_exists(&mut self) -> R<bool> {
+        if !self.eat_kw("IF") {
+            return Ok(false);
+        }
+        self.expect_kw("NOT")?;
+        self.expect_kw("EXISTS")?;
+        Ok(true)
+    }
+
     /// `$(expr)` where a label or relationship type stands (Neo4j 5.26's dynamic
     /// labels and types), or `None` when a name stands there.
     fn dynamic_name(&mut self) -> R<Option<Expr>> {
@@ -1969,12 +1979,7 @@ impl Parser<'_> {
         if !self.is_kw("ON") && !self.is_kw("FOR") && !self.is_kw("IF") {
             name = Some(self.any_name("a constraint name")?);
         }
-        let mut if_not_exists = false;
-        if self.eat_kw("IF") {
-            self.expect_kw("NOT")?;
-            self.expect_kw("EXISTS")?;
-            if_not_exists = true;
-        }
+        let if_not_exists = self.if_not_exists()?;
         let neo5 = if self.eat_kw("FOR") {
             true
         } else {
@@ -2177,12 +2182,7 @@ impl Parser<'_> {
                 }
                 _ => Expr::Str(self.any_name("an index name")?),
             };
-            let mut if_not_exists = false;
-            if self.eat_kw("IF") {
-                self.expect_kw("NOT")?;
-                self.expect_kw("EXISTS")?;
-                if_not_exists = true;
-            }
+            let if_not_exists = self.if_not_exists()?;
             let (label, prop) = self.for_label_on_prop()?;
             // `WITH [n.a, n.b]`: properties to filter on (Neo4j 2025); kept by nothing.
             if self.eat_kw("WITH") {
@@ -2232,11 +2232,7 @@ impl Parser<'_> {
                 if !self.is_kw("IF") {
                     self.any_name("an index name")?;
                 }
-                if self.eat_kw("IF") {
-                    self.expect_kw("NOT")?;
-                    self.expect_kw("EXISTS")?;
-                    if_not_exists = true;
-                }
+                if_not_exists = self.if_not_exists()?;
             }
             let (label, prop) = self.index_target()?;
             if create {

@@ -1052,6 +1052,36 @@ impl<'db> Graph<'db> {
             .unwrap_or_default()
     }
 
+    /// The live nodes that have `label`, in node order within the segments' tables
+    /// and then the delta's nodes (created ones, and segment nodes that gained it), at
+    /// most `limit`: what a procedure reads of a label (`apoc.meta.data`'s sample,
+    /// `apoc.meta.graph`'s counts, a vector search). The planner's scans read the same
+    /// nodes by ranges (`Planner::label_ranges`).
+    pub fn label_nodes(&self, label: u32, limit: usize) -> Result<Vec<u64>, QueryError> {
+        let mut out = Vec::new();
+        for (t, check) in self.label_scan(label).tables {
+            let (lo, hi) = self.table_range(t);
+            for n in lo..hi {
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+                if self.node_live(n) && (!check || self.has_label(n, label)?) {
+                    out.push(n);
+                }
+            }
+        }
+        let tables = out.len();
+        for n in self.delta_nodes() {
+            if out.len() >= limit {
+                break;
+            }
+            if self.has_label(n, label)? && out[..tables].binary_search(&n).is_err() {
+                out.push(n);
+            }
+        }
+        Ok(out)
+    }
+
     /// Neighbours of `node` over every type and direction of a pattern step, as
     /// relationships (with the edge id both directions agree on); an undirected step
     /// meets a self-loop once.
@@ -1080,19 +1110,25 @@ impl<'db> Graph<'db> {
     }
 
     /// Whether a relationship of one of `types` leads from `a` to `b` over `dir`: a
-    /// binary search in the segments' adjacency when nothing is pending, else a walk
-    /// from the end with fewer relationships that stops at the first.
+    /// binary search in the segments' adjacency (with a delta, beside `a`'s created
+    /// relationships; a walk out of `a` once segment relationships were deleted).
     pub fn has_rel_to(&self, types: &[u32], dir: Dir, a: u64, b: u64) -> Result<bool, QueryError> {
+        let delta = self.delta();
         for &ty in types {
             for &d in dirs(dir) {
-                if self.has_delta() {
-                    let (from, to, d) = if self.degree(ty, b, flip(d))? < self.degree(ty, a, d)? {
-                        (b, a, flip(d))
-                    } else {
-                        (a, b, d)
-                    };
+                if let Some(delta) = &delta {
+                    // Created relationships: `a`'s own list in the delta.
+                    let view = View::new(self.db, delta);
                     let mut found = false;
-                    self.for_each_neighbour(ty, from, d, |nb, _| found |= nb as u64 == to)?;
+                    view.for_each_created_rel(ty, a, d, |nb, _| found |= nb == b);
+                    // Segment ones: the probe below holds while no segment relationship
+                    // is deleted (both ends are live, being bound); else a walk out of
+                    // `a` that skips the deleted.
+                    if !found && delta.deleted_rels > 0 {
+                        view.for_each_seg_rel(ty, a, d, |nb, _| found |= nb == b)?;
+                    } else if !found && a < delta.base_nodes && b < delta.base_nodes {
+                        found = self.db.has_neighbour(ty as usize, a as u32, b as u32, d)?;
+                    }
                     if found {
                         return Ok(true);
                     }
@@ -1105,6 +1141,26 @@ impl<'db> Graph<'db> {
             }
         }
         Ok(false)
+    }
+
+    /// Whether a walk between bound nodes `a` and `b` over `ty` (out of `a` in `d`) is
+    /// cheaper from `b`: their degrees in the segments compared (exact without a delta,
+    /// an estimate with one, read without walking the delta's lists).
+    pub fn far_end_smaller(
+        &self,
+        ty: u32,
+        a: u64,
+        b: u64,
+        d: Direction,
+    ) -> Result<bool, QueryError> {
+        let est = |n: u64, d| -> Result<u64, QueryError> {
+            if n < self.segment_nodes() {
+                self.segment_degree(ty, n, d)
+            } else {
+                Ok(0)
+            }
+        };
+        Ok(est(b, flip(d))? < est(a, d)?)
     }
 
     /// Node `node`'s degree over type `ty` in the segments, whatever the delta holds (for

@@ -625,19 +625,7 @@ impl Session {
                 | Command::DropConstraint { .. }
         );
         let reopen = schema && self.suspend_for_schema()?;
-        let r = match c {
-            Command::CreateVectorIndex {
-                name,
-                if_not_exists,
-                label,
-                prop,
-                options,
-            } => self.create_vector_index(t0, params, &name, if_not_exists, label, prop, options),
-            Command::DropIndexNamed { name, if_exists } => {
-                self.drop_index_named(t0, &name, if_exists)
-            }
-            c => self.command_inner(c, t0, params, sink),
-        };
+        let r = self.command_inner(c, t0, params, sink);
         if reopen {
             self.tx = Some(self.store.begin());
         }
@@ -968,10 +956,16 @@ impl Session {
                     sink,
                 )
             }
-            // Taken by `command`, which evaluates their parameters.
-            Command::CreateVectorIndex { .. } | Command::DropIndexNamed { .. } => Err(
-                QueryError::Unsupported("a vector index command inside SHOW".into()),
-            ),
+            Command::CreateVectorIndex {
+                name,
+                if_not_exists,
+                label,
+                prop,
+                options,
+            } => self.create_vector_index(t0, params, &name, if_not_exists, label, prop, options),
+            Command::DropIndexNamed { name, if_exists } => {
+                self.drop_index_named(t0, &name, if_exists)
+            }
             Command::ShowIndexes => {
                 let db = self.db();
                 // Neo4j 5's columns, then Quiver's own: what kind of index, how many

@@ -239,31 +239,11 @@ fn apoc_meta_data(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryErr
     let mut rows = Vec::new();
     // (relationship type -> property -> (type, count))
     let mut rel_props: BTreeMap<String, BTreeMap<String, (&'static str, i64)>> = BTreeMap::new();
-    let delta_nodes = g.delta_nodes();
     for name in g.label_names() {
         let Some(label) = g.label_id(&name) else {
             continue;
         };
-        let mut sample = Vec::new();
-        'tables: for (t, _) in g.label_scan(label).tables {
-            let (lo, hi) = g.table_range(t);
-            for n in lo..hi {
-                if sample.len() >= limit {
-                    break 'tables;
-                }
-                if g.node_live(n) && g.has_label(n, label)? {
-                    sample.push(n);
-                }
-            }
-        }
-        for &n in &delta_nodes {
-            if sample.len() >= limit {
-                break;
-            }
-            if n >= g.segment_nodes() && g.has_label(n, label)? {
-                sample.push(n);
-            }
-        }
+        let sample = g.label_nodes(label, limit)?;
         let mut props: BTreeMap<String, (&'static str, i64)> = BTreeMap::new();
         // (relationship type -> labels at the far end, count)
         let mut rels: BTreeMap<String, (Vec<String>, i64)> = BTreeMap::new();
@@ -329,12 +309,7 @@ fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError
         let Some(label) = g.label_id(&name) else {
             continue;
         };
-        let mut count = 0i64;
-        for n in 0..n_nodes {
-            if g.node_live(n) && g.has_label(n, label)? {
-                count += 1;
-            }
-        }
+        let count = g.label_nodes(label, usize::MAX)?.len() as i64;
         nodes.push(map(vec![
             ("name", Value::str(&name)),
             ("count", Value::Int(count)),
@@ -428,14 +403,7 @@ fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, Quer
     let Some(label) = g.label_id(&ix.label) else {
         return Ok(Vec::new());
     };
-    let mut candidates = Vec::new();
-    for (t, _) in g.label_scan(label).tables {
-        let (lo, hi) = g.table_range(t);
-        candidates.extend(lo..hi);
-    }
-    candidates.extend(g.delta_nodes());
-    candidates.sort_unstable();
-    candidates.dedup();
+    let candidates = g.label_nodes(label, usize::MAX)?;
     let by_score = |a: &(f64, u64), b: &(f64, u64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
     // The k best of `v`, best first.
     let best = |mut v: Vec<(f64, u64)>| {
@@ -453,9 +421,6 @@ fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, Quer
         .map(|chunk| -> Result<Vec<(f64, u64)>, QueryError> {
             let mut scored = Vec::new();
             for &n in chunk {
-                if !g.node_live(n) || !g.has_label(n, label)? {
-                    continue;
-                }
                 let Value::List(x) = g.node_prop(n, &ix.property)? else {
                     continue;
                 };

@@ -192,7 +192,7 @@ impl Op for Expand {
                     for &d in dirs(self.dir) {
                         // Expand-into walks from the endpoint with the smaller degree.
                         let (start, want, d) = match target {
-                            Some(t) if g.degree(ty, t, flip(d))? < g.degree(ty, node, d)? => {
+                            Some(t) if g.far_end_smaller(ty, node, t, d)? => {
                                 (t, Some(node), flip(d))
                             }
                             _ => (node, target, d),

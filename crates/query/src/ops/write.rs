@@ -261,11 +261,18 @@ fn create_row(
             } => {
                 let p = create_props(cx, props.as_ref(), b, row)?;
                 let mut labels = labels.clone();
-                for e in dyn_labels {
-                    let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
-                    crate::expr::dyn_names(&v, "label", &mut labels)?;
+                if !dyn_labels.is_empty() {
+                    let mut named = Vec::new();
+                    for e in dyn_labels {
+                        let v = eval(&cx.env, e, b, row, &mut Vec::new())?;
+                        crate::expr::dyn_names(&v, "label", &mut named)?;
+                    }
+                    for l in named {
+                        if !labels.contains(&l) {
+                            labels.push(l);
+                        }
+                    }
                 }
-                labels.dedup();
                 let id = tx(cx)?.create_node(labels, p)?;
                 check_unique(cx, id)?;
                 b.cols[*slot][row] = Value::Node(id);
