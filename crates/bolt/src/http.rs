@@ -7,31 +7,23 @@
 //! One request per connection (`Connection: close`); only `GET`; a path that leaves the
 //! folder (`..`, a symlink out of it) is not found.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 
 /// The longest request head read.
 const HEAD_BYTES_MAX: usize = 16 << 10;
 
-/// Reads an HTTP request's head (through the blank line) after `start`, the bytes
-/// already read: everything read, which may run past the head.
-pub(crate) fn read_head(stream: &mut impl Read, start: &[u8]) -> io::Result<Vec<u8>> {
-    let mut buf = start.to_vec();
-    let mut chunk = [0u8; 2048];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        if buf.len() > HEAD_BYTES_MAX {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "an HTTP request head past 16 KiB",
-            ));
-        }
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
+/// The length of the request head at the start of `buf` (through its blank line), or
+/// `None` while it has not all arrived; an error past 16 KiB.
+pub(crate) fn head_len(buf: &[u8]) -> io::Result<Option<usize>> {
+    match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(at) => Ok(Some(at + 4)),
+        None if buf.len() > HEAD_BYTES_MAX => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "an HTTP request head past 16 KiB",
+        )),
+        None => Ok(None),
     }
-    Ok(buf)
 }
 
 /// The value of header `name` (case-insensitive) in a request head.
@@ -46,6 +38,27 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 pub(crate) fn is_upgrade(head: &[u8]) -> bool {
     let head = String::from_utf8_lossy(head);
     header(&head, "upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The answer to a WebSocket upgrade (RFC 6455): `101 Switching Protocols` with the
+/// key's accept value, or `400 Bad Request` for a request that is not a version 13
+/// `GET` with a key (the `Err`, whose bytes are sent before the connection closes).
+pub(crate) fn upgrade_reply(head: &[u8]) -> Result<Vec<u8>, Vec<u8>> {
+    let text = String::from_utf8_lossy(head);
+    let get = text.lines().next().is_some_and(|l| l.starts_with("GET "));
+    let version = header(&text, "sec-websocket-version") == Some("13");
+    match header(&text, "sec-websocket-key") {
+        Some(key) if get && version => Ok(format!(
+            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+            tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes())
+        )
+        .into_bytes()),
+        _ => {
+            let mut out = Vec::new();
+            let _ = reply(&mut out, "400 Bad Request", "text/plain", b"not a WebSocket upgrade\n");
+            Err(out)
+        }
+    }
 }
 
 fn content_type(p: &Path) -> &'static str {

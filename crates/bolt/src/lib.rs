@@ -6,9 +6,12 @@
 //!   element ids; dates, times, datetimes, durations) and parameters back.
 //! - `users`: the database's users, with Argon2id password hashes.
 //! - `server`: handshake, chunking and each connection's state machine; results stream
-//!   as they are pulled.
+//!   as they are pulled; statements run on a bounded worker pool.
+//! - `net`: the non-blocking sockets (Tokio): accept loop, TLS, WebSocket, HTTP,
+//!   deadlines and connection limits.
 
 mod http;
+mod net;
 pub mod packstream;
 mod plan;
 pub mod server;

@@ -1,14 +1,16 @@
-//! The Bolt server: the handshake, chunked messages, and one connection's state
+//! The Bolt protocol: the handshake, chunked messages, and one connection's state
 //! machine (HELLO, LOGON, RUN, PULL, DISCARD, BEGIN, COMMIT, ROLLBACK, RESET, LOGOFF,
-//! ROUTE, TELEMETRY, GOODBYE).
+//! ROUTE, TELEMETRY, GOODBYE). The sockets, TLS, WebSocket and the accept loop are
+//! `net`'s.
 //!
-//! Each connection has two threads: the connection's, which reads messages and writes
-//! responses, and a worker that owns the connection's `Session` and runs its
-//! statements. A statement's rows reach the connection through a channel of two
-//! batches: the worker blocks while the client has not pulled, so a result never sits
-//! whole in server memory (`PULL n` sends n records and keeps the cursor open).
+//! A connection costs no thread while it waits: its state machine ([`Conn`]) runs on
+//! the I/O runtime's tasks, and only a statement that runs takes a thread of the
+//! bounded worker pool (`ServeOptions::workers`). A statement's rows reach the
+//! connection through a channel of two batches: the worker blocks while the client has
+//! not pulled, so a result never sits whole in server memory (`PULL n` sends n records
+//! and keeps the cursor open). A connection's `Session` is made when it logs in.
 
-use crate::packstream::{decode, encode, Pack};
+use crate::packstream::{encode, Pack};
 use crate::users::Users;
 use crate::values::{from_pack, to_pack};
 use quiver_engine::Store;
@@ -16,11 +18,13 @@ use quiver_query::procs::PType;
 use quiver_query::{ColumnsHook, Params, QueryError, Session, Value};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+pub use crate::net::serve;
 
 const HELLO: u8 = 0x01;
 const GOODBYE: u8 = 0x02;
@@ -47,8 +51,12 @@ pub struct ServeOptions {
     /// Require LOGON with a user of the database (`false`: `--no-auth`).
     pub auth: bool,
     /// Most authenticated connections at once; past it a client that has logged in is
-    /// answered with a transient error and closed.
+    /// answered with a transient error and closed. An idle connection costs no thread,
+    /// only its buffers and session (a few kilobytes).
     pub max_connections: usize,
+    /// Most statements running at once: the worker pool's threads (Neo4j's
+    /// `server.bolt.thread_pool_max_size`, 400). A statement past it waits for a worker.
+    pub workers: usize,
     /// Most connections at once that have not authenticated yet (they count apart, so
     /// that silent sockets cannot take the authenticated ones' slots); past it a new
     /// connection is closed at once.
@@ -121,8 +129,9 @@ impl Default for ServeOptions {
         ServeOptions {
             listen: "127.0.0.1:7687".parse().expect("valid address"),
             auth: true,
-            max_connections: 64,
-            max_pending: 1024,
+            max_connections: 10_000,
+            workers: 400,
+            max_pending: 4096,
             auth_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             max_message: 64 << 20,
@@ -140,37 +149,46 @@ impl Default for ServeOptions {
 /// The Bolt versions served: 5.1 (the first with LOGON) to 5.4.
 const VERSIONS: (u8, u8) = (1, 4);
 
-/// Reads the client's preamble and four proposals; answers the version chosen (or
-/// zero, and `None`). A proposal is `[0, range, minor, major]`: versions
-/// `major.minor` down to `major.(minor - range)`.
-///
-/// When the client offers the v1 manifest (`00 00 01 FF`, which drivers for Bolt 5.7+
-/// send first), the server answers with it: the manifest marker, a varint count of
-/// version ranges, the ranges, and a varint of capabilities (none); the client then
-/// sends the version it picked and its capabilities.
-pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
-    let mut b = [0u8; 20];
-    s.read_exact(&mut b)?;
+/// The v1 manifest marker a proposal holds when the client speaks it.
+const MANIFEST: [u8; 4] = [0, 0, 1, 0xFF];
+
+/// What the server answers a client's preamble and four proposals.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Hello {
+    /// Not Bolt (an HTTP request...): nothing is answered.
+    NotBolt,
+    /// No version in common: zeros are answered and the connection closes.
+    Refused,
+    /// This 5.x minor version is answered.
+    Version(u8),
+    /// The client offered the v1 manifest: the server answers it (`MANIFEST_REPLY`),
+    /// then reads the client's pick ([`manifest_pick`]).
+    Manifest,
+}
+
+/// The server's manifest: the marker, one range (5.hi down to 5.lo), no capabilities.
+pub(crate) const MANIFEST_REPLY: [u8; 10] = [
+    0,
+    0,
+    1,
+    0xFF,
+    1,
+    0,
+    VERSIONS.1 - VERSIONS.0,
+    VERSIONS.1,
+    5,
+    0,
+];
+
+/// Chooses from the 20 bytes a client opens with: the preamble and four proposals. A
+/// proposal is `[0, range, minor, major]`: versions `major.minor` down to
+/// `major.(minor - range)`.
+pub(crate) fn hello(b: &[u8; 20]) -> Hello {
     if b[..4] != [0x60, 0x60, 0xB0, 0x17] {
-        return Ok(None);
+        return Hello::NotBolt;
     }
-    if b[4..].chunks(4).any(|p| p == [0, 0, 1, 0xFF]) {
-        let (lo, hi) = VERSIONS;
-        // The manifest, one range (5.hi down to 5.lo), no capabilities.
-        s.write_all(&[0, 0, 1, 0xFF, 1, 0, hi - lo, hi, 5, 0])?;
-        s.flush()?;
-        let mut chosen = [0u8; 4];
-        s.read_exact(&mut chosen)?;
-        // The client's capabilities: a varint (at most 10 bytes), none understood.
-        let mut one = [0u8; 1];
-        for _ in 0..10 {
-            s.read_exact(&mut one)?;
-            if one[0] & 0x80 == 0 {
-                break;
-            }
-        }
-        let (minor, major) = (chosen[2], chosen[3]);
-        return Ok((major == 5 && (lo..=hi).contains(&minor)).then_some((5, minor)));
+    if b[4..].chunks(4).any(|p| p == MANIFEST) {
+        return Hello::Manifest;
     }
     for p in b[4..].chunks(4) {
         let (range, minor, major) = (p[1], p[2], p[3]);
@@ -180,14 +198,67 @@ pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
         let lo = minor.saturating_sub(range);
         let pick = minor.min(VERSIONS.1);
         if pick >= lo.max(VERSIONS.0) {
-            s.write_all(&[0, 0, pick, 5])?;
-            s.flush()?;
-            return Ok(Some((5, pick)));
+            return Hello::Version(pick);
         }
     }
-    s.write_all(&[0, 0, 0, 0])?;
-    s.flush()?;
-    Ok(None)
+    Hello::Refused
+}
+
+/// After the manifest: the client's pick (4 bytes) and its capabilities (a varint of
+/// at most 10 bytes, none understood). `None` while `b` holds less than both; else the
+/// version (`None` when outside what was offered) and the bytes taken.
+pub(crate) fn manifest_pick(b: &[u8]) -> Option<(Option<(u8, u8)>, usize)> {
+    if b.len() < 5 {
+        return None;
+    }
+    let caps = b[4..].iter().take(10).position(|c| c & 0x80 == 0);
+    let used = match caps {
+        Some(i) => 4 + i + 1,
+        None if b.len() >= 14 => 14,
+        None => return None,
+    };
+    let (minor, major) = (b[2], b[3]);
+    let (lo, hi) = VERSIONS;
+    Some((
+        (major == 5 && (lo..=hi).contains(&minor)).then_some((5, minor)),
+        used,
+    ))
+}
+
+/// The handshake over a blocking stream: reads the client's preamble and proposals;
+/// answers the version chosen (or zero, and `None`). When the client offers the v1
+/// manifest (`00 00 01 FF`, which drivers for Bolt 5.7+ send first), the server
+/// answers with it and reads the version the client picked. (The server speaks it over
+/// its non-blocking sockets in `net`, with the same [`hello`] and [`manifest_pick`].)
+pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
+    let mut b = [0u8; 20];
+    s.read_exact(&mut b)?;
+    match hello(&b) {
+        Hello::NotBolt => Ok(None),
+        Hello::Refused => {
+            s.write_all(&[0, 0, 0, 0])?;
+            s.flush()?;
+            Ok(None)
+        }
+        Hello::Version(minor) => {
+            s.write_all(&[0, 0, minor, 5])?;
+            s.flush()?;
+            Ok(Some((5, minor)))
+        }
+        Hello::Manifest => {
+            s.write_all(&MANIFEST_REPLY)?;
+            s.flush()?;
+            let mut got = Vec::new();
+            loop {
+                if let Some((v, _)) = manifest_pick(&got) {
+                    return Ok(v);
+                }
+                let mut one = [0u8; 1];
+                s.read_exact(&mut one)?;
+                got.push(one[0]);
+            }
+        }
+    }
 }
 
 /// Reads one chunked message (chunks until a zero-length one), refusing more than
@@ -211,10 +282,7 @@ pub fn read_message(r: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>
             return Ok(Some(msg));
         }
         if msg.len() + n > max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a message larger than {max} bytes"),
-            ));
+            return Err(too_large(max));
         }
         let at = msg.len();
         msg.resize(at + n, 0);
@@ -222,35 +290,51 @@ pub fn read_message(r: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>
     }
 }
 
-/// Input read in as large pieces as the socket gives, so that pipelined messages are
-/// seen together (and answered in one write).
-struct Pipelined {
-    buf: Vec<u8>,
-    pos: usize,
-    end: usize,
+fn too_large(max: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("a message larger than {max} bytes"),
+    )
 }
 
-struct PipeReader<'a, S> {
-    p: &'a mut Pipelined,
-    s: &'a mut S,
-}
-
-impl Pipelined {
-    fn reader<'a, S: Read>(&'a mut self, s: &'a mut S) -> PipeReader<'a, S> {
-        PipeReader { p: self, s }
-    }
-}
-
-impl<S: Read> Read for PipeReader<'_, S> {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        if self.p.pos == self.p.end {
-            self.p.pos = 0;
-            self.p.end = self.s.read(&mut self.p.buf)?;
+/// The first whole chunked message at the start of `buf`, and the bytes it and the
+/// NOOP chunks before it take; `None` while it has not all arrived. Refuses a message
+/// whose chunks declare more than `max` bytes as soon as their headers are in, so an
+/// incomplete one never makes the server buffer more.
+pub(crate) fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize)>> {
+    let mut at = 0;
+    let mut size = 0usize;
+    let mut first = None; // where the message's first chunk starts
+    loop {
+        let Some(h) = buf.get(at..at + 2) else {
+            return Ok(None);
+        };
+        let n = u16::from_be_bytes([h[0], h[1]]) as usize;
+        if n == 0 {
+            at += 2;
+            match first {
+                None => continue, // a NOOP chunk (keep-alive)
+                Some(start) => {
+                    let mut msg = Vec::with_capacity(size);
+                    let mut p = start;
+                    while p + 2 < at {
+                        let n = u16::from_be_bytes([buf[p], buf[p + 1]]) as usize;
+                        msg.extend_from_slice(&buf[p + 2..p + 2 + n]);
+                        p += 2 + n;
+                    }
+                    return Ok(Some((msg, at)));
+                }
+            }
         }
-        let n = out.len().min(self.p.end - self.p.pos);
-        out[..n].copy_from_slice(&self.p.buf[self.p.pos..self.p.pos + n]);
-        self.p.pos += n;
-        Ok(n)
+        first.get_or_insert(at);
+        size += n;
+        if size > max {
+            return Err(too_large(max));
+        }
+        if buf.len() < at + 2 + n {
+            return Ok(None);
+        }
+        at += 2 + n;
     }
 }
 
@@ -273,7 +357,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(code: &'static str, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Failure {
         Failure {
             code,
             message: message.into(),
@@ -321,7 +405,7 @@ pub fn failure(e: &QueryError) -> Failure {
 /// What a statement's run sends the connection.
 enum Event {
     Columns(Vec<String>),
-    Rows(Vec<Vec<Pack>>),
+    Rows(Records),
     Done(Result<Done, Failure>),
 }
 
@@ -333,114 +417,41 @@ struct Done {
     wrote: bool,
 }
 
-enum Job {
-    Run {
-        text: String,
-        params: Params,
-        events: SyncSender<Event>,
-    },
-    /// BEGIN, COMMIT or ROLLBACK.
-    Tx(&'static str, Sender<Result<(), Failure>>),
-    /// The user logged in (empty without authentication).
-    User(String),
+/// A batch of RECORD messages, encoded by the worker that made them (the I/O tasks
+/// only copy bytes): message `i` is `bytes[ends[i - 1]..ends[i]]`.
+struct Records {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    /// The first message not sent yet.
+    next: usize,
 }
 
-/// The worker: runs the connection's statements on its session, one at a time.
-fn worker(mut session: Session, jobs: Receiver<Job>, cancel: Arc<AtomicBool>) {
-    let slot: Arc<Mutex<Option<SyncSender<Event>>>> = Arc::new(Mutex::new(None));
-    let hook_slot = slot.clone();
-    session.opts.cancel = Some(cancel.clone());
-    session.opts.on_columns = Some(ColumnsHook(Arc::new(move |cols: &[String]| {
-        if let Some(tx) = hook_slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            let _ = tx.send(Event::Columns(cols.to_vec()));
-        }
-    })));
-    while let Ok(job) = jobs.recv() {
-        cancel.store(false, Ordering::Relaxed);
-        match job {
-            Job::User(name) => {
-                // `dbms.showCurrentUser()` (the Browser asks on connect): every user may
-                // do everything, as an admin of Neo4j may.
-                let row = vec![
-                    Value::str(&name),
-                    Value::list(vec![Value::str("admin")]),
-                    Value::list(Vec::new()),
-                ];
-                const NAMES: [&str; 2] = ["dbms.showCurrentUser", "dbms.security.showCurrentUser"];
-                // (A LOGOFF and a new LOGON replace the user, not add one.)
-                session
-                    .opts
-                    .procedures
-                    .registered
-                    .retain(|p| !NAMES.contains(&p.name.as_str()));
-                for proc_name in NAMES {
-                    session.opts.procedures.registered.push(Arc::new(
-                        quiver_query::procs::Procedure {
-                            name: proc_name.into(),
-                            inputs: Vec::new(),
-                            optional: 0,
-                            outputs: vec![
-                                ("username".into(), PType::String),
-                                ("roles".into(), PType::Other),
-                                ("flags".into(), PType::Other),
-                            ],
-                            body: quiver_query::procs::Body::Table(vec![(Vec::new(), row.clone())]),
-                        },
-                    ));
-                }
-                session.opts.client.user = name;
-            }
-            Job::Tx(cmd, reply) => {
-                let r = session
-                    .run(cmd, &Params::new(), &mut |_, _| Ok(()))
-                    .map(|_| ())
-                    .map_err(|e| failure(&e));
-                let _ = reply.send(r);
-            }
-            Job::Run {
-                text,
-                params,
-                events,
-            } => {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
-                let r = session.run(&text, &params, &mut |g, b| {
-                    let mut rows = Vec::with_capacity(b.len);
-                    for r in 0..b.len {
-                        let row: Vec<Pack> = b
-                            .cols
-                            .iter()
-                            .map(|c| to_pack(g, &c[r]))
-                            .collect::<Result<_, _>>()?;
-                        rows.push(row);
-                    }
-                    // The client went away or discarded the rest: stop the statement.
-                    events
-                        .send(Event::Rows(rows))
-                        .map_err(|_| QueryError::Cancelled)
-                });
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                let done = r
-                    .map(|s| Done {
-                        columns: s.columns,
-                        plan: s.plan.map(|p| (p, !s.explained)),
-                        wrote: !s.counters.is_empty(),
-                        counters: s.counters,
-                    })
-                    .map_err(|e| failure(&e));
-                let _ = events.send(Event::Done(done));
-            }
-        }
-    }
-    // The connection closed: an open transaction rolls back.
-    if session.in_transaction() {
-        let _ = session.run("ROLLBACK", &Params::new(), &mut |_, _| Ok(()));
+impl Records {
+    /// Appends up to `n` messages (all for a negative `n`) to `out`; how many.
+    fn send(&mut self, out: &mut Vec<u8>, n: i64) -> i64 {
+        let left = self.ends.len() - self.next;
+        let k = if n < 0 { left } else { left.min(n as usize) };
+        let from = if self.next == 0 {
+            0
+        } else {
+            self.ends[self.next - 1]
+        };
+        self.next += k;
+        let to = if self.next == 0 {
+            0
+        } else {
+            self.ends[self.next - 1]
+        };
+        out.extend_from_slice(&self.bytes[from..to]);
+        k as i64
     }
 }
 
 /// A statement whose rows are being pulled.
 struct Open {
-    events: Receiver<Event>,
-    pending: VecDeque<Vec<Pack>>,
+    events: mpsc::Receiver<Event>,
+    /// Batches with records not sent yet.
+    pending: VecDeque<Records>,
     done: Option<Result<Done, Failure>>,
     started: Instant,
     /// The query timeout passed and the statement was told to stop.
@@ -449,38 +460,34 @@ struct Open {
 
 impl Open {
     /// Takes the statement's next event into `pending` or `done`.
-    fn pump(&mut self, timeout: Option<Duration>, cancel: &AtomicBool) {
-        match self.recv(timeout, cancel) {
-            Ok(Event::Rows(r)) => self.pending.extend(r),
-            Ok(Event::Done(d)) => self.done = Some(d),
-            Ok(Event::Columns(_)) => {}
-            Err(_) => self.done = Some(Err(internal())),
+    async fn pump(&mut self, timeout: Option<Duration>, cancel: &AtomicBool) {
+        match self.recv(timeout, cancel).await {
+            Some(Event::Rows(r)) => self.pending.push_back(r),
+            Some(Event::Done(d)) => self.done = Some(d),
+            Some(Event::Columns(_)) => {}
+            None => self.done = Some(Err(internal())),
         }
     }
 
-    /// The statement's next event. Past `timeout` since it started, the statement is
-    /// cancelled and its cancellation reported as a timeout.
-    fn recv(
-        &mut self,
-        timeout: Option<Duration>,
-        cancel: &AtomicBool,
-    ) -> Result<Event, mpsc::RecvError> {
+    /// The statement's next event (`None`: its worker stopped without a word). Past
+    /// `timeout` since it started, the statement is cancelled and its cancellation
+    /// reported as a timeout.
+    async fn recv(&mut self, timeout: Option<Duration>, cancel: &AtomicBool) -> Option<Event> {
         let ev = match timeout {
             Some(t) if !self.timed_out => {
-                let left = t.saturating_sub(self.started.elapsed());
-                match self.events.recv_timeout(left) {
-                    Ok(e) => Ok(e),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                let at = tokio::time::Instant::from_std(self.started + t);
+                match tokio::time::timeout_at(at, self.events.recv()).await {
+                    Ok(e) => e,
+                    Err(_) => {
                         self.timed_out = true;
                         cancel.store(true, Ordering::Relaxed);
-                        self.events.recv()
+                        self.events.recv().await
                     }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(mpsc::RecvError),
                 }
             }
-            _ => self.events.recv(),
+            _ => self.events.recv().await,
         }?;
-        Ok(match ev {
+        Some(match ev {
             Event::Done(Err(f)) if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" => {
                 Event::Done(Err(Failure::new("Neo.ClientError.Transaction.TransactionTimedOut", format!(
                         "the statement ran longer than the server's query timeout ({} s) and was stopped",
@@ -493,7 +500,7 @@ impl Open {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(crate) enum State {
     /// After HELLO, before LOGON.
     Authentication,
     Ready,
@@ -505,22 +512,35 @@ enum State {
     Defunct,
 }
 
-struct Conn {
-    state: State,
+/// The session a connection has once it logged in, shared with the worker that runs
+/// its statement of the moment.
+type Shared = Arc<Mutex<Session>>;
+
+/// One connection's protocol state.
+pub(crate) struct Conn {
+    pub(crate) state: State,
     in_tx: bool,
-    jobs: Sender<Job>,
-    cancel: Arc<AtomicBool>,
+    hello: bool,
+    session: Option<Shared>,
+    /// Where the running statement's columns go (its `on_columns` hook).
+    slot: Arc<Mutex<Option<mpsc::Sender<Event>>>>,
+    pub(crate) cancel: Arc<AtomicBool>,
     open: Option<Open>,
-    out: Vec<u8>,
+    /// Responses not written yet.
+    pub(crate) out: Vec<u8>,
     bookmark: u64,
-    timeout: Option<Duration>,
+    store: Arc<Store>,
+    users: Arc<Users>,
+    opts: Arc<ServeOptions>,
+    id: usize,
+    peer: String,
 }
 
 fn success(out: &mut Vec<u8>, meta: Vec<(&str, Pack)>) {
     write_message(out, &Pack::Struct(SUCCESS, vec![Pack::map(meta)]));
 }
 
-fn fail(out: &mut Vec<u8>, f: &Failure) {
+pub(crate) fn fail(out: &mut Vec<u8>, f: &Failure) {
     write_message(
         out,
         &Pack::Struct(
@@ -550,18 +570,140 @@ fn stats(c: &quiver_engine::Counters) -> Pack {
     Pack::Map(m)
 }
 
+/// Runs `f` on the worker pool (the runtime's bounded blocking threads).
+async fn on_worker<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| internal())
+}
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Conn {
-    /// Starts a statement and waits for its columns (or its failure).
-    fn run(&mut self, text: String, params: Params) -> Result<Vec<String>, Failure> {
-        let (tx, rx) = mpsc::sync_channel(2);
+    pub(crate) fn new(
+        store: Arc<Store>,
+        users: Arc<Users>,
+        opts: Arc<ServeOptions>,
+        id: usize,
+        peer: SocketAddr,
+    ) -> Conn {
+        Conn {
+            state: State::Authentication,
+            in_tx: false,
+            hello: false,
+            session: None,
+            slot: Arc::new(Mutex::new(None)),
+            cancel: Arc::new(AtomicBool::new(false)),
+            open: None,
+            out: Vec::new(),
+            bookmark: 0,
+            store,
+            users,
+            opts,
+            id,
+            peer: peer.to_string(),
+        }
+    }
+
+    /// The session, made at the first login (on a worker: opening one reads the
+    /// declared indexes), with `user` as the current user.
+    async fn login(&mut self, user: String) -> Result<(), Failure> {
+        let made = self.session.clone();
+        let (store, opts, id, peer) = (
+            self.store.clone(),
+            self.opts.clone(),
+            self.id,
+            self.peer.clone(),
+        );
+        let (cancel, slot) = (self.cancel.clone(), self.slot.clone());
+        let session = on_worker(move || {
+            let session = made.unwrap_or_else(|| {
+                let mut s = Session::on(store);
+                s.opts.client = quiver_engine::activity::Client {
+                    connection: format!("bolt-{id}"),
+                    address: peer,
+                    user: String::new(),
+                };
+                if let Some(l) = opts.query_memory_limit {
+                    s.opts.memory_limit = l;
+                }
+                if let Some(d) = &opts.import_dir {
+                    s.opts.import_dir = Some(d.clone());
+                }
+                if let Some(d) = &opts.temp_dir {
+                    s.opts.temp_dir = Some(d.clone());
+                }
+                if let Some(w) = opts.memory_wait {
+                    s.opts.memory_wait = w;
+                }
+                s.opts.cancel = Some(cancel);
+                s.opts.on_columns = Some(ColumnsHook(Arc::new(move |cols: &[String]| {
+                    if let Some(tx) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                        let _ = tx.blocking_send(Event::Columns(cols.to_vec()));
+                    }
+                })));
+                Arc::new(Mutex::new(s))
+            });
+            set_user(&mut lock(&session), user);
+            session
+        })
+        .await?;
+        self.session = Some(session);
+        Ok(())
+    }
+
+    fn session(&self) -> Result<Shared, Failure> {
+        self.session.clone().ok_or_else(internal)
+    }
+
+    /// Starts a statement on a worker and waits for its columns (or its failure).
+    async fn run(&mut self, text: String, params: Params) -> Result<Vec<String>, Failure> {
+        let session = self.session()?;
+        let (events, rx) = mpsc::channel(2);
         let started = Instant::now();
-        self.jobs
-            .send(Job::Run {
-                text,
-                params,
-                events: tx,
-            })
-            .map_err(|_| internal())?;
+        // (Cleared here, before the worker starts, so that a DISCARD's stop is not lost.)
+        self.cancel.store(false, Ordering::Relaxed);
+        let slot = self.slot.clone();
+        // The worker's end is awaited through the events, not the task.
+        drop(tokio::task::spawn_blocking(move || {
+            let mut session = lock(&session);
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+            let r = session.run(&text, &params, &mut |g, b| {
+                let mut rows = Records {
+                    bytes: Vec::new(),
+                    ends: Vec::with_capacity(b.len),
+                    next: 0,
+                };
+                for r in 0..b.len {
+                    let row: Vec<Pack> = b
+                        .cols
+                        .iter()
+                        .map(|c| to_pack(g, &c[r]))
+                        .collect::<Result<_, _>>()?;
+                    write_message(
+                        &mut rows.bytes,
+                        &Pack::Struct(RECORD, vec![Pack::List(row)]),
+                    );
+                    rows.ends.push(rows.bytes.len());
+                }
+                // The client went away or discarded the rest: stop the statement.
+                events
+                    .blocking_send(Event::Rows(rows))
+                    .map_err(|_| QueryError::Cancelled)
+            });
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            let done = r
+                .map(|s| Done {
+                    columns: s.columns,
+                    plan: s.plan.map(|p| (p, !s.explained)),
+                    wrote: !s.counters.is_empty(),
+                    counters: s.counters,
+                })
+                .map_err(|e| failure(&e));
+            let _ = events.blocking_send(Event::Done(done));
+        }));
         let mut open = Open {
             events: rx,
             pending: VecDeque::new(),
@@ -570,28 +712,29 @@ impl Conn {
             timed_out: false,
         };
         loop {
-            match open.recv(self.timeout, &self.cancel) {
-                Ok(Event::Columns(c)) => {
+            match open.recv(self.opts.query_timeout, &self.cancel).await {
+                Some(Event::Columns(c)) => {
                     self.open = Some(open);
                     return Ok(c);
                 }
-                Ok(Event::Rows(r)) => open.pending.extend(r),
-                Ok(Event::Done(Ok(d))) => {
+                Some(Event::Rows(r)) => open.pending.push_back(r),
+                Some(Event::Done(Ok(d))) => {
                     // A command (SHOW INDEXES...): columns come with its end.
                     let c = d.columns.clone();
                     open.done = Some(Ok(d));
                     self.open = Some(open);
                     return Ok(c);
                 }
-                Ok(Event::Done(Err(f))) => return Err(f),
-                Err(_) => return Err(internal()),
+                Some(Event::Done(Err(f))) => return Err(f),
+                None => return Err(internal()),
             }
         }
     }
 
     /// Sends up to `n` records (all for -1) of the open statement, then its summary or
     /// `has_more`. With `discard`, drops them instead.
-    fn pull(&mut self, n: i64, discard: bool) {
+    async fn pull(&mut self, n: i64, discard: bool) {
+        let timeout = self.opts.query_timeout;
         let Some(open) = self.open.as_mut() else {
             fail(
                 &mut self.out,
@@ -608,7 +751,7 @@ impl Conn {
             self.cancel.store(true, Ordering::Relaxed);
             open.pending.clear();
             while open.done.is_none() {
-                open.pump(self.timeout, &self.cancel);
+                open.pump(timeout, &self.cancel).await;
                 open.pending.clear();
             }
             // A discarded read that was cut short still ended well for the client.
@@ -625,28 +768,32 @@ impl Conn {
         }
         let mut sent = 0i64;
         while n < 0 || sent < n {
-            if let Some(row) = open.pending.pop_front() {
-                write_message(&mut self.out, &Pack::Struct(RECORD, vec![Pack::List(row)]));
-                sent += 1;
+            if let Some(batch) = open.pending.front_mut() {
+                sent += batch.send(&mut self.out, if n < 0 { -1 } else { n - sent });
+                if batch.next == batch.ends.len() {
+                    open.pending.pop_front();
+                }
                 continue;
             }
             if open.done.is_some() {
                 break;
             }
-            open.pump(self.timeout, &self.cancel);
+            open.pump(timeout, &self.cancel).await;
         }
         // n records sent and nothing waiting: one more event tells whether the
         // statement has ended (then the summary goes now, not after another PULL).
         if open.pending.is_empty() && open.done.is_none() {
-            open.pump(self.timeout, &self.cancel);
+            open.pump(timeout, &self.cancel).await;
         }
         if !open.pending.is_empty() || open.done.is_none() {
             success(&mut self.out, vec![("has_more", Pack::Bool(true))]);
             return;
         }
-        let open = self.open.take().expect("checked above");
         let t_last = open.started.elapsed().as_millis() as i64;
-        match open.done.expect("ended") {
+        let Some(done) = self.open.take().and_then(|o| o.done) else {
+            return; // (checked above)
+        };
+        match done {
             Ok(d) => {
                 let mut meta = vec![
                     ("t_last", Pack::Int(t_last)),
@@ -679,25 +826,80 @@ impl Conn {
         }
     }
 
-    fn tx(&mut self, cmd: &'static str) -> Result<(), Failure> {
-        let (tx, rx) = mpsc::channel();
-        self.jobs.send(Job::Tx(cmd, tx)).map_err(|_| internal())?;
-        rx.recv().map_err(|_| internal())?
+    /// BEGIN, COMMIT or ROLLBACK, on a worker.
+    async fn tx(&mut self, cmd: &'static str) -> Result<(), Failure> {
+        let session = self.session()?;
+        on_worker(move || {
+            lock(&session)
+                .run(cmd, &Params::new(), &mut |_, _| Ok(()))
+                .map(|_| ())
+                .map_err(|e| failure(&e))
+        })
+        .await?
     }
 
     /// Drops an open statement and rolls back an open transaction (RESET, errors).
-    fn reset(&mut self) {
+    pub(crate) async fn reset(&mut self) {
         if self.open.is_some() {
             // The discard's own responses are not sent; those queued before are.
             let keep = self.out.len();
-            self.pull(-1, true);
+            self.pull(-1, true).await;
             self.out.truncate(keep);
         }
         if self.in_tx {
-            let _ = self.tx("ROLLBACK");
+            let _ = self.tx("ROLLBACK").await;
             self.in_tx = false;
         }
     }
+
+    /// The connection closed: a statement still open stops, a transaction rolls back.
+    pub(crate) async fn close(&mut self) {
+        self.reset().await;
+        if let Some(session) = self.session.take() {
+            let _ = on_worker(move || {
+                let mut s = lock(&session);
+                if s.in_transaction() {
+                    let _ = s.run("ROLLBACK", &Params::new(), &mut |_, _| Ok(()));
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// Makes `name` the session's user: `dbms.showCurrentUser()` (the Browser asks on
+/// connect) answers it, with every right, as an admin of Neo4j has.
+fn set_user(session: &mut Session, name: String) {
+    let row = vec![
+        Value::str(&name),
+        Value::list(vec![Value::str("admin")]),
+        Value::list(Vec::new()),
+    ];
+    const NAMES: [&str; 2] = ["dbms.showCurrentUser", "dbms.security.showCurrentUser"];
+    // (A LOGOFF and a new LOGON replace the user, not add one.)
+    session
+        .opts
+        .procedures
+        .registered
+        .retain(|p| !NAMES.contains(&p.name.as_str()));
+    for proc_name in NAMES {
+        session
+            .opts
+            .procedures
+            .registered
+            .push(Arc::new(quiver_query::procs::Procedure {
+                name: proc_name.into(),
+                inputs: Vec::new(),
+                optional: 0,
+                outputs: vec![
+                    ("username".into(), PType::String),
+                    ("roles".into(), PType::Other),
+                    ("flags".into(), PType::Other),
+                ],
+                body: quiver_query::procs::Body::Table(vec![(Vec::new(), row.clone())]),
+            }));
+    }
+    session.opts.client.user = name;
 }
 
 fn internal() -> Failure {
@@ -723,386 +925,17 @@ fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
     Ok(out)
 }
 
-/// A socket whose reads fail once a deadline passes (`None`: only the idle timeout):
-/// a peer that sends a byte a second cannot hold a connection past it.
-struct Deadlined {
-    s: TcpStream,
-    deadline: Option<std::time::Instant>,
-    idle: Duration,
-}
-
-impl Read for Deadlined {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        if let Some(d) = self.deadline {
-            let left = d.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the handshake and authentication took too long",
-                ));
-            }
-            self.s.set_read_timeout(Some(left.min(self.idle)))?;
-        }
-        self.s.read(b)
-    }
-}
-
-impl Write for Deadlined {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.s.write(b)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.s.flush()
-    }
-}
-
-/// A stream whose authentication deadline can be lifted (plain or TLS over
-/// [`Deadlined`]).
-trait Lift {
-    fn lift_deadline(&mut self);
-}
-
-impl Lift for Deadlined {
-    fn lift_deadline(&mut self) {
-        self.deadline = None;
-        let _ = self.s.set_read_timeout(Some(self.idle));
-    }
-}
-
-impl Lift for rustls::StreamOwned<rustls::ServerConnection, Deadlined> {
-    fn lift_deadline(&mut self) {
-        self.sock.lift_deadline();
-    }
-}
-
-/// What a connection reports to the accept loop: `authenticated` when it has logged in
-/// (`false`: the server is full, and it must close).
-pub struct Gate<'a> {
-    pub authenticated: &'a (dyn Fn() -> bool + Sync),
-}
-
-/// Serves one connection until it closes (over TLS when the options have it).
-pub fn connection(
-    stream: TcpStream,
-    store: Arc<Store>,
-    users: Arc<Users>,
-    opts: &ServeOptions,
-    id: usize,
-    gate: &Gate<'_>,
-) -> io::Result<()> {
-    stream.set_read_timeout(Some(opts.auth_timeout.min(opts.idle_timeout)))?;
-    stream.set_nodelay(true)?;
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let stream = Deadlined {
-        s: stream,
-        deadline: Some(std::time::Instant::now() + opts.auth_timeout),
-        idle: opts.idle_timeout,
-    };
-    match &opts.tls {
-        Some(cfg) => {
-            let conn = rustls::ServerConnection::new(cfg.clone())
-                .map_err(|e| io::Error::new(io::ErrorKind::Other, e.to_string()))?;
-            let mut s = rustls::StreamOwned::new(conn, stream);
-            bolt(&mut s, store, users, opts, id, &peer, gate)
-        }
-        None => {
-            let mut s = stream;
-            bolt(&mut s, store, users, opts, id, &peer, gate)
-        }
-    }
-}
-
-/// The first bytes of a connection, read to tell Bolt from an HTTP request, given
-/// back before the rest of the stream.
-struct Prefixed<'a, S> {
-    head: Vec<u8>,
-    pos: usize,
-    inner: &'a mut S,
-}
-
-impl<S: Read> Read for Prefixed<'_, S> {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        if self.pos < self.head.len() {
-            let n = b.len().min(self.head.len() - self.pos);
-            b[..n].copy_from_slice(&self.head[self.pos..self.pos + n]);
-            self.pos += n;
-            return Ok(n);
-        }
-        self.inner.read(b)
-    }
-}
-
-impl<S: Write> Write for Prefixed<'_, S> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.inner.write(b)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<S: Lift> Lift for Prefixed<'_, S> {
-    fn lift_deadline(&mut self) {
-        self.inner.lift_deadline()
-    }
-}
-
-/// Bolt inside WebSocket binary messages, as the Neo4j Browser and the JavaScript
-/// driver in a web page speak it (Neo4j accepts both on its Bolt port): reads give the
-/// messages' payloads in order, writes are gathered and each flush sends them as one
-/// binary message. Pings are answered by `tungstenite`; a close ends the stream.
-struct WsBolt<S: Read + Write> {
-    ws: tungstenite::WebSocket<S>,
-    input: Vec<u8>,
-    pos: usize,
-    output: Vec<u8>,
-}
-
-fn ws_error(e: tungstenite::Error) -> io::Error {
-    match e {
-        tungstenite::Error::Io(e) => e,
-        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
-    }
-}
-
-impl<S: Read + Write> Read for WsBolt<S> {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        while self.pos == self.input.len() {
-            match self.ws.read() {
-                Ok(tungstenite::Message::Binary(d)) => {
-                    self.input.clear();
-                    self.input.extend_from_slice(&d);
-                    self.pos = 0;
-                }
-                Ok(tungstenite::Message::Close(_))
-                | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
-                    return Ok(0)
-                }
-                Ok(_) => {} // pings (answered), pongs, text: not Bolt
-                Err(e) => return Err(ws_error(e)),
-            }
-        }
-        let n = b.len().min(self.input.len() - self.pos);
-        b[..n].copy_from_slice(&self.input[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
-impl<S: Read + Write> Write for WsBolt<S> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.output.extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        if !self.output.is_empty() {
-            let msg = tungstenite::Message::binary(std::mem::take(&mut self.output));
-            self.ws.send(msg).map_err(ws_error)?;
-        }
-        Ok(())
-    }
-}
-
-impl<S: Read + Write + Lift> Lift for WsBolt<S> {
-    fn lift_deadline(&mut self) {
-        self.ws.get_mut().lift_deadline()
-    }
-}
-
-/// The protocol over an established stream: Bolt, or Bolt over WebSocket when the
-/// client opens with an HTTP request (`GET `) to upgrade.
-fn bolt(
-    stream: &mut (impl Read + Write + Lift),
-    store: Arc<Store>,
-    users: Arc<Users>,
-    opts: &ServeOptions,
-    id: usize,
-    peer: &str,
-    gate: &Gate<'_>,
-) -> io::Result<()> {
-    let mut head = [0u8; 4];
-    stream.read_exact(&mut head)?;
-    if &head != b"GET " {
-        let mut s = Prefixed {
-            head: head.to_vec(),
-            pos: 0,
-            inner: stream,
-        };
-        return bolt_on(&mut s, store, users, opts, id, peer, gate);
-    }
-    // HTTP: a WebSocket upgrade carries Bolt; any other request is a web app's file or
-    // the discovery document (`http`).
-    let request = crate::http::read_head(stream, &head)?;
-    if !crate::http::is_upgrade(&request) {
-        return crate::http::respond(stream, &request, opts.browser.as_deref());
-    }
-    let s = Prefixed {
-        head: request,
-        pos: 0,
-        inner: stream,
-    };
-    // Messages past the server's limit (the Bolt layer also caps them) and frames of
-    // at most 1 MiB, so that no client makes the server buffer more.
-    let max = opts.max_message.saturating_add(64 << 10);
-    let cfg = tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max.min(1 << 20)));
-    let ws = match tungstenite::accept_with_config(s, Some(cfg)) {
-        Ok(ws) => ws,
-        // Not a WebSocket upgrade, or a broken one: nothing to answer over Bolt.
-        Err(tungstenite::HandshakeError::Failure(e)) => return Err(ws_error(e)),
-        Err(tungstenite::HandshakeError::Interrupted(_)) => {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the WebSocket handshake did not finish",
-            ))
-        }
-    };
-    let mut ws = WsBolt {
-        ws,
-        input: Vec::new(),
-        pos: 0,
-        output: Vec::new(),
-    };
-    let r = bolt_on(&mut ws, store, users, opts, id, peer, gate);
-    let _ = ws.ws.close(None);
-    let _ = ws.ws.flush();
-    r
-}
-
-/// The protocol over an established stream.
-fn bolt_on(
-    stream: &mut (impl Read + Write + Lift),
-    store: Arc<Store>,
-    users: Arc<Users>,
-    opts: &ServeOptions,
-    id: usize,
-    peer: &str,
-    gate: &Gate<'_>,
-) -> io::Result<()> {
-    if handshake(stream)?.is_none() {
-        return Ok(());
-    }
-    let (jobs, rx) = mpsc::channel();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let w = {
-        let mut session = Session::on(store);
-        session.opts.client = quiver_engine::activity::Client {
-            connection: format!("bolt-{id}"),
-            address: peer.to_string(),
-            user: String::new(),
-        };
-        if let Some(l) = opts.query_memory_limit {
-            session.opts.memory_limit = l;
-        }
-        if let Some(d) = &opts.import_dir {
-            session.opts.import_dir = Some(d.clone());
-        }
-        if let Some(d) = &opts.temp_dir {
-            session.opts.temp_dir = Some(d.clone());
-        }
-        if let Some(w) = opts.memory_wait {
-            session.opts.memory_wait = w;
-        }
-        let cancel = cancel.clone();
-        std::thread::Builder::new()
-            .name(format!("bolt-{id}-worker"))
-            .spawn(move || worker(session, rx, cancel))?
-    };
-    let mut c = Conn {
-        state: State::Authentication,
-        in_tx: false,
-        jobs,
-        cancel,
-        open: None,
-        out: Vec::new(),
-        bookmark: 0,
-        timeout: opts.query_timeout,
-    };
-    let mut hello = false;
-    let mut authed = false;
-    let mut input = Pipelined {
-        buf: vec![0; 64 << 10],
-        pos: 0,
-        end: 0,
-    };
-    let r = (|| -> io::Result<()> {
-        loop {
-            let max = if c.state == State::Authentication {
-                PRE_AUTH_MESSAGE_MAX
-            } else {
-                opts.max_message
-            };
-            let Some(msg) = read_message(&mut input.reader(stream), max)? else {
-                return Ok(());
-            };
-            let (tag, fields) = match decode(&msg) {
-                Ok(Pack::Struct(t, f)) => (t, f),
-                Ok(_) | Err(_) => return Ok(()), // not a message: the protocol is broken
-            };
-            let mut close = handle(&mut c, &mut hello, tag, &fields, &users, opts, id, peer);
-            if !authed && !matches!(c.state, State::Authentication | State::Defunct) {
-                authed = true;
-                stream.lift_deadline();
-                if !(gate.authenticated)() {
-                    // Logged in, but the server is full: a transient error the driver
-                    // retries, in place of the success.
-                    c.out.clear();
-                    fail(
-                        &mut c.out,
-                        &Failure::new(
-                            "Neo.TransientError.Request.NoThreadsAvailable",
-                            format!(
-                                "the server has {} connections open, its --max-connections; try again later",
-                                opts.max_connections
-                            ),
-                        ),
-                    );
-                    close = true;
-                }
-            }
-            // Messages the client pipelined (RUN then PULL) are answered together, in
-            // one write, once none is left waiting.
-            if close || c.state == State::Defunct || input.pos == input.end {
-                stream.write_all(&c.out)?;
-                stream.flush()?;
-                c.out.clear();
-            }
-            if close || c.state == State::Defunct {
-                return Ok(());
-            }
-        }
-    })();
-    c.reset();
-    drop(c);
-    let _ = w.join();
-    r
-}
-
 /// Handles one message; `true` when the connection should close.
-#[allow(clippy::too_many_arguments)]
-fn handle(
-    c: &mut Conn,
-    hello: &mut bool,
-    tag: u8,
-    f: &[Pack],
-    users: &Users,
-    opts: &ServeOptions,
-    id: usize,
-    peer: &str,
-) -> bool {
+pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
     if tag == GOODBYE {
-        c.reset();
+        c.reset().await;
         return true;
     }
-    if !*hello {
+    if !c.hello {
         if tag != HELLO {
             return true;
         }
-        *hello = true;
+        c.hello = true;
         success(
             &mut c.out,
             vec![
@@ -1113,14 +946,14 @@ fn handle(
                         env!("CARGO_PKG_VERSION")
                     )),
                 ),
-                ("connection_id", Pack::str(format!("bolt-{id}"))),
+                ("connection_id", Pack::str(format!("bolt-{}", c.id))),
                 ("hints", Pack::map(vec![])),
             ],
         );
         return false;
     }
     if tag == RESET {
-        c.reset();
+        c.reset().await;
         if c.state != State::Authentication {
             c.state = State::Ready;
         }
@@ -1145,28 +978,38 @@ fn handle(
         }
         let auth = f.first().cloned().unwrap_or(Pack::Null);
         let scheme = auth.get("scheme").and_then(Pack::as_str).unwrap_or("none");
+        let opts = c.opts.clone();
         let ok = if !opts.auth {
             true
         } else if scheme == "basic" {
             let user = auth.get("principal").and_then(Pack::as_str).unwrap_or("");
             let pass = auth.get("credentials").and_then(Pack::as_str).unwrap_or("");
-            users.verify(user, pass)
+            let (users, user, pass) = (c.users.clone(), user.to_string(), pass.to_string());
+            // (Argon2 takes tens of milliseconds: a worker's, not the I/O's.)
+            on_worker(move || users.verify(&user, &pass))
+                .await
+                .unwrap_or(false)
         } else {
             false
         };
         if ok {
-            users.login_succeeded(peer);
+            c.users.login_succeeded(&c.peer);
             c.state = State::Ready;
             let user = if opts.auth {
                 auth.get("principal").and_then(Pack::as_str).unwrap_or("")
             } else {
                 ""
             };
-            let _ = c.jobs.send(Job::User(user.to_string()));
-            success(&mut c.out, vec![]);
+            match c.login(user.to_string()).await {
+                Ok(()) => success(&mut c.out, vec![]),
+                Err(e) => {
+                    fail(&mut c.out, &e);
+                    c.state = State::Defunct;
+                }
+            }
         } else {
             // Slow down guessing, more with each failure in a row from one address.
-            std::thread::sleep(users.login_failed(peer));
+            tokio::time::sleep(c.users.login_failed(&c.peer)).await;
             fail(
                 &mut c.out,
                 &Failure::new(
@@ -1178,11 +1021,6 @@ fn handle(
         }
         return false;
     }
-    let failed = |c: &mut Conn, f: Failure| {
-        fail(&mut c.out, &f);
-        c.reset();
-        c.state = State::Failed;
-    };
     match (tag, c.state) {
         (LOGOFF, State::Ready) => {
             c.state = State::Authentication;
@@ -1190,7 +1028,7 @@ fn handle(
         }
         (TELEMETRY, _) => success(&mut c.out, vec![]),
         (ROUTE, State::Ready) => {
-            let addr = Pack::List(vec![Pack::str(opts.listen.to_string())]);
+            let addr = Pack::List(vec![Pack::str(c.opts.listen.to_string())]);
             let server = |role: &str| {
                 Pack::map(vec![("addresses", addr.clone()), ("role", Pack::str(role))])
             };
@@ -1209,18 +1047,18 @@ fn handle(
                 )],
             );
         }
-        (BEGIN, State::Ready) => match c.tx("BEGIN") {
+        (BEGIN, State::Ready) => match c.tx("BEGIN").await {
             Ok(()) => {
                 c.in_tx = true;
                 c.state = State::TxReady;
                 success(&mut c.out, vec![]);
             }
-            Err(e) => failed(c, e),
+            Err(e) => c.failed(e).await,
         },
         (COMMIT | ROLLBACK, State::TxReady) => {
             let cmd = if tag == COMMIT { "COMMIT" } else { "ROLLBACK" };
             c.in_tx = false;
-            match c.tx(cmd) {
+            match c.tx(cmd).await {
                 Ok(()) => {
                     c.state = State::Ready;
                     let mut meta = vec![];
@@ -1230,29 +1068,27 @@ fn handle(
                     }
                     success(&mut c.out, meta);
                 }
-                Err(e) => failed(c, e),
+                Err(e) => c.failed(e).await,
             }
         }
         (RUN, State::Ready | State::TxReady) => {
             let Some(text) = f.first().and_then(Pack::as_str) else {
-                failed(
-                    c,
-                    Failure::new(
-                        "Neo.ClientError.Request.Invalid",
-                        "RUN needs a query string",
-                    ),
-                );
+                c.failed(Failure::new(
+                    "Neo.ClientError.Request.Invalid",
+                    "RUN needs a query string",
+                ))
+                .await;
                 return false;
             };
             let params = match params_of(f.get(1)) {
                 Ok(p) => p,
                 Err(e) => {
-                    failed(c, e);
+                    c.failed(e).await;
                     return false;
                 }
             };
             let started = Instant::now();
-            match c.run(text.to_string(), params) {
+            match c.run(text.to_string(), params).await {
                 Ok(cols) => {
                     let mut meta = vec![
                         (
@@ -1271,7 +1107,7 @@ fn handle(
                         State::Streaming
                     };
                 }
-                Err(e) => failed(c, e),
+                Err(e) => c.failed(e).await,
             }
         }
         (PULL | DISCARD, State::Streaming | State::TxStreaming) => {
@@ -1280,88 +1116,36 @@ fn handle(
                 .and_then(|m| m.get("n"))
                 .and_then(Pack::as_int)
                 .unwrap_or(-1);
-            c.pull(n, tag == DISCARD);
+            c.pull(n, tag == DISCARD).await;
             if c.state == State::Failed {
-                c.reset();
+                c.reset().await;
             }
         }
-        (t, s) => failed(
-            c,
-            Failure::new(
+        (t, s) => {
+            c.failed(Failure::new(
                 "Neo.ClientError.Request.Invalid",
                 format!("message 0x{t:02X} is not expected in state {s:?}"),
-            ),
-        ),
+            ))
+            .await
+        }
     }
     false
 }
 
-/// Accepts connections until the process ends. Each gets its own threads. Connections
-/// that have not authenticated count against `max_pending` (past it a new one is closed
-/// at once) and must authenticate within `auth_timeout`; authenticated ones count
-/// against `max_connections` (past it, the login is answered with a transient error).
-pub fn serve(listener: TcpListener, store: Arc<Store>, opts: ServeOptions) -> io::Result<()> {
-    let users = Arc::new(
-        Users::load(store.dir())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
-    );
-    let live = Arc::new(AtomicUsize::new(0));
-    let pending = Arc::new(AtomicUsize::new(0));
-    let mut next = 0usize;
-    for s in listener.incoming() {
-        let Ok(stream) = s else { continue };
-        next += 1;
-        if pending.load(Ordering::SeqCst) >= opts.max_pending {
-            // Unauthenticated connections past their own limit: closed, costing the
-            // authenticated ones nothing.
-            drop(stream);
-            continue;
-        }
-        pending.fetch_add(1, Ordering::SeqCst);
-        let (store, users, opts) = (store.clone(), users.clone(), opts.clone());
-        let (live, pending) = (live.clone(), pending.clone());
-        let id = next;
-        std::thread::Builder::new()
-            .name(format!("bolt-{id}"))
-            .spawn(move || {
-                let counted = std::sync::atomic::AtomicBool::new(false);
-                let authenticated = || {
-                    pending.fetch_sub(1, Ordering::SeqCst);
-                    let took = live
-                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                            (n < opts.max_connections).then_some(n + 1)
-                        })
-                        .is_ok();
-                    counted.store(true, Ordering::SeqCst);
-                    if !took {
-                        // Counted as neither: the connection closes now.
-                        live.fetch_add(1, Ordering::SeqCst);
-                    }
-                    took
-                };
-                let _ = connection(
-                    stream,
-                    store,
-                    users,
-                    &opts,
-                    id,
-                    &Gate {
-                        authenticated: &authenticated,
-                    },
-                );
-                if counted.load(Ordering::SeqCst) {
-                    live.fetch_sub(1, Ordering::SeqCst);
-                } else {
-                    pending.fetch_sub(1, Ordering::SeqCst);
-                }
-            })?;
+impl Conn {
+    /// Answers a failure: what is open is dropped, and messages are ignored until a
+    /// RESET.
+    async fn failed(&mut self, f: Failure) {
+        fail(&mut self.out, &f);
+        self.reset().await;
+        self.state = State::Failed;
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packstream::decode;
 
     /// A failure of the files is the database's error, not the client's.
     #[test]
@@ -1481,5 +1265,33 @@ mod tests {
         assert!(read_message(&mut io::Cursor::new(Vec::new()), 10)
             .unwrap()
             .is_none());
+    }
+
+    /// The non-blocking reader takes whole messages out of what arrived, however it
+    /// was split, and refuses one past the cap before it has all arrived.
+    #[test]
+    fn messages_are_taken_from_partial_input() {
+        let a = Pack::Struct(0x10, vec![Pack::str("x".repeat(70_000))]);
+        let b = Pack::Struct(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+        let mut wire = vec![0, 0]; // a NOOP chunk first
+        write_message(&mut wire, &a);
+        write_message(&mut wire, &b);
+        let first_end = wire.len() - {
+            let mut one = Vec::new();
+            write_message(&mut one, &b);
+            one.len()
+        };
+        for cut in [0, 1, 2, 3, 100, 65_537, first_end - 1] {
+            assert!(
+                take_message(&wire[..cut], 1 << 20).unwrap().is_none(),
+                "{cut}"
+            );
+        }
+        let (m, used) = take_message(&wire, 1 << 20).unwrap().unwrap();
+        assert_eq!((decode(&m).unwrap(), used), (a, first_end));
+        let (m, used) = take_message(&wire[first_end..], 1 << 20).unwrap().unwrap();
+        assert_eq!((decode(&m).unwrap(), first_end + used), (b, wire.len()));
+        // Only the first chunk's header is in: already past a 1 KiB cap.
+        assert!(take_message(&wire[..4], 1 << 10).is_err());
     }
 }

@@ -470,3 +470,186 @@ print("ok")
     std::fs::write(&path, script).unwrap();
     python_ok(&[common::s(&path), &format!("bolt://{addr}")]);
 }
+
+/// A raw Bolt 5.4 client over TCP (no driver), for the server's limits.
+mod raw {
+    use quiver_bolt::packstream::{decode, Pack};
+    use quiver_bolt::server::{read_message, write_message};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    pub struct Bolt(pub TcpStream);
+
+    impl Bolt {
+        /// Connected, through the handshake (5.4 down to 5.0).
+        pub fn handshake(addr: &str) -> Bolt {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(&[0x60, 0x60, 0xB0, 0x17, 0, 4, 4, 5]).unwrap();
+            s.write_all(&[0; 12]).unwrap();
+            let mut v = [0u8; 4];
+            s.read_exact(&mut v).unwrap();
+            assert_eq!(v, [0, 0, 4, 5]);
+            Bolt(s)
+        }
+
+        pub fn send(&mut self, tag: u8, fields: Vec<Pack>) {
+            let mut out = Vec::new();
+            write_message(&mut out, &Pack::Struct(tag, fields));
+            self.0.write_all(&out).unwrap();
+        }
+
+        pub fn reply(&mut self) -> (u8, Vec<Pack>) {
+            let m = read_message(&mut self.0, 1 << 24)
+                .unwrap()
+                .expect("a reply");
+            match decode(&m).unwrap() {
+                Pack::Struct(t, f) => (t, f),
+                p => panic!("not a message: {p:?}"),
+            }
+        }
+
+        pub fn hello(&mut self) {
+            self.send(
+                0x01,
+                vec![Pack::map(vec![("user_agent", Pack::str("raw/1"))])],
+            );
+            assert_eq!(self.reply().0, 0x70, "HELLO");
+        }
+
+        /// HELLO and LOGON (any credentials: the server runs with --no-auth).
+        pub fn login(addr: &str) -> Bolt {
+            let mut b = Bolt::handshake(addr);
+            b.hello();
+            b.send(0x6A, vec![Pack::map(vec![("scheme", Pack::str("none"))])]);
+            assert_eq!(b.reply().0, 0x70, "LOGON");
+            b
+        }
+
+        /// RUN and PULL everything: the records' fields.
+        pub fn query(&mut self, q: &str) -> Vec<Vec<Pack>> {
+            self.send(
+                0x10,
+                vec![Pack::str(q), Pack::Map(vec![]), Pack::Map(vec![])],
+            );
+            self.send(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+            let (tag, f) = self.reply();
+            assert_eq!(tag, 0x70, "RUN {q}: {f:?}");
+            let mut rows = Vec::new();
+            loop {
+                match self.reply() {
+                    (0x71, f) => match f.into_iter().next() {
+                        Some(Pack::List(r)) => rows.push(r),
+                        r => panic!("{r:?}"),
+                    },
+                    (0x70, _) => return rows,
+                    r => panic!("{q}: {r:?}"),
+                }
+            }
+        }
+
+        /// Whether the server closed the connection within `within`.
+        pub fn closed_within(&mut self, within: Duration) -> bool {
+            self.0.set_read_timeout(Some(within)).unwrap();
+            let mut b = [0u8; 64];
+            loop {
+                match self.0.read(&mut b) {
+                    Ok(0) => return true,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        return !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        )
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Connections cost no thread while they wait: hundreds of logged-in sessions stay
+/// open beside a server of a few threads. A handshake that stops halfway and a login
+/// that never comes are closed at the deadline; a client that goes away mid-statement
+/// stops it; the server serves on at the end. Needs no driver.
+#[test]
+fn idle_sessions_hold_no_thread_and_gone_clients_stop_their_statements() {
+    use quiver_bolt::packstream::Pack;
+    use raw::Bolt;
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = start(
+        &dir.path().join("db"),
+        &["--no-auth", "--auth-timeout-secs", "1"],
+    );
+    let threads = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.0.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+            .unwrap()
+    };
+    let mut idle: Vec<Bolt> = (0..300).map(|_| Bolt::login(&addr)).collect();
+    let running = threads();
+    // (A thread a connection, as before, would be 300 and more.)
+    assert!(running < 40, "{running} threads for 300 idle sessions");
+    assert_eq!(idle[7].query("RETURN 6 * 7 AS x"), [vec![Pack::Int(42)]]);
+
+    // Half a handshake, and a HELLO with no LOGON: closed at the 1 s deadline.
+    let mut half = Bolt(std::net::TcpStream::connect(&addr).unwrap());
+    half.0.write_all(&[0x60, 0x60, 0xB0, 0x17, 0, 4]).unwrap();
+    let mut no_login = Bolt::handshake(&addr);
+    no_login.hello();
+    let t = Instant::now();
+    assert!(
+        half.closed_within(Duration::from_secs(5)),
+        "half a handshake stayed open"
+    );
+    assert!(
+        no_login.closed_within(Duration::from_secs(5)),
+        "a login that never came stayed open"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+    // A statement that would run for hours; its client goes away.
+    let mut gone = idle.pop().unwrap();
+    gone.send(
+        0x10,
+        vec![
+            Pack::str("UNWIND range(1, 100000000000) AS x RETURN count(x) AS n"),
+            Pack::Map(vec![]),
+            Pack::Map(vec![]),
+        ],
+    );
+    gone.send(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+    let mut watcher = idle.pop().unwrap();
+    let listed = |w: &mut Bolt| {
+        w.query("SHOW TRANSACTIONS YIELD currentQuery RETURN currentQuery")
+            .iter()
+            .any(|r| matches!(&r[0], Pack::Str(q) if q.contains("100000000000")))
+    };
+    let t = Instant::now();
+    while !listed(&mut watcher) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the statement never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(gone);
+    let t = Instant::now();
+    while listed(&mut watcher) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the statement ran on after its client went away"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Everyone is still served.
+    for b in idle.iter_mut().step_by(50) {
+        assert_eq!(b.query("RETURN 1 AS x"), [vec![Pack::Int(1)]]);
+    }
+}

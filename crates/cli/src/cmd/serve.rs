@@ -18,13 +18,18 @@ pub struct Args {
     #[arg(long)]
     pub no_auth: bool,
     /// Most authenticated connections at once; a client that logs in past it gets a
-    /// transient error (drivers retry).
-    #[arg(long, default_value_t = 64)]
+    /// transient error (drivers retry). An idle connection holds no thread, only a few
+    /// kilobytes.
+    #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
     /// Most connections at once that have not authenticated yet (they do not take the
     /// authenticated ones' slots); past it a new connection is closed at once.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 4096)]
     pub max_pending_connections: usize,
+    /// Most statements running at once, each on a worker thread (Neo4j's Bolt thread
+    /// pool is 400); a statement past it waits for a worker.
+    #[arg(long, default_value_t = 400)]
+    pub workers: usize,
     /// Seconds a connection has to finish the Bolt handshake and log in before it is
     /// closed.
     #[arg(long, default_value_t = 10)]
@@ -110,6 +115,7 @@ pub fn run(a: Args) -> Result<()> {
         auth: !a.no_auth,
         max_connections: a.max_connections,
         max_pending: a.max_pending_connections.max(1),
+        workers: a.workers.max(1),
         auth_timeout: Duration::from_secs(a.auth_timeout_secs.max(1)),
         idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
         query_memory_limit: a.db.query_memory_limit,

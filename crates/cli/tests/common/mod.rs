@@ -143,8 +143,11 @@ pub fn serve_as_alice(db: &Path, extra: &[&str]) -> (Served, String) {
         .unwrap();
     // "quiver: serving ... over Bolt on 127.0.0.1:PORT (...)"
     let mut err = BufReader::new(server.stderr.take().unwrap());
+    // (A warning, such as --no-auth's, may come first.)
     let mut line = String::new();
-    err.read_line(&mut line).unwrap();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("serving") {
+        line.clear();
+    }
     let addr = line
         .split(" on ")
         .nth(1)
