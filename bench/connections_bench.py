@@ -16,7 +16,9 @@ connection costs, and the probe's median and worst latency.
 Part 2, throughput (social at `--scale`, `--id-type integer`): seed 003's find node and
 1-hop with 1, 4, 16 and 64 client processes, each with its own driver and session
 (threads in one Python process would measure the GIL first). Prints queries/s, median
-and p99 per client count.
+and p99 per client count, and the server's CPU time per query: with every client on the
+server's own cores, the clients' CPU bounds the rate past a few processes, and the
+server's CPU per query shows whether the server itself slows down.
 
 With `--baseline BIN` every step runs with that binary too, interleaved, and the ratio
 is printed. The server runs with `--max-connections` and `--max-pending-connections`
@@ -27,6 +29,7 @@ JSON; `--chart` writes the throughput as a PNG.
 import argparse
 import json
 import multiprocessing as mp
+import os
 import random
 import socket
 import statistics
@@ -120,9 +123,18 @@ def idle(binary, name, args):
         server.wait()
 
 
+def cpu_seconds(pid):
+    """The process's user and system CPU time, all threads."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(binary, name, db, query, n, ids, n_users):
+    """Queries/s, median and p99 of `n` client processes, and the server's CPU per query
+    (which shows whether the server, not the clients sharing its cores, slows down)."""
     server, port = serve(binary, db, 256)
     try:
+        cpu0 = cpu_seconds(server.pid)
         out = mp.Queue()
         uri = f"bolt://127.0.0.1:{port}"
         ps = [mp.Process(target=client, args=(uri, query, ids[i], n_users, 20, out)) for i in range(n)]
@@ -131,7 +143,10 @@ def throughput(binary, name, db, query, n, ids, n_users):
         res = [out.get() for _ in ps]
         for p in ps:
             p.join()
-        return stats([x for r, _ in res for x in r], max(t for _, t in res))
+        st = stats([x for r, _ in res for x in r], max(t for _, t in res))
+        # (The warmup queries are counted in the CPU too.)
+        st["server_cpu_us_per_query"] = (cpu_seconds(server.pid) - cpu0) * 1e6 / sum(len(i) + 20 for i in ids)
+        return st
     finally:
         server.kill()
         server.wait()
@@ -167,7 +182,7 @@ def main():
         rng = random.Random(7)
         series = {}
         print(f"== throughput, social scale {args.scale}: {args.runs} queries per client process")
-        print(f"{'query':<10} {'clients':>7} {'server':<9} {'q/s':>8} {'median ms':>10} {'p99 ms':>8}")
+        print(f"{'query':<10} {'clients':>7} {'server':<9} {'q/s':>8} {'median ms':>10} {'p99 ms':>8} {'server CPU us/q':>16}")
         for qname, query, _ in QUERIES:
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs)] for _ in range(n)]
@@ -176,7 +191,8 @@ def main():
                     st = throughput(b, name, db, query, n, ids, n_users)
                     got[name] = st
                     series.setdefault(f"{name}, {qname}", []).append((n, st["qps"]))
-                    print(f"{qname:<10} {n:>7} {name:<9} {st['qps']:>8.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f}")
+                    print(f"{qname:<10} {n:>7} {name:<9} {st['qps']:>8.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} "
+                          f"{st['server_cpu_us_per_query']:>16.0f}")
                     print("RESULT " + json.dumps({"query": qname, "clients": n, "server": name, **st}))
                 if args.baseline:
                     print(f"{'':<10} {'':>7} ratio     {got['quiver']['qps'] / got['baseline']['qps']:>8.2f}x")

@@ -265,7 +265,10 @@ pub fn run_statement(
         .as_ref()
         .map(|a| a.start(text, &opts.client, &budget));
     let mut cx = Cx {
-        env: expr::Env { g: &g },
+        env: expr::Env {
+            g: &g,
+            budget: Some(budget.clone()),
+        },
         budget: budget.clone(),
         stats: vec![OpStats::default(); descs.len()],
         cancel: opts.cancel.as_deref(),

@@ -1,5 +1,5 @@
-//! `UNWIND range(...)` makes its values as it goes: past the 10,000,000 values a
-//! materialized `range()` may hold, in constant memory, with `range()`'s own rules.
+//! `UNWIND range(...)` makes its values as it goes, in constant memory, with `range()`'s
+//! own rules; a `range()` made whole must fit in the query's memory.
 
 mod common;
 
@@ -41,7 +41,17 @@ fn unwind_range_is_lazy_and_keeps_the_rules() {
     assert!(e.to_string().contains("step must not be 0"), "{e}");
     let e = run(&mut s, "UNWIND range(1, 2.5) AS x RETURN x").unwrap_err();
     assert!(e.to_string().contains("integer"), "{e}");
-    // Elsewhere range() is a list, bounded as before.
+    // Elsewhere range() is a list made whole: it must fit in the query's memory
+    // (1 MiB here: 20,000,000 values do not, 10,000 do), with no count cap of its own.
     let e = run(&mut s, "RETURN size(range(1, 20000000))").unwrap_err();
-    assert!(e.to_string().contains("longer than"), "{e}");
+    assert!(
+        matches!(e, quiver_query::QueryError::Memory { .. }) && e.to_string().contains("range()"),
+        "{e}"
+    );
+    assert_eq!(ints(&mut s, "RETURN size(range(1, 10000)) AS n"), [10_000]);
+    s.opts.memory_limit = 2 << 30;
+    assert_eq!(
+        ints(&mut s, "WITH range(1, 12000000) AS r RETURN size(r) AS n"),
+        [12_000_000]
+    );
 }

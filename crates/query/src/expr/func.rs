@@ -328,11 +328,27 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             let Some((lo, step, n)) = range_bounds(a)? else {
                 return Ok(Value::Null);
             };
-            if n > RANGE_MAX {
-                return Err(QueryError::Argument(format!(
-                    "range() of {n} values is longer than the {RANGE_MAX} allowed; UNWIND smaller ranges"
-                )));
-            }
+            // The list is made whole: it must fit in the query's memory.
+            let bytes = n
+                .saturating_mul(std::mem::size_of::<Value>() as u128)
+                .min(u64::MAX as u128) as u64;
+            let _grant = match &env.budget {
+                Some(b) => Some(b.try_grant(bytes, "range()").map_err(|e| {
+                    QueryError::Memory {
+                        operator: "range() (UNWIND streams a range instead)",
+                        limit: quiver_common::size::human_bytes(e.limit_bytes),
+                        asked: quiver_common::size::human_bytes(e.asked_bytes),
+                        database: e.limit_bytes != b.limit_bytes(),
+                        waited: String::new(),
+                    }
+                })?),
+                None if n > RANGE_MAX => {
+                    return Err(QueryError::Argument(format!(
+                        "range() of {n} values is longer than the {RANGE_MAX} a constant may have; UNWIND streams a range of any length"
+                    )))
+                }
+                None => None,
+            };
             Value::list((0..n as i64).map(|i| Value::Int(lo + i * step)).collect())
         }
         Coalesce => a

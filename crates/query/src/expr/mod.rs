@@ -189,13 +189,24 @@ funcs! {
     AnyProperty = "apoc.any.property",
 }
 
-/// Longest list `range()` builds (320 MiB of values): lists made by expressions are not
-/// accounted against the query memory limit one by one, so they are capped instead.
+/// Longest list `range()` builds where no query memory is at hand (a constant the
+/// planner evaluates): 320 MiB of values.
 const RANGE_MAX: u128 = 10_000_000;
 
 /// What evaluation needs besides the row.
 pub struct Env<'g, 'db> {
     pub g: &'g Graph<'db>,
+    /// The query's memory: a list an expression builds whole (`range()` outside
+    /// UNWIND, which streams it) must fit in it, and holds a grant while it is made.
+    /// `None` where the planner evaluates a constant: [`RANGE_MAX`] bounds it there.
+    pub budget: Option<quiver_common::memory::MemoryBudget>,
+}
+
+impl<'g, 'db> Env<'g, 'db> {
+    /// An environment without the query's memory (constants at plan time).
+    pub fn new(g: &'g Graph<'db>) -> Self {
+        Env { g, budget: None }
+    }
 }
 
 fn type_err<T>(what: &str, v: &Value) -> Result<T, QueryError> {

@@ -1040,7 +1040,10 @@ impl CallInTx {
         let first = self.replan.first_id();
         graph.with_dependent(|_, g| {
             let mut inner = Cx {
-                env: Env { g },
+                env: Env {
+                    g,
+                    budget: Some(cx.budget.clone()),
+                },
                 budget: cx.budget.clone(),
                 stats: std::mem::take(stats),
                 cancel: cx.cancel,

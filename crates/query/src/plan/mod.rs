@@ -924,7 +924,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let small_batches = match &rows {
                         None => true,
                         Some(e) => match crate::expr::eval(
-                            &crate::expr::Env { g: self.g },
+                            &crate::expr::Env::new(self.g),
                             e,
                             &crate::batch::Batch::unit(),
                             0,
@@ -1314,7 +1314,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             ))
         })?;
         let one = crate::batch::Batch::empty(0);
-        let env = crate::expr::Env { g: self.g };
+        let env = crate::expr::Env::new(self.g);
         let v = match c {
             CExpr::Const(v) => v,
             c => crate::expr::eval(&env, &c, &one, 0, &mut Vec::new())?,
