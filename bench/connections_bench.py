@@ -16,7 +16,7 @@ connection costs, and the probe's median and worst latency.
 Part 2, throughput (social at `--scale`, `--id-type integer`): seed 003's find node and
 1-hop with 1, 4, 16 and 64 client processes, each with its own driver and session
 (threads in one Python process would measure the GIL first). Prints queries/s, median
-and p99 per client count, and the server's CPU time per query: with every client on the
+and p99 per client count (medians of `--rounds` rounds), and the server's CPU time per query: with every client on the
 server's own cores, the clients' CPU bounds the rate past a few processes, and the
 server's CPU per query shows whether the server itself slows down.
 
@@ -162,6 +162,8 @@ def main():
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--clients", default="1,4,16,64")
     ap.add_argument("--runs", type=int, default=300, help="queries per client")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="throughput rounds per step; the servers' order alternates, medians are printed")
     ap.add_argument("--parts", default="idle,throughput")
     ap.add_argument("--chart", default=None, help="PNG of queries/s by clients (default: bench/out/connections.png)")
     args = ap.parse_args()
@@ -186,14 +188,23 @@ def main():
         for qname, query, _ in QUERIES:
             for n in [int(c) for c in args.clients.split(",")]:
                 ids = [[rng.randint(1, n_users) for _ in range(args.runs)] for _ in range(n)]
+                runs = {name: [] for name, _ in servers}
+                for r in range(args.rounds):
+                    # Each round the other server goes first (the first run after new
+                    # ids meets colder caches).
+                    for name, b in (servers if r % 2 == 0 else servers[::-1]):
+                        runs[name].append(throughput(b, name, db, query, n, ids, n_users))
                 got = {}
-                for name, b in servers:
-                    st = throughput(b, name, db, query, n, ids, n_users)
+                for name, _ in servers:
+                    rs = runs[name]
+                    st = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
                     got[name] = st
                     series.setdefault(f"{name}, {qname}", []).append((n, st["qps"]))
                     print(f"{qname:<10} {n:>7} {name:<9} {st['qps']:>8.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} "
-                          f"{st['server_cpu_us_per_query']:>16.0f}")
-                    print("RESULT " + json.dumps({"query": qname, "clients": n, "server": name, **st}))
+                          f"{st['server_cpu_us_per_query']:>16.0f}   (q/s of each round: "
+                          + ", ".join(f"{x['qps']:.0f}" for x in rs) + ")")
+                    print("RESULT " + json.dumps({"query": qname, "clients": n, "server": name, **st,
+                                                  "qps_rounds": [x["qps"] for x in rs]}))
                 if args.baseline:
                     print(f"{'':<10} {'':>7} ratio     {got['quiver']['qps'] / got['baseline']['qps']:>8.2f}x")
                 sys.stdout.flush()

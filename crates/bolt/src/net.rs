@@ -18,7 +18,7 @@ use quiver_engine::Store;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -204,9 +204,14 @@ pub fn serve(
     );
     raise_fd_limit();
     // The I/O threads only parse messages and copy encoded records (workers encode
-    // them): half the cores. On 2 cores one thread answered single clients 10% faster
-    // than two, with no loss at 64 client processes (bench/connections_bench.py).
-    let io_threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8));
+    // them), but a client's round trip waits for one: as many as cores. On 2 cores
+    // (bench/connections_bench.py, find node, medians of 4 rounds) one thread served a
+    // single client 5% faster and 4 client processes 7% slower than two; two matched
+    // the thread-per-connection server at 1, 4 and 16.
+    let io_threads = match opts.io_threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+        n => n,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(io_threads)
         .max_blocking_threads(opts.workers.max(1))
@@ -381,6 +386,32 @@ async fn bolt(
     r
 }
 
+/// Runs `answer` (which may wait for a statement) while the socket is still read: a
+/// client that goes away stops the statement; what it sends meanwhile (a RESET it
+/// pipelines) waits its turn in `buf`, which grows to `limit` at most.
+async fn watched<T>(
+    io: &mut Io,
+    buf: &mut Vec<u8>,
+    eof: &mut bool,
+    cancel: &AtomicBool,
+    limit: usize,
+    answer: impl Future<Output = T>,
+) -> T {
+    tokio::pin!(answer);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut answer => return out,
+            r = io.read(buf), if !*eof && buf.len() < limit => {
+                if !matches!(r, Ok(n) if n > 0) {
+                    *eof = true;
+                    cancel.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
 /// Answers messages until the connection ends.
 async fn messages(
     io: &mut Io,
@@ -410,23 +441,15 @@ async fn messages(
                 close = true; // not a message: the protocol is broken
                 break;
             };
-            // While a statement runs, the socket is still watched: a client that goes
-            // away stops it (and a RESET it pipelines waits its turn in `buf`).
-            close = {
-                let answer = handle(c, tag, &fields);
-                tokio::pin!(answer);
-                loop {
-                    tokio::select! {
-                        close = &mut answer => break close,
-                        r = io.read(buf), if !eof && buf.len() < max.saturating_add(used) => {
-                            if !matches!(r, Ok(n) if n > 0) {
-                                eof = true;
-                                cancel.store(true, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                }
-            };
+            close = watched(
+                io,
+                buf,
+                &mut eof,
+                &cancel,
+                max.saturating_add(used),
+                handle(c, tag, &fields),
+            )
+            .await;
             if !authed && !matches!(c.state, State::Authentication | State::Defunct) {
                 authed = true;
                 if !slot.logged_in(opts.max_connections) {
@@ -450,6 +473,18 @@ async fn messages(
                 close = true;
                 break;
             }
+        }
+        if !close {
+            // A RUN the client sent last is answered now (its PULL did not come with it).
+            watched(
+                io,
+                buf,
+                &mut eof,
+                &cancel,
+                max.saturating_add(used),
+                c.answer_run(),
+            )
+            .await;
         }
         buf.drain(..used);
         if buf.is_empty() && buf.capacity() > 64 << 10 {

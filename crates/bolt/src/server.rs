@@ -57,6 +57,8 @@ pub struct ServeOptions {
     /// Most statements running at once: the worker pool's threads (Neo4j's
     /// `server.bolt.thread_pool_max_size`, 400). A statement past it waits for a worker.
     pub workers: usize,
+    /// Threads that read and write the sockets (0: one a core, at most 8).
+    pub io_threads: usize,
     /// Most connections at once that have not authenticated yet (they count apart, so
     /// that silent sockets cannot take the authenticated ones' slots); past it a new
     /// connection is closed at once.
@@ -131,6 +133,7 @@ impl Default for ServeOptions {
             auth: true,
             max_connections: 10_000,
             workers: 400,
+            io_threads: 0,
             max_pending: 4096,
             auth_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
@@ -402,12 +405,23 @@ pub fn failure(e: &QueryError) -> Failure {
     Failure::new(code, e.to_string())
 }
 
-/// What a statement's run sends the connection.
-enum Event {
-    Columns(Vec<String>),
-    Rows(Records),
-    Done(Result<Done, Failure>),
+/// What a statement's worker sends the connection, gathered so that a small result
+/// crosses to the I/O side once: its columns (once, with the first send), records, and
+/// at the end its outcome.
+struct Event {
+    columns: Option<Vec<String>>,
+    rows: Option<Records>,
+    done: Option<Result<Done, Failure>>,
 }
+
+/// What the connection wants of the running statement's records, for the worker to
+/// decide when to send (`Conn::demand`): this many more (`ALL`: every one; 0: none
+/// asked, so what is made goes at once, which gives an unpulled RUN its columns).
+const ALL: i64 = -1;
+
+/// A worker sends its records at least every this many bytes (so a PULL of everything
+/// streams in pieces through the channel of two).
+const SEND_BYTES: usize = 64 << 10;
 
 struct Done {
     columns: Vec<String>,
@@ -419,6 +433,7 @@ struct Done {
 
 /// A batch of RECORD messages, encoded by the worker that made them (the I/O tasks
 /// only copy bytes): message `i` is `bytes[ends[i - 1]..ends[i]]`.
+#[derive(Default)]
 struct Records {
     bytes: Vec<u8>,
     ends: Vec<usize>,
@@ -427,6 +442,11 @@ struct Records {
 }
 
 impl Records {
+    /// How many are not sent yet.
+    fn len(&self) -> usize {
+        self.ends.len() - self.next
+    }
+
     /// Appends up to `n` messages (all for a negative `n`) to `out`; how many.
     fn send(&mut self, out: &mut Vec<u8>, n: i64) -> i64 {
         let left = self.ends.len() - self.next;
@@ -450,6 +470,10 @@ impl Records {
 /// A statement whose rows are being pulled.
 struct Open {
     events: mpsc::Receiver<Event>,
+    /// Its fields, once the worker has sent them.
+    columns: Option<Vec<String>>,
+    /// The RUN is not answered yet (the answer waits for the columns): when it came.
+    unanswered: Option<Instant>,
     /// Batches with records not sent yet.
     pending: VecDeque<Records>,
     done: Option<Result<Done, Failure>>,
@@ -459,14 +483,27 @@ struct Open {
 }
 
 impl Open {
-    /// Takes the statement's next event into `pending` or `done`.
+    /// Takes the statement's next event into `columns`, `pending` and `done`.
     async fn pump(&mut self, timeout: Option<Duration>, cancel: &AtomicBool) {
         match self.recv(timeout, cancel).await {
-            Some(Event::Rows(r)) => self.pending.push_back(r),
-            Some(Event::Done(d)) => self.done = Some(d),
-            Some(Event::Columns(_)) => {}
+            Some(e) => {
+                if e.columns.is_some() {
+                    self.columns = e.columns;
+                }
+                if let Some(r) = e.rows.filter(|r| r.len() > 0) {
+                    self.pending.push_back(r);
+                }
+                if e.done.is_some() {
+                    self.done = e.done;
+                }
+            }
             None => self.done = Some(Err(internal())),
         }
+    }
+
+    /// Records received and not sent.
+    fn pending_rows(&self) -> i64 {
+        self.pending.iter().map(|r| r.len() as i64).sum()
     }
 
     /// The statement's next event (`None`: its worker stopped without a word). Past
@@ -487,15 +524,19 @@ impl Open {
             }
             _ => self.events.recv().await,
         }?;
-        Some(match ev {
-            Event::Done(Err(f)) if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" => {
-                Event::Done(Err(Failure::new("Neo.ClientError.Transaction.TransactionTimedOut", format!(
+        let mut ev = ev;
+        if let Some(Err(f)) = &ev.done {
+            if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" {
+                ev.done = Some(Err(Failure::new(
+                    "Neo.ClientError.Transaction.TransactionTimedOut",
+                    format!(
                         "the statement ran longer than the server's query timeout ({} s) and was stopped",
                         timeout.map_or(0, |t| t.as_secs())
-                    ))))
+                    ),
+                )));
             }
-            e => e,
-        })
+        }
+        Some(ev)
     }
 }
 
@@ -522,8 +563,11 @@ pub(crate) struct Conn {
     in_tx: bool,
     hello: bool,
     session: Option<Shared>,
-    /// Where the running statement's columns go (its `on_columns` hook).
-    slot: Arc<Mutex<Option<mpsc::Sender<Event>>>>,
+    /// The running statement's columns, from its `on_columns` hook until its worker
+    /// sends them.
+    slot: Arc<Mutex<Option<Vec<String>>>>,
+    /// Records the connection waits for (see [`ALL`]), read by the worker.
+    demand: Arc<std::sync::atomic::AtomicI64>,
     pub(crate) cancel: Arc<AtomicBool>,
     open: Option<Open>,
     /// Responses not written yet.
@@ -595,6 +639,7 @@ impl Conn {
             hello: false,
             session: None,
             slot: Arc::new(Mutex::new(None)),
+            demand: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             cancel: Arc::new(AtomicBool::new(false)),
             open: None,
             out: Vec::new(),
@@ -640,9 +685,7 @@ impl Conn {
                 }
                 s.opts.cancel = Some(cancel);
                 s.opts.on_columns = Some(ColumnsHook(Arc::new(move |cols: &[String]| {
-                    if let Some(tx) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                        let _ = tx.blocking_send(Event::Columns(cols.to_vec()));
-                    }
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(cols.to_vec());
                 })));
                 Arc::new(Mutex::new(s))
             });
@@ -658,42 +701,45 @@ impl Conn {
         self.session.clone().ok_or_else(internal)
     }
 
-    /// Starts a statement on a worker and waits for its columns (or its failure).
-    async fn run(&mut self, text: String, params: Params) -> Result<Vec<String>, Failure> {
+    /// Starts a statement on a worker. Its RUN is answered by [`Conn::answer_run`] once
+    /// its columns come, which is when the worker first sends: with the records a
+    /// pipelined PULL asks for, or with its end, so that a small result crosses from
+    /// the worker once.
+    fn run(&mut self, text: String, params: Params) -> Result<(), Failure> {
         let session = self.session()?;
         let (events, rx) = mpsc::channel(2);
         let started = Instant::now();
         // (Cleared here, before the worker starts, so that a DISCARD's stop is not lost.)
         self.cancel.store(false, Ordering::Relaxed);
-        let slot = self.slot.clone();
+        self.demand.store(0, Ordering::Relaxed);
+        let (slot, demand) = (self.slot.clone(), self.demand.clone());
+        let columns = move || slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         // The worker's end is awaited through the events, not the task.
         drop(tokio::task::spawn_blocking(move || {
             let mut session = lock(&session);
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+            let mut out = Records::default();
             let r = session.run(&text, &params, &mut |g, b| {
-                let mut rows = Records {
-                    bytes: Vec::new(),
-                    ends: Vec::with_capacity(b.len),
-                    next: 0,
-                };
                 for r in 0..b.len {
                     let row: Vec<Pack> = b
                         .cols
                         .iter()
                         .map(|c| to_pack(g, &c[r]))
                         .collect::<Result<_, _>>()?;
-                    write_message(
-                        &mut rows.bytes,
-                        &Pack::Struct(RECORD, vec![Pack::List(row)]),
-                    );
-                    rows.ends.push(rows.bytes.len());
+                    write_message(&mut out.bytes, &Pack::Struct(RECORD, vec![Pack::List(row)]));
+                    out.ends.push(out.bytes.len());
                 }
+                let want = demand.load(Ordering::Relaxed);
+                if out.bytes.len() < SEND_BYTES && (want == ALL || (out.len() as i64) < want) {
+                    return Ok(()); // the connection waits for more, or for the end
+                }
+                let e = Event {
+                    columns: columns(),
+                    rows: Some(std::mem::take(&mut out)),
+                    done: None,
+                };
                 // The client went away or discarded the rest: stop the statement.
-                events
-                    .blocking_send(Event::Rows(rows))
-                    .map_err(|_| QueryError::Cancelled)
+                events.blocking_send(e).map_err(|_| QueryError::Cancelled)
             });
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
             let done = r
                 .map(|s| Done {
                     columns: s.columns,
@@ -702,33 +748,60 @@ impl Conn {
                     counters: s.counters,
                 })
                 .map_err(|e| failure(&e));
-            let _ = events.blocking_send(Event::Done(done));
+            let _ = events.blocking_send(Event {
+                columns: columns(),
+                rows: Some(out),
+                done: Some(done),
+            });
         }));
-        let mut open = Open {
+        self.open = Some(Open {
             events: rx,
+            columns: None,
+            unanswered: Some(started),
             pending: VecDeque::new(),
             done: None,
             started,
             timed_out: false,
+        });
+        Ok(())
+    }
+
+    /// Answers the open statement's RUN if it is not yet: waits for its columns, or
+    /// for its failure (then the statement is gone and the connection failed).
+    pub(crate) async fn answer_run(&mut self) {
+        let timeout = self.opts.query_timeout;
+        let Some(open) = self.open.as_mut() else {
+            return;
         };
-        loop {
-            match open.recv(self.opts.query_timeout, &self.cancel).await {
-                Some(Event::Columns(c)) => {
-                    self.open = Some(open);
-                    return Ok(c);
-                }
-                Some(Event::Rows(r)) => open.pending.push_back(r),
-                Some(Event::Done(Ok(d))) => {
-                    // A command (SHOW INDEXES...): columns come with its end.
-                    let c = d.columns.clone();
-                    open.done = Some(Ok(d));
-                    self.open = Some(open);
-                    return Ok(c);
-                }
-                Some(Event::Done(Err(f))) => return Err(f),
-                None => return Err(internal()),
-            }
+        let Some(started) = open.unanswered.take() else {
+            return;
+        };
+        while open.columns.is_none() && open.done.is_none() {
+            open.pump(timeout, &self.cancel).await;
         }
+        let columns = match (&open.columns, &open.done) {
+            (Some(c), _) => c.clone(),
+            // A command (SHOW INDEXES...): its columns come with its end.
+            (None, Some(Ok(d))) => d.columns.clone(),
+            (None, Some(Err(f))) => {
+                let f = f.clone();
+                self.open = None;
+                self.failed(f).await;
+                return;
+            }
+            (None, None) => Vec::new(), // (the loop above ends with one of them)
+        };
+        let mut meta = vec![
+            (
+                "fields",
+                Pack::List(columns.into_iter().map(Pack::Str).collect()),
+            ),
+            ("t_first", Pack::Int(started.elapsed().as_millis() as i64)),
+        ];
+        if self.in_tx {
+            meta.push(("qid", Pack::Int(0)));
+        }
+        success(&mut self.out, meta);
     }
 
     /// Sends up to `n` records (all for -1) of the open statement, then its summary or
@@ -768,6 +841,13 @@ impl Conn {
         }
         let mut sent = 0i64;
         while n < 0 || sent < n {
+            // What the worker should send before the connection hears from it again.
+            let want = if n < 0 {
+                ALL
+            } else {
+                (n - sent - open.pending_rows()).max(1)
+            };
+            self.demand.store(want, Ordering::Relaxed);
             if let Some(batch) = open.pending.front_mut() {
                 sent += batch.send(&mut self.out, if n < 0 { -1 } else { n - sent });
                 if batch.next == batch.ends.len() {
@@ -786,6 +866,9 @@ impl Conn {
             open.pump(timeout, &self.cancel).await;
         }
         if !open.pending.is_empty() || open.done.is_none() {
+            // Nothing asked until the next PULL: the worker sends what it makes at
+            // once, and stops at the channel's two batches.
+            self.demand.store(0, Ordering::Relaxed);
             success(&mut self.out, vec![("has_more", Pack::Bool(true))]);
             return;
         }
@@ -925,8 +1008,29 @@ fn params_of(p: Option<&Pack>) -> Result<Params, Failure> {
     Ok(out)
 }
 
+/// A PULL's or DISCARD's `n` (-1: all).
+fn pull_n(f: &[Pack]) -> i64 {
+    f.first()
+        .and_then(|m| m.get("n"))
+        .and_then(Pack::as_int)
+        .unwrap_or(-1)
+}
+
 /// Handles one message; `true` when the connection should close.
 pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
+    if c.open.as_ref().is_some_and(|o| o.unanswered.is_some()) {
+        // A RUN before this message is answered first. A PULL says how many records
+        // the worker should gather before it sends; a RESET or GOODBYE stops it.
+        match tag {
+            PULL => c.demand.store(
+                if pull_n(f) < 0 { ALL } else { pull_n(f).max(1) },
+                Ordering::Relaxed,
+            ),
+            RESET | GOODBYE => c.cancel.store(true, Ordering::Relaxed),
+            _ => {}
+        }
+        c.answer_run().await;
+    }
     if tag == GOODBYE {
         c.reset().await;
         return true;
@@ -1087,20 +1191,10 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
                     return false;
                 }
             };
-            let started = Instant::now();
-            match c.run(text.to_string(), params).await {
-                Ok(cols) => {
-                    let mut meta = vec![
-                        (
-                            "fields",
-                            Pack::List(cols.into_iter().map(Pack::Str).collect()),
-                        ),
-                        ("t_first", Pack::Int(started.elapsed().as_millis() as i64)),
-                    ];
-                    if c.in_tx {
-                        meta.push(("qid", Pack::Int(0)));
-                    }
-                    success(&mut c.out, meta);
+            // (Answered by `answer_run`, before the next message's answer or at the
+            // end of what the client sent.)
+            match c.run(text.to_string(), params) {
+                Ok(()) => {
                     c.state = if c.in_tx {
                         State::TxStreaming
                     } else {
@@ -1111,12 +1205,7 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
             }
         }
         (PULL | DISCARD, State::Streaming | State::TxStreaming) => {
-            let n = f
-                .first()
-                .and_then(|m| m.get("n"))
-                .and_then(Pack::as_int)
-                .unwrap_or(-1);
-            c.pull(n, tag == DISCARD).await;
+            c.pull(pull_n(f), tag == DISCARD).await;
             if c.state == State::Failed {
                 c.reset().await;
             }

@@ -3,6 +3,7 @@
 //!
 //! This crate knows nothing about files, CSV or queries; every other crate may depend on it.
 
+pub mod cpu;
 pub mod limits;
 pub mod memory;
 pub mod size;

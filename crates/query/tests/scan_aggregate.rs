@@ -161,6 +161,18 @@ fn check(s: &mut Session, ctx: &str) {
 
 #[test]
 fn typed_scan_aggregates_match_rows() {
+    typed_against_rows();
+}
+
+/// The same with the baseline's (SSE2) loops, which a CPU without AVX2 runs.
+#[test]
+fn typed_scan_aggregates_match_rows_on_the_baseline_cpu() {
+    quiver_common::cpu::force_baseline(true);
+    typed_against_rows();
+    quiver_common::cpu::force_baseline(false);
+}
+
+fn typed_against_rows() {
     let dir = tempfile::tempdir().unwrap();
     let db = setup(dir.path(), 3);
     let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();

@@ -30,6 +30,9 @@ pub struct Args {
     /// pool is 400); a statement past it waits for a worker.
     #[arg(long, default_value_t = 400)]
     pub workers: usize,
+    /// Threads that read and write the sockets (0: one a core, at most 8).
+    #[arg(long, default_value_t = 0)]
+    pub io_threads: usize,
     /// Seconds a connection has to finish the Bolt handshake and log in before it is
     /// closed.
     #[arg(long, default_value_t = 10)]
@@ -116,6 +119,7 @@ pub fn run(a: Args) -> Result<()> {
         max_connections: a.max_connections,
         max_pending: a.max_pending_connections.max(1),
         workers: a.workers.max(1),
+        io_threads: a.io_threads,
         auth_timeout: Duration::from_secs(a.auth_timeout_secs.max(1)),
         idle_timeout: Duration::from_secs(a.idle_timeout_secs.max(1)),
         query_memory_limit: a.db.query_memory_limit,

