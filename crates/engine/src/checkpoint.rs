@@ -1190,7 +1190,8 @@ fn write_deleted(
     maps: &[&Bits],
 ) -> Result<DeletedMeta, EngineError> {
     let len = maps.first().map_or(0, |b| b.len());
-    let words: Vec<&[u64]> = maps.iter().map(|b| b.words()).collect();
+    let held: Vec<_> = maps.iter().map(|b| b.words()).collect();
+    let words: Vec<&[u64]> = held.iter().map(|w| &w[..]).collect();
     let file = quiver_storage::write::write_bitmaps(staging, name, len, &words)?;
     Ok(DeletedMeta {
         count: maps.first().map_or(0, |b| b.count()),

@@ -172,4 +172,25 @@ fn detach_delete_of_imported_nodes_takes_their_relationships() {
     more.push("[Int(1), Int(3), Str(\"S\"), Int(7)]".into());
     more.sort();
     assert_eq!(all_rels(&mut s, "one more"), more);
+    run(&mut s, "CHECKPOINT").unwrap();
+    drop(s);
+
+    // Mapped, the deletion bitmaps are read in place; a second delete and checkpoint
+    // copy them to change them, and both opens read the same graph.
+    let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
+    assert_eq!(all_rels(&mut s, "reopened mapped"), more);
+    run(&mut s, "MATCH (n:N {id: 3}) DETACH DELETE n").unwrap();
+    let fewer: Vec<String> = more
+        .iter()
+        .filter(|r| !r.starts_with("[Int(3),") && !r.contains(", Int(3), "))
+        .cloned()
+        .collect();
+    assert!(fewer.len() < more.len());
+    assert_eq!(all_rels(&mut s, "a second delete"), fewer);
+    run(&mut s, "CHECKPOINT").unwrap();
+    drop(s);
+    for mode in [OpenMode::Mapped, OpenMode::Loaded] {
+        let mut s = Session::open_with(&db, mode, false).unwrap();
+        assert_eq!(all_rels(&mut s, &format!("{mode:?}")), fewer);
+    }
 }
