@@ -170,17 +170,22 @@ def serve(db):
     return server, port
 
 
-def clients(server, port, name, query, n, ids, n_users, warmup):
-    """`n` client processes, one id list each; prints and returns the stats."""
+def run_clients(port, query, ids, n_users, warmup):
+    """One client process per id list (`client`), all at once; their stats together."""
     out = mp.Queue()
     uri = f"bolt://127.0.0.1:{port}"
-    ps = [mp.Process(target=client, args=(uri, query, ids[i], n_users, warmup, out)) for i in range(n)]
+    ps = [mp.Process(target=client, args=(uri, query, i, n_users, warmup, out)) for i in ids]
     for p in ps:
         p.start()
     res = [out.get() for _ in ps]
     for p in ps:
         p.join()
-    st = stats([x for r, _ in res for x in r], max(t for _, t in res))
+    return stats([x for r, _ in res for x in r], max(t for _, t in res))
+
+
+def clients(server, port, name, query, n, ids, n_users, warmup):
+    """`n` client processes, one id list each; prints and returns the stats."""
+    st = run_clients(port, query, ids[:n], n_users, warmup)
     rss = rss_kb(server.pid, "VmHWM:") / 1024
     print(f"{name:<10} {n:>7} {st['qps']:>9.0f} {st['median_ms']:>10.3f} {st['p99_ms']:>8.3f} {rss:>10.0f}M")
     print("RESULT " + json.dumps({"query": name, "clients": n, **st, "server_peak_rss_mib": rss}))

@@ -28,7 +28,6 @@ JSON; `--chart` writes the throughput as a PNG.
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
 import socket
@@ -40,9 +39,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import QUERIES, client, connect, free_port, read_summaries, rss_kb  # noqa: E402
+from bolt_bench import QUERIES, connect, free_port, read_summaries, rss_kb, run_clients  # noqa: E402
 from import_bench import QUIVER, ROOT  # noqa: E402
-from query_bench import prepare, stats  # noqa: E402
+from query_bench import prepare  # noqa: E402
 
 
 def threads(pid):
@@ -135,15 +134,7 @@ def throughput(binary, name, db, query, n, ids, n_users):
     server, port = serve(binary, db, 256)
     try:
         cpu0 = cpu_seconds(server.pid)
-        out = mp.Queue()
-        uri = f"bolt://127.0.0.1:{port}"
-        ps = [mp.Process(target=client, args=(uri, query, ids[i], n_users, 20, out)) for i in range(n)]
-        for p in ps:
-            p.start()
-        res = [out.get() for _ in ps]
-        for p in ps:
-            p.join()
-        st = stats([x for r, _ in res for x in r], max(t for _, t in res))
+        st = run_clients(port, query, ids[:n], n_users, 20)
         # (The warmup queries are counted in the CPU too.)
         st["server_cpu_us_per_query"] = (cpu_seconds(server.pid) - cpu0) * 1e6 / sum(len(i) + 20 for i in ids)
         return st

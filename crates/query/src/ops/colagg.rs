@@ -690,31 +690,10 @@ fn lane_fold<T, A>(
     }
 }
 
-/// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]), with
-/// AVX2 where the CPU has it.
-fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
-    #[cfg(target_arch = "x86_64")]
-    if quiver_common::cpu::avx2() {
-        // SAFETY: the CPU runs AVX2 (checked just above).
-        return unsafe { count_rows_avx2(gids, valid, counts, lanes) };
-    }
-    count_rows_in(gids, valid, counts, lanes)
-}
-
-/// [`count_rows`] compiled for AVX2 (twice the vector lanes of the baseline's SSE2).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn count_rows_avx2(
-    gids: &[u32],
-    valid: Option<&[bool]>,
-    counts: &mut [i64],
-    lanes: &mut Vec<u32>,
-) {
-    count_rows_in(gids, valid, counts, lanes)
-}
-
+/// Adds to `counts[g]` the block's taken rows of group `g` (see [`lane_fold`]).
+/// (Inlined into the block, which runs compiled for AVX2 where the CPU has it.)
 #[inline(always)]
-fn count_rows_in(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
+fn count_rows(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes: &mut Vec<u32>) {
     if counts.len() <= FEW_GROUPS {
         few_groups(gids, valid, counts, |_| 1i32);
         return;
@@ -726,37 +705,9 @@ fn count_rows_in(gids: &[u32], valid: Option<&[bool]>, counts: &mut [i64], lanes
 }
 
 /// Adds to `sums[g]` the values of the block's taken rows of group `g`, in `i64` lanes
-/// (the caller has checked that no lane can overflow), with AVX2 where the CPU has it.
-fn sum_rows(
-    gids: &[u32],
-    valid: Option<&[bool]>,
-    ints: &[i64],
-    sums: &mut [i128],
-    lanes: &mut Vec<i64>,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if quiver_common::cpu::avx2() {
-        // SAFETY: the CPU runs AVX2 (checked just above).
-        return unsafe { sum_rows_avx2(gids, valid, ints, sums, lanes) };
-    }
-    sum_rows_in(gids, valid, ints, sums, lanes)
-}
-
-/// [`sum_rows`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn sum_rows_avx2(
-    gids: &[u32],
-    valid: Option<&[bool]>,
-    ints: &[i64],
-    sums: &mut [i128],
-    lanes: &mut Vec<i64>,
-) {
-    sum_rows_in(gids, valid, ints, sums, lanes)
-}
-
+/// (the caller has checked that no lane can overflow).
 #[inline(always)]
-fn sum_rows_in(
+fn sum_rows(
     gids: &[u32],
     valid: Option<&[bool]>,
     ints: &[i64],
