@@ -191,7 +191,7 @@ pub enum Op {
 }
 
 /// An entity a transaction writes (the unit of conflicts and locks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Entity {
     Node(u64),
     Rel(u32, u64),

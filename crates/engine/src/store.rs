@@ -1381,7 +1381,11 @@ impl Txn {
                 // Nothing committed since this snapshot: the working copy is the new head
                 // once what it changed carries this commit's timestamp.
                 let mut d = std::mem::replace(&mut self.work, (*cur.delta).clone());
-                for &e in &self.locked {
+                // In key order: consecutive records share their path down the B-tree
+                // (the lock set's hash order sent each to a cold one).
+                let mut locked: Vec<Entity> = self.locked.iter().copied().collect();
+                locked.sort_unstable();
+                for e in locked {
                     d.restamp(e, UNCOMMITTED, ts);
                 }
                 d
