@@ -474,7 +474,7 @@ impl Store {
             work: (*snap.delta).clone(),
             snap,
             ops: crate::wal::OpLog::default(),
-            locked: hashbrown::HashSet::new(),
+            locked: Vec::new(),
             checked: false,
             counters: Counters::default(),
             mark: Counters::default(),
@@ -749,7 +749,8 @@ pub struct Txn {
     pub work: Delta,
     /// The ops written, encoded as the log record they become.
     ops: crate::wal::OpLog,
-    locked: hashbrown::HashSet<Entity>,
+    /// The entities this transaction holds locks on (each once: a lock is taken once).
+    locked: Vec<Entity>,
     /// The generation and writability checks passed (for lock-free creations).
     checked: bool,
     pub counters: Counters,
@@ -815,26 +816,26 @@ impl Txn {
         if self.take_writer() {
             return Ok(());
         }
-        if self.locked.contains(&e) {
-            return Ok(());
-        }
         self.register();
         self.check_writable()?;
         {
+            // One probe of the lock table: held by this transaction already (done), by
+            // another (a conflict), or free (taken).
             let mut locks = lock(&self.store.locks);
-            match locks.get(&e) {
-                Some(&owner) if owner != self.id => {
+            match locks.entry(e) {
+                hashbrown::hash_map::Entry::Occupied(o) if *o.get() == self.id => return Ok(()),
+                hashbrown::hash_map::Entry::Occupied(_) => {
                     return Err(EngineError::Conflict(format!(
                         "{} is being changed by another open transaction",
                         describe(e)
                     )))
                 }
-                _ => {
-                    locks.insert(e, self.id);
+                hashbrown::hash_map::Entry::Vacant(v) => {
+                    v.insert(self.id);
                 }
             }
         }
-        self.locked.insert(e);
+        self.locked.push(e);
         let head = self.store.current.load();
         if head.version(e, self.snap.ts) > self.snap.ts {
             return Err(EngineError::Conflict(format!(
@@ -1383,9 +1384,8 @@ impl Txn {
                 let mut d = std::mem::replace(&mut self.work, (*cur.delta).clone());
                 // In key order: consecutive records share their path down the B-tree
                 // (the lock set's hash order sent each to a cold one).
-                let mut locked: Vec<Entity> = self.locked.iter().copied().collect();
-                locked.sort_unstable();
-                for e in locked {
+                self.locked.sort_unstable();
+                for &e in &self.locked {
                     d.restamp(e, UNCOMMITTED, ts);
                 }
                 d
@@ -1627,7 +1627,7 @@ impl Txn {
     fn release_locks(&mut self) {
         if !self.locked.is_empty() {
             let mut locks = lock(&self.store.locks);
-            for e in self.locked.drain() {
+            for e in self.locked.drain(..) {
                 if locks.get(&e) == Some(&self.id) {
                     locks.remove(&e);
                 }
