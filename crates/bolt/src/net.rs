@@ -424,32 +424,28 @@ async fn messages(
     let mut authed = false;
     let mut eof = false;
     let cancel = c.cancel.clone();
-    loop {
-        let max = if c.state == State::Authentication {
+    // The largest message taken now (smaller before login).
+    let max = |c: &Conn| {
+        if c.state == State::Authentication {
             server::PRE_AUTH_MESSAGE_MAX
         } else {
             opts.max_message
-        };
+        }
+    };
+    loop {
         // Every whole message that arrived is answered, and the answers written
         // together (a client pipelines RUN and PULL).
         let mut close = false;
         let mut used = 0;
-        while let Some((msg, n)) = server::take_message(&buf[used..], max)? {
+        while let Some((msg, n)) = server::take_message(&buf[used..], max(c))? {
             used += n;
             let Ok(crate::packstream::Pack::Struct(tag, fields)) = crate::packstream::decode(&msg)
             else {
                 close = true; // not a message: the protocol is broken
                 break;
             };
-            close = watched(
-                io,
-                buf,
-                &mut eof,
-                &cancel,
-                max.saturating_add(used),
-                handle(c, tag, &fields),
-            )
-            .await;
+            let limit = max(c).saturating_add(used);
+            close = watched(io, buf, &mut eof, &cancel, limit, handle(c, tag, &fields)).await;
             if !authed && !matches!(c.state, State::Authentication | State::Defunct) {
                 authed = true;
                 if !slot.logged_in(opts.max_connections) {
@@ -476,15 +472,8 @@ async fn messages(
         }
         if !close {
             // A RUN the client sent last is answered now (its PULL did not come with it).
-            watched(
-                io,
-                buf,
-                &mut eof,
-                &cancel,
-                max.saturating_add(used),
-                c.answer_run(),
-            )
-            .await;
+            let limit = max(c).saturating_add(used);
+            watched(io, buf, &mut eof, &cancel, limit, c.answer_run()).await;
         }
         buf.drain(..used);
         if buf.is_empty() && buf.capacity() > 64 << 10 {
@@ -502,6 +491,11 @@ async fn messages(
         }
         if close || eof {
             return Ok(());
+        }
+        if server::take_message(buf, max(c))?.is_some() {
+            // A message came while the last one was answered (a PULL sent apart from
+            // its RUN): answer it before waiting for more.
+            continue;
         }
         let read = io.read(buf);
         let n = if authed {

@@ -653,3 +653,52 @@ fn idle_sessions_hold_no_thread_and_gone_clients_stop_their_statements() {
         assert_eq!(b.query("RETURN 1 AS x"), [vec![Pack::Int(1)]]);
     }
 }
+
+/// Messages that arrive while the server waits on a statement are answered in turn:
+/// a PULL sent apart from its RUN while the statement computes (the server must not
+/// wait for more input with a whole message in hand), and a RUN past the 64 KiB
+/// pre-login cap sent in one write with its LOGON. Needs no driver.
+#[test]
+fn messages_that_arrive_while_a_statement_runs_are_answered() {
+    use quiver_bolt::packstream::Pack;
+    use raw::Bolt;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &["--no-auth"]);
+    let mut b = Bolt::login(&addr);
+    for _ in 0..3 {
+        b.send(
+            0x10,
+            vec![
+                Pack::str("UNWIND range(1, 3000000) AS x WITH count(x) AS c RETURN c"),
+                Pack::Map(vec![]),
+                Pack::Map(vec![]),
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        b.send(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+        b.0.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(b.reply().0, 0x70, "RUN");
+        assert_eq!(b.reply().1, [Pack::List(vec![Pack::Int(3_000_000)])]);
+        assert_eq!(b.reply().0, 0x70, "PULL");
+    }
+    // LOGON and a 100 KiB RUN in one write.
+    let mut b = Bolt::handshake(&addr);
+    b.hello();
+    let mut out = Vec::new();
+    let big = format!("RETURN size('{}') AS n", "x".repeat(100 << 10));
+    for (tag, fields) in [
+        (0x6A, vec![Pack::map(vec![("scheme", Pack::str("none"))])]),
+        (
+            0x10,
+            vec![Pack::str(big), Pack::Map(vec![]), Pack::Map(vec![])],
+        ),
+        (0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]),
+    ] {
+        quiver_bolt::server::write_message(&mut out, &Pack::Struct(tag, fields));
+    }
+    std::io::Write::write_all(&mut b.0, &out).unwrap();
+    assert_eq!(b.reply().0, 0x70, "LOGON");
+    assert_eq!(b.reply().0, 0x70, "RUN");
+    assert_eq!(b.reply().1, [Pack::List(vec![Pack::Int(100 << 10)])]);
+}
