@@ -557,15 +557,25 @@ pub(crate) enum State {
 /// its statement of the moment.
 type Shared = Arc<Mutex<Session>>;
 
+/// What a statement's `on_columns` hook leaves for its worker to send.
+#[derive(Default)]
+struct ColumnSlot {
+    columns: Option<Vec<String>>,
+    /// The running statement's channel: with no PULL waiting (a RUN sent on its own),
+    /// the hook sends the columns at once, so that the RUN is answered before the
+    /// first record is made (an aggregation's comes at its end). Weak: a worker that
+    /// stops without a word still closes the channel.
+    events: Option<mpsc::WeakSender<Event>>,
+}
+
 /// One connection's protocol state.
 pub(crate) struct Conn {
     pub(crate) state: State,
     in_tx: bool,
     hello: bool,
     session: Option<Shared>,
-    /// The running statement's columns, from its `on_columns` hook until its worker
-    /// sends them.
-    slot: Arc<Mutex<Option<Vec<String>>>>,
+    /// The running statement's columns, from its `on_columns` hook until they are sent.
+    slot: Arc<Mutex<ColumnSlot>>,
     /// Records the connection waits for (see [`ALL`]), read by the worker.
     demand: Arc<std::sync::atomic::AtomicI64>,
     pub(crate) cancel: Arc<AtomicBool>,
@@ -638,7 +648,7 @@ impl Conn {
             in_tx: false,
             hello: false,
             session: None,
-            slot: Arc::new(Mutex::new(None)),
+            slot: Arc::new(Mutex::new(ColumnSlot::default())),
             demand: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             cancel: Arc::new(AtomicBool::new(false)),
             open: None,
@@ -662,7 +672,7 @@ impl Conn {
             self.id,
             self.peer.clone(),
         );
-        let (cancel, slot) = (self.cancel.clone(), self.slot.clone());
+        let (cancel, slot, demand) = (self.cancel.clone(), self.slot.clone(), self.demand.clone());
         let session = on_worker(move || {
             let session = made.unwrap_or_else(|| {
                 let mut s = Session::on(store);
@@ -685,7 +695,21 @@ impl Conn {
                 }
                 s.opts.cancel = Some(cancel);
                 s.opts.on_columns = Some(ColumnsHook(Arc::new(move |cols: &[String]| {
-                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(cols.to_vec());
+                    let mut s = slot.lock().unwrap_or_else(|e| e.into_inner());
+                    if demand.load(Ordering::Relaxed) == 0 {
+                        if let Some(tx) = s.events.as_ref().and_then(|w| w.upgrade()) {
+                            let e = Event {
+                                columns: Some(cols.to_vec()),
+                                rows: None,
+                                done: None,
+                            };
+                            // (The channel is empty: nothing was sent before the columns.)
+                            if tx.try_send(e).is_ok() {
+                                return;
+                            }
+                        }
+                    }
+                    s.columns = Some(cols.to_vec());
                 })));
                 Arc::new(Mutex::new(s))
             });
@@ -713,10 +737,12 @@ impl Conn {
         self.cancel.store(false, Ordering::Relaxed);
         self.demand.store(0, Ordering::Relaxed);
         let (slot, demand) = (self.slot.clone(), self.demand.clone());
-        let columns = move || slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         // The worker's end is awaited through the events, not the task.
         drop(tokio::task::spawn_blocking(move || {
+            let slot_of = || slot.lock().unwrap_or_else(|e| e.into_inner());
+            let columns = || slot_of().columns.take();
             let mut session = lock(&session);
+            slot_of().events = Some(events.downgrade());
             let mut out = Records::default();
             let r = session.run(&text, &params, &mut |g, b| {
                 for r in 0..b.len {
@@ -748,6 +774,7 @@ impl Conn {
                     counters: s.counters,
                 })
                 .map_err(|e| failure(&e));
+            slot_of().events = None;
             let _ = events.blocking_send(Event {
                 columns: columns(),
                 rows: Some(out),
