@@ -265,7 +265,8 @@ pub fn handshake(s: &mut (impl Read + Write)) -> io::Result<Option<(u8, u8)>> {
 }
 
 /// Reads one chunked message (chunks until a zero-length one), refusing more than
-/// `max` bytes. `Ok(None)` at a clean end of stream.
+/// `max` bytes. `Ok(None)` at a clean end of stream. A client's reader (the tests');
+/// the server takes messages out of what arrived with [`take_message`].
 pub fn read_message(r: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>> {
     let mut msg = Vec::new();
     loop {
@@ -304,7 +305,7 @@ fn too_large(max: usize) -> io::Error {
 /// NOOP chunks before it take; `None` while it has not all arrived. Refuses a message
 /// whose chunks declare more than `max` bytes as soon as their headers are in, so an
 /// incomplete one never makes the server buffer more.
-pub(crate) fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize)>> {
+pub fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize)>> {
     let mut at = 0;
     let mut size = 0usize;
     let mut first = None; // where the message's first chunk starts

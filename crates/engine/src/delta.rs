@@ -264,6 +264,10 @@ pub struct Delta {
     /// Changes since the segments (records written), for SHOW STORAGE INFO and the
     /// automatic checkpoint.
     pub changes: u64,
+    /// Node records that change the graph's shape (created, deleted or relabeled),
+    /// kept by [`Delta::put_node`] so that [`Delta::keeps_shape`] needs no walk over
+    /// every record (it ran once a query: 13 ms a 1-hop seek beside 408,200 SETs).
+    reshaped: u64,
 }
 
 /// Why an op could not be applied.
@@ -366,10 +370,7 @@ impl Delta {
             && self.rels.is_empty()
             && self.out.is_empty()
             && self.inc.is_empty()
-            && self
-                .nodes
-                .values()
-                .all(|r| r.seg_labels && !r.deleted && !r.created)
+            && self.reshaped == 0
     }
 
     /// What the delta weighs for the automatic checkpoint: the bytes its records hold,
@@ -403,6 +404,7 @@ impl Delta {
             deleted_rels: 0,
             bytes: 0,
             changes: 0,
+            reshaped: 0,
         }
     }
 
@@ -621,9 +623,12 @@ impl Delta {
         let entering =
             old.is_some_and(|o| o.seg_labels != rec.seg_labels || o.labels != rec.labels);
         self.index_update(db, id, old_live, new_live, entering)?;
-        self.bytes =
-            self.bytes + node_bytes(&rec) - prev.map_or(0, |p| node_bytes(&p)).min(self.bytes);
+        self.bytes = self.bytes + node_bytes(&rec)
+            - prev.as_ref().map_or(0, |p| node_bytes(p)).min(self.bytes);
         self.changes += 1;
+        let reshapes = |r: &NodeRec| !r.seg_labels || r.deleted || r.created;
+        self.reshaped = self.reshaped + reshapes(&rec) as u64
+            - prev.as_ref().is_some_and(|p| reshapes(p)) as u64;
         self.nodes.insert(id, Arc::new(rec));
         Ok(())
     }

@@ -59,14 +59,20 @@ pub fn csv_split_tokenize(data: &[u8]) {
     }
 }
 
-/// Bolt's input path on any bytes: chunked messages under a size cap, each decoded
-/// from PackStream. A value that decodes encodes back to bytes that decode to it, and
-/// nothing is allocated beyond what the input could hold.
+/// Bolt's input path on any bytes: chunked messages taken out of what arrived under
+/// a size cap (`take_message`, as the server does), each decoded from PackStream. A
+/// value that decodes encodes back to bytes that decode to it, and nothing is
+/// allocated beyond what the input could hold.
 pub fn bolt_messages(data: &[u8]) {
     use quiver_bolt::packstream::{decode, encode};
-    use quiver_bolt::server::read_message;
-    let mut r = std::io::Cursor::new(data);
-    while let Ok(Some(msg)) = read_message(&mut r, 1 << 16) {
+    use quiver_bolt::server::take_message;
+    let mut at = 0;
+    while let Ok(Some((msg, used))) = take_message(&data[at..], 1 << 16) {
+        assert!(
+            used > 0 && at + used <= data.len(),
+            "a message takes its bytes"
+        );
+        at += used;
         assert!(msg.len() <= 1 << 16);
         if let Ok(v) = decode(&msg) {
             let mut again = Vec::new();

@@ -13,7 +13,7 @@ use crate::value::Value;
 use quiver_common::memory::MemoryBudget;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_format::column::ColumnBuilder;
-use quiver_storage::manifest::{ConstraintMeta, IndexKeyKind, IndexMeta};
+use quiver_storage::manifest::{ConstraintMeta, IndexKeyKind, IndexMeta, Manifest};
 use quiver_storage::read::{Database, IndexKey};
 use quiver_storage::write::{write_prop_index, Staging};
 use std::path::Path;
@@ -299,27 +299,17 @@ pub fn vector_create_in(
     meta: quiver_storage::manifest::VectorIndexMeta,
     held: bool,
 ) -> Result<(), QueryError> {
-    let staging = begin(dir, held)?;
-    let mut man = db.manifest().clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
     man.vector_indexes.push(meta);
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(())
 }
 
 /// Drops vector index `name` in a new generation.
 pub fn vector_drop_in(dir: &Path, db: &Database, name: &str, held: bool) -> Result<(), QueryError> {
-    let staging = begin(dir, held)?;
-    let mut man = db.manifest().clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
     man.vector_indexes.retain(|v| v.name != name);
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(())
 }
 
@@ -347,16 +337,11 @@ pub fn create_in(
     // schema may come before the data. Seeks find later nodes in the delta, and the
     // checkpoint that writes them rebuilds the index.
     let built = build(db, label, prop, budget, None)?.unwrap_or_else(Built::empty);
-    let staging = begin(dir, held)?;
+    let (staging, mut man) = next_generation(dir, m, held)?;
     let meta = built.write(&staging, db, label, prop, false)?;
     let n = meta.n_entries;
-    let mut man = m.clone();
-    man.pin_log();
-    man.generation = staging.generation();
     man.indexes.push(meta);
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(n)
 }
 
@@ -374,10 +359,7 @@ pub fn refresh_in(
     }
     let m = db.manifest();
     let n = db.n_nodes();
-    let staging = begin(dir, held)?;
-    let mut man = m.clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, m, held)?;
     let mut kept = Vec::new();
     for mut meta in std::mem::take(&mut man.indexes) {
         if meta.covers_nodes >= n {
@@ -412,9 +394,7 @@ pub fn refresh_in(
         }
     }
     man.indexes = kept;
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(true)
 }
 
@@ -698,10 +678,7 @@ pub fn constrain_in(
             "there is no uniqueness constraint on :{label}({prop}); SHOW CONSTRAINTS lists them"
         )));
     }
-    let staging = begin(dir, held)?;
-    let mut man = m.clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, m, held)?;
     let props = vec![prop.to_string()];
     man.constraints
         .retain(|c| !(c.label == label && c.properties == props));
@@ -729,9 +706,7 @@ pub fn constrain_in(
         man.indexes[i].unique = false;
         format!("uniqueness constraint on :{label}({prop}) dropped (its index stays; DROP INDEX removes it)")
     };
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(msg)
 }
 
@@ -749,10 +724,7 @@ pub fn constrain_composite_in(
 ) -> Result<String, QueryError> {
     let m = db.manifest();
     let shown = format!("(:{label} {{{}}})", props.join(", "));
-    let staging = begin(dir, held)?;
-    let mut man = m.clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, m, held)?;
     let before = man.constraints.len();
     man.constraints
         .retain(|c| !(c.label == label && c.properties == props));
@@ -781,13 +753,32 @@ pub fn constrain_composite_in(
         }
         None => format!("uniqueness constraint on {shown} dropped (the index on :{label}({}) stays; DROP INDEX removes it)", props[0]),
     };
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(msg)
 }
 
 /// A staging generation for index DDL; `held` when the caller holds the database's lock.
+/// A staging generation and the manifest it will publish: `m` with its log pinned and
+/// the new generation's number (every schema change starts so).
+fn next_generation(
+    dir: &Path,
+    m: &Manifest,
+    held: bool,
+) -> Result<(Staging, Manifest), QueryError> {
+    let staging = begin(dir, held)?;
+    let mut man = m.clone();
+    man.pin_log();
+    man.generation = staging.generation();
+    Ok((staging, man))
+}
+
+fn publish(staging: Staging, man: &Manifest) -> Result<(), QueryError> {
+    staging
+        .publish(man)
+        .map(|_| ())
+        .map_err(|e| QueryError::Index(e.to_string()))
+}
+
 fn begin(dir: &Path, held: bool) -> Result<Staging, QueryError> {
     if held {
         Staging::begin_held(dir)
@@ -842,14 +833,9 @@ pub fn drop_in(
             c.name, c.name
         )));
     }
-    let staging = begin(dir, held)?;
-    let mut man = m.clone();
-    man.pin_log();
-    man.generation = staging.generation();
+    let (staging, mut man) = next_generation(dir, m, held)?;
     man.indexes
         .retain(|i| !(i.label == label && i.property == prop));
-    staging
-        .publish(&man)
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    publish(staging, &man)?;
     Ok(())
 }
