@@ -268,6 +268,11 @@ pub struct Delta {
     /// kept by [`Delta::put_node`] so that [`Delta::keeps_shape`] needs no walk over
     /// every record (it ran once a query: 13 ms a 1-hop seek beside 408,200 SETs).
     reshaped: u64,
+    /// Live records below `base_nodes` with labels of their own (`!seg_labels`: segment
+    /// nodes relabeled, or created into a checkpoint's holes), kept by
+    /// [`Delta::put_node`]: a label scan looks for segment nodes that gained its label
+    /// only when there are some ([`Delta::relabels_segment_nodes`]).
+    relabeled: u64,
 }
 
 /// Why an op could not be applied.
@@ -373,6 +378,13 @@ impl Delta {
             && self.reshaped == 0
     }
 
+    /// Whether some live segment node has labels other than its row's (added or removed
+    /// since the segments): only then can a node outside the tables that carry a label
+    /// have it.
+    pub fn relabels_segment_nodes(&self) -> bool {
+        self.relabeled > 0
+    }
+
     /// What the delta weighs for the automatic checkpoint: the bytes its records hold,
     /// and as much again for each segment relationship that died with a deleted end as a
     /// deletion record of it would hold.
@@ -405,6 +417,7 @@ impl Delta {
             bytes: 0,
             changes: 0,
             reshaped: 0,
+            relabeled: 0,
         }
     }
 
@@ -629,6 +642,10 @@ impl Delta {
         let reshapes = |r: &NodeRec| !r.seg_labels || r.deleted || r.created;
         self.reshaped = self.reshaped + reshapes(&rec) as u64
             - prev.as_ref().is_some_and(|p| reshapes(p)) as u64;
+        let below = id < self.base_nodes;
+        let relabels = |r: &NodeRec| below && !r.seg_labels && !r.deleted;
+        self.relabeled = self.relabeled + relabels(&rec) as u64
+            - prev.as_ref().is_some_and(|p| relabels(p)) as u64;
         self.nodes.insert(id, Arc::new(rec));
         Ok(())
     }

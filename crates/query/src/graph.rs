@@ -240,17 +240,6 @@ impl<'db> Graph<'db> {
         }
     }
 
-    /// The nodes of `lo..hi` the delta holds a record of (changed, deleted, or created),
-    /// in order, appended to `out`.
-    pub fn delta_held(&self, lo: u64, hi: u64, out: &mut Vec<u64>) {
-        let Some(d) = self.delta() else {
-            return;
-        };
-        let seg_hi = hi.min(d.base_nodes).max(lo);
-        out.extend(d.nodes.range(lo..seg_hi).map(|(&id, _)| id));
-        out.extend(seg_hi..hi);
-    }
-
     /// Values of the delta's records of nodes in `lo..hi` over a run read from the
     /// segments (`out[base..]` holds `lo..hi`): each record that decides property `name`
     /// replaces its node's value, mapped by `val` (a null stays null).
@@ -298,6 +287,17 @@ impl<'db> Graph<'db> {
     #[inline]
     pub fn delta(&self) -> Option<Guard<Arc<Delta>>> {
         self.delta.as_ref().map(|a| a.load())
+    }
+
+    /// The delta, held (for a pass over many of its records).
+    pub fn delta_full(&self) -> Option<Arc<Delta>> {
+        self.delta.as_ref().map(|a| a.load_full())
+    }
+
+    /// Whether record `r` of a segment node leaves it live in a scan of tables that
+    /// carry `table_label` (not deleted, the label kept).
+    pub fn record_live(d: &Delta, r: &NodeRec, table_label: Option<u32>) -> bool {
+        !r.deleted && table_label.is_none_or(|l| keeps_label(d, r, l))
     }
 
     pub fn has_delta(&self) -> bool {

@@ -178,11 +178,13 @@ fn typed_against_rows() {
     let mut s = Session::open_with(&db, OpenMode::Mapped, false).unwrap();
     check(&mut s, "imported");
     // Writes the delta holds: changed keys and values (of other types too), deletions,
-    // created nodes; the typed path leaves their nodes to the row path.
+    // created nodes. The typed path reads the values of those it can hold from the
+    // records, and leaves the others (a double where a block's column is of integers)
+    // to the row path.
     let mut r = rand::rngs::StdRng::seed_from_u64(4);
-    for _ in 0..200 {
+    for _ in 0..600 {
         let i = r.random_range(0..38_000);
-        let w = match r.random_range(0..6) {
+        let w = match r.random_range(0..10) {
             0 => format!(
                 "MATCH (n:L {{id: {i}}}) SET n.k = {}",
                 r.random_range(0..60)
@@ -194,6 +196,13 @@ fn typed_against_rows() {
             2 => format!("MATCH (n:L {{id: {i}}}) SET n.s = 'yellow', n.missing = 3"),
             3 => format!("MATCH (n:L {{id: {i}}}) DETACH DELETE n"),
             4 => format!("MATCH (n:L {{id: {i}}}) REMOVE n.k, n.f"),
+            5 => format!("MATCH (n:L {{id: {i}}}) SET n.f = {}, n.b = 7", i % 11),
+            6 => format!(
+                "MATCH (n:L {{id: {i}}}) SET n.t = 't1{}', n.s = null",
+                i % 13
+            ),
+            7 => format!("MATCH (n:L {{id: {i}}}) SET n.missing = 2.5, n.b = false"),
+            8 => format!("MATCH (n:L {{id: {i}}}) SET n.v = {}", i * 1_000_003),
             _ => format!(
                 "CREATE (:L {{id: {}, k: {}, f: 0.25, b: true}})",
                 40_000 + i,
@@ -202,6 +211,12 @@ fn typed_against_rows() {
         };
         run(&mut s, &w).unwrap_or_else(|e| panic!("{w}: {e}"));
     }
+    // Many records in a block: a tenth of the nodes changed at once.
+    run(
+        &mut s,
+        "MATCH (n:L) WHERE n.id % 10 = 4 SET n.k = coalesce(n.k, 0) + 100, n.f = 1.5",
+    )
+    .unwrap();
     check(&mut s, "after writes");
     run(&mut s, "CHECKPOINT").unwrap();
     check(&mut s, "after a checkpoint");

@@ -970,6 +970,26 @@ pub enum PropColumn {
 }
 
 impl PropColumn {
+    /// This column's value for a node whose delta record is `r`, when the record decides
+    /// the property (`None`: the segment row does).
+    pub(crate) fn of_record(
+        &self,
+        r: &quiver_engine::delta::NodeRec,
+    ) -> Option<Result<Value, QueryError>> {
+        let (PropColumn::Value(p) | PropColumn::Test(p, ..) | PropColumn::Present(p)) = self;
+        let v = r.get(p)?;
+        if v.is_null() {
+            return Some(Ok(Value::Null));
+        }
+        Some(match self {
+            PropColumn::Value(_) => Ok(v.clone()),
+            PropColumn::Test(_, op, pat) => {
+                crate::expr::StringTest::new(*op, pat.clone()).on_value(v.clone())
+            }
+            PropColumn::Present(_) => Ok(Value::Bool(true)),
+        })
+    }
+
     /// Reads this column for nodes `lo..hi` into `out`.
     pub(crate) fn read(
         &self,

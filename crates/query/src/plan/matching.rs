@@ -660,7 +660,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // after each row it created).
         if let Some(d) = self.g.delta() {
             // Segment nodes that gained the label outside the tables that carry it.
-            if let (Some(l), Some(name)) = (label, label.and_then(|l| d.labels.get(l as usize))) {
+            let relabeled = d.relabels_segment_nodes();
+            let name = label.and_then(|l| d.labels.get(l as usize));
+            if let (Some(l), Some(name), true) = (label, name, relabeled) {
                 for (&n, r) in d.nodes.range(..d.base_nodes) {
                     if !r.deleted
                         && !r.seg_labels
