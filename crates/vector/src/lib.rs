@@ -1,0 +1,1055 @@
+//! Approximate nearest neighbours for Quiver's vector indexes: a hierarchical navigable
+//! small world graph (HNSW, Malkov and Yashunin 2016), built on every core, written as
+//! one file of flat arrays and searched in place from its mapping.
+//!
+//! Ours rather than a crate's: an index is a file of the database, opened mapped (in
+//! O(1), paged in as searches touch it), loaded or offline like the segments beside it,
+//! and its entries carry node ids the query engine filters during the search (deleted or
+//! rewritten nodes are passed through, not returned). The HNSW crates keep their graphs
+//! on the heap and reload them whole from their own dump formats.
+//!
+//! Layout of a file (little-endian, every section 8-byte aligned):
+//!
+//! | section | contents |
+//! |---|---|
+//! | header | 8 `u64`: magic, dims and metric, m and m0, entry and top level, entries, upper length, 0, 0 |
+//! | ids | `u64` per entry: the node it indexes |
+//! | vectors | `dims` `f32` per entry (unit length for cosine) |
+//! | level 0 | `1 + m0` `u32` per entry: a count, then neighbours |
+//! | upper at | `u32` per entry: where its upper levels start in `upper` (`u32::MAX`: none) |
+//! | upper | per level above 0: `1 + m` `u32` (a count, then neighbours) |
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtOrd};
+use std::sync::Mutex;
+
+/// How vectors are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Angle: vectors are stored at unit length and compared by dot product.
+    Cosine,
+    /// Squared Euclidean distance.
+    Euclidean,
+}
+
+impl Metric {
+    /// Neo4j's name (`vector.similarity_function`).
+    pub fn parse(name: &str) -> Option<Metric> {
+        match name.to_ascii_lowercase().as_str() {
+            "cosine" => Some(Metric::Cosine),
+            "euclidean" => Some(Metric::Euclidean),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> u64 {
+        match self {
+            Metric::Cosine => 1,
+            Metric::Euclidean => 2,
+        }
+    }
+
+    /// Neo4j's score for a distance this index computed: `(1 + cos) / 2` for cosine,
+    /// `1 / (1 + d²)` for Euclidean; higher is nearer.
+    pub fn score(self, dist: f32) -> f64 {
+        match self {
+            Metric::Cosine => ((2.0 - dist as f64) / 2.0).clamp(0.0, 1.0),
+            Metric::Euclidean => 1.0 / (1.0 + dist.max(0.0) as f64),
+        }
+    }
+
+    /// `v` as this metric stores it (unit length for cosine); `None` for a vector with a
+    /// value that is not finite, or of length 0 under cosine (no angle).
+    pub fn prepare(self, v: &mut [f32]) -> bool {
+        if v.iter().any(|x| !x.is_finite()) {
+            return false;
+        }
+        if self == Metric::Cosine {
+            let n = v
+                .iter()
+                .map(|x| (*x as f64) * (*x as f64))
+                .sum::<f64>()
+                .sqrt();
+            if n == 0.0 || !n.is_finite() {
+                return false;
+            }
+            for x in v.iter_mut() {
+                *x = (*x as f64 / n) as f32;
+            }
+        }
+        true
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VectorError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a vector index file of this version, or a damaged one ({what})", path.display())]
+    Corrupt { path: PathBuf, what: String },
+    #[error("the vector index build was cancelled")]
+    Cancelled,
+}
+
+/// How the graph is built: `m` neighbours a node keeps on upper levels (twice that on
+/// level 0), and the candidates `ef_construction` looked at to choose them. The
+/// defaults are Lucene's (Neo4j's vector index): 16 and 100.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    pub m: usize,
+    pub ef_construction: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            m: 16,
+            ef_construction: 100,
+        }
+    }
+}
+
+/// Bytes a build of `n` vectors of `dims` holds at its peak: the vectors, each node's
+/// neighbour lists (with their locks and allocations) and the flat copy written out.
+pub fn build_bytes(n: u64, dims: u64, p: &Params) -> u64 {
+    let m0 = 2 * p.m as u64;
+    n * (dims * 4 + 8 + 2 * (m0 + 1) * 4 + 96)
+}
+
+// ---------------------------------------------------------------------------------------
+// Distances
+
+type Kernel = fn(&[f32], &[f32]) -> f32;
+
+#[inline(always)]
+fn dot_in(a: &[f32], b: &[f32]) -> f32 {
+    // Sixteen lanes summed apart: the loop vectorizes (floats are not reassociated).
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for j in 0..16 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+#[inline(always)]
+fn l2_in(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for j in 0..16 {
+            let d = x[j] - y[j];
+            acc[j] += d * d;
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += (x - y) * (x - y);
+    }
+    s
+}
+
+fn cos_base(a: &[f32], b: &[f32]) -> f32 {
+    1.0 - dot_in(a, b)
+}
+
+fn l2_base(a: &[f32], b: &[f32]) -> f32 {
+    l2_in(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn cos_avx2_in(a: &[f32], b: &[f32]) -> f32 {
+    1.0 - dot_in(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn l2_avx2_in(a: &[f32], b: &[f32]) -> f32 {
+    l2_in(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cos_avx2(a: &[f32], b: &[f32]) -> f32 {
+    // SAFETY: chosen by `kernel` only when the CPU runs AVX2.
+    unsafe { cos_avx2_in(a, b) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn l2_avx2(a: &[f32], b: &[f32]) -> f32 {
+    // SAFETY: as for `cos_avx2`.
+    unsafe { l2_avx2_in(a, b) }
+}
+
+/// The distance of `metric` (smaller is nearer), compiled for AVX2 where the CPU has it.
+fn kernel(metric: Metric) -> Kernel {
+    #[cfg(target_arch = "x86_64")]
+    if quiver_common::cpu::avx2() {
+        return match metric {
+            Metric::Cosine => cos_avx2,
+            Metric::Euclidean => l2_avx2,
+        };
+    }
+    match metric {
+        Metric::Cosine => cos_base,
+        Metric::Euclidean => l2_base,
+    }
+}
+
+/// A distance ordered totally (NaN last).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct D(f32);
+
+impl Eq for D {}
+impl PartialOrd for D {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for D {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// Nodes seen by one search.
+#[derive(Default)]
+struct Seen {
+    set: hashbrown::HashSet<u32, foldhash::fast::FixedState>,
+}
+
+impl Seen {
+    fn clear(&mut self) {
+        self.set.clear();
+    }
+    /// True the first time `x` is met.
+    #[inline]
+    fn first(&mut self, x: u32) -> bool {
+        self.set.insert(x)
+    }
+}
+
+/// Scratch of a search, reused.
+#[derive(Default)]
+struct Scratch {
+    seen: Seen,
+    nbrs: Vec<u32>,
+}
+
+/// The level of entry `i`: `floor(-ln(u) / ln(m))` for a uniform `u` drawn from `i`
+/// (the same graph shape on every run), at most 15.
+fn level_of(i: u64, m: usize) -> u8 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    let l = -u.ln() / (m as f64).ln();
+    l.floor().min(15.0) as u8
+}
+
+/// Where a search reads neighbour lists from: the graph being built, or a file's.
+trait Links {
+    fn vector(&self, i: u32) -> &[f32];
+    /// Neighbours of `i` at `level`, copied into `out`.
+    fn neighbours(&self, i: u32, level: u8, out: &mut Vec<u32>);
+    fn len(&self) -> usize;
+}
+
+/// Greedy descent at `level` from `cur` (distance `d`): the nearest node it reaches.
+fn greedy<L: Links>(
+    g: &L,
+    k: Kernel,
+    q: &[f32],
+    mut cur: u32,
+    mut d: f32,
+    level: u8,
+    s: &mut Scratch,
+) -> (u32, f32) {
+    loop {
+        let mut moved = false;
+        g.neighbours(cur, level, &mut s.nbrs);
+        for &nb in &s.nbrs {
+            if nb as usize >= g.len() {
+                continue; // (a damaged file: skipped, not followed)
+            }
+            let dn = k(q, g.vector(nb));
+            if dn < d {
+                d = dn;
+                cur = nb;
+                moved = true;
+            }
+        }
+        if !moved {
+            return (cur, d);
+        }
+    }
+}
+
+/// The `ef` nearest of `q` at `level` reachable from `eps`, nearest first, among those
+/// `accept` takes (all are walked through).
+#[allow(clippy::too_many_arguments)]
+fn search_layer<L: Links>(
+    g: &L,
+    k: Kernel,
+    q: &[f32],
+    eps: &[(f32, u32)],
+    ef: usize,
+    level: u8,
+    s: &mut Scratch,
+    accept: &dyn Fn(u32) -> bool,
+) -> Vec<(f32, u32)> {
+    s.seen.clear();
+    let mut cands: BinaryHeap<Reverse<(D, u32)>> = BinaryHeap::with_capacity(ef * 4);
+    let mut best: BinaryHeap<(D, u32)> = BinaryHeap::with_capacity(ef + 1);
+    for &(d, e) in eps {
+        if s.seen.first(e) {
+            cands.push(Reverse((D(d), e)));
+            if accept(e) {
+                best.push((D(d), e));
+            }
+        }
+    }
+    while best.len() > ef {
+        best.pop();
+    }
+    while let Some(Reverse((D(d), c))) = cands.pop() {
+        if best.len() >= ef && best.peek().is_some_and(|w| d > w.0 .0) {
+            break;
+        }
+        g.neighbours(c, level, &mut s.nbrs);
+        for i in 0..s.nbrs.len() {
+            let nb = s.nbrs[i];
+            if nb as usize >= g.len() || !s.seen.first(nb) {
+                continue;
+            }
+            let dn = k(q, g.vector(nb));
+            let worst = best.peek().map_or(f32::INFINITY, |w| w.0 .0);
+            if best.len() < ef || dn < worst {
+                cands.push(Reverse((D(dn), nb)));
+                if accept(nb) {
+                    best.push((D(dn), nb));
+                    if best.len() > ef {
+                        best.pop();
+                    }
+                }
+            }
+        }
+    }
+    best.into_sorted_vec()
+        .into_iter()
+        .map(|(D(d), e)| (d, e))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Building
+
+struct Build<'v> {
+    dims: usize,
+    m: usize,
+    /// Candidates of a construction search.
+    efc: usize,
+    m0: usize,
+    k: Kernel,
+    vecs: &'v [f32],
+    levels: Vec<u8>,
+    /// Per entry, per level: its neighbours.
+    links: Vec<Box<[Mutex<Vec<u32>>]>>,
+    /// The entry point and its level.
+    entry: Mutex<(u32, u8)>,
+}
+
+impl Links for Build<'_> {
+    #[inline]
+    fn vector(&self, i: u32) -> &[f32] {
+        let i = i as usize;
+        &self.vecs[i * self.dims..(i + 1) * self.dims]
+    }
+    fn neighbours(&self, i: u32, level: u8, out: &mut Vec<u32>) {
+        out.clear();
+        if let Some(l) = self.links[i as usize].get(level as usize) {
+            out.extend_from_slice(&l.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+    fn len(&self) -> usize {
+        self.levels.len()
+    }
+}
+
+impl Build<'_> {
+    /// The diversity heuristic (the paper's algorithm 4): of `cands` (nearest first, by
+    /// their distance to the node being linked), those nearer to it than to any kept
+    /// before them, at most `m`.
+    fn select(&self, cands: &[(f32, u32)], m: usize) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::with_capacity(m);
+        for &(d, c) in cands {
+            if out.len() >= m {
+                break;
+            }
+            let v = self.vector(c);
+            if out.iter().all(|&r| (self.k)(v, self.vector(r)) >= d) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn insert(&self, i: u32, s: &mut Scratch) {
+        let l = self.levels[i as usize];
+        let (ep, top) = *self.entry.lock().unwrap_or_else(|e| e.into_inner());
+        if ep == i {
+            return;
+        }
+        let q = self.vector(i);
+        let mut cur = ep;
+        let mut d = (self.k)(q, self.vector(ep));
+        let mut lc = top;
+        while lc > l {
+            (cur, d) = greedy(self, self.k, q, cur, d, lc, s);
+            lc -= 1;
+        }
+        let mut eps = vec![(d, cur)];
+        for lc in (0..=l.min(top)).rev() {
+            let mut w = search_layer(self, self.k, q, &eps, self.efc, lc, s, &|_| true);
+            w.retain(|&(_, e)| e != i);
+            let chosen = self.select(&w, self.m);
+            *self.links[i as usize][lc as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = chosen.clone();
+            let cap = if lc == 0 { self.m0 } else { self.m };
+            for &c in &chosen {
+                let mut g = self.links[c as usize][lc as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if g.len() < cap {
+                    g.push(i);
+                    continue;
+                }
+                // Full: keep the most diverse of its neighbours and the new one.
+                let v = self.vector(c);
+                let mut all: Vec<(f32, u32)> = g
+                    .iter()
+                    .chain(std::iter::once(&i))
+                    .map(|&x| ((self.k)(v, self.vector(x)), x))
+                    .collect();
+                all.sort_by(|a, b| a.0.total_cmp(&b.0));
+                *g = self.select(&all, cap);
+            }
+            eps = w;
+        }
+        if l > top {
+            let mut e = self.entry.lock().unwrap_or_else(|e| e.into_inner());
+            if l > e.1 {
+                *e = (i, l);
+            }
+        }
+    }
+}
+
+/// A built graph, flat, ready to be written.
+pub struct Built {
+    dims: usize,
+    metric: Metric,
+    m: usize,
+    m0: usize,
+    entry: u32,
+    top: u8,
+    ids: Vec<u64>,
+    vecs: Vec<f32>,
+    l0: Vec<u32>,
+    upper_at: Vec<u32>,
+    upper: Vec<u32>,
+}
+
+/// Builds the graph of `ids` (entry `i` is node `ids[i]`) and their `vecs` (`dims`
+/// each, already [`Metric::prepare`]d), inserting on every core of the current rayon
+/// pool. `cancel` stops it between insertions.
+pub fn build(
+    dims: usize,
+    metric: Metric,
+    ids: Vec<u64>,
+    vecs: Vec<f32>,
+    p: &Params,
+    cancel: Option<&AtomicBool>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Built, VectorError> {
+    use rayon::prelude::*;
+    let n = ids.len();
+    assert_eq!(
+        vecs.len(),
+        n * dims,
+        "vectors of {dims} numbers for each id"
+    );
+    let m = p.m.max(2);
+    let m0 = 2 * m;
+    let levels: Vec<u8> = (0..n as u64).map(|i| level_of(i, m)).collect();
+    let links = levels
+        .iter()
+        .map(|&l| {
+            (0..=l as usize)
+                .map(|lc| Mutex::new(Vec::with_capacity(if lc == 0 { m0 } else { m })))
+                .collect()
+        })
+        .collect();
+    let b = Build {
+        dims,
+        m,
+        efc: p.ef_construction.max(m),
+        m0,
+        k: kernel(metric),
+        vecs: &vecs,
+        levels,
+        links,
+        entry: Mutex::new((0, 0)),
+    };
+    if n > 0 {
+        *b.entry.lock().unwrap_or_else(|e| e.into_inner()) = (0, b.levels[0]);
+        // The first few thousand one by one: the graph's top forms before threads race
+        // through it.
+        let serial = n.min(1024);
+        let mut s = Scratch::default();
+        for i in 1..serial {
+            b.insert(i as u32, &mut s);
+        }
+        let done = AtomicUsize::new(serial);
+        (serial..n)
+            .into_par_iter()
+            .with_min_len(256)
+            .try_for_each_init(Scratch::default, |s, i| {
+                if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
+                    return Err(VectorError::Cancelled);
+                }
+                b.insert(i as u32, s);
+                let d = done.fetch_add(1, AtOrd::Relaxed) + 1;
+                #[allow(clippy::manual_is_multiple_of)] // (1.87; the MSRV is 1.85)
+                if d % 65536 == 0 {
+                    progress(d as u64);
+                }
+                Ok(())
+            })?;
+    }
+    // Flatten.
+    let mut l0 = vec![0u32; n * (m0 + 1)];
+    let mut upper_at = vec![u32::MAX; n];
+    let mut upper = Vec::new();
+    for (i, ls) in b.links.iter().enumerate() {
+        let row = &mut l0[i * (m0 + 1)..(i + 1) * (m0 + 1)];
+        let v = ls[0].lock().unwrap_or_else(|e| e.into_inner());
+        row[0] = v.len() as u32;
+        row[1..1 + v.len()].copy_from_slice(&v);
+        if ls.len() > 1 {
+            upper_at[i] = upper.len() as u32;
+            for l in &ls[1..] {
+                let v = l.lock().unwrap_or_else(|e| e.into_inner());
+                upper.push(v.len() as u32);
+                upper.extend_from_slice(&v);
+                upper.extend(std::iter::repeat_n(0, m - v.len()));
+            }
+        }
+    }
+    let (entry, top) = *b.entry.lock().unwrap_or_else(|e| e.into_inner());
+    drop(b);
+    Ok(Built {
+        dims,
+        metric,
+        m,
+        m0,
+        entry,
+        top,
+        ids,
+        vecs,
+        l0,
+        upper_at,
+        upper,
+    })
+}
+
+const MAGIC: u64 = u64::from_le_bytes(*b"QVHNSW01");
+
+impl Built {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Writes the graph to `path` (synced); its size in bytes.
+    pub fn write(&self, path: &Path) -> Result<u64, VectorError> {
+        let io = |source| VectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let f = std::fs::File::create(path).map_err(io)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        let header: [u64; 8] = [
+            MAGIC,
+            self.dims as u64 | self.metric.code() << 32,
+            self.m as u64 | (self.m0 as u64) << 32,
+            self.entry as u64 | (self.top as u64) << 32,
+            self.ids.len() as u64,
+            self.upper.len() as u64,
+            0,
+            0,
+        ];
+        let mut bytes = 0u64;
+        let mut put =
+            |w: &mut std::io::BufWriter<std::fs::File>, b: &[u8]| -> std::io::Result<()> {
+                w.write_all(b)?;
+                let pad = (8 - b.len() % 8) % 8;
+                w.write_all(&[0u8; 8][..pad])?;
+                bytes += (b.len() + pad) as u64;
+                Ok(())
+            };
+        put(&mut w, bytemuck::cast_slice(&header)).map_err(io)?;
+        put(&mut w, bytemuck::cast_slice(&self.ids)).map_err(io)?;
+        put(&mut w, bytemuck::cast_slice(&self.vecs)).map_err(io)?;
+        put(&mut w, bytemuck::cast_slice(&self.l0)).map_err(io)?;
+        put(&mut w, bytemuck::cast_slice(&self.upper_at)).map_err(io)?;
+        put(&mut w, bytemuck::cast_slice(&self.upper)).map_err(io)?;
+        let f = w.into_inner().map_err(|e| io(e.into_error()))?;
+        f.sync_all().map_err(io)?;
+        Ok(bytes)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    /// Read whole (`u64`s: 8-byte aligned).
+    Owned(Vec<u64>),
+}
+
+/// A vector index file, open.
+pub struct VectorIndex {
+    bytes: Bytes,
+    dims: usize,
+    metric: Metric,
+    m: usize,
+    m0: usize,
+    entry: u32,
+    top: u8,
+    n: usize,
+    /// Byte offsets of the sections after the header.
+    at: [usize; 5],
+    lens: [usize; 5],
+    k: Kernel,
+}
+
+/// A view of an open index's arrays.
+struct View<'a> {
+    ix: &'a VectorIndex,
+    vecs: &'a [f32],
+    l0: &'a [u32],
+    upper_at: &'a [u32],
+    upper: &'a [u32],
+}
+
+impl Links for View<'_> {
+    #[inline]
+    fn vector(&self, i: u32) -> &[f32] {
+        let d = self.ix.dims;
+        &self.vecs[i as usize * d..(i as usize + 1) * d]
+    }
+    fn neighbours(&self, i: u32, level: u8, out: &mut Vec<u32>) {
+        out.clear();
+        let row: &[u32] = if level == 0 {
+            let w = self.ix.m0 + 1;
+            &self.l0[i as usize * w..(i as usize + 1) * w]
+        } else {
+            let at = self.upper_at[i as usize];
+            if at == u32::MAX {
+                return;
+            }
+            let w = self.ix.m + 1;
+            let s = at as usize + (level as usize - 1) * w;
+            match self.upper.get(s..s + w) {
+                Some(r) => r,
+                None => return,
+            }
+        };
+        let c = (row[0] as usize).min(row.len() - 1);
+        out.extend_from_slice(&row[1..1 + c]);
+    }
+    fn len(&self) -> usize {
+        self.ix.n
+    }
+}
+
+impl VectorIndex {
+    /// Opens the file at `path`: mapped (`mapped`, paged in as searches touch it) or
+    /// read whole.
+    pub fn open(path: &Path, mapped: bool) -> Result<VectorIndex, VectorError> {
+        let io = |source| VectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let bad = |what: &str| VectorError::Corrupt {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+        };
+        let f = std::fs::File::open(path).map_err(io)?;
+        let bytes = if mapped {
+            // SAFETY: the file is one of the database's immutable files (written once
+            // in its generation's folder, never changed after it was published).
+            Bytes::Mapped(unsafe { memmap2::Mmap::map(&f) }.map_err(io)?)
+        } else {
+            let len = f.metadata().map_err(io)?.len() as usize;
+            let mut v = vec![0u64; len.div_ceil(8)];
+            use std::io::Read;
+            let b: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+            (&f).read_exact(&mut b[..len]).map_err(io)?;
+            v.truncate(len / 8);
+            Bytes::Owned(v)
+        };
+        let raw: &[u8] = match &bytes {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => bytemuck::cast_slice(v),
+        };
+        if raw.len() < 64 {
+            return Err(bad("shorter than its header"));
+        }
+        let h: Vec<u64> = raw[..64]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        if h[0] != MAGIC {
+            return Err(bad("magic"));
+        }
+        let dims = (h[1] & 0xFFFF_FFFF) as usize;
+        let metric = match h[1] >> 32 {
+            1 => Metric::Cosine,
+            2 => Metric::Euclidean,
+            _ => return Err(bad("metric")),
+        };
+        let (m, m0) = ((h[2] & 0xFFFF_FFFF) as usize, (h[2] >> 32) as usize);
+        let (entry, top) = ((h[3] & 0xFFFF_FFFF) as u32, (h[3] >> 32) as u8);
+        let (n, upper_len) = (h[4] as usize, h[5] as usize);
+        if dims == 0 || m == 0 || m0 == 0 || (n > 0 && entry as usize >= n) {
+            return Err(bad("header"));
+        }
+        let round = |b: usize| b.div_ceil(8) * 8;
+        let lens = [n * 8, n * dims * 4, n * (m0 + 1) * 4, n * 4, upper_len * 4];
+        let mut at = [0usize; 5];
+        let mut off = 64;
+        for (a, l) in at.iter_mut().zip(lens) {
+            *a = off;
+            off += round(l);
+        }
+        if raw.len() < off {
+            return Err(bad("shorter than its sections"));
+        }
+        Ok(VectorIndex {
+            bytes,
+            dims,
+            metric,
+            m,
+            m0,
+            entry,
+            top,
+            n,
+            at,
+            lens,
+            k: kernel(metric),
+        })
+    }
+
+    fn raw(&self) -> &[u8] {
+        match &self.bytes {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    fn section(&self, s: usize) -> &[u8] {
+        &self.raw()[self.at[s]..self.at[s] + self.lens[s]]
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            ix: self,
+            vecs: bytemuck::cast_slice(self.section(1)),
+            l0: bytemuck::cast_slice(self.section(2)),
+            upper_at: bytemuck::cast_slice(self.section(3)),
+            upper: bytemuck::cast_slice(self.section(4)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// The node of entry `i`.
+    pub fn id(&self, i: u32) -> u64 {
+        let ids: &[u64] = bytemuck::cast_slice(self.section(0));
+        ids[i as usize]
+    }
+
+    /// Bytes of the file.
+    pub fn bytes(&self) -> u64 {
+        self.raw().len() as u64
+    }
+
+    /// The `k` entries nearest `q` (prepared for the metric) among those whose node
+    /// `accept` takes, nearest first, as (distance, node); `ef` (at least `k`) candidates
+    /// are kept while searching: more finds more of the true nearest, slower.
+    pub fn search(
+        &self,
+        q: &[f32],
+        k: usize,
+        ef: usize,
+        accept: &dyn Fn(u64) -> bool,
+    ) -> Vec<(f32, u64)> {
+        if self.n == 0 || k == 0 || q.len() != self.dims {
+            return Vec::new();
+        }
+        let v = self.view();
+        let mut s = Scratch::default();
+        let mut cur = self.entry;
+        let mut d = (self.k)(q, v.vector(cur));
+        let mut lc = self.top;
+        while lc > 0 {
+            (cur, d) = greedy(&v, self.k, q, cur, d, lc, &mut s);
+            lc -= 1;
+        }
+        let ids: &[u64] = bytemuck::cast_slice(self.section(0));
+        let found = search_layer(&v, self.k, q, &[(d, cur)], ef.max(k), 0, &mut s, &|e| {
+            accept(ids[e as usize])
+        });
+        found
+            .into_iter()
+            .take(k)
+            .map(|(d, e)| (d, ids[e as usize]))
+            .collect()
+    }
+
+    /// The distance of this index's metric between `a` and `b` (both prepared).
+    pub fn distance(&self, a: &[f32], b: &[f32]) -> f32 {
+        (self.k)(a, b)
+    }
+
+    /// Every entry's node and vector, in entry order (for a rebuild that keeps them).
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &[f32])> + '_ {
+        let ids: &[u64] = bytemuck::cast_slice(self.section(0));
+        let vecs: &[f32] = bytemuck::cast_slice(self.section(1));
+        ids.iter().copied().zip(vecs.chunks_exact(self.dims.max(1)))
+    }
+
+    /// The graph's node count and neighbour slots (for `SHOW INDEXES`-style details).
+    pub fn shape(&self) -> (usize, usize, usize) {
+        (self.n, self.m, self.m0)
+    }
+}
+
+/// The distance of `metric` between two prepared vectors (as an index computes it).
+pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
+    kernel(metric)(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn data(n: usize, dims: usize, seed: u64) -> Vec<f32> {
+        // Clustered, as embeddings are: 50 centres (the same for every seed: queries
+        // come from the data's distribution), points around them.
+        let mut c = rand_pcg::Pcg64::seed_from_u64(99);
+        let centres: Vec<Vec<f32>> = (0..50)
+            .map(|_| (0..dims).map(|_| c.random_range(-1.0..1.0)).collect())
+            .collect();
+        let mut r = rand_pcg::Pcg64::seed_from_u64(seed);
+        (0..n)
+            .flat_map(|_| {
+                let c = &centres[r.random_range(0..centres.len())];
+                c.iter()
+                    .map(|x| x + r.random_range(-0.3..0.3))
+                    .collect::<Vec<f32>>()
+            })
+            .collect()
+    }
+
+    /// Recall@10 of searches for 100 vectors (half the nodes filtered out when `filt`).
+    fn recall(metric: Metric, ef: usize, filt: bool, clustered: bool) -> f64 {
+        let (n, dims) = (20_000, 32);
+        let make = |n, seed| {
+            if clustered {
+                data(n, dims, seed)
+            } else {
+                let mut r = rand_pcg::Pcg64::seed_from_u64(seed);
+                (0..n * dims).map(|_| r.random_range(-1.0..1.0)).collect()
+            }
+        };
+        let mut vecs = make(n, 1);
+        for v in vecs.chunks_exact_mut(dims) {
+            assert!(metric.prepare(v));
+        }
+        let ids: Vec<u64> = (0..n as u64).map(|i| i * 3 + 7).collect();
+        let built = build(
+            dims,
+            metric,
+            ids.clone(),
+            vecs.clone(),
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.hnsw");
+        built.write(&path).unwrap();
+        let mut found = 0;
+        let mut total = 0;
+        for mapped in [true, false] {
+            let ix = VectorIndex::open(&path, mapped).unwrap();
+            assert_eq!(ix.len(), n);
+            let mut qs = make(100, 2);
+            for q in qs.chunks_exact_mut(dims) {
+                assert!(metric.prepare(q));
+                // Odd nodes only: the filter passes through the others (so half the
+                // candidates count: twice the default's).
+                let got = ix.search(q, 10, ef, &|id| !filt || id % 2 == 1);
+                assert!(got.iter().all(|(_, id)| !filt || id % 2 == 1));
+                assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
+                let mut exact: Vec<(f32, u64)> = vecs
+                    .chunks_exact(dims)
+                    .zip(&ids)
+                    .filter(|(_, id)| !filt || *id % 2 == 1)
+                    .map(|(v, &id)| (distance(metric, q, v), id))
+                    .collect();
+                exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let truth: Vec<u64> = exact.iter().take(10).map(|x| x.1).collect();
+                found += got.iter().filter(|(_, id)| truth.contains(id)).count();
+                total += 10;
+            }
+        }
+        found as f64 / total as f64
+    }
+
+    #[test]
+    fn cosine_search_finds_the_true_neighbours() {
+        let r = recall(Metric::Cosine, 100, true, true);
+        assert!(r >= 0.97, "recall@10 {r}");
+    }
+
+    #[test]
+    fn euclidean_search_finds_the_true_neighbours() {
+        let r = recall(Metric::Euclidean, 100, true, true);
+        assert!(r >= 0.97, "recall@10 {r}");
+    }
+
+    /// Uniform random vectors (no structure to exploit: the hard case): 0.98 measured.
+    #[test]
+    fn random_vectors_are_found_too() {
+        let r = recall(Metric::Euclidean, 100, false, false);
+        assert!(r >= 0.95, "recall@10 {r}");
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.hnsw");
+        std::fs::write(&path, b"not an index").unwrap();
+        assert!(matches!(
+            VectorIndex::open(&path, true),
+            Err(VectorError::Corrupt { .. })
+        ));
+        let mut vecs = data(100, 8, 3);
+        for v in vecs.chunks_exact_mut(8) {
+            Metric::Euclidean.prepare(v);
+        }
+        let b = build(
+            8,
+            Metric::Euclidean,
+            (0..100).collect(),
+            vecs,
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap();
+        b.write(&path).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+        assert!(matches!(
+            VectorIndex::open(&path, false),
+            Err(VectorError::Corrupt { .. })
+        ));
+        // Links past the entries (damaged in place) are skipped, not followed.
+        let mut bad = full.clone();
+        let l0_at = 64 + 100 * 8 + 100 * 8 * 4;
+        bad[l0_at + 4..l0_at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let ix = VectorIndex::open(&path, true).unwrap();
+        assert_eq!(ix.search(&[0.0; 8], 5, 20, &|_| true).len(), 5);
+    }
+
+    #[test]
+    fn empty_and_tiny_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.hnsw");
+        let b = build(
+            4,
+            Metric::Cosine,
+            vec![],
+            vec![],
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap();
+        b.write(&path).unwrap();
+        let ix = VectorIndex::open(&path, true).unwrap();
+        assert!(ix
+            .search(&[1.0, 0.0, 0.0, 0.0], 3, 10, &|_| true)
+            .is_empty());
+        let mut v = vec![1.0, 0.0, 0.0, 0.0];
+        Metric::Cosine.prepare(&mut v);
+        let b = build(
+            4,
+            Metric::Cosine,
+            vec![42],
+            v.clone(),
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap();
+        b.write(&path).unwrap();
+        let ix = VectorIndex::open(&path, true).unwrap();
+        let got = ix.search(&v, 3, 10, &|_| true);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1, 42);
+        assert!((Metric::Cosine.score(got[0].0) - 1.0).abs() < 1e-6);
+    }
+}
