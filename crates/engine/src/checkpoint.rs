@@ -592,6 +592,13 @@ impl Store {
                 ix.covers_nodes = 0;
             }
         }
+        for ix in m.vector_indexes.iter_mut() {
+            if folded.1.iter().any(|k| **k == *ix.property)
+                || changed_labels.iter().any(|l| **l == *ix.label)
+            {
+                ix.covers_nodes = 0;
+            }
+        }
 
         // Created relationships, per type: a new segment each, over their id range
         // (ids keep their relationships across the checkpoint, so commits beside it

@@ -292,14 +292,17 @@ pub fn vector_options(options: &Value) -> Result<(u32, String), QueryError> {
     Ok((dimensions, similarity))
 }
 
-/// Records vector index `meta` in a new generation.
+/// Builds vector index `meta` over the vectors the segments hold and records it in a
+/// new generation.
 pub fn vector_create_in(
     dir: &Path,
     db: &Database,
-    meta: quiver_storage::manifest::VectorIndexMeta,
+    mut meta: quiver_storage::manifest::VectorIndexMeta,
     held: bool,
+    budget: &MemoryBudget,
 ) -> Result<(), QueryError> {
     let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
+    crate::vector::build_into(&staging, db, &mut meta, budget)?;
     man.vector_indexes.push(meta);
     publish(staging, &man)?;
     Ok(())
@@ -360,6 +363,13 @@ pub fn refresh_in(
     let m = db.manifest();
     let n = db.n_nodes();
     let (staging, mut man) = next_generation(dir, m, held)?;
+    // Vector graphs that miss nodes a checkpoint wrote, or whose column or label it
+    // rewrote, are built again over what the segments hold now.
+    for v in man.vector_indexes.iter_mut() {
+        if v.covers_nodes < n {
+            crate::vector::build_into(&staging, db, v, budget)?;
+        }
+    }
     let mut kept = Vec::new();
     for mut meta in std::mem::take(&mut man.indexes) {
         if meta.covers_nodes >= n {
@@ -791,7 +801,9 @@ fn begin(dir: &Path, held: bool) -> Result<Staging, QueryError> {
 /// Whether an index misses nodes a checkpoint wrote after it was built.
 pub fn stale(db: &Database) -> bool {
     let n = db.n_nodes();
-    db.manifest().indexes.iter().any(|i| i.covers_nodes < n)
+    let m = db.manifest();
+    m.indexes.iter().any(|i| i.covers_nodes < n)
+        || m.vector_indexes.iter().any(|v| v.covers_nodes < n)
 }
 
 fn sanitize(s: &str) -> String {

@@ -23,6 +23,7 @@ pub mod ops;
 pub mod plan;
 pub mod procs;
 pub mod render;
+pub mod vector;
 /// The write operators and LOAD CSV live with the other operators, by family.
 pub use ops::{load, write};
 /// The value type lives in the engine (the delta stores values); re-exported here.
@@ -686,6 +687,9 @@ impl Session {
             property: prop,
             dimensions,
             similarity,
+            file: None,
+            covers_nodes: 0,
+            entries: 0,
         };
         let db = self.db();
         if let Some(v) =
@@ -708,8 +712,8 @@ impl Session {
             "vector index {} on :{}({}) created: {} dimensions, {}",
             meta.name, meta.label, meta.property, meta.dimensions, meta.similarity
         );
-        self.schema_ddl(t0, move |dir, db, _| {
-            index::vector_create_in(dir, db, meta, true)?;
+        self.schema_ddl(t0, move |dir, db, budget| {
+            index::vector_create_in(dir, db, meta, true, budget)?;
             Ok(shown)
         })
     }

@@ -395,69 +395,7 @@ fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, Quer
             ))
         }
     };
-    let cosine = ix.similarity == "cosine";
-    let qn = q.iter().map(|x| x * x).sum::<f64>().sqrt();
-    if cosine && qn == 0.0 {
-        return Ok(Vec::new());
-    }
-    let Some(label) = g.label_id(&ix.label) else {
-        return Ok(Vec::new());
-    };
-    let candidates = g.label_nodes(label, usize::MAX)?;
-    let by_score = |a: &(f64, u64), b: &(f64, u64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    // The k best of `v`, best first.
-    let best = |mut v: Vec<(f64, u64)>| {
-        if v.len() > k {
-            v.select_nth_unstable_by(k - 1, by_score);
-            v.truncate(k);
-        }
-        v.sort_by(by_score);
-        v
-    };
-    // Scored in morsels on every core, each keeping its k best.
-    use rayon::prelude::*;
-    let parts = candidates
-        .par_chunks(4096)
-        .map(|chunk| -> Result<Vec<(f64, u64)>, QueryError> {
-            let mut scored = Vec::new();
-            for &n in chunk {
-                let Value::List(x) = g.node_prop(n, &ix.property)? else {
-                    continue;
-                };
-                if x.len() != dims {
-                    continue;
-                }
-                // One pass over the stored list, no copy: dot product and norm, or the
-                // squared distance.
-                let (mut dot, mut xn, mut d2) = (0.0, 0.0, 0.0);
-                let mut numbers = true;
-                for (v, b) in x.iter().zip(&q) {
-                    let a = match v {
-                        Value::Float(f) => *f,
-                        Value::Int(i) => *i as f64,
-                        _ => {
-                            numbers = false;
-                            break;
-                        }
-                    };
-                    dot += a * b;
-                    xn += a * a;
-                    d2 += (a - b) * (a - b);
-                }
-                if !numbers || (cosine && xn == 0.0) {
-                    continue;
-                }
-                let score = if cosine {
-                    (1.0 + dot / (xn.sqrt() * qn)) / 2.0
-                } else {
-                    1.0 / (1.0 + d2)
-                };
-                scored.push((score, n));
-            }
-            Ok(best(scored))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let scored = best(parts.into_iter().flatten().collect());
+    let scored = crate::vector::query_nodes(g, &ix, &q, k)?;
     Ok(scored
         .into_iter()
         .map(|(s, n)| vec![Value::Node(n), Value::Float(s)])

@@ -39,9 +39,8 @@ pub struct Manifest {
     /// (`REQUIRE (n.a, n.b) IS UNIQUE`) is kept with the index on its first property.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<ConstraintMeta>,
-    /// Vector indexes (`CREATE VECTOR INDEX`): what is indexed and how it is compared.
-    /// A search reads the vectors where they are stored (an exact search); there is no
-    /// index file yet.
+    /// Vector indexes (`CREATE VECTOR INDEX`): what is indexed, how it is compared, and
+    /// the HNSW graph file over the nodes below `covers_nodes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vector_indexes: Vec<VectorIndexMeta>,
 }
@@ -55,6 +54,18 @@ pub struct VectorIndexMeta {
     pub property: String,
     pub dimensions: u32,
     pub similarity: String,
+    /// The HNSW graph (`quiver_vector`) of the vectors the segments held when it was
+    /// built; none before the first build (a search is then exact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<SegmentMeta>,
+    /// The graph holds the nodes below this id as they were when it was built; 0 after
+    /// a checkpoint rewrote the property's column or the label's nodes (the graph is
+    /// then rebuilt, and searched by no one until it is).
+    #[serde(default)]
+    pub covers_nodes: u64,
+    /// Vectors in the graph.
+    #[serde(default)]
+    pub entries: u64,
 }
 
 /// A named uniqueness constraint: no two nodes with `label` share the values of all of
@@ -150,6 +161,11 @@ impl Manifest {
         }
         v.extend(self.id_spaces.iter().map(|s| s.index.file.as_str()));
         v.extend(self.indexes.iter().map(|i| i.segment.file.as_str()));
+        v.extend(
+            self.vector_indexes
+                .iter()
+                .filter_map(|i| i.file.as_ref().map(|f| f.file.as_str())),
+        );
         v.extend(self.base_ops.iter().map(|s| s.file.as_str()));
         v
     }
