@@ -364,10 +364,10 @@ pub fn refresh_in(
     let n = db.n_nodes();
     let (staging, mut man) = next_generation(dir, m, held)?;
     // Vector graphs that miss nodes a checkpoint wrote, or whose column or label it
-    // rewrote, are built again over what the segments hold now.
+    // rewrote, are brought up to what the segments hold now.
     for v in man.vector_indexes.iter_mut() {
         if v.covers_nodes < n {
-            crate::vector::build_into(&staging, db, v, budget)?;
+            crate::vector::refresh_into(&staging, db, v, budget)?;
         }
     }
     let mut kept = Vec::new();

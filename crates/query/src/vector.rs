@@ -65,68 +65,65 @@ pub fn value_vector(v: &Value, dims: usize) -> Option<Vec<f32>> {
     }
 }
 
-/// Builds the graph of `meta` over the vectors the segments of `db` hold (the delta is
-/// not read: DDL checkpoints first, and a checkpoint's refresh runs on its generation),
-/// written into `staging`. Sets `file`, `covers_nodes` and `entries`.
-pub fn build_into(
-    staging: &Staging,
+/// Calls `f` with each node of `meta`'s label that the segments of `db` hold a vector
+/// of `meta`'s dimensions for (live nodes; the delta is not read: DDL checkpoints first,
+/// and a checkpoint's refresh runs on its generation), the vector prepared for the
+/// metric. `f` is also told when a row group is done (`None`), to account memory.
+fn scan(
     db: &Database,
-    meta: &mut VectorIndexMeta,
-    budget: &MemoryBudget,
+    meta: &VectorIndexMeta,
+    f: &mut dyn FnMut(Option<(u64, &[f32])>) -> Result<(), QueryError>,
 ) -> Result<(), QueryError> {
     let dims = meta.dimensions as usize;
     let metric = metric(meta);
     let g = Graph::new(db);
-    let mut ids = Vec::new();
-    let mut vecs: Vec<f32> = Vec::new();
-    let mut grant = budget.empty_grant("CREATE VECTOR INDEX");
-    let params = Params::default();
-    if let Some(lid) = g.label_id(&meta.label) {
-        for (t, check) in g.label_scan(lid).tables {
-            let table = &db.node_tables()[t];
-            let Some(col) = table
-                .meta
-                .columns
-                .iter()
-                .position(|c| c.name == meta.property)
-            else {
-                continue;
-            };
-            if Some(col) == table.meta.label_column {
-                continue;
-            }
-            let first = table.meta.first_node;
-            for (rg, rgm) in table.footer.row_groups.iter().enumerate() {
-                let base = first + rgm.first_row;
-                db.with_node_chunk(t, rg, col, |c| -> Result<(), QueryError> {
-                    for i in 0..c.len() {
-                        let node = base + i as u64;
-                        if check && !g.has_label(node, lid)? || db.node_deleted(node) {
-                            continue;
-                        }
-                        let at = vecs.len();
-                        if chunk_vector(c, i, dims, &mut vecs) {
-                            if metric.prepare(&mut vecs[at..]) {
-                                ids.push(node);
-                            } else {
-                                vecs.truncate(at);
-                            }
-                        }
+    let Some(lid) = g.label_id(&meta.label) else {
+        return Ok(());
+    };
+    let mut v: Vec<f32> = Vec::with_capacity(dims);
+    for (t, check) in g.label_scan(lid).tables {
+        let table = &db.node_tables()[t];
+        let Some(col) = table
+            .meta
+            .columns
+            .iter()
+            .position(|c| c.name == meta.property)
+        else {
+            continue;
+        };
+        if Some(col) == table.meta.label_column {
+            continue;
+        }
+        let first = table.meta.first_node;
+        for (rg, rgm) in table.footer.row_groups.iter().enumerate() {
+            let base = first + rgm.first_row;
+            db.with_node_chunk(t, rg, col, |c| -> Result<(), QueryError> {
+                for i in 0..c.len() {
+                    let node = base + i as u64;
+                    if check && !g.has_label(node, lid)? || db.node_deleted(node) {
+                        continue;
                     }
-                    Ok(())
-                })??;
-                // The build's peak, for what is gathered so far.
-                let need = quiver_vector::build_bytes(ids.len() as u64, dims as u64, &params);
-                let held = grant.bytes();
-                if need > held {
-                    account(&mut grant, need - held, "CREATE VECTOR INDEX")?;
+                    v.clear();
+                    if chunk_vector(c, i, dims, &mut v) && metric.prepare(&mut v) {
+                        f(Some((node, &v)))?;
+                    }
                 }
-            }
+                Ok(())
+            })??;
+            f(None)?;
         }
     }
-    let n = ids.len() as u64;
-    let built = quiver_vector::build(dims, metric, ids, vecs, &params, None, &|_| {})
-        .map_err(|e| QueryError::Index(e.to_string()))?;
+    Ok(())
+}
+
+/// Writes `built` into `staging` as `meta`'s graph and records it.
+fn record(
+    staging: &Staging,
+    db: &Database,
+    meta: &mut VectorIndexMeta,
+    built: quiver_vector::Built,
+    live: u64,
+) -> Result<(), QueryError> {
     let name: String = meta
         .name
         .chars()
@@ -138,8 +135,116 @@ pub fn build_into(
         .map_err(|e| QueryError::Index(e.to_string()))?;
     meta.file = Some(SegmentMeta { file: rel, bytes });
     meta.covers_nodes = db.n_nodes();
-    meta.entries = n;
+    meta.entries = live;
     Ok(())
+}
+
+/// Grows `grant` to what a build of `n` vectors holds at its peak.
+fn grant_for(
+    grant: &mut quiver_common::memory::Grant,
+    n: u64,
+    dims: u64,
+    p: &Params,
+) -> Result<(), QueryError> {
+    let need = quiver_vector::build_bytes(n, dims, p);
+    let held = grant.bytes();
+    if need > held {
+        account(grant, need - held, "CREATE VECTOR INDEX")?;
+    }
+    Ok(())
+}
+
+/// Builds the graph of `meta` over the vectors the segments of `db` hold, written into
+/// `staging`. Sets `file`, `covers_nodes` and `entries`.
+pub fn build_into(
+    staging: &Staging,
+    db: &Database,
+    meta: &mut VectorIndexMeta,
+    budget: &MemoryBudget,
+) -> Result<(), QueryError> {
+    let dims = meta.dimensions as usize;
+    let params = Params::default();
+    let mut grant = budget.empty_grant("CREATE VECTOR INDEX");
+    let mut ids = Vec::new();
+    let mut vecs: Vec<f32> = Vec::new();
+    scan(db, meta, &mut |x| {
+        match x {
+            Some((node, v)) => {
+                ids.push(node);
+                vecs.extend_from_slice(v);
+            }
+            None => grant_for(&mut grant, ids.len() as u64, dims as u64, &params)?,
+        }
+        Ok(())
+    })?;
+    let n = ids.len() as u64;
+    let built = quiver_vector::build(dims, metric(meta), ids, vecs, &params, None, &|_| {})
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    record(staging, db, meta, built, n)
+}
+
+/// Brings `meta`'s graph up to what the segments of `db` hold after a checkpoint: its
+/// entries whose node was deleted, lost the label or the vector, or has another vector
+/// now are marked dead, and the vectors it lacks are inserted. A copy of the graph and
+/// the new insertions, not a build: adding 1,000 vectors to a million-vector graph
+/// is seconds, not the minute of a build. Built again whole when it has no graph,
+/// cannot read it, or more than half its entries would be dead.
+pub fn refresh_into(
+    staging: &Staging,
+    db: &Database,
+    meta: &mut VectorIndexMeta,
+    budget: &MemoryBudget,
+) -> Result<(), QueryError> {
+    let dims = meta.dimensions as usize;
+    let old = meta.file.as_ref().and_then(|f| {
+        VectorIndex::open(&db.dir().join(&f.file), db.mode() == OpenMode::Mapped).ok()
+    });
+    let Some(old) = old.filter(|o| o.dims() == dims && o.metric() == metric(meta)) else {
+        return build_into(staging, db, meta, budget);
+    };
+    let params = Params::default();
+    let mut grant = budget.empty_grant("CREATE VECTOR INDEX");
+    // The old graph's live entries by node (24 bytes or so an entry).
+    account(&mut grant, old.len() as u64 * 24, "CREATE VECTOR INDEX")?;
+    let mut at: hashbrown::HashMap<u64, u32> = hashbrown::HashMap::with_capacity(old.len());
+    for (e, (id, _)) in old.entries().enumerate() {
+        if id != quiver_vector::DEAD {
+            at.insert(id, e as u32);
+        }
+    }
+    let mut kept = vec![false; old.len()];
+    let mut ids = Vec::new();
+    let mut vecs: Vec<f32> = Vec::new();
+    scan(db, meta, &mut |x| {
+        match x {
+            Some((node, v)) => match at.get(&node) {
+                Some(&e) if old.vector(e) == v => kept[e as usize] = true,
+                _ => {
+                    ids.push(node);
+                    vecs.extend_from_slice(v);
+                }
+            },
+            None => {
+                let total = (old.len() + ids.len()) as u64;
+                grant_for(&mut grant, total, dims as u64, &params)?;
+            }
+        }
+        Ok(())
+    })?;
+    let alive = kept.iter().filter(|&&k| k).count();
+    if alive < old.len() / 2 {
+        drop((old, at, kept, ids, vecs));
+        return build_into(staging, db, meta, budget);
+    }
+    let dead: Vec<u32> = at
+        .values()
+        .copied()
+        .filter(|&e| !kept[e as usize])
+        .collect();
+    let live = (alive + ids.len()) as u64;
+    let built = quiver_vector::extend(&old, &dead, ids, vecs, &params, None, &|_| {})
+        .map_err(|e| QueryError::Index(e.to_string()))?;
+    record(staging, db, meta, built, live)
 }
 
 /// Open graphs by file (files are immutable, so the path names one graph): a few, the

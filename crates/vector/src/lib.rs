@@ -630,6 +630,10 @@ pub struct Built {
     upper: Vec<u32>,
 }
 
+/// The node of an entry that no longer stands for one (its node was deleted or its
+/// vector changed since the graph was built): searches walk through it, never return it.
+pub const DEAD: u64 = u64::MAX;
+
 /// Builds the graph of `ids` (entry `i` is node `ids[i]`) and their `vecs` (`dims`
 /// each, already [`Metric::prepare`]d), inserting on every core of the current rayon
 /// pool. `cancel` stops it between insertions.
@@ -642,25 +646,113 @@ pub fn build(
     cancel: Option<&AtomicBool>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Built, VectorError> {
+    grow(None, &[], dims, metric, ids, vecs, p, cancel, progress)
+}
+
+/// The graph of `old` with `ids` and `vecs` inserted after its entries, and its entries
+/// `dead` marked [`DEAD`] (kept for searches to walk through): what a checkpoint's
+/// writes ask of a built graph, at the cost of copying it and inserting the new
+/// vectors, not of building it all again. Built with `old`'s `m`.
+#[allow(clippy::too_many_arguments)]
+pub fn extend(
+    old: &VectorIndex,
+    dead: &[u32],
+    ids: Vec<u64>,
+    vecs: Vec<f32>,
+    p: &Params,
+    cancel: Option<&AtomicBool>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Built, VectorError> {
+    let p = Params { m: old.m, ..*p };
+    grow(
+        Some(old),
+        dead,
+        old.dims,
+        old.metric,
+        ids,
+        vecs,
+        &p,
+        cancel,
+        progress,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grow(
+    old: Option<&VectorIndex>,
+    dead: &[u32],
+    dims: usize,
+    metric: Metric,
+    mut ids: Vec<u64>,
+    mut vecs: Vec<f32>,
+    p: &Params,
+    cancel: Option<&AtomicBool>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Built, VectorError> {
     use rayon::prelude::*;
-    let n = ids.len();
     assert_eq!(
         vecs.len(),
-        n * dims,
+        ids.len() * dims,
         "vectors of {dims} numbers for each id"
     );
     let m = p.m.clamp(2, 64);
     let m0 = 2 * m;
-    let levels: Vec<u8> = (0..n as u64).map(|i| level_of(i, m)).collect();
-    let upper = levels
-        .iter()
-        .map(|&l| {
+    // The old graph's entries first, as they were.
+    let n_old = old.map_or(0, |o| o.n);
+    let mut levels: Vec<u8> = Vec::new();
+    let mut upper: Vec<Box<[Mutex<Vec<u32>>]>> = Vec::new();
+    let mut l0: Vec<AtomicU32> = Vec::new();
+    let mut entry = (0u32, 0u8);
+    if let Some(o) = old {
+        let v = o.view();
+        let mut all_ids: Vec<u64> = bytemuck::cast_slice::<u8, u64>(o.section(0)).to_vec();
+        for &d in dead {
+            if let Some(x) = all_ids.get_mut(d as usize) {
+                *x = DEAD;
+            }
+        }
+        all_ids.append(&mut ids);
+        ids = all_ids;
+        let mut all_vecs = v.vecs.to_vec();
+        all_vecs.append(&mut vecs);
+        vecs = all_vecs;
+        l0.extend(v.l0.iter().map(|&w| AtomicU32::new(w & !LOCKED)));
+        for i in 0..n_old {
+            let at = v.upper_at[i];
+            // Levels from where the next entry's upper levels start.
+            let l = if at == u32::MAX {
+                0
+            } else {
+                let end = v.upper_at[i + 1..]
+                    .iter()
+                    .find(|&&x| x != u32::MAX)
+                    .map_or(v.upper.len(), |&x| x as usize);
+                ((end.saturating_sub(at as usize)) / (m + 1)).min(15)
+            };
+            levels.push(l as u8);
+            upper.push(
+                (1..=l)
+                    .map(|lc| {
+                        let mut out = Vec::with_capacity(m);
+                        v.with_neighbours(i as u32, lc as u8, |x| out.extend_from_slice(x));
+                        Mutex::new(out)
+                    })
+                    .collect(),
+            );
+        }
+        entry = (o.entry, o.top);
+    }
+    let n = ids.len();
+    for i in n_old..n {
+        let l = level_of(i as u64, m);
+        levels.push(l);
+        upper.push(
             (1..=l as usize)
                 .map(|_| Mutex::new(Vec::with_capacity(m)))
-                .collect()
-        })
-        .collect();
-    let l0 = (0..n * (m0 + 1)).map(|_| AtomicU32::new(0)).collect();
+                .collect(),
+        );
+    }
+    l0.extend((0..(n - n_old) * (m0 + 1)).map(|_| AtomicU32::new(0)));
     let b = Build {
         dims,
         m,
@@ -671,16 +763,19 @@ pub fn build(
         levels,
         l0,
         upper,
-        entry: Mutex::new((0, 0)),
+        entry: Mutex::new(entry),
     };
-    if n > 0 {
-        *b.entry.lock().unwrap_or_else(|e| e.into_inner()) = (0, b.levels[0]);
-        // The first few thousand one by one: the graph's top forms before threads race
-        // through it.
-        let serial = n.min(1024);
-        let mut s = Scratch::default();
-        for i in 1..serial {
-            b.insert(i as u32, &mut s);
+    if n > n_old {
+        let mut serial = n_old;
+        if n_old == 0 {
+            *b.entry.lock().unwrap_or_else(|e| e.into_inner()) = (0, b.levels[0]);
+            // The first thousand one by one: the graph's top forms before threads race
+            // through it.
+            serial = n.min(1024);
+            let mut s = Scratch::default();
+            for i in 1..serial {
+                b.insert(i as u32, &mut s);
+            }
         }
         let done = AtomicUsize::new(serial);
         (serial..n)
@@ -994,7 +1089,7 @@ impl VectorIndex {
         }
         let ids: &[u64] = bytemuck::cast_slice(self.section(0));
         let found = search_layer(&v, self.k, q, &[(d, cur)], ef.max(k), 0, &mut s, &|e| {
-            accept(ids[e as usize])
+            ids[e as usize] != DEAD && accept(ids[e as usize])
         });
         found
             .into_iter()
@@ -1008,7 +1103,21 @@ impl VectorIndex {
         (self.k)(a, b)
     }
 
-    /// Every entry's node and vector, in entry order (for a rebuild that keeps them).
+    /// Entries that stand for a node (not [`DEAD`]).
+    pub fn live(&self) -> usize {
+        let ids: &[u64] = bytemuck::cast_slice(self.section(0));
+        ids.iter().filter(|&&x| x != DEAD).count()
+    }
+
+    /// The vector of entry `i` (as prepared when it was inserted).
+    pub fn vector(&self, i: u32) -> &[f32] {
+        let d = self.dims;
+        let vecs: &[f32] = bytemuck::cast_slice(self.section(1));
+        &vecs[i as usize * d..(i as usize + 1) * d]
+    }
+
+    /// Every entry's node ([`DEAD`] for one that stands for none any more) and vector,
+    /// in entry order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, &[f32])> + '_ {
         let ids: &[u64] = bytemuck::cast_slice(self.section(0));
         let vecs: &[f32] = bytemuck::cast_slice(self.section(1));
@@ -1123,6 +1232,71 @@ mod tests {
     fn random_vectors_are_found_too() {
         let r = recall(Metric::Euclidean, 100, false, false);
         assert!(r >= 0.95, "recall@10 {r}");
+    }
+
+    /// A graph extended with new vectors and with entries marked dead finds the live
+    /// ones as a graph built over them from scratch does, and never returns the dead.
+    #[test]
+    fn extended_graphs_find_new_vectors_and_drop_dead_ones() {
+        let (n, dims) = (10_000, 24);
+        let metric = Metric::Cosine;
+        let mut vecs = data(2 * n, dims, 4);
+        for v in vecs.chunks_exact_mut(dims) {
+            assert!(metric.prepare(v));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (p1, p2) = (dir.path().join("a.hnsw"), dir.path().join("b.hnsw"));
+        let ids: Vec<u64> = (0..n as u64).collect();
+        build(
+            dims,
+            metric,
+            ids,
+            vecs[..n * dims].to_vec(),
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap()
+        .write(&p1)
+        .unwrap();
+        let old = VectorIndex::open(&p1, true).unwrap();
+        // Every third old entry dies; the second half arrives.
+        let dead: Vec<u32> = (0..n as u32).filter(|i| i % 3 == 0).collect();
+        let new_ids: Vec<u64> = (n as u64..2 * n as u64).collect();
+        extend(
+            &old,
+            &dead,
+            new_ids,
+            vecs[n * dims..].to_vec(),
+            &Params::default(),
+            None,
+            &|_| {},
+        )
+        .unwrap()
+        .write(&p2)
+        .unwrap();
+        let ix = VectorIndex::open(&p2, true).unwrap();
+        assert_eq!(ix.len(), 2 * n);
+        let live = |id: u64| id >= n as u64 || id % 3 != 0;
+        let mut qs = data(100, dims, 5);
+        let (mut found, mut total) = (0, 0);
+        for q in qs.chunks_exact_mut(dims) {
+            metric.prepare(q);
+            let got = ix.search(q, 10, 100, &|_| true);
+            assert!(got.iter().all(|&(_, id)| id != DEAD && live(id)), "{got:?}");
+            let mut exact: Vec<(f32, u64)> = vecs
+                .chunks_exact(dims)
+                .enumerate()
+                .filter(|&(i, _)| live(i as u64))
+                .map(|(i, v)| (distance(metric, q, v), i as u64))
+                .collect();
+            exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let truth: Vec<u64> = exact.iter().take(10).map(|x| x.1).collect();
+            found += got.iter().filter(|(_, id)| truth.contains(id)).count();
+            total += 10;
+        }
+        let r = found as f64 / total as f64;
+        assert!(r >= 0.97, "recall@10 after extending: {r}");
     }
 
     #[test]
