@@ -548,9 +548,12 @@ pub enum Command {
     CreateVectorIndex {
         name: Expr,
         if_not_exists: bool,
+        /// A label, or a relationship type when `relationship`.
         label: String,
         prop: String,
         options: Option<Expr>,
+        /// `FOR ()-[r:TYPE]-() ON r.prop`.
+        relationship: bool,
     },
     /// `DROP INDEX name [IF EXISTS]`.
     DropIndexNamed {

@@ -1948,6 +1948,38 @@ impl Parser<'_> {
 
     /// `FOR (n:Label) ON (n.prop)` (the parentheses around `n.prop` optional, as a
     /// vector index writes it): the label and the property.
+    /// `FOR ()-[r:TYPE]-() ON r.prop` (either arrow, or none): the type and property.
+    fn for_type_on_prop(&mut self) -> R<(String, String)> {
+        self.expect_kw("FOR")?;
+        self.expect_p("(")?;
+        self.expect_p(")")?;
+        if !self.eat_p("<-") {
+            self.expect_p("-")?;
+        }
+        self.expect_p("[")?;
+        let v = self.name("a variable")?;
+        self.expect_p(":")?;
+        let ty = self.any_name("a relationship type")?;
+        self.expect_p("]")?;
+        if !self.eat_p("->") {
+            self.expect_p("-")?;
+        }
+        self.expect_p("(")?;
+        self.expect_p(")")?;
+        self.expect_kw("ON")?;
+        let paren = self.eat_p("(");
+        let v2 = self.name("a variable")?;
+        if v2 != v {
+            return self.err(&format!("the variable {v}"));
+        }
+        self.expect_p(".")?;
+        let prop = self.any_name("a property")?;
+        if paren {
+            self.expect_p(")")?;
+        }
+        Ok((ty, prop))
+    }
+
     fn for_label_on_prop(&mut self) -> R<(String, String)> {
         self.expect_kw("FOR")?;
         self.expect_p("(")?;
@@ -2183,7 +2215,14 @@ impl Parser<'_> {
                 _ => Expr::Str(self.any_name("an index name")?),
             };
             let if_not_exists = self.if_not_exists()?;
-            let (label, prop) = self.for_label_on_prop()?;
+            let relationship = self.is_kw("FOR")
+                && matches!(self.peek_at(1), Tok::Punct(x) if *x == "(")
+                && matches!(self.peek_at(2), Tok::Punct(x) if *x == ")");
+            let (label, prop) = if relationship {
+                self.for_type_on_prop()?
+            } else {
+                self.for_label_on_prop()?
+            };
             // `WITH [n.a, n.b]`: properties to filter on (Neo4j 2025); kept by nothing.
             if self.eat_kw("WITH") {
                 self.expr()?;
@@ -2199,6 +2238,7 @@ impl Parser<'_> {
                 label,
                 prop,
                 options,
+                relationship,
             }
         } else if self.is_kw("DROP")
             && self.is_kw_at(1, "INDEX")

@@ -302,7 +302,9 @@ pub fn vector_create_in(
     budget: &MemoryBudget,
 ) -> Result<(), QueryError> {
     let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
-    crate::vector::build_into(&staging, db, &mut meta, budget)?;
+    if !meta.relationship {
+        crate::vector::build_into(&staging, db, &mut meta, budget)?;
+    }
     man.vector_indexes.push(meta);
     publish(staging, &man)?;
     Ok(())
@@ -366,7 +368,7 @@ pub fn refresh_in(
     // Vector graphs that miss nodes a checkpoint wrote, or whose column or label it
     // rewrote, are brought up to what the segments hold now.
     for v in man.vector_indexes.iter_mut() {
-        if v.covers_nodes < n {
+        if v.covers_nodes < n && !v.relationship {
             crate::vector::refresh_into(&staging, db, v, budget)?;
         }
     }
@@ -803,7 +805,9 @@ pub fn stale(db: &Database) -> bool {
     let n = db.n_nodes();
     let m = db.manifest();
     m.indexes.iter().any(|i| i.covers_nodes < n)
-        || m.vector_indexes.iter().any(|v| v.covers_nodes < n)
+        || m.vector_indexes
+            .iter()
+            .any(|v| v.covers_nodes < n && !v.relationship)
 }
 
 fn sanitize(s: &str) -> String {

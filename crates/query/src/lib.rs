@@ -663,7 +663,7 @@ impl Session {
         params: &Params,
         name: &quiver_cypher::ast::Expr,
         if_not_exists: bool,
-        label: String,
+        (label, relationship): (String, bool),
         prop: String,
         options: Option<quiver_cypher::ast::Expr>,
     ) -> Result<Summary, QueryError> {
@@ -690,13 +690,15 @@ impl Session {
             file: None,
             covers_nodes: 0,
             entries: 0,
+            relationship,
         };
         let db = self.db();
-        if let Some(v) =
-            db.manifest().vector_indexes.iter().find(|v| {
-                v.name == meta.name || (v.label == meta.label && v.property == meta.property)
-            })
-        {
+        if let Some(v) = db.manifest().vector_indexes.iter().find(|v| {
+            v.name == meta.name
+                || (v.label == meta.label
+                    && v.property == meta.property
+                    && v.relationship == meta.relationship)
+        }) {
             if if_not_exists {
                 return Ok(summary_msg(
                     t0,
@@ -708,9 +710,14 @@ impl Session {
                 v.name, v.label, v.property
             )));
         }
+        let on = if meta.relationship {
+            format!("()-[:{}]-() ({})", meta.label, meta.property)
+        } else {
+            format!(":{}({})", meta.label, meta.property)
+        };
         let shown = format!(
-            "vector index {} on :{}({}) created: {} dimensions, {}",
-            meta.name, meta.label, meta.property, meta.dimensions, meta.similarity
+            "vector index {} on {on} created: {} dimensions, {}",
+            meta.name, meta.dimensions, meta.similarity
         );
         self.schema_ddl(t0, move |dir, db, budget| {
             index::vector_create_in(dir, db, meta, true, budget)?;
@@ -969,7 +976,16 @@ impl Session {
                 label,
                 prop,
                 options,
-            } => self.create_vector_index(t0, params, &name, if_not_exists, label, prop, options),
+                relationship,
+            } => self.create_vector_index(
+                t0,
+                params,
+                &name,
+                if_not_exists,
+                (label, relationship),
+                prop,
+                options,
+            ),
             Command::DropIndexNamed { name, if_exists } => {
                 self.drop_index_named(t0, &name, if_exists)
             }
@@ -1001,7 +1017,11 @@ impl Session {
                     .collect();
                 let mut rows: Vec<Vec<Value>> = rows;
                 for v in &db.manifest().vector_indexes {
-                    rows.push(index_row(
+                    let kind = match (v.relationship, &v.file) {
+                        (false, Some(_)) => ("vector (HNSW)", Value::Int(v.entries as i64)),
+                        _ => ("vector (exact search)", Value::Null),
+                    };
+                    let mut row = index_row(
                         rows.len() + 1,
                         &v.name,
                         ("VECTOR", "vector-2.0"),
@@ -1011,8 +1031,12 @@ impl Session {
                             ("vector.dimensions", Value::Int(v.dimensions as i64)),
                             ("vector.similarity_function", Value::str(&v.similarity)),
                         ],
-                        ("vector (exact search)", Value::Null),
-                    ));
+                        kind,
+                    );
+                    if v.relationship {
+                        row[5] = Value::str("RELATIONSHIP");
+                    }
+                    rows.push(row);
                 }
                 table(
                     &db,

@@ -333,16 +333,16 @@ fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError
     Ok(vec![vec![Value::list(nodes), Value::list(rels)]])
 }
 
-/// `db.index.vector.queryNodes(index, k, vector)`: the `k` nodes of the index's label
-/// whose vectors score highest against `vector`, best first, with Neo4j's scores
-/// ((1 + cosine) / 2, or 1 / (1 + squared distance)). An exact search: every node of
-/// the label is scored (segments and the delta alike, so it follows every write); a
-/// node whose property is not a list of the index's dimensions is not a candidate.
-fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+/// The index, `k` and query vector of a `db.index.vector.query*` call (`what`: its
+/// signature, for the error of a wrong call), checked against the index's kind.
+fn vector_args(
+    g: &Graph,
+    args: &[Value],
+    what: &str,
+    relationship: bool,
+) -> Result<(quiver_storage::manifest::VectorIndexMeta, usize, Vec<f64>), QueryError> {
     let [name, k, query] = args else {
-        return Err(QueryError::Argument(
-            "db.index.vector.queryNodes(indexName, numberOfNearestNeighbours, query)".into(),
-        ));
+        return Err(QueryError::Argument(what.into()));
     };
     let Value::Str(name) = name else {
         return Err(QueryError::ty("the vector index's name must be a string"));
@@ -357,6 +357,16 @@ fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, Quer
             "there is no vector index named {name}; SHOW INDEXES lists them"
         )));
     };
+    if ix.relationship != relationship {
+        let (is, call) = if ix.relationship {
+            ("relationships", "db.index.vector.queryRelationships")
+        } else {
+            ("nodes", "db.index.vector.queryNodes")
+        };
+        return Err(QueryError::Procedure(format!(
+            "vector index {name} indexes {is}: call {call}"
+        )));
+    }
     let k = match k {
         Value::Int(k) if *k >= 1 => *k as usize,
         v => {
@@ -369,36 +379,55 @@ fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, Quer
             ))
         }
     };
-    let as_vec = |v: &Value| -> Option<Vec<f64>> {
-        match v {
-            Value::List(l) => l
-                .iter()
-                .map(|x| match x {
-                    Value::Int(i) => Some(*i as f64),
-                    Value::Float(f) => Some(*f),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        }
-    };
     let dims = ix.dimensions as usize;
-    let q = match as_vec(query) {
-        Some(q) if q.len() == dims => q,
-        _ => {
-            return Err(QueryError::ArgumentValue(
-                quiver_cypher::Detail::InvalidArgumentValue,
-                format!(
-                    "the query vector of index {} must be a list of {dims} numbers",
-                    ix.name
-                ),
-            ))
-        }
+    let q: Option<Vec<f64>> = match query {
+        Value::List(l) if l.len() == dims => l
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => Some(*i as f64),
+                Value::Float(f) => Some(*f),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
     };
+    let Some(q) = q else {
+        return Err(QueryError::ArgumentValue(
+            quiver_cypher::Detail::InvalidArgumentValue,
+            format!(
+                "the query vector of index {} must be a list of {dims} numbers",
+                ix.name
+            ),
+        ));
+    };
+    Ok((ix, k, q))
+}
+
+/// `db.index.vector.queryNodes(index, k, vector)`: the `k` nodes of the index's label
+/// whose vectors score highest against `vector`, best first, with Neo4j's scores
+/// ((1 + cosine) / 2, or 1 / (1 + squared distance)), from the index's HNSW graph and
+/// the delta ([`crate::vector::query_nodes`]); a node whose property is not a list of
+/// the index's dimensions is not a candidate.
+fn vector_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let what = "db.index.vector.queryNodes(indexName, numberOfNearestNeighbours, query)";
+    let (ix, k, q) = vector_args(g, args, what, false)?;
     let scored = crate::vector::query_nodes(g, &ix, &q, k)?;
     Ok(scored
         .into_iter()
         .map(|(s, n)| vec![Value::Node(n), Value::Float(s)])
+        .collect())
+}
+
+/// `db.index.vector.queryRelationships(index, k, vector)`: as
+/// [`vector_query_nodes`] for the relationships of the index's type, searched exactly
+/// ([`crate::vector::query_relationships`]).
+fn vector_query_relationships(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let what = "db.index.vector.queryRelationships(indexName, numberOfNearestNeighbours, query)";
+    let (ix, k, q) = vector_args(g, args, what, true)?;
+    let scored = crate::vector::query_relationships(g, &ix, &q, k)?;
+    Ok(scored
+        .into_iter()
+        .map(|(s, r)| vec![Value::Rel(r), Value::Float(s)])
         .collect())
 }
 
@@ -494,6 +523,20 @@ fn make_builtins() -> Vec<Procedure> {
                 ("relationships".into(), PType::Other),
             ],
             body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            name: "db.index.vector.queryRelationships".into(),
+            inputs: vec![
+                ("indexName".into(), PType::String),
+                ("numberOfNearestNeighbours".into(), PType::Integer),
+                ("query".into(), PType::Other),
+            ],
+            optional: 0,
+            outputs: vec![
+                ("relationship".into(), PType::Other),
+                ("score".into(), PType::Float),
+            ],
+            body: Body::Builtin(vector_query_relationships),
         },
         Procedure {
             name: "db.index.vector.queryNodes".into(),

@@ -349,3 +349,66 @@ pub fn query_nodes(
         .map(|(d, n)| (metric.score(d), n))
         .collect())
 }
+
+/// The `k` relationships of `meta`'s type whose vectors are nearest `q`, best first,
+/// with Neo4j's scores: every relationship of the type is scored (segments and delta
+/// alike), in morsels of source nodes on every core. No graph yet.
+pub fn query_relationships(
+    g: &Graph,
+    meta: &VectorIndexMeta,
+    q: &[f64],
+    k: usize,
+) -> Result<Vec<(f64, crate::value::RelRef)>, QueryError> {
+    use rayon::prelude::*;
+    let dims = meta.dimensions as usize;
+    let metric = metric(meta);
+    let mut qv: Vec<f32> = q.iter().map(|x| *x as f32).collect();
+    if !metric.prepare(&mut qv) {
+        return Ok(Vec::new());
+    }
+    let Some(ty) = g.rel_type_id(&meta.label) else {
+        return Ok(Vec::new());
+    };
+    let n = g.n_nodes();
+    let by = |a: &(f32, crate::value::RelRef), b: &(f32, crate::value::RelRef)| {
+        a.0.total_cmp(&b.0)
+            .then((a.1.src, a.1.eid).cmp(&(b.1.src, b.1.eid)))
+    };
+    let starts: Vec<u64> = (0..n).step_by(4096).collect();
+    let parts = starts
+        .par_iter()
+        .map(
+            |&lo| -> Result<Vec<(f32, crate::value::RelRef)>, QueryError> {
+                let mut best = Vec::new();
+                let mut rels = Vec::new();
+                for node in lo..(lo + 4096).min(n) {
+                    if !g.node_live(node) {
+                        continue;
+                    }
+                    rels.clear();
+                    g.step_rels(&[ty], quiver_cypher::ast::Dir::Out, node, &mut rels)?;
+                    for (_, r) in rels.drain(..) {
+                        let Some(mut v) = value_vector(&g.rel_prop(&r, &meta.property)?, dims)
+                        else {
+                            continue;
+                        };
+                        if metric.prepare(&mut v) {
+                            best.push((quiver_vector::distance(metric, &qv, &v), r));
+                        }
+                    }
+                    if best.len() > 4 * k + 1024 {
+                        best.sort_by(by);
+                        best.truncate(k);
+                    }
+                }
+                best.sort_by(by);
+                best.truncate(k);
+                Ok(best)
+            },
+        )
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut all: Vec<(f32, crate::value::RelRef)> = parts.into_iter().flatten().collect();
+    all.sort_by(by);
+    all.truncate(k);
+    Ok(all.into_iter().map(|(d, r)| (metric.score(d), r)).collect())
+}

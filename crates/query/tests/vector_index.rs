@@ -221,3 +221,77 @@ fn vector_index_search_follows_writes_checkpoints_and_reopens() {
     run(&mut s, "DROP INDEX docs").unwrap();
     assert!(s.db().manifest().vector_indexes.is_empty());
 }
+
+/// Relationship vector indexes (`FOR ()-[r:T]-() ON r.p`), searched exactly by
+/// `db.index.vector.queryRelationships`, through writes and a checkpoint; each kind of
+/// index refuses the other procedure.
+#[test]
+fn relationship_vector_indexes_search_exactly() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = Session::open_with(&db, OpenMode::Mapped, true).unwrap();
+    let mut r = rand_pcg::Pcg64::seed_from_u64(8);
+    let dims = 6;
+    let mut vecs: Vec<(i64, Vec<f64>)> = Vec::new();
+    for i in 0..300i64 {
+        let v: Vec<f64> = (0..dims).map(|_| r.random_range(-1.0..1.0)).collect();
+        vecs.push((i, v));
+    }
+    let list = vecs
+        .iter()
+        .map(|(i, v)| format!("{{i: {i}, v: {}}}", lit(v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    run(
+        &mut s,
+        &format!("UNWIND [{list}] AS x CREATE (:P {{i: x.i}})-[:SIM {{i: x.i, emb: x.v}}]->(:P {{i: -x.i}})"),
+    )
+    .unwrap();
+    run(
+        &mut s,
+        "CREATE VECTOR INDEX sims FOR ()-[r:SIM]-() ON r.emb OPTIONS {indexConfig: {`vector.dimensions`: 6, `vector.similarity_function`: 'euclidean'}}",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SHOW INDEXES YIELD name, type, entityType, labelsOrTypes WHERE type = 'VECTOR' RETURN name, entityType, labelsOrTypes"
+        ),
+        vec![vec![
+            Value::str("sims"),
+            Value::str("RELATIONSHIP"),
+            Value::list(vec![Value::str("SIM")])
+        ]]
+    );
+    let l2 = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>();
+    let check = |s: &mut Session, vecs: &[(i64, Vec<f64>)], when: &str| {
+        let mut r = rand_pcg::Pcg64::seed_from_u64(9);
+        for _ in 0..10 {
+            let q: Vec<f64> = (0..dims).map(|_| r.random_range(-1.0..1.0)).collect();
+            let got = ints(
+                s,
+                &format!(
+                    "CALL db.index.vector.queryRelationships('sims', 5, {}) YIELD relationship, score RETURN relationship.i",
+                    lit(&q)
+                ),
+            );
+            let mut want: Vec<(f64, i64)> = vecs.iter().map(|(i, v)| (l2(v, &q), *i)).collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let want: Vec<i64> = want.iter().take(5).map(|x| x.1).collect();
+            assert_eq!(got, want, "{when}");
+        }
+    };
+    check(&mut s, &vecs, "as created");
+    run(&mut s, "MATCH ()-[r:SIM]->() WHERE r.i % 5 = 0 DELETE r").unwrap();
+    vecs.retain(|(i, _)| i % 5 != 0);
+    check(&mut s, &vecs, "after deletes");
+    run(&mut s, "CHECKPOINT").unwrap();
+    check(&mut s, &vecs, "after a checkpoint");
+    let e = run(
+        &mut s,
+        "CALL db.index.vector.queryNodes('sims', 5, [1, 2, 3, 4, 5, 6])",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("queryRelationships"), "{e}");
+}

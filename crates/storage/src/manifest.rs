@@ -66,6 +66,9 @@ pub struct VectorIndexMeta {
     /// Vectors in the graph.
     #[serde(default)]
     pub entries: u64,
+    /// An index of relationships of type `label` (searched exactly: no graph yet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relationship: bool,
 }
 
 /// A named uniqueness constraint: no two nodes with `label` share the values of all of
