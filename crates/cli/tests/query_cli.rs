@@ -309,3 +309,67 @@ fn a_very_long_expression_is_an_error_not_a_crash() {
         "the snippet is a window, not the whole line: {e}"
     );
 }
+
+/// `import --vector-index` builds the index once the nodes are in; a malformed spec is
+/// refused before anything is imported.
+#[test]
+fn import_builds_vector_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("id:ID,emb:float[]\n");
+    for i in 0..500 {
+        let v: Vec<String> = (0..8)
+            .map(|j| format!("{:.4}", (i as f64 * 0.37 + j as f64 * 1.3).sin()))
+            .collect();
+        csv.push_str(&format!("{i},{}\n", v.join(";")));
+    }
+    let f = write(dir.path(), "docs.csv", &csv);
+    let db = dir.path().join("v.qdb");
+    let bad = fails(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("Doc={}", f.display()),
+        "--vector-index",
+        "docs=Doc:8",
+    ]);
+    assert!(bad.contains("NAME=LABEL.PROPERTY:DIMENSIONS"), "{bad}");
+    assert!(!db.exists(), "nothing imported on a bad spec");
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--quiet",
+        "--id-type",
+        "integer",
+        "--nodes",
+        &format!("Doc={}", f.display()),
+        "--vector-index",
+        "docs=Doc.emb:8:euclidean",
+    ]);
+    let shown = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "SHOW INDEXES YIELD name, type, options WHERE type = 'VECTOR' RETURN name, options.indexConfig.`vector.similarity_function` AS sim",
+    ]);
+    assert!(shown.contains("docs,euclidean"), "{shown}");
+    // The vector of node 3 is found first for itself.
+    let v: Vec<String> = (0..8)
+        .map(|j| format!("{:.4}", (3.0 * 0.37 + j as f64 * 1.3).sin()))
+        .collect();
+    let top = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        &format!(
+            "CALL db.index.vector.queryNodes('docs', 1, [{}]) YIELD node, score RETURN node.id AS id, score",
+            v.join(", ")
+        ),
+    ]);
+    assert!(top.contains("\n3,1.0"), "{top}");
+}

@@ -64,6 +64,15 @@ pub struct Args {
     /// duplicate, like a bad row.
     #[arg(long)]
     pub(crate) append: bool,
+    /// A vector index to build once the nodes are in, as `CREATE VECTOR INDEX` would:
+    /// `NAME=LABEL.PROPERTY:DIMENSIONS[:cosine|euclidean]` (repeatable; the property a
+    /// `float[]` column). Not with --append: there, run CREATE VECTOR INDEX.
+    #[arg(
+        long,
+        value_name = "NAME=LABEL.PROP:DIMS[:SIMILARITY]",
+        conflicts_with = "append"
+    )]
+    vector_index: Vec<String>,
     /// Drop relationship properties (halves what relationships cost).
     #[arg(long)]
     no_edge_properties: bool,
@@ -187,6 +196,11 @@ pub fn run(a: Args) -> Result<()> {
             return report(&a, &summary);
         }
     }
+    let vector_indexes = a
+        .vector_index
+        .iter()
+        .map(|v| vector_index_spec(v))
+        .collect::<Result<Vec<_>>>()?;
     let mut cfg = config(&a, None)?;
     if a.dry_run {
         for (file, header, plain) in quiver_import::describe(&cfg)? {
@@ -216,7 +230,63 @@ pub fn run(a: Args) -> Result<()> {
     }
     .map_err(|e| with_delimiter_hint(e, cfg.dialect.delimiter))?;
     bar.finish();
-    report(&a, &summary)
+    report(&a, &summary)?;
+    // The vector indexes, each a new generation over the imported columns (within the
+    // import's memory budget).
+    let budget = quiver_common::memory::MemoryBudget::new(cfg.memory_budget_bytes);
+    for meta in vector_indexes {
+        let t = Instant::now();
+        let (name, label, prop) = (meta.name.clone(), meta.label.clone(), meta.property.clone());
+        let db = quiver_storage::read::Database::open(&a.db, quiver_storage::OpenMode::Mapped)?;
+        quiver_query::index::vector_create_in(&a.db, &db, meta, false, &budget)
+            .map_err(|e| anyhow::anyhow!("vector index {name}: {e}"))?;
+        let db = quiver_storage::read::Database::open(&a.db, quiver_storage::OpenMode::Mapped)?;
+        let entries = db
+            .manifest()
+            .vector_indexes
+            .iter()
+            .find(|v| v.name == name)
+            .map_or(0, |v| v.entries);
+        if !a.quiet && !a.json {
+            eprintln!(
+                "vector index {name} on :{label}({prop}): {entries} vectors in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `NAME=LABEL.PROPERTY:DIMENSIONS[:SIMILARITY]` as a vector index to build.
+fn vector_index_spec(spec: &str) -> Result<quiver_storage::manifest::VectorIndexMeta> {
+    let usage = || {
+        anyhow::anyhow!(
+            "--vector-index {spec}: expected NAME=LABEL.PROPERTY:DIMENSIONS[:cosine|euclidean], e.g. docs=Doc.embedding:384:cosine"
+        )
+    };
+    let (name, rest) = spec.split_once('=').ok_or_else(usage)?;
+    let (target, rest) = rest.split_once(':').ok_or_else(usage)?;
+    let (label, prop) = target.split_once('.').ok_or_else(usage)?;
+    let (dims, sim) = rest.split_once(':').unwrap_or((rest, "cosine"));
+    let dimensions: u32 = dims.parse().map_err(|_| usage())?;
+    if name.is_empty() || label.is_empty() || prop.is_empty() || !(1..=4096).contains(&dimensions) {
+        return Err(usage());
+    }
+    let similarity = match sim.to_ascii_lowercase().as_str() {
+        s @ ("cosine" | "euclidean") => s.to_string(),
+        _ => return Err(usage()),
+    };
+    Ok(quiver_storage::manifest::VectorIndexMeta {
+        name: name.to_string(),
+        label: label.to_string(),
+        property: prop.to_string(),
+        dimensions,
+        similarity,
+        file: None,
+        covers_nodes: 0,
+        entries: 0,
+        relationship: false,
+    })
 }
 
 /// Prints what the import did, as JSON with `--json`.
