@@ -555,6 +555,15 @@ pub enum Command {
         /// `FOR ()-[r:TYPE]-() ON r.prop`.
         relationship: bool,
     },
+    /// `CREATE FULLTEXT INDEX name [IF NOT EXISTS] FOR (n:L1|L2) ON EACH [n.a, n.b]
+    /// [OPTIONS {...}]` (Neo4j 5).
+    CreateFulltextIndex {
+        name: Expr,
+        if_not_exists: bool,
+        labels: Vec<String>,
+        props: Vec<String>,
+        options: Option<Expr>,
+    },
     /// `DROP INDEX name [IF EXISTS]`.
     DropIndexNamed {
         name: String,

@@ -2203,6 +2203,56 @@ impl Parser<'_> {
             }
         } else if self.eat_kws("STORAGE", "MODE") {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
+        } else if self.is_kw("CREATE") && self.is_kw_at(1, "FULLTEXT") && self.is_kw_at(2, "INDEX")
+        {
+            self.bump();
+            self.bump();
+            self.bump();
+            let name = match self.peek().clone() {
+                Tok::Param(p) => {
+                    self.bump();
+                    Expr::Param(p)
+                }
+                _ => Expr::Str(self.any_name("an index name")?),
+            };
+            let if_not_exists = self.if_not_exists()?;
+            self.expect_kw("FOR")?;
+            self.expect_p("(")?;
+            let v = self.name("a variable")?;
+            self.expect_p(":")?;
+            let mut labels = vec![self.any_name("a label")?];
+            while self.eat_p("|") {
+                labels.push(self.any_name("a label")?);
+            }
+            self.expect_p(")")?;
+            self.expect_kw("ON")?;
+            self.expect_kw("EACH")?;
+            self.expect_p("[")?;
+            let mut props = Vec::new();
+            loop {
+                let v2 = self.name("a variable")?;
+                if v2 != v {
+                    return self.err(&format!("the variable {v}"));
+                }
+                self.expect_p(".")?;
+                props.push(self.any_name("a property")?);
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+            self.expect_p("]")?;
+            let options = if self.eat_kw("OPTIONS") {
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            Command::CreateFulltextIndex {
+                name,
+                if_not_exists,
+                labels,
+                props,
+                options,
+            }
         } else if self.is_kw("CREATE") && self.is_kw_at(1, "VECTOR") && self.is_kw_at(2, "INDEX") {
             self.bump();
             self.bump();

@@ -840,6 +840,7 @@ fn run(
             log: None,
             constraints: Vec::new(),
             vector_indexes: Vec::new(),
+            fulltext_indexes: Vec::new(),
         },
         Some(m) => {
             // Everything the database had stays; its declared indexes are rebuilt over

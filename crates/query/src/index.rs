@@ -310,6 +310,32 @@ pub fn vector_create_in(
     Ok(())
 }
 
+/// Records full-text index `meta` in a new generation.
+pub fn fulltext_create_in(
+    dir: &Path,
+    db: &Database,
+    meta: quiver_storage::manifest::FulltextIndexMeta,
+    held: bool,
+) -> Result<(), QueryError> {
+    let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
+    man.fulltext_indexes.push(meta);
+    publish(staging, &man)?;
+    Ok(())
+}
+
+/// Drops full-text index `name` in a new generation.
+pub fn fulltext_drop_in(
+    dir: &Path,
+    db: &Database,
+    name: &str,
+    held: bool,
+) -> Result<(), QueryError> {
+    let (staging, mut man) = next_generation(dir, db.manifest(), held)?;
+    man.fulltext_indexes.retain(|v| v.name != name);
+    publish(staging, &man)?;
+    Ok(())
+}
+
 /// Drops vector index `name` in a new generation.
 pub fn vector_drop_in(dir: &Path, db: &Database, name: &str, held: bool) -> Result<(), QueryError> {
     let (staging, mut man) = next_generation(dir, db.manifest(), held)?;

@@ -17,6 +17,7 @@ pub mod append;
 pub mod batch;
 pub mod error;
 pub mod expr;
+pub mod fulltext;
 pub mod graph;
 pub mod index;
 pub mod ops;
@@ -624,6 +625,7 @@ impl Session {
             Command::CreateIndex { .. }
                 | Command::DropIndex { .. }
                 | Command::CreateVectorIndex { .. }
+                | Command::CreateFulltextIndex { .. }
                 | Command::DropIndexNamed { .. }
                 | Command::CreateConstraint { .. }
                 | Command::DropConstraint { .. }
@@ -725,6 +727,66 @@ impl Session {
         })
     }
 
+    /// `CREATE FULLTEXT INDEX`: recorded in a new generation (searches scan, so nothing
+    /// is built).
+    #[allow(clippy::too_many_arguments)]
+    fn create_fulltext_index(
+        &mut self,
+        t0: Instant,
+        params: &Params,
+        name: &quiver_cypher::ast::Expr,
+        if_not_exists: bool,
+        labels: Vec<String>,
+        properties: Vec<String>,
+        options: Option<quiver_cypher::ast::Expr>,
+    ) -> Result<Summary, QueryError> {
+        let name = match self.eval_const(name, params)? {
+            Value::Str(s) if !s.is_empty() => s.to_string(),
+            v => {
+                return Err(QueryError::Index(format!(
+                    "a full-text index's name must be a string, got {}",
+                    v.type_name()
+                )))
+            }
+        };
+        let options = match &options {
+            Some(e) => self.eval_const(e, params)?,
+            None => Value::Null,
+        };
+        let analyzer = fulltext::options(&options)?;
+        let db = self.db();
+        let m = db.manifest();
+        if m.fulltext_indexes.iter().any(|f| f.name == name)
+            || m.vector_indexes.iter().any(|v| v.name == name)
+        {
+            if if_not_exists {
+                return Ok(summary_msg(
+                    t0,
+                    format!("an index named {name} exists already; nothing changed"),
+                ));
+            }
+            return Err(QueryError::Index(format!(
+                "an index named {name} exists already; IF NOT EXISTS accepts that"
+            )));
+        }
+        let meta = quiver_storage::manifest::FulltextIndexMeta {
+            name,
+            labels,
+            properties,
+            analyzer,
+        };
+        let shown = format!(
+            "full-text index {} on :{}({}) created",
+            meta.name,
+            meta.labels.join("|"),
+            meta.properties.join(", ")
+        );
+        self.schema_ddl(t0, move |dir, db, _| {
+            index::fulltext_create_in(dir, db, meta, true)?;
+            Ok(shown)
+        })
+    }
+
     /// `DROP INDEX name [IF EXISTS]`: a vector index by its name, or a range index by
     /// the name SHOW INDEXES gives it.
     fn drop_index_named(
@@ -734,6 +796,18 @@ impl Session {
         if_exists: bool,
     ) -> Result<Summary, QueryError> {
         let db = self.db();
+        if db
+            .manifest()
+            .fulltext_indexes
+            .iter()
+            .any(|v| v.name == name)
+        {
+            let owned = name.to_string();
+            return self.schema_ddl(t0, move |dir, db, _| {
+                index::fulltext_drop_in(dir, db, &owned, true)?;
+                Ok(format!("full-text index {owned} dropped"))
+            });
+        }
         if db.manifest().vector_indexes.iter().any(|v| v.name == name) {
             let owned = name.to_string();
             return self.schema_ddl(t0, move |dir, db, _| {
@@ -986,6 +1060,15 @@ impl Session {
                 prop,
                 options,
             ),
+            Command::CreateFulltextIndex {
+                name,
+                if_not_exists,
+                labels,
+                props,
+                options,
+            } => {
+                self.create_fulltext_index(t0, params, &name, if_not_exists, labels, props, options)
+            }
             Command::DropIndexNamed { name, if_exists } => {
                 self.drop_index_named(t0, &name, if_exists)
             }
@@ -1036,6 +1119,23 @@ impl Session {
                     if v.relationship {
                         row[5] = Value::str("RELATIONSHIP");
                     }
+                    rows.push(row);
+                }
+                for f in &db.manifest().fulltext_indexes {
+                    let mut row = index_row(
+                        rows.len() + 1,
+                        &f.name,
+                        ("FULLTEXT", "fulltext-1.0"),
+                        ("", ""),
+                        Value::Null,
+                        vec![
+                            ("fulltext.analyzer", Value::str(&f.analyzer)),
+                            ("fulltext.eventually_consistent", Value::Bool(false)),
+                        ],
+                        ("fulltext (scan)", Value::Null),
+                    );
+                    row[6] = Value::list(f.labels.iter().map(|l| Value::str(l)).collect());
+                    row[7] = Value::list(f.properties.iter().map(|p| Value::str(p)).collect());
                     rows.push(row);
                 }
                 table(

@@ -333,6 +333,62 @@ fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError
     Ok(vec![vec![Value::list(nodes), Value::list(rels)]])
 }
 
+/// `db.index.fulltext.queryNodes(index, query[, {skip, limit}])`: the nodes of the
+/// index's labels whose indexed text matches `query` (Lucene's syntax), best first,
+/// with BM25 scores ([`crate::fulltext::query_nodes`]).
+fn fulltext_query_nodes(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let (name, query, opts) = match args {
+        [n, q] => (n, q, None),
+        [n, q, o] => (n, q, Some(o)),
+        _ => {
+            return Err(QueryError::Argument(
+                "db.index.fulltext.queryNodes(indexName, queryString[, options])".into(),
+            ))
+        }
+    };
+    let (Value::Str(name), Value::Str(query)) = (name, query) else {
+        return Err(QueryError::ty(
+            "db.index.fulltext.queryNodes takes the index's name and the query as strings",
+        ));
+    };
+    let Some(ix) =
+        g.db.manifest()
+            .fulltext_indexes
+            .iter()
+            .find(|f| *f.name == **name)
+            .cloned()
+    else {
+        return Err(QueryError::Procedure(format!(
+            "there is no full-text index named {name}; SHOW INDEXES lists them"
+        )));
+    };
+    let opt = |k: &str| -> Result<Option<usize>, QueryError> {
+        let Some(Value::Map(m)) = opts else {
+            return Ok(None);
+        };
+        match m.iter().find(|(x, _)| &**x == k).map(|(_, v)| v) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Int(i)) if *i >= 0 => Ok(Some(*i as usize)),
+            Some(v) => Err(QueryError::ArgumentValue(
+                quiver_cypher::Detail::InvalidArgumentValue,
+                format!(
+                    "the full-text option {k} must be a non-negative integer, got {}",
+                    crate::expr::to_string(v)
+                ),
+            )),
+        }
+    };
+    let (skip, limit) = (
+        opt("skip")?.unwrap_or(0),
+        opt("limit")?.unwrap_or(usize::MAX),
+    );
+    let scored = crate::fulltext::query_nodes(g, &ix, query, skip, limit)?;
+    Ok(scored
+        .into_iter()
+        .map(|(s, n)| vec![Value::Node(n), Value::Float(s)])
+        .collect())
+}
+
 /// The index, `k` and query vector of a `db.index.vector.query*` call (`what`: its
 /// signature, for the error of a wrong call), checked against the index's kind.
 fn vector_args(
@@ -523,6 +579,20 @@ fn make_builtins() -> Vec<Procedure> {
                 ("relationships".into(), PType::Other),
             ],
             body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            name: "db.index.fulltext.queryNodes".into(),
+            inputs: vec![
+                ("indexName".into(), PType::String),
+                ("queryString".into(), PType::String),
+                ("options".into(), PType::Other),
+            ],
+            optional: 1,
+            outputs: vec![
+                ("node".into(), PType::Other),
+                ("score".into(), PType::Float),
+            ],
+            body: Body::Builtin(fulltext_query_nodes),
         },
         Procedure {
             name: "db.index.vector.queryRelationships".into(),

@@ -43,6 +43,21 @@ pub struct Manifest {
     /// the HNSW graph file over the nodes below `covers_nodes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vector_indexes: Vec<VectorIndexMeta>,
+    /// Full-text indexes (`CREATE FULLTEXT INDEX`): what they cover. A search scans the
+    /// text where it is stored (no inverted index yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fulltext_indexes: Vec<FulltextIndexMeta>,
+}
+
+/// A full-text index over string properties `properties` of nodes with any of `labels`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FulltextIndexMeta {
+    pub name: String,
+    pub labels: Vec<String>,
+    pub properties: Vec<String>,
+    /// Neo4j's `fulltext.analyzer` (`standard-no-stop-words` by default; also
+    /// `standard`/`english`, which drop English stop words).
+    pub analyzer: String,
 }
 
 /// A vector index over property `property` of the nodes with `label`: vectors of
@@ -97,6 +112,7 @@ impl Manifest {
             log: None,
             constraints: Vec::new(),
             vector_indexes: Vec::new(),
+            fulltext_indexes: Vec::new(),
         }
     }
 

@@ -108,6 +108,7 @@ fn segments_read_as_one() {
         log: None,
         constraints: Vec::new(),
         vector_indexes: Vec::new(),
+        fulltext_indexes: Vec::new(),
     };
     st.publish(&manifest).unwrap();
     for mode in [OpenMode::Mapped, OpenMode::Loaded] {
