@@ -218,18 +218,60 @@ fn continue_if_space(chars: &[char], i: &mut usize) {
 
 /// Occurrences of `phrase` (consecutive tokens) in `field`, or of tokens starting with
 /// it for a prefix.
-fn freq(field: &[String], c: &Clause) -> usize {
+fn freq<S: AsRef<str>>(field: &[S], c: &Clause) -> usize {
     if c.prefix {
-        return field.iter().filter(|t| t.starts_with(&c.tokens[0])).count();
+        let p = c.tokens[0].as_str();
+        return field.iter().filter(|t| t.as_ref().starts_with(p)).count();
     }
     let p = &c.tokens;
     if p.len() == 1 {
-        return field.iter().filter(|t| **t == p[0]).count();
+        return field.iter().filter(|t| t.as_ref() == p[0]).count();
     }
     if field.len() < p.len() {
         return 0;
     }
-    field.windows(p.len()).filter(|w| w == p).count()
+    field
+        .windows(p.len())
+        .filter(|w| w.iter().zip(p).all(|(a, b)| a.as_ref() == b))
+        .count()
+}
+
+/// [`tokens`] without a string per token: `text` lowercased into `lower` (reused), the
+/// tokens as spans of it. ASCII text (most) is split byte by byte.
+fn token_spans(text: &str, stop: bool, lower: &mut String, spans: &mut Vec<(u32, u32)>) {
+    lower.clear();
+    spans.clear();
+    if !text.is_ascii() {
+        let mut owned = Vec::new();
+        tokens(text, stop, &mut owned);
+        for t in owned {
+            let a = lower.len() as u32;
+            lower.push_str(&t);
+            spans.push((a, lower.len() as u32));
+        }
+        return;
+    }
+    lower.push_str(text);
+    lower.make_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && !b[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len()
+            && (b[i].is_ascii_alphanumeric()
+                || (b[i] == b'\''
+                    && i > start
+                    && b.get(i + 1).is_some_and(|c| c.is_ascii_alphanumeric())))
+        {
+            i += 1;
+        }
+        if i > start && !(stop && STOP.contains(&&lower[start..i])) {
+            spans.push((start as u32, i as u32));
+        }
+    }
 }
 
 /// The nodes of `meta`'s labels that match `query`, best first with Lucene's scores,
@@ -266,42 +308,64 @@ pub fn query_nodes(
     nodes.sort_unstable();
     nodes.dedup();
     let nf = meta.properties.len();
-    // Per field: documents with it, and their total length (for the average).
-    let mut docs = vec![0u64; nf];
-    let mut total_len = vec![0u64; nf];
-    // The matching documents: node, and per field its tokens (for the fields a clause
-    // matched).
-    let mut matched: Vec<(u64, Vec<Vec<String>>)> = Vec::new();
-    let mut toks = Vec::new();
-    for &n in &nodes {
-        let mut fields: Vec<Vec<String>> = vec![Vec::new(); nf];
-        let mut any = false;
-        for (f, p) in meta.properties.iter().enumerate() {
-            let text = match g.node_prop(n, p)? {
-                Value::Str(s) => s,
-                _ => continue,
-            };
-            toks.clear();
-            tokens(&text, stop, &mut toks);
-            docs[f] += 1;
-            total_len[f] += toks.len() as u64;
-            let field_name = p.as_str();
-            // Kept when any clause matches it (an excluded one too: it rules the node
-            // out); the node is a candidate when a clause that is not excluded does.
-            let mut keep = false;
-            for c in &clauses {
-                if c.field.as_deref().is_none_or(|x| x == field_name) && freq(&toks, c) > 0 {
-                    keep = true;
-                    any |= c.occur != Occur::MustNot;
+    // In morsels of nodes on every core: per field, the documents with it and their
+    // total length (for the average); the matching documents with, per field a clause
+    // matched, its tokens.
+    type Part = (Vec<u64>, Vec<u64>, Vec<(u64, Vec<Vec<String>>)>);
+    use rayon::prelude::*;
+    let parts: Vec<Part> = nodes
+        .par_chunks(2048)
+        .map(|chunk| -> Result<Part, QueryError> {
+            let mut docs = vec![0u64; nf];
+            let mut total_len = vec![0u64; nf];
+            let mut matched = Vec::new();
+            let (mut lower, mut spans) = (String::new(), Vec::new());
+            for &n in chunk {
+                let mut fields: Vec<Vec<String>> = vec![Vec::new(); nf];
+                let mut any = false;
+                for (f, p) in meta.properties.iter().enumerate() {
+                    let text = match g.node_prop(n, p)? {
+                        Value::Str(s) => s,
+                        _ => continue,
+                    };
+                    token_spans(&text, stop, &mut lower, &mut spans);
+                    docs[f] += 1;
+                    total_len[f] += spans.len() as u64;
+                    let toks: Vec<&str> = spans
+                        .iter()
+                        .map(|&(a, b)| &lower[a as usize..b as usize])
+                        .collect();
+                    // Kept when any clause matches it (an excluded one too: it rules
+                    // the node out); the node is a candidate when a clause that is not
+                    // excluded does.
+                    let mut keep = false;
+                    for c in &clauses {
+                        if c.field.as_deref().is_none_or(|x| x == p.as_str()) && freq(&toks, c) > 0
+                        {
+                            keep = true;
+                            any |= c.occur != Occur::MustNot;
+                        }
+                    }
+                    if keep {
+                        fields[f] = toks.iter().map(|t| t.to_string()).collect();
+                    }
+                }
+                if any {
+                    matched.push((n, fields));
                 }
             }
-            if keep {
-                fields[f] = std::mem::take(&mut toks);
-            }
+            Ok((docs, total_len, matched))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut docs = vec![0u64; nf];
+    let mut total_len = vec![0u64; nf];
+    let mut matched: Vec<(u64, Vec<Vec<String>>)> = Vec::new();
+    for (d, t, m) in parts {
+        for f in 0..nf {
+            docs[f] += d[f];
+            total_len[f] += t[f];
         }
-        if any {
-            matched.push((n, fields));
-        }
+        matched.extend(m);
     }
     // Document frequencies of each clause per field, over the matching documents.
     let applies = |c: &Clause, f: usize| c.field.as_deref().is_none_or(|x| x == meta.properties[f]);
@@ -402,6 +466,30 @@ mod tests {
         t.clear();
         tokens("the fox and THE dog", true, &mut t);
         assert_eq!(t, ["fox", "dog"]);
+    }
+
+    /// The span tokenizer (ASCII fast path, and the rest) gives [`tokens`]' tokens.
+    #[test]
+    fn spans_are_the_tokens() {
+        for text in [
+            "The Quick-brown fox's 2 DOGS, naïve!",
+            "it's 'quoted' x'y' don't' a''b THE end",
+            "",
+            "   ,,, ",
+            "Graph-Databases and_the SQL",
+        ] {
+            for stop in [false, true] {
+                let mut want = Vec::new();
+                tokens(text, stop, &mut want);
+                let (mut lower, mut spans) = (String::new(), Vec::new());
+                token_spans(text, stop, &mut lower, &mut spans);
+                let got: Vec<&str> = spans
+                    .iter()
+                    .map(|&(a, b)| &lower[a as usize..b as usize])
+                    .collect();
+                assert_eq!(got, want, "{text:?} stop {stop}");
+            }
+        }
     }
 
     #[test]
