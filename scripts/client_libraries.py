@@ -130,6 +130,18 @@ def langchain_vector(url):
                                             index_name="chunks")
     check(again.similarity_search(texts[3], k=1)[0].page_content == texts[3],
           "the index is found again by name (SHOW INDEXES ... options)")
+    # Hybrid search: the vector index and a full-text index (CREATE FULLTEXT INDEX,
+    # db.index.fulltext.queryNodes), their scores normalized and merged by LangChain.
+    from langchain_neo4j.vectorstores.neo4j_vector import SearchType
+    hybrid = Neo4jVector.from_texts(texts, emb, url=url, username="neo4j", password="unused",
+                                    index_name="hybrid_chunks", node_label="HybridChunk",
+                                    keyword_index_name="hybrid_keywords", search_type=SearchType.HYBRID)
+    found = hybrid.similarity_search(texts[12], k=2)
+    check(found and found[0].page_content == texts[12],
+          f"hybrid search finds the text itself first: {[d.page_content for d in found]}")
+    words = hybrid.similarity_search("compression", k=4)
+    check(any("compression" in d.page_content for d in words),
+          f"the keyword side finds a word: {[d.page_content for d in words]}")
 
 
 def graphrag(url):
