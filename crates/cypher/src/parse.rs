@@ -1966,18 +1966,7 @@ impl Parser<'_> {
         }
         self.expect_p("(")?;
         self.expect_p(")")?;
-        self.expect_kw("ON")?;
-        let paren = self.eat_p("(");
-        let v2 = self.name("a variable")?;
-        if v2 != v {
-            return self.err(&format!("the variable {v}"));
-        }
-        self.expect_p(".")?;
-        let prop = self.any_name("a property")?;
-        if paren {
-            self.expect_p(")")?;
-        }
-        Ok((ty, prop))
+        Ok((ty, self.on_prop(&v)?))
     }
 
     fn for_label_on_prop(&mut self) -> R<(String, String)> {
@@ -1987,6 +1976,27 @@ impl Parser<'_> {
         self.expect_p(":")?;
         let label = self.any_name("a label")?;
         self.expect_p(")")?;
+        Ok((label, self.on_prop(&v)?))
+    }
+
+    /// After `CREATE <KIND> INDEX` (three words, skipped here): the index's name (or a
+    /// parameter giving it) and whether IF NOT EXISTS follows.
+    fn index_name(&mut self) -> R<(Expr, bool)> {
+        self.bump();
+        self.bump();
+        self.bump();
+        let name = match self.peek().clone() {
+            Tok::Param(p) => {
+                self.bump();
+                Expr::Param(p)
+            }
+            _ => Expr::Str(self.any_name("an index name")?),
+        };
+        Ok((name, self.if_not_exists()?))
+    }
+
+    /// `ON v.prop` or `ON (v.prop)`, `v` the pattern's variable: the property.
+    fn on_prop(&mut self, v: &str) -> R<String> {
         self.expect_kw("ON")?;
         let paren = self.eat_p("(");
         let v2 = self.name("a variable")?;
@@ -1998,7 +2008,7 @@ impl Parser<'_> {
         if paren {
             self.expect_p(")")?;
         }
-        Ok((label, prop))
+        Ok(prop)
     }
 
     /// `ON (n:L) ASSERT n.p IS UNIQUE` or `FOR (n:L) REQUIRE n.p IS UNIQUE` (or
@@ -2205,17 +2215,7 @@ impl Parser<'_> {
             Command::StorageMode(self.any_name("IN_MEMORY_TRANSACTIONAL or IN_MEMORY_ANALYTICAL")?)
         } else if self.is_kw("CREATE") && self.is_kw_at(1, "FULLTEXT") && self.is_kw_at(2, "INDEX")
         {
-            self.bump();
-            self.bump();
-            self.bump();
-            let name = match self.peek().clone() {
-                Tok::Param(p) => {
-                    self.bump();
-                    Expr::Param(p)
-                }
-                _ => Expr::Str(self.any_name("an index name")?),
-            };
-            let if_not_exists = self.if_not_exists()?;
+            let (name, if_not_exists) = self.index_name()?;
             self.expect_kw("FOR")?;
             self.expect_p("(")?;
             let v = self.name("a variable")?;
@@ -2254,17 +2254,7 @@ impl Parser<'_> {
                 options,
             }
         } else if self.is_kw("CREATE") && self.is_kw_at(1, "VECTOR") && self.is_kw_at(2, "INDEX") {
-            self.bump();
-            self.bump();
-            self.bump();
-            let name = match self.peek().clone() {
-                Tok::Param(p) => {
-                    self.bump();
-                    Expr::Param(p)
-                }
-                _ => Expr::Str(self.any_name("an index name")?),
-            };
-            let if_not_exists = self.if_not_exists()?;
+            let (name, if_not_exists) = self.index_name()?;
             let relationship = self.is_kw("FOR")
                 && matches!(self.peek_at(1), Tok::Punct(x) if *x == "(")
                 && matches!(self.peek_at(2), Tok::Punct(x) if *x == ")");

@@ -669,19 +669,8 @@ impl Session {
         prop: String,
         options: Option<quiver_cypher::ast::Expr>,
     ) -> Result<Summary, QueryError> {
-        let name = match self.eval_const(name, params)? {
-            Value::Str(s) if !s.is_empty() => s.to_string(),
-            v => {
-                return Err(QueryError::Index(format!(
-                    "a vector index's name must be a string, got {}",
-                    v.type_name()
-                )))
-            }
-        };
-        let options = match &options {
-            Some(e) => self.eval_const(e, params)?,
-            None => Value::Null,
-        };
+        let (name, options) =
+            self.index_name_options(name, options.as_ref(), params, "a vector index's")?;
         let (dimensions, similarity) = index::vector_options(&options)?;
         let meta = quiver_storage::manifest::VectorIndexMeta {
             name,
@@ -727,6 +716,31 @@ impl Session {
         })
     }
 
+    /// An index DDL's name (a string, perhaps a parameter) and options (`Null` when
+    /// none), evaluated; `kind` names the index in the error.
+    fn index_name_options(
+        &mut self,
+        name: &quiver_cypher::ast::Expr,
+        options: Option<&quiver_cypher::ast::Expr>,
+        params: &Params,
+        kind: &str,
+    ) -> Result<(String, Value), QueryError> {
+        let name = match self.eval_const(name, params)? {
+            Value::Str(s) if !s.is_empty() => s.to_string(),
+            v => {
+                return Err(QueryError::Index(format!(
+                    "{kind} name must be a string, got {}",
+                    v.type_name()
+                )))
+            }
+        };
+        let options = match options {
+            Some(e) => self.eval_const(e, params)?,
+            None => Value::Null,
+        };
+        Ok((name, options))
+    }
+
     /// `CREATE FULLTEXT INDEX`: recorded in a new generation (searches scan, so nothing
     /// is built).
     #[allow(clippy::too_many_arguments)]
@@ -740,19 +754,8 @@ impl Session {
         properties: Vec<String>,
         options: Option<quiver_cypher::ast::Expr>,
     ) -> Result<Summary, QueryError> {
-        let name = match self.eval_const(name, params)? {
-            Value::Str(s) if !s.is_empty() => s.to_string(),
-            v => {
-                return Err(QueryError::Index(format!(
-                    "a full-text index's name must be a string, got {}",
-                    v.type_name()
-                )))
-            }
-        };
-        let options = match &options {
-            Some(e) => self.eval_const(e, params)?,
-            None => Value::Null,
-        };
+        let (name, options) =
+            self.index_name_options(name, options.as_ref(), params, "a full-text index's")?;
         let analyzer = fulltext::options(&options)?;
         let db = self.db();
         let m = db.manifest();

@@ -580,51 +580,53 @@ fn make_builtins() -> Vec<Procedure> {
             ],
             body: Body::Builtin(apoc_meta_graph),
         },
-        Procedure {
-            name: "db.index.fulltext.queryNodes".into(),
-            inputs: vec![
-                ("indexName".into(), PType::String),
-                ("queryString".into(), PType::String),
-                ("options".into(), PType::Other),
-            ],
-            optional: 1,
-            outputs: vec![
-                ("node".into(), PType::Other),
-                ("score".into(), PType::Float),
-            ],
-            body: Body::Builtin(fulltext_query_nodes),
-        },
-        Procedure {
-            name: "db.index.vector.queryRelationships".into(),
-            inputs: vec![
-                ("indexName".into(), PType::String),
-                ("numberOfNearestNeighbours".into(), PType::Integer),
-                ("query".into(), PType::Other),
-            ],
-            optional: 0,
-            outputs: vec![
-                ("relationship".into(), PType::Other),
-                ("score".into(), PType::Float),
-            ],
-            body: Body::Builtin(vector_query_relationships),
-        },
-        Procedure {
-            name: "db.index.vector.queryNodes".into(),
-            inputs: vec![
-                ("indexName".into(), PType::String),
-                ("numberOfNearestNeighbours".into(), PType::Integer),
-                ("query".into(), PType::Other),
-            ],
-            optional: 0,
-            outputs: vec![
-                ("node".into(), PType::Other),
-                ("score".into(), PType::Float),
-            ],
-            body: Body::Builtin(vector_query_nodes),
-        },
+        index_query(
+            "db.index.fulltext.queryNodes",
+            ("queryString", PType::String),
+            "node",
+            fulltext_query_nodes,
+        ),
+        index_query(
+            "db.index.vector.queryRelationships",
+            ("numberOfNearestNeighbours", PType::Integer),
+            "relationship",
+            vector_query_relationships,
+        ),
+        index_query(
+            "db.index.vector.queryNodes",
+            ("numberOfNearestNeighbours", PType::Integer),
+            "node",
+            vector_query_nodes,
+        ),
         config("dbms.clientConfig"),
         config("dbms.listConfig"),
     ]
+}
+
+/// An index search procedure: `(indexName, second, third)` yielding `(entity, score)`;
+/// the full-text one takes its third (options) optionally.
+fn index_query(
+    name: &str,
+    (second, ty): (&str, PType),
+    entity: &str,
+    body: fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>,
+) -> Procedure {
+    let fulltext = name.starts_with("db.index.fulltext");
+    let third = if fulltext { "options" } else { "query" };
+    Procedure {
+        name: name.into(),
+        inputs: vec![
+            ("indexName".into(), PType::String),
+            (second.into(), ty),
+            (third.into(), PType::Other),
+        ],
+        optional: fulltext as usize,
+        outputs: vec![
+            (entity.into(), PType::Other),
+            ("score".into(), PType::Float),
+        ],
+        body: Body::Builtin(body),
+    }
 }
 
 fn config(name: &str) -> Procedure {

@@ -25,6 +25,13 @@ pub fn metric(meta: &VectorIndexMeta) -> Metric {
     Metric::parse(&meta.similarity).unwrap_or(Metric::Cosine)
 }
 
+/// A query vector as `meta`'s metric compares it; `None` when it compares to nothing
+/// (a zero vector under cosine, a value that is not finite).
+fn query_vector(meta: &VectorIndexMeta, q: &[f64]) -> Option<Vec<f32>> {
+    let mut qv: Vec<f32> = q.iter().map(|x| *x as f32).collect();
+    metric(meta).prepare(&mut qv).then_some(qv)
+}
+
 /// Appends to `out` the vector of row `i` of list chunk `c` as `f32`s when it holds
 /// exactly `dims` numbers; false otherwise (nothing appended).
 fn chunk_vector(c: &ColumnChunk<'_>, i: usize, dims: usize, out: &mut Vec<f32>) -> bool {
@@ -292,11 +299,7 @@ pub fn query_nodes(
 ) -> Result<Vec<(f64, u64)>, QueryError> {
     let dims = meta.dimensions as usize;
     let metric = metric(meta);
-    let mut qv: Vec<f32> = q.iter().map(|x| *x as f32).collect();
-    if !metric.prepare(&mut qv) {
-        return Ok(Vec::new());
-    }
-    let Some(label) = g.label_id(&meta.label) else {
+    let (Some(qv), Some(label)) = (query_vector(meta, q), g.label_id(&meta.label)) else {
         return Ok(Vec::new());
     };
     let ix = open(g.db, meta)?.filter(|ix| ix.dims() == dims && ix.metric() == metric);
@@ -362,11 +365,7 @@ pub fn query_relationships(
     use rayon::prelude::*;
     let dims = meta.dimensions as usize;
     let metric = metric(meta);
-    let mut qv: Vec<f32> = q.iter().map(|x| *x as f32).collect();
-    if !metric.prepare(&mut qv) {
-        return Ok(Vec::new());
-    }
-    let Some(ty) = g.rel_type_id(&meta.label) else {
+    let (Some(qv), Some(ty)) = (query_vector(meta, q), g.rel_type_id(&meta.label)) else {
         return Ok(Vec::new());
     };
     let n = g.n_nodes();
