@@ -7,15 +7,21 @@
   deterministic fake embedding, searched, and found again by its index name;
 - neo4j-graphrag's knowledge-graph writer (`Neo4jWriter`) and schema reader;
 - neomodel, the OGM: constraints installed, save, connect, traverse, filter, order,
-  disconnect, delete, and a duplicate on a unique property raising `UniqueProperty`.
+  disconnect, delete, and a duplicate on a unique property raising `UniqueProperty`;
+- LlamaIndex's `Neo4jPropertyGraphStore`: entities, chunks and relations upserted,
+  fetched by id, as triplets and as a relation map, the schema refreshed
+  (`apoc.meta.subGraph`, `apoc.schema.nodes`), a vector query over the index it declares
+  without dimensions, an entity deleted.
 
     pip install 'neo4j==6.4.1' 'langchain-neo4j==0.11.0' 'neo4j-graphrag==1.22.0'
     pip install --target data/clients/neomodel 'neomodel==7.0.0'   # it pins neo4j 6.1
-    python3 scripts/client_libraries.py --neomodel-path data/clients/neomodel
+    pip install --target data/clients/llamaindex 'llama-index-graph-stores-neo4j==0.8.0'   # neo4j 5
+    python3 scripts/client_libraries.py --neomodel-path data/clients/neomodel \
+        --llamaindex-path data/clients/llamaindex
 
 Each library runs against a fresh database under data/client-libraries (git-ignored),
-served with `--no-auth`. neomodel pins an older driver than the others, so it runs in a
-child process whose import path is `--neomodel-path`. Exits non-zero at the first
+served with `--no-auth`. neomodel and LlamaIndex pin older drivers than the others, so
+each runs in a child process whose import path is its `--...-path`. Exits non-zero at the first
 library whose session fails, naming the step; `--only` picks libraries.
 """
 
@@ -225,9 +231,53 @@ def neomodel(url, path):
         raise AssertionError("neomodel session failed (see above)")
 
 
+LLAMAINDEX = r"""
+import sys
+from llama_index.graph_stores.neo4j import Neo4jPropertyGraphStore
+from llama_index.core.graph_stores.types import EntityNode, Relation, ChunkNode
+from llama_index.core.vector_stores.types import VectorStoreQuery
+
+def check(ok, what):
+    print(("  ok: " if ok else "  FAILED: ") + what, flush=True)
+    if not ok:
+        sys.exit(1)
+
+st = Neo4jPropertyGraphStore(username="neo4j", password="unused", url=sys.argv[1])
+a = EntityNode(name="Alice", label="PERSON", properties={"age": 30}, embedding=[0.1, 0.2, 0.3])
+b = EntityNode(name="Acme", label="ORG", embedding=[0.3, 0.2, 0.1])
+c = ChunkNode(text="Alice works at Acme.", embedding=[0.2, 0.2, 0.2])
+st.upsert_nodes([a, b, c])
+st.upsert_relations([Relation(label="WORKS_AT", source_id=a.id, target_id=b.id, properties={"since": 2020})])
+check([n.id for n in st.get(ids=[a.id])] == ["Alice"], "upserted entities found by id")
+t = st.get_triplets(entity_names=["Alice"])
+check(len(t) == 1 and t[0][1].label == "WORKS_AT" and t[0][2].name == "Acme"
+      and t[0][1].properties.get("since") == 2020, f"the triplet comes back: {t}")
+check(len(st.get_rel_map([a], depth=2)) == 1, "the relation map from an entity")
+check(st.structured_query("MATCH (n) RETURN count(n) AS c") == [{"c": 3}], "a Cypher query")
+st.refresh_schema()
+schema = st.get_schema_str()
+check("PERSON" in schema and "(:PERSON)-[:WORKS_AT]->(:ORG)" in schema,
+      "the schema read back (apoc.meta.data, apoc.meta.subGraph, apoc.schema.nodes)")
+nodes, scores = st.vector_query(VectorStoreQuery(query_embedding=[0.1, 0.2, 0.3], similarity_top_k=2))
+check(nodes[0].name == "Alice" and abs(scores[0] - 1.0) < 1e-6,
+      f"vector search over its index declared without dimensions: {nodes}, {scores}")
+st.delete(entity_names=["Acme"])
+check(st.structured_query("MATCH (n) RETURN count(n) AS c") == [{"c": 2}], "an entity deleted")
+"""
+
+
+def llamaindex(url, path):
+    env = dict(os.environ, PYTHONPATH=path)
+    p = subprocess.run([sys.executable, "-c", LLAMAINDEX, url], env=env)
+    if p.returncode != 0:
+        raise AssertionError("LlamaIndex session failed (see above)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="langchain,graphrag,neomodel")
+    ap.add_argument("--only", default="langchain,graphrag,neomodel,llamaindex")
+    ap.add_argument("--llamaindex-path", default=str(ROOT / "data" / "clients" / "llamaindex"),
+                    help="where `pip install --target` put llama-index-graph-stores-neo4j and its driver")
     ap.add_argument("--neomodel-path", default=str(ROOT / "data" / "clients" / "neomodel"),
                     help="where `pip install --target` put neomodel and its driver")
     args = ap.parse_args()
@@ -243,6 +293,8 @@ def main():
                     graphrag(s.url)
                 elif lib == "neomodel":
                     neomodel(s.url_auth, args.neomodel_path)
+                elif lib == "llamaindex":
+                    llamaindex(s.url, args.llamaindex_path)
                 else:
                     sys.exit(f"unknown library {lib}")
             except Exception as e:  # noqa: BLE001 - report and go on to the next library

@@ -266,16 +266,13 @@ pub fn vector_options(options: &Value) -> Result<(u32, String), QueryError> {
     let config = get(options, "indexConfig").unwrap_or(Value::Null);
     let dimensions = match get(&config, "vector.dimensions") {
         Some(Value::Int(d)) if (1..=4096).contains(&d) => d as u32,
+        // Optional, as in Neo4j 5.23 and later: the vectors' own length.
+        None | Some(Value::Null) => 0,
         Some(v) => {
             return Err(QueryError::Index(format!(
                 "`vector.dimensions` must be an integer from 1 to 4096, got {}",
                 crate::expr::to_string(&v)
             )))
-        }
-        None => {
-            return Err(QueryError::Index(
-                "a vector index needs its dimensions: OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}}".into(),
-            ))
         }
     };
     let similarity = match get(&config, "vector.similarity_function") {

@@ -706,9 +706,13 @@ impl Session {
         } else {
             format!(":{}({})", meta.label, meta.property)
         };
+        let dims = match meta.dimensions {
+            0 => "the vectors' own dimensions".to_string(),
+            d => format!("{d} dimensions"),
+        };
         let shown = format!(
-            "vector index {} on {on} created: {} dimensions, {}",
-            meta.name, meta.dimensions, meta.similarity
+            "vector index {} on {on} created: {dims}, {}",
+            meta.name, meta.similarity
         );
         self.schema_ddl(t0, move |dir, db, budget| {
             index::vector_create_in(dir, db, meta, true, budget)?;
@@ -1114,7 +1118,13 @@ impl Session {
                         (&v.label, &v.property),
                         Value::Null,
                         vec![
-                            ("vector.dimensions", Value::Int(v.dimensions as i64)),
+                            (
+                                "vector.dimensions",
+                                match v.dimensions {
+                                    0 => Value::Null,
+                                    d => Value::Int(d as i64),
+                                },
+                            ),
                             ("vector.similarity_function", Value::str(&v.similarity)),
                         ],
                         kind,

@@ -333,6 +333,90 @@ fn apoc_meta_graph(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError
     Ok(vec![vec![Value::list(nodes), Value::list(rels)]])
 }
 
+/// `apoc.schema.nodes()`: a row per index on node properties (the automatic `:ID`
+/// indexes and the declared ones), in APOC's columns; `valuesSelectivity` is distinct
+/// values over entries, counted from the index's sorted keys.
+fn apoc_schema_nodes(g: &Graph, _: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    let m = g.db.manifest();
+    let mut rows = Vec::new();
+    for i in crate::index::show(g.db) {
+        let pos = m
+            .indexes
+            .iter()
+            .position(|x| x.label == i.label && x.property == i.property);
+        let distinct = match pos {
+            // Unique, or the `:ID` index: every key once.
+            _ if i.kind != "property" => i.entries,
+            Some(p) => {
+                let mut last: Option<Value> = None;
+                let mut d = 0u64;
+                g.db.index_entries(p, |k, _| {
+                    let v = match k {
+                        quiver_storage::read::IndexKey::Int(x) => Value::Int(x),
+                        quiver_storage::read::IndexKey::Float(x) => Value::Float(x),
+                        quiver_storage::read::IndexKey::Str(b) => {
+                            Value::str(&String::from_utf8_lossy(b))
+                        }
+                    };
+                    if last.as_ref() != Some(&v) {
+                        d += 1;
+                        last = Some(v);
+                    }
+                })?;
+                d
+            }
+            None => i.entries,
+        };
+        let name = crate::index::constraint_name(&i.label, std::slice::from_ref(&i.property))
+            .replacen("constraint", "index", 1);
+        let selectivity = if i.entries == 0 {
+            1.0
+        } else {
+            distinct as f64 / i.entries as f64
+        };
+        rows.push(vec![
+            Value::str(&name),
+            Value::str(&format!(":{}({})", i.label, i.property)),
+            Value::list(vec![Value::str(&i.property)]),
+            Value::str("ONLINE"),
+            Value::str("RANGE"),
+            Value::str("NO FAILURE"),
+            Value::Float(100.0),
+            Value::Int(i.entries as i64),
+            Value::Float(selectivity),
+            Value::str(&format!(
+                "name='{name}', type='RANGE', schema=(:{} {{{}}}), indexProvider='range-1.0'",
+                i.label, i.property
+            )),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// `apoc.schema.properties.distinct(label, key)`: one row, the distinct values of
+/// `key` over the nodes with `label`, in the order met.
+fn apoc_schema_properties_distinct(
+    g: &Graph,
+    args: &[Value],
+) -> Result<Vec<Vec<Value>>, QueryError> {
+    let [Value::Str(label), Value::Str(key)] = args else {
+        return Err(QueryError::ty(
+            "apoc.schema.properties.distinct(label, key) takes two strings",
+        ));
+    };
+    let mut seen = hashbrown::HashSet::new();
+    let mut out = Vec::new();
+    if let Some(l) = g.label_id(label) {
+        for n in g.label_nodes(l, usize::MAX)? {
+            let v = g.node_prop(n, key)?;
+            if !v.is_null() && seen.insert(Key(v.clone())) {
+                out.push(v);
+            }
+        }
+    }
+    Ok(vec![vec![Value::list(out)]])
+}
+
 /// `db.index.fulltext.queryNodes(index, query[, {skip, limit}])`: the nodes of the
 /// index's labels whose indexed text matches `query` (Lucene's syntax), best first,
 /// with BM25 scores ([`crate::fulltext::query_nodes`]).
@@ -435,9 +519,11 @@ fn vector_args(
             ))
         }
     };
+    // An index declared without dimensions takes a query of any (Neo4j compares it to
+    // the vectors of its length).
     let dims = ix.dimensions as usize;
     let q: Option<Vec<f64>> = match query {
-        Value::List(l) if l.len() == dims => l
+        Value::List(l) if !l.is_empty() && (dims == 0 || l.len() == dims) => l
             .iter()
             .map(|x| match x {
                 Value::Int(i) => Some(*i as f64),
@@ -451,8 +537,13 @@ fn vector_args(
         return Err(QueryError::ArgumentValue(
             quiver_cypher::Detail::InvalidArgumentValue,
             format!(
-                "the query vector of index {} must be a list of {dims} numbers",
-                ix.name
+                "the query vector of index {} must be a list of {} numbers",
+                ix.name,
+                if dims == 0 {
+                    "some".to_string()
+                } else {
+                    dims.to_string()
+                }
             ),
         ));
     };
@@ -579,6 +670,49 @@ fn make_builtins() -> Vec<Procedure> {
                 ("relationships".into(), PType::Other),
             ],
             body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            // APOC's: the same counts, limited by a config Quiver reads as the whole
+            // graph (LlamaIndex's schema reader calls it with `{}`).
+            name: "apoc.meta.subGraph".into(),
+            inputs: vec![("config".into(), PType::Other)],
+            optional: 0,
+            outputs: vec![
+                ("nodes".into(), PType::Other),
+                ("relationships".into(), PType::Other),
+            ],
+            body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            name: "apoc.schema.nodes".into(),
+            inputs: vec![("config".into(), PType::Other)],
+            optional: 1,
+            outputs: [
+                ("name", PType::String),
+                ("label", PType::String),
+                ("properties", PType::Other),
+                ("status", PType::String),
+                ("type", PType::String),
+                ("failure", PType::String),
+                ("populationProgress", PType::Float),
+                ("size", PType::Integer),
+                ("valuesSelectivity", PType::Float),
+                ("userDescription", PType::String),
+            ]
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect(),
+            body: Body::Builtin(apoc_schema_nodes),
+        },
+        Procedure {
+            name: "apoc.schema.properties.distinct".into(),
+            inputs: vec![
+                ("label".into(), PType::String),
+                ("key".into(), PType::String),
+            ],
+            optional: 0,
+            outputs: vec![("value".into(), PType::Other)],
+            body: Body::Builtin(apoc_schema_properties_distinct),
         },
         index_query(
             "db.index.fulltext.queryNodes",

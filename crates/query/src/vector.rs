@@ -33,12 +33,16 @@ fn query_vector(meta: &VectorIndexMeta, q: &[f64]) -> Option<Vec<f32>> {
 }
 
 /// Appends to `out` the vector of row `i` of list chunk `c` as `f32`s when it holds
-/// exactly `dims` numbers; false otherwise (nothing appended).
-fn chunk_vector(c: &ColumnChunk<'_>, i: usize, dims: usize, out: &mut Vec<f32>) -> bool {
+/// exactly `dims` numbers (any number but none when `dims` is 0: the first vector met
+/// sets it); false otherwise (nothing appended).
+fn chunk_vector(c: &ColumnChunk<'_>, i: usize, dims: &mut usize, out: &mut Vec<f32>) -> bool {
     let (Some((s, e)), Some(child)) = (c.get_list(i), c.list_child()) else {
         return false;
     };
-    if e - s != dims {
+    if *dims == 0 && e > s {
+        *dims = e - s;
+    }
+    if e - s != *dims {
         return false;
     }
     let start = out.len();
@@ -76,16 +80,18 @@ pub fn value_vector(v: &Value, dims: usize) -> Option<Vec<f32>> {
 /// of `meta`'s dimensions for (live nodes; the delta is not read: DDL checkpoints first,
 /// and a checkpoint's refresh runs on its generation), the vector prepared for the
 /// metric. `f` is also told when a row group is done (`None`), to account memory.
+/// `dims` 0 (an index declared without dimensions, as Neo4j allows): the first vector
+/// met sets them. Returns the dimensions (0 when no vector was met).
 fn scan(
     db: &Database,
     meta: &VectorIndexMeta,
+    mut dims: usize,
     f: &mut dyn FnMut(Option<(u64, &[f32])>) -> Result<(), QueryError>,
-) -> Result<(), QueryError> {
-    let dims = meta.dimensions as usize;
+) -> Result<usize, QueryError> {
     let metric = metric(meta);
     let g = Graph::new(db);
     let Some(lid) = g.label_id(&meta.label) else {
-        return Ok(());
+        return Ok(dims);
     };
     let mut v: Vec<f32> = Vec::with_capacity(dims);
     for (t, check) in g.label_scan(lid).tables {
@@ -111,7 +117,7 @@ fn scan(
                         continue;
                     }
                     v.clear();
-                    if chunk_vector(c, i, dims, &mut v) && metric.prepare(&mut v) {
+                    if chunk_vector(c, i, &mut dims, &mut v) && metric.prepare(&mut v) {
                         f(Some((node, &v)))?;
                     }
                 }
@@ -120,7 +126,7 @@ fn scan(
             f(None)?;
         }
     }
-    Ok(())
+    Ok(dims)
 }
 
 /// Writes `built` into `staging` as `meta`'s graph and records it.
@@ -169,21 +175,24 @@ pub fn build_into(
     meta: &mut VectorIndexMeta,
     budget: &MemoryBudget,
 ) -> Result<(), QueryError> {
-    let dims = meta.dimensions as usize;
     let params = Params::default();
     let mut grant = budget.empty_grant("CREATE VECTOR INDEX");
     let mut ids = Vec::new();
     let mut vecs: Vec<f32> = Vec::new();
-    scan(db, meta, &mut |x| {
+    let dims = scan(db, meta, meta.dimensions as usize, &mut |x| {
         match x {
             Some((node, v)) => {
                 ids.push(node);
                 vecs.extend_from_slice(v);
             }
-            None => grant_for(&mut grant, ids.len() as u64, dims as u64, &params)?,
+            None => {
+                let dims = (vecs.len() / ids.len().max(1)) as u64;
+                grant_for(&mut grant, ids.len() as u64, dims, &params)?
+            }
         }
         Ok(())
-    })?;
+    })?
+    .max(1);
     let n = ids.len() as u64;
     let built = quiver_vector::build(dims, metric(meta), ids, vecs, &params, None, &|_| {})
         .map_err(|e| QueryError::Index(e.to_string()))?;
@@ -202,13 +211,16 @@ pub fn refresh_into(
     meta: &mut VectorIndexMeta,
     budget: &MemoryBudget,
 ) -> Result<(), QueryError> {
-    let dims = meta.dimensions as usize;
     let old = meta.file.as_ref().and_then(|f| {
         VectorIndex::open(&db.dir().join(&f.file), db.mode() == OpenMode::Mapped).ok()
     });
-    let Some(old) = old.filter(|o| o.dims() == dims && o.metric() == metric(meta)) else {
+    let declared = meta.dimensions as usize;
+    let Some(old) = old.filter(|o| {
+        (declared == 0 || o.dims() == declared) && o.metric() == metric(meta) && !o.is_empty()
+    }) else {
         return build_into(staging, db, meta, budget);
     };
+    let dims = old.dims();
     let params = Params::default();
     let mut grant = budget.empty_grant("CREATE VECTOR INDEX");
     // The old graph's live entries by node (24 bytes or so an entry).
@@ -222,7 +234,7 @@ pub fn refresh_into(
     let mut kept = vec![false; old.len()];
     let mut ids = Vec::new();
     let mut vecs: Vec<f32> = Vec::new();
-    scan(db, meta, &mut |x| {
+    scan(db, meta, dims, &mut |x| {
         match x {
             Some((node, v)) => match at.get(&node) {
                 Some(&e) if old.vector(e) == v => kept[e as usize] = true,
@@ -297,7 +309,7 @@ pub fn query_nodes(
     q: &[f64],
     k: usize,
 ) -> Result<Vec<(f64, u64)>, QueryError> {
-    let dims = meta.dimensions as usize;
+    let dims = q.len();
     let metric = metric(meta);
     let (Some(qv), Some(label)) = (query_vector(meta, q), g.label_id(&meta.label)) else {
         return Ok(Vec::new());
@@ -363,7 +375,7 @@ pub fn query_relationships(
     k: usize,
 ) -> Result<Vec<(f64, crate::value::RelRef)>, QueryError> {
     use rayon::prelude::*;
-    let dims = meta.dimensions as usize;
+    let dims = q.len();
     let metric = metric(meta);
     let (Some(qv), Some(ty)) = (query_vector(meta, q), g.rel_type_id(&meta.label)) else {
         return Ok(Vec::new());

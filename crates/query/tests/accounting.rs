@@ -57,6 +57,19 @@ static ONE: Mutex<()> = Mutex::new(());
 
 /// The heap `q` took at its peak beyond what was live before, and its accounted peak.
 fn measure(s: &mut Session, q: &str) -> (u64, u64) {
+    // The most of three runs: memory another thread frees meanwhile (what an earlier
+    // statement left to a background thread) can only make a run's peak look lower.
+    let mut best = (0, 0);
+    for _ in 0..3 {
+        let (took, counted) = measure_once(s, q);
+        if took > best.0 {
+            best = (took, counted);
+        }
+    }
+    best
+}
+
+fn measure_once(s: &mut Session, q: &str) -> (u64, u64) {
     let _one = ONE.lock().unwrap();
     // Once before, so that what the session frees on its way in (the last statement's
     // state) is gone before the baseline is taken.

@@ -295,3 +295,44 @@ fn relationship_vector_indexes_search_exactly() {
     .to_string();
     assert!(e.contains("queryRelationships"), "{e}");
 }
+
+/// An index declared without dimensions (Neo4j 5.23 on; LlamaIndex declares its so)
+/// takes the vectors' own length, and a query of that length.
+#[test]
+fn vector_indexes_without_dimensions_take_the_vectors_length() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = Session::open_with(&db, OpenMode::Mapped, true).unwrap();
+    run(
+        &mut s,
+        "UNWIND range(0, 99) AS i CREATE (:E {i: i, v: [toFloat(i), 1.0, toFloat(i % 7)]})",
+    )
+    .unwrap();
+    run(
+        &mut s,
+        "CREATE VECTOR INDEX e IF NOT EXISTS FOR (m:E) ON m.v",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SHOW INDEXES YIELD name, options WHERE name = 'e' RETURN options.indexConfig.`vector.dimensions`"
+        ),
+        vec![vec![Value::Null]]
+    );
+    let g = graph_entries(&mut s);
+    assert_eq!(g, 100);
+    assert_eq!(
+        ints(
+            &mut s,
+            "CALL db.index.vector.queryNodes('e', 1, [42.0, 1.0, 0.0]) YIELD node RETURN node.i"
+        ),
+        vec![42]
+    );
+}
+
+fn graph_entries(s: &mut Session) -> usize {
+    let db = s.db();
+    let v = &db.manifest().vector_indexes[0];
+    quiver_query::vector::open(&db, v).unwrap().unwrap().live()
+}

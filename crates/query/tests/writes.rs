@@ -1206,7 +1206,7 @@ fn vector_indexes_search_and_follow_writes() {
         ("CALL db.index.vector.queryNodes('nope', 1, [1.0]) YIELD node RETURN node", "no vector index named nope"),
         ("CALL db.index.vector.queryNodes('e', 1, [1.0]) YIELD node RETURN node", "list of 8 numbers"),
         ("CALL db.index.vector.queryNodes('e', 0, [1,2,3,4,5,6,7,8]) YIELD node RETURN node", "positive integer"),
-        ("CREATE VECTOR INDEX x FOR (n:Doc) ON n.emb", "needs its dimensions"),
+        ("CREATE VECTOR INDEX x FOR (n:Doc) ON n.emb OPTIONS {indexConfig: {`vector.dimensions`: 'eight'}}", "integer from 1 to 4096"),
         ("CREATE VECTOR INDEX x FOR (n:Doc) ON n.emb OPTIONS {indexConfig: {`vector.dimensions`: 8, `vector.similarity_function`: 'dot'}}", "'cosine' or 'euclidean'"),
         ("CREATE VECTOR INDEX e FOR (n:Doc) ON n.emb OPTIONS {indexConfig: {`vector.dimensions`: 8}}", "exists already"),
         ("DROP INDEX nope", "there is no index named nope"),
@@ -1279,4 +1279,48 @@ fn apoc_meta_data_answers_the_schema_readers() {
         ends,
         want(&["Person-KNOWS->Person", "Person-WORKS_AT->Org"])
     );
+}
+
+/// The APOC calls LlamaIndex's property graph store makes: `apoc.map.clean`,
+/// `apoc.meta.subGraph`, `apoc.schema.nodes`, `apoc.schema.properties.distinct`.
+#[test]
+fn apoc_schema_calls_as_llamaindex_makes_them() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    assert_eq!(
+        rows(
+            &mut s,
+            "RETURN apoc.map.clean({a: 1, b: null, c: 'x', d: 2}, ['a'], ['x']) AS m"
+        ),
+        rows(&mut s, "RETURN {d: 2} AS m")
+    );
+    run(
+        &mut s,
+        "CREATE (:P {name: 'a', k: 1})-[:R]->(:P {name: 'b', k: 1}), (:P {name: 'c', k: 2}), (:Q)",
+    )
+    .unwrap();
+    run(&mut s, "CREATE INDEX FOR (n:P) ON (n.k)").unwrap();
+    let sub = rows(
+        &mut s,
+        "CALL apoc.meta.subGraph({}) YIELD nodes, relationships RETURN [n IN nodes | [apoc.any.property(n, 'name'), apoc.any.property(n, 'count')]] AS n, [r IN relationships | apoc.any.property(r, 'count')] AS r",
+    );
+    assert_eq!(
+        format!("{:?}", sub[0][1]),
+        format!("{:?}", Value::list(vec![Value::Int(1)]))
+    );
+    assert!(format!("{:?}", sub[0][0]).contains("\"P\""), "{sub:?}");
+    let ix = rows(
+        &mut s,
+        "CALL apoc.schema.nodes() YIELD label, properties, type, size, valuesSelectivity WHERE type = 'RANGE' AND properties = ['k'] RETURN size, size * valuesSelectivity AS distinctValues",
+    );
+    assert_eq!(
+        format!("{ix:?}"),
+        format!("{:?}", vec![vec![Value::Int(3), Value::Float(2.0)]])
+    );
+    let mut distinct = ints(
+        &mut s,
+        "CALL apoc.schema.properties.distinct('P', 'k') YIELD value UNWIND value AS v RETURN v",
+    );
+    distinct.sort();
+    assert_eq!(distinct, vec![1, 2]);
 }

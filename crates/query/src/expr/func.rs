@@ -643,6 +643,33 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
                 _ => Value::Null,
             }
         }
+        // APOC's: the map without the keys of the second list, the entries whose value
+        // (as a string) is in the third, and the null ones.
+        MapClean => {
+            argc(f, a, 3, 3)?;
+            let Value::Map(m) = &a[0] else {
+                return match &a[0] {
+                    Value::Null => Ok(Value::Null),
+                    v => type_err("apoc.map.clean() needs a map", v),
+                };
+            };
+            let list = |v: &Value| match v {
+                Value::Null => Ok(Vec::new()),
+                Value::List(l) => Ok(l.iter().map(to_string).collect::<Vec<_>>()),
+                v => type_err("apoc.map.clean() needs lists of keys and values", v),
+            };
+            let (keys, values) = (list(&a[1])?, list(&a[2])?);
+            let kept: Vec<(Arc<str>, Value)> = m
+                .iter()
+                .filter(|(k, v)| {
+                    !v.is_null()
+                        && !keys.iter().any(|x| **x == **k)
+                        && !values.contains(&to_string(v))
+                })
+                .cloned()
+                .collect();
+            Value::Map(Arc::new(kept))
+        }
         // APOC's: the entries of both maps, the second's winning; null is no entries.
         MapMerge => {
             argc(f, a, 2, 2)?;

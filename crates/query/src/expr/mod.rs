@@ -174,7 +174,7 @@ funcs! {
     DateClock = "date.clock", LocalTimeClock = "localtime.clock", TimeClock = "time.clock",
     LocalDateTimeClock = "localdatetime.clock", DateTimeClock = "datetime.clock",
     All = "all", Any = "any", NoneOf = "none", Single = "single",
-    MapMerge = "apoc.map.merge", CollToSet = "apoc.coll.toset",
+    MapMerge = "apoc.map.merge", MapClean = "apoc.map.clean", CollToSet = "apoc.coll.toset",
     CollFlatten = "apoc.coll.flatten",
     Acos = "acos", Asin = "asin", Atan = "atan", Atan2 = "atan2", Cos = "cos", Cot = "cot",
     Degrees = "degrees", Haversin = "haversin", Radians = "radians", Sin = "sin", Tan = "tan",
