@@ -62,6 +62,9 @@ impl PType {
     }
 }
 
+/// A procedure written in Rust: the graph and the arguments, to its rows.
+pub type BuiltinFn = fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>;
+
 /// What a procedure does.
 #[derive(Clone)]
 pub enum Body {
@@ -69,7 +72,7 @@ pub enum Body {
     /// equal its arguments.
     Table(Vec<(Vec<Value>, Vec<Value>)>),
     /// Its rows from the graph and the arguments given.
-    Builtin(fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>),
+    Builtin(BuiltinFn),
 }
 
 #[derive(Clone)]
@@ -743,7 +746,7 @@ fn index_query(
     name: &str,
     (second, ty): (&str, PType),
     entity: &str,
-    body: fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>,
+    body: BuiltinFn,
 ) -> Procedure {
     let fulltext = name.starts_with("db.index.fulltext");
     let third = if fulltext { "options" } else { "query" };
