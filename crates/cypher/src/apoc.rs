@@ -12,6 +12,8 @@
 //! | `apoc.create.addLabels(n, labels) YIELD node` | `SET n:$(labels) WITH *, n AS node` |
 //! | `db.create.setNodeVectorProperty(n, key, vector)` (and `...Relationship...`) | `SET n[key] = [x IN vector \| toFloat(x)]` |
 //!
+//! | `apoc.periodic.iterate('iterate', 'action', {batchSize: n})` | `iterate` (its RETURN a WITH) `CALL (*) { action } IN TRANSACTIONS OF n ROWS`, then one row of APOC's counts |
+//!
 //! `ident` is a map literal (`{id: row.id}`), as MERGE's pattern takes; a node or
 //! relationship argument is a variable. A WHERE after YIELD filters after the write.
 
@@ -21,6 +23,9 @@ use crate::ast::*;
 /// procedure; an error (for the caller to place) when the arguments do not fit.
 pub fn rewrite(pc: &ProcCall) -> Option<Result<Vec<Clause>, String>> {
     let name = pc.name.to_ascii_lowercase();
+    if name == "apoc.periodic.iterate" {
+        return Some(periodic_iterate(pc));
+    }
     let name = name.strip_suffix(".eager").unwrap_or(&name);
     let (arity, out): ((usize, usize), &str) = match name {
         "apoc.merge.node" => ((2, 4), "node"),
@@ -219,6 +224,176 @@ fn clauses(
             where_: Some(w.clone()),
             texts: Vec::new(),
         }));
+    }
+    Ok(cs)
+}
+
+/// What `apoc.periodic.iterate` yields, in APOC's order.
+const ITERATE_OUT: [&str; 13] = [
+    "batches",
+    "total",
+    "timeTaken",
+    "committedOperations",
+    "failedOperations",
+    "failedBatches",
+    "retries",
+    "errorMessages",
+    "batch",
+    "operations",
+    "wasTerminated",
+    "failedParams",
+    "updateStatistics",
+];
+
+/// `apoc.periodic.iterate(iterate, action, config)`: the two statements (string
+/// literals, read as Cypher here) as one, the action a `CALL (*) { } IN TRANSACTIONS OF
+/// batchSize ROWS` over the iterate statement's rows (its RETURN made a WITH, so the
+/// action sees its columns as variables, as APOC's does), then APOC's counts as one row.
+/// A failing batch fails the statement (APOC counts it and goes on); `parallel`,
+/// `batchMode` and `retries` are read and ignored; `params` is not taken yet.
+fn periodic_iterate(pc: &ProcCall) -> Result<Vec<Clause>, String> {
+    let name = &pc.name;
+    let args = pc
+        .args
+        .as_deref()
+        .ok_or_else(|| format!("{name}() takes its arguments in parentheses"))?;
+    if !(2..=3).contains(&args.len()) {
+        return Err(format!(
+            "{name}(cypherIterate, cypherAction, config) takes 2 or 3 arguments, got {}",
+            args.len()
+        ));
+    }
+    let text = |e: &Expr, what: &str| {
+        match e {
+        Expr::Str(s) => Ok(s.clone()),
+        _ => Err(format!(
+            "{name}(): Quiver reads the {what} statement as Cypher when the query is parsed: give it as a string literal"
+        )),
+    }
+    };
+    let (iterate, action) = (text(&args[0], "iterate")?, text(&args[1], "action")?);
+    let mut batch = 10_000i64;
+    match args.get(2) {
+        None | Some(Expr::Null) => {}
+        Some(Expr::Map(m)) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("batchSize", Expr::Int(n)) if *n > 0 => batch = *n,
+                    ("batchSize", _) => {
+                        return Err(format!("{name}(): batchSize must be a positive integer"))
+                    }
+                    ("params", Expr::Map(p)) if p.is_empty() => {}
+                    ("params", _) => {
+                        return Err(format!(
+                            "{name}(): config.params is not supported yet; write the values into the statements or pass them as the query's parameters"
+                        ))
+                    }
+                    _ => {} // parallel, batchMode, retries, concurrency...: ignored
+                }
+            }
+        }
+        Some(_) => return Err(format!("{name}(): the config must be a map literal")),
+    }
+    let inner = |t: &str, what: &str| -> Result<SingleQuery, String> {
+        let st = crate::parse::parse_query(t)
+            .map_err(|e| format!("{name}(): the {what} statement: {e}"))?;
+        match st.query.parts.as_slice() {
+            [one] if st.query.parts.len() == 1 => Ok(one.clone()),
+            _ => Err(format!("{name}(): the {what} statement cannot be a UNION")),
+        }
+    };
+    let mut it = inner(&iterate, "iterate")?;
+    match it.clauses.pop() {
+        Some(Clause::Return(p)) => it.clauses.push(Clause::With(p)),
+        _ => {
+            return Err(format!(
+                "{name}(): the iterate statement must end with RETURN (its columns are the action's variables)"
+            ))
+        }
+    }
+    let act = inner(&action, "action")?;
+    let at = pc.at;
+    let var = |v: &str| Expr::Var(v.to_string(), at);
+    let proj = |items: Vec<(Expr, Option<String>)>, where_: Option<Expr>| Projection {
+        distinct: false,
+        star: false,
+        texts: items
+            .iter()
+            .map(|(_, a)| a.clone().unwrap_or_default())
+            .collect(),
+        items,
+        order: Vec::new(),
+        skip: None,
+        limit: None,
+        where_,
+    };
+    let mut cs = it.clauses;
+    cs.push(Clause::CallInTx {
+        body: Box::new(act),
+        rows: Some(Expr::Int(batch)),
+        on_error: OnError::Fail,
+        sees_all: true,
+    });
+    cs.push(Clause::With(proj(
+        vec![(Expr::CountStar, Some("total".into()))],
+        None,
+    )));
+    let map = |pairs: Vec<(&str, Expr)>| {
+        Expr::Map(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    };
+    let batches = Expr::Binary(
+        BinOp::Div,
+        Box::new(Expr::Binary(
+            BinOp::Add,
+            Box::new(var("total")),
+            Box::new(Expr::Int(batch - 1)),
+        )),
+        Box::new(Expr::Int(batch)),
+    );
+    let counts = |n: Expr| {
+        map(vec![
+            ("total", n.clone()),
+            ("committed", n),
+            ("failed", Expr::Int(0)),
+            ("errors", map(Vec::new())),
+        ])
+    };
+    let value = |out: &str| -> Expr {
+        match out {
+            "batches" => batches.clone(),
+            "total" | "committedOperations" => var("total"),
+            "timeTaken" | "failedOperations" | "failedBatches" | "retries" => Expr::Int(0),
+            "batch" => counts(batches.clone()),
+            "operations" => counts(var("total")),
+            "wasTerminated" => Expr::Bool(false),
+            _ => map(Vec::new()), // errorMessages, failedParams, updateStatistics
+        }
+    };
+    match (&pc.yields, pc.star) {
+        (Some(y), false) => {
+            let mut items = Vec::new();
+            for (o, alias) in y {
+                if !ITERATE_OUT.contains(&o.as_str()) {
+                    return Err(format!(
+                        "{name}() yields {}; not {o}",
+                        ITERATE_OUT.join(", ")
+                    ));
+                }
+                items.push((value(o), Some(alias.clone())));
+            }
+            cs.push(Clause::With(proj(items, pc.where_.clone())));
+        }
+        _ => {
+            let items = ITERATE_OUT
+                .iter()
+                .map(|o| (value(o), Some(o.to_string())))
+                .collect();
+            if pc.star {
+                cs.push(Clause::With(proj(items, pc.where_.clone())));
+            } else {
+                cs.push(Clause::Return(proj(items, None)));
+            }
+        }
     }
     Ok(cs)
 }

@@ -1324,3 +1324,59 @@ fn apoc_schema_calls_as_llamaindex_makes_them() {
     distinct.sort();
     assert_eq!(distinct, vec![1, 2]);
 }
+
+/// `apoc.periodic.iterate`, the batched update of import scripts, read as `CALL (*) {
+/// action } IN TRANSACTIONS OF batchSize ROWS` over the iterate statement's rows, with
+/// APOC's counts as its one row.
+#[test]
+fn apoc_periodic_iterate_commits_in_batches() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(1, 2500) AS i CREATE (:P {i: i})").unwrap();
+    let r = rows(
+        &mut s,
+        "CALL apoc.periodic.iterate('MATCH (p:P) RETURN p', 'SET p.done = true, p.twice = p.i * 2', {batchSize: 1000, parallel: true}) YIELD batches, total RETURN batches, total",
+    );
+    assert_eq!(
+        format!("{r:?}"),
+        format!("{:?}", vec![vec![Value::Int(3), Value::Int(2500)]])
+    );
+    assert_eq!(
+        ints(&mut s, "MATCH (p:P) WHERE p.done RETURN count(*)"),
+        vec![2500]
+    );
+    assert_eq!(
+        ints(&mut s, "MATCH (p:P) RETURN sum(p.twice)"),
+        vec![2500 * 2501]
+    );
+    // Standalone, no YIELD: one row of every column; the iterate statement's columns
+    // are the action's variables.
+    let r = rows(
+        &mut s,
+        "CALL apoc.periodic.iterate('MATCH (p:P) WHERE p.i <= 10 RETURN p.i AS i', 'CREATE (:Q {i: i})', {batchSize: 3})",
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].len(), 13);
+    assert_eq!(ints(&mut s, "MATCH (q:Q) RETURN sum(q.i)"), vec![55]);
+    for (q, want) in [
+        (
+            "CALL apoc.periodic.iterate($it, 'SET p.x = 1', {})",
+            "string literal",
+        ),
+        (
+            "CALL apoc.periodic.iterate('MATCH (p:P) RETURN p', 'SET p.x = $v', {params: {v: 1}})",
+            "params",
+        ),
+        (
+            "CALL apoc.periodic.iterate('MATCH (p:P) SET p.y = 1', 'SET p.x = 1', {})",
+            "must end with RETURN",
+        ),
+        (
+            "CALL apoc.periodic.iterate('MATCH (p:P RETURN p', 'SET p.x = 1', {})",
+            "the iterate statement",
+        ),
+    ] {
+        let e = run(&mut s, q).unwrap_err().to_string();
+        assert!(e.contains(want), "{q}: {e}");
+    }
+}
