@@ -10,6 +10,7 @@
 //! | `apoc.create.node(labels, props) YIELD node` | `CREATE (node:$(labels)) SET node += props` |
 //! | `apoc.create.relationship(a, type, props, b) YIELD rel` | `CREATE (a)-[rel:$(type)]->(b) SET rel += props` |
 //! | `apoc.create.addLabels(n, labels) YIELD node` | `SET n:$(labels) WITH *, n AS node` |
+//! | `apoc.create.setLabels(n, labels) YIELD node` | `REMOVE n:$(labels(n)) SET n:$(labels) WITH *, n AS node` |
 //! | `db.create.setNodeVectorProperty(n, key, vector)` (and `...Relationship...`) | `SET n[key] = [x IN vector \| toFloat(x)]` |
 //!
 //! | `apoc.periodic.iterate('iterate', 'action', {batchSize: n})` | `iterate` (its RETURN a WITH) `CALL (*) { action } IN TRANSACTIONS OF n ROWS`, then one row of APOC's counts |
@@ -32,7 +33,7 @@ pub fn rewrite(pc: &ProcCall) -> Option<Result<Vec<Clause>, String>> {
         "apoc.merge.relationship" => ((5, 6), "rel"),
         "apoc.create.node" => ((2, 2), "node"),
         "apoc.create.relationship" => ((4, 4), "rel"),
-        "apoc.create.addlabels" => ((2, 2), "node"),
+        "apoc.create.addlabels" | "apoc.create.setlabels" => ((2, 2), "node"),
         "db.create.setnodevectorproperty" | "db.create.setrelationshipvectorproperty" => {
             ((3, 3), "")
         }
@@ -191,13 +192,24 @@ fn clauses(
                 },
             }])]
         }
-        // apoc.create.addLabels
+        // apoc.create.addLabels; apoc.create.setLabels removes the others first.
         _ => {
             let n = var(&args[0], "node")?;
-            let mut cs = vec![Clause::Set(vec![SetItem::LabelExprs {
+            let mut cs = Vec::new();
+            if name == "apoc.create.setlabels" {
+                cs.push(Clause::Remove(vec![RemoveItem::LabelExprs {
+                    var: n.clone(),
+                    exprs: vec![Expr::Call {
+                        name: "labels".into(),
+                        distinct: false,
+                        args: vec![Expr::Var(n.clone(), pc.at)],
+                    }],
+                }]));
+            }
+            cs.push(Clause::Set(vec![SetItem::LabelExprs {
                 var: n.clone(),
                 exprs: vec![args[1].clone()],
-            }])];
+            }]));
             if n != alias {
                 cs.push(Clause::With(Projection {
                     distinct: false,

@@ -609,6 +609,94 @@ fn meta_row(
     ]
 }
 
+/// `apoc.meta.schema({sample})`: one row, `value`, APOC's map of the schema: per label
+/// `{type: 'node', count, labels: [], properties: {p: {type, indexed, unique,
+/// existence, array}}, relationships: {T: {direction: 'out', labels, count,
+/// properties: {}}}}`, per relationship type `{type: 'relationship', count,
+/// properties}`; made from `apoc.meta.data`'s sampled rows, with whole counts.
+fn apoc_meta_schema(g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    use std::collections::BTreeMap;
+    let map = |pairs: Vec<(String, Value)>| {
+        Value::Map(Arc::new(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Arc::from(k.as_str()), v))
+                .collect(),
+        ))
+    };
+    let s = |x: &str| Value::str(x);
+    // name -> (element, properties, relationships)
+    type Entry = (String, Vec<(String, Value)>, Vec<(String, Value)>);
+    let mut out: BTreeMap<String, Entry> = BTreeMap::new();
+    for row in apoc_meta_data(g, args)? {
+        let text = |i: usize| match &row[i] {
+            Value::Str(x) => x.to_string(),
+            _ => String::new(),
+        };
+        let (name, prop, ty, element) = (text(0), text(1), text(6), text(13));
+        let e = out
+            .entry(name)
+            .or_insert_with(|| (element.clone(), Vec::new(), Vec::new()));
+        if ty == "RELATIONSHIP" {
+            e.2.push((
+                prop,
+                map(vec![
+                    ("direction".into(), s("out")),
+                    ("labels".into(), row[12].clone()),
+                    ("count".into(), row[2].clone()),
+                    ("properties".into(), map(Vec::new())),
+                ]),
+            ));
+        } else {
+            e.1.push((
+                prop,
+                map(vec![
+                    ("type".into(), s(&ty)),
+                    ("indexed".into(), Value::Bool(false)),
+                    ("unique".into(), Value::Bool(false)),
+                    ("existence".into(), Value::Bool(false)),
+                    ("array".into(), Value::Bool(ty == "LIST")),
+                ]),
+            ));
+        }
+    }
+    // Every relationship type, with properties or not.
+    for ty in 0..g.n_rel_types() as u32 {
+        out.entry(g.rel_type_name(ty).to_string())
+            .or_insert_with(|| ("relationship".into(), Vec::new(), Vec::new()));
+    }
+    let mut entries = Vec::new();
+    for (name, (element, props, rels)) in out {
+        let count = if element == "node" {
+            g.label_id(&name)
+                .map(|l| g.label_nodes(l, usize::MAX).map(|v| v.len()))
+                .transpose()?
+                .unwrap_or(0)
+        } else {
+            let mut c = 0usize;
+            if let Some(ty) = g.rel_type_id(&name) {
+                for n in 0..g.n_nodes() {
+                    if g.node_live(n) {
+                        c += g.degree(ty, n, Direction::Out)? as usize;
+                    }
+                }
+            }
+            c
+        };
+        let mut fields = vec![
+            ("type".to_string(), s(&element)),
+            ("count".to_string(), Value::Int(count as i64)),
+            ("properties".to_string(), map(props)),
+        ];
+        if element == "node" {
+            fields.push(("labels".into(), Value::list(Vec::new())));
+            fields.push(("relationships".into(), map(rels)));
+        }
+        entries.push((name, map(fields)));
+    }
+    Ok(vec![vec![map(entries)]])
+}
+
 /// The built-in procedures, made once.
 pub fn builtins() -> &'static [Arc<Procedure>] {
     static BUILTINS: std::sync::OnceLock<Vec<Arc<Procedure>>> = std::sync::OnceLock::new();
@@ -673,6 +761,13 @@ fn make_builtins() -> Vec<Procedure> {
                 ("relationships".into(), PType::Other),
             ],
             body: Body::Builtin(apoc_meta_graph),
+        },
+        Procedure {
+            name: "apoc.meta.schema".into(),
+            inputs: vec![("config".into(), PType::Other)],
+            optional: 1,
+            outputs: vec![("value".into(), PType::Other)],
+            body: Body::Builtin(apoc_meta_schema),
         },
         Procedure {
             // APOC's: the same counts, limited by a config Quiver reads as the whole

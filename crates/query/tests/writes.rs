@@ -1323,6 +1323,37 @@ fn apoc_schema_calls_as_llamaindex_makes_them() {
     );
     distinct.sort();
     assert_eq!(distinct, vec![1, 2]);
+    // apoc.meta.schema: APOC's map, whole counts.
+    let m = rows(
+        &mut s,
+        "CALL apoc.meta.schema() YIELD value RETURN value.P.type, value.P.count, value.P.properties.k.type, value.P.relationships.R.direction, value.R.type, value.R.count",
+    );
+    assert_eq!(
+        format!("{m:?}"),
+        format!(
+            "{:?}",
+            vec![vec![
+                Value::str("node"),
+                Value::Int(3),
+                Value::str("INTEGER"),
+                Value::str("out"),
+                Value::str("relationship"),
+                Value::Int(1)
+            ]]
+        )
+    );
+    // apoc.create.setLabels: exactly the labels given.
+    let l = rows(
+        &mut s,
+        "MATCH (n:P {name: 'c'}) CALL apoc.create.setLabels(n, ['X', 'Y']) YIELD node RETURN labels(node) AS l",
+    );
+    assert_eq!(
+        format!("{l:?}"),
+        format!(
+            "{:?}",
+            vec![vec![Value::list(vec![Value::str("X"), Value::str("Y")])]]
+        )
+    );
 }
 
 /// `apoc.periodic.iterate`, the batched update of import scripts, read as `CALL (*) {
