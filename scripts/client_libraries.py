@@ -226,7 +226,8 @@ NEOMODEL = textwrap.dedent("""
 
 def neomodel(url, path):
     env = dict(os.environ, PYTHONPATH=path)
-    p = subprocess.run([sys.executable, "-c", NEOMODEL, url], env=env)
+    # A bound on the child: a library that waited on the network for ever would hold CI.
+    p = subprocess.run([sys.executable, "-c", NEOMODEL, url], env=env, timeout=600)
     if p.returncode != 0:
         raise AssertionError("neomodel session failed (see above)")
 
@@ -268,7 +269,7 @@ check(st.structured_query("MATCH (n) RETURN count(n) AS c") == [{"c": 2}], "an e
 
 def llamaindex(url, path):
     env = dict(os.environ, PYTHONPATH=path)
-    p = subprocess.run([sys.executable, "-c", LLAMAINDEX, url], env=env)
+    p = subprocess.run([sys.executable, "-c", LLAMAINDEX, url], env=env, timeout=600)
     if p.returncode != 0:
         raise AssertionError("LlamaIndex session failed (see above)")
 
