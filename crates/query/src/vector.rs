@@ -266,10 +266,22 @@ pub fn refresh_into(
     record(staging, db, meta, built, live)
 }
 
-/// Open graphs by file (files are immutable, so the path names one graph): a few, the
+/// Open graphs by file, with the file's identity when opened (files are immutable, but
+/// a database deleted and made again at the same place reuses their names): a few, the
 /// least recently used dropped first.
-static OPEN: Mutex<Vec<(PathBuf, Arc<VectorIndex>)>> = Mutex::new(Vec::new());
+type OpenGraph = (PathBuf, FileId, Arc<VectorIndex>);
+static OPEN: Mutex<Vec<OpenGraph>> = Mutex::new(Vec::new());
 const OPEN_KEPT: usize = 8;
+
+/// What tells two files at one path apart: device, inode, length, modification time.
+type FileId = (u64, u64, u64, Option<std::time::SystemTime>);
+
+fn file_id(path: &std::path::Path) -> Result<FileId, QueryError> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)
+        .map_err(|e| QueryError::Index(format!("{}: {e}", path.display())))?;
+    Ok((m.dev(), m.ino(), m.len(), m.modified().ok()))
+}
 
 /// The graph of `meta`, opened as the database is (mapped, or read whole); `None`
 /// when it has none that covers anything.
@@ -281,10 +293,12 @@ pub fn open(db: &Database, meta: &VectorIndexMeta) -> Result<Option<Arc<VectorIn
         return Ok(None);
     }
     let path = db.dir().join(&f.file);
+    let id = file_id(&path)?;
     let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = open.iter().position(|(p, _)| *p == path) {
+    open.retain(|(p, i, _)| *p != path || *i == id);
+    if let Some(i) = open.iter().position(|(p, _, _)| *p == path) {
         let e = open.remove(i);
-        let ix = e.1.clone();
+        let ix = e.2.clone();
         open.push(e);
         return Ok(Some(ix));
     }
@@ -295,7 +309,7 @@ pub fn open(db: &Database, meta: &VectorIndexMeta) -> Result<Option<Arc<VectorIn
     if open.len() >= OPEN_KEPT {
         open.remove(0);
     }
-    open.push((path, ix.clone()));
+    open.push((path, id, ix.clone()));
     Ok(Some(ix))
 }
 

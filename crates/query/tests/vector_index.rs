@@ -336,3 +336,37 @@ fn graph_entries(s: &mut Session) -> usize {
     let v = &db.manifest().vector_indexes[0];
     quiver_query::vector::open(&db, v).unwrap().unwrap().live()
 }
+
+/// A database deleted and made again at the same place names its graph file as the
+/// first did: searches read the new one, not the graph opened before.
+#[test]
+fn a_database_made_again_at_the_same_place_is_searched_anew() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    for round in 0..2i64 {
+        let _ = std::fs::remove_dir_all(&db);
+        let mut s = Session::open_with(&db, OpenMode::Mapped, true).unwrap();
+        // Round 0: node i has vector [i, 1]; round 1: [1000 - i, 1] (nearest flips).
+        run(
+            &mut s,
+            &format!(
+                "UNWIND range(0, 199) AS i CREATE (:V {{i: i, v: [toFloat(CASE {round} WHEN 0 THEN i ELSE 1000 - i END), 1.0]}})"
+            ),
+        )
+        .unwrap();
+        run(
+            &mut s,
+            "CREATE VECTOR INDEX vv FOR (n:V) ON n.v OPTIONS {indexConfig: {`vector.dimensions`: 2, `vector.similarity_function`: 'euclidean'}}",
+        )
+        .unwrap();
+        let want = if round == 0 { 199 } else { 0 };
+        assert_eq!(
+            ints(
+                &mut s,
+                "CALL db.index.vector.queryNodes('vv', 1, [2000.0, 1.0]) YIELD node RETURN node.i"
+            ),
+            vec![want],
+            "round {round}"
+        );
+    }
+}
