@@ -1946,8 +1946,6 @@ impl Parser<'_> {
         self.for_label_on_prop()
     }
 
-    /// `FOR (n:Label) ON (n.prop)` (the parentheses around `n.prop` optional, as a
-    /// vector index writes it): the label and the property.
     /// `FOR ()-[r:TYPE]-() ON r.prop` (either arrow, or none): the type and property.
     fn for_type_on_prop(&mut self) -> R<(String, String)> {
         self.expect_kw("FOR")?;
@@ -1969,6 +1967,8 @@ impl Parser<'_> {
         Ok((ty, self.on_prop(&v)?))
     }
 
+    /// `FOR (n:Label) ON (n.prop)` (the parentheses around `n.prop` optional, as a
+    /// vector index writes it): the label and the property.
     fn for_label_on_prop(&mut self) -> R<(String, String)> {
         self.expect_kw("FOR")?;
         self.expect_p("(")?;
@@ -1993,6 +1993,15 @@ impl Parser<'_> {
             _ => Expr::Str(self.any_name("an index name")?),
         };
         Ok((name, self.if_not_exists()?))
+    }
+
+    /// `OPTIONS {...}` after an index's target, if written.
+    fn index_options(&mut self) -> R<Option<Expr>> {
+        Ok(if self.eat_kw("OPTIONS") {
+            Some(self.expr()?)
+        } else {
+            None
+        })
     }
 
     /// `ON v.prop` or `ON (v.prop)`, `v` the pattern's variable: the property.
@@ -2241,11 +2250,7 @@ impl Parser<'_> {
                 }
             }
             self.expect_p("]")?;
-            let options = if self.eat_kw("OPTIONS") {
-                Some(self.expr()?)
-            } else {
-                None
-            };
+            let options = self.index_options()?;
             Command::CreateFulltextIndex {
                 name,
                 if_not_exists,
@@ -2267,11 +2272,7 @@ impl Parser<'_> {
             if self.eat_kw("WITH") {
                 self.expr()?;
             }
-            let options = if self.eat_kw("OPTIONS") {
-                Some(self.expr()?)
-            } else {
-                None
-            };
+            let options = self.index_options()?;
             Command::CreateVectorIndex {
                 name,
                 if_not_exists,

@@ -127,48 +127,28 @@ pub fn build_bytes(n: u64, dims: u64, p: &Params) -> u64 {
 
 type Kernel = fn(&[f32], &[f32]) -> f32;
 
-#[inline(always)]
-fn dot_in(a: &[f32], b: &[f32]) -> f32 {
-    // Sixteen lanes summed apart: the loop vectorizes (floats are not reassociated).
+/// The dot product (or, with `L2`, the squared distance) as the build's baseline
+/// compiles it: sixteen lanes summed apart, so the loop vectorizes (floats are not
+/// reassociated).
+fn base_kernel<const L2: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let term = |x: f32, y: f32| if L2 { (x - y) * (x - y) } else { x * y };
     let mut acc = [0f32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for j in 0..16 {
-            acc[j] += x[j] * y[j];
+            acc[j] += term(x[j], y[j]);
         }
     }
     let mut s: f32 = acc.iter().sum();
     for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-#[inline(always)]
-fn l2_in(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..16 {
-            let d = x[j] - y[j];
-            acc[j] += d * d;
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += (x - y) * (x - y);
+        s += term(*x, *y);
     }
     s
 }
 
 fn cos_base(a: &[f32], b: &[f32]) -> f32 {
-    1.0 - dot_in(a, b)
-}
-
-fn l2_base(a: &[f32], b: &[f32]) -> f32 {
-    l2_in(a, b)
+    1.0 - base_kernel::<false>(a, b)
 }
 
 /// The dot product (or, with `L2`, the squared distance) with AVX2 and FMA: four
@@ -242,7 +222,7 @@ fn kernel(metric: Metric) -> Kernel {
     }
     match metric {
         Metric::Cosine => cos_base,
-        Metric::Euclidean => l2_base,
+        Metric::Euclidean => base_kernel::<true>,
     }
 }
 
@@ -716,7 +696,16 @@ fn grow(
         let mut all_vecs = v.vecs.to_vec();
         all_vecs.append(&mut vecs);
         vecs = all_vecs;
-        l0.extend(v.l0.iter().map(|&w| AtomicU32::new(w & !LOCKED)));
+        // Each row's count as its file gives it, bounded by the row (a damaged file
+        // cannot make a row read past itself).
+        l0.extend(v.l0.iter().enumerate().map(|(j, &w)| {
+            let w = if j % (m0 + 1) == 0 {
+                (w & !LOCKED).min(m0 as u32)
+            } else {
+                w
+            };
+            AtomicU32::new(w)
+        }));
         for i in 0..n_old {
             let at = v.upper_at[i];
             // Levels from where the next entry's upper levels start.
@@ -988,7 +977,9 @@ impl VectorIndex {
         let (m, m0) = ((h[2] & 0xFFFF_FFFF) as usize, (h[2] >> 32) as usize);
         let (entry, top) = ((h[3] & 0xFFFF_FFFF) as u32, (h[3] >> 32) as u8);
         let (n, upper_len) = (h[4] as usize, h[5] as usize);
-        if dims == 0 || m == 0 || m0 == 0 || (n > 0 && entry as usize >= n) {
+        // (The graphs written here have `m0` twice `m`, `m` at most 64: a search or an
+        // extension reads rows of that width.)
+        if dims == 0 || !(2..=64).contains(&m) || m0 != 2 * m || (n > 0 && entry as usize >= n) {
             return Err(bad("header"));
         }
         let round = |b: usize| b.div_ceil(8) * 8;
@@ -1297,6 +1288,22 @@ mod tests {
         }
         let r = found as f64 / total as f64;
         assert!(r >= 0.97, "recall@10 after extending: {r}");
+    }
+
+    /// The baseline kernels (a CPU without AVX2) and the FMA ones give one distance.
+    #[test]
+    fn kernels_agree() {
+        let mut r = rand_pcg::Pcg64::seed_from_u64(6);
+        for dims in [1, 7, 16, 33, 128, 130] {
+            let a: Vec<f32> = (0..dims).map(|_| r.random_range(-1.0..1.0)).collect();
+            let b: Vec<f32> = (0..dims).map(|_| r.random_range(-1.0..1.0)).collect();
+            let dot: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            let l2: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+            assert!((base_kernel::<false>(&a, &b) - dot).abs() < 1e-4);
+            assert!((base_kernel::<true>(&a, &b) - l2).abs() < 1e-4);
+            assert!((distance(Metric::Cosine, &a, &b) - (1.0 - dot)).abs() < 1e-4);
+            assert!((distance(Metric::Euclidean, &a, &b) - l2).abs() < 1e-4);
+        }
     }
 
     #[test]
