@@ -161,6 +161,63 @@ impl Model {
         self.bfs_dist_through(a, b, types, |_| true)
     }
 
+    /// The least weight of a walk from `a` to each node over at most `max` steps in
+    /// `dir` whose every reached node passes `ok` (`w`: a step's weight from its edge
+    /// and the node it reaches), by dynamic programming over the hops: an oracle that
+    /// shares nothing with Dijkstra's search.
+    fn lightest(
+        &self,
+        a: usize,
+        dir: i8,
+        max: usize,
+        w: impl Fn(usize, usize) -> i64,
+        ok: impl Fn(usize) -> bool,
+    ) -> Vec<Option<i64>> {
+        let mut d = vec![None; self.n];
+        d[a] = Some(0);
+        for _ in 0..max {
+            let mut next = d.clone();
+            for u in 0..self.n {
+                let Some(du) = d[u] else { continue };
+                for (k, v) in self.step(u, &["R", "S"], dir) {
+                    if ok(v) {
+                        let nw = du + w(k, v);
+                        if next[v].is_none_or(|x: i64| nw < x) {
+                            next[v] = Some(nw);
+                        }
+                    }
+                }
+            }
+            d = next;
+        }
+        d
+    }
+
+    /// How many trails from `a` to `b` of at most `max` steps weigh exactly `total`
+    /// (weights at least 1, so the search stops past `total`).
+    fn count_weighing(
+        &self,
+        at: usize,
+        b: usize,
+        max: usize,
+        total: i64,
+        w: &impl Fn(usize, usize) -> i64,
+        used: &mut Vec<usize>,
+    ) -> usize {
+        let mut n = usize::from(at == b && total == 0 && !used.is_empty());
+        if used.len() == max || total <= 0 {
+            return n;
+        }
+        for (k, v) in self.step(at, &["R", "S"], 1) {
+            if !used.contains(&k) && w(k, v) <= total {
+                used.push(k);
+                n += self.count_weighing(v, b, max, total - w(k, v), w, used);
+                used.pop();
+            }
+        }
+        n
+    }
+
     /// The length of the shortest path from `a` to `b` whose every node passes `ok`.
     fn bfs_dist_through(
         &self,
@@ -1036,4 +1093,138 @@ fn generated_queries_parse_run_and_never_panic() {
         "only {parsed} of {total} parsed"
     );
     assert!(ran * 100 >= total * 70, "only {ran} of {total} ran");
+}
+
+/// Memgraph's weighted shortest paths (`*WSHORTEST` / `*ALLSHORTEST` with a weight that
+/// differs between steps) against a dynamic program over the hops: the lightest total
+/// within the hop bound, a path that weighs what it says, every lightest path for
+/// ALLSHORTEST, from one node to every other, inward, under a filter lambda.
+#[test]
+fn weighted_shortest_paths_match_the_model() {
+    for seed in [21u64, 22, 23] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model(seed, 40, 160);
+        let db_path = write_and_import(dir.path(), &m);
+        let db = Database::open(&db_path, OpenMode::Mapped).unwrap();
+        // The relationship's weight: its w (its index for :R, null for :S) mod 7, plus 1.
+        let ew = |k: usize, _v: usize| -> i64 {
+            if m.edges[k].2 == "R" {
+                (k % 7) as i64 + 1
+            } else {
+                3 % 7 + 1
+            }
+        };
+        let ew3 = |k: usize, _v: usize| -> i64 {
+            if m.edges[k].2 == "R" {
+                (k % 3) as i64 + 1
+            } else {
+                3 % 3 + 1
+            }
+        };
+        let nw = |_k: usize, v: usize| -> i64 { m.v[v].unwrap_or(0) + 1 };
+        for a in [0usize, 3, 7, 13, 39] {
+            for max in [3usize, 15] {
+                let d = m.lightest(a, 1, max, ew, |_| true);
+                for b in [2usize, 5, 21, 30] {
+                    if a == b {
+                        continue;
+                    }
+                    let p = params(&[("x", a as i64), ("y", b as i64)]);
+                    let text = format!(
+                        "MATCH p = (a {{id: $x}})-[*WSHORTEST {max} (e, n | coalesce(e.w, 3) % 7 + 1) total]->(b {{id: $y}}) \
+                         RETURN total, length(p), reduce(s = 0, r IN relationships(p) | s + coalesce(r.w, 3) % 7 + 1), [x IN nodes(p) | x.id]"
+                    );
+                    let rows = query(&db, &text, &p)
+                        .unwrap_or_else(|e| panic!("{text}: {e}"))
+                        .1;
+                    match d[b] {
+                        None => assert!(rows.is_empty(), "no path {a}->{b} in {max}: {rows:?}"),
+                        Some(want) => {
+                            assert_eq!(rows.len(), 1, "{a}->{b} in {max}");
+                            let r = &rows[0];
+                            assert_eq!(r[0], Value::Int(want), "lightest {a}->{b} in {max}");
+                            assert_eq!(r[2], Value::Int(want), "the path weighs its total");
+                            let Value::Int(len) = r[1] else { panic!() };
+                            assert!(len as usize <= max);
+                            let Value::List(ids) = &r[3] else { panic!() };
+                            assert_eq!(ids.first(), Some(&Value::Int(a as i64)));
+                            assert_eq!(ids.last(), Some(&Value::Int(b as i64)));
+                        }
+                    }
+                    // Every lightest path, each once.
+                    let d3 = m.lightest(a, 1, 6, ew3, |_| true);
+                    let rows = query(
+                        &db,
+                        "MATCH p = (a {id: $x})-[*ALLSHORTEST 6 (e, n | coalesce(e.w, 3) % 3 + 1) total]->(b {id: $y}) RETURN total, [r IN relationships(p) | id(r)]",
+                        &p,
+                    )
+                    .unwrap()
+                    .1;
+                    let want = d3[b].map_or(0, |t| m.count_weighing(a, b, 6, t, &ew3, &mut vec![]));
+                    assert_eq!(rows.len(), want, "ALLSHORTEST {a}->{b}");
+                    assert!(rows.iter().all(|r| r[0] == Value::Int(d3[b].unwrap())));
+                    let distinct: BTreeSet<String> =
+                        rows.iter().map(|r| format!("{:?}", r[1])).collect();
+                    assert_eq!(distinct.len(), rows.len(), "each path once");
+                    // Inward, unbounded, through nodes with v >= 2 only (a filter lambda).
+                    let din = m.lightest(a, -1, m.n, ew, |i| m.v[i].is_some_and(|v| v >= 2));
+                    let rows = query(
+                        &db,
+                        "MATCH p = (a {id: $x})<-[*WSHORTEST (e, n | coalesce(e.w, 3) % 7 + 1) total (e, n | n.v >= 2)]-(b {id: $y}) RETURN total",
+                        &p,
+                    )
+                    .unwrap()
+                    .1;
+                    assert_eq!(
+                        rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
+                        din[b].map(Value::Int).into_iter().collect::<Vec<_>>(),
+                        "inward through v >= 2, {a}<-{b}"
+                    );
+                }
+            }
+            // From one node to every node it reaches, weighing the node reached, and
+            // in floats.
+            let p = params(&[("x", a as i64)]);
+            let d = m.lightest(a, 1, 4, nw, |_| true);
+            let rows = query(
+                &db,
+                "MATCH (a {id: $x})-[*WSHORTEST 4 (e, n | coalesce(n.v, 0) + 1) total]->(b) RETURN b.id, total, 0.5 * total = 0.0 + total / 2.0",
+                &p,
+            )
+            .unwrap()
+            .1;
+            let got: BTreeMap<i64, Value> = rows
+                .iter()
+                .map(|r| {
+                    let Value::Int(id) = r[0] else { panic!() };
+                    (id, r[1].clone())
+                })
+                .collect();
+            let want: BTreeMap<i64, Value> = (0..m.n)
+                .filter(|&i| i != a)
+                .filter_map(|i| d[i].map(|w| (i as i64, Value::Int(w))))
+                .collect();
+            assert_eq!(got, want, "single source from {a}");
+            assert_eq!(got.len(), rows.len(), "one row per node reached");
+            let halves = query(
+                &db,
+                "MATCH (a {id: $x})-[*WSHORTEST 4 (e, n | 0.5 * (coalesce(n.v, 0) + 1)) total]->(b) RETURN b.id, total",
+                &p,
+            )
+            .unwrap()
+            .1;
+            for r in halves {
+                let Value::Int(id) = r[0] else { panic!() };
+                assert_eq!(r[1], Value::Float(d[id as usize].unwrap() as f64 / 2.0));
+            }
+        }
+        // A weight that is null or negative is an error that says so.
+        for bad in ["e.w", "-1", "-coalesce(e.w, 1)"] {
+            let text = format!(
+                "MATCH (a {{id: 0}})-[*WSHORTEST (e, n | {bad}) total]->(b) RETURN count(*)"
+            );
+            let err = query(&db, &text, &Params::new()).unwrap_err().to_string();
+            assert!(err.contains("weight lambda"), "{text}: {err}");
+        }
+    }
 }

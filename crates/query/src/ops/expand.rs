@@ -497,6 +497,10 @@ pub struct ShortestPath {
     /// Memgraph's filter lambda over each step: its relationship (slot 0) and the node
     /// it reaches (slot 1).
     pub step_ok: Option<CExpr>,
+    /// Memgraph's weight lambda over each step (slots as `step_ok`'s) when it differs
+    /// between steps: Dijkstra's search (`weighted.rs`), which appends the path's
+    /// total weight after the path.
+    pub weight: Option<CExpr>,
 }
 
 /// Whether each value meets every predicate of `preds` (evaluated a batch at a time
@@ -524,7 +528,7 @@ impl ShortestPath {
     /// (`backward`: the steps of a search from the far end, whose relationship leads
     /// from `v` to `u` in the path: the node a step reaches, which the filter lambda
     /// judges, is then `u`.)
-    fn admit(
+    pub(super) fn admit(
         &self,
         cx: &Cx,
         steps: &mut Vec<(u64, u64, RelRef)>,
@@ -618,7 +622,7 @@ impl ShortestPath {
     }
 
     /// Whether node `n` meets the node predicates (a path's ends must too).
-    fn node_meets(&self, cx: &Cx, n: u64) -> Result<bool, QueryError> {
+    pub(super) fn node_meets(&self, cx: &Cx, n: u64) -> Result<bool, QueryError> {
         Ok(meets(cx, &self.node_ok, vec![Value::Node(n)])?[0])
     }
 }
@@ -772,12 +776,21 @@ impl Op for ShortestPath {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         let mut grant = cx.budget.empty_grant("ShortestPath");
         while let Some(b) = self.input.next(cx)? {
-            let extra = 1 + usize::from(self.to.is_none());
+            let extra = 1 + usize::from(self.to.is_none()) + usize::from(self.weight.is_some());
             let mut out = Batch::empty(b.width() + extra);
             for row in 0..b.len {
                 let Value::Node(s) = b.cols[self.from][row] else {
                     continue;
                 };
+                if let Some(w) = &self.weight {
+                    let t = match self.to.map(|ts| &b.cols[ts][row]) {
+                        None => None,
+                        Some(Value::Node(t)) => Some(*t),
+                        Some(_) => continue,
+                    };
+                    self.weighted(cx, w, &mut grant, &b, row, s, t, &mut out)?;
+                    continue;
+                }
                 match self.to {
                     Some(ts) => {
                         let Value::Node(t) = b.cols[ts][row] else {
@@ -882,7 +895,7 @@ impl ShortestPath {
     }
 }
 
-fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool {
+pub(super) fn rel_used_any(rels: &[RelRef], b: &Batch, row: usize, uniq: &[usize]) -> bool {
     rels.iter().any(|r| rel_used(r, b, row, uniq))
 }
 

@@ -33,6 +33,7 @@ mod rows;
 mod scan;
 mod sort;
 mod spill;
+mod weighted;
 pub mod write;
 
 pub use aggregate::*;

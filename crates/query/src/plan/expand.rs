@@ -312,18 +312,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             None => None,
         };
         // Memgraph's weighted spellings: a weight that is the same for every step makes
-        // the lightest paths the shortest ones (a weight read from the graph needs a
-        // Dijkstra search, not built yet).
-        let weight = match &r.weighted {
+        // the lightest paths the shortest ones (the BFS finds them); any other weight
+        // takes Dijkstra's search.
+        let (weight, dijkstra) = match &r.weighted {
             Some(w) => match self.lambda(&w.weight, "a weight lambda")? {
-                CExpr::Const(v @ (Value::Int(_) | Value::Float(_))) => Some((w.total.clone(), v)),
-                _ => {
-                    return Err(QueryError::Unsupported(
-                        "weighted shortest paths whose weight differs between steps (*WSHORTEST / *ALLSHORTEST over a property) are not supported yet; a constant weight is".into(),
-                    ))
+                CExpr::Const(v @ (Value::Int(0..) | Value::Float(0.0..))) => {
+                    (Some((w.total.clone(), v)), None)
                 }
+                e => (None, Some((w.total.clone(), e))),
             },
-            None => None,
+            None => (None, None),
         };
         let detail = format!(
             "({})-[*{}..{}]-({}){}",
@@ -348,7 +346,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             }
         };
         cur = self.wrap(
-            if all {
+            if dijkstra.is_some() {
+                if all {
+                    "AllWeightedShortestPaths"
+                } else {
+                    "WeightedShortestPath"
+                }
+            } else if all {
                 "AllShortestPaths"
             } else if to.is_some() {
                 "ShortestPath"
@@ -372,12 +376,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 node_ok,
                 rel_ok,
                 step_ok,
+                weight: dijkstra.as_ref().map(|(_, e)| e.clone()),
             }),
         );
         if to.is_none() {
             scope.bind(&ev, Kind::Node);
         }
         let path_slot = scope.bind(p.var.as_deref().unwrap_or(" path"), Kind::Other);
+        if let Some((total, _)) = &dijkstra {
+            scope.bind(total, Kind::Other);
+        }
         if let Some((total, w)) = weight {
             let w = match w {
                 Value::Int(i) => Expr::Int(i),
