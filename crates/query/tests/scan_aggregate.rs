@@ -184,7 +184,7 @@ fn typed_against_rows() {
     let mut r = rand::rngs::StdRng::seed_from_u64(4);
     for _ in 0..600 {
         let i = r.random_range(0..38_000);
-        let w = match r.random_range(0..10) {
+        let w = match r.random_range(0..13) {
             0 => format!(
                 "MATCH (n:L {{id: {i}}}) SET n.k = {}",
                 r.random_range(0..60)
@@ -203,13 +203,40 @@ fn typed_against_rows() {
             ),
             7 => format!("MATCH (n:L {{id: {i}}}) SET n.missing = 2.5, n.b = false"),
             8 => format!("MATCH (n:L {{id: {i}}}) SET n.v = {}", i * 1_000_003),
-            _ => format!(
+            9 => format!(
                 "CREATE (:L {{id: {}, k: {}, f: 0.25, b: true}})",
                 40_000 + i,
                 i % 7
             ),
+            // Created nodes of every kind of value: a double v, strings, a float key,
+            // other labels, none.
+            10 => format!(
+                "CREATE (:L {{id: {}, k: {}, v: {}.5, s: 'red', t: 't1{}', missing: {}}})",
+                40_000 + i,
+                i % 5,
+                i % 9,
+                i % 3,
+                if i % 2 == 0 { "1" } else { "1.5" }
+            ),
+            11 => format!(
+                "CREATE (:M {{id: {}, k: {}, v: {}, s: {}}})",
+                40_000 + i,
+                i % 4,
+                i % 100,
+                i % 6
+            ),
+            _ => format!("CREATE ({{k: {}, b: false, v: -{}}})", i % 3, i % 50),
         };
         run(&mut s, &w).unwrap_or_else(|e| panic!("{w}: {e}"));
+    }
+    // Created nodes deleted, relabeled, changed.
+    for w in [
+        "MATCH (n) WHERE n.id >= 40000 AND n.id % 5 = 0 DETACH DELETE n",
+        "MATCH (n:M) WHERE n.k = 1 SET n:L",
+        "MATCH (n:L) WHERE n.id >= 40000 AND n.id % 5 = 1 REMOVE n:L",
+        "MATCH (n) WHERE n.id >= 40000 AND n.id % 5 = 2 SET n.k = n.k + 0.5, n.v = 7",
+    ] {
+        run(&mut s, w).unwrap_or_else(|e| panic!("{w}: {e}"));
     }
     // Many records in a block: a tenth of the nodes changed at once.
     run(

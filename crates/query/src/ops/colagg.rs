@@ -361,6 +361,21 @@ struct ArgCol {
     float: Option<bool>,
 }
 
+impl ArgCol {
+    /// `rows` rows without a value, as `arg_column` reads a property no chunk holds.
+    fn missing(&mut self, rows: usize) {
+        self.rows = rows;
+        self.all_valid = false;
+        self.max_abs = 0;
+        self.float = None;
+        self.valid.clear();
+        self.valid.resize(rows, false);
+        self.floats.clear();
+        self.ints.clear();
+        self.ints.resize(rows, 0);
+    }
+}
+
 /// Reads property `name` of nodes `lo..hi`: validity only (`values` false, for count),
 /// or the values too when every chunk is integer or every chunk is float; false otherwise.
 fn arg_column(
@@ -1060,20 +1075,56 @@ impl<'f> FastRun<'f> {
     ) -> Result<(), QueryError> {
         let g = &env.g;
         let check_life = g.scans_check_life();
-        // Nodes created in the delta have no segment row: the row path takes them.
         let seg_hi = hi.min(g.segment_nodes()).max(lo);
-        if seg_hi < hi {
-            g.live_mask(seg_hi, hi, table_label, &mut self.live);
-            let created: Vec<u64> = (seg_hi..hi)
-                .filter(|&x| self.live[(x - seg_hi) as usize])
-                .collect();
-            rest(Rest::Nodes(&created))?;
-        }
-        let hi = seg_hi;
-        // The delta's records of a block, met in one walk of its map: they decide which
-        // rows live, and give the values of those they changed.
         let delta = g.delta_full();
         let mut recs: Vec<(u64, &NodeRec)> = Vec::new();
+        if seg_hi < hi {
+            match &delta {
+                // Nodes created in the delta have no segment row: blocks of their
+                // records alone (one walk of the map, no lookup a node), unless a filter
+                // must read them (the row path takes them then).
+                Some(d) if self.fa.filter.is_none() => {
+                    let mut n = seg_hi;
+                    while n < hi {
+                        let end = (n + BLOCK).min(hi);
+                        let len = (end - n) as usize;
+                        self.touched.clear();
+                        self.live.clear();
+                        self.live.resize(len, false);
+                        recs.clear();
+                        for (&x, r) in d.nodes.range(n..end) {
+                            if crate::Graph::record_live(d, r, table_label) {
+                                self.live[(x - n) as usize] = true;
+                                recs.push((x, &**r));
+                            }
+                        }
+                        if self.groups() > MANY_GROUPS
+                            || !self.block(env, n, end, len, true, &recs, true)?
+                        {
+                            let live: Vec<u64> = recs.iter().map(|&(x, _)| x).collect();
+                            rest(Rest::Nodes(&live))?;
+                        } else if !self.touched.is_empty() {
+                            rest(Rest::Nodes(&self.touched))?;
+                        }
+                        n = end;
+                    }
+                }
+                _ => {
+                    g.live_mask(seg_hi, hi, table_label, &mut self.live);
+                    let created: Vec<u64> = (seg_hi..hi)
+                        .filter(|&x| self.live[(x - seg_hi) as usize])
+                        .collect();
+                    rest(Rest::Nodes(&created))?;
+                }
+            }
+        }
+        let hi = seg_hi;
+        // The delta's records of a block, met in one walk of its map (one cursor over
+        // the morsel, not a seek a block): they decide which rows live, and give the
+        // values of those they changed.
+        let mut walk = delta
+            .as_ref()
+            .map(|d| d.nodes.range(lo..hi.min(d.base_nodes).max(lo)).peekable());
         let mut n = lo;
         while n < hi {
             let end = (n + BLOCK).min(hi);
@@ -1089,9 +1140,10 @@ impl<'f> FastRun<'f> {
             recs.clear();
             if check_life {
                 self.live.clear();
-                if let Some(d) = &delta {
-                    let top = end.min(d.base_nodes).max(n);
-                    recs.extend(d.nodes.range(n..top).map(|(&x, r)| (x, &**r)));
+                if let Some(w) = walk.as_mut() {
+                    while let Some((&x, r)) = w.next_if(|(&x, _)| x < end) {
+                        recs.push((x, &**r));
+                    }
                 }
                 // No record of the delta in the block and no deleted segment rows:
                 // every row is live (the mask stays empty), as after a few writes
@@ -1116,7 +1168,7 @@ impl<'f> FastRun<'f> {
                 n = end;
                 continue;
             }
-            if !self.block(env, n, end, len, check_life, &recs)? {
+            if !self.block(env, n, end, len, check_life, &recs, false)? {
                 self.gave_up = true;
                 rest(Rest::Range(n, end))?;
             } else if !self.touched.is_empty() {
@@ -1139,13 +1191,14 @@ impl<'f> FastRun<'f> {
         len: usize,
         check_life: bool,
         recs: &[(u64, &NodeRec)],
+        created: bool,
     ) -> Result<bool, QueryError> {
         #[cfg(target_arch = "x86_64")]
         if quiver_common::cpu::avx2() {
             // SAFETY: the CPU runs AVX2 (checked just above).
-            return unsafe { self.block_avx2(env, n, end, len, check_life, recs) };
+            return unsafe { self.block_avx2(env, n, end, len, check_life, recs, created) };
         }
-        self.block_in(env, n, end, len, check_life, recs)
+        self.block_in(env, n, end, len, check_life, recs, created)
     }
 
     /// [`FastRun::block`] compiled for AVX2 (twice the vector lanes of the baseline's
@@ -1160,8 +1213,9 @@ impl<'f> FastRun<'f> {
         len: usize,
         check_life: bool,
         recs: &[(u64, &NodeRec)],
+        created: bool,
     ) -> Result<bool, QueryError> {
-        self.block_in(env, n, end, len, check_life, recs)
+        self.block_in(env, n, end, len, check_life, recs, created)
     }
 
     #[inline(always)]
@@ -1173,10 +1227,28 @@ impl<'f> FastRun<'f> {
         len: usize,
         check_life: bool,
         recs: &[(u64, &NodeRec)],
+        created: bool,
     ) -> Result<bool, QueryError> {
         let fa = self.fa;
         let g = &env.g;
+        if created {
+            // Nodes the delta created have no segment row: their columns start as a
+            // property no chunk holds (null keys, no values), and the overlay below
+            // puts the records' values in.
+            for k in 0..fa.keys.len() {
+                self.key_buf[k].clear();
+                self.key_buf[k].resize(len, 0);
+            }
+            for (p, col) in self.cols.iter_mut().enumerate() {
+                if fa.aggs.iter().any(|&(_, a)| a == Some(p)) {
+                    col.missing(len);
+                }
+            }
+        }
         for (k, &p) in fa.keys.iter().enumerate() {
+            if created {
+                break;
+            }
             self.key_buf[k].clear();
             if !key_column(
                 g,
@@ -1195,7 +1267,7 @@ impl<'f> FastRun<'f> {
                 .aggs
                 .iter()
                 .any(|&(f, a)| a == Some(p) && f != AggFn::Count);
-            let needed = fa.aggs.iter().any(|&(_, a)| a == Some(p));
+            let needed = fa.aggs.iter().any(|&(_, a)| a == Some(p)) && !created;
             if needed && !arg_column(g, n, end, name, values, &mut self.cols[p])? {
                 return Ok(false);
             }
