@@ -503,6 +503,10 @@ pub struct ShortestPath {
     pub weight: Option<CExpr>,
 }
 
+/// A step of a shortest-path search: (from, to, relationship, whether the
+/// relationship's edge id is still the in CSR's: see `Graph::step_rels_lazy`).
+pub(super) type Step = (u64, u64, RelRef, bool);
+
 /// Whether each value meets every predicate of `preds` (evaluated a batch at a time
 /// over a one-column batch of `vals`; null is not met).
 fn meets(cx: &Cx, preds: &[(CExpr, bool)], vals: Vec<Value>) -> Result<Vec<bool>, QueryError> {
@@ -531,17 +535,18 @@ impl ShortestPath {
     pub(super) fn admit(
         &self,
         cx: &Cx,
-        steps: &mut Vec<(u64, u64, RelRef)>,
+        steps: &mut Vec<Step>,
         verdicts: &mut HashMap<u64, bool>,
         backward: bool,
     ) -> Result<(), QueryError> {
+        // (Predicates over relationships see canonical ones: `level` reads them so.)
         if !self.rel_ok.is_empty() {
             let mut ok = Vec::with_capacity(steps.len());
             for part in steps.chunks(BATCH_ROWS) {
                 ok.extend(meets(
                     cx,
                     &self.rel_ok,
-                    part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
+                    part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
                 )?);
             }
             let mut i = 0;
@@ -556,9 +561,9 @@ impl ShortestPath {
                 let b = Batch {
                     len: part.len(),
                     cols: vec![
-                        part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
+                        part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
                         part.iter()
-                            .map(|&(u, v, _)| Value::Node(if backward { u } else { v }))
+                            .map(|&(u, v, ..)| Value::Node(if backward { u } else { v }))
                             .collect(),
                     ],
                 };
@@ -577,7 +582,7 @@ impl ShortestPath {
         if !self.node_ok.is_empty() {
             let mut fresh: Vec<u64> = steps
                 .iter()
-                .map(|&(_, v, _)| v)
+                .map(|&(_, v, ..)| v)
                 .filter(|v| !verdicts.contains_key(v))
                 .collect();
             fresh.sort_unstable();
@@ -590,7 +595,7 @@ impl ShortestPath {
                 )?;
                 verdicts.extend(part.iter().copied().zip(ok));
             }
-            steps.retain(|(_, v, _)| verdicts[v]);
+            steps.retain(|(_, v, ..)| verdicts[v]);
         }
         Ok(())
     }
@@ -605,16 +610,26 @@ impl ShortestPath {
         backward: bool,
         seen: impl Fn(u64) -> bool,
         verdicts: &mut HashMap<u64, bool>,
-    ) -> Result<Vec<(u64, u64, RelRef)>, QueryError> {
+    ) -> Result<Vec<Step>, QueryError> {
         let mut steps = Vec::new();
+        // Relationships are made canonical only on the path found, unless a predicate
+        // reads each one.
+        let lazy = self.rel_ok.is_empty() && self.step_ok.is_none();
         let mut nbrs = Vec::new();
+        let mut eager = Vec::new();
         for &u in front {
             nbrs.clear();
-            cx.env.g.step_rels(&self.types, dir, u, &mut nbrs)?;
+            if lazy {
+                cx.env.g.step_rels_lazy(&self.types, dir, u, &mut nbrs)?;
+            } else {
+                eager.clear();
+                cx.env.g.step_rels(&self.types, dir, u, &mut eager)?;
+                nbrs.extend(eager.iter().map(|&(v, r)| (v, r, false)));
+            }
             steps.extend(
                 nbrs.iter()
-                    .filter(|&&(v, _)| !seen(v))
-                    .map(|&(v, r)| (u, v, r)),
+                    .filter(|&&(v, ..)| !seen(v))
+                    .map(|&(v, r, raw)| (u, v, r, raw)),
             );
         }
         self.admit(cx, &mut steps, verdicts, backward)?;
@@ -636,7 +651,20 @@ pub fn reverse_dir(d: Dir) -> Dir {
     }
 }
 
-type Parents = HashMap<u64, Vec<(u64, RelRef)>>;
+/// One side of a bidirectional search: each node reached, with the step that reached
+/// it first (none for the root), and for allShortestPaths the other steps of the same
+/// level (one allocation a node, not a list each, was 15% of a search's time).
+#[derive(Default)]
+struct Parents {
+    first: HashMap<u64, Option<(u64, RelRef, bool)>>,
+    more: HashMap<u64, Vec<(u64, RelRef, bool)>>,
+}
+
+impl Parents {
+    fn contains(&self, n: u64) -> bool {
+        self.first.contains_key(&n)
+    }
+}
 
 impl ShortestPath {
     /// Bidirectional BFS; all shortest paths when `self.all`.
@@ -662,10 +690,10 @@ impl ShortestPath {
             });
         }
         // Parents on each side: node -> (previous node towards that side's root, rel).
-        let mut fwd: Parents = HashMap::new();
-        let mut bwd: Parents = HashMap::new();
-        fwd.insert(s, vec![]);
-        bwd.insert(t, vec![]);
+        let mut fwd = Parents::default();
+        let mut bwd = Parents::default();
+        fwd.first.insert(s, None);
+        bwd.first.insert(t, None);
         let (mut ff, mut bf) = (vec![s], vec![t]);
         let mut depth = 0u32;
         let mut meet: Vec<u64> = Vec::new();
@@ -678,36 +706,40 @@ impl ShortestPath {
                 (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
             };
             let mut next = Vec::new();
-            let mut level: Parents = HashMap::new();
             let steps = self.level(
                 cx,
                 front,
                 dir,
                 !forward,
-                |v| seen.contains_key(&v),
+                |v| seen.contains(v),
                 &mut verdicts,
             )?;
-            for (u, v, r) in steps {
-                let e = level.entry(v).or_default();
-                if e.is_empty() {
-                    next.push(v);
-                }
-                if e.is_empty() || self.all {
-                    e.push((u, r));
+            // The steps lead only to nodes not reached before this level, so a node
+            // already in `seen` here was reached at this level.
+            seen.first.reserve(steps.len());
+            for (u, v, r, raw) in steps {
+                match seen.first.entry(v) {
+                    hashbrown::hash_map::Entry::Vacant(e) => {
+                        e.insert(Some((u, r, raw)));
+                        next.push(v);
+                    }
+                    hashbrown::hash_map::Entry::Occupied(_) if self.all => {
+                        seen.more.entry(v).or_default().push((u, r, raw));
+                    }
+                    hashbrown::hash_map::Entry::Occupied(_) => {}
                 }
             }
             depth += 1;
             account(
                 grant,
-                ((seen.len() + level.len()) * 48 + next.len() * 8) as u64,
+                (seen.first.len() * 48 + seen.more.len() * 64 + next.len() * 8) as u64,
                 "ShortestPath",
             )?;
             for v in &next {
-                if other.contains_key(v) {
+                if other.contains(*v) {
                     meet.push(*v);
                 }
             }
-            seen.extend(level);
             *front = next;
             if !meet.is_empty() {
                 break;
@@ -727,9 +759,11 @@ impl ShortestPath {
                 for r in &right {
                     // l: m .. s (reversed), r: m .. t.
                     let mut nodes: Vec<u64> = l.0.iter().rev().copied().collect();
-                    let mut rels: Vec<RelRef> = l.1.iter().rev().copied().collect();
+                    let mut rels = Vec::with_capacity(l.1.len() + r.1.len());
+                    for &(x, raw) in l.1.iter().rev().chain(&r.1) {
+                        rels.push(cx.env.g.settle_rel(x, raw)?);
+                    }
                     nodes.extend(r.0.iter().skip(1));
-                    rels.extend(r.1.iter());
                     let mut uniq = rels.clone();
                     uniq.sort_by_key(|r| (r.ty, r.eid));
                     uniq.dedup();
@@ -747,23 +781,26 @@ impl ShortestPath {
 }
 
 /// Every path from `m` back to its side's root through `parents`: (nodes, rels), `m` first.
-fn paths_to_root(parents: &Parents, m: u64, all: bool) -> Vec<(Vec<u64>, Vec<RelRef>)> {
+#[allow(clippy::type_complexity)]
+fn paths_to_root(parents: &Parents, m: u64, all: bool) -> Vec<(Vec<u64>, Vec<(RelRef, bool)>)> {
     let mut done = Vec::new();
     let mut work = vec![(vec![m], Vec::new())];
     while let Some((nodes, rels)) = work.pop() {
         let last = *nodes.last().expect("non-empty");
-        match parents.get(&last) {
-            Some(ps) if !ps.is_empty() => {
-                let take = if all { ps.len() } else { 1 };
-                for &(p, r) in &ps[..take] {
-                    let mut n2 = nodes.clone();
-                    let mut r2: Vec<RelRef> = rels.clone();
-                    n2.push(p);
-                    r2.push(r);
-                    work.push((n2, r2));
-                }
-            }
-            _ => done.push((nodes, rels)),
+        let Some(&Some(first)) = parents.first.get(&last) else {
+            done.push((nodes, rels));
+            continue;
+        };
+        let more = match parents.more.get(&last) {
+            Some(v) if all => &v[..],
+            _ => &[],
+        };
+        for &(p, r, raw) in std::iter::once(&first).chain(more) {
+            let mut n2 = nodes.clone();
+            let mut r2: Vec<(RelRef, bool)> = rels.clone();
+            n2.push(p);
+            r2.push((r, raw));
+            work.push((n2, r2));
         }
     }
     done
@@ -822,13 +859,13 @@ impl ShortestPath {
         s: u64,
         out: &mut Batch,
     ) -> Result<(), QueryError> {
-        let mut parent: HashMap<u64, (u64, RelRef)> = HashMap::new();
+        let mut parent: HashMap<u64, (u64, RelRef, bool)> = HashMap::new();
         let mut seen: HashSet<u64> = HashSet::new();
         seen.insert(s);
         let mut front = vec![s];
         let mut depth = 0;
         let emit = |node: u64,
-                    parent: &HashMap<u64, (u64, RelRef)>,
+                    parent: &HashMap<u64, (u64, RelRef, bool)>,
                     out: &mut Batch|
          -> Result<(), QueryError> {
             for &l in &self.labels {
@@ -839,9 +876,9 @@ impl ShortestPath {
             let mut nodes = vec![node];
             let mut rels = Vec::new();
             let mut at = node;
-            while let Some(&(p, r)) = parent.get(&at) {
+            while let Some(&(p, r, raw)) = parent.get(&at) {
                 nodes.push(p);
-                rels.push(r);
+                rels.push(cx.env.g.settle_rel(r, raw)?);
                 at = p;
             }
             nodes.reverse();
@@ -869,7 +906,7 @@ impl ShortestPath {
         while depth < self.max && !front.is_empty() {
             cx.check_cancel()?;
             let mut next = Vec::new();
-            for (u, v, r) in self.level(
+            for (u, v, r, raw) in self.level(
                 cx,
                 &front,
                 self.dir,
@@ -878,7 +915,7 @@ impl ShortestPath {
                 &mut verdicts,
             )? {
                 if seen.insert(v) {
-                    parent.insert(v, (u, r));
+                    parent.insert(v, (u, r, raw));
                     next.push(v);
                 }
             }

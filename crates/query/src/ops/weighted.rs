@@ -10,6 +10,7 @@
 //! bound a state is a node. Ties are broken by hops, so of two paths of one weight the
 //! shorter is found first.
 
+use super::expand::Step;
 use super::*;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -168,7 +169,7 @@ impl ShortestPath {
         let mut more: HashMap<u32, Vec<(u32, RelRef)>> = HashMap::new();
         let mut verdicts: HashMap<u64, bool> = HashMap::new();
         let mut nbrs = Vec::new();
-        let mut steps: Vec<(u64, u64, RelRef)> = Vec::new();
+        let mut steps: Vec<Step> = Vec::new();
         let mut done_weight: Option<f64> = None;
         while let Some(Entry { w, hops, state }) = heap.pop() {
             let st = &states[state as usize];
@@ -220,21 +221,21 @@ impl ShortestPath {
             nbrs.clear();
             cx.env.g.step_rels(&self.types, self.dir, node, &mut nbrs)?;
             steps.clear();
-            steps.extend(nbrs.iter().map(|&(v, r)| (node, v, r)));
+            steps.extend(nbrs.iter().map(|&(v, r)| (node, v, r, false)));
             self.admit(cx, &mut steps, &mut verdicts, false)?;
             let mut weights = Vec::with_capacity(steps.len());
             for part in steps.chunks(BATCH_ROWS) {
                 let wb = Batch {
                     len: part.len(),
                     cols: vec![
-                        part.iter().map(|&(_, _, r)| Value::Rel(r)).collect(),
-                        part.iter().map(|&(_, v, _)| Value::Node(v)).collect(),
+                        part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
+                        part.iter().map(|&(_, v, ..)| Value::Node(v)).collect(),
                     ],
                 };
                 weights.extend(crate::expr::eval_col(&cx.env, weight, &wb)?);
             }
             let (base_w, base_wi) = (states[state as usize].w, states[state as usize].wi);
-            for (&(_, v, r), sw) in steps.iter().zip(&weights) {
+            for (&(_, v, r, _), sw) in steps.iter().zip(&weights) {
                 let (f, i) = step_weight(sw)?;
                 let (nw, nwi) = (
                     base_w + f,
