@@ -1228,3 +1228,94 @@ fn weighted_shortest_paths_match_the_model() {
         }
     }
 }
+
+/// Shortest paths over relationship types without properties, whose edges reached from
+/// their target are named by the in CSR until the path is built: every relationship of
+/// a path found either way is the one a plain match gives between its nodes (its id),
+/// parallel relationships make distinct paths, and the lengths are BFS distances.
+#[test]
+fn shortest_paths_name_propertyless_relationships_as_a_match_does() {
+    for seed in [31u64, 32] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model(seed, 40, 160);
+        let mut nodes = String::from("id:ID,:LABEL\n");
+        for i in 0..m.n {
+            writeln!(nodes, "{i},{}", m.labels[i]).unwrap();
+        }
+        let mut edges = String::from(":START_ID,:END_ID,:TYPE\n");
+        for (a, b, t) in &m.edges {
+            writeln!(edges, "{a},{b},{t}").unwrap();
+        }
+        std::fs::write(dir.path().join("n.csv"), nodes).unwrap();
+        std::fs::write(dir.path().join("e.csv"), edges).unwrap();
+        let mut cfg = ImportConfig::new(dir.path().join("g.qdb"));
+        cfg.nodes
+            .push(InputGroup::parse(&dir.path().join("n.csv").display().to_string()).unwrap());
+        cfg.relationships
+            .push(InputGroup::parse(&dir.path().join("e.csv").display().to_string()).unwrap());
+        cfg.id_type = IdType::Integer;
+        cfg.memory_budget_bytes = 64 << 20;
+        cfg.threads = 2;
+        import(&cfg, &NoProgress).unwrap();
+        let db = Database::open(&cfg.db, OpenMode::Mapped).unwrap();
+        // Every relationship's (id, start, end) as a match names it.
+        let named: BTreeSet<(i64, i64, i64)> = query(
+            &db,
+            "MATCH (x)-[r]->(y) RETURN id(r), x.id, y.id",
+            &Params::new(),
+        )
+        .unwrap()
+        .1
+        .iter()
+        .map(|r| match (&r[0], &r[1], &r[2]) {
+            (Value::Int(a), Value::Int(b), Value::Int(c)) => (*a, *b, *c),
+            x => panic!("{x:?}"),
+        })
+        .collect();
+        for a in [0usize, 3, 7, 13] {
+            for b in [2usize, 5, 21, 30] {
+                if a == b {
+                    continue;
+                }
+                let p = params(&[("x", a as i64), ("y", b as i64)]);
+                for (arrow, dir) in [("-[*..15]->", 1i8), ("<-[*..15]-", -1)] {
+                    for f in ["shortestPath", "allShortestPaths"] {
+                        let text = format!(
+                            "MATCH p = {f}((a {{id: $x}}){arrow}(b {{id: $y}})) \
+                             RETURN [r IN relationships(p) | [id(r), startNode(r).id, endNode(r).id]], length(p)"
+                        );
+                        let rows = query(&db, &text, &p).unwrap().1;
+                        let want = if dir > 0 {
+                            m.bfs_dist(a, b, &["R", "S"])
+                        } else {
+                            m.bfs_dist(b, a, &["R", "S"])
+                        };
+                        assert_eq!(rows.is_empty(), want.is_none(), "{text} {a} {b}");
+                        let mut seen = BTreeSet::new();
+                        for r in &rows {
+                            assert_eq!(r[1], Value::Int(want.unwrap() as i64));
+                            let Value::List(rels) = &r[0] else { panic!() };
+                            let mut ids = Vec::new();
+                            for rel in rels.iter() {
+                                let Value::List(t) = rel else { panic!() };
+                                let t: Vec<i64> = t
+                                    .iter()
+                                    .map(|v| match v {
+                                        Value::Int(i) => *i,
+                                        x => panic!("{x:?}"),
+                                    })
+                                    .collect();
+                                assert!(
+                                    named.contains(&(t[0], t[1], t[2])),
+                                    "{text}: relationship {t:?} is not the one a match names"
+                                );
+                                ids.push(t[0]);
+                            }
+                            assert!(seen.insert(ids), "{text}: a path twice");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
