@@ -27,7 +27,11 @@ by type), shortest paths by length (any shortest path is right), `LIMIT 1` by ro
 
 `--throughput 1,2,4,8` measures instead mgbench's isolated workload with several
 clients: queries/s of that many client processes (each its own driver) running one of
-a few queries (`THROUGHPUT`) for `--seconds`, each system on its own.
+a few queries (`THROUGHPUT`, or those `--only` names) for `--seconds`, each system on
+its own, then mgbench's mixed workload (a read with 30% writes). With `--client rust`
+the clients are threads of a light Bolt client in Rust (`load_client`, built on first
+use), as mgbench's own client is C++: the Python driver's CPU, on the same cores as
+the server, bounded the figures.
 
 After the writes (each query `--runs` times), the reads that scan (`aggregate`,
 `aggregate_count`, `min_max_avg`, `vertex_on_property`) and `single_vertex_read` run
@@ -41,6 +45,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import statistics
 import sys
 import time
@@ -136,8 +141,32 @@ def _client(uri, mix, n_users, seed, seconds, out):
         out.put(done / (time.perf_counter() - t0))
 
 
-def throughput(uri, mix, n_users, clients, seconds, seed):
+def rust_client():
+    """The light Bolt load client (crates/bolt/examples/load_client.rs), built if absent."""
+    exe = ROOT / "target" / "release" / "examples" / "load_client"
+    if not exe.exists():
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-bolt", "--example", "load_client"],
+                       cwd=ROOT, check=True)
+    return exe
+
+
+def throughput_rust(uri, mix, n_users, clients, seconds, seed):
+    """Queries per second of `clients` threads of the Rust client, each its own
+    connection, running `mix` together (every record read and decoded)."""
+    addr = uri.split("://", 1)[-1]
+    specs = [f"{max(1, round(w * 100))}:{kind}:{q}" for q, kind, w in mix]
+    out = subprocess.run([str(rust_client()), addr, str(clients), str(seconds), str(n_users), str(seed), *specs],
+                         capture_output=True, text=True, check=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    if res["failures"]:
+        print(f"  ({res['failures']} failed queries on {uri})", file=sys.stderr)
+    return res["qps"]
+
+
+def throughput(uri, mix, n_users, clients, seconds, seed, client="python"):
     """Queries per second of `clients` client processes running `mix` together."""
+    if client == "rust":
+        return throughput_rust(uri, mix, n_users, clients, seconds, seed)
     import multiprocessing as mp
     out = mp.Queue()
     ps = [mp.Process(target=_client, args=(uri, mix, n_users, f"{seed}-{i}", seconds, out))
@@ -337,6 +366,9 @@ def main():
     ap.add_argument("--throughput", default=None,
                     help="client process counts (e.g. 1,2,4,8): queries/s of a few queries run by that many clients")
     ap.add_argument("--seconds", type=float, default=5.0, help="per throughput measurement")
+    ap.add_argument("--client", choices=["python", "rust"], default="python",
+                    help="throughput clients: processes of the Python driver, or threads of the light Rust "
+                         "client (crates/bolt/examples/load_client.rs), which leaves the cores to the servers")
     args = ap.parse_args()
     if args.neo4j_files:
         neo4j_files(Path(args.neo4j_files), args.scale)
@@ -372,7 +404,9 @@ def main():
             every = {n: (q, k) for n, q, k, _ in READS} | {n: (q, k) for n, q, k in WRITES}
             print(f"{'throughput, queries/s':<34} {'clients':>7} " + " ".join(f"{n:>10}" for n in names)
                   + f" {'ratio':>9}")
-            mixes = [(name, [(*every[name], 1.0)]) for name in THROUGHPUT]
+            # (--only picks any of the queries; the default is mgbench's few.)
+            picked = [n for n in every if n in only] if only else THROUGHPUT
+            mixes = [(name, [(*every[name], 1.0)]) for name in picked]
             # mgbench's mixed workload: a read with 30% writes (node and edge creates).
             writes = [(*every["single_vertex_write"], 0.15), (*every["single_edge_write"], 0.15)]
             mixes += [(f"{r} + 30% writes", [(*every[r], 0.7)] + writes)
@@ -381,7 +415,8 @@ def main():
                 if only and name.split(" ")[0] not in only:
                     continue
                 for c in counts:
-                    qps = {n: throughput(uris[n], mix, n_users, c, args.seconds, args.seed) for n in names}
+                    qps = {n: throughput(uris[n], mix, n_users, c, args.seconds, args.seed, args.client)
+                           for n in names}
                     ratio = f"{qps[names[0]] / qps[names[1]]:>8.2f}x" if len(names) > 1 else ""
                     print(f"{name:<34} {c:>7} " + " ".join(f"{qps[n]:>10.0f}" for n in names) + f" {ratio:>9}")
                     print("RESULT " + json.dumps({"query": name, "clients": c, "qps": qps}))
