@@ -29,6 +29,10 @@ pub struct Expand {
     pub uniq: Vec<usize>,
     pub cur: Option<Batch>,
     pub row: usize,
+    /// Neighbours of row `row` met already: a batch that filled up (to what a LIMIT
+    /// wants) in the middle of a node's neighbours ends there, and the next call goes
+    /// on past them (a node with 7,184 in-neighbours gave them all for `LIMIT 1`).
+    pub skip: usize,
     /// Set by the planner when only distinct neighbours matter downstream (a DISTINCT
     /// projection of the new node): emit the first row per neighbour only.
     pub distinct: DistinctTargets,
@@ -174,20 +178,26 @@ impl Op for Expand {
             let extra = usize::from(self.into.is_none()) + usize::from(self.emit_rel);
             let mut out = Batch::empty(cur.width() + extra);
             let mut ext: Vec<Value> = Vec::with_capacity(2);
-            let target = cx.batch_target();
-            while out.len < target && self.row < cur.len {
+            let limit = cx.batch_target();
+            while out.len < limit && self.row < cur.len {
                 let row = self.row;
-                self.row += 1;
                 let Value::Node(node) = cur.cols[self.from][row] else {
+                    self.row += 1;
                     continue;
                 };
                 let target = match self.into {
                     Some(s) => match cur.cols[s][row] {
                         Value::Node(t) => Some(t),
-                        _ => continue,
+                        _ => {
+                            self.row += 1;
+                            continue;
+                        }
                     },
                     None => None,
                 };
+                // Neighbours are counted in the order they come (deterministic), so a
+                // row resumed skips those it handled.
+                let (resume, mut met, mut full) = (self.skip, 0usize, false);
                 for &ty in &self.types {
                     for &d in dirs(self.dir) {
                         // Expand-into walks from the endpoint with the smaller degree.
@@ -200,7 +210,11 @@ impl Op for Expand {
                         let both_in = self.dir == Dir::Both && d == Direction::In;
                         let mut err = None;
                         g.for_each_neighbour(ty, start, d, |nb, eid| {
-                            if err.is_some() {
+                            if err.is_some() || full {
+                                return;
+                            }
+                            met += 1;
+                            if met <= resume {
                                 return;
                             }
                             let nb64 = nb as u64;
@@ -247,11 +261,18 @@ impl Op for Expand {
                                 return;
                             }
                             out.push_row_from(cur, row, &ext);
+                            full = out.len >= limit;
                         })?;
                         if let Some(e) = err {
                             return Err(e);
                         }
                     }
+                }
+                if full {
+                    self.skip = met;
+                } else {
+                    self.skip = 0;
+                    self.row += 1;
                 }
             }
             if self.row >= cur.len {
@@ -697,6 +718,11 @@ impl ShortestPath {
         let (mut ff, mut bf) = (vec![s], vec![t]);
         let mut depth = 0u32;
         let mut meet: Vec<u64> = Vec::new();
+        let simple = !self.all
+            && self.node_ok.is_empty()
+            && self.rel_ok.is_empty()
+            && self.step_ok.is_none();
+        let mut nbrs = Vec::new();
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
             let forward = ff.len() <= bf.len();
@@ -706,6 +732,38 @@ impl ShortestPath {
                 (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
             };
             let mut next = Vec::new();
+            if simple {
+                // One path and nothing to test on the way: stop at the first node the
+                // other side has reached. Every meet of this level is as short as any
+                // (no meet so far: the distance is past both depths summed), and the
+                // last level is the largest.
+                nbrs.clear();
+                'front: for &u in front.iter() {
+                    nbrs.clear();
+                    cx.env.g.step_rels_lazy(&self.types, dir, u, &mut nbrs)?;
+                    for &(v, r, raw) in &nbrs {
+                        if let hashbrown::hash_map::Entry::Vacant(e) = seen.first.entry(v) {
+                            e.insert(Some((u, r, raw)));
+                            next.push(v);
+                            if other.contains(v) {
+                                meet.push(v);
+                                break 'front;
+                            }
+                        }
+                    }
+                }
+                depth += 1;
+                account(
+                    grant,
+                    (seen.first.len() * 48 + next.len() * 8) as u64,
+                    "ShortestPath",
+                )?;
+                *front = next;
+                if !meet.is_empty() {
+                    break;
+                }
+                continue;
+            }
             let steps = self.level(
                 cx,
                 front,

@@ -151,6 +151,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             uniq,
                             cur: None,
                             row: 0,
+                            skip: 0,
                             distinct,
                         };
                         let name = if into.is_some() {
