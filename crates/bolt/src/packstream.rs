@@ -216,6 +216,28 @@ fn len_marker(out: &mut Vec<u8>, n: usize, tiny: u8, m8: u8) {
     }
 }
 
+/// Appends a string (for writers that encode without building a [`Pack`]).
+pub fn encode_str(s: &str, out: &mut Vec<u8>) {
+    len_marker(out, s.len(), 0x80, 0xD0);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends the header of a list of `n` items (the items follow).
+pub fn list_header(n: usize, out: &mut Vec<u8>) {
+    len_marker(out, n, 0x90, 0xD4);
+}
+
+/// Appends the header of a map of `n` entries (key, value pairs follow).
+pub fn map_header(n: usize, out: &mut Vec<u8>) {
+    len_marker(out, n, 0xA0, 0xD8);
+}
+
+/// Appends the header of a structure `tag` of `n` (at most 15) fields.
+pub fn struct_header(n: usize, tag: u8, out: &mut Vec<u8>) {
+    out.push(0xB0 | n.min(15) as u8);
+    out.push(tag);
+}
+
 /// Appends the encoding of `v` (the smallest form of each integer and length).
 pub fn encode(v: &Pack, out: &mut Vec<u8>) {
     match v {
@@ -258,7 +280,8 @@ pub fn encode(v: &Pack, out: &mut Vec<u8>) {
     }
 }
 
-fn encode_int(i: i64, out: &mut Vec<u8>) {
+/// Appends an integer in its smallest form.
+pub fn encode_int(i: i64, out: &mut Vec<u8>) {
     if (-16..=127).contains(&i) {
         out.push(i as i8 as u8);
     } else if i8::try_from(i).is_ok() {

@@ -10,9 +10,9 @@
 //! not pulled, so a result never sits whole in server memory (`PULL n` sends n records
 //! and keeps the cursor open). A connection's `Session` is made when it logs in.
 
-use crate::packstream::{encode, Pack};
+use crate::packstream::{encode, list_header, struct_header, Pack};
 use crate::users::Users;
-use crate::values::{from_pack, to_pack};
+use crate::values::{from_pack, write_value};
 use quiver_engine::Store;
 use quiver_query::procs::PType;
 use quiver_query::{ColumnsHook, Params, QueryError, Session, Value};
@@ -346,6 +346,11 @@ pub fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize
 pub fn write_message(out: &mut Vec<u8>, v: &Pack) {
     let mut body = Vec::new();
     encode(v, &mut body);
+    write_chunked(out, &body);
+}
+
+/// Appends an encoded message `body` in chunks, then the end marker.
+pub fn write_chunked(out: &mut Vec<u8>, body: &[u8]) {
     for c in body.chunks(u16::MAX as usize) {
         out.extend_from_slice(&(c.len() as u16).to_be_bytes());
         out.extend_from_slice(c);
@@ -745,14 +750,17 @@ impl Conn {
             let mut session = lock(&session);
             slot_of().events = Some(events.downgrade());
             let mut out = Records::default();
+            let mut body = Vec::new();
             let r = session.run(&text, &params, &mut |g, b| {
                 for r in 0..b.len {
-                    let row: Vec<Pack> = b
-                        .cols
-                        .iter()
-                        .map(|c| to_pack(g, &c[r]))
-                        .collect::<Result<_, _>>()?;
-                    write_message(&mut out.bytes, &Pack::Struct(RECORD, vec![Pack::List(row)]));
+                    // Each value written straight as PackStream (no `Pack` tree).
+                    body.clear();
+                    struct_header(1, RECORD, &mut body);
+                    list_header(b.cols.len(), &mut body);
+                    for c in &b.cols {
+                        write_value(g, &c[r], &mut body)?;
+                    }
+                    write_chunked(&mut out.bytes, &body);
                     out.ends.push(out.bytes.len());
                 }
                 let want = demand.load(Ordering::Relaxed);
