@@ -346,7 +346,10 @@ mod write_tests {
         let q = "MATCH p = (a)-[r]->(b) RETURN a, r, b, p, [a, 1, 'x', null], {k: r, m: {n: -17}}, a.xs, a.d, r.t";
         assert!(run(&mut s, q) > 0);
         run(&mut s, "CHECKPOINT");
-        run(&mut s, "MATCH (a:A) SET a.n = 128, a.extra = 'e' REMOVE a.f");
+        run(
+            &mut s,
+            "MATCH (a:A) SET a.n = 128, a.extra = 'e' REMOVE a.f",
+        );
         assert!(run(&mut s, q) > 0);
     }
 }

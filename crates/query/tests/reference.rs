@@ -1319,3 +1319,53 @@ fn shortest_paths_name_propertyless_relationships_as_a_match_does() {
         }
     }
 }
+
+/// `LIMIT 1` over expansions stops early, also inside one node's neighbours (mgbench's
+/// pattern_long): each operator hands over about the one row wanted (PROFILE counts),
+/// in the segments and in the delta, and the answer is a row the unlimited query gives.
+#[test]
+fn limit_one_stops_expansions_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::open_with(&dir.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+    let none = Params::new();
+    let mut run = |s: &mut Session, q: &str| {
+        let mut rows = Vec::new();
+        let sum = s
+            .run(q, &none, &mut |_, b| {
+                for r in 0..b.len {
+                    rows.push(b.cols.iter().map(|c| c[r].clone()).collect::<Vec<_>>());
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{q}: {e}"));
+        (rows, sum.plan.unwrap_or_default())
+    };
+    // a -> b -> hub, and 5,000 nodes pointing at the hub.
+    run(
+        &mut s,
+        "CREATE (:N {id: 0})-[:R]->(:N {id: 1})-[:R]->(h:N {id: 2}) WITH h UNWIND range(3, 5002) AS i CREATE (:N {id: i})-[:R]->(h)",
+    );
+    let q = "MATCH (a:N {id: 0})-[e1]->(b)-[e2]->(h)<-[e3]-(x) RETURN x.id LIMIT 1";
+    for phase in ["delta", "segments"] {
+        let (rows, plan) = run(&mut s, &format!("PROFILE {q}"));
+        assert_eq!(rows.len(), 1, "{phase}");
+        let all = run(&mut s, &q.replace(" LIMIT 1", "")).0;
+        assert_eq!(all.len(), 5000, "{phase}");
+        assert!(all.contains(&rows[0]), "{phase}");
+        let last = plan
+            .lines()
+            .find(|l| l.contains("(h)<-[e3]-(x)"))
+            .unwrap_or_else(|| panic!("{plan}"));
+        let produced: u64 = last
+            .split("rows ")
+            .nth(1)
+            .and_then(|r| r.split([',', ']']).next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{last}"));
+        assert!(
+            produced <= 2,
+            "{phase}: the last expansion made {produced} rows for LIMIT 1:\n{plan}"
+        );
+        run(&mut s, "CHECKPOINT");
+    }
+}
