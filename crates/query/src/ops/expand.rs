@@ -723,6 +723,7 @@ impl ShortestPath {
             && self.rel_ok.is_empty()
             && self.step_ok.is_none();
         let mut nbrs = Vec::new();
+        let mut steps: Vec<Step> = Vec::new();
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
             let forward = ff.len() <= bf.len();
@@ -732,16 +733,31 @@ impl ShortestPath {
                 (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
             };
             let mut next = Vec::new();
-            if simple {
-                // One path and nothing to test on the way: stop at the first node the
-                // other side has reached. Every meet of this level is as short as any
-                // (no meet so far: the distance is past both depths summed), and the
-                // last level is the largest.
-                nbrs.clear();
-                'front: for &u in front.iter() {
-                    nbrs.clear();
-                    cx.env.g.step_rels_lazy(&self.types, dir, u, &mut nbrs)?;
-                    for &(v, r, raw) in &nbrs {
+            if !self.all {
+                // One path: stop at the first node the other side has reached. Every
+                // meet of this level is as short as any (no meet so far: the distance
+                // is past both depths summed), and the last level is the largest. With
+                // nothing to test on the way a node's steps at a time; with path
+                // predicates, a few front nodes' steps at a time (tested together).
+                'front: for part in front.chunks(if simple { 1 } else { 64 }) {
+                    if simple {
+                        nbrs.clear();
+                        cx.env
+                            .g
+                            .step_rels_lazy(&self.types, dir, part[0], &mut nbrs)?;
+                        steps.clear();
+                        steps.extend(nbrs.iter().map(|&(v, r, raw)| (part[0], v, r, raw)));
+                    } else {
+                        steps = self.level(
+                            cx,
+                            part,
+                            dir,
+                            !forward,
+                            |v| seen.contains(v),
+                            &mut verdicts,
+                        )?;
+                    }
+                    for &(u, v, r, raw) in &steps {
                         if let hashbrown::hash_map::Entry::Vacant(e) = seen.first.entry(v) {
                             e.insert(Some((u, r, raw)));
                             next.push(v);
