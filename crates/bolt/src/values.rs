@@ -41,13 +41,10 @@ fn props(g: &Graph, p: Vec<(Arc<str>, Value)>) -> Result<Pack, QueryError> {
 /// result of whole nodes spent more on those copies than on reading the nodes).
 pub fn write_value(g: &Graph, v: &Value, out: &mut Vec<u8>) -> Result<(), QueryError> {
     match v {
-        Value::Null => out.push(0xC0),
-        Value::Bool(b) => out.push(if *b { 0xC3 } else { 0xC2 }),
+        Value::Null => encode(&Pack::Null, out),
+        Value::Bool(b) => encode(&Pack::Bool(*b), out),
         Value::Int(i) => encode_int(*i, out),
-        Value::Float(f) => {
-            out.push(0xC1);
-            out.extend_from_slice(&f.to_bits().to_be_bytes());
-        }
+        Value::Float(f) => encode(&Pack::Float(*f), out),
         Value::Str(s) => encode_str(s, out),
         Value::List(l) => {
             list_header(l.len(), out);

@@ -528,6 +528,31 @@ pub struct ShortestPath {
 /// relationship's edge id is still the in CSR's: see `Graph::step_rels_lazy`).
 pub(super) type Step = (u64, u64, RelRef, bool);
 
+/// Memgraph's lambda `(e, n | expr)` over each step: its relationship (slot 0) and the
+/// node it reaches (slot 1; `backward`: a search from the far end, whose step reaches
+/// `u` in the path), evaluated a batch at a time.
+pub(super) fn step_lambda(
+    cx: &Cx,
+    e: &CExpr,
+    steps: &[Step],
+    backward: bool,
+) -> Result<Vec<Value>, QueryError> {
+    let mut out = Vec::with_capacity(steps.len());
+    for part in steps.chunks(BATCH_ROWS) {
+        let b = Batch {
+            len: part.len(),
+            cols: vec![
+                part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
+                part.iter()
+                    .map(|&(u, v, ..)| Value::Node(if backward { u } else { v }))
+                    .collect(),
+            ],
+        };
+        out.extend(crate::expr::eval_col(&cx.env, e, &b)?);
+    }
+    Ok(out)
+}
+
 /// Whether each value meets every predicate of `preds` (evaluated a batch at a time
 /// over a one-column batch of `vals`; null is not met).
 fn meets(cx: &Cx, preds: &[(CExpr, bool)], vals: Vec<Value>) -> Result<Vec<bool>, QueryError> {
@@ -577,23 +602,10 @@ impl ShortestPath {
             });
         }
         if let Some(e) = &self.step_ok {
-            let mut ok = Vec::with_capacity(steps.len());
-            for part in steps.chunks(BATCH_ROWS) {
-                let b = Batch {
-                    len: part.len(),
-                    cols: vec![
-                        part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
-                        part.iter()
-                            .map(|&(u, v, ..)| Value::Node(if backward { u } else { v }))
-                            .collect(),
-                    ],
-                };
-                ok.extend(
-                    crate::expr::eval_col(&cx.env, e, &b)?
-                        .into_iter()
-                        .map(|v| v == Value::Bool(true)),
-                );
-            }
+            let ok: Vec<bool> = step_lambda(cx, e, steps, backward)?
+                .into_iter()
+                .map(|v| v == Value::Bool(true))
+                .collect();
             let mut i = 0;
             steps.retain(|_| {
                 i += 1;

@@ -10,7 +10,7 @@
 //! bound a state is a node. Ties are broken by hops, so of two paths of one weight the
 //! shorter is found first.
 
-use super::expand::Step;
+use super::expand::{step_lambda, Step};
 use super::*;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -223,17 +223,7 @@ impl ShortestPath {
             steps.clear();
             steps.extend(nbrs.iter().map(|&(v, r)| (node, v, r, false)));
             self.admit(cx, &mut steps, &mut verdicts, false)?;
-            let mut weights = Vec::with_capacity(steps.len());
-            for part in steps.chunks(BATCH_ROWS) {
-                let wb = Batch {
-                    len: part.len(),
-                    cols: vec![
-                        part.iter().map(|&(_, _, r, _)| Value::Rel(r)).collect(),
-                        part.iter().map(|&(_, v, ..)| Value::Node(v)).collect(),
-                    ],
-                };
-                weights.extend(crate::expr::eval_col(&cx.env, weight, &wb)?);
-            }
+            let weights = step_lambda(cx, weight, &steps, false)?;
             let (base_w, base_wi) = (states[state as usize].w, states[state as usize].wi);
             for (&(_, v, r, _), sw) in steps.iter().zip(&weights) {
                 let (f, i) = step_weight(sw)?;
