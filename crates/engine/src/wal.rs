@@ -11,7 +11,8 @@
 //! then records `[payload length u32][CRC-32 of payload u32][payload]`. A payload is the
 //! commit timestamp and the transaction's ops. A record that is cut short or fails its
 //! checksum ends the log: it and anything after it are cut off at open (a torn write of
-//! the last commit, which was never acknowledged).
+//! the last commit, which was never acknowledged). The file is preallocated ahead of its
+//! records (`PREALLOC`, zeros): zeros end the log too, and are kept.
 
 use crate::delta::{Op, Props};
 use crate::value::{zone_id, Dur, Stamp, Value};
@@ -50,9 +51,18 @@ pub struct Wal {
     file: DurableFile,
     /// The same open file, for `fdatasync` outside the commit lock.
     sync: Arc<DurableFile>,
-    /// Bytes in the file (header included).
+    /// Bytes of the log (header included): where the next record goes.
     pub bytes: u64,
+    /// The file's length: past `bytes` it is zeros, preallocated so that a commit's
+    /// sync does not also journal a new file size (see `DurableFile::allocate`).
+    allocated: u64,
+    /// Set once the file system refused to preallocate: appends grow the file.
+    no_prealloc: bool,
 }
+
+/// How far ahead the log's file is preallocated: a few thousand commits, and little to
+/// read past the records at open.
+const PREALLOC: u64 = 1 << 20;
 
 /// What replay found.
 pub struct Replay {
@@ -125,6 +135,9 @@ impl Wal {
         let mut bytes = Vec::new();
         file.file().read_to_end(&mut bytes).map_err(io(&p))?;
         let mut good = records(&bytes, n, &mut replay.records);
+        // Zeros after the records are the preallocated end of the file, not a torn
+        // record (a torn one leaves bytes that are not all zero).
+        let mut allocated = bytes.len() as u64;
         if good == 0 && exists && bytes.len() >= HEADER {
             return Err(WalError::Corrupt {
                 path: p,
@@ -138,13 +151,16 @@ impl Wal {
             file.sync_all().map_err(io(&p))?;
             fsync_dir(dir)?;
             good = HEADER;
-        } else if good < bytes.len() {
+            allocated = HEADER as u64;
+        } else if good < bytes.len() && bytes[good..].iter().any(|&b| b != 0) {
             replay.cut_bytes = (bytes.len() - good) as u64;
             file.file().set_len(good as u64).map_err(io(&p))?;
             file.sync_all().map_err(io(&p))?;
+            allocated = good as u64;
         }
         use std::io::Seek;
-        file.seek(std::io::SeekFrom::End(0)).map_err(io(&p))?;
+        file.seek(std::io::SeekFrom::Start(good as u64))
+            .map_err(io(&p))?;
         let sync = Arc::new(file.try_clone().map_err(io(&p))?);
         Ok((
             Wal {
@@ -153,6 +169,8 @@ impl Wal {
                 file,
                 sync,
                 bytes: good as u64,
+                allocated,
+                no_prealloc: false,
             },
             replay,
         ))
@@ -197,14 +215,26 @@ impl Wal {
     /// record under the commit lock and syncs outside it, one sync for every record
     /// written meanwhile (see [`crate::store`]).
     pub fn write_record(&mut self, rec: &[u8]) -> Result<(), WalError> {
+        let end = self.bytes + rec.len() as u64;
+        if end > self.allocated && !self.no_prealloc {
+            // The next stretch of the file, zeros until commits fill it.
+            let to = end.next_multiple_of(PREALLOC);
+            match self.file.allocate(self.allocated, to - self.allocated) {
+                Ok(true) => self.allocated = to,
+                Ok(false) => self.no_prealloc = true,
+                Err(e) => return Err(io(&self.path)(e)),
+            }
+        }
         if let Err(e) = self.file.write_all(rec) {
             // Leave no half record behind for the next commit to follow.
             let _ = self.file.file().set_len(self.bytes);
+            self.allocated = self.bytes;
             use std::io::Seek;
             let _ = self.file.seek(std::io::SeekFrom::Start(self.bytes));
             return Err(io(&self.path)(e));
         }
-        self.bytes += rec.len() as u64;
+        self.bytes = end;
+        self.allocated = self.allocated.max(end);
         Ok(())
     }
 
@@ -806,15 +836,17 @@ mod tests {
     #[test]
     fn round_trip_and_torn_tail() {
         let d = tempfile::tempdir().unwrap();
-        {
+        let end = {
             let (mut w, r) = Wal::open(d.path(), 3).unwrap();
             assert!(r.records.is_empty());
             for i in 0..10 {
                 w.append(i + 1, &ops(i)).unwrap();
             }
-        }
+            w.bytes as usize
+        };
         let p = path(d.path(), 3);
-        let full = std::fs::read(&p).unwrap();
+        // The records, without the preallocated zeros after them.
+        let full = std::fs::read(&p).unwrap()[..end].to_vec();
         // Every cut inside the last record loses exactly that record.
         let (_, r) = Wal::open(d.path(), 3).unwrap();
         assert_eq!(r.records.len(), 10);
@@ -848,6 +880,44 @@ mod tests {
         let (_, r) = Wal::open(d.path(), 3).unwrap();
         assert_eq!(r.records.len(), 6);
         assert!(r.cut_bytes > 0);
+    }
+
+    /// The file runs ahead of its records (zeros, preallocated): an open keeps them and
+    /// cuts nothing, the next commit goes right after the last record, and a torn record
+    /// before the zeros is still cut.
+    #[test]
+    fn preallocated_zeros_end_the_log_and_stay() {
+        let d = tempfile::tempdir().unwrap();
+        let p = path(d.path(), 1);
+        let end = {
+            let (mut w, _) = Wal::open(d.path(), 1).unwrap();
+            for i in 0..5 {
+                w.append(i + 1, &ops(i)).unwrap();
+            }
+            w.bytes
+        };
+        let len = std::fs::metadata(&p).unwrap().len();
+        #[cfg(target_os = "linux")]
+        assert!(len > end, "preallocated: {len} > {end}");
+        let (mut w, r) = Wal::open(d.path(), 1).unwrap();
+        assert_eq!(r.records.len(), 5);
+        assert_eq!(r.cut_bytes, 0);
+        assert_eq!(w.bytes, end);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), len);
+        w.append(6, &ops(5)).unwrap();
+        let end = w.bytes;
+        drop(w);
+        let (_, r) = Wal::open(d.path(), 1).unwrap();
+        assert_eq!(r.records.len(), 6);
+        assert_eq!(r.records[5], (6, ops(5)));
+        // A record torn among the zeros: its first bytes written, the rest not.
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[end as usize..end as usize + 5].copy_from_slice(&[40, 0, 0, 0, 7]);
+        std::fs::write(&p, &bytes).unwrap();
+        let (w, r) = Wal::open(d.path(), 1).unwrap();
+        assert_eq!(r.records.len(), 6);
+        assert!(r.cut_bytes > 0);
+        assert_eq!(w.bytes, end);
     }
 
     #[test]
