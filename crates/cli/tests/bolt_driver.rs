@@ -702,3 +702,40 @@ fn messages_that_arrive_while_a_statement_runs_are_answered() {
     assert_eq!(b.reply().0, 0x70, "RUN");
     assert_eq!(b.reply().1, [Pack::List(vec![Pack::Int(100 << 10)])]);
 }
+
+/// Auto-commit statements that write the same node from several clients at once (a
+/// write conflict under snapshot isolation) all succeed: the server runs the one that
+/// lost again, as Neo4j's clients see a lock wait. `session.run` is not retried by the
+/// driver, so any conflict that reached the client would fail the script.
+#[test]
+fn conflicting_auto_commit_writes_wait_rather_than_fail() {
+    if !have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &[]);
+    let code = format!(
+        r#"
+import threading
+from neo4j import GraphDatabase
+errors = []
+with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
+    d.execute_query("CREATE (:Hub {{n: 0}})")
+    def client():
+        with d.session() as s:
+            for i in range(60):
+                try:
+                    s.run("MATCH (h:Hub) SET h.n = h.n + 1 CREATE (h)-[:R]->(:Leaf)").consume()
+                except Exception as e:
+                    errors.append(repr(e))
+    ts = [threading.Thread(target=client) for _ in range(6)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    assert not errors, errors[:3]
+    r = d.execute_query("MATCH (h:Hub)-[:R]->(l:Leaf) RETURN h.n AS n, count(l) AS c").records[0]
+    assert (r["n"], r["c"]) == (360, 360), (r["n"], r["c"])
+print("ok")
+"#
+    );
+    python_ok(&["-c", &code]);
+}
