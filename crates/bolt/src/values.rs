@@ -318,7 +318,7 @@ mod write_tests {
         let db = dir.path().join("g.qdb");
         let mut s = Session::open_with(&db, OpenMode::Mapped, true).unwrap();
         let none = Params::new();
-        let mut run = |s: &mut Session, q: &str| {
+        let run = |s: &mut Session, q: &str| {
             let mut n = 0;
             s.run(q, &none, &mut |g, b| {
                 for r in 0..b.len {

@@ -177,8 +177,8 @@ impl Model {
         d[a] = Some(0);
         for _ in 0..max {
             let mut next = d.clone();
-            for u in 0..self.n {
-                let Some(du) = d[u] else { continue };
+            for (u, du) in d.iter().enumerate() {
+                let Some(du) = *du else { continue };
                 for (k, v) in self.step(u, &["R", "S"], dir) {
                     if ok(v) {
                         let nw = du + w(k, v);
@@ -1111,14 +1111,14 @@ fn weighted_shortest_paths_match_the_model() {
             if m.edges[k].2 == "R" {
                 (k % 7) as i64 + 1
             } else {
-                3 % 7 + 1
+                4 // coalesce(null, 3) % 7 + 1
             }
         };
         let ew3 = |k: usize, _v: usize| -> i64 {
             if m.edges[k].2 == "R" {
                 (k % 3) as i64 + 1
             } else {
-                3 % 3 + 1
+                1 // coalesce(null, 3) % 3 + 1
             }
         };
         let nw = |_k: usize, v: usize| -> i64 { m.v[v].unwrap_or(0) + 1 };
@@ -1328,7 +1328,7 @@ fn limit_one_stops_expansions_early() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = Session::open_with(&dir.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
     let none = Params::new();
-    let mut run = |s: &mut Session, q: &str| {
+    let run = |s: &mut Session, q: &str| {
         let mut rows = Vec::new();
         let sum = s
             .run(q, &none, &mut |_, b| {

@@ -1183,6 +1183,7 @@ impl<'f> FastRun<'f> {
     /// The typed aggregation of one block; false (nothing added) when a column is of a
     /// kind it does not read. Its loops over the block's rows (the filter's and the
     /// live rows' masks, the folds) run with AVX2 where the CPU has it.
+    #[allow(clippy::too_many_arguments)]
     fn block(
         &mut self,
         env: &Env,
@@ -1205,6 +1206,7 @@ impl<'f> FastRun<'f> {
     /// SSE2): the gender, count and average over social's users, 4.2 -> 3.2 ms.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block_avx2(
         &mut self,
         env: &Env,
@@ -1219,6 +1221,7 @@ impl<'f> FastRun<'f> {
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn block_in(
         &mut self,
         env: &Env,
