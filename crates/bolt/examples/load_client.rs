@@ -170,9 +170,21 @@ fn main() {
         std::process::exit(2);
     }
     let addr = args[1].clone();
-    let clients: usize = args[2].parse().expect("CLIENTS is a number");
-    let seconds: f64 = args[3].parse().expect("SECONDS is a number");
-    let n: u64 = args[4].parse().expect("N_USERS is a number");
+    let number = |i: usize, what: &str| -> f64 {
+        match args[i].parse::<f64>() {
+            Ok(x) if x > 0.0 => x,
+            _ => {
+                eprintln!(
+                    "load_client: {what} must be a positive number, not {:?}",
+                    args[i]
+                );
+                std::process::exit(2)
+            }
+        }
+    };
+    let clients = number(2, "CLIENTS") as usize;
+    let seconds = number(3, "SECONDS");
+    let n = number(4, "N_USERS") as u64;
     let seed: u64 = args[5].bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     });
@@ -180,16 +192,16 @@ fn main() {
         .iter()
         .map(|s| {
             let mut it = s.splitn(3, ':');
-            let weight = it
-                .next()
-                .and_then(|w| w.parse().ok())
-                .expect("WEIGHT:KIND:QUERY");
-            let kind = it.next().expect("WEIGHT:KIND:QUERY").to_string();
-            let query = it.next().expect("WEIGHT:KIND:QUERY").to_string();
-            Spec {
-                weight,
-                kind,
-                query,
+            match (it.next().and_then(|w| w.parse().ok()), it.next(), it.next()) {
+                (Some(weight), Some(kind), Some(query)) => Spec {
+                    weight,
+                    kind: kind.to_string(),
+                    query: query.to_string(),
+                },
+                _ => {
+                    eprintln!("load_client: {s:?} is not WEIGHT:KIND:QUERY (e.g. '1:id:MATCH (n {{id: $id}}) RETURN n')");
+                    std::process::exit(2)
+                }
             }
         })
         .collect();

@@ -1981,6 +1981,17 @@ impl Parser<'_> {
 
     /// After `CREATE <KIND> INDEX` (three words, skipped here): the index's name (or a
     /// parameter giving it) and whether IF NOT EXISTS follows.
+    /// `v.prop` in index and constraint DDL, where the variable must be the pattern's
+    /// `v`: the property's name.
+    fn prop_of(&mut self, v: &str) -> R<String> {
+        let v2 = self.name("a variable")?;
+        if v2 != v {
+            return self.err(&format!("the variable {v}"));
+        }
+        self.expect_p(".")?;
+        self.any_name("a property")
+    }
+
     fn index_name(&mut self) -> R<(Expr, bool)> {
         self.bump();
         self.bump();
@@ -2008,12 +2019,7 @@ impl Parser<'_> {
     fn on_prop(&mut self, v: &str) -> R<String> {
         self.expect_kw("ON")?;
         let paren = self.eat_p("(");
-        let v2 = self.name("a variable")?;
-        if v2 != v {
-            return self.err(&format!("the variable {v}"));
-        }
-        self.expect_p(".")?;
-        let prop = self.any_name("a property")?;
+        let prop = self.prop_of(&v)?;
         if paren {
             self.expect_p(")")?;
         }
@@ -2047,12 +2053,7 @@ impl Parser<'_> {
         let paren = self.eat_p("(");
         let mut props = Vec::new();
         loop {
-            let v2 = self.name("a variable")?;
-            if v2 != v {
-                return self.err(&format!("the variable {v}"));
-            }
-            self.expect_p(".")?;
-            let prop = self.any_name("a property")?;
+            let prop = self.prop_of(&v)?;
             if props.contains(&prop) {
                 return self.err(&format!("another property than {prop} (it is named twice)"));
             }
@@ -2239,12 +2240,7 @@ impl Parser<'_> {
             self.expect_p("[")?;
             let mut props = Vec::new();
             loop {
-                let v2 = self.name("a variable")?;
-                if v2 != v {
-                    return self.err(&format!("the variable {v}"));
-                }
-                self.expect_p(".")?;
-                props.push(self.any_name("a property")?);
+                props.push(self.prop_of(&v)?);
                 if !self.eat_p(",") {
                     break;
                 }

@@ -11,9 +11,10 @@
 //! (dates as keys, floats as keys, strings as sums, a property that is an integer in one
 //! table and a float in another within one block). The values of rows the delta holds
 //! are put over the block's from their records ([`FastRun::overlay`]); deleted rows are
-//! skipped; created nodes, and changed ones with a value the block's typed columns cannot
-//! hold, are aggregated by the row path. So a database with many uncheckpointed writes
-//! keeps the typed path.
+//! skipped; created nodes are blocks of their records alone (columns that start empty,
+//! the records overlaid; the row path takes them under a filter); changed nodes with a
+//! value the block's typed columns cannot hold are aggregated by the row path. So a
+//! database with many uncheckpointed writes keeps the typed path.
 
 use super::*;
 use quiver_common::types::{DataType, ScalarType};
