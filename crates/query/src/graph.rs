@@ -1009,14 +1009,38 @@ impl<'db> Graph<'db> {
         mut f: impl FnMut(u32, u64),
     ) -> Result<(), QueryError> {
         if let Some(d) = self.delta() {
-            // Edge ids come out canonical (see `rel_ref`).
-            View::new(self.db, &d).for_each_rel(ty, node, dir, |nb, eid| f(nb as u32, eid))?;
+            if !Self::ids_raw_with(Some(&d)) {
+                // Edge ids come out canonical: the delta's deletions are tested by them.
+                View::new(self.db, &d).for_each_rel(ty, node, dir, |nb, eid| f(nb as u32, eid))?;
+                return Ok(());
+            }
+            // Nothing deleted: the segments' adjacency as it is, then the created
+            // relationships (whose ids `rel_ref` leaves as they are).
+            if node < d.base_nodes && (ty as usize) < self.db.rel_types().len() {
+                for (nb, eid) in self.db.neighbours(ty as usize, node as u32, dir)? {
+                    f(nb, eid);
+                }
+            }
+            View::new(self.db, &d).for_each_created_rel(ty, node, dir, |nb, eid| f(nb as u32, eid));
             return Ok(());
         }
         for (nb, eid) in self.db.neighbours(ty as usize, node as u32, dir)? {
             f(nb, eid);
         }
         Ok(())
+    }
+
+    /// Whether [`for_each_neighbour`](Self::for_each_neighbour) gives the in CSR's edge
+    /// ids for relationships met from their target, for [`rel_ref`](Self::rel_ref) to
+    /// make canonical (two binary searches an edge, paid only for the edges kept): yes
+    /// unless the delta deleted something (its tests need canonical ids at once).
+    fn ids_raw_with(d: Option<&Delta>) -> bool {
+        d.is_none_or(|d| d.deleted_rels == 0 && d.deleted_nodes == 0)
+    }
+
+    fn ids_raw(&self) -> bool {
+        let d = self.delta();
+        Self::ids_raw_with(d.as_deref().map(|a| &**a))
     }
 
     /// Nodes whose property `key` equals `v` among those the delta holds.
@@ -1110,11 +1134,10 @@ impl<'db> Graph<'db> {
     }
 
     /// As [`step_rels`](Self::step_rels), but a relationship reached from its target
-    /// in a type without properties may keep the in CSR's edge id (flagged `true`) until
-    /// [`settle_rel`](Self::settle_rel) makes it the relationship's own: two binary
-    /// searches an edge, which a search that keeps few of the edges it meets (a shortest
-    /// path: 41% of its time) pays only for those it keeps. Canonical ids throughout
-    /// once the delta has deleted anything (its tests compare them).
+    /// may keep the in CSR's edge id (flagged `true`) until
+    /// [`settle_rel`](Self::settle_rel) makes it the relationship's own: a search that
+    /// keeps few of the edges it meets (a shortest path: 41% of its time) pays the
+    /// canonical id's binary searches only for those it keeps.
     pub fn step_rels_lazy(
         &self,
         types: &[u32],
@@ -1122,56 +1145,32 @@ impl<'db> Graph<'db> {
         node: u64,
         out: &mut Vec<(u64, RelRef, bool)>,
     ) -> Result<(), QueryError> {
-        let delta = self.delta();
-        if delta
-            .as_ref()
-            .is_some_and(|d| d.deleted_rels > 0 || d.deleted_nodes > 0)
-        {
-            let mut nbrs = Vec::new();
-            self.step_rels(types, dir, node, &mut nbrs)?;
-            out.extend(nbrs.into_iter().map(|(v, r)| (v, r, false)));
-            return Ok(());
-        }
-        let n_seg = delta.as_ref().map_or(self.db.n_nodes(), |d| d.base_nodes);
+        let raw = self.ids_raw();
         for &ty in types {
-            let plain = self
-                .db
-                .rel_types()
-                .get(ty as usize)
-                .is_some_and(|r| r.meta.columns.is_empty());
             for &d in dirs(dir) {
                 let both_in = dir == Dir::Both && d == Direction::In;
-                let raw = plain && d == Direction::In;
-                if node < n_seg && (ty as usize) < self.db.rel_types().len() {
-                    for (nb, eid) in self.db.neighbours(ty as usize, node as u32, d)? {
-                        if both_in && nb as u64 == node {
-                            continue;
-                        }
-                        let (src, dst) = match d {
-                            Direction::Out => (node as u32, nb),
-                            Direction::In => (nb, node as u32),
-                        };
-                        out.push((nb as u64, RelRef { ty, src, dst, eid }, raw));
+                self.for_each_neighbour(ty, node, d, |nb, eid| {
+                    if both_in && nb as u64 == node {
+                        return;
                     }
-                }
-                if let Some(dl) = &delta {
-                    View::new(self.db, dl).for_each_created_rel(ty, node, d, |nb, eid| {
-                        if !(both_in && nb == node) {
-                            let (src, dst) = match d {
-                                Direction::Out => (node as u32, nb as u32),
-                                Direction::In => (nb as u32, node as u32),
-                            };
-                            out.push((nb, RelRef { ty, src, dst, eid }, false));
-                        }
-                    });
-                }
+                    let (src, dst) = match d {
+                        Direction::Out => (node as u32, nb),
+                        Direction::In => (nb, node as u32),
+                    };
+                    out.push((
+                        nb as u64,
+                        RelRef { ty, src, dst, eid },
+                        raw && d == Direction::In,
+                    ));
+                })?;
             }
         }
         Ok(())
     }
 
     /// The relationship `r` as every other reader names it: a `raw` one (from
-    /// [`step_rels_lazy`](Self::step_rels_lazy)) gets its canonical edge id.
+    /// [`step_rels_lazy`](Self::step_rels_lazy)) gets its canonical edge id (a created
+    /// relationship's is its own already: past every segment's edges, it is kept).
     pub fn settle_rel(&self, r: RelRef, raw: bool) -> Result<RelRef, QueryError> {
         if !raw {
             return Ok(r);
@@ -1270,11 +1269,12 @@ impl<'db> Graph<'db> {
             Direction::Out => (node as u32, nb),
             Direction::In => (nb, node as u32),
         };
-        // With a delta, `for_each_neighbour` has made edge ids canonical already.
-        let eid = if self.has_delta() {
-            eid
-        } else {
+        // `for_each_neighbour` made edge ids canonical already once the delta deleted
+        // something; else they are the CSR's (a created one's is its own: kept).
+        let eid = if self.ids_raw() {
             quiver_engine::segments::canonical_edge_id(self.db, ty, node, nb, eid, dir)?
+        } else {
+            eid
         };
         Ok(RelRef { ty, src, dst, eid })
     }
