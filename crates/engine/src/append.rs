@@ -92,9 +92,7 @@ impl Prebuilt {
         }
         for r in &mut self.rel_types {
             for s in &mut r.segments {
-                segs.push(&mut s.out);
-                segs.push(&mut s.r#in);
-                segs.extend(s.props.iter_mut());
+                segs.extend(s.files_mut());
             }
         }
         for (_, s) in &mut self.id_spaces {

@@ -1666,13 +1666,13 @@ fn write_rel_segment(
         )?),
         None => None,
     };
-    Ok(RelSegmentMeta {
-        n_edges: ends.len() as u64,
+    Ok(RelSegmentMeta::new(
+        ends.len() as u64,
         out,
-        r#in: inc,
+        inc,
         props,
         deleted,
-    })
+    ))
 }
 
 /// Adds `seg` to relationship type `existing` (its position in the manifest), or as the

@@ -503,7 +503,7 @@ fn manifest_bytes(m: &Manifest) -> u64 {
         .rel_types
         .iter()
         .flat_map(|r| &r.segments)
-        .map(|s| s.out.bytes + s.r#in.bytes + s.props.as_ref().map_or(0, |p| p.bytes))
+        .map(|s| s.files().map(|f| f.bytes).sum::<u64>())
         .sum();
     let i: u64 = m.id_spaces.iter().map(|s| s.index.bytes).sum();
     t + r + i
@@ -789,13 +789,9 @@ fn run(
             name: r.name.clone(),
             n_edges,
             columns: r.columns.clone(),
-            segments: vec![quiver_storage::manifest::RelSegmentMeta {
-                n_edges,
-                out,
-                r#in: inc,
-                props,
-                deleted: None,
-            }],
+            segments: vec![quiver_storage::manifest::RelSegmentMeta::new(
+                n_edges, out, inc, props, None,
+            )],
             start_space: Some(r.start_space),
             end_space: Some(r.end_space),
             patches: Vec::new(),

@@ -171,10 +171,7 @@ impl Manifest {
         }
         for r in &self.rel_types {
             for s in &r.segments {
-                v.push(&s.out.file);
-                v.push(&s.r#in.file);
-                v.extend(s.props.iter().map(|p| p.file.as_str()));
-                v.extend(s.deleted.iter().map(|d| d.file.file.as_str()));
+                v.extend(s.files().map(|f| f.file.as_str()));
             }
             v.extend(r.patches.iter().map(|s| s.file.as_str()));
         }
@@ -346,6 +343,66 @@ pub struct RelSegmentMeta {
     /// the entry positions of the out CSR and of the in CSR; expansions skip them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted: Option<DeletedMeta>,
+    /// A segment written in parts (a Spark build: one task a part): the out CSR's
+    /// further parts after `out`, each over the node range after the previous one's
+    /// ([`CsrFooter::first_node`]); entry positions run on across parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub out_parts: Vec<SegmentMeta>,
+    /// The in CSR's further parts after `in`, likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_parts: Vec<SegmentMeta>,
+    /// The property rows' further files after `props`, in edge-id order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub props_parts: Vec<SegmentMeta>,
+}
+
+impl RelSegmentMeta {
+    /// A segment of one part each way.
+    pub fn new(
+        n_edges: u64,
+        out: SegmentMeta,
+        r#in: SegmentMeta,
+        props: Option<SegmentMeta>,
+        deleted: Option<DeletedMeta>,
+    ) -> RelSegmentMeta {
+        RelSegmentMeta {
+            n_edges,
+            out,
+            r#in,
+            props,
+            deleted,
+            out_parts: Vec::new(),
+            in_parts: Vec::new(),
+            props_parts: Vec::new(),
+        }
+    }
+
+    /// Every file of the segment (CSR parts both ways, property files, deletions).
+    pub fn files(&self) -> impl Iterator<Item = &SegmentMeta> {
+        [&self.out, &self.r#in]
+            .into_iter()
+            .chain(&self.out_parts)
+            .chain(&self.in_parts)
+            .chain(&self.props)
+            .chain(&self.props_parts)
+            .chain(self.deleted.iter().map(|d| &d.file))
+    }
+
+    /// Every file of the segment, to move or rename.
+    pub fn files_mut(&mut self) -> impl Iterator<Item = &mut SegmentMeta> {
+        [&mut self.out, &mut self.r#in]
+            .into_iter()
+            .chain(&mut self.out_parts)
+            .chain(&mut self.in_parts)
+            .chain(&mut self.props)
+            .chain(&mut self.props_parts)
+            .chain(self.deleted.iter_mut().map(|d| &mut d.file))
+    }
+
+    /// Whether the segment is written in several parts.
+    pub fn is_parted(&self) -> bool {
+        !self.out_parts.is_empty() || !self.in_parts.is_empty() || !self.props_parts.is_empty()
+    }
 }
 
 /// Footer of a node table or relationship property segment.
@@ -387,6 +444,10 @@ pub struct PatchChunk {
 /// Footer of a CSR segment.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CsrFooter {
+    /// The first node of the part (0 unless the CSR is written in parts): its offsets
+    /// are those of nodes `first_node .. first_node + n_nodes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_node: u64,
     pub n_nodes: u64,
     pub n_edges: u64,
     /// `n_nodes + 1` offsets into the targets, bit-packed.
@@ -418,4 +479,8 @@ pub struct IdIndexFooter {
     /// Node id of each key, bit-packed.
     pub nodes: BlobRef,
     pub nodes_width: u32,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }

@@ -12,7 +12,7 @@
 use crate::error::{OpenError, ReadError};
 use crate::manifest::{
     CsrFooter, IdIndexFooter, IdType, IndexKeyKind, Manifest, NodeTableMeta, PropIndexFooter,
-    RelTypeMeta, TableFooter,
+    RelSegmentMeta, RelTypeMeta, SegmentMeta, TableFooter,
 };
 use crate::write::read_current;
 use quiver_format::bitpack::Packed;
@@ -685,9 +685,22 @@ pub struct NodeTable {
     pub deleted: Option<Bits>,
 }
 
-struct Csr {
+/// One file of a CSR: the entries of nodes `footer.first_node ..` `+ footer.n_nodes`.
+struct CsrPart {
     footer: CsrFooter,
     file: SegFile,
+    /// Position of the part's first entry among the CSR's.
+    first_entry: u64,
+}
+
+/// A CSR in one file, or in several (a Spark build writes one a task): parts over
+/// consecutive node ranges from node 0, entry positions running on across them.
+struct Csr {
+    parts: Vec<CsrPart>,
+    n_nodes: u64,
+    n_edges: u64,
+    /// Whether entries carry explicit edge ids (every part does, or none).
+    edge_ids: bool,
 }
 
 /// One segment of a relationship type: CSR both ways over its own edges.
@@ -768,15 +781,26 @@ pub struct Database {
     any_deleted_nodes: bool,
 }
 
-/// The entries of one node in one CSR segment.
+/// The entries of one node in one CSR segment: `pos .. end` index the part's arrays;
+/// `base + i` is entry `i`'s position in the whole CSR (what deletion bitmaps mark, and
+/// the edge id of an entry without one).
 struct Part<'a> {
     targets: Packed<'a>,
     edge_ids: Option<Packed<'a>>,
     pos: usize,
     end: usize,
+    base: u64,
     eid_base: u64,
     /// Deleted entries of the segment, skipped.
     deleted: Option<&'a Bits>,
+}
+
+impl Part<'_> {
+    /// Entry `i`'s edge id within the segment (without `eid_base`).
+    #[inline]
+    fn raw_eid(&self, i: usize) -> u64 {
+        self.edge_ids.map_or(self.base + i as u64, |e| e.get(i))
+    }
 }
 
 /// The neighbours of one node: (neighbour node id, edge id), segment after segment.
@@ -795,10 +819,10 @@ impl Iterator for Neighbours<'_> {
             while p.pos < p.end {
                 let i = p.pos;
                 p.pos += 1;
-                if p.deleted.is_some_and(|d| d.get(i as u64)) {
+                if p.deleted.is_some_and(|d| d.get(p.base + i as u64)) {
                     continue;
                 }
-                let eid = p.eid_base + p.edge_ids.map_or(i as u64, |e| e.get(i));
+                let eid = p.eid_base + p.raw_eid(i);
                 return Some((p.targets.get(i) as u32, eid));
             }
             self.cur = if self.rest.is_empty() {
@@ -830,7 +854,7 @@ fn corrupted(file: &Path, what: &str) -> ReadError {
     }
 }
 
-impl Csr {
+impl CsrPart {
     fn packed<'a>(
         &self,
         bytes: &'a [u8],
@@ -846,52 +870,23 @@ impl Csr {
             .ok_or_else(|| corrupted(&self.file.path, "packed array too short"))
     }
 
-    fn neighbours(&self, node: u32, eid_base: u64) -> Result<Part<'_>, ReadError> {
+    /// The part's three arrays in place (mapped or loaded).
+    #[allow(clippy::type_complexity)]
+    fn arrays(&self) -> Result<(Packed<'_>, Packed<'_>, Option<Packed<'_>>), ReadError> {
         let bytes = self.file.bytes("neighbours of a node")?;
         let f = &self.footer;
-        if node as u64 >= f.n_nodes {
-            return Err(ReadError::NodeOutOfRange {
-                id: node as u64,
-                n_nodes: f.n_nodes,
-            });
-        }
         let offsets = self.packed(bytes, f.offsets, f.offsets_width, f.n_nodes + 1)?;
         let targets = self.packed(bytes, f.targets, f.targets_width, f.n_edges)?;
         let edge_ids = match f.edge_ids {
             Some(r) => Some(self.packed(bytes, r, f.edge_ids_width, f.n_edges)?),
             None => None,
         };
-        let (s, e) = (
-            offsets.get(node as usize) as usize,
-            offsets.get(node as usize + 1) as usize,
-        );
-        if s > e || e as u64 > f.n_edges {
-            return Err(corrupted(&self.file.path, "CSR offsets out of order"));
-        }
-        Ok(Part {
-            targets,
-            edge_ids,
-            pos: s,
-            end: e,
-            eid_base,
-            deleted: None,
-        })
+        Ok((offsets, targets, edge_ids))
     }
 
-    fn degree(&self, node: u32, deleted: Option<&Bits>) -> Result<u64, ReadError> {
-        let p = self.neighbours(node, 0)?;
-        let gone = deleted.map_or(0, |d| d.count_range(p.pos as u64, p.end as u64));
-        Ok((p.end - p.pos) as u64 - gone)
-    }
-
-    /// Streams every entry in node order: `f(node, neighbour, edge_id)`, skipping
-    /// `deleted` positions.
-    fn scan(
-        &self,
-        eid_base: u64,
-        deleted: Option<&Bits>,
-        mut f: impl FnMut(u32, u32, u64),
-    ) -> Result<(), ReadError> {
+    /// Streams every entry in node order: `f(node, neighbour, raw edge id, position)`,
+    /// positions and ids counted across the CSR's parts.
+    fn scan(&self, f: &mut dyn FnMut(u32, u32, u64, u64)) -> Result<(), ReadError> {
         let ft = &self.footer;
         let io = |source| ReadError::Io {
             path: self.file.path.clone(),
@@ -907,7 +902,7 @@ impl Csr {
             None => None,
         };
         let mut prev = offsets.next().map_err(io)?;
-        let mut pos = 0u64;
+        let mut pos = self.first_entry;
         for node in 0..ft.n_nodes {
             let end = offsets.next().map_err(io)?;
             if end < prev || end > ft.n_edges {
@@ -919,14 +914,118 @@ impl Csr {
                     Some(u) => u.next().map_err(io)?,
                     None => pos,
                 };
-                if !deleted.is_some_and(|d| d.get(pos)) {
-                    f(node as u32, t as u32, eid_base + e);
-                }
+                f((ft.first_node + node) as u32, t as u32, e, pos);
                 pos += 1;
             }
             prev = end;
         }
         Ok(())
+    }
+}
+
+impl Csr {
+    /// A CSR of the parts opened (in node order), checked to follow one another.
+    fn new(parts: Vec<(SegFile, CsrFooter)>) -> Result<Csr, OpenError> {
+        let mut out = Vec::with_capacity(parts.len());
+        let (mut n_nodes, mut n_edges) = (0u64, 0u64);
+        let edge_ids = parts.first().is_some_and(|(_, f)| f.edge_ids.is_some());
+        for (file, footer) in parts {
+            if footer.first_node != n_nodes || footer.edge_ids.is_some() != edge_ids {
+                return Err(OpenError::Corrupted {
+                    file: file.path.clone(),
+                    what: format!(
+                        "a CSR part must start at node {n_nodes} (it starts at {}) and \
+                         carry edge ids as the first part does",
+                        footer.first_node
+                    ),
+                });
+            }
+            n_nodes += footer.n_nodes;
+            let first_entry = n_edges;
+            n_edges += footer.n_edges;
+            out.push(CsrPart {
+                footer,
+                file,
+                first_entry,
+            });
+        }
+        Ok(Csr {
+            parts: out,
+            n_nodes,
+            n_edges,
+            edge_ids,
+        })
+    }
+
+    /// The part that holds `node`'s entries (`node < n_nodes`).
+    #[inline]
+    fn part(&self, node: u64) -> &CsrPart {
+        if self.parts.len() == 1 {
+            return &self.parts[0];
+        }
+        let i = self
+            .parts
+            .partition_point(|p| p.footer.first_node + p.footer.n_nodes <= node);
+        &self.parts[i.min(self.parts.len() - 1)]
+    }
+
+    fn neighbours(&self, node: u32, eid_base: u64) -> Result<Part<'_>, ReadError> {
+        if node as u64 >= self.n_nodes {
+            return Err(ReadError::NodeOutOfRange {
+                id: node as u64,
+                n_nodes: self.n_nodes,
+            });
+        }
+        let part = self.part(node as u64);
+        let (offsets, targets, edge_ids) = part.arrays()?;
+        let local = (node as u64 - part.footer.first_node) as usize;
+        let (s, e) = (offsets.get(local) as usize, offsets.get(local + 1) as usize);
+        if s > e || e as u64 > part.footer.n_edges {
+            return Err(corrupted(&part.file.path, "CSR offsets out of order"));
+        }
+        Ok(Part {
+            targets,
+            edge_ids,
+            pos: s,
+            end: e,
+            base: part.first_entry,
+            eid_base,
+            deleted: None,
+        })
+    }
+
+    fn degree(&self, node: u32, deleted: Option<&Bits>) -> Result<u64, ReadError> {
+        let p = self.neighbours(node, 0)?;
+        let gone = deleted.map_or(0, |d| {
+            d.count_range(p.base + p.pos as u64, p.base + p.end as u64)
+        });
+        Ok((p.end - p.pos) as u64 - gone)
+    }
+
+    /// Streams every entry in node order: `f(node, neighbour, edge_id)`, skipping
+    /// `deleted` positions.
+    fn scan(
+        &self,
+        eid_base: u64,
+        deleted: Option<&Bits>,
+        mut f: impl FnMut(u32, u32, u64),
+    ) -> Result<(), ReadError> {
+        for part in &self.parts {
+            part.scan(&mut |node, t, e, pos| {
+                if !deleted.is_some_and(|d| d.get(pos)) {
+                    f(node, t, eid_base + e);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn files(&self) -> impl Iterator<Item = &SegFile> {
+        self.parts.iter().map(|p| &p.file)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.files().map(|f| f.len).sum()
     }
 }
 
@@ -1041,8 +1140,24 @@ impl Database {
             let mut first_edge = 0;
             let mut prop_segments = Vec::new();
             for seg in &r.segments {
-                let (of, out) = SegFile::open(dir, &seg.out.file, mode)?;
-                let (inf, inc) = SegFile::open(dir, &seg.r#in.file, mode)?;
+                let open_parts = |first: &SegmentMeta, more: &[SegmentMeta]| {
+                    std::iter::once(first)
+                        .chain(more)
+                        .map(|m| SegFile::open::<CsrFooter>(dir, &m.file, mode))
+                        .collect::<Result<Vec<_>, _>>()
+                        .and_then(Csr::new)
+                };
+                let out = open_parts(&seg.out, &seg.out_parts)?;
+                let inc = open_parts(&seg.r#in, &seg.in_parts)?;
+                if out.n_edges != inc.n_edges || out.n_edges != seg.n_edges {
+                    return Err(OpenError::Corrupted {
+                        file: dir.join(&seg.out.file),
+                        what: format!(
+                            "a relationship segment of {} edges has {} out entries and {} in",
+                            seg.n_edges, out.n_edges, inc.n_edges
+                        ),
+                    });
+                }
                 let deleted = match &seg.deleted {
                     Some(d) => {
                         let mut maps = Bits::open(dir, d, mode)?.into_iter();
@@ -1061,18 +1176,12 @@ impl Database {
                 };
                 segs.push(RelSeg {
                     deleted,
-                    out: Csr {
-                        footer: out,
-                        file: of,
-                    },
-                    inc: Csr {
-                        footer: inc,
-                        file: inf,
-                    },
+                    out,
+                    inc,
                     first_edge,
                 });
                 first_edge += seg.n_edges;
-                prop_segments.extend(seg.props.iter().cloned());
+                prop_segments.extend(seg.props.iter().chain(&seg.props_parts).cloned());
             }
             let props = if prop_segments.is_empty() {
                 None
@@ -1149,10 +1258,11 @@ impl Database {
     /// Every open segment file.
     fn files(&self) -> impl Iterator<Item = &SegFile> {
         let tables = self.tables.iter().flat_map(|t| t.table.all_files());
-        let csr = self
-            .rels
-            .iter()
-            .flat_map(|r| r.segs.iter().flat_map(|s| [&s.out.file, &s.inc.file]));
+        let csr = self.rels.iter().flat_map(|r| {
+            r.segs
+                .iter()
+                .flat_map(|s| s.out.files().chain(s.inc.files()))
+        });
         let props = self
             .rels
             .iter()
@@ -1322,32 +1432,30 @@ impl Database {
     ) -> Result<Option<(usize, u64, u64)>, ReadError> {
         let r = &self.rels[rel];
         for (si, s) in r.segs.iter().enumerate() {
-            let n_edges = s.out.footer.n_edges;
+            let n_edges = s.out.n_edges;
             if eid < s.first_edge || eid >= s.first_edge + n_edges {
                 continue;
             }
-            if src >= s.out.footer.n_nodes || dst >= s.inc.footer.n_nodes {
+            if src >= s.out.n_nodes || dst >= s.inc.n_nodes {
                 return Ok(None);
             }
             let out = s.out.neighbours(src as u32, s.first_edge)?;
-            let out_pos = (out.pos..out.end).find(|&i| {
-                out.targets.get(i) == dst
-                    && s.first_edge + out.edge_ids.map_or(i as u64, |e| e.get(i)) == eid
-            });
+            let out_pos = (out.pos..out.end)
+                .find(|&i| out.targets.get(i) == dst && s.first_edge + out.raw_eid(i) == eid);
             let inc = s.inc.neighbours(dst as u32, s.first_edge)?;
             let mut in_pos = None;
             for i in inc.pos..inc.end {
                 if inc.targets.get(i) != src {
                     continue;
                 }
-                let raw = s.first_edge + inc.edge_ids.map_or(i as u64, |e| e.get(i));
+                let raw = s.first_edge + inc.raw_eid(i);
                 if self.canonical_edge_id(rel, dst as u32, src as u32, raw)? == eid {
                     in_pos = Some(i);
                     break;
                 }
             }
             return Ok(match (out_pos, in_pos) {
-                (Some(o), Some(i)) => Some((si, o as u64, i as u64)),
+                (Some(o), Some(i)) => Some((si, out.base + o as u64, inc.base + i as u64)),
                 _ => None,
             });
         }
@@ -1382,7 +1490,7 @@ impl Database {
         };
         for s in &r.segs {
             // A segment written before later nodes were added does not know them.
-            if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
+            if (node as u64) >= s.csr(dir).n_nodes && (node as u64) < self.n_nodes() {
                 continue;
             }
             let mut p = s.csr(dir).neighbours(node, s.first_edge)?;
@@ -1399,7 +1507,7 @@ impl Database {
     pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {
         let mut d = 0;
         for s in &self.rels[rel].segs {
-            if (node as u64) >= s.csr(dir).footer.n_nodes && (node as u64) < self.n_nodes() {
+            if (node as u64) >= s.csr(dir).n_nodes && (node as u64) < self.n_nodes() {
                 continue;
             }
             d += s.csr(dir).degree(node, s.deleted(dir))?;
@@ -1420,7 +1528,7 @@ impl Database {
     ) -> Result<bool, ReadError> {
         for s in &self.rels[rel].segs {
             let csr = s.csr(dir);
-            if node as u64 >= csr.footer.n_nodes {
+            if node as u64 >= csr.n_nodes {
                 continue;
             }
             let p = csr.neighbours(node, s.first_edge)?;
@@ -1428,7 +1536,7 @@ impl Database {
             let want = nb as u64;
             let mut i = p.pos + partition(p.end - p.pos, |k| p.targets.get(p.pos + k) < want);
             while i < p.end && p.targets.get(i) == want {
-                if !deleted.is_some_and(|d| d.get(i as u64)) {
+                if !deleted.is_some_and(|d| d.get(p.base + i as u64)) {
                     return Ok(true);
                 }
                 i += 1;
@@ -1465,29 +1573,33 @@ impl Database {
     ) -> Result<u64, ReadError> {
         let r = &self.rels[rel];
         for s in &r.segs {
-            if s.inc.footer.edge_ids.is_some() {
+            if s.inc.edge_ids {
                 return Ok(in_eid);
             }
             if in_eid < s.first_edge
-                || in_eid >= s.first_edge + s.inc.footer.n_edges
-                || node as u64 >= s.inc.footer.n_nodes
-                || nb as u64 >= s.out.footer.n_nodes
+                || in_eid >= s.first_edge + s.inc.n_edges
+                || node as u64 >= s.inc.n_nodes
+                || nb as u64 >= s.out.n_nodes
             {
                 continue;
             }
-            let pos = (in_eid - s.first_edge) as usize;
+            // Positions across the CSR's parts: the k-th entry nb -> node of the in CSR
+            // is the k-th of the out CSR, whose position is the edge id.
+            let pos = in_eid - s.first_edge;
             let inc = s.inc.neighbours(node, 0)?;
-            let first = inc.pos
-                + partition(inc.end - inc.pos, |i| {
-                    (inc.targets.get(inc.pos + i) as u32) < nb
-                });
+            let first = inc.base
+                + (inc.pos
+                    + partition(inc.end - inc.pos, |i| {
+                        (inc.targets.get(inc.pos + i) as u32) < nb
+                    })) as u64;
             let k = pos.saturating_sub(first);
             let out = s.out.neighbours(nb, 0)?;
-            let lb = out.pos
-                + partition(out.end - out.pos, |i| {
-                    (out.targets.get(out.pos + i) as u32) < node
-                });
-            return Ok(s.first_edge + (lb + k) as u64);
+            let lb = out.base
+                + (out.pos
+                    + partition(out.end - out.pos, |i| {
+                        (out.targets.get(out.pos + i) as u32) < node
+                    })) as u64;
+            return Ok(s.first_edge + lb + k);
         }
         Ok(in_eid)
     }
@@ -1506,28 +1618,13 @@ impl Database {
         mut f: impl FnMut(u64),
     ) -> Result<(), ReadError> {
         let csr = self.rels[rel].segs[seg].csr(dir);
-        let ft = &csr.footer;
-        let io = |source| ReadError::Io {
-            path: csr.file.path.clone(),
-            source,
-        };
-        let mut offsets = StreamUnpacker::new(csr.file.blob_reader(ft.offsets)?, ft.offsets_width);
-        let mut targets = StreamUnpacker::new(csr.file.blob_reader(ft.targets)?, ft.targets_width);
         let is_dead = |n: u64| n < dead.len() && dead.get(n);
-        let mut prev = offsets.next().map_err(io)?;
-        for node in 0..ft.n_nodes {
-            let end = offsets.next().map_err(io)?;
-            if end < prev || end > ft.n_edges {
-                return Err(corrupted(&csr.file.path, "CSR offsets out of order"));
-            }
-            let own = is_dead(node);
-            for pos in prev..end {
-                let t = targets.next().map_err(io)?;
-                if own || is_dead(t) {
+        for part in &csr.parts {
+            part.scan(&mut |node, t, _, pos| {
+                if is_dead(node as u64) || is_dead(t as u64) {
                     f(pos);
                 }
-            }
-            prev = end;
+            })?;
         }
         Ok(())
     }
@@ -1546,7 +1643,7 @@ impl Database {
         let n = node as u64;
         for (si, s) in self.rels[rel].segs.iter().enumerate() {
             for (near, far, out) in [(&s.out, &s.inc, true), (&s.inc, &s.out, false)] {
-                if n >= near.footer.n_nodes {
+                if n >= near.n_nodes {
                     continue;
                 }
                 let mine = near.neighbours(node, 0)?;
@@ -1557,14 +1654,15 @@ impl Database {
                     while j < mine.end && mine.targets.get(j) == nb {
                         j += 1;
                     }
-                    if nb < far.footer.n_nodes {
+                    if nb < far.n_nodes {
                         let theirs = far.neighbours(nb as u32, 0)?;
                         let lo = theirs.pos
                             + partition(theirs.end - theirs.pos, |k| {
                                 theirs.targets.get(theirs.pos + k) < n
                             });
                         for k in 0..j - i {
-                            let (a, b) = ((i + k) as u64, (lo + k) as u64);
+                            let (a, b) =
+                                (mine.base + (i + k) as u64, theirs.base + (lo + k) as u64);
                             if lo + k < theirs.end {
                                 if out {
                                     f(si, a, b)
@@ -1590,11 +1688,11 @@ impl Database {
         seg: usize,
     ) -> Result<(Vec<(u64, u64)>, Bits), ReadError> {
         let s = &self.rels[rel].segs[seg];
-        let n = s.out.footer.n_edges;
+        let n = s.out.n_edges;
         let mut ends = vec![(u64::MAX, u64::MAX); n as usize];
         let mut dead = Bits::new(n);
         let deleted = s.deleted(Direction::Out);
-        let mut pos = 0u64;
+        let mut seen = 0u64;
         let mut bad = false;
         let mut put = |node: u64, nb: u64, e: u64, pos: u64| {
             match ends.get_mut(e as usize) {
@@ -1604,41 +1702,34 @@ impl Database {
             if deleted.is_some_and(|d| d.get(pos)) {
                 dead.set(e);
             }
+            seen += 1;
         };
-        if let Ok(bytes) = s.out.file.bytes("a segment merge") {
-            // Mapped or loaded: the packed arrays in place (a stream reader costs a
-            // call per word).
-            let f = &s.out.footer;
-            let c = &s.out;
-            let offsets = c.packed(bytes, f.offsets, f.offsets_width, f.n_nodes + 1)?;
-            let targets = c.packed(bytes, f.targets, f.targets_width, f.n_edges)?;
-            let eids = match f.edge_ids {
-                Some(r) => Some(c.packed(bytes, r, f.edge_ids_width, f.n_edges)?),
-                None => None,
-            };
-            let mut prev = offsets.get(0);
-            for node in 0..f.n_nodes {
-                let end = offsets.get(node as usize + 1);
-                if end < prev || end > n {
-                    return Err(corrupted(&c.file.path, "CSR offsets out of order"));
+        for part in &s.out.parts {
+            if let Ok((offsets, targets, eids)) = part.arrays() {
+                // Mapped or loaded: the packed arrays in place (a stream reader costs a
+                // call per word).
+                let f = &part.footer;
+                let mut prev = offsets.get(0);
+                for node in 0..f.n_nodes {
+                    let end = offsets.get(node as usize + 1);
+                    if end < prev || end > f.n_edges {
+                        return Err(corrupted(&part.file.path, "CSR offsets out of order"));
+                    }
+                    for i in prev..end {
+                        let pos = part.first_entry + i;
+                        let e = eids.as_ref().map_or(pos, |x| x.get(i as usize));
+                        put(f.first_node + node, targets.get(i as usize), e, pos);
+                    }
+                    prev = end;
                 }
-                for i in prev..end {
-                    let e = eids.as_ref().map_or(i, |x| x.get(i as usize));
-                    put(node, targets.get(i as usize), e, i);
-                }
-                prev = end;
+            } else {
+                part.scan(&mut |node, nb, e, pos| put(node as u64, nb as u64, e, pos))?;
             }
-            pos = prev;
-        } else {
-            s.out.scan(0, None, |node, nb, e| {
-                put(node as u64, nb as u64, e, pos);
-                pos += 1;
-            })?;
         }
         drop(put);
-        if bad || pos != n {
+        if bad || seen != n {
             return Err(corrupted(
-                &s.out.file.path,
+                &s.out.parts[0].file.path,
                 "CSR edge ids are not each of the segment's once",
             ));
         }
@@ -1648,25 +1739,27 @@ impl Database {
     /// The property rows of segment `seg` of relationship type `rel` as its own file
     /// stores them (patches of the type's table apply over them by row group): per row
     /// group, its rows and each column's chunk bytes (its columns are a prefix of the
-    /// type's: [`Database::rel_segment_prop_columns`]). `None` when the segment has no
-    /// property file.
+    /// type's: [`Database::rel_segment_prop_columns`]), across the segment's property
+    /// files. `None` when the segment has no property file.
     #[allow(clippy::type_complexity)]
     pub fn rel_segment_prop_chunks(
         &self,
         rel: usize,
         seg: usize,
     ) -> Result<Option<Vec<(u64, Vec<Vec<u8>>)>>, ReadError> {
-        let Some((file, footer)) = self.rel_segment_props(rel, seg) else {
+        let Some(files) = self.rel_segment_props(rel, seg) else {
             return Ok(None);
         };
-        let mut groups = Vec::with_capacity(footer.row_groups.len());
-        for g in &footer.row_groups {
-            let chunks = g
-                .chunks
-                .iter()
-                .map(|&c| file.blob(c).map(|b| b.into_owned()))
-                .collect::<Result<Vec<_>, _>>()?;
-            groups.push((g.n_rows, chunks));
+        let mut groups = Vec::new();
+        for (file, footer) in files {
+            for g in &footer.row_groups {
+                let chunks = g
+                    .chunks
+                    .iter()
+                    .map(|&c| file.blob(c).map(|b| b.into_owned()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                groups.push((g.n_rows, chunks));
+            }
         }
         Ok(Some(groups))
     }
@@ -1675,25 +1768,25 @@ impl Database {
     /// has (segments written before a column was added have fewer than the type).
     pub fn rel_segment_prop_columns(&self, rel: usize, seg: usize) -> Option<usize> {
         self.rel_segment_props(rel, seg)
-            .map(|(_, footer)| footer.columns.len())
+            .and_then(|f| f.iter().map(|(_, footer)| footer.columns.len()).min())
     }
 
-    fn rel_segment_props(&self, rel: usize, seg: usize) -> Option<&(SegFile, TableFooter)> {
+    /// The property files of segment `seg` of type `rel` (one, or its parts).
+    fn rel_segment_props(&self, rel: usize, seg: usize) -> Option<&[(SegFile, TableFooter)]> {
         let r = &self.rels[rel];
-        r.meta.segments.get(seg)?.props.as_ref()?;
-        let at = r.meta.segments[..seg]
-            .iter()
-            .filter(|s| s.props.is_some())
-            .count();
-        r.props.as_ref()?.files.get(at)
+        let files_of = |s: &RelSegmentMeta| s.props.iter().count() + s.props_parts.len();
+        let this = r.meta.segments.get(seg)?;
+        this.props.as_ref()?;
+        let at: usize = r.meta.segments[..seg].iter().map(files_of).sum();
+        r.props.as_ref()?.files.get(at..at + files_of(this))
     }
 
     /// CSR sizes of a relationship type: (bytes of the out CSRs, bytes of the in CSRs).
     pub fn csr_bytes(&self, rel: usize) -> (u64, u64) {
         let r = &self.rels[rel];
         (
-            r.segs.iter().map(|s| s.out.file.len).sum(),
-            r.segs.iter().map(|s| s.inc.file.len).sum(),
+            r.segs.iter().map(|s| s.out.bytes()).sum(),
+            r.segs.iter().map(|s| s.inc.bytes()).sum(),
         )
     }
 
@@ -1905,9 +1998,11 @@ impl RelType {
         self.props.as_ref().map(|p| &p.footer)
     }
 
-    /// CSR footers of every segment: (out, in).
+    /// CSR footers of every segment: (out, in); of its first part when it has several.
     pub fn csr_footers(&self) -> impl Iterator<Item = (&CsrFooter, &CsrFooter)> {
-        self.segs.iter().map(|s| (&s.out.footer, &s.inc.footer))
+        self.segs
+            .iter()
+            .map(|s| (&s.out.parts[0].footer, &s.inc.parts[0].footer))
     }
 }
 

@@ -597,6 +597,14 @@ impl PatchWriter {
 
 /// Writes one direction of a CSR: offsets from the degrees, then the neighbour lists in
 /// node order, streamed.
+/// Where a CSR part sits: its first node, and the nodes and edges of the whole CSR.
+#[derive(Debug, Clone, Copy)]
+pub struct CsrPartOf {
+    pub first_node: u64,
+    pub n_nodes: u64,
+    pub n_edges: u64,
+}
+
 pub struct CsrWriter {
     path: PathBuf,
     rel: String,
@@ -619,6 +627,25 @@ impl CsrWriter {
         name: &str,
         degrees: &[u32],
         n_edges: u64,
+        with_edge_ids: bool,
+    ) -> Result<Self, WriteError> {
+        let all = CsrPartOf {
+            first_node: 0,
+            n_nodes: degrees.len() as u64,
+            n_edges,
+        };
+        Self::create_part(staging, name, degrees, n_edges, all, with_edge_ids)
+    }
+
+    /// One part of a CSR written in parts: the entries of nodes `whole.first_node ..`
+    /// `+ degrees.len()`, `n_edges` of them, in a CSR over `whole.n_nodes` nodes and
+    /// `whole.n_edges` edges (what sizes its targets and edge ids).
+    pub fn create_part(
+        staging: &Staging,
+        name: &str,
+        degrees: &[u32],
+        n_edges: u64,
+        whole: CsrPartOf,
         with_edge_ids: bool,
     ) -> Result<Self, WriteError> {
         let (path, rel) = staging.file(name);
@@ -645,22 +672,23 @@ impl CsrWriter {
             offset: start,
             len: w.position() - start,
         };
-        let targets_width = bits_for(n_nodes.saturating_sub(1));
+        let targets_width = bits_for(whole.n_nodes.saturating_sub(1));
         let edge_ids = if with_edge_ids {
             let p = path.with_extension("eid.tmp");
             let f = File::create(&p).at(&p)?;
             Some((
                 p,
                 BufWriter::with_capacity(WRITE_BUFFER_BYTES, f),
-                BitWriter::new(bits_for(n_edges.saturating_sub(1))),
+                BitWriter::new(bits_for(whole.n_edges.saturating_sub(1))),
             ))
         } else {
             None
         };
-        let eid_width = bits_for(n_edges.saturating_sub(1));
+        let eid_width = bits_for(whole.n_edges.saturating_sub(1));
         let targets_start = w.position();
         Ok(CsrWriter {
             footer: CsrFooter {
+                first_node: whole.first_node,
                 n_nodes,
                 n_edges,
                 offsets,

@@ -59,20 +59,20 @@ fn segments_read_as_one() {
     let e1 = [(0u32, 5u32), (3, 0)];
     let rev = |e: &[(u32, u32)]| e.iter().map(|&(a, b)| (b, a)).collect::<Vec<_>>();
     let rel_segs = vec![
-        RelSegmentMeta {
-            n_edges: 2,
-            out: csr(&st, "r0.out.seg", 6, &e0),
-            r#in: csr(&st, "r0.in.seg", 6, &rev(&e0)),
-            props: None,
-            deleted: None,
-        },
-        RelSegmentMeta {
-            n_edges: 2,
-            out: csr(&st, "r1.out.seg", 6, &e1),
-            r#in: csr(&st, "r1.in.seg", 6, &rev(&e1)),
-            props: None,
-            deleted: None,
-        },
+        RelSegmentMeta::new(
+            2,
+            csr(&st, "r0.out.seg", 6, &e0),
+            csr(&st, "r0.in.seg", 6, &rev(&e0)),
+            None,
+            None,
+        ),
+        RelSegmentMeta::new(
+            2,
+            csr(&st, "r1.out.seg", 6, &e1),
+            csr(&st, "r1.in.seg", 6, &rev(&e1)),
+            None,
+            None,
+        ),
     ];
     let manifest = Manifest {
         format_version: quiver_format::FORMAT_VERSION,
