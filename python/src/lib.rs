@@ -1512,6 +1512,114 @@ impl Connection {
     }
 }
 
+/// The record batches of a Python object with `__arrow_c_stream__` (a pyarrow table or
+/// record batch reader, polars or pandas frames).
+fn arrow_stream(data: &Bound<'_, PyAny>) -> PyResult<RecordBatchStreamReader> {
+    if !data.hasattr("__arrow_c_stream__")? {
+        return Err(PyTypeError::new_err(format!(
+            "give a table with __arrow_c_stream__ (pyarrow, polars, pandas); got {}",
+            data.get_type().name()?
+        )));
+    }
+    let cap = data.call_method0("__arrow_c_stream__")?;
+    let cap = cap.cast::<PyCapsule>()?;
+    let ptr = cap.pointer_checked(Some(c"arrow_array_stream"))?;
+    // SAFETY: the capsule holds an ArrowArrayStream (its name says so); from_raw moves it
+    // out and leaves the capsule's released, as the PyCapsule interface asks.
+    let stream =
+        unsafe { FFI_ArrowArrayStream::from_raw(ptr.as_ptr() as *mut FFI_ArrowArrayStream) };
+    RecordBatchStreamReader::try_new(stream).map_err(|e| ImportFailed::new_err(e.to_string()))
+}
+
+fn part_result(
+    r: Result<quiver_arrow::parts::PartInfo, quiver_arrow::parts::PartError>,
+) -> PyResult<String> {
+    let info = r.map_err(|e| ImportFailed::new_err(e.to_string()))?;
+    serde_json::to_string(&info).map_err(|e| DatabaseError::new_err(e.to_string()))
+}
+
+/// Writes a table part (node rows, or relationship property rows in edge-id order) from
+/// `data` into the folder `parts_dir`; returns its description as JSON.
+#[pyfunction]
+fn write_table_part(
+    py: Python<'_>,
+    parts_dir: PathBuf,
+    name: String,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let reader = arrow_stream(data)?;
+    part_result(py.detach(|| quiver_arrow::parts::write_table_part(&parts_dir, &name, reader)))
+}
+
+/// Writes one CSR part over nodes `first_node .. first_node + n_nodes` from `data`'s
+/// (node, neighbour[, edge id]) rows sorted by node then neighbour.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (parts_dir, name, first_node, n_nodes, n_nodes_total, n_edges_total, with_edge_ids, data))]
+fn write_csr_part(
+    py: Python<'_>,
+    parts_dir: PathBuf,
+    name: String,
+    first_node: u64,
+    n_nodes: u64,
+    n_nodes_total: u64,
+    n_edges_total: u64,
+    with_edge_ids: bool,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let reader = arrow_stream(data)?;
+    let whole = quiver_storage::write::CsrPartOf {
+        first_node,
+        n_nodes: n_nodes_total,
+        n_edges: n_edges_total,
+    };
+    part_result(py.detach(|| {
+        quiver_arrow::parts::write_csr_part(
+            &parts_dir,
+            &name,
+            first_node,
+            n_nodes,
+            whole,
+            with_edge_ids,
+            reader,
+        )
+    }))
+}
+
+/// Writes the id index from `data`'s (id, node) rows sorted by id.
+#[pyfunction]
+fn write_id_index_part(
+    py: Python<'_>,
+    parts_dir: PathBuf,
+    name: String,
+    n_nodes_total: u64,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let reader = arrow_stream(data)?;
+    part_result(py.detach(|| {
+        quiver_arrow::parts::write_id_index_part(&parts_dir, &name, n_nodes_total, reader)
+    }))
+}
+
+/// Publishes the parts a build spec (JSON) names as the database `db`; returns what it
+/// made as JSON.
+#[pyfunction]
+#[pyo3(signature = (db, parts_dir, spec, overwrite=false))]
+fn publish_parts(
+    py: Python<'_>,
+    db: PathBuf,
+    parts_dir: PathBuf,
+    spec: &str,
+    overwrite: bool,
+) -> PyResult<String> {
+    let spec: quiver_arrow::parts::BuildSpec = serde_json::from_str(spec)
+        .map_err(|e| PyValueError::new_err(format!("the build spec: {e}")))?;
+    let done = py
+        .detach(|| quiver_arrow::parts::publish_parts(&db, &parts_dir, &spec, overwrite))
+        .map_err(|e| ImportFailed::new_err(e.to_string()))?;
+    serde_json::to_string(&done).map_err(|e| DatabaseError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _quiver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1532,6 +1640,10 @@ fn _quiver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("QueryCancelled", py.get_type::<QueryCancelled>())?;
     m.add("ImportFailed", py.get_type::<ImportFailed>())?;
     m.add("DatabaseError", py.get_type::<DatabaseError>())?;
+    m.add_function(wrap_pyfunction!(write_table_part, m)?)?;
+    m.add_function(wrap_pyfunction!(write_csr_part, m)?)?;
+    m.add_function(wrap_pyfunction!(write_id_index_part, m)?)?;
+    m.add_function(wrap_pyfunction!(publish_parts, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -72,7 +72,7 @@ pub fn quiver_type(t: &A) -> Result<DataType, String> {
 
 /// A column cast to one of the few layouts the writer knows, held as its typed array
 /// (the downcast is paid once a batch, not once a value).
-enum Col {
+pub(crate) enum Col {
     Null(NullArray),
     I64(Int64Array),
     U64(UInt64Array),
@@ -96,7 +96,7 @@ fn cast(a: &ArrayRef, to: &A) -> Result<ArrayRef, ArrowError> {
 }
 
 impl Col {
-    fn of(a: &ArrayRef) -> Result<Col, ArrowError> {
+    pub(crate) fn of(a: &ArrayRef) -> Result<Col, ArrowError> {
         Ok(match a.data_type() {
             A::Null => Col::Null(NullArray::new(a.len())),
             A::Int64 => Col::I64(a.as_primitive().clone()),
@@ -139,7 +139,7 @@ impl Col {
         })
     }
 
-    fn array(&self) -> &dyn Array {
+    pub(crate) fn array(&self) -> &dyn Array {
         match self {
             Col::Null(a) => a,
             Col::I64(a) => a,
@@ -157,7 +157,7 @@ impl Col {
 
     /// The column's validity (`None`: every value is there; a null column's is all
     /// unset).
-    fn validity(&self) -> Option<NullBuffer> {
+    pub(crate) fn validity(&self) -> Option<NullBuffer> {
         self.array().logical_nulls()
     }
 }

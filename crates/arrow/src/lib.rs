@@ -5,6 +5,8 @@
 //!   ([`encode::quiver_type`]).
 //! - [`source`]: Parquet files (or folders of parts) and Arrow streams as the import's
 //!   [`quiver_csv::reader::RecordSource`] ([`source::ArrowSource`]), typed by their schema.
+//! - [`parts`]: a database built in parts by many writers (a Spark job's tasks): node,
+//!   property, CSR and id index parts from Arrow batches, and their publish.
 //! - [`export`]: the graph's columns written as Parquet files (`quiver export --format
 //!   parquet`).
 //! - [`scan`]: `MATCH (n:L) RETURN n.a, ...` straight from the column chunks to Arrow.
@@ -16,6 +18,7 @@
 
 pub mod encode;
 pub mod export;
+pub mod parts;
 pub mod result;
 pub mod scan;
 pub mod source;

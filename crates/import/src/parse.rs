@@ -578,40 +578,97 @@ impl Record for TypedRecord<'_> {
             return Some(Ok(()));
         }
         let row = self.row;
-        let DataType::Scalar(t) = dtype else {
-            return None;
-        };
-        match (&self.cols[i], t) {
+        match (dtype, &self.cols[i]) {
+            (DataType::Scalar(t), c) => push_typed_scalar(c, row, t, b),
             (
-                TypedColumn::Int { values, .. },
-                ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+                DataType::Array(t),
+                TypedColumn::List {
+                    offsets, values, ..
+                },
             ) => {
-                let v = values[row];
-                if let Some((lo, hi)) = t.int_range() {
-                    if v < lo || v > hi {
-                        return Some(Err(Reason::Cast));
+                // Elements copied as they are when their type is the column's (an empty
+                // list stays one: typed input tells it from a null); otherwise the text.
+                let (s, e) = (offsets[row] as usize, offsets[row + 1] as usize);
+                if s < e && !elements_fit(values, t) {
+                    return None;
+                }
+                let child = b.list_child()?;
+                let before = child.len();
+                for j in s..e {
+                    if !values.is_valid(j) {
+                        child.push_null();
+                    } else if let Some(Err(r)) = push_typed_scalar(values, j, t, child) {
+                        // The row is taken back: its elements too (the list's own
+                        // length has not moved, so the row's undo would miss them).
+                        child.truncate(before);
+                        return Some(Err(r));
                     }
                 }
-                b.push_i64(v);
+                b.end_list();
+                Some(Ok(()))
             }
-            (TypedColumn::Float { values, .. }, ScalarType::Double) => b.push_f64(values[row]),
-            (TypedColumn::Float { values, .. }, ScalarType::Float) => {
-                b.push_f64(values[row] as f32 as f64)
-            }
-            (TypedColumn::Bool { values, .. }, ScalarType::Boolean) => b.push_bool(values.get(row)),
-            (TypedColumn::Str { offsets, data, .. }, ScalarType::String) => {
-                // An empty string stays one: typed input tells it from a null.
-                b.push_bytes(&data[offsets[row] as usize..offsets[row + 1] as usize])
-            }
-            (TypedColumn::Days { values, .. }, ScalarType::Date) => b.push_i64(values[row] as i64),
-            (
-                TypedColumn::Micros { values, .. },
-                ScalarType::LocalDateTime | ScalarType::DateTime,
-            ) => b.push_i64(values[row]),
-            _ => return None,
+            _ => None,
         }
-        Some(Ok(()))
     }
+}
+
+/// Whether elements of `c` are copied as they are into a column of `t`.
+fn elements_fit(c: &TypedColumn<'_>, t: ScalarType) -> bool {
+    matches!(
+        (c, t),
+        (
+            TypedColumn::Int { .. },
+            ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long
+        ) | (
+            TypedColumn::Float { .. },
+            ScalarType::Double | ScalarType::Float
+        ) | (TypedColumn::Bool { .. }, ScalarType::Boolean)
+            | (TypedColumn::Str { .. }, ScalarType::String)
+            | (TypedColumn::Days { .. }, ScalarType::Date)
+            | (
+                TypedColumn::Micros { .. },
+                ScalarType::LocalDateTime | ScalarType::DateTime
+            )
+    )
+}
+
+/// Value `row` of `c` (not null) into a column of `t`: `None` when `c`'s values are not
+/// of `t` (the caller reads the text), an error for an integer out of `t`'s range.
+fn push_typed_scalar(
+    c: &TypedColumn<'_>,
+    row: usize,
+    t: ScalarType,
+    b: &mut ColumnBuilder,
+) -> Option<Result<(), Reason>> {
+    match (c, t) {
+        (
+            TypedColumn::Int { values, .. },
+            ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+        ) => {
+            let v = values[row];
+            if let Some((lo, hi)) = t.int_range() {
+                if v < lo || v > hi {
+                    return Some(Err(Reason::Cast));
+                }
+            }
+            b.push_i64(v);
+        }
+        (TypedColumn::Float { values, .. }, ScalarType::Double) => b.push_f64(values[row]),
+        (TypedColumn::Float { values, .. }, ScalarType::Float) => {
+            b.push_f64(values[row] as f32 as f64)
+        }
+        (TypedColumn::Bool { values, .. }, ScalarType::Boolean) => b.push_bool(values.get(row)),
+        (TypedColumn::Str { offsets, data, .. }, ScalarType::String) => {
+            // An empty string stays one: typed input tells it from a null.
+            b.push_bytes(&data[offsets[row] as usize..offsets[row + 1] as usize])
+        }
+        (TypedColumn::Days { values, .. }, ScalarType::Date) => b.push_i64(values[row] as i64),
+        (TypedColumn::Micros { values, .. }, ScalarType::LocalDateTime | ScalarType::DateTime) => {
+            b.push_i64(values[row])
+        }
+        _ => return None,
+    }
+    Some(Ok(()))
 }
 
 /// Parses one record's fields into `batch`'s columns (and the spilled sides' keys);

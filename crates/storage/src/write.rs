@@ -85,6 +85,9 @@ enum Target {
     /// Files for a later generation to take in, in a folder of their own (never
     /// published; removed when dropped).
     Private { dir: PathBuf },
+    /// A folder that many writers (a Spark job's tasks, other processes) fill with
+    /// parts and one publish later takes in: never published, kept when dropped.
+    Parts { dir: PathBuf },
 }
 
 /// A generation being written.
@@ -227,8 +230,39 @@ impl Staging {
         })
     }
 
+    /// Files in the shared folder `dir` (made if missing, kept as it is otherwise),
+    /// named relative to its parent: one writer of a database built in parts, whose
+    /// files a publish elsewhere takes in. Dropping it leaves the folder.
+    pub fn parts(dir: &Path) -> Result<Staging, WriteError> {
+        let (root, name) = match (dir.parent(), dir.file_name()) {
+            (Some(p), Some(n)) => (p.to_path_buf(), n.to_string_lossy().to_string()),
+            _ => {
+                return Err(WriteError::NotEmpty {
+                    path: dir.to_path_buf(),
+                })
+            }
+        };
+        fs::create_dir_all(dir).at(dir)?;
+        Ok(Staging {
+            root,
+            target: Target::Parts {
+                dir: dir.to_path_buf(),
+            },
+            generation: 0,
+            gen_dir_name: name,
+            _lock: None,
+            published: false,
+        })
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The directory the files' names are relative to (what a manifest of them is
+    /// opened against before it is published).
+    pub fn root(&self) -> PathBuf {
+        self.root.clone()
     }
 
     /// The path of a new file in this generation, and its name relative to the database.
@@ -240,7 +274,7 @@ impl Staging {
     /// Makes the generation the database's current one: fsyncs, writes the manifest and
     /// switches `CURRENT` (or renames the staged database into place).
     pub fn publish(mut self, manifest: &Manifest) -> Result<PathBuf, WriteError> {
-        if let Target::Private { dir } = &self.target {
+        if let Target::Private { dir } | Target::Parts { dir } = &self.target {
             return Err(WriteError::Io {
                 path: dir.clone(),
                 source: std::io::Error::other("a private staging folder is never published"),
@@ -284,7 +318,7 @@ impl Staging {
                 remove_unreferenced(db);
                 Ok(db.clone())
             }
-            Target::Private { dir } => Ok(dir.clone()),
+            Target::Private { dir } | Target::Parts { dir } => Ok(dir.clone()),
         }
     }
 }
@@ -304,6 +338,7 @@ impl Drop for Staging {
             Target::Private { dir } => {
                 let _ = fs::remove_dir_all(dir);
             }
+            Target::Parts { .. } => {}
         }
     }
 }

@@ -1,0 +1,422 @@
+"""Build a Quiver database with Spark.
+
+Spark does the shuffles, the joins and the scheduling; each task turns its share of the
+graph into Quiver's segment files through this package, and the driver publishes them
+as one database:
+
+1. **Nodes**, a label at a time: rows with a null or repeated id are rejected (the first
+   of a repeated id is kept, as ``quiver import`` keeps it); the rest are numbered
+   densely in input order (per-partition counts, then offsets: nothing is collected but
+   a count a partition); each task writes its partition's rows as a node table part and
+   gives back (id, node) pairs.
+2. **The id index**: those pairs sorted by id by Spark, written by one task.
+3. **Relationships**, a type at a time: endpoints resolved by joins with the pairs
+   (rows whose endpoint is missing are rejected); the relationships are split into
+   ``partitions`` ranges of source nodes, sorted by Spark, and each range becomes an out
+   CSR part and a property part (edge ids are positions in that order); the (target,
+   source, edge id) triples they give back are split again by target and become the in
+   CSR parts.
+4. **Publish**, on the driver: the parts' descriptions (small JSON files beside them)
+   are read, empty ranges get empty parts, and ``quiver._quiver.publish_parts`` moves
+   every part into a new generation, opens it to check that the parts fit, and writes
+   the manifest. A failed build leaves the output as it was.
+
+The output folder and the parts folder beside it must be on storage every executor
+and the driver see at the same path (a local disk for ``local[*]``, NFS or another
+shared POSIX mount for a cluster).
+
+Inputs are Parquet files or folders (typed by their schema), CSV files with a header
+(typed by Spark's inference), or DataFrames. Column rules follow ``quiver import``'s for
+plain headers: the node id is the column ``id`` (any case) unless ``id_column`` names
+another; a relationship's endpoints are ``src``/``dst``, ``source``/``target``,
+``from``/``to`` or ``start``/``end`` (any case), else its first two columns; other
+columns are properties. Every label shares one id space.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Dict, List, Optional, Union
+
+from . import _quiver
+
+_ENDPOINT_PAIRS = [("src", "dst"), ("source", "target"), ("from", "to"), ("start", "end")]
+
+
+@dataclass
+class BuildResult:
+    """What a build made: counts, where, how long each stage took, and the rejected
+    rows (a DataFrame of the input's columns as text plus ``reason``, or None)."""
+
+    path: str
+    nodes: int
+    relationships: int
+    files: int
+    bytes: int
+    rejected: int
+    rejects: Optional[object] = None
+    rejects_path: Optional[str] = None
+    seconds: Dict[str, float] = field(default_factory=dict)
+
+
+def _read(spark, src):
+    from pyspark.sql import DataFrame
+
+    if isinstance(src, DataFrame):
+        return src
+    path = str(src)
+    low = path.lower()
+    if low.endswith(".csv") or low.endswith(".csv.gz"):
+        return spark.read.option("header", True).option("inferSchema", True).csv(path)
+    return spark.read.parquet(path)
+
+
+def _column(df, name: str, what: str) -> str:
+    for c in df.columns:
+        if c.lower() == name.lower():
+            return c
+    raise ValueError(f"{what}: no column {name!r} among {df.columns}")
+
+
+def _endpoints(df, start: Optional[str], end: Optional[str], what: str):
+    if start or end:
+        if not (start and end):
+            raise ValueError(f"{what}: give both start_column and end_column")
+        return _column(df, start, what), _column(df, end, what)
+    lower = {c.lower(): c for c in df.columns}
+    for a, b in _ENDPOINT_PAIRS:
+        if a in lower and b in lower:
+            return lower[a], lower[b]
+    if len(df.columns) < 2:
+        raise ValueError(f"{what}: a relationship needs two endpoint columns")
+    return df.columns[0], df.columns[1]
+
+
+def _write_sidecar(parts_dir: str, info_json: str) -> None:
+    info = json.loads(info_json)
+    path = os.path.join(parts_dir, info["file"] + ".json")
+    tmp = path + f".{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w") as f:
+        f.write(info_json)
+    os.replace(tmp, path)
+
+
+def _read_sidecars(parts_dir: str) -> Dict[str, dict]:
+    out = {}
+    for name in os.listdir(parts_dir):
+        if name.endswith(".seg.json"):
+            with open(os.path.join(parts_dir, name)) as f:
+                info = json.load(f)
+            out[info["file"]] = info
+    return out
+
+
+def _lo(k: int, n: int, parts: int) -> int:
+    """First node of range ``k`` of ``parts`` over ``n`` nodes: the nodes whose
+    ``node * parts // n`` is ``k``."""
+    return (k * n + parts - 1) // parts
+
+
+def _runs(table):
+    """The ``_part`` column of a table sorted by it, and where each part's run starts
+    (with the end last)."""
+    import numpy as np
+
+    part = table.column("_part").to_numpy()
+    cuts = np.flatnonzero(np.diff(part)) + 1
+    return part, [0, *cuts.tolist(), len(part)]
+
+
+def _with_reason(df, reason_col: str = "reason"):
+    from pyspark.sql import functions as F
+
+    cols = [F.col(f"`{c}`").cast("string").alias(c) for c in df.columns if c not in ("_ord", "_reason")]
+    return df.select(*cols, F.col("_reason").alias(reason_col))
+
+
+def build(
+    spark,
+    nodes: Dict[str, Union[str, object]],
+    relationships: Optional[Dict[str, Union[str, object]]] = None,
+    out: str = "graph.qdb",
+    partitions: Optional[int] = None,
+    id_column: Optional[str] = None,
+    start_column: Optional[str] = None,
+    end_column: Optional[str] = None,
+    overwrite: bool = False,
+    rejects_path: Optional[str] = None,
+) -> BuildResult:
+    """Builds the database ``out`` from ``nodes`` (label -> path or DataFrame, in the
+    order their node ids are given) and ``relationships`` (type -> path or DataFrame).
+
+    ``partitions`` (default: Spark's default parallelism) is how many ranges of nodes
+    the relationships are split into: the CSR parts each way and the tasks that write
+    them. Rejected rows are written as CSV under ``rejects_path`` (default
+    ``<out>.rejects``) and returned as ``BuildResult.rejects``.
+    """
+    from pyspark import StorageLevel, TaskContext
+    from pyspark.sql import functions as F
+    import numpy as np
+    import pyarrow as pa
+
+    relationships = relationships or {}
+    out = os.path.abspath(str(out))
+    if os.path.exists(os.path.join(out, "CURRENT")) and not overwrite:
+        raise _quiver.ImportFailed(f"{out} is already a database; pass overwrite=True to replace it")
+    parent, name = os.path.split(out.rstrip("/"))
+    parts_dir = os.path.join(parent, f".{name}.parts-{uuid.uuid4().hex[:12]}")
+    os.makedirs(parts_dir)
+    P = int(partitions or spark.sparkContext.defaultParallelism)
+    if P < 1:
+        raise ValueError("partitions must be at least 1")
+    seconds: Dict[str, float] = {}
+    persisted = []
+    rejected_frames = []
+    try:
+        # 1. Nodes.
+        t0 = time.perf_counter()
+        id_frames = []
+        labels = []
+        first_node = 0
+        for li, (label, src) in enumerate(nodes.items()):
+            df = _read(spark, src)
+            idc = _column(df, id_column or "id", f"nodes {label}")
+            df = df.withColumn("_ord", F.monotonically_increasing_id())
+            missing = df.filter(F.col(f"`{idc}`").isNull()).withColumn("_reason", F.lit("missing id"))
+            dups = (
+                df.filter(F.col(f"`{idc}`").isNotNull())
+                .groupBy(F.col(f"`{idc}`").alias("_id"))
+                .agg(F.count(F.lit(1)).alias("_n"), F.min("_ord").alias("_keep"))
+                .filter("_n > 1")
+            )
+            dup_rows = (
+                df.join(F.broadcast(dups), F.col(f"`{idc}`") == F.col("_id"))
+                .filter(F.col("_ord") != F.col("_keep"))
+                .drop("_id", "_n", "_keep")
+                .withColumn("_reason", F.lit("duplicate id"))
+            )
+            bad = missing.unionByName(dup_rows)
+            bad_ords = bad.select("_ord").persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(bad_ords)
+            if bad_ords.count() > 0:
+                rejected_frames.append(_with_reason(bad.withColumn("label", F.lit(label))))
+            kept = df.join(F.broadcast(bad_ords), "_ord", "left_anti").persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(kept)
+            counts = dict(
+                (r[0], r[1]) for r in kept.groupBy(F.spark_partition_id()).count().collect()
+            )
+            offsets = {}
+            acc = first_node
+            for pid in range(kept.rdd.getNumPartitions()):
+                offsets[pid] = acc
+                acc += counts.get(pid, 0)
+            n_label = acc - first_node
+            columns = [c for c in kept.columns if c != "_ord"]
+            id_type = dict(kept.dtypes)[idc]
+
+            def write_nodes(batches, li=li, offsets=offsets, columns=columns, idc=idc):
+                batches = list(batches)
+                if not batches:
+                    return
+                pid = TaskContext.get().partitionId()
+                table = pa.Table.from_batches(batches).select(columns)
+                info = _quiver.write_table_part(parts_dir, f"nodes-{li:04}-{pid:06}.seg", table)
+                _write_sidecar(parts_dir, info)
+                base = offsets[pid]
+                node = pa.array(np.arange(base, base + table.num_rows, dtype=np.int64))
+                yield pa.RecordBatch.from_arrays([table.column(idc).combine_chunks(), node], names=["id", "node"])
+
+            ids = kept.mapInArrow(write_nodes, f"id {id_type}, node long").persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(ids)
+            written = ids.count()
+            if written != n_label:
+                raise _quiver.ImportFailed(f"label {label}: {written} nodes written, {n_label} counted")
+            id_frames.append(ids)
+            labels.append((label, idc, li))
+            first_node = acc
+        n_nodes = first_node
+        seconds["nodes"] = time.perf_counter() - t0
+
+        # 2. The id index, sorted by Spark, written by one task.
+        t0 = time.perf_counter()
+        all_ids = reduce(lambda a, b: a.unionByName(b), id_frames) if id_frames else None
+
+        def write_index(batches, n_nodes=n_nodes):
+            batches = list(batches)
+            table = pa.Table.from_batches(batches) if batches else None
+            if table is None:
+                return
+            info = _quiver.write_id_index_part(parts_dir, "ids.seg", n_nodes, table)
+            _write_sidecar(parts_dir, info)
+            yield pa.RecordBatch.from_arrays([pa.array([table.num_rows], pa.int64())], names=["n"])
+
+        if all_ids is not None:
+            all_ids.repartition(1).sortWithinPartitions("id").mapInArrow(write_index, "n long").collect()
+        seconds["id index"] = time.perf_counter() - t0
+
+        # 3. Relationships.
+        t0 = time.perf_counter()
+        rel_specs = []
+        n_rels = 0
+        for ti, (rtype, src) in enumerate(relationships.items()):
+            df = _read(spark, src)
+            s, e = _endpoints(df, start_column, end_column, f"relationships {rtype}")
+            prop_cols = [c for c in df.columns if c not in (s, e)]
+            df = df.withColumn("_ord", F.monotonically_increasing_id())
+            key_type = dict(all_ids.dtypes)["id"] if all_ids is not None else "long"
+            src_ids = all_ids.select(F.col("id").alias("_sk"), F.col("node").alias("_src"))
+            dst_ids = all_ids.select(F.col("id").alias("_dk"), F.col("node").alias("_dst"))
+            j = (
+                df.join(src_ids, F.col(f"`{s}`").cast(key_type) == F.col("_sk"), "left")
+                .join(dst_ids, F.col(f"`{e}`").cast(key_type) == F.col("_dk"), "left")
+                .drop("_sk", "_dk")
+            )
+            j = j.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(j)
+            bad = j.filter(F.col("_src").isNull() | F.col("_dst").isNull()).withColumn(
+                "_reason",
+                F.when(F.col("_src").isNull(), F.lit("missing start node")).otherwise(F.lit("missing end node")),
+            )
+            if bad.limit(1).count() > 0:
+                rejected_frames.append(_with_reason(bad.drop("_src", "_dst").withColumn("type", F.lit(rtype))))
+            part_expr = F.expr(f"cast((_src * {P}) div {max(n_nodes, 1)} as int)")
+            resolved = j.filter(F.col("_src").isNotNull() & F.col("_dst").isNotNull()).withColumn("_part", part_expr)
+            counts = dict((r[0], r[1]) for r in resolved.groupBy("_part").count().collect())
+            first_entry = {}
+            acc = 0
+            for k in range(P):
+                first_entry[k] = acc
+                acc += counts.get(k, 0)
+            m_edges = acc
+
+            def write_out(batches, ti=ti, first_entry=first_entry, prop_cols=prop_cols, m_edges=m_edges):
+                batches = list(batches)
+                if not batches:
+                    return
+                table = pa.Table.from_batches(batches)
+                # Sorted by part: each part is a run.
+                part, starts = _runs(table)
+                for a, b in zip(starts, starts[1:]):
+                    k = int(part[a])
+                    sub = table.slice(a, b - a)
+                    lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                    info = _quiver.write_csr_part(
+                        parts_dir, f"rels-{ti:04}-out-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, False,
+                        sub.select(["_src", "_dst"]),
+                    )
+                    _write_sidecar(parts_dir, info)
+                    if prop_cols:
+                        info = _quiver.write_table_part(parts_dir, f"rels-{ti:04}-props-{k:06}.seg", sub.select(prop_cols))
+                        _write_sidecar(parts_dir, info)
+                    base = first_entry[k]
+                    eid = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
+                    yield pa.RecordBatch.from_arrays(
+                        [sub.column("_dst").combine_chunks(), sub.column("_src").combine_chunks(), eid],
+                        names=["_dst", "_src", "_eid"],
+                    )
+
+            by_src = resolved.repartitionByRange(P, "_part").sortWithinPartitions("_part", "_src", "_dst", "_ord")
+            triples = by_src.mapInArrow(write_out, "_dst long, _src long, _eid long").persist(StorageLevel.DISK_ONLY)
+            persisted.append(triples)
+            if triples.count() != m_edges:
+                raise _quiver.ImportFailed(f"relationships {rtype}: out parts do not hold every relationship")
+
+            def write_in(batches, ti=ti, m_edges=m_edges):
+                batches = list(batches)
+                if not batches:
+                    return
+                table = pa.Table.from_batches(batches)
+                part, starts = _runs(table)
+                for a, b in zip(starts, starts[1:]):
+                    k = int(part[a])
+                    sub = table.slice(a, b - a)
+                    lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                    info = _quiver.write_csr_part(
+                        parts_dir, f"rels-{ti:04}-in-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, True,
+                        sub.select(["_dst", "_src", "_eid"]),
+                    )
+                    _write_sidecar(parts_dir, info)
+                yield pa.RecordBatch.from_arrays([pa.array([len(starts) - 1], pa.int64())], names=["n"])
+
+            in_part = F.expr(f"cast((_dst * {P}) div {max(n_nodes, 1)} as int)")
+            (
+                triples.withColumn("_part", in_part)
+                .repartitionByRange(P, "_part")
+                .sortWithinPartitions("_part", "_dst", "_src", "_eid")
+                .mapInArrow(write_in, "n long")
+                .collect()
+            )
+            rel_specs.append((ti, rtype, prop_cols, m_edges))
+            n_rels += m_edges
+        seconds["relationships"] = time.perf_counter() - t0
+
+        # 4. Publish.
+        t0 = time.perf_counter()
+        infos = _read_sidecars(parts_dir)
+        spec_labels = []
+        for label, idc, li in labels:
+            prefix = f"nodes-{li:04}-"
+            parts = sorted((v for k, v in infos.items() if k.startswith(prefix)), key=lambda v: v["file"])
+            spec_labels.append({"label": label, "id_column": idc, "parts": parts})
+        spec_rels = []
+        empty = pa.table({"a": pa.array([], pa.int64()), "b": pa.array([], pa.int64()), "c": pa.array([], pa.int64())})
+        for ti, rtype, prop_cols, m_edges in rel_specs:
+            sides = {}
+            for side in ("out", "in"):
+                parts = []
+                for k in range(P):
+                    fname = f"rels-{ti:04}-{side}-{k:06}.seg"
+                    if fname not in infos:
+                        # A range of nodes no relationship starts (or ends) at.
+                        lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                        infos[fname] = json.loads(
+                            _quiver.write_csr_part(
+                                parts_dir, fname, lo, hi - lo, n_nodes, m_edges, side == "in",
+                                empty if side == "in" else empty.select(["a", "b"]),
+                            )
+                        )
+                    parts.append(infos[fname])
+                sides[side] = parts
+            props = []
+            if prop_cols:
+                prefix = f"rels-{ti:04}-props-"
+                props = sorted((v for k, v in infos.items() if k.startswith(prefix)), key=lambda v: v["file"])
+            spec_rels.append({"name": rtype, "out": sides["out"], "in": sides["in"], "props": props})
+        id_index = infos.get("ids.seg")
+        spec = {"labels": spec_labels, "id_index": id_index, "rel_types": spec_rels}
+        done = json.loads(_quiver.publish_parts(out, parts_dir, json.dumps(spec), overwrite))
+        seconds["publish"] = time.perf_counter() - t0
+
+        rejects = None
+        n_rejected = 0
+        rpath = None
+        if rejected_frames:
+            rejects = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), rejected_frames)
+            n_rejected = rejects.count()
+            rpath = rejects_path or out + ".rejects"
+            rejects.coalesce(1).write.mode("overwrite").option("header", True).csv(rpath)
+        return BuildResult(
+            path=out,
+            nodes=done["nodes"],
+            relationships=done["relationships"],
+            files=done["files"],
+            bytes=done["bytes"],
+            rejected=n_rejected,
+            rejects=rejects,
+            rejects_path=rpath,
+            seconds=seconds,
+        )
+    finally:
+        for d in persisted:
+            try:
+                d.unpersist()
+            except Exception:
+                pass
+        shutil.rmtree(parts_dir, ignore_errors=True)
