@@ -99,6 +99,13 @@ def _endpoints(df, start: Optional[str], end: Optional[str], what: str):
     return df.columns[0], df.columns[1]
 
 
+def _check_live(parts_dir: str) -> None:
+    """A task that writes parts runs only while its build does (not when Spark
+    recomputes a stage after the publish)."""
+    if not os.path.isdir(parts_dir):
+        raise RuntimeError(f"{parts_dir} is gone: the build that wrote these parts has ended")
+
+
 def _write_sidecar(parts_dir: str, info_json: str) -> None:
     info = json.loads(info_json)
     path = os.path.join(parts_dir, info["file"] + ".json")
@@ -161,7 +168,7 @@ def build(
     them. Rejected rows are written as CSV under ``rejects_path`` (default
     ``<out>.rejects``) and returned as ``BuildResult.rejects``.
     """
-    from pyspark import StorageLevel, TaskContext
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     import numpy as np
     import pyarrow as pa
@@ -207,31 +214,40 @@ def build(
             persisted.append(bad_ords)
             if bad_ords.count() > 0:
                 rejected_frames.append(_with_reason(bad.withColumn("label", F.lit(label))))
-            kept = df.join(F.broadcast(bad_ords), "_ord", "left_anti").persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(kept)
-            counts = dict(
-                (r[0], r[1]) for r in kept.groupBy(F.spark_partition_id()).count().collect()
+            # Each row keeps the partition it was counted in: the numbering rests on
+            # those counts, whatever partitions a later stage runs in.
+            kept = (
+                df.join(F.broadcast(bad_ords), "_ord", "left_anti")
+                .withColumn("_pid", F.spark_partition_id())
+                .persist(StorageLevel.MEMORY_AND_DISK)
             )
+            persisted.append(kept)
+            counts = dict((r[0], r[1]) for r in kept.groupBy("_pid").count().collect())
             offsets = {}
             acc = first_node
-            for pid in range(kept.rdd.getNumPartitions()):
+            for pid in sorted(counts):
                 offsets[pid] = acc
-                acc += counts.get(pid, 0)
+                acc += counts[pid]
             n_label = acc - first_node
-            columns = [c for c in kept.columns if c != "_ord"]
+            columns = [c for c in kept.columns if c not in ("_ord", "_pid")]
             id_type = dict(kept.dtypes)[idc]
 
             def write_nodes(batches, li=li, offsets=offsets, columns=columns, idc=idc):
                 batches = list(batches)
                 if not batches:
                     return
-                pid = TaskContext.get().partitionId()
-                table = pa.Table.from_batches(batches).select(columns)
-                info = _quiver.write_table_part(parts_dir, f"nodes-{li:04}-{pid:06}.seg", table)
-                _write_sidecar(parts_dir, info)
-                base = offsets[pid]
-                node = pa.array(np.arange(base, base + table.num_rows, dtype=np.int64))
-                yield pa.RecordBatch.from_arrays([table.column(idc).combine_chunks(), node], names=["id", "node"])
+                _check_live(parts_dir)
+                table = pa.Table.from_batches(batches)
+                pids = table.column("_pid").to_numpy()
+                cuts = [0, *(np.flatnonzero(np.diff(pids)) + 1).tolist(), len(pids)]
+                for a, b in zip(cuts, cuts[1:]):
+                    pid = int(pids[a])
+                    sub = table.slice(a, b - a).select(columns)
+                    info = _quiver.write_table_part(parts_dir, f"nodes-{li:04}-{pid:06}.seg", sub)
+                    _write_sidecar(parts_dir, info)
+                    base = offsets[pid]
+                    node = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
+                    yield pa.RecordBatch.from_arrays([sub.column(idc).combine_chunks(), node], names=["id", "node"])
 
             ids = kept.mapInArrow(write_nodes, f"id {id_type}, node long").persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(ids)
@@ -253,6 +269,7 @@ def build(
             table = pa.Table.from_batches(batches) if batches else None
             if table is None:
                 return
+            _check_live(parts_dir)
             info = _quiver.write_id_index_part(parts_dir, "ids.seg", n_nodes, table)
             _write_sidecar(parts_dir, info)
             yield pa.RecordBatch.from_arrays([pa.array([table.num_rows], pa.int64())], names=["n"])
@@ -300,6 +317,7 @@ def build(
                 batches = list(batches)
                 if not batches:
                     return
+                _check_live(parts_dir)
                 table = pa.Table.from_batches(batches)
                 # Sorted by part: each part is a run.
                 part, starts = _runs(table)
@@ -332,6 +350,7 @@ def build(
                 batches = list(batches)
                 if not batches:
                     return
+                _check_live(parts_dir)
                 table = pa.Table.from_batches(batches)
                 part, starts = _runs(table)
                 for a, b in zip(starts, starts[1:]):
@@ -402,6 +421,9 @@ def build(
             n_rejected = rejects.count()
             rpath = rejects_path or out + ".rejects"
             rejects.coalesce(1).write.mode("overwrite").option("header", True).csv(rpath)
+            # Read back from the file: the frame must not lead back to the stages that
+            # wrote parts (unpersisted below, they would run again).
+            rejects = spark.read.option("header", True).csv(rpath)
         return BuildResult(
             path=out,
             nodes=done["nodes"],
