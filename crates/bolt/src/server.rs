@@ -85,6 +85,19 @@ pub struct ServeOptions {
     /// A web app's folder served over plain HTTP on the Bolt port (the Neo4j Browser's
     /// static site; `http`).
     pub browser: Option<std::path::PathBuf>,
+    /// What a ROUTE answer lists (several servers of one database); `None`: this server
+    /// alone, in every role it can take.
+    pub routing: Option<Routing>,
+}
+
+/// The servers of one database as drivers with a `neo4j://` address see them: reads
+/// spread over `readers`, writes to `writers`.
+#[derive(Debug, Clone, Default)]
+pub struct Routing {
+    /// Addresses (`host:port`) that take writes (the one process that holds the lock).
+    pub writers: Vec<String>,
+    /// Addresses that serve reads.
+    pub readers: Vec<String>,
 }
 
 /// A TLS configuration from a PEM certificate chain and a PEM private key.
@@ -145,6 +158,7 @@ impl Default for ServeOptions {
             tls: None,
             query_timeout: None,
             browser: None,
+            routing: None,
         }
     }
 }
@@ -398,6 +412,9 @@ pub fn failure(e: &QueryError) -> Failure {
         QueryError::Memory { .. } => "Neo.TransientError.General.MemoryPoolOutOfMemoryError",
         QueryError::Cancelled => "Neo.TransientError.Transaction.Terminated",
         QueryError::Engine(E::Conflict(_)) => "Neo.TransientError.Transaction.DeadlockDetected",
+        // Drivers take a write to a reader for a stale routing table: they route it to
+        // the writer the ROUTE answer names.
+        QueryError::Engine(E::ReadOnly(_)) => "Neo.ClientError.Cluster.NotALeader",
         QueryError::Engine(E::Constraint(_) | E::ConnectedNode { .. }) => {
             "Neo.ClientError.Schema.ConstraintValidationFailed"
         }
@@ -1190,20 +1207,41 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
         }
         (TELEMETRY, _) => success(&mut c.out, vec![]),
         (ROUTE, State::Ready) => {
-            let addr = Pack::List(vec![Pack::str(c.opts.listen.to_string())]);
-            let server = |role: &str| {
-                Pack::map(vec![("addresses", addr.clone()), ("role", Pack::str(role))])
+            let me = c.opts.listen.to_string();
+            let (writers, readers) = match &c.opts.routing {
+                Some(r) => (r.writers.clone(), r.readers.clone()),
+                None if c.store.is_writable() => (vec![me.clone()], vec![me.clone()]),
+                None => (Vec::new(), vec![me.clone()]),
             };
+            let mut routers = writers.clone();
+            routers.extend(readers.iter().filter(|r| !writers.contains(r)).cloned());
+            if routers.is_empty() {
+                routers.push(me);
+            }
+            let server = |role: &str, addrs: &[String]| {
+                let addrs = addrs.iter().map(|a| Pack::str(a.as_str())).collect();
+                Pack::map(vec![
+                    ("addresses", Pack::List(addrs)),
+                    ("role", Pack::str(role)),
+                ])
+            };
+            // A short time to live when the table lists several servers: a driver soon
+            // asks again, and sees a server that has gone.
+            let ttl = if c.opts.routing.is_some() { 30 } else { 300 };
             success(
                 &mut c.out,
                 vec![(
                     "rt",
                     Pack::map(vec![
-                        ("ttl", Pack::Int(300)),
+                        ("ttl", Pack::Int(ttl)),
                         ("db", Pack::str("neo4j")),
                         (
                             "servers",
-                            Pack::List(vec![server("WRITE"), server("READ"), server("ROUTE")]),
+                            Pack::List(vec![
+                                server("WRITE", &writers),
+                                server("READ", &readers),
+                                server("ROUTE", &routers),
+                            ]),
                         ),
                     ]),
                 )],

@@ -58,6 +58,11 @@ pub enum EngineError {
     /// database stays usable.
     #[error("{0}")]
     Memory(String),
+    /// A write on a store that only reads: another process holds the writer's lock, or
+    /// it was opened read-only (a reader of a cluster; Bolt's `NotALeader`, on which
+    /// drivers route the write to the writer).
+    #[error("{0}")]
+    ReadOnly(String),
 }
 
 impl EngineError {
@@ -360,6 +365,22 @@ impl Store {
     /// Opens the database at `dir`, replaying its log. With `create`, a directory that
     /// does not exist (or is empty) becomes an empty database.
     pub fn open(dir: &Path, create: bool, opts: StoreOptions) -> Result<Arc<Store>, EngineError> {
+        Self::open_as(dir, create, opts, false)
+    }
+
+    /// Opens the database at `dir` to read only, whether or not another process writes
+    /// it: the writer's lock is not taken, the log is read as it stands, nothing is
+    /// written (a reader of several that serve one database from shared storage).
+    pub fn open_read_only(dir: &Path, opts: StoreOptions) -> Result<Arc<Store>, EngineError> {
+        Self::open_as(dir, false, opts, true)
+    }
+
+    fn open_as(
+        dir: &Path,
+        create: bool,
+        opts: StoreOptions,
+        read_only: bool,
+    ) -> Result<Arc<Store>, EngineError> {
         let mut opts = opts;
         // The delta goes to segments well before it could fill the memory limit.
         opts.checkpoint_delta_bytes = opts.checkpoint_delta_bytes.min(opts.memory_limit / 4);
@@ -372,10 +393,14 @@ impl Store {
         }
         // Open first: a directory that is not a database gets no LOCK file.
         let db = Arc::new(Database::open(dir, opts.open_mode)?);
-        let lock = match lock_database(dir) {
-            Ok(f) => Some(f),
-            Err(WriteError::Locked { .. }) => None,
-            Err(e) => return Err(e.into()),
+        let lock = if read_only {
+            None
+        } else {
+            match lock_database(dir) {
+                Ok(f) => Some(f),
+                Err(WriteError::Locked { .. }) => None,
+                Err(e) => return Err(e.into()),
+            }
         };
         let log = db.manifest().log_start();
         let mut delta = crate::checkpoint::base_delta(&db)?;
@@ -1058,8 +1083,8 @@ impl Txn {
         // (A checkpoint since the snapshot is no obstacle: the commit replays this
         // transaction's ops onto the newest generation, whose ids are the same.)
         if !self.store.is_writable() {
-            return Err(EngineError::Refused(format!(
-                "{} is open for writing by another process; this one can only read",
+            return Err(EngineError::ReadOnly(format!(
+                "{} is open for writing by another process (or read-only here); this one can only read",
                 self.store.dir.display()
             )));
         }

@@ -72,6 +72,19 @@ impl DbArgs {
     }
 
     /// The session, with automatic checkpoints on a thread of their own (a server).
+    /// The store's options these arguments give.
+    pub fn store_options(&self, background_checkpoints: bool) -> quiver_engine::StoreOptions {
+        quiver_engine::StoreOptions {
+            open_mode: self.open,
+            memory_limit: self
+                .memory_limit
+                .unwrap_or_else(quiver_engine::store::default_memory_limit),
+            checkpoint_log_bytes: self.checkpoint_log_size,
+            checkpoint_delta_bytes: self.checkpoint_delta_size,
+            background_checkpoints,
+        }
+    }
+
     pub fn open_with(&self, writes: bool, background_checkpoints: bool) -> anyhow::Result<Session> {
         if !self.db.join("CURRENT").exists() {
             let empty_dir = std::fs::read_dir(&self.db).is_ok_and(|mut d| d.next().is_none());
@@ -86,15 +99,7 @@ impl DbArgs {
                 eprintln!("quiver: created an empty database at {}", self.db.display());
             }
         }
-        let opts = quiver_engine::StoreOptions {
-            open_mode: self.open,
-            memory_limit: self
-                .memory_limit
-                .unwrap_or_else(quiver_engine::store::default_memory_limit),
-            checkpoint_log_bytes: self.checkpoint_log_size,
-            checkpoint_delta_bytes: self.checkpoint_delta_size,
-            background_checkpoints,
-        };
+        let opts = self.store_options(background_checkpoints);
         let mut session = Session::open_opts(&self.db, opts, true)?;
         if let Some(l) = self.query_memory_limit {
             session.opts.memory_limit = l;

@@ -54,12 +54,43 @@ pub struct Args {
     /// open http://ADDRESS/ and connect to the same address.
     #[arg(long, value_name = "DIR")]
     pub browser: Option<std::path::PathBuf>,
+    /// Open the database to read only, beside a writer (another `quiver serve` on the
+    /// same shared storage, which holds its lock) or with none: the lock is not taken,
+    /// writes fail with NotALeader (drivers send them to the writer the routing table
+    /// names), and what the writer commits later is seen after a restart.
+    #[arg(long)]
+    pub read_only: bool,
+    /// The servers of this database that take writes, for the ROUTE answer of drivers
+    /// with a neo4j:// address (HOST:PORT, comma-separated; usually the one writer).
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    pub route_writers: Vec<String>,
+    /// The servers of this database that serve reads (HOST:PORT, comma-separated):
+    /// drivers spread read transactions over them. Default: this server alone.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    pub route_readers: Vec<String>,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let session = a.db.open_with(false, true)?;
-    let store = session.store().clone();
-    drop(session);
+    let store = if a.read_only {
+        if !a.db.db.join("CURRENT").exists() {
+            bail!(
+                "{}: no quiver database here (a --read-only server opens an existing one)",
+                a.db.db.display()
+            );
+        }
+        quiver_engine::Store::open_read_only(&a.db.db, a.db.store_options(true))?
+    } else {
+        let session = a.db.open_with(false, true)?;
+        let store = session.store().clone();
+        drop(session);
+        store
+    };
+    let routing = (!a.route_writers.is_empty() || !a.route_readers.is_empty()).then(|| {
+        quiver_bolt::server::Routing {
+            writers: a.route_writers.clone(),
+            readers: a.route_readers.clone(),
+        }
+    });
     let users = Users::load(&a.db.db)?;
     if a.no_auth {
         eprintln!(
@@ -91,16 +122,26 @@ pub fn run(a: Args) -> Result<()> {
         TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
     // `quiver import --append` from other processes, through the control port: open
     // before the line below says the server is ready.
-    let _control = super::control::start(store.clone())?;
+    // (Only the writer: a reader must not take the writer's control file.)
+    let _control = if store.is_writable() {
+        Some(super::control::start(store.clone())?)
+    } else {
+        None
+    };
     let listen = listener.local_addr()?;
     eprintln!(
-        "quiver: serving {} over Bolt on {listen} ({}, {})",
+        "quiver: serving {} over Bolt on {listen} ({}, {}{})",
         a.db.db.display(),
         if tls.is_some() { "TLS" } else { "no TLS" },
         if a.no_auth {
             "no authentication"
         } else {
             "users of the database"
+        },
+        if store.is_writable() {
+            ""
+        } else {
+            ", read only"
         }
     );
     if let Some(b) = &a.browser {
@@ -130,6 +171,7 @@ pub fn run(a: Args) -> Result<()> {
         query_timeout: (a.query_timeout_secs > 0)
             .then(|| Duration::from_secs(a.query_timeout_secs)),
         browser: a.browser.clone(),
+        routing,
         ..ServeOptions::default()
     };
     quiver_bolt::serve(listener, store, opts)?;
