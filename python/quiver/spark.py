@@ -64,6 +64,9 @@ class BuildResult:
     rejects: Optional[object] = None
     rejects_path: Optional[str] = None
     seconds: Dict[str, float] = field(default_factory=dict)
+    #: Seconds tasks spent inside Quiver's part writers, summed, and how many parts.
+    writer_seconds: float = 0.0
+    tasks: int = 0
 
 
 def _read(spark, src):
@@ -106,8 +109,11 @@ def _check_live(parts_dir: str) -> None:
         raise RuntimeError(f"{parts_dir} is gone: the build that wrote these parts has ended")
 
 
-def _write_sidecar(parts_dir: str, info_json: str) -> None:
+def _write_sidecar(parts_dir: str, info_json: str, seconds: float = 0.0) -> None:
+    """The part's description beside it, with the seconds its writer took."""
     info = json.loads(info_json)
+    info["seconds"] = seconds
+    info_json = json.dumps(info)
     path = os.path.join(parts_dir, info["file"] + ".json")
     tmp = path + f".{uuid.uuid4().hex}.tmp"
     with open(tmp, "w") as f:
@@ -243,8 +249,9 @@ def build(
                 for a, b in zip(cuts, cuts[1:]):
                     pid = int(pids[a])
                     sub = table.slice(a, b - a).select(columns)
+                    t_w = time.perf_counter()
                     info = _quiver.write_table_part(parts_dir, f"nodes-{li:04}-{pid:06}.seg", sub)
-                    _write_sidecar(parts_dir, info)
+                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
                     base = offsets[pid]
                     node = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
                     yield pa.RecordBatch.from_arrays([sub.column(idc).combine_chunks(), node], names=["id", "node"])
@@ -270,8 +277,9 @@ def build(
             if table is None:
                 return
             _check_live(parts_dir)
+            t_w = time.perf_counter()
             info = _quiver.write_id_index_part(parts_dir, "ids.seg", n_nodes, table)
-            _write_sidecar(parts_dir, info)
+            _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
             yield pa.RecordBatch.from_arrays([pa.array([table.num_rows], pa.int64())], names=["n"])
 
         if all_ids is not None:
@@ -325,14 +333,16 @@ def build(
                     k = int(part[a])
                     sub = table.slice(a, b - a)
                     lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                    t_w = time.perf_counter()
                     info = _quiver.write_csr_part(
                         parts_dir, f"rels-{ti:04}-out-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, False,
                         sub.select(["_src", "_dst"]),
                     )
-                    _write_sidecar(parts_dir, info)
+                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
                     if prop_cols:
+                        t_w = time.perf_counter()
                         info = _quiver.write_table_part(parts_dir, f"rels-{ti:04}-props-{k:06}.seg", sub.select(prop_cols))
-                        _write_sidecar(parts_dir, info)
+                        _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
                     base = first_entry[k]
                     eid = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
                     yield pa.RecordBatch.from_arrays(
@@ -357,11 +367,12 @@ def build(
                     k = int(part[a])
                     sub = table.slice(a, b - a)
                     lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                    t_w = time.perf_counter()
                     info = _quiver.write_csr_part(
                         parts_dir, f"rels-{ti:04}-in-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, True,
                         sub.select(["_dst", "_src", "_eid"]),
                     )
-                    _write_sidecar(parts_dir, info)
+                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
                 yield pa.RecordBatch.from_arrays([pa.array([len(starts) - 1], pa.int64())], names=["n"])
 
             in_part = F.expr(f"cast((_dst * {P}) div {max(n_nodes, 1)} as int)")
@@ -434,6 +445,8 @@ def build(
             rejects=rejects,
             rejects_path=rpath,
             seconds=seconds,
+            writer_seconds=sum(i.get("seconds", 0.0) for i in infos.values()),
+            tasks=len(infos),
         )
     finally:
         for d in persisted:

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The Spark build against `quiver import` of the same files, on this machine.
+
+    python3 bench/spark_build.py --scale 4 --partitions 2,8,32
+
+1. Generates social scale N (`quiver generate social`) and writes it as Parquet with
+   plain column names (users: id, age, ...; follows: src, dst) under
+   data/bench/spark-<N>/ (once).
+2. `quiver import` of the Parquet files: wall time, rows/s, peak RSS (median of --runs).
+3. `quiver.spark.build` with Spark local[2] (the machine's cores) for each partition
+   count: wall time, each stage's time, the time tasks spent inside Quiver's part
+   writers (summed over tasks, from the parts' descriptions), and the peak RSS of the
+   Spark JVM and its Python workers (sampled).
+4. From those: the projected wall time on 8 and 64 executors (see docs/scale-out.md for
+   the model and its assumptions).
+5. Equal answers: counts and seed 003's queries on both databases.
+
+Prints a table and writes JSON to bench/out/spark_build-<N>.json.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def quiver_bin():
+    for p in (os.environ.get("QUIVER_BIN"), f"{ROOT}/target/release/quiver"):
+        if p and os.path.exists(p):
+            return p
+    subprocess.run(["cargo", "build", "--release", "-p", "quiver-cli"], cwd=ROOT, check=True)
+    return f"{ROOT}/target/release/quiver"
+
+
+def prepare(scale, out):
+    import pyarrow as pa
+    import pyarrow.csv as pc
+    import pyarrow.parquet as pq
+
+    users, follows = f"{out}/users.parquet", f"{out}/follows.parquet"
+    if os.path.exists(users) and os.path.exists(follows):
+        return users, follows
+    os.makedirs(out, exist_ok=True)
+    csv_dir = f"{out}/csv"
+    if not os.path.exists(f"{csv_dir}/edges.csv"):
+        subprocess.run([quiver_bin(), "generate", "social", "--scale", str(scale), "--out", csv_dir], check=True)
+    t = time.perf_counter()
+    # Users: Neo4j's header names become plain ones (`age:int` -> `age`).
+    opts = pc.ReadOptions(block_size=64 << 20)
+    with open(f"{csv_dir}/nodes.csv") as f:
+        header = f.readline().strip().split(",")
+    names = [h.split(":")[0] for h in header]
+    types = {
+        "id": pa.int64(), "age": pa.int64(), "gender": pa.int64(), "region": pa.string(),
+        "completion_percentage": pa.int64(), "public": pa.int64(),
+        "last_login": pa.timestamp("us"), "registration": pa.timestamp("us"),
+    }
+    conv = pc.ConvertOptions(column_types=types, timestamp_parsers=["%Y-%m-%d %H:%M:%S"])
+    r = pc.open_csv(f"{csv_dir}/nodes.csv", read_options=pc.ReadOptions(block_size=64 << 20, column_names=names, skip_rows=1), convert_options=conv)
+    with pq.ParquetWriter(users + ".tmp", r.schema) as w:
+        for b in r:
+            w.write_batch(b, row_group_size=1 << 20)
+    os.replace(users + ".tmp", users)
+    r = pc.open_csv(
+        f"{csv_dir}/edges.csv",
+        read_options=pc.ReadOptions(block_size=64 << 20, column_names=["src", "dst"], skip_rows=1),
+        convert_options=pc.ConvertOptions(column_types={"src": pa.int64(), "dst": pa.int64()}),
+    )
+    # Several files (a folder of parts), as a Spark job or a data lake would hold them.
+    os.makedirs(follows + ".tmp", exist_ok=True)
+    part, rows, w = 0, 0, None
+    for b in r:
+        if w is None or rows >= 16_000_000:
+            if w:
+                w.close()
+            w = pq.ParquetWriter(f"{follows}.tmp/part-{part:05}.parquet", r.schema)
+            part, rows = part + 1, 0
+        w.write_batch(b, row_group_size=1 << 20)
+        rows += b.num_rows
+    w.close()
+    os.replace(follows + ".tmp", follows)
+    shutil.rmtree(csv_dir)
+    print(f"prepared Parquet in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return users, follows
+
+
+def rss_of_tree(pid):
+    """Resident bytes of a process and its descendants."""
+    total = 0
+    try:
+        out = subprocess.run(["ps", "-o", "pid=,ppid=,rss=", "-e"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    kids = {}
+    rss = {}
+    for line in out.split("\n"):
+        p = line.split()
+        if len(p) == 3:
+            kids.setdefault(int(p[1]), []).append(int(p[0]))
+            rss[int(p[0])] = int(p[2]) * 1024
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(kids.get(p, []))
+    return total
+
+
+class Peak:
+    """Samples the RSS of this process's tree (the JVM and Python workers Spark starts)."""
+
+    def __init__(self):
+        self.peak = 0
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            self.peak = max(self.peak, rss_of_tree(os.getpid()))
+            time.sleep(0.2)
+
+    def done(self):
+        self.stop = True
+        self.t.join()
+        return self.peak
+
+
+QUERIES = [
+    ("count", "MATCH (n) RETURN count(n)", None),
+    ("edges", "MATCH ()-[r]->() RETURN count(r)", None),
+    ("aggregate", "MATCH (n:User) RETURN n.age, count(*) ORDER BY n.age", None),
+    ("find node", "MATCH (n:User {id: $id}) RETURN n.age, n.region", {"id": 1234}),
+    ("1-hop", "MATCH (n:User {id: $id})-[:FOLLOWS]->(m) RETURN m.id ORDER BY m.id", {"id": 1234}),
+    ("1-hop in", "MATCH (n:User {id: $id})<-[:FOLLOWS]-(m) RETURN m.id ORDER BY m.id", {"id": 1234}),
+    ("2-hop", "MATCH (n:User {id: $id})-[:FOLLOWS]->()-[:FOLLOWS]->(m) RETURN count(DISTINCT m)", {"id": 1234}),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=4)
+    ap.add_argument("--partitions", default="2,8,32")
+    ap.add_argument("--runs", type=int, default=1, help="runs of each build (median)")
+    ap.add_argument("--driver-memory", default="12g")
+    a = ap.parse_args()
+    out = f"{ROOT}/data/bench/spark-{a.scale:g}"
+    users, follows = prepare(a.scale, out)
+    qb = quiver_bin()
+    results = {"scale": a.scale, "cores": os.cpu_count(), "local": {}, "spark": {}}
+
+    # The local import.
+    times, rss = [], []
+    for _ in range(a.runs):
+        shutil.rmtree(f"{out}/local.qdb", ignore_errors=True)
+        t = time.perf_counter()
+        p = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", qb, "import", "--db", f"{out}/local.qdb", "--nodes", f"User={users}",
+             "--relationships", f"FOLLOWS={follows}"],
+            capture_output=True, text=True,
+        )
+        if p.returncode != 0:
+            sys.exit(p.stderr)
+        times.append(time.perf_counter() - t)
+        rss.append(int(p.stderr.strip().split("\n")[-1]) * 1024)
+    results["local"] = {"seconds": statistics.median(times), "peak_rss": max(rss)}
+
+    from pyspark.sql import SparkSession
+
+    import quiver
+    import quiver.spark
+
+    spark = (
+        SparkSession.builder.master(f"local[{os.cpu_count()}]")
+        .appName("quiver-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", a.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(max(8, os.cpu_count() * 4)))
+        .config("spark.local.dir", f"{out}/spark-tmp")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    for parts in [int(x) for x in a.partitions.split(",")]:
+        runs = []
+        for _ in range(a.runs):
+            peak = Peak()
+            t = time.perf_counter()
+            r = quiver.spark.build(spark, {"User": users}, {"FOLLOWS": follows}, out=f"{out}/spark-{parts}.qdb",
+                                   partitions=parts, overwrite=True)
+            wall = time.perf_counter() - t
+            runs.append({"wall": wall, "stages": r.seconds, "writer": r.writer_seconds, "tasks": r.tasks,
+                         "peak_rss": peak.done(), "files": r.files, "bytes": r.bytes})
+        runs.sort(key=lambda x: x["wall"])
+        results["spark"][parts] = runs[len(runs) // 2]
+
+    # Equal answers, and the query times of 1 part against many.
+    local = quiver.connect(f"{out}/local.qdb")
+    results["answers"] = {}
+    for parts in results["spark"]:
+        s = quiver.connect(f"{out}/spark-{parts}.qdb")
+        same = all(s.execute(q, p).fetchall() == local.execute(q, p).fetchall() for _, q, p in QUERIES)
+        results["answers"][parts] = same
+        s.close()
+    spark.stop()
+
+    loc = results["local"]
+    print(f"social scale {a.scale:g}, {os.cpu_count()} cores")
+    print(f"quiver import of the Parquet files: {loc['seconds']:.1f} s, peak RSS {loc['peak_rss'] / 2**20:.0f} MiB")
+    print("| partitions | wall s | nodes s | id index s | relationships s | publish s | in Quiver's writers (task s) | peak RSS MiB | equal answers |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for parts, r in results["spark"].items():
+        st = r["stages"]
+        print(f"| {parts} | {r['wall']:.1f} | {st['nodes']:.1f} | {st['id index']:.1f} | {st['relationships']:.1f} | "
+              f"{st['publish']:.2f} | {r['writer']:.1f} of {r['tasks']} tasks | {r['peak_rss'] / 2**20:.0f} | {results['answers'][parts]} |")
+    os.makedirs(f"{ROOT}/bench/out", exist_ok=True)
+    with open(f"{ROOT}/bench/out/spark_build-{a.scale:g}.json", "w") as f:
+        json.dump(results, f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()
