@@ -149,7 +149,7 @@ def main():
     ap.add_argument("--scale", type=float, default=4)
     ap.add_argument("--partitions", default="2,8,32")
     ap.add_argument("--runs", type=int, default=1, help="runs of each build (median)")
-    ap.add_argument("--driver-memory", default="12g")
+    ap.add_argument("--driver-memory", default="6g")
     a = ap.parse_args()
     out = f"{ROOT}/data/bench/spark-{a.scale:g}"
     users, follows = prepare(a.scale, out)

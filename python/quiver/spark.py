@@ -36,9 +36,10 @@ columns are properties. Every label shares one id space.
 from __future__ import annotations
 
 import json
-import math
 import os
+import queue
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -109,11 +110,9 @@ def _check_live(parts_dir: str) -> None:
         raise RuntimeError(f"{parts_dir} is gone: the build that wrote these parts has ended")
 
 
-def _write_sidecar(parts_dir: str, info_json: str, seconds: float = 0.0) -> None:
-    """The part's description beside it, with the seconds its writer took."""
+def _write_sidecar(parts_dir: str, info_json: str) -> None:
+    """The part's description beside it (with the seconds its writer worked)."""
     info = json.loads(info_json)
-    info["seconds"] = seconds
-    info_json = json.dumps(info)
     path = os.path.join(parts_dir, info["file"] + ".json")
     tmp = path + f".{uuid.uuid4().hex}.tmp"
     with open(tmp, "w") as f:
@@ -135,6 +134,59 @@ def _lo(k: int, n: int, parts: int) -> int:
     """First node of range ``k`` of ``parts`` over ``n`` nodes: the nodes whose
     ``node * parts // n`` is ``k``."""
     return (k * n + parts - 1) // parts
+
+
+class _PartWriter:
+    """One part's writer on a thread of its own, fed batches as they come (through a
+    queue of four and an Arrow stream), so a task holds a few batches, not its
+    partition."""
+
+    def __init__(self, schema, call):
+        import pyarrow as pa
+
+        self.q = queue.Queue(maxsize=4)
+        self.result = None
+        self.error = None
+
+        def batches():
+            while True:
+                b = self.q.get()
+                if b is None:
+                    return
+                yield b
+
+        def run():
+            try:
+                self.result = call(pa.RecordBatchReader.from_batches(schema, batches()))
+            except BaseException as e:  # handed to the producer
+                self.error = e
+
+        self.t = threading.Thread(target=run, daemon=True)
+        self.t.start()
+
+    def put(self, batch):
+        while True:
+            if self.error is not None:
+                raise self.error
+            try:
+                self.q.put(batch, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def close(self):
+        self.put(None)
+        self.t.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _finish_part(parts_dir: str, writer: "_PartWriter") -> None:
+    """Ends a part's writer and writes the descriptions of what it wrote."""
+    infos = json.loads(writer.close())
+    for info in infos if isinstance(infos, list) else [infos]:
+        _write_sidecar(parts_dir, json.dumps(info))
 
 
 def _runs(table):
@@ -249,9 +301,8 @@ def build(
                 for a, b in zip(cuts, cuts[1:]):
                     pid = int(pids[a])
                     sub = table.slice(a, b - a).select(columns)
-                    t_w = time.perf_counter()
                     info = _quiver.write_table_part(parts_dir, f"nodes-{li:04}-{pid:06}.seg", sub)
-                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
+                    _write_sidecar(parts_dir, info)
                     base = offsets[pid]
                     node = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
                     yield pa.RecordBatch.from_arrays([sub.column(idc).combine_chunks(), node], names=["id", "node"])
@@ -272,15 +323,21 @@ def build(
         all_ids = reduce(lambda a, b: a.unionByName(b), id_frames) if id_frames else None
 
         def write_index(batches, n_nodes=n_nodes):
-            batches = list(batches)
-            table = pa.Table.from_batches(batches) if batches else None
-            if table is None:
+            # Streamed into the writer (which holds the keys, 12 bytes an integer id).
+            it = iter(batches)
+            first = next(it, None)
+            if first is None:
                 return
             _check_live(parts_dir)
-            t_w = time.perf_counter()
-            info = _quiver.write_id_index_part(parts_dir, "ids.seg", n_nodes, table)
-            _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
-            yield pa.RecordBatch.from_arrays([pa.array([table.num_rows], pa.int64())], names=["n"])
+
+            def chain():
+                yield first
+                yield from it
+
+            reader = pa.RecordBatchReader.from_batches(first.schema, chain())
+            info = _quiver.write_id_index_part(parts_dir, "ids.seg", n_nodes, reader)
+            _write_sidecar(parts_dir, info)
+            yield pa.RecordBatch.from_arrays([pa.array([json.loads(info)["rows"]], pa.int64())], names=["n"])
 
         if all_ids is not None:
             all_ids.repartition(1).sortWithinPartitions("id").mapInArrow(write_index, "n long").collect()
@@ -322,33 +379,38 @@ def build(
             m_edges = acc
 
             def write_out(batches, ti=ti, first_entry=first_entry, prop_cols=prop_cols, m_edges=m_edges):
-                batches = list(batches)
-                if not batches:
-                    return
-                _check_live(parts_dir)
-                table = pa.Table.from_batches(batches)
-                # Sorted by part: each part is a run.
-                part, starts = _runs(table)
-                for a, b in zip(starts, starts[1:]):
-                    k = int(part[a])
-                    sub = table.slice(a, b - a)
-                    lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
-                    t_w = time.perf_counter()
-                    info = _quiver.write_csr_part(
-                        parts_dir, f"rels-{ti:04}-out-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, False,
-                        sub.select(["_src", "_dst"]),
-                    )
-                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
-                    if prop_cols:
-                        t_w = time.perf_counter()
-                        info = _quiver.write_table_part(parts_dir, f"rels-{ti:04}-props-{k:06}.seg", sub.select(prop_cols))
-                        _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
-                    base = first_entry[k]
-                    eid = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
-                    yield pa.RecordBatch.from_arrays(
-                        [sub.column("_dst").combine_chunks(), sub.column("_src").combine_chunks(), eid],
-                        names=["_dst", "_src", "_eid"],
-                    )
+                # Streamed: a part's batches go to its writer as they come, and the
+                # (target, source, edge id) triples go back to Spark at once; only the
+                # writer's entries (4 bytes each) wait for the part's end.
+                cols = ["_src", "_dst", *prop_cols]
+                writer, k, done = None, None, 0
+                for batch in batches:
+                    _check_live(parts_dir)
+                    part, starts = _runs(batch)
+                    for a, b in zip(starts, starts[1:]):
+                        sub = batch.slice(a, b - a)
+                        if int(part[a]) != k:
+                            if writer is not None:
+                                _finish_part(parts_dir, writer)
+                            k, done = int(part[a]), 0
+                            lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                            props = f"rels-{ti:04}-props-{k:06}.seg" if prop_cols else None
+                            writer = _PartWriter(
+                                sub.select(cols).schema,
+                                lambda r, k=k, lo=lo, hi=hi, props=props: _quiver.write_csr_part(
+                                    parts_dir, f"rels-{ti:04}-out-{k:06}.seg", lo, hi - lo, n_nodes, m_edges,
+                                    False, r, props_name=props,
+                                ),
+                            )
+                        writer.put(sub.select(cols))
+                        base = first_entry[k] + done
+                        done += sub.num_rows
+                        eid = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
+                        yield pa.RecordBatch.from_arrays(
+                            [sub.column("_dst"), sub.column("_src"), eid], names=["_dst", "_src", "_eid"]
+                        )
+                if writer is not None:
+                    _finish_part(parts_dir, writer)
 
             by_src = resolved.repartitionByRange(P, "_part").sortWithinPartitions("_part", "_src", "_dst", "_ord")
             triples = by_src.mapInArrow(write_out, "_dst long, _src long, _eid long").persist(StorageLevel.DISK_ONLY)
@@ -357,23 +419,29 @@ def build(
                 raise _quiver.ImportFailed(f"relationships {rtype}: out parts do not hold every relationship")
 
             def write_in(batches, ti=ti, m_edges=m_edges):
-                batches = list(batches)
-                if not batches:
-                    return
-                _check_live(parts_dir)
-                table = pa.Table.from_batches(batches)
-                part, starts = _runs(table)
-                for a, b in zip(starts, starts[1:]):
-                    k = int(part[a])
-                    sub = table.slice(a, b - a)
-                    lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
-                    t_w = time.perf_counter()
-                    info = _quiver.write_csr_part(
-                        parts_dir, f"rels-{ti:04}-in-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, True,
-                        sub.select(["_dst", "_src", "_eid"]),
-                    )
-                    _write_sidecar(parts_dir, info, time.perf_counter() - t_w)
-                yield pa.RecordBatch.from_arrays([pa.array([len(starts) - 1], pa.int64())], names=["n"])
+                cols = ["_dst", "_src", "_eid"]
+                writer, k, n_parts = None, None, 0
+                for batch in batches:
+                    _check_live(parts_dir)
+                    part, starts = _runs(batch)
+                    for a, b in zip(starts, starts[1:]):
+                        sub = batch.slice(a, b - a).select(cols)
+                        if int(part[a]) != k:
+                            if writer is not None:
+                                _finish_part(parts_dir, writer)
+                            k = int(part[a])
+                            n_parts += 1
+                            lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                            writer = _PartWriter(
+                                sub.schema,
+                                lambda r, k=k, lo=lo, hi=hi: _quiver.write_csr_part(
+                                    parts_dir, f"rels-{ti:04}-in-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, True, r
+                                ),
+                            )
+                        writer.put(sub)
+                if writer is not None:
+                    _finish_part(parts_dir, writer)
+                yield pa.RecordBatch.from_arrays([pa.array([n_parts], pa.int64())], names=["n"])
 
             in_part = F.expr(f"cast((_dst * {P}) div {max(n_nodes, 1)} as int)")
             (

@@ -90,6 +90,41 @@ pub struct PartInfo {
     /// An id index's key type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id_type: Option<IdType>,
+    /// Seconds the writer worked (not counting waits for the next batch).
+    #[serde(default)]
+    pub seconds: f64,
+}
+
+/// Batches, with the time spent waiting for them.
+struct Timed<I> {
+    inner: I,
+    waited: std::time::Duration,
+    started: std::time::Instant,
+}
+
+impl<I: Iterator> Timed<I> {
+    fn new(inner: I) -> Self {
+        Timed {
+            inner,
+            waited: std::time::Duration::ZERO,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Seconds since the start, less the waits.
+    fn worked(&self) -> f64 {
+        (self.started.elapsed().saturating_sub(self.waited)).as_secs_f64()
+    }
+}
+
+impl<I: Iterator> Iterator for Timed<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        let t = std::time::Instant::now();
+        let x = self.inner.next();
+        self.waited += t.elapsed();
+        x
+    }
 }
 
 impl PartInfo {
@@ -106,6 +141,7 @@ impl PartInfo {
             first_node: 0,
             n_nodes: 0,
             id_type: None,
+            seconds: 0.0,
         }
     }
 }
@@ -171,12 +207,13 @@ fn push(
     Ok(())
 }
 
-/// The columns of a batch's schema as properties.
-fn columns_of(batch: &RecordBatch) -> Result<Vec<PropertyMeta>, PartError> {
+/// The columns `from..` of a batch's schema as properties.
+fn columns_of(batch: &RecordBatch, from: usize) -> Result<Vec<PropertyMeta>, PartError> {
     batch
         .schema()
         .fields()
         .iter()
+        .skip(from)
         .map(|f| {
             let dtype = quiver_type(f.data_type())
                 .map_err(|e| invalid(format!("column {:?}: {e}", f.name())))?;
@@ -188,6 +225,95 @@ fn columns_of(batch: &RecordBatch) -> Result<Vec<PropertyMeta>, PartError> {
         .collect()
 }
 
+/// A table part being written: the columns `from..` of the batches pushed, typed by
+/// their schema, in row groups of at most [`ROW_GROUP_ROWS_MAX`] rows (the rows of one
+/// row group are what it holds).
+struct TablePart<'s> {
+    staging: &'s Staging,
+    name: String,
+    from: usize,
+    w: Option<(TableWriter, Vec<ColumnBuilder>)>,
+    columns: Vec<PropertyMeta>,
+    rows: u64,
+}
+
+impl<'s> TablePart<'s> {
+    fn new(staging: &'s Staging, name: &str, from: usize) -> Result<Self, PartError> {
+        check_name(name)?;
+        Ok(TablePart {
+            staging,
+            name: name.to_string(),
+            from,
+            w: None,
+            columns: Vec::new(),
+            rows: 0,
+        })
+    }
+
+    fn push(&mut self, batch: &RecordBatch) -> Result<(), PartError> {
+        let (tw, builders) = match &mut self.w {
+            Some(x) => x,
+            None => {
+                self.columns = columns_of(batch, self.from)?;
+                let tw = TableWriter::create(self.staging, &self.name, self.columns.clone())?;
+                let b = self
+                    .columns
+                    .iter()
+                    .map(|c| ColumnBuilder::new(c.dtype))
+                    .collect();
+                self.w.insert((tw, b))
+            }
+        };
+        if columns_of(batch, self.from)? != self.columns {
+            return Err(invalid(format!(
+                "{}: a batch's columns differ from the first batch's",
+                self.name
+            )));
+        }
+        let cols: Vec<Col> = batch.columns()[self.from..]
+            .iter()
+            .map(Col::of)
+            .collect::<Result<_, _>>()?;
+        let valid: Vec<Option<NullBuffer>> = cols.iter().map(Col::validity).collect();
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let room = ROW_GROUP_ROWS_MAX - builders.first().map_or(0, |b| b.len());
+            let end = batch.num_rows().min(start + room);
+            for ((c, v), b) in cols.iter().zip(&valid).zip(builders.iter_mut()) {
+                for i in start..end {
+                    push(c, v.as_ref(), i, b)?;
+                }
+            }
+            if builders
+                .first()
+                .is_some_and(|b| b.len() == ROW_GROUP_ROWS_MAX)
+            {
+                tw.write_row_group(builders)?;
+                builders.iter_mut().for_each(|b| b.clear());
+            }
+            start = end;
+        }
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<PartInfo, PartError> {
+        let (mut tw, builders) = match self.w {
+            Some(x) => x,
+            None => (
+                TableWriter::create(self.staging, &self.name, Vec::new())?,
+                Vec::new(),
+            ),
+        };
+        if builders.first().is_some_and(|b| !b.is_empty()) {
+            tw.write_row_group(&builders)?;
+        }
+        let mut info = PartInfo::of(tw.finish()?, self.rows);
+        info.columns = self.columns;
+        Ok(info)
+    }
+}
+
 /// A table part (a node table's rows, or a relationship type's property rows in edge-id
 /// order): every column of the batches, typed by their schema, in row groups of at most
 /// [`ROW_GROUP_ROWS_MAX`] rows. No batch at all writes an empty part with no columns.
@@ -196,63 +322,14 @@ pub fn write_table_part(
     name: &str,
     batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
 ) -> Result<PartInfo, PartError> {
-    check_name(name)?;
     let staging = Staging::parts(dir)?;
-    let mut w: Option<(TableWriter, Vec<ColumnBuilder>)> = None;
-    let mut columns = Vec::new();
-    let mut rows = 0u64;
-    for batch in batches {
-        let batch = batch?;
-        let (tw, builders) = match &mut w {
-            Some(x) => x,
-            None => {
-                columns = columns_of(&batch)?;
-                let tw = TableWriter::create(&staging, name, columns.clone())?;
-                let b = columns
-                    .iter()
-                    .map(|c| ColumnBuilder::new(c.dtype))
-                    .collect();
-                w.insert((tw, b))
-            }
-        };
-        if columns_of(&batch)? != columns {
-            return Err(invalid(format!(
-                "{name}: a batch's columns differ from the first batch's"
-            )));
-        }
-        let cols: Vec<Col> = batch
-            .columns()
-            .iter()
-            .map(Col::of)
-            .collect::<Result<_, _>>()?;
-        let valid: Vec<Option<NullBuffer>> = cols.iter().map(Col::validity).collect();
-        let mut start = 0;
-        while start < batch.num_rows() {
-            let room = ROW_GROUP_ROWS_MAX - builders[0].len();
-            let end = batch.num_rows().min(start + room);
-            for ((c, v), b) in cols.iter().zip(&valid).zip(builders.iter_mut()) {
-                for i in start..end {
-                    push(c, v.as_ref(), i, b)?;
-                }
-            }
-            if builders[0].len() == ROW_GROUP_ROWS_MAX {
-                tw.write_row_group(builders)?;
-                builders.iter_mut().for_each(|b| b.clear());
-            }
-            start = end;
-        }
-        rows += batch.num_rows() as u64;
+    let mut t = TablePart::new(&staging, name, 0)?;
+    let mut batches = Timed::new(batches);
+    for batch in &mut batches {
+        t.push(&batch?)?;
     }
-    let (tw, builders) = match w {
-        Some(x) => x,
-        None => (TableWriter::create(&staging, name, Vec::new())?, Vec::new()),
-    };
-    let mut tw = tw;
-    if builders.first().is_some_and(|b| !b.is_empty()) {
-        tw.write_row_group(&builders)?;
-    }
-    let mut info = PartInfo::of(tw.finish()?, rows);
-    info.columns = columns;
+    let mut info = t.finish()?;
+    info.seconds = batches.worked();
     Ok(info)
 }
 
@@ -276,7 +353,12 @@ fn ints(batch: &RecordBatch, i: usize, what: &str) -> Result<Vec<i64>, PartError
 /// One part of a CSR: the entries of nodes `first_node .. first_node + n_nodes`, from
 /// batches of (node, neighbour) or (node, neighbour, edge id) sorted by node, then
 /// neighbour, in a CSR over `whole`'s nodes and edges. Edge ids are needed unless an
-/// entry's id is its position (the out side of a segment numbered by it).
+/// entry's id is its position (the out side of a segment numbered by it). With
+/// `props`, the batches' further columns are the relationships' properties in that
+/// order (edge-id order on the out side), written as the table part `props` as they
+/// come; the entries wait in memory (4 bytes each, 12 with edge ids) until the last
+/// batch, since the offsets go first.
+#[allow(clippy::too_many_arguments)]
 pub fn write_csr_part(
     dir: &Path,
     name: &str,
@@ -284,8 +366,9 @@ pub fn write_csr_part(
     n_nodes: u64,
     whole: CsrPartOf,
     with_edge_ids: bool,
+    props: Option<&str>,
     batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
-) -> Result<PartInfo, PartError> {
+) -> Result<(PartInfo, Option<PartInfo>), PartError> {
     check_name(name)?;
     if first_node + n_nodes > whole.n_nodes {
         return Err(invalid(format!(
@@ -295,10 +378,17 @@ pub fn write_csr_part(
         )));
     }
     let staging = Staging::parts(dir)?;
+    let key_cols = if with_edge_ids { 3 } else { 2 };
+    let mut table = match props {
+        Some(p) => Some(TablePart::new(&staging, p, key_cols)?),
+        None => None,
+    };
     let mut degrees = vec![0u32; n_nodes as usize];
-    let mut entries: Vec<(u32, u64)> = Vec::new();
+    let mut targets: Vec<u32> = Vec::new();
+    let mut eids: Vec<u64> = Vec::new();
     let mut last = (first_node as i64, -1i64);
-    for batch in batches {
+    let mut batches = Timed::new(batches);
+    for batch in &mut batches {
         let batch = batch?;
         let node = ints(&batch, 0, "node")?;
         let nb = ints(&batch, 1, "neighbour")?;
@@ -328,42 +418,44 @@ pub fn write_csr_part(
                 )));
             }
             last = (n, t);
-            let e = match &eid {
-                Some(e) if e[k] < 0 || e[k] as u64 >= whole.n_edges => {
+            if let Some(e) = &eid {
+                if e[k] < 0 || e[k] as u64 >= whole.n_edges {
                     return Err(invalid(format!(
                         "{name}: edge id {} is not one of the {} edges",
                         e[k], whole.n_edges
-                    )))
+                    )));
                 }
-                Some(e) => e[k] as u64,
-                None => 0,
-            };
+                eids.push(e[k] as u64);
+            }
             let d = &mut degrees[(n as u64 - first_node) as usize];
             *d = d
                 .checked_add(1)
                 .ok_or_else(|| invalid(format!("{name}: node {n} has over 4 billion entries")))?;
-            entries.push((t as u32, e));
+            targets.push(t as u32);
+        }
+        if let Some(t) = &mut table {
+            t.push(&batch)?;
         }
     }
     let whole = CsrPartOf {
         first_node,
         ..whole
     };
-    let mut w = CsrWriter::create_part(
-        &staging,
-        name,
-        &degrees,
-        entries.len() as u64,
-        whole,
-        with_edge_ids,
-    )?;
-    for &(t, e) in &entries {
-        w.push(t, e)?;
+    let n = targets.len() as u64;
+    let mut w = CsrWriter::create_part(&staging, name, &degrees, n, whole, with_edge_ids)?;
+    for (i, &t) in targets.iter().enumerate() {
+        w.push(t, eids.get(i).copied().unwrap_or(0))?;
     }
-    let mut info = PartInfo::of(w.finish()?, entries.len() as u64);
+    let props = match table {
+        Some(t) => Some(t.finish()?),
+        None => None,
+    };
+    let mut info = PartInfo::of(w.finish()?, n);
     info.first_node = first_node;
     info.n_nodes = n_nodes;
-    Ok(info)
+    // (The property part's writing counts here, with the entries'.)
+    info.seconds = batches.worked();
+    Ok((info, props))
 }
 
 /// The id index: batches of (id, node) sorted by id, each id once; integer ids give an
@@ -378,7 +470,8 @@ pub fn write_id_index_part(
     let staging = Staging::parts(dir)?;
     let mut keys: Option<ColumnBuilder> = None;
     let mut nodes: Vec<u32> = Vec::new();
-    for batch in batches {
+    let mut batches = Timed::new(batches);
+    for batch in &mut batches {
         let batch = batch?;
         let key = batch
             .columns()
@@ -442,6 +535,7 @@ pub fn write_id_index_part(
     let seg = write_id_index(&staging, name, id_type, &keys, &nodes, n_nodes_total)?;
     let mut info = PartInfo::of(seg, nodes.len() as u64);
     info.id_type = Some(id_type);
+    info.seconds = batches.worked();
     Ok(info)
 }
 
