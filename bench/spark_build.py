@@ -144,13 +144,65 @@ QUERIES = [
 ]
 
 
+READS = [
+    ("find node", "MATCH (n:User {id: $id}) RETURN n.age, n.region"),
+    ("1-hop out", "MATCH (n:User {id: $id})-[:FOLLOWS]->(m) RETURN count(m)"),
+    ("1-hop in", "MATCH (n:User {id: $id})<-[:FOLLOWS]-(m) RETURN count(m)"),
+    ("2-hop", "MATCH (n:User {id: $id})-[:FOLLOWS]->()-[:FOLLOWS]->(m) RETURN count(m)"),
+    ("neighbours' ages", "MATCH (n:User {id: $id})-[:FOLLOWS]-(m) RETURN avg(m.age)"),
+]
+SCANS = [
+    ("aggregate", "MATCH (n:User) RETURN n.age, count(*)"),
+    ("edge count", "MATCH (:User)-[r:FOLLOWS]->() RETURN count(r)"),
+]
+
+
+def compare_queries(qb, dbs, n_users, rounds=3):
+    """Median over `rounds` alternating rounds of each query on each database (one
+    process a query and database, `quiver query --bench-params`)."""
+    import random
+
+    rnd = random.Random(5)
+    ids = f"{ROOT}/bench/out/spark-ids.csv"
+    os.makedirs(os.path.dirname(ids), exist_ok=True)
+    with open(ids, "w") as f:
+        f.write("id\n" + "".join(f"{rnd.randrange(1, n_users + 1)}\n" for _ in range(2000)))
+    one = f"{ROOT}/bench/out/spark-one.csv"
+    with open(one, "w") as f:
+        f.write("x\n" + "1\n" * 20)
+    out = {}
+    for name, q in READS + SCANS:
+        params = ids if "$id" in q else one
+        times = {d: [] for d in dbs}
+        for _ in range(rounds):
+            for d in dbs:
+                p = subprocess.run([qb, "query", "--db", d, "--bench-params", params, "--warmup", "50", q],
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    sys.exit(p.stderr)
+                last = json.loads(p.stdout.strip().split("\n")[-1])
+                times[d].append(last["median_ms"])
+        out[name] = {d: statistics.median(t) for d, t in times.items()}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=4)
     ap.add_argument("--partitions", default="2,8,32")
     ap.add_argument("--runs", type=int, default=1, help="runs of each build (median)")
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--compare", nargs="+", metavar="DB",
+                    help="only compare seed 003's reads and two scans on these databases (medians, ms)")
+    ap.add_argument("--users", type=int, default=6531212, help="with --compare: ids are 1..USERS")
     a = ap.parse_args()
+    if a.compare:
+        res = compare_queries(quiver_bin(), a.compare, a.users)
+        print("| query | " + " | ".join(os.path.basename(d) for d in a.compare) + " |")
+        print("|---|" + "---:|" * len(a.compare))
+        for name, t in res.items():
+            print(f"| {name} | " + " | ".join(f"{t[d]:.3f}" for d in a.compare) + " |")
+        return
     out = f"{ROOT}/data/bench/spark-{a.scale:g}"
     users, follows = prepare(a.scale, out)
     qb = quiver_bin()

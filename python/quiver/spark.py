@@ -189,6 +189,26 @@ def _finish_part(parts_dir: str, writer: "_PartWriter") -> None:
         _write_sidecar(parts_dir, json.dumps(info))
 
 
+def _by_part(df, part_col: str, parts: int):
+    """``df`` with each value ``k`` of ``part_col`` (0 .. parts-1) in Spark partition
+    ``k`` exactly: a range partitioner samples, and with few distinct values it can put
+    two parts in one task and leave another idle (at 2 ranges, every row in one task).
+    Spark's hash partitioning sends a row to ``pmod(hash(key), parts)``, so each part
+    gets a key whose hash lands on its number."""
+    from pyspark.sql import functions as F
+
+    spark = df.sparkSession
+    key_of = {}
+    n = 16 * parts
+    while len(key_of) < parts:
+        rows = spark.range(0, n).select("id", F.expr(f"pmod(hash(id), {parts})").alias("p")).collect()
+        for r in rows:
+            key_of.setdefault(r["p"], r["id"])
+        n *= 4
+    keys = F.array(*[F.lit(key_of[k]) for k in range(parts)])
+    return df.withColumn("_key", F.element_at(keys, F.col(part_col) + 1)).repartition(parts, "_key")
+
+
 def _runs(table):
     """The ``_part`` column of a table sorted by it, and where each part's run starts
     (with the end last)."""
@@ -412,7 +432,7 @@ def build(
                 if writer is not None:
                     _finish_part(parts_dir, writer)
 
-            by_src = resolved.repartitionByRange(P, "_part").sortWithinPartitions("_part", "_src", "_dst", "_ord")
+            by_src = _by_part(resolved, "_part", P).sortWithinPartitions("_part", "_src", "_dst", "_ord")
             triples = by_src.mapInArrow(write_out, "_dst long, _src long, _eid long").persist(StorageLevel.DISK_ONLY)
             persisted.append(triples)
             if triples.count() != m_edges:
@@ -445,8 +465,7 @@ def build(
 
             in_part = F.expr(f"cast((_dst * {P}) div {max(n_nodes, 1)} as int)")
             (
-                triples.withColumn("_part", in_part)
-                .repartitionByRange(P, "_part")
+                _by_part(triples.withColumn("_part", in_part), "_part", P)
                 .sortWithinPartitions("_part", "_dst", "_src", "_eid")
                 .mapInArrow(write_in, "n long")
                 .collect()
