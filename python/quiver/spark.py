@@ -205,7 +205,8 @@ def _by_part(df, part_col: str, parts: int):
         for r in rows:
             key_of.setdefault(r["p"], r["id"])
         n *= 4
-    keys = F.array(*[F.lit(key_of[k]) for k in range(parts)])
+    # (Long keys, as spark.range's: an int's hash differs from the same long's.)
+    keys = F.array(*[F.lit(key_of[k]).cast("long") for k in range(parts)])
     return df.withColumn("_key", F.element_at(keys, F.col(part_col) + 1)).repartition(parts, "_key")
 
 
@@ -237,6 +238,7 @@ def build(
     end_column: Optional[str] = None,
     overwrite: bool = False,
     rejects_path: Optional[str] = None,
+    broadcast_ids: int = 20_000_000,
 ) -> BuildResult:
     """Builds the database ``out`` from ``nodes`` (label -> path or DataFrame, in the
     order their node ids are given) and ``relationships`` (type -> path or DataFrame).
@@ -244,7 +246,9 @@ def build(
     ``partitions`` (default: Spark's default parallelism) is how many ranges of nodes
     the relationships are split into: the CSR parts each way and the tasks that write
     them. Rejected rows are written as CSV under ``rejects_path`` (default
-    ``<out>.rejects``) and returned as ``BuildResult.rejects``.
+    ``<out>.rejects``) and returned as ``BuildResult.rejects``. Up to ``broadcast_ids``
+    nodes, relationship endpoints are resolved by broadcast joins (each executor holds
+    the ids, about 50 bytes a node); past it, by shuffle joins.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -367,109 +371,124 @@ def build(
         t0 = time.perf_counter()
         rel_specs = []
         n_rels = 0
+        # Endpoints resolve against the ids by a broadcast join while they fit an
+        # executor's memory (the edges then never shuffle for the join), else by a
+        # shuffle join whose result is kept (its order must not change between passes).
+        broadcast = n_nodes <= broadcast_ids
         for ti, (rtype, src) in enumerate(relationships.items()):
             df = _read(spark, src)
             s, e = _endpoints(df, start_column, end_column, f"relationships {rtype}")
             prop_cols = [c for c in df.columns if c not in (s, e)]
-            df = df.withColumn("_ord", F.monotonically_increasing_id())
             key_type = dict(all_ids.dtypes)["id"] if all_ids is not None else "long"
             src_ids = all_ids.select(F.col("id").alias("_sk"), F.col("node").alias("_src"))
             dst_ids = all_ids.select(F.col("id").alias("_dk"), F.col("node").alias("_dst"))
+            if broadcast:
+                src_ids, dst_ids = F.broadcast(src_ids), F.broadcast(dst_ids)
             j = (
                 df.join(src_ids, F.col(f"`{s}`").cast(key_type) == F.col("_sk"), "left")
                 .join(dst_ids, F.col(f"`{e}`").cast(key_type) == F.col("_dk"), "left")
                 .drop("_sk", "_dk")
             )
-            j = j.persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(j)
+            if not broadcast:
+                j = j.persist(StorageLevel.MEMORY_AND_DISK)
+                persisted.append(j)
             bad = j.filter(F.col("_src").isNull() | F.col("_dst").isNull()).withColumn(
                 "_reason",
                 F.when(F.col("_src").isNull(), F.lit("missing start node")).otherwise(F.lit("missing end node")),
             )
-            if bad.limit(1).count() > 0:
+            # Edge ids in input order, as `quiver import` numbers them: a partition's
+            # first id from the counts of those before it, then its rows in order. The
+            # same pass counts the rejected rows.
+            ok = F.col("_src").isNotNull() & F.col("_dst").isNotNull()
+            tally = j.groupBy(F.spark_partition_id().alias("_pid"), ok.alias("_ok")).count().collect()
+            counts = {r["_pid"]: r["count"] for r in tally if r["_ok"]}
+            if any(not r["_ok"] for r in tally):
                 rejected_frames.append(_with_reason(bad.drop("_src", "_dst").withColumn("type", F.lit(rtype))))
-            part_expr = F.expr(f"cast((_src * {P}) div {max(n_nodes, 1)} as int)")
-            resolved = j.filter(F.col("_src").isNotNull() & F.col("_dst").isNotNull()).withColumn("_part", part_expr)
-            counts = dict((r[0], r[1]) for r in resolved.groupBy("_part").count().collect())
-            first_entry = {}
-            acc = 0
-            for k in range(P):
-                first_entry[k] = acc
-                acc += counts.get(k, 0)
+            resolved = j.filter(ok).withColumn("_pid", F.spark_partition_id())
+            offsets, acc = [], 0
+            for pid in range(max(counts, default=-1) + 1):
+                offsets.append(acc)
+                acc += counts.get(pid, 0)
             m_edges = acc
+            first_id = F.element_at(F.array(*[F.lit(o) for o in offsets] or [F.lit(0)]), F.col("_pid") + 1)
+            numbered = resolved.withColumn(
+                "_eid", first_id + F.expr("monotonically_increasing_id() & 8589934591")
+            )
 
-            def write_out(batches, ti=ti, first_entry=first_entry, prop_cols=prop_cols, m_edges=m_edges):
-                # Streamed: a part's batches go to its writer as they come, and the
-                # (target, source, edge id) triples go back to Spark at once; only the
-                # writer's entries (4 bytes each) wait for the part's end.
-                cols = ["_src", "_dst", *prop_cols]
-                writer, k, done = None, None, 0
-                for batch in batches:
-                    _check_live(parts_dir)
-                    part, starts = _runs(batch)
-                    for a, b in zip(starts, starts[1:]):
-                        sub = batch.slice(a, b - a)
-                        if int(part[a]) != k:
+            if prop_cols:
+                # The property rows, in edge-id order: each input partition writes its
+                # own, as they come; nothing of them is shuffled.
+                def write_props(batches, ti=ti, offsets=offsets, prop_cols=prop_cols):
+                    writer, pid, expect = None, None, 0
+                    for batch in batches:
+                        _check_live(parts_dir)
+                        p0 = batch.column("_pid")[0].as_py() if batch.num_rows else pid
+                        if p0 != pid:
                             if writer is not None:
                                 _finish_part(parts_dir, writer)
-                            k, done = int(part[a]), 0
-                            lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
-                            props = f"rels-{ti:04}-props-{k:06}.seg" if prop_cols else None
+                            pid, expect = p0, offsets[p0]
+                            sub0 = batch.select(prop_cols)
                             writer = _PartWriter(
-                                sub.select(cols).schema,
-                                lambda r, k=k, lo=lo, hi=hi, props=props: _quiver.write_csr_part(
-                                    parts_dir, f"rels-{ti:04}-out-{k:06}.seg", lo, hi - lo, n_nodes, m_edges,
-                                    False, r, props_name=props,
+                                sub0.schema,
+                                lambda r, pid=pid: _quiver.write_table_part(
+                                    parts_dir, f"rels-{ti:04}-props-{pid:06}.seg", r
                                 ),
                             )
-                        writer.put(sub.select(cols))
-                        base = first_entry[k] + done
-                        done += sub.num_rows
-                        eid = pa.array(np.arange(base, base + sub.num_rows, dtype=np.int64))
-                        yield pa.RecordBatch.from_arrays(
-                            [sub.column("_dst"), sub.column("_src"), eid], names=["_dst", "_src", "_eid"]
-                        )
-                if writer is not None:
-                    _finish_part(parts_dir, writer)
+                        eids = batch.column("_eid").to_numpy()
+                        pids = batch.column("_pid").to_numpy()
+                        if len(eids) and (
+                            (pids != pid).any() or eids[0] != expect or (np.diff(eids) != 1).any()
+                        ):
+                            raise RuntimeError(
+                                "the relationships' partitions changed between two passes "
+                                "(is the input deterministic?)"
+                            )
+                        expect += len(eids)
+                        writer.put(batch.select(prop_cols))
+                    if writer is not None:
+                        _finish_part(parts_dir, writer)
+                    yield pa.RecordBatch.from_arrays([pa.array([0], pa.int64())], names=["n"])
 
-            by_src = _by_part(resolved, "_part", P).sortWithinPartitions("_part", "_src", "_dst", "_ord")
-            triples = by_src.mapInArrow(write_out, "_dst long, _src long, _eid long").persist(StorageLevel.DISK_ONLY)
-            persisted.append(triples)
-            if triples.count() != m_edges:
-                raise _quiver.ImportFailed(f"relationships {rtype}: out parts do not hold every relationship")
+                numbered.select("_pid", "_eid", *[F.col(f"`{c}`") for c in prop_cols]).mapInArrow(
+                    write_props, "n long"
+                ).collect()
 
-            def write_in(batches, ti=ti, m_edges=m_edges):
-                cols = ["_dst", "_src", "_eid"]
-                writer, k, n_parts = None, None, 0
+            def write_csr(batches, ti=ti, m_edges=m_edges, side="out"):
+                # One range a task (`_by_part`), streamed into its writer, which sorts.
+                # (Should a task get rows of several ranges, each gets a writer.)
+                writers = {}
                 for batch in batches:
                     _check_live(parts_dir)
-                    part, starts = _runs(batch)
-                    for a, b in zip(starts, starts[1:]):
-                        sub = batch.slice(a, b - a).select(cols)
-                        if int(part[a]) != k:
-                            if writer is not None:
-                                _finish_part(parts_dir, writer)
-                            k = int(part[a])
-                            n_parts += 1
+                    if not batch.num_rows:
+                        continue
+                    part = batch.column("_part").to_numpy()
+                    for k in np.unique(part).tolist():
+                        sub = batch if part[0] == part[-1] == k else batch.filter(pa.array(part == k))
+                        sub = sub.select(["_a", "_b", "_eid"])
+                        if k not in writers:
                             lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
-                            writer = _PartWriter(
+                            writers[k] = _PartWriter(
                                 sub.schema,
                                 lambda r, k=k, lo=lo, hi=hi: _quiver.write_csr_part(
-                                    parts_dir, f"rels-{ti:04}-in-{k:06}.seg", lo, hi - lo, n_nodes, m_edges, True, r
+                                    parts_dir, f"rels-{ti:04}-{side}-{k:06}.seg", lo, hi - lo, n_nodes, m_edges,
+                                    True, r,
                                 ),
                             )
-                        writer.put(sub)
-                if writer is not None:
-                    _finish_part(parts_dir, writer)
-                yield pa.RecordBatch.from_arrays([pa.array([n_parts], pa.int64())], names=["n"])
+                        writers[k].put(sub)
+                for w in writers.values():
+                    _finish_part(parts_dir, w)
+                yield pa.RecordBatch.from_arrays([pa.array([len(writers)], pa.int64())], names=["n"])
 
-            in_part = F.expr(f"cast((_dst * {P}) div {max(n_nodes, 1)} as int)")
-            (
-                _by_part(triples.withColumn("_part", in_part), "_part", P)
-                .sortWithinPartitions("_part", "_dst", "_src", "_eid")
-                .mapInArrow(write_in, "n long")
-                .collect()
-            )
+            for side, a_col, b_col in (("out", "_src", "_dst"), ("in", "_dst", "_src")):
+                ends = numbered.select(
+                    F.col(a_col).alias("_a"),
+                    F.col(b_col).alias("_b"),
+                    "_eid",
+                    F.expr(f"cast(({a_col} * {P}) div {max(n_nodes, 1)} as int)").alias("_part"),
+                )
+                _by_part(ends, "_part", P).mapInArrow(
+                    lambda it, side=side, f=write_csr: f(it, side=side), "n long"
+                ).collect()
             rel_specs.append((ti, rtype, prop_cols, m_edges))
             n_rels += m_edges
         seconds["relationships"] = time.perf_counter() - t0
@@ -494,10 +513,7 @@ def build(
                         # A range of nodes no relationship starts (or ends) at.
                         lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
                         infos[fname] = json.loads(
-                            _quiver.write_csr_part(
-                                parts_dir, fname, lo, hi - lo, n_nodes, m_edges, side == "in",
-                                empty if side == "in" else empty.select(["a", "b"]),
-                            )
+                            _quiver.write_csr_part(parts_dir, fname, lo, hi - lo, n_nodes, m_edges, True, empty)
                         )
                     parts.append(infos[fname])
                 sides[side] = parts

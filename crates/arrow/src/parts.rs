@@ -351,13 +351,12 @@ fn ints(batch: &RecordBatch, i: usize, what: &str) -> Result<Vec<i64>, PartError
 }
 
 /// One part of a CSR: the entries of nodes `first_node .. first_node + n_nodes`, from
-/// batches of (node, neighbour) or (node, neighbour, edge id) sorted by node, then
-/// neighbour, in a CSR over `whole`'s nodes and edges. Edge ids are needed unless an
-/// entry's id is its position (the out side of a segment numbered by it). With
-/// `props`, the batches' further columns are the relationships' properties in that
-/// order (edge-id order on the out side), written as the table part `props` as they
-/// come; the entries wait in memory (4 bytes each, 12 with edge ids) until the last
-/// batch, since the offsets go first.
+/// batches of (node, neighbour) or (node, neighbour, edge id) in any order, in a CSR over
+/// `whole`'s nodes and edges. The entries wait in memory (8 bytes each, 16 with edge
+/// ids) until the last batch, then are sorted by node (a counting sort), then neighbour
+/// and edge id within a node, and written. Edge ids are needed unless an entry's id is
+/// its position. With `props`, the batches' further columns are the relationships'
+/// properties in edge-id order, written as the table part `props` as they come.
 #[allow(clippy::too_many_arguments)]
 pub fn write_csr_part(
     dir: &Path,
@@ -383,10 +382,10 @@ pub fn write_csr_part(
         Some(p) => Some(TablePart::new(&staging, p, key_cols)?),
         None => None,
     };
-    let mut degrees = vec![0u32; n_nodes as usize];
-    let mut targets: Vec<u32> = Vec::new();
+    // (local node, neighbour) and the edge ids, in arrival order.
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
     let mut eids: Vec<u64> = Vec::new();
-    let mut last = (first_node as i64, -1i64);
+    let mut degrees = vec![0u32; n_nodes as usize];
     let mut batches = Timed::new(batches);
     for batch in &mut batches {
         let batch = batch?;
@@ -411,13 +410,6 @@ pub fn write_csr_part(
                     whole.n_nodes
                 )));
             }
-            if (n, t) < last {
-                return Err(invalid(format!(
-                    "{name}: entries must come sorted by node, then neighbour ({n} -> {t} after {} -> {})",
-                    last.0, last.1
-                )));
-            }
-            last = (n, t);
             if let Some(e) = &eid {
                 if e[k] < 0 || e[k] as u64 >= whole.n_edges {
                     return Err(invalid(format!(
@@ -427,24 +419,45 @@ pub fn write_csr_part(
                 }
                 eids.push(e[k] as u64);
             }
-            let d = &mut degrees[(n as u64 - first_node) as usize];
+            let local = (n as u64 - first_node) as u32;
+            let d = &mut degrees[local as usize];
             *d = d
                 .checked_add(1)
                 .ok_or_else(|| invalid(format!("{name}: node {n} has over 4 billion entries")))?;
-            targets.push(t as u32);
+            pairs.push((local, t as u32));
         }
         if let Some(t) = &mut table {
             t.push(&batch)?;
         }
     }
+    // Counting sort by node, then each node's entries by (neighbour, edge id).
+    let mut start = Vec::with_capacity(degrees.len() + 1);
+    let mut acc = 0usize;
+    for &d in &degrees {
+        start.push(acc);
+        acc += d as usize;
+    }
+    start.push(acc);
+    let mut slot = start.clone();
+    let mut sorted: Vec<(u32, u64)> = vec![(0, 0); pairs.len()];
+    for (i, &(local, t)) in pairs.iter().enumerate() {
+        let at = &mut slot[local as usize];
+        sorted[*at] = (t, eids.get(i).copied().unwrap_or(0));
+        *at += 1;
+    }
+    drop(pairs);
+    drop(eids);
+    for w in start.windows(2) {
+        sorted[w[0]..w[1]].sort_unstable();
+    }
     let whole = CsrPartOf {
         first_node,
         ..whole
     };
-    let n = targets.len() as u64;
+    let n = sorted.len() as u64;
     let mut w = CsrWriter::create_part(&staging, name, &degrees, n, whole, with_edge_ids)?;
-    for (i, &t) in targets.iter().enumerate() {
-        w.push(t, eids.get(i).copied().unwrap_or(0))?;
+    for &(t, e) in &sorted {
+        w.push(t, e)?;
     }
     let props = match table {
         Some(t) => Some(t.finish()?),
