@@ -453,7 +453,14 @@ def build(
                     write_props, "n long"
                 ).collect()
 
-            def write_csr(batches, ti=ti, m_edges=m_edges, side="out"):
+            # A type with properties keeps its edge ids (input order, its property rows'
+            # order) both ways; one without numbers its edges by out-CSR position, as
+            # `quiver import` does, and stores none (the in side's k-th parallel entry
+            # is the out side's k-th).
+            with_ids = bool(prop_cols)
+            cols = ["_a", "_b", "_eid"] if with_ids else ["_a", "_b"]
+
+            def write_csr(batches, ti=ti, m_edges=m_edges, side="out", with_ids=with_ids, cols=cols):
                 # One range a task (`_by_part`), streamed into its writer, which sorts.
                 # (Should a task get rows of several ranges, each gets a writer.)
                 writers = {}
@@ -464,14 +471,14 @@ def build(
                     part = batch.column("_part").to_numpy()
                     for k in np.unique(part).tolist():
                         sub = batch if part[0] == part[-1] == k else batch.filter(pa.array(part == k))
-                        sub = sub.select(["_a", "_b", "_eid"])
+                        sub = sub.select(cols)
                         if k not in writers:
                             lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
                             writers[k] = _PartWriter(
                                 sub.schema,
                                 lambda r, k=k, lo=lo, hi=hi: _quiver.write_csr_part(
                                     parts_dir, f"rels-{ti:04}-{side}-{k:06}.seg", lo, hi - lo, n_nodes, m_edges,
-                                    True, r,
+                                    with_ids, r,
                                 ),
                             )
                         writers[k].put(sub)
@@ -480,10 +487,10 @@ def build(
                 yield pa.RecordBatch.from_arrays([pa.array([len(writers)], pa.int64())], names=["n"])
 
             for side, a_col, b_col in (("out", "_src", "_dst"), ("in", "_dst", "_src")):
-                ends = numbered.select(
+                ends = (numbered if with_ids else resolved).select(
                     F.col(a_col).alias("_a"),
                     F.col(b_col).alias("_b"),
-                    "_eid",
+                    *(["_eid"] if with_ids else []),
                     F.expr(f"cast(({a_col} * {P}) div {max(n_nodes, 1)} as int)").alias("_part"),
                 )
                 _by_part(ends, "_part", P).mapInArrow(
@@ -512,8 +519,12 @@ def build(
                     if fname not in infos:
                         # A range of nodes no relationship starts (or ends) at.
                         lo, hi = _lo(k, n_nodes, P), _lo(k + 1, n_nodes, P)
+                        with_ids = bool(prop_cols)
                         infos[fname] = json.loads(
-                            _quiver.write_csr_part(parts_dir, fname, lo, hi - lo, n_nodes, m_edges, True, empty)
+                            _quiver.write_csr_part(
+                                parts_dir, fname, lo, hi - lo, n_nodes, m_edges, with_ids,
+                                empty if with_ids else empty.select(["a", "b"]),
+                            )
                         )
                     parts.append(infos[fname])
                 sides[side] = parts

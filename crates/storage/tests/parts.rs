@@ -94,6 +94,18 @@ fn cols() -> Vec<PropertyMeta> {
 
 /// The segment whole, and the same in parts over the node ranges `cuts`.
 fn segment(st: &Staging, tag: &str, out_cuts: &[u64], in_cuts: &[u64]) -> RelSegmentMeta {
+    segment_ids(st, tag, out_cuts, in_cuts, true)
+}
+
+/// With `in_ids` false the in side stores no edge ids (a type without properties: its
+/// k-th parallel entry is the out side's k-th).
+fn segment_ids(
+    st: &Staging,
+    tag: &str,
+    out_cuts: &[u64],
+    in_cuts: &[u64],
+    in_ids: bool,
+) -> RelSegmentMeta {
     let e = edges();
     let n = e.len() as u64;
     let out: Vec<(u32, u32, u64)> = e
@@ -117,7 +129,7 @@ fn segment(st: &Staging, tag: &str, out_cuts: &[u64], in_cuts: &[u64]) -> RelSeg
     let ins: Vec<SegmentMeta> = ranges(in_cuts)
         .iter()
         .enumerate()
-        .map(|(k, &(lo, hi))| part(st, &format!("{tag}-in-{k}.seg"), lo, hi, &inc, n, true))
+        .map(|(k, &(lo, hi))| part(st, &format!("{tag}-in-{k}.seg"), lo, hi, &inc, n, in_ids))
         .collect();
     // Property files follow the out parts: edge ids are their positions.
     let mut first = 0;
@@ -191,7 +203,12 @@ fn a_segment_in_parts_reads_as_the_segment_whole() {
         patches: Vec::new(),
         deleted: None,
     }];
-    manifest.rel_types = vec![rel_type("WHOLE", whole), rel_type("PARTED", parted)];
+    let bare = segment_ids(&st, "bare", &[10, 11, 40, 45], &[3, 30, 59], false);
+    manifest.rel_types = vec![
+        rel_type("WHOLE", whole),
+        rel_type("PARTED", parted),
+        rel_type("BARE", bare),
+    ];
     // Every part is a file the generation keeps.
     assert!(manifest
         .files()
@@ -253,6 +270,19 @@ fn a_segment_in_parts_reads_as_the_segment_whole() {
             d.node_edge_positions(p, node, |s, a, b| pp.push((s, a, b)))
                 .unwrap();
             assert_eq!(pw, pp, "{mode:?} positions at {node}");
+        }
+        // Without in-side ids, an in entry's id is its position, which the k-th-parallel
+        // rule maps to the out side's id across parts.
+        for node in 0..N as u32 {
+            let mut want: Vec<_> = d.neighbours(w, node, Direction::In).unwrap().collect();
+            let mut got: Vec<_> = d
+                .neighbours(2, node, Direction::In)
+                .unwrap()
+                .map(|(nb, raw)| (nb, d.canonical_edge_id(2, node, nb, raw).unwrap()))
+                .collect();
+            want.sort();
+            got.sort();
+            assert_eq!(want, got, "{mode:?} in-neighbours of {node} without ids");
         }
         for (eid, &(a, b)) in edges().iter().enumerate() {
             let eid = eid as u64;
