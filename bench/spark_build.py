@@ -194,14 +194,15 @@ def compare_queries(qb, dbs, n_users, rounds=3):
         f.write("id\n" + "".join(f"{rnd.randrange(1, n_users + 1)}\n" for _ in range(2000)))
     one = f"{ROOT}/bench/out/spark-one.csv"
     with open(one, "w") as f:
-        f.write("x\n" + "1\n" * 20)
+        f.write("x\n" + "1\n" * 5)
     out = {}
     for name, q in READS + SCANS:
         params = ids if "$id" in q else one
         times = {d: [] for d in dbs}
         for _ in range(rounds):
             for d in dbs:
-                p = subprocess.run([qb, "query", "--db", d, "--bench-params", params, "--warmup", "50", q],
+                warm = "50" if "$id" in q else "2"
+                p = subprocess.run([qb, "query", "--db", d, "--bench-params", params, "--warmup", warm, q],
                                    capture_output=True, text=True)
                 if p.returncode != 0:
                     sys.exit(p.stderr)
