@@ -7,24 +7,6 @@
 mod common;
 
 use std::io::Write;
-use std::process::Command;
-
-fn have_driver() -> bool {
-    let have = Command::new("python3")
-        .args(["-c", "import neo4j, pytz"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have {
-        assert!(
-            std::env::var_os("QUIVER_REQUIRE_BOLT_DRIVER").is_none(),
-            "the neo4j Python driver is not installed (python3 -m pip install neo4j)"
-        );
-        eprintln!(
-            "skipped: the neo4j Python driver is not installed (python3 -m pip install neo4j)"
-        );
-    }
-    have
-}
 
 /// A database with user alice (password `pa55word`) and a server on it; the server's
 /// address. The server is killed when the returned guard drops.
@@ -33,33 +15,22 @@ fn start(db: &std::path::Path, extra: &[&str]) -> (common::Served, String) {
     common::serve_as_alice(db, extra)
 }
 
-/// Runs python3 with `args`; it must succeed and print `ok`.
-fn python_ok(args: &[&str]) {
-    let out = Command::new("python3").args(args).output().unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "python3 failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn the_python_driver_works_against_quiver_serve() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (_server, addr) = start(&dir.path().join("db"), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bolt_driver.py");
-    python_ok(&[script, &format!("bolt://{addr}"), "alice", "pa55word"]);
+    common::python_ok(&[script, &format!("bolt://{addr}"), "alice", "pa55word"]);
 }
 
 /// `--tls-cert` / `--tls-key`: the driver connects with `bolt+ssc://` (TLS, the
 /// self-signed certificate accepted); a plain `bolt://` client does not get in.
 #[test]
 fn tls_with_a_self_signed_certificate() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -93,14 +64,14 @@ except Exception as e:
 print("ok")
 "#
     );
-    python_ok(&["-c", &code]);
+    common::python_ok(&["-c", &code]);
 }
 
 /// `--query-timeout-secs`: a statement past the limit is stopped and reported as a
 /// timeout; the server and the session stay usable.
 #[test]
 fn a_statement_past_the_query_timeout_is_stopped() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -123,14 +94,14 @@ with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
 print("ok")
 "#
     );
-    python_ok(&["-c", &code]);
+    common::python_ok(&["-c", &code]);
 }
 
 /// `--max-connections`: a client past the limit gets a transient error (which drivers
 /// retry), not a dropped socket; once a connection frees, it gets in.
 #[test]
 fn a_client_past_max_connections_gets_a_transient_error() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -157,7 +128,7 @@ d2.close()
 print("ok")
 "#
     );
-    python_ok(&["-c", &code]);
+    common::python_ok(&["-c", &code]);
 }
 
 /// Silent sockets cannot lock clients out: unauthenticated connections have their own
@@ -168,7 +139,7 @@ fn silent_and_slow_sockets_do_not_lock_clients_out() {
     use std::io::Read;
     use std::net::TcpStream;
     use std::time::{Duration, Instant};
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -199,7 +170,7 @@ d.close()
 print("ok")
 "#
     );
-    python_ok(&["-c", &code]);
+    common::python_ok(&["-c", &code]);
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let closed_at = Instant::now();
@@ -420,7 +391,7 @@ fn the_bolt_port_serves_a_web_app_folder() {
 /// columns they read; `SHOW ... YIELD ... WHERE ... RETURN` filters and projects.
 #[test]
 fn what_the_browser_sends_on_connect_answers() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -468,7 +439,7 @@ print("ok")
 "#;
     let path = dir.path().join("browser_connect.py");
     std::fs::write(&path, script).unwrap();
-    python_ok(&[common::s(&path), &format!("bolt://{addr}")]);
+    common::python_ok(&[common::s(&path), &format!("bolt://{addr}")]);
 }
 
 /// A raw Bolt 5.4 client over TCP (no driver), for the server's limits.
@@ -709,7 +680,7 @@ fn messages_that_arrive_while_a_statement_runs_are_answered() {
 /// driver, so any conflict that reached the client would fail the script.
 #[test]
 fn conflicting_auto_commit_writes_wait_rather_than_fail() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -737,5 +708,5 @@ with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
 print("ok")
 "#
     );
-    python_ok(&["-c", &code]);
+    common::python_ok(&["-c", &code]);
 }

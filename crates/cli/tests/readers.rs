@@ -10,21 +10,6 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-fn have_driver() -> bool {
-    let have = Command::new("python3")
-        .args(["-c", "import neo4j"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have {
-        assert!(
-            std::env::var_os("QUIVER_REQUIRE_BOLT_DRIVER").is_none(),
-            "the neo4j Python driver is not installed (python3 -m pip install neo4j)"
-        );
-        eprintln!("skipped: the neo4j Python driver is not installed");
-    }
-    have
-}
-
 /// A port free now (bound and released: the servers must know each other's addresses
 /// before they start).
 fn free_port() -> u16 {
@@ -106,7 +91,7 @@ print("ok")
 
 #[test]
 fn a_neo4j_driver_spreads_reads_over_readers_and_writes_to_the_writer() {
-    if !have_driver() {
+    if !common::have_driver() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -137,16 +122,7 @@ fn a_neo4j_driver_spreads_reads_over_readers_and_writes_to_the_writer() {
         assert!(line.contains("read only"), "{line}");
         readers.push(r);
     }
-    let out = Command::new("python3")
-        .args(["-c", SCRIPT, &addrs[0], &addrs[1], &addrs[2]])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "python3 failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::python_ok(&["-c", SCRIPT, &addrs[0], &addrs[1], &addrs[2]]);
 }
 
 /// A reader needs a database to open: an empty folder is an error that says so, not a

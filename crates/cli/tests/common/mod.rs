@@ -156,3 +156,38 @@ pub fn serve_as_alice(db: &Path, extra: &[&str]) -> (Served, String) {
         .to_string();
     (Served(server), addr)
 }
+
+/// Whether the neo4j Python driver is installed (a missing one fails the test when
+/// QUIVER_REQUIRE_BOLT_DRIVER is set, as in CI; elsewhere it is reported and skipped).
+#[allow(dead_code)]
+pub fn have_driver() -> bool {
+    let have = std::process::Command::new("python3")
+        .args(["-c", "import neo4j, pytz"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        assert!(
+            std::env::var_os("QUIVER_REQUIRE_BOLT_DRIVER").is_none(),
+            "the neo4j Python driver is not installed (python3 -m pip install neo4j)"
+        );
+        eprintln!(
+            "skipped: the neo4j Python driver is not installed (python3 -m pip install neo4j)"
+        );
+    }
+    have
+}
+
+#[allow(dead_code)]
+/// Runs python3 with `args`; it must succeed and print `ok`.
+pub fn python_ok(args: &[&str]) {
+    let out = std::process::Command::new("python3")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "python3 failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
