@@ -17,48 +17,23 @@ import json
 import multiprocessing as mp
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def quiver_bin():
-    for p in (os.environ.get("QUIVER_BIN"), f"{ROOT}/target/release/quiver"):
-        if p and os.path.exists(p):
-            return p
-    subprocess.run(["cargo", "build", "--release", "-p", "quiver-cli"], cwd=ROOT, check=True)
-    return f"{ROOT}/target/release/quiver"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bolt_bench import free_port, rss_kb, wait_serving  # noqa: E402
+from import_bench import QUIVER, ROOT  # noqa: E402
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(qb, db, port, extra):
+def serve(db, port, extra):
     p = subprocess.Popen(
-        [qb, "serve", "--no-auth", "--db", db, "--listen", f"127.0.0.1:{port}", *extra],
+        [str(QUIVER), "serve", "--no-auth", "--db", db, "--listen", f"127.0.0.1:{port}", *extra],
         stderr=subprocess.PIPE, text=True,
     )
-    for line in p.stderr:
-        if "serving" in line:
-            return p
-    raise SystemExit(f"server on {port} did not start")
-
-
-def peak_rss(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    wait_serving(p)
+    return p
 
 
 def client(addr, seconds, n_ids, seed, out):
@@ -88,14 +63,14 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--ids", type=int, default=1_632_803)
     a = ap.parse_args()
-    qb = quiver_bin()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
     rows = []
     for n in [int(x) for x in a.readers.split(",")]:
         ports = [free_port() for _ in range(n + 1)]
         addrs = [f"127.0.0.1:{p}" for p in ports]
         route = ["--route-writers", addrs[0], "--route-readers", ",".join(addrs[1:])]
-        procs = [serve(qb, a.db, ports[0], route)]
-        procs += [serve(qb, a.db, p, ["--read-only", *route]) for p in ports[1:]]
+        procs = [serve(a.db, ports[0], route)]
+        procs += [serve(a.db, p, ["--read-only", *route]) for p in ports[1:]]
         q = mp.Queue()
         cs = [mp.Process(target=client, args=(addrs[0], a.seconds, a.ids, i, q)) for i in range(a.clients)]
         t = time.perf_counter()
@@ -110,7 +85,7 @@ def main():
         for _, w in results:
             for k, v in w.items():
                 where[k] = where.get(k, 0) + v
-        rss = [peak_rss(p.pid) for p in procs]
+        rss = [rss_kb(p.pid, "VmHWM:") * 1024 for p in procs]
         for p in procs:
             p.terminate()
             p.wait()

@@ -15,7 +15,8 @@
    the model and its assumptions).
 5. Equal answers: counts and seed 003's queries on both databases.
 
-Prints a table and writes JSON to bench/out/spark_build-<N>.json.
+Prints a table and writes JSON to bench/out/spark_build-<N>.json. Needs pyspark, pyarrow
+and psutil (pip).
 """
 
 import argparse
@@ -27,16 +28,18 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_bench import QUIVER, ROOT  # noqa: E402
+from servers import _sample_rss, _tree  # noqa: E402
+
+ROOT = str(ROOT)
 
 
 def quiver_bin():
-    for p in (os.environ.get("QUIVER_BIN"), f"{ROOT}/target/release/quiver"):
-        if p and os.path.exists(p):
-            return p
-    subprocess.run(["cargo", "build", "--release", "-p", "quiver-cli"], cwd=ROOT, check=True)
-    return f"{ROOT}/target/release/quiver"
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "quiver-cli"], cwd=ROOT, check=True)
+    return str(QUIVER)
 
 
 def prepare(scale, out):
@@ -91,46 +94,18 @@ def prepare(scale, out):
     return users, follows
 
 
-def rss_of_tree(pid):
-    """Resident bytes of a process and its descendants."""
-    total = 0
-    try:
-        out = subprocess.run(["ps", "-o", "pid=,ppid=,rss=", "-e"], capture_output=True, text=True).stdout
-    except OSError:
-        return 0
-    kids = {}
-    rss = {}
-    for line in out.split("\n"):
-        p = line.split()
-        if len(p) == 3:
-            kids.setdefault(int(p[1]), []).append(int(p[0]))
-            rss[int(p[0])] = int(p[2]) * 1024
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        total += rss.get(p, 0)
-        stack.extend(kids.get(p, []))
-    return total
-
-
 class Peak:
     """Samples the RSS of this process's tree (the JVM and Python workers Spark starts)."""
 
     def __init__(self):
-        self.peak = 0
-        self.stop = False
-        self.t = threading.Thread(target=self.run, daemon=True)
+        self.stop, self.out = threading.Event(), []
+        self.t = threading.Thread(target=_sample_rss, args=(lambda: _tree(os.getpid()), self.stop, self.out))
         self.t.start()
 
-    def run(self):
-        while not self.stop:
-            self.peak = max(self.peak, rss_of_tree(os.getpid()))
-            time.sleep(0.2)
-
     def done(self):
-        self.stop = True
+        self.stop.set()
         self.t.join()
-        return self.peak
+        return self.out[0]
 
 
 QUERIES = [

@@ -184,9 +184,7 @@ class _PartWriter:
 
 def _finish_part(parts_dir: str, writer: "_PartWriter") -> None:
     """Ends a part's writer and writes the descriptions of what it wrote."""
-    infos = json.loads(writer.close())
-    for info in infos if isinstance(infos, list) else [infos]:
-        _write_sidecar(parts_dir, json.dumps(info))
+    _write_sidecar(parts_dir, writer.close())
 
 
 def _by_part(df, part_col: str, parts: int):
@@ -208,16 +206,6 @@ def _by_part(df, part_col: str, parts: int):
     # (Long keys, as spark.range's: an int's hash differs from the same long's.)
     keys = F.array(*[F.lit(key_of[k]).cast("long") for k in range(parts)])
     return df.withColumn("_key", F.element_at(keys, F.col(part_col) + 1)).repartition(parts, "_key")
-
-
-def _runs(table):
-    """The ``_part`` column of a table sorted by it, and where each part's run starts
-    (with the end last)."""
-    import numpy as np
-
-    part = table.column("_part").to_numpy()
-    cuts = np.flatnonzero(np.diff(part)) + 1
-    return part, [0, *cuts.tolist(), len(part)]
 
 
 def _with_reason(df, reason_col: str = "reason"):
@@ -370,7 +358,6 @@ def build(
         # 3. Relationships.
         t0 = time.perf_counter()
         rel_specs = []
-        n_rels = 0
         # Endpoints resolve against the ids by a broadcast join while they fit an
         # executor's memory (the edges then never shuffle for the join), else by a
         # shuffle join whose result is kept (its order must not change between passes).
@@ -497,7 +484,6 @@ def build(
                     lambda it, side=side, f=write_csr: f(it, side=side), "n long"
                 ).collect()
             rel_specs.append((ti, rtype, prop_cols, m_edges))
-            n_rels += m_edges
         seconds["relationships"] = time.perf_counter() - t0
 
         # 4. Publish.

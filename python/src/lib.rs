@@ -1082,17 +1082,7 @@ fn input_group(
         (arrow_schema::SchemaRef, quiver_arrow::source::Batches),
         String,
     > {
-        let stream =
-            Python::attach(|py| -> PyResult<FFI_ArrowArrayStream> {
-                let cap = obj.bind(py).call_method0("__arrow_c_stream__")?;
-                let cap = cap.cast::<PyCapsule>()?;
-                let ptr = cap.pointer_checked(Some(c"arrow_array_stream"))?;
-                Ok(unsafe {
-                    FFI_ArrowArrayStream::from_raw(ptr.as_ptr() as *mut FFI_ArrowArrayStream)
-                })
-            })
-            .map_err(|e| e.to_string())?;
-        let reader = RecordBatchStreamReader::try_new(stream).map_err(|e| e.to_string())?;
+        let reader = Python::attach(|py| arrow_stream(obj.bind(py))).map_err(|e| e.to_string())?;
         let schema = reader.schema();
         Ok((schema, Box::new(reader)))
     };
@@ -1552,12 +1542,9 @@ fn write_table_part(
 }
 
 /// Writes one CSR part over nodes `first_node .. first_node + n_nodes` from `data`'s
-/// (node, neighbour[, edge id]) rows sorted by node then neighbour; with `props_name`,
-/// the further columns as that property part. Returns the CSR part's description as
-/// JSON, or `[csr, props]` with `props_name`.
+/// (node, neighbour[, edge id]) rows in any order; returns its description as JSON.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (parts_dir, name, first_node, n_nodes, n_nodes_total, n_edges_total, with_edge_ids, data, props_name=None))]
 fn write_csr_part(
     py: Python<'_>,
     parts_dir: PathBuf,
@@ -1568,7 +1555,6 @@ fn write_csr_part(
     n_edges_total: u64,
     with_edge_ids: bool,
     data: &Bound<'_, PyAny>,
-    props_name: Option<String>,
 ) -> PyResult<String> {
     let reader = arrow_stream(data)?;
     let whole = quiver_storage::write::CsrPartOf {
@@ -1576,25 +1562,17 @@ fn write_csr_part(
         n_nodes: n_nodes_total,
         n_edges: n_edges_total,
     };
-    let (csr, props) = py
-        .detach(|| {
-            quiver_arrow::parts::write_csr_part(
-                &parts_dir,
-                &name,
-                first_node,
-                n_nodes,
-                whole,
-                with_edge_ids,
-                props_name.as_deref(),
-                reader,
-            )
-        })
-        .map_err(|e| ImportFailed::new_err(e.to_string()))?;
-    let json = match props {
-        Some(p) => serde_json::to_string(&(csr, p)),
-        None => serde_json::to_string(&csr),
-    };
-    json.map_err(|e| DatabaseError::new_err(e.to_string()))
+    part_result(py.detach(|| {
+        quiver_arrow::parts::write_csr_part(
+            &parts_dir,
+            &name,
+            first_node,
+            n_nodes,
+            whole,
+            with_edge_ids,
+            reader,
+        )
+    }))
 }
 
 /// Writes the id index from `data`'s (id, node) rows sorted by id.

@@ -207,13 +207,12 @@ fn push(
     Ok(())
 }
 
-/// The columns `from..` of a batch's schema as properties.
-fn columns_of(batch: &RecordBatch, from: usize) -> Result<Vec<PropertyMeta>, PartError> {
+/// The columns of a batch's schema as properties.
+fn columns_of(batch: &RecordBatch) -> Result<Vec<PropertyMeta>, PartError> {
     batch
         .schema()
         .fields()
         .iter()
-        .skip(from)
         .map(|f| {
             let dtype = quiver_type(f.data_type())
                 .map_err(|e| invalid(format!("column {:?}: {e}", f.name())))?;
@@ -225,52 +224,42 @@ fn columns_of(batch: &RecordBatch, from: usize) -> Result<Vec<PropertyMeta>, Par
         .collect()
 }
 
-/// A table part being written: the columns `from..` of the batches pushed, typed by
-/// their schema, in row groups of at most [`ROW_GROUP_ROWS_MAX`] rows (the rows of one
-/// row group are what it holds).
-struct TablePart<'s> {
-    staging: &'s Staging,
-    name: String,
-    from: usize,
-    w: Option<(TableWriter, Vec<ColumnBuilder>)>,
-    columns: Vec<PropertyMeta>,
-    rows: u64,
-}
-
-impl<'s> TablePart<'s> {
-    fn new(staging: &'s Staging, name: &str, from: usize) -> Result<Self, PartError> {
-        check_name(name)?;
-        Ok(TablePart {
-            staging,
-            name: name.to_string(),
-            from,
-            w: None,
-            columns: Vec::new(),
-            rows: 0,
-        })
-    }
-
-    fn push(&mut self, batch: &RecordBatch) -> Result<(), PartError> {
-        let (tw, builders) = match &mut self.w {
+/// A table part (a node table's rows, or a relationship type's property rows in edge-id
+/// order): every column of the batches, typed by their schema, in row groups of at most
+/// [`ROW_GROUP_ROWS_MAX`] rows (one row group's rows are what it holds). No batch at
+/// all writes an empty part with no columns.
+pub fn write_table_part(
+    dir: &Path,
+    name: &str,
+    batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
+) -> Result<PartInfo, PartError> {
+    check_name(name)?;
+    let staging = Staging::parts(dir)?;
+    let mut w: Option<(TableWriter, Vec<ColumnBuilder>)> = None;
+    let mut columns = Vec::new();
+    let mut rows = 0u64;
+    let mut batches = Timed::new(batches);
+    for batch in &mut batches {
+        let batch = batch?;
+        let (tw, builders) = match &mut w {
             Some(x) => x,
             None => {
-                self.columns = columns_of(batch, self.from)?;
-                let tw = TableWriter::create(self.staging, &self.name, self.columns.clone())?;
-                let b = self
-                    .columns
+                columns = columns_of(&batch)?;
+                let tw = TableWriter::create(&staging, name, columns.clone())?;
+                let b = columns
                     .iter()
                     .map(|c| ColumnBuilder::new(c.dtype))
                     .collect();
-                self.w.insert((tw, b))
+                w.insert((tw, b))
             }
         };
-        if columns_of(batch, self.from)? != self.columns {
+        if columns_of(&batch)? != columns {
             return Err(invalid(format!(
-                "{}: a batch's columns differ from the first batch's",
-                self.name
+                "{name}: a batch's columns differ from the first batch's"
             )));
         }
-        let cols: Vec<Col> = batch.columns()[self.from..]
+        let cols: Vec<Col> = batch
+            .columns()
             .iter()
             .map(Col::of)
             .collect::<Result<_, _>>()?;
@@ -293,42 +282,17 @@ impl<'s> TablePart<'s> {
             }
             start = end;
         }
-        self.rows += batch.num_rows() as u64;
-        Ok(())
+        rows += batch.num_rows() as u64;
     }
-
-    fn finish(self) -> Result<PartInfo, PartError> {
-        let (mut tw, builders) = match self.w {
-            Some(x) => x,
-            None => (
-                TableWriter::create(self.staging, &self.name, Vec::new())?,
-                Vec::new(),
-            ),
-        };
-        if builders.first().is_some_and(|b| !b.is_empty()) {
-            tw.write_row_group(&builders)?;
-        }
-        let mut info = PartInfo::of(tw.finish()?, self.rows);
-        info.columns = self.columns;
-        Ok(info)
+    let (mut tw, builders) = match w {
+        Some(x) => x,
+        None => (TableWriter::create(&staging, name, Vec::new())?, Vec::new()),
+    };
+    if builders.first().is_some_and(|b| !b.is_empty()) {
+        tw.write_row_group(&builders)?;
     }
-}
-
-/// A table part (a node table's rows, or a relationship type's property rows in edge-id
-/// order): every column of the batches, typed by their schema, in row groups of at most
-/// [`ROW_GROUP_ROWS_MAX`] rows. No batch at all writes an empty part with no columns.
-pub fn write_table_part(
-    dir: &Path,
-    name: &str,
-    batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
-) -> Result<PartInfo, PartError> {
-    let staging = Staging::parts(dir)?;
-    let mut t = TablePart::new(&staging, name, 0)?;
-    let mut batches = Timed::new(batches);
-    for batch in &mut batches {
-        t.push(&batch?)?;
-    }
-    let mut info = t.finish()?;
+    let mut info = PartInfo::of(tw.finish()?, rows);
+    info.columns = columns;
     info.seconds = batches.worked();
     Ok(info)
 }
@@ -355,9 +319,7 @@ fn ints(batch: &RecordBatch, i: usize, what: &str) -> Result<Vec<i64>, PartError
 /// `whole`'s nodes and edges. The entries wait in memory (8 bytes each, 16 with edge
 /// ids) until the last batch, then are sorted by node (a counting sort), then neighbour
 /// and edge id within a node, and written. Edge ids are needed unless an entry's id is
-/// its position. With `props`, the batches' further columns are the relationships'
-/// properties in edge-id order, written as the table part `props` as they come.
-#[allow(clippy::too_many_arguments)]
+/// its position.
 pub fn write_csr_part(
     dir: &Path,
     name: &str,
@@ -365,9 +327,8 @@ pub fn write_csr_part(
     n_nodes: u64,
     whole: CsrPartOf,
     with_edge_ids: bool,
-    props: Option<&str>,
     batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
-) -> Result<(PartInfo, Option<PartInfo>), PartError> {
+) -> Result<PartInfo, PartError> {
     check_name(name)?;
     if first_node + n_nodes > whole.n_nodes {
         return Err(invalid(format!(
@@ -377,11 +338,6 @@ pub fn write_csr_part(
         )));
     }
     let staging = Staging::parts(dir)?;
-    let key_cols = if with_edge_ids { 3 } else { 2 };
-    let mut table = match props {
-        Some(p) => Some(TablePart::new(&staging, p, key_cols)?),
-        None => None,
-    };
     // (local node, neighbour) and the edge ids, in arrival order.
     let mut pairs: Vec<(u32, u32)> = Vec::new();
     let mut eids: Vec<u64> = Vec::new();
@@ -426,9 +382,6 @@ pub fn write_csr_part(
                 .ok_or_else(|| invalid(format!("{name}: node {n} has over 4 billion entries")))?;
             pairs.push((local, t as u32));
         }
-        if let Some(t) = &mut table {
-            t.push(&batch)?;
-        }
     }
     // Counting sort by node, then each node's entries by (neighbour, edge id).
     let mut start = Vec::with_capacity(degrees.len() + 1);
@@ -459,16 +412,11 @@ pub fn write_csr_part(
     for &(t, e) in &sorted {
         w.push(t, e)?;
     }
-    let props = match table {
-        Some(t) => Some(t.finish()?),
-        None => None,
-    };
     let mut info = PartInfo::of(w.finish()?, n);
     info.first_node = first_node;
     info.n_nodes = n_nodes;
-    // (The property part's writing counts here, with the entries'.)
     info.seconds = batches.worked();
-    Ok((info, props))
+    Ok(info)
 }
 
 /// The id index: batches of (id, node) sorted by id, each id once; integer ids give an

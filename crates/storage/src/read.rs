@@ -699,8 +699,6 @@ struct Csr {
     parts: Vec<CsrPart>,
     n_nodes: u64,
     n_edges: u64,
-    /// Whether entries carry explicit edge ids (every part does, or none).
-    edge_ids: bool,
 }
 
 /// One segment of a relationship type: CSR both ways over its own edges.
@@ -953,8 +951,12 @@ impl Csr {
             parts: out,
             n_nodes,
             n_edges,
-            edge_ids,
         })
+    }
+
+    /// Whether entries carry explicit edge ids (every part does, or none: `new` checks).
+    fn edge_ids(&self) -> bool {
+        self.parts[0].footer.edge_ids.is_some()
     }
 
     /// The part that holds `node`'s entries (`node < n_nodes`).
@@ -1573,7 +1575,7 @@ impl Database {
     ) -> Result<u64, ReadError> {
         let r = &self.rels[rel];
         for s in &r.segs {
-            if s.inc.edge_ids {
+            if s.inc.edge_ids() {
                 return Ok(in_eid);
             }
             if in_eid < s.first_edge
