@@ -19,7 +19,7 @@
 
 use crate::append::Prebuilt;
 use crate::bulk::{value_at, BulkRels, BulkTable};
-use crate::delta::{Delta, NodeRec, Op, Props, RelRec};
+use crate::delta::{Delta, NodeRec, Op, RelRec};
 use crate::segments;
 use crate::store::{indexed_names, lock, CommitState, Current, EngineError, Store};
 use crate::value::Value;
@@ -115,7 +115,7 @@ pub(crate) fn push_value(b: &mut ColumnBuilder, v: Option<&Value>) {
 
 /// Columns for a set of property maps: each key, in first-seen order, gets the type
 /// most of its values have.
-fn choose_columns<'p>(maps: impl Iterator<Item = &'p Props>) -> Vec<PropertyMeta> {
+fn choose_columns<'p>(maps: impl Iterator<Item = &'p [(Arc<str>, Value)]>) -> Vec<PropertyMeta> {
     columns_of(maps.flat_map(|p| p.iter().map(|(k, v)| (k, v))))
 }
 
@@ -158,7 +158,7 @@ fn write_rows(
     name: &str,
     columns: &[PropertyMeta],
     label_column: bool,
-    rows: &mut dyn Iterator<Item = (Option<&Props>, Option<Vec<Arc<str>>>)>,
+    rows: &mut dyn Iterator<Item = (Option<&[(Arc<str>, Value)]>, Option<Vec<Arc<str>>>)>,
     misfits: &mut Vec<(u64, Arc<str>, Value)>,
 ) -> Result<(SegmentMeta, Vec<PropertyMeta>), EngineError> {
     use rayon::prelude::*;
@@ -176,7 +176,7 @@ fn write_rows(
         .map(|(i, c)| (c.name.as_str(), i))
         .collect();
     let mut first_row = 0u64;
-    let mut group: Vec<(Option<&Props>, Option<Vec<Arc<str>>>)> = Vec::new();
+    let mut group: Vec<(Option<&[(Arc<str>, Value)]>, Option<Vec<Arc<str>>>)> = Vec::new();
     loop {
         group.clear();
         group.extend((&mut *rows).take(ROW_GROUP_ROWS_MAX));
@@ -521,8 +521,8 @@ impl Store {
                 if !r.deleted {
                     carried.push(Op::CreateNode {
                         id,
-                        labels: r.labels.clone(),
-                        props: r.props.clone(),
+                        labels: r.labels.to_vec(),
+                        props: r.props.to_vec(),
                     });
                 }
                 continue;
@@ -561,7 +561,7 @@ impl Store {
                             eid,
                             src: r.src,
                             dst: r.dst,
-                            props: r.props.clone(),
+                            props: r.props.to_vec(),
                         });
                     }
                     continue;
@@ -631,7 +631,7 @@ impl Store {
             debug_assert_eq!(first_edge, base);
             let columns = match existing {
                 Some(i) => m.rel_types[i].columns.clone(),
-                None => choose_columns(slots.iter().flatten().map(|r| &r.props)),
+                None => choose_columns(slots.iter().flatten().map(|r| &r.props[..])),
             };
             let k = slots.len() as u64;
             let props = if columns.is_empty() {
@@ -656,7 +656,9 @@ impl Store {
                     &format!("rels-{t:04}-delta-props.seg"),
                     &columns,
                     false,
-                    &mut slots.iter().map(|r| (r.as_ref().map(|r| &r.props), None)),
+                    &mut slots
+                        .iter()
+                        .map(|r| (r.as_ref().map(|r| &r.props[..]), None)),
                     &mut misfits,
                 )?;
                 for (row, key, value) in misfits {
@@ -800,19 +802,13 @@ fn write_created(
     if node_end <= lo {
         return Ok(());
     }
-    let live = |id: u64| {
-        delta
-            .nodes
-            .get(&id)
-            .filter(|r| r.created && !r.deleted)
-            .cloned()
-    };
+    let live = |id: u64| delta.nodes.get(&id).filter(|r| r.created && !r.deleted);
     let recs: Vec<_> = (lo..node_end).map(live).collect();
-    let columns = choose_columns(recs.iter().flatten().map(|r| &r.props));
+    let columns = choose_columns(recs.iter().flatten().map(|r| &r.props[..]));
     let mut common: Option<Vec<Arc<str>>> = None;
     for r in recs.iter().flatten() {
         common = Some(match common {
-            None => r.labels.clone(),
+            None => r.labels.to_vec(),
             Some(c) => c.into_iter().filter(|l| r.labels.contains(l)).collect(),
         });
     }
@@ -829,7 +825,7 @@ fn write_created(
         extra,
         &mut recs.iter().map(|r| match r {
             Some(r) => (
-                Some(&r.props),
+                Some(&r.props[..]),
                 Some(
                     r.labels
                         .iter()
@@ -1118,7 +1114,7 @@ fn index_created_ids(
     staging: &Staging,
     m: &mut Manifest,
     t: usize,
-    recs: &[Option<Arc<NodeRec>>],
+    recs: &[Option<&NodeRec>],
 ) -> Result<u64, EngineError> {
     use quiver_storage::manifest::IdType;
     let table = &m.node_tables[t];

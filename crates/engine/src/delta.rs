@@ -24,11 +24,14 @@
 //! inside a transaction); a writer whose snapshot is older than an entity's `ts` has lost
 //! the race and fails with a retryable conflict.
 
+use crate::nodemap::NodeMap;
 use crate::segments;
 use crate::value::Value;
 use imbl::{HashMap as PMap, OrdMap, OrdSet, Vector};
 use quiver_storage::{Database, Direction, ReadError};
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use thin_vec::ThinVec;
 
 /// `ts` of a record changed by a transaction that has not committed.
 pub const UNCOMMITTED: u64 = u64::MAX;
@@ -36,20 +39,124 @@ pub const UNCOMMITTED: u64 = u64::MAX;
 /// Property maps: keys in first-set order, no nulls.
 pub type Props = Vec<(Arc<str>, Value)>;
 
+/// A record's properties: one pair held inline (a SET on an imported entity, the
+/// common case, allocates nothing), or a list. Reads see a slice either way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecProps {
+    One((Arc<str>, Value)),
+    Many(Props),
+}
+
+// The pair's `Value` tag gives `Many` its niche: no word of its own.
+const _: () = assert!(std::mem::size_of::<RecProps>() == 48);
+
+impl Default for RecProps {
+    fn default() -> Self {
+        RecProps::Many(Vec::new())
+    }
+}
+
+impl Deref for RecProps {
+    type Target = [(Arc<str>, Value)];
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        match self {
+            RecProps::One(p) => std::slice::from_ref(p),
+            RecProps::Many(v) => v,
+        }
+    }
+}
+
+impl DerefMut for RecProps {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            RecProps::One(p) => std::slice::from_mut(p),
+            RecProps::Many(v) => v,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a RecProps {
+    type Item = &'a (Arc<str>, Value);
+    type IntoIter = std::slice::Iter<'a, (Arc<str>, Value)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl From<Props> for RecProps {
+    fn from(mut v: Props) -> Self {
+        match v.len() {
+            1 => RecProps::One(v.pop().expect("one pair")),
+            _ => RecProps::Many(v),
+        }
+    }
+}
+
+impl RecProps {
+    /// Adds a pair, growing a list one entry at a time (most records hold a few).
+    fn push(&mut self, pair: (Arc<str>, Value)) {
+        match self {
+            RecProps::Many(v) if v.is_empty() => *self = RecProps::One(pair),
+            RecProps::Many(v) => {
+                v.reserve_exact(1);
+                v.push(pair);
+            }
+            RecProps::One(_) => {
+                let RecProps::One(first) = std::mem::take(self) else {
+                    unreachable!("matched One")
+                };
+                let mut v = Vec::with_capacity(2);
+                v.extend([first, pair]);
+                *self = RecProps::Many(v);
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        match self {
+            RecProps::One(_) => *self = RecProps::default(),
+            RecProps::Many(v) => {
+                v.remove(i);
+            }
+        }
+    }
+
+    pub fn clear(&mut self) {
+        *self = RecProps::default();
+    }
+
+    /// Heap bytes beyond the record: the list, and what the values point to.
+    fn heap_bytes(&self) -> u64 {
+        let list = match self {
+            RecProps::One(_) => 0,
+            RecProps::Many(v) => {
+                alloc_bytes(v.capacity() as u64 * std::mem::size_of::<(Arc<str>, Value)>() as u64)
+            }
+        };
+        list + self
+            .iter()
+            .map(|(_, v)| crate::value::heap_bytes(v) as u64)
+            .sum::<u64>()
+    }
+}
+
 /// What [`NodeRec::get`] and [`RelRec::get`] answer for a property the record does not
 /// decide (a created entity lacks it).
 static NULL: Value = Value::Null;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRec {
-    /// The node's labels, unless `seg_labels`.
-    pub labels: Vec<Arc<str>>,
+    /// The node's labels, unless `seg_labels` (a thin list: a record without labels of
+    /// its own pays one word).
+    pub labels: ThinVec<Arc<str>>,
     /// The labels are the segment's, unchanged (and `labels` is empty): a property SET
     /// copies no label list. Read them through [`NodeRec::labels_of`].
     pub seg_labels: bool,
     /// A created node's properties (no nulls); a segment node's changed ones, an overlay
     /// over its segment row (`Value::Null`: removed). Read through [`NodeRec::get`].
-    pub props: Props,
+    pub props: RecProps,
     pub deleted: bool,
     /// Created in the delta (not a segment node).
     pub created: bool,
@@ -61,7 +168,7 @@ pub struct RelRec {
     pub src: u64,
     pub dst: u64,
     /// As [`NodeRec::props`]: whole when created, an overlay otherwise.
-    pub props: Props,
+    pub props: RecProps,
     pub deleted: bool,
     pub created: bool,
     pub ts: u64,
@@ -73,7 +180,7 @@ impl NodeRec {
         if self.seg_labels {
             segments::node_labels(db, id)
         } else {
-            Ok(self.labels.clone())
+            Ok(self.labels.to_vec())
         }
     }
 
@@ -117,7 +224,7 @@ impl RelRec {
 }
 
 #[inline]
-fn overlay_get<'p>(props: &'p Props, whole: bool, key: &str) -> Option<&'p Value> {
+fn overlay_get<'p>(props: &'p [(Arc<str>, Value)], whole: bool, key: &str) -> Option<&'p Value> {
     match prop_get(props, key) {
         Some(v) => Some(v),
         None if whole => Some(&NULL),
@@ -126,7 +233,7 @@ fn overlay_get<'p>(props: &'p Props, whole: bool, key: &str) -> Option<&'p Value
 }
 
 /// `seg` (a segment entity's properties, no nulls) with `overlay` applied.
-pub fn overlaid(mut seg: Props, overlay: &Props) -> Props {
+pub fn overlaid(mut seg: Props, overlay: &[(Arc<str>, Value)]) -> Props {
     for (k, v) in overlay {
         match seg.iter().position(|(x, _)| x == k) {
             Some(i) if v.is_null() => {
@@ -242,7 +349,9 @@ pub struct Delta {
     pub types: Vector<Arc<str>>,
     /// Edges in the segments per type (created edges of a type get ids from there).
     pub base_edges: Vector<u64>,
-    pub nodes: OrdMap<u64, Arc<NodeRec>>,
+    /// Node records, inline in full leaves ([`NodeMap`]: a SET on an imported node
+    /// costs about 80 bytes).
+    pub nodes: NodeMap<NodeRec>,
     pub rels: OrdMap<(u32, u64), Arc<RelRec>>,
     /// Created adjacency per node. B-trees, not hash maps: a HAMT node is allocated
     /// whole for its few entries (measured: about 120 bytes an entry against 40).
@@ -305,24 +414,18 @@ pub(crate) const fn alloc_bytes(n: u64) -> u64 {
 const DEAD_REL_BYTES: u64 =
     alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + MAP_ENTRY_BYTES;
 
-/// Bytes of one entry of the persistent maps (`nodes`, `rels`): the key and the `Arc`
-/// in a B-tree node of up to 64 entries, with the node's own slack.
+/// Bytes of one entry of the imbl maps (`rels`, `out`, `inc`): the key and the `Arc`
+/// in a B-tree leaf of 16 that ascending inserts leave half full, with its branches.
 const MAP_ENTRY_BYTES: u64 = 40;
 
-fn props_bytes(p: &Props) -> u64 {
-    alloc_bytes(p.capacity() as u64 * std::mem::size_of::<(Arc<str>, Value)>() as u64)
-        + p.iter()
-            .map(|(_, v)| crate::value::heap_bytes(v) as u64)
-            .sum::<u64>()
-}
-
-/// What a node record holds: its `Arc` allocation, its label list, its properties and
-/// its map entry (label and key names are shared `Arc`s, counted once elsewhere).
+/// What a node record holds beyond its entry in the map's leaves (which
+/// [`NodeMap::heap_bytes`] counts): its own label list and its properties.
 fn node_bytes(r: &NodeRec) -> u64 {
-    alloc_bytes(16 + std::mem::size_of::<NodeRec>() as u64)
-        + alloc_bytes(r.labels.capacity() as u64 * 16)
-        + props_bytes(&r.props)
-        + MAP_ENTRY_BYTES
+    let labels = match r.labels.capacity() {
+        0 => 0,
+        c => alloc_bytes(16 + c as u64 * 16),
+    };
+    labels + r.props.heap_bytes()
 }
 
 /// Bytes of one node's created adjacency in one direction: the `Arc`'d vector, its
@@ -334,26 +437,23 @@ fn adj_bytes(a: &Adj) -> u64 {
 }
 
 fn rel_bytes(r: &RelRec) -> u64 {
-    alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + props_bytes(&r.props) + MAP_ENTRY_BYTES
+    alloc_bytes(16 + std::mem::size_of::<RelRec>() as u64) + r.props.heap_bytes() + MAP_ENTRY_BYTES
 }
 
-pub fn prop_get<'p>(props: &'p Props, key: &str) -> Option<&'p Value> {
+pub fn prop_get<'p>(props: &'p [(Arc<str>, Value)], key: &str) -> Option<&'p Value> {
     props.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
 }
 
-/// Sets `key` in an overlay (a null stays, as a removal). The overlay grows one entry
-/// at a time: a SET of one property holds one entry, not the four a `push` reserves.
-fn overlay_set(props: &mut Props, key: &Arc<str>, value: Value) {
+/// Sets `key` in an overlay (a null stays, as a removal). A SET of one property holds
+/// its pair inline ([`RecProps::One`]).
+fn overlay_set(props: &mut RecProps, key: &Arc<str>, value: Value) {
     match props.iter().position(|(k, _)| k == key) {
         Some(i) => props[i].1 = value,
-        None => {
-            props.reserve_exact(1);
-            props.push((key.clone(), value));
-        }
+        None => props.push((key.clone(), value)),
     }
 }
 
-fn prop_set(props: &mut Props, key: &Arc<str>, value: Value) {
+fn prop_set(props: &mut RecProps, key: &Arc<str>, value: Value) {
     match props.iter().position(|(k, _)| k == key) {
         Some(i) if value.is_null() => {
             props.remove(i);
@@ -405,7 +505,7 @@ impl Delta {
                 .map(|r| Arc::from(r.meta.name.as_str()))
                 .collect(),
             base_edges: db.rel_types().iter().map(|r| r.meta.n_edges).collect(),
-            nodes: OrdMap::new(),
+            nodes: NodeMap::new(),
             rels: OrdMap::new(),
             out: OrdMap::new(),
             inc: OrdMap::new(),
@@ -468,7 +568,7 @@ impl Delta {
             Entity::Node(n) => {
                 if let Some(r) = self.nodes.get_mut(&n) {
                     if r.ts == from {
-                        Arc::make_mut(r).ts = to;
+                        r.ts = to;
                     }
                 }
             }
@@ -606,15 +706,15 @@ impl Delta {
             if r.deleted {
                 return Err(ApplyError::NoNode(id));
             }
-            return Ok((**r).clone());
+            return Ok(r.clone());
         }
         if id >= self.base_nodes || db.node_deleted(id) {
             return Err(ApplyError::NoNode(id));
         }
         Ok(NodeRec {
-            labels: Vec::new(),
+            labels: ThinVec::new(),
             seg_labels: true,
-            props: Vec::new(),
+            props: RecProps::default(),
             deleted: false,
             created: false,
             ts: 0,
@@ -628,7 +728,6 @@ impl Delta {
         old: Option<&NodeRec>,
         rec: NodeRec,
     ) -> Result<(), ApplyError> {
-        let prev = self.nodes.get(&id).cloned();
         let old_live = old.filter(|o| !o.deleted);
         let new_live = (!rec.deleted).then_some(&rec);
         // A label change puts every indexed value in (a segment index built before a
@@ -636,17 +735,22 @@ impl Delta {
         let entering =
             old.is_some_and(|o| o.seg_labels != rec.seg_labels || o.labels != rec.labels);
         self.index_update(db, id, old_live, new_live, entering)?;
-        self.bytes = self.bytes + node_bytes(&rec)
-            - prev.as_ref().map_or(0, |p| node_bytes(p)).min(self.bytes);
-        self.changes += 1;
         let reshapes = |r: &NodeRec| !r.seg_labels || r.deleted || r.created;
-        self.reshaped = self.reshaped + reshapes(&rec) as u64
-            - prev.as_ref().is_some_and(|p| reshapes(p)) as u64;
         let below = id < self.base_nodes;
         let relabels = |r: &NodeRec| below && !r.seg_labels && !r.deleted;
-        self.relabeled = self.relabeled + relabels(&rec) as u64
-            - prev.as_ref().is_some_and(|p| relabels(p)) as u64;
-        self.nodes.insert(id, Arc::new(rec));
+        let (prev_bytes, prev_reshapes, prev_relabels) = match self.nodes.get(&id) {
+            Some(p) => (node_bytes(p), reshapes(p), relabels(p)),
+            None => (0, false, false),
+        };
+        self.changes += 1;
+        self.reshaped = self.reshaped + reshapes(&rec) as u64 - prev_reshapes as u64;
+        self.relabeled = self.relabeled + relabels(&rec) as u64 - prev_relabels as u64;
+        // The map only grows (records are never removed).
+        let map_before = self.nodes.heap_bytes();
+        let rec_bytes = node_bytes(&rec);
+        self.nodes.insert(id, rec);
+        self.bytes = (self.bytes + (self.nodes.heap_bytes() - map_before) + rec_bytes)
+            .saturating_sub(prev_bytes);
         Ok(())
     }
 
@@ -676,7 +780,7 @@ impl Delta {
         let rec = RelRec {
             src,
             dst,
-            props: Vec::new(),
+            props: RecProps::default(),
             deleted: false,
             created: false,
             ts: 0,
@@ -719,9 +823,9 @@ impl Delta {
                     self.intern_label(l);
                 }
                 let rec = NodeRec {
-                    labels: labels.clone(),
+                    labels: labels.iter().cloned().collect(),
                     seg_labels: false,
-                    props: props.clone(),
+                    props: RecProps::from(props.clone()),
                     deleted: false,
                     created: true,
                     ts,
@@ -760,7 +864,7 @@ impl Delta {
                 let old = self.node_rec(db, *id)?;
                 let mut rec = old.clone();
                 if rec.seg_labels {
-                    rec.labels = segments::node_labels(db, *id)?;
+                    rec.labels = segments::node_labels(db, *id)?.into();
                     rec.seg_labels = false;
                 }
                 rec.labels.retain(|l| l != label);
@@ -782,7 +886,7 @@ impl Delta {
                 let rec = RelRec {
                     src: *src,
                     dst: *dst,
-                    props: props.clone(),
+                    props: RecProps::from(props.clone()),
                     deleted: false,
                     created: true,
                     ts,
@@ -831,9 +935,9 @@ impl Delta {
     #[inline]
     pub fn node(&self, id: u64) -> Option<Option<&NodeRec>> {
         if id >= self.base_nodes {
-            return Some(self.nodes.get(&id).filter(|r| !r.deleted).map(|r| &**r));
+            return Some(self.nodes.get(&id).filter(|r| !r.deleted));
         }
-        self.nodes.get(&id).map(|r| (!r.deleted).then_some(&**r))
+        self.nodes.get(&id).map(|r| (!r.deleted).then_some(r))
     }
 
     /// Like [`node`](Self::node) for relationships.

@@ -20,6 +20,7 @@ pub mod bulk;
 pub mod checkpoint;
 pub mod delta;
 pub mod fold;
+pub mod nodemap;
 pub mod segments;
 pub mod store;
 pub mod value;

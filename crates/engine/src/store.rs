@@ -1692,6 +1692,12 @@ impl Txn {
                     locks.remove(&e);
                 }
             }
+            // A large transaction grew the table (25 bytes an entity); give that back
+            // rather than hold it for the life of the database.
+            let (len, cap) = (locks.len(), locks.capacity());
+            if cap > 4096 && len * 4 < cap {
+                locks.shrink_to(len * 2);
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashMap;
 use quiver_common::types::{DataType, ScalarType};
 use quiver_cypher::ast::Dir;
-use quiver_engine::delta::{overlaid, KeyVal, NodeRec, Props, RelRec};
+use quiver_engine::delta::{overlaid, KeyVal, NodeRec, RelRec};
 pub use quiver_engine::segments::chunk_value;
 
 /// Reads entry `i` of a segment's column chunk of type `t` as a (mapped) value.
@@ -121,12 +121,6 @@ fn keeps_label(d: &Delta, r: &NodeRec, label: u32) -> bool {
         || d.labels
             .get(label as usize)
             .is_some_and(|name| r.labels.contains(name))
-}
-
-/// A delta record's properties as query pairs.
-fn pairs(p: Option<&Props>) -> Vec<(Arc<str>, Value)> {
-    p.map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default()
 }
 
 impl<'db> Graph<'db> {
@@ -503,7 +497,7 @@ impl<'db> Graph<'db> {
         if let Some(v) = self.delta_node(node, |r| match r {
             None => Some(Vec::new()),
             Some(r) if r.seg_labels => None,
-            Some(r) => Some(r.labels.clone()),
+            Some(r) => Some(r.labels.to_vec()),
         }) {
             if let Some(v) = v {
                 return Ok(v);
@@ -853,7 +847,7 @@ impl<'db> Graph<'db> {
         if let Some(d) = self.delta() {
             match d.node(node) {
                 Some(None) => return Ok(Vec::new()),
-                Some(Some(r)) if r.created => return Ok(pairs(Some(&r.props))),
+                Some(Some(r)) if r.created => return Ok(r.props.to_vec()),
                 Some(Some(r)) => overlay = Some(r.props.clone()),
                 None => {}
             }
@@ -902,7 +896,7 @@ impl<'db> Graph<'db> {
         if let Some(d) = self.delta() {
             match d.rel_at(r.ty, r.eid, r.src as u64, r.dst as u64) {
                 Some(None) => return Ok(Vec::new()),
-                Some(Some(rec)) if rec.created => return Ok(pairs(Some(&rec.props))),
+                Some(Some(rec)) if rec.created => return Ok(rec.props.to_vec()),
                 Some(Some(rec)) => overlay = Some(rec.props.clone()),
                 None => {}
             }

@@ -1096,7 +1096,7 @@ impl<'f> FastRun<'f> {
                         for (&x, r) in d.nodes.range(n..end) {
                             if crate::Graph::record_live(d, r, table_label) {
                                 self.live[(x - n) as usize] = true;
-                                recs.push((x, &**r));
+                                recs.push((x, r));
                             }
                         }
                         if self.groups() > MANY_GROUPS
@@ -1143,7 +1143,7 @@ impl<'f> FastRun<'f> {
                 self.live.clear();
                 if let Some(w) = walk.as_mut() {
                     while let Some((&x, r)) = w.next_if(|(&x, _)| x < end) {
-                        recs.push((x, &**r));
+                        recs.push((x, r));
                     }
                 }
                 // No record of the delta in the block and no deleted segment rows:
