@@ -804,6 +804,94 @@ fn write_created(
     }
     let live = |id: u64| delta.nodes.get(&id).filter(|r| r.created && !r.deleted);
     let recs: Vec<_> = (lo..node_end).map(live).collect();
+    let mut tables = Vec::new();
+    for (k, (a, b)) in label_pieces(&recs).into_iter().enumerate() {
+        let piece = match k {
+            0 => tag.to_string(),
+            k => format!("{tag}-{k}"),
+        };
+        let t = write_created_table(
+            staging,
+            m,
+            lo + a as u64,
+            &recs[a..b],
+            &piece,
+            carried,
+            report,
+        )?;
+        tables.push((t, &recs[a..b]));
+    }
+    m.n_nodes = node_end;
+    if index {
+        report.ids_indexed += index_created_ids(db, staging, m, &tables)?;
+    }
+    Ok(())
+}
+
+/// Runs of created nodes with one label set at least this long get a table of their
+/// own (shorter runs share one, with a `:LABEL` column).
+const LABEL_RUN_MIN: usize = 1024;
+
+/// How the created nodes `recs` (in id order; `None`: a hole) split into tables, as
+/// ranges of `recs`: each run of one label set of at least [`LABEL_RUN_MIN`] nodes alone
+/// (its table carries the labels, so a scan of another label skips it whole and one of
+/// its label reads no label column), and what lies between such runs together. Holes
+/// join the run they are in. Tables cover consecutive ids, so a run cannot gather the
+/// nodes of its label set from elsewhere; there are at most twice as many tables as
+/// long runs, plus one.
+fn label_pieces(recs: &[Option<&NodeRec>]) -> Vec<(usize, usize)> {
+    // Runs: (start, end, label set).
+    let mut runs: Vec<(usize, usize, Vec<&str>)> = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        let Some(r) = r else {
+            continue;
+        };
+        let mut set: Vec<&str> = r.labels.iter().map(|l| &**l).collect();
+        set.sort_unstable();
+        set.dedup();
+        match runs.last_mut() {
+            Some(run) if run.2 == set => run.1 = i + 1,
+            _ => {
+                if let Some(run) = runs.last_mut() {
+                    run.1 = i;
+                }
+                let start = if runs.is_empty() { 0 } else { i };
+                runs.push((start, i + 1, set));
+            }
+        }
+    }
+    let Some(last) = runs.last_mut() else {
+        return vec![(0, recs.len())];
+    };
+    last.1 = recs.len();
+    let mut pieces: Vec<(usize, usize)> = Vec::new();
+    let mut mixed: Option<(usize, usize)> = None;
+    for (a, b, _) in runs {
+        if b - a >= LABEL_RUN_MIN {
+            pieces.extend(mixed.take());
+            pieces.push((a, b));
+        } else {
+            mixed = Some(match mixed {
+                Some((x, _)) => (x, b),
+                None => (a, b),
+            });
+        }
+    }
+    pieces.extend(mixed);
+    pieces
+}
+
+/// A table of created nodes `recs` from node id `first` (holes are deleted rows);
+/// returns its index in the manifest.
+fn write_created_table(
+    staging: &Staging,
+    m: &mut Manifest,
+    first: u64,
+    recs: &[Option<&NodeRec>],
+    tag: &str,
+    carried: &mut Vec<Op>,
+    report: &mut CheckpointReport,
+) -> Result<usize, EngineError> {
     let columns = choose_columns(recs.iter().flatten().map(|r| &r.props[..]));
     let mut common: Option<Vec<Arc<str>>> = None;
     for r in recs.iter().flatten() {
@@ -840,7 +928,7 @@ fn write_created(
     )?;
     for (row, key, value) in misfits {
         carried.push(Op::SetNodeProp {
-            id: lo + row,
+            id: first + row,
             key,
             value,
         });
@@ -857,8 +945,8 @@ fn write_created(
     let n_cols = columns.len();
     m.node_tables.push(NodeTableMeta {
         name: format!("delta-{}{tag}", m.generation),
-        first_node: lo,
-        n_rows: node_end - lo,
+        first_node: first,
+        n_rows: recs.len() as u64,
         labels: common
             .iter()
             .filter_map(|l| m.labels.iter().position(|x| **x == **l))
@@ -880,11 +968,7 @@ fn write_created(
             &[&holes],
         )?);
     }
-    if index {
-        report.ids_indexed = index_created_ids(db, staging, m, t, &recs)?;
-    }
-    m.n_nodes = node_end;
-    Ok(())
+    Ok(t)
 }
 
 /// A live append's nodes (files already in the generation) into `m`, after its nodes
@@ -1099,91 +1183,128 @@ impl IdOwned {
     }
 }
 
-/// Gives the created nodes of new table `t` (`recs`, one per row) entries in an id
-/// space's index: the space is the one whose imported tables' labels some created
-/// nodes carry (all of them) and whose id property the table has; every row with that
-/// property must hold a value of the space's type, unique among them and not in the
-/// index already, and all go in (rows without it have nothing to be found by). Then
-/// the table's id column is that property, `MATCH (n:L {id: ..})` stays an index seek
-/// and `import --append` finds them; a table of several labels (users and the events
-/// a LOAD CSV made beside them) included. Otherwise (no one space, a value of another
-/// type, a repeated id) the table has no id column, as before, and seeks scan it beside
-/// the index. Returns how many ids it indexed.
+/// Gives the created nodes of new tables (`tables`: each table's index and its `recs`,
+/// one per row) entries in an id space's index. A table's space is the one whose
+/// imported tables' labels some of its created nodes carry (all of them) and whose id
+/// property the table has; every row with that property must hold a value of the
+/// space's type, and all go in (rows without it have nothing to be found by). The ids
+/// of all the tables of one space must be unique among them and not in the index
+/// already; then each such table's id column is that property, `MATCH (n:L {id: ..})`
+/// stays an index seek and `import --append` finds them; a table of several labels (users
+/// and the events a LOAD CSV made beside them) included. Otherwise (no one space, a
+/// value of another type, a repeated id) the tables have no id column, as before, and
+/// seeks scan them beside the index. One index write a space. Returns how many ids it
+/// indexed.
 fn index_created_ids(
     db: &Database,
     staging: &Staging,
     m: &mut Manifest,
-    t: usize,
-    recs: &[Option<&NodeRec>],
+    tables: &[(usize, &[Option<&NodeRec>])],
 ) -> Result<u64, EngineError> {
     use quiver_storage::manifest::IdType;
-    let table = &m.node_tables[t];
-    // The one id space whose imported tables' labels some created node carries.
-    let mut found: Option<(usize, String)> = None;
-    for it in &m.node_tables[..t] {
-        let (Some(s), Some(c)) = (it.id_space, it.id_column) else {
-            continue;
-        };
-        let labels: Vec<&str> = it
-            .labels
-            .iter()
-            .map(|&l| m.labels[l as usize].as_str())
-            .collect();
-        let carried = !labels.is_empty()
-            && recs
+    // Per space: its tables (with their id column) and their (id, node) pairs.
+    type Space = (Vec<(usize, usize)>, Vec<(IdOwned, u32)>);
+    let mut spaces: std::collections::BTreeMap<usize, Option<Space>> = Default::default();
+    let Some(first_new) = tables.iter().map(|(t, _)| *t).min() else {
+        return Ok(0);
+    };
+    'tables: for &(t, recs) in tables {
+        let table = &m.node_tables[t];
+        // The one id space whose imported tables' labels some created node carries.
+        let mut found: Option<(usize, String)> = None;
+        for it in &m.node_tables[..first_new] {
+            let (Some(s), Some(c)) = (it.id_space, it.id_column) else {
+                continue;
+            };
+            let labels: Vec<&str> = it
+                .labels
                 .iter()
-                .flatten()
-                .any(|r| labels.iter().all(|l| r.labels.iter().any(|x| **x == **l)));
-        if !carried {
+                .map(|&l| m.labels[l as usize].as_str())
+                .collect();
+            let carried = !labels.is_empty()
+                && recs
+                    .iter()
+                    .flatten()
+                    .any(|r| labels.iter().all(|l| r.labels.iter().any(|x| **x == **l)));
+            if !carried {
+                continue;
+            }
+            let name = it.columns[c].name.clone();
+            match &found {
+                Some((fs, fname)) if *fs != s || *fname != name => continue 'tables,
+                _ => found = Some((s, name)),
+            }
+        }
+        let Some((space, name)) = found else {
+            continue;
+        };
+        let Some(col) = table.columns.iter().position(|c| c.name == name) else {
+            continue;
+        };
+        let entry = spaces
+            .entry(space)
+            .or_insert_with(|| Some((Vec::new(), Vec::new())));
+        let Some((owners, new)) = entry else {
+            continue;
+        };
+        let id_type = m.id_spaces[space].id_type;
+        let first = table.first_node;
+        for (i, r) in recs.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let key = match (id_type, crate::delta::prop_get(&r.props, &name)) {
+                (_, None) => continue,
+                (IdType::Integer, Some(Value::Int(k))) => IdOwned::Int(*k),
+                (IdType::String, Some(Value::Str(k))) => IdOwned::Str(k.clone()),
+                _ => {
+                    // The space's ids are not all of its type: none of its tables go in.
+                    *entry = None;
+                    continue 'tables;
+                }
+            };
+            new.push((key, (first + i as u64) as u32));
+        }
+        owners.push((t, col));
+    }
+    let mut indexed = 0;
+    for (space, found) in spaces {
+        let Some((owners, mut new)) = found else {
+            continue;
+        };
+        new.sort_unstable();
+        if new.is_empty() || new.windows(2).any(|w| w[0].0 == w[1].0) {
             continue;
         }
-        let name = it.columns[c].name.clone();
-        match &found {
-            Some((fs, fname)) if *fs != s || *fname != name => return Ok(0),
-            _ => found = Some((s, name)),
+        let mut known = false;
+        for (k, _) in &new {
+            known |= db.lookup_id(space, k.key())?.is_some();
         }
-    }
-    let Some((space, name)) = found else {
-        return Ok(0);
-    };
-    let Some(col) = table.columns.iter().position(|c| c.name == name) else {
-        return Ok(0);
-    };
-    let id_type = m.id_spaces[space].id_type;
-    let first = table.first_node;
-    let mut new: Vec<(IdOwned, u32)> = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
-        let Some(r) = r else { continue };
-        let key = match (id_type, crate::delta::prop_get(&r.props, &name)) {
-            (_, None) => continue,
-            (IdType::Integer, Some(Value::Int(k))) => IdOwned::Int(*k),
-            (IdType::String, Some(Value::Str(k))) => IdOwned::Str(k.clone()),
-            _ => return Ok(0),
-        };
-        if db.lookup_id(space, key.key())?.is_some() {
-            return Ok(0);
+        if known {
+            continue;
         }
-        new.push((key, (first + i as u64) as u32));
+        let end = owners
+            .iter()
+            .map(|&(t, _)| m.node_tables[t].first_node + m.node_tables[t].n_rows)
+            .max()
+            .unwrap_or(0);
+        let (seg, n) = quiver_storage::write::write_id_index_merged(
+            staging,
+            &format!("ids-{space:04}.seg"),
+            db,
+            space,
+            new.len(),
+            &|j| (new[j].0.key(), new[j].1),
+            m.n_nodes.max(end),
+        )?;
+        m.id_spaces[space].index = seg;
+        m.id_spaces[space].n_ids = n;
+        for (t, col) in owners {
+            let table = &mut m.node_tables[t];
+            table.id_column = Some(col);
+            table.id_space = Some(space);
+        }
+        indexed += new.len() as u64;
     }
-    new.sort_unstable();
-    if new.is_empty() || new.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Ok(0);
-    }
-    let (seg, n) = quiver_storage::write::write_id_index_merged(
-        staging,
-        &format!("ids-{space:04}.seg"),
-        db,
-        space,
-        new.len(),
-        &|j| (new[j].0.key(), new[j].1),
-        m.n_nodes.max(first + recs.len() as u64),
-    )?;
-    m.id_spaces[space].index = seg;
-    m.id_spaces[space].n_ids = n;
-    let table = &mut m.node_tables[t];
-    table.id_column = Some(col);
-    table.id_space = Some(space);
-    Ok(new.len() as u64)
+    Ok(indexed)
 }
 
 /// Writes a deletion file of `maps` (bitmaps of one length).

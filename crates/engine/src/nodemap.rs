@@ -18,6 +18,13 @@
 //! clone counts in both, as the memory would if that clone were the only one kept), so
 //! [`NodeMap::heap_bytes`] is what a version holds without walking it. Entries are never
 //! removed (a deleted node keeps a record), so there is no merge on delete.
+//!
+//! Most lookups miss: an expansion asks the delta about every node it meets, and few of
+//! them have a record. So the map keeps a bitmap of the ids it holds (persistent too:
+//! 4,096 ids a 512-byte chunk, 64 chunks a group, copied on write as the tree is), and
+//! [`NodeMap::get`] tests it before walking the tree: a bit in a chunk that stays in
+//! cache, not a tree walk that leaves it (measured in a soak of reads beside writes:
+//! the tree walks were 13% of the server's time).
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -57,12 +64,27 @@ impl<V: Clone> Clone for Node<V> {
     }
 }
 
+/// Ids a bitmap chunk covers (as `u64` words).
+type Chunk = [u64; 64];
+
+/// 64 chunks: 262,144 ids.
+#[derive(Clone)]
+struct Group([Option<Arc<Chunk>>; 64]);
+
+/// Ids from here on are not in the bitmap (node ids are dense, so this is far past
+/// any database's; a map holding one just walks the tree for them).
+const BITS_LIMIT: u64 = 1 << 32;
+
 /// A persistent map from node id to `V`.
 pub struct NodeMap<V> {
     root: Option<Arc<Node<V>>>,
     len: usize,
     leaves: usize,
     branches: usize,
+    /// The ids below [`BITS_LIMIT`] that have an entry, by group.
+    bits: Arc<Vec<Option<Arc<Group>>>>,
+    groups: usize,
+    chunks: usize,
 }
 
 impl<V> Clone for NodeMap<V> {
@@ -72,6 +94,9 @@ impl<V> Clone for NodeMap<V> {
             len: self.len,
             leaves: self.leaves,
             branches: self.branches,
+            bits: self.bits.clone(),
+            groups: self.groups,
+            chunks: self.chunks,
         }
     }
 }
@@ -83,6 +108,9 @@ impl<V> Default for NodeMap<V> {
             len: 0,
             leaves: 0,
             branches: 0,
+            bits: Arc::new(Vec::new()),
+            groups: 0,
+            chunks: 0,
         }
     }
 }
@@ -115,14 +143,58 @@ impl<V: Clone> NodeMap<V> {
     }
 
     /// Bytes this version's nodes take: each leaf's entries at full capacity, each
-    /// branch's keys and children, and every node's `Arc`.
+    /// branch's keys and children, and every node's `Arc`; the bitmap's groups and
+    /// chunks.
     pub fn heap_bytes(&self) -> u64 {
         let node = alloc(16 + std::mem::size_of::<Node<V>>());
         self.leaves as u64 * (node + alloc(LEAF * std::mem::size_of::<(u64, V)>()))
             + self.branches as u64 * (node + alloc(FANOUT * 8) + alloc((FANOUT + 1) * 8))
+            + self.groups as u64 * alloc(16 + std::mem::size_of::<Group>())
+            + self.chunks as u64 * alloc(16 + std::mem::size_of::<Chunk>())
+            + alloc(16 + 24)
+            + alloc(self.bits.capacity() * 8)
+    }
+
+    /// Whether `k` may have an entry: false only when the bitmap says it has none.
+    #[inline]
+    fn may_have(&self, k: u64) -> bool {
+        if k >= BITS_LIMIT {
+            return true;
+        }
+        let Some(Some(g)) = self.bits.get((k >> 18) as usize) else {
+            return false;
+        };
+        match &g.0[((k >> 12) & 63) as usize] {
+            Some(c) => c[((k >> 6) & 63) as usize] >> (k & 63) & 1 != 0,
+            None => false,
+        }
+    }
+
+    /// Marks `k` in the bitmap (it has no bit yet), copying what other versions share.
+    fn mark(&mut self, k: u64) {
+        if k >= BITS_LIMIT {
+            return;
+        }
+        let top = Arc::make_mut(&mut self.bits);
+        let g = (k >> 18) as usize;
+        if top.len() <= g {
+            top.resize(g + 1, None);
+        }
+        let group = top[g].get_or_insert_with(|| {
+            self.groups += 1;
+            Arc::new(Group(std::array::from_fn(|_| None)))
+        });
+        let chunk = Arc::make_mut(group).0[((k >> 12) & 63) as usize].get_or_insert_with(|| {
+            self.chunks += 1;
+            Arc::new([0; 64])
+        });
+        Arc::make_mut(chunk)[((k >> 6) & 63) as usize] |= 1 << (k & 63);
     }
 
     pub fn get(&self, k: &u64) -> Option<&V> {
+        if !self.may_have(*k) {
+            return None;
+        }
         let mut n = self.root.as_deref()?;
         loop {
             match n {
@@ -159,6 +231,9 @@ impl<V: Clone> NodeMap<V> {
 
     /// Puts `v` at `k`; the value it replaces, if any.
     pub fn insert(&mut self, k: u64, v: V) -> Option<V> {
+        if !self.may_have(k) {
+            self.mark(k);
+        }
         let Some(root) = self.root.as_mut() else {
             self.root = Some(Arc::new(Node::Leaf(leaf_with([(k, v)]))));
             self.len = 1;
@@ -359,6 +434,9 @@ mod tests {
         let got: Vec<(u64, u32)> = m.iter().map(|(k, v)| (*k, *v)).collect();
         let want: Vec<(u64, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
         assert_eq!(got, want);
+        for k in (0..25_000).step_by(7) {
+            assert_eq!(m.get(&k), model.get(&k));
+        }
     }
 
     proptest! {
@@ -439,6 +517,13 @@ mod tests {
             m.insert(k, 1);
         }
         assert_eq!(m.leaves - before, 100_000usize.div_ceil(LEAF));
+        // Ids past the bitmap are found by the tree alone.
+        for k in [BITS_LIMIT - 1, BITS_LIMIT, BITS_LIMIT + 5, u64::MAX] {
+            assert_eq!(m.insert(k, 7), None);
+            assert_eq!(m.get(&k), Some(&7));
+        }
+        assert_eq!(m.get(&(BITS_LIMIT + 1)), None);
+        assert_eq!(m.get(&500_000), None);
         assert_eq!(c.range(u64::MAX..).count(), 0);
     }
 }
