@@ -60,11 +60,80 @@ struct RelInfo {
     rg_first: Vec<u64>,
 }
 
-pub struct Graph<'db> {
-    pub db: &'db Database,
+/// What a graph reads of its generation's tables, built once per opened generation
+/// ([`Database::derived`]) and shared by every query on it.
+struct Schema {
     tables: Vec<TableInfo>,
     rels: Vec<RelInfo>,
     label_ids: HashMap<String, u32>,
+}
+
+impl Schema {
+    fn of(db: &Database) -> Schema {
+        let m = db.manifest();
+        let tables = db
+            .node_tables()
+            .iter()
+            .map(|t| {
+                let meta = &t.meta;
+                let prop_list: Vec<(Arc<str>, usize)> = meta
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| Some(*i) != meta.label_column)
+                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
+                    .collect();
+                TableInfo {
+                    first_node: meta.first_node,
+                    n_rows: meta.n_rows,
+                    rg_first: rg_starts(&t.footer),
+                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
+                    prop_list,
+                    dtypes: meta.columns.iter().map(|c| c.dtype).collect(),
+                    labels: meta.labels.clone(),
+                    label_column: meta.label_column,
+                    id_column: meta.id_column,
+                    id_space: meta.id_space,
+                }
+            })
+            .collect();
+        let rels = db
+            .rel_types()
+            .iter()
+            .map(|r| {
+                let prop_list: Vec<(Arc<str>, usize)> = r
+                    .meta
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
+                    .collect();
+                RelInfo {
+                    name: Arc::from(r.meta.name.as_str()),
+                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
+                    prop_list,
+                    dtypes: r.meta.columns.iter().map(|c| c.dtype).collect(),
+                    rg_first: r.props_footer().map(rg_starts).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let label_ids = m
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.clone(), i as u32))
+            .collect();
+        Schema {
+            tables,
+            rels,
+            label_ids,
+        }
+    }
+}
+
+pub struct Graph<'db> {
+    pub db: &'db Database,
+    schema: Arc<Schema>,
     /// The delta merged into every read; `None` when there is none (a database as
     /// imported, read at segment speed). A writing statement publishes its
     /// transaction's newest delta here after each batch of writes.
@@ -125,64 +194,9 @@ fn keeps_label(d: &Delta, r: &NodeRec, label: u32) -> bool {
 
 impl<'db> Graph<'db> {
     pub fn new(db: &'db Database) -> Graph<'db> {
-        let m = db.manifest();
-        let tables = db
-            .node_tables()
-            .iter()
-            .map(|t| {
-                let meta = &t.meta;
-                let prop_list: Vec<(Arc<str>, usize)> = meta
-                    .columns
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| Some(*i) != meta.label_column)
-                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
-                    .collect();
-                TableInfo {
-                    first_node: meta.first_node,
-                    n_rows: meta.n_rows,
-                    rg_first: rg_starts(&t.footer),
-                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
-                    prop_list,
-                    dtypes: meta.columns.iter().map(|c| c.dtype).collect(),
-                    labels: meta.labels.clone(),
-                    label_column: meta.label_column,
-                    id_column: meta.id_column,
-                    id_space: meta.id_space,
-                }
-            })
-            .collect();
-        let rels = db
-            .rel_types()
-            .iter()
-            .map(|r| {
-                let prop_list: Vec<(Arc<str>, usize)> = r
-                    .meta
-                    .columns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (Arc::from(c.name.as_str()), i))
-                    .collect();
-                RelInfo {
-                    name: Arc::from(r.meta.name.as_str()),
-                    props: prop_list.iter().map(|(k, i)| (k.to_string(), *i)).collect(),
-                    prop_list,
-                    dtypes: r.meta.columns.iter().map(|c| c.dtype).collect(),
-                    rg_first: r.props_footer().map(rg_starts).unwrap_or_default(),
-                }
-            })
-            .collect();
-        let label_ids = m
-            .labels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (l.clone(), i as u32))
-            .collect();
         Graph {
             db,
-            tables,
-            rels,
-            label_ids,
+            schema: db.derived(Schema::of),
             delta: None,
             clock: std::sync::OnceLock::new(),
             writing: false,
@@ -378,7 +392,7 @@ impl<'db> Graph<'db> {
     pub fn label_id(&self, name: &str) -> Option<u32> {
         match self.delta() {
             Some(d) => d.label_id(name),
-            None => self.label_ids.get(name).copied(),
+            None => self.schema.label_ids.get(name).copied(),
         }
     }
 
@@ -403,12 +417,12 @@ impl<'db> Graph<'db> {
     pub fn n_rel_types(&self) -> usize {
         match self.delta() {
             Some(d) => d.types.len(),
-            None => self.rels.len(),
+            None => self.schema.rels.len(),
         }
     }
 
     pub fn rel_type_name(&self, ty: u32) -> Arc<str> {
-        match self.rels.get(ty as usize) {
+        match self.schema.rels.get(ty as usize) {
             Some(r) => r.name.clone(),
             None => self
                 .delta()
@@ -437,10 +451,16 @@ impl<'db> Graph<'db> {
     /// hold.
     pub fn property_keys(&self) -> Vec<String> {
         let mut out: Vec<String> = self
+            .schema
             .tables
             .iter()
             .flat_map(|t| t.props.keys().cloned())
-            .chain(self.rels.iter().flat_map(|r| r.props.keys().cloned()))
+            .chain(
+                self.schema
+                    .rels
+                    .iter()
+                    .flat_map(|r| r.props.keys().cloned()),
+            )
             .filter(|k| !k.starts_with(':'))
             .collect();
         if let Some(d) = self.delta() {
@@ -466,7 +486,7 @@ impl<'db> Graph<'db> {
 
     /// Node id range of table `t`.
     pub fn table_range(&self, t: usize) -> (u64, u64) {
-        let ti = &self.tables[t];
+        let ti = &self.schema.tables[t];
         (ti.first_node, ti.first_node + ti.n_rows)
     }
 
@@ -478,6 +498,7 @@ impl<'db> Graph<'db> {
     /// Tables whose nodes may carry `label`.
     pub fn label_scan(&self, label: u32) -> LabelScan {
         let tables = self
+            .schema
             .tables
             .iter()
             .enumerate()
@@ -504,7 +525,7 @@ impl<'db> Graph<'db> {
             }
         }
         let (t, row) = self.locate(node)?;
-        let ti = &self.tables[t];
+        let ti = &self.schema.tables[t];
         let mut out: Vec<Arc<str>> = ti
             .labels
             .iter()
@@ -541,7 +562,7 @@ impl<'db> Graph<'db> {
             return Ok(false);
         }
         let (t, row) = self.locate(node)?;
-        let ti = &self.tables[t];
+        let ti = &self.schema.tables[t];
         if ti.labels.contains(&label) {
             return Ok(true);
         }
@@ -558,7 +579,7 @@ impl<'db> Graph<'db> {
     }
 
     fn cell(&self, t: usize, row: u64, col: usize) -> Result<Value, QueryError> {
-        let ti = &self.tables[t];
+        let ti = &self.schema.tables[t];
         let rg = rg_of(&ti.rg_first, row);
         let i = (row - ti.rg_first[rg]) as usize;
         let dtype = ti.dtypes[col];
@@ -575,7 +596,7 @@ impl<'db> Graph<'db> {
             }
         }
         let (t, row) = self.locate(node)?;
-        match self.tables[t].props.get(name) {
+        match self.schema.tables[t].props.get(name) {
             Some(&c) => self.cell(t, row, c),
             None => Ok(Value::Null),
         }
@@ -649,7 +670,7 @@ impl<'db> Graph<'db> {
         out.resize(base + nodes.len(), Value::Null);
         let d = self.delta();
         // Column of `name` per table, looked up once.
-        let mut cols: Vec<Option<Option<usize>>> = vec![None; self.tables.len()];
+        let mut cols: Vec<Option<Option<usize>>> = vec![None; self.schema.tables.len()];
         // (table, row group) -> (position in the batch, index in the chunk).
         type Group = ((usize, usize), Vec<(usize, usize)>);
         let mut groups: Vec<Group> = Vec::new();
@@ -665,7 +686,7 @@ impl<'db> Graph<'db> {
                 }
             }
             let (t, row) = self.locate(n)?;
-            let ti = &self.tables[t];
+            let ti = &self.schema.tables[t];
             let col = *cols[t].get_or_insert_with(|| ti.props.get(name).copied());
             if col.is_none() {
                 continue;
@@ -679,7 +700,7 @@ impl<'db> Graph<'db> {
         }
         for ((t, rg), items) in groups {
             let Some(Some(col)) = cols[t] else { continue };
-            let dtype = self.tables[t].dtypes[col];
+            let dtype = self.schema.tables[t].dtypes[col];
             self.db.with_node_chunk(t, rg, col, |c| {
                 for (pos, idx) in items {
                     out[base + pos] = seg(c, idx, dtype)?;
@@ -821,7 +842,7 @@ impl<'db> Graph<'db> {
         let mut n = lo;
         while n < hi {
             let (t, row) = self.locate(n)?;
-            let ti = &self.tables[t];
+            let ti = &self.schema.tables[t];
             let rg = rg_of(&ti.rg_first, row);
             let rg_end = ti.rg_first.get(rg + 1).copied().unwrap_or(ti.n_rows);
             let end_row = rg_end.min(row + (hi - n));
@@ -854,7 +875,7 @@ impl<'db> Graph<'db> {
         }
         let (t, row) = self.locate(node)?;
         let mut out = Vec::new();
-        for (name, c) in &self.tables[t].prop_list {
+        for (name, c) in &self.schema.tables[t].prop_list {
             let v = self.cell(t, row, *c)?;
             if !v.is_null() {
                 out.push((name.clone(), v));
@@ -872,7 +893,7 @@ impl<'db> Graph<'db> {
                 return Ok(v);
             }
         }
-        let Some(ri) = self.rels.get(r.ty as usize) else {
+        let Some(ri) = self.schema.rels.get(r.ty as usize) else {
             return Ok(Value::Null);
         };
         match ri.props.get(name) {
@@ -882,7 +903,7 @@ impl<'db> Graph<'db> {
     }
 
     fn rel_cell(&self, r: &RelRef, col: usize) -> Result<Value, QueryError> {
-        let ri = &self.rels[r.ty as usize];
+        let ri = &self.schema.rels[r.ty as usize];
         let rg = rg_of(&ri.rg_first, r.eid);
         let i = (r.eid - ri.rg_first[rg]) as usize;
         let dtype = ri.dtypes[col];
@@ -901,7 +922,7 @@ impl<'db> Graph<'db> {
                 None => {}
             }
         }
-        let Some(ri) = self.rels.get(r.ty as usize) else {
+        let Some(ri) = self.schema.rels.get(r.ty as usize) else {
             return Ok(overlay
                 .map(|o| overlaid(Vec::new(), &o))
                 .unwrap_or_default());
@@ -929,7 +950,7 @@ impl<'db> Graph<'db> {
         let scan = self.label_scan(label);
         let mut space = None;
         for &(t, _) in &scan.tables {
-            let ti = &self.tables[t];
+            let ti = &self.schema.tables[t];
             if !ti.id_prop_is(prop) {
                 continue;
             }
@@ -948,7 +969,7 @@ impl<'db> Graph<'db> {
         self.label_scan(label)
             .tables
             .iter()
-            .map(|&(t, _)| &self.tables[t])
+            .map(|&(t, _)| &self.schema.tables[t])
             .filter(|ti| !(ti.id_space == Some(space) && ti.id_prop_is(prop)))
             .map(|ti| (ti.first_node, ti.first_node + ti.n_rows))
             .collect()
@@ -960,7 +981,7 @@ impl<'db> Graph<'db> {
     pub fn id_seek_any(&self, prop: &str) -> Option<(usize, Vec<(u64, u64)>)> {
         let indexed = |ti: &TableInfo| ti.id_prop_is(prop).then_some(ti.id_space?);
         let mut space = None;
-        for ti in &self.tables {
+        for ti in &self.schema.tables {
             if let Some(s) = indexed(ti) {
                 if space.is_some_and(|x| x != s) {
                     return None;
@@ -970,6 +991,7 @@ impl<'db> Graph<'db> {
         }
         let space = space?;
         let residual = self
+            .schema
             .tables
             .iter()
             .filter(|ti| indexed(ti) != Some(space) && ti.props.contains_key(prop))

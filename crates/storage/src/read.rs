@@ -777,6 +777,8 @@ pub struct Database {
     prop_idx: Vec<PropIdx>,
     /// Whether any node table has deleted rows.
     any_deleted_nodes: bool,
+    /// What a reader derives from this generation once ([`Database::derived`]).
+    derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The entries of one node in one CSR segment: `pos .. end` index the part's arrays;
@@ -1222,7 +1224,26 @@ impl Database {
             ids,
             prop_idx,
             any_deleted_nodes,
+            derived: std::sync::OnceLock::new(),
         })
+    }
+
+    /// State a reader derives from this generation (the query crate's summaries of its
+    /// tables: property names, row groups, labels), built by the first caller and
+    /// shared by every later one: a generation never changes, and rebuilding it per
+    /// query cost allocations per table and column (a soak's reads slowed as
+    /// checkpoints added tables). One type per database: a caller asking for another
+    /// gets it built afresh, uncached.
+    pub fn derived<T: std::any::Any + Send + Sync>(
+        &self,
+        build: impl Fn(&Database) -> T,
+    ) -> Arc<T> {
+        let any = self
+            .derived
+            .get_or_init(|| Arc::new(build(self)) as Arc<dyn std::any::Any + Send + Sync>)
+            .clone();
+        any.downcast::<T>()
+            .unwrap_or_else(|_| Arc::new(build(self)))
     }
 
     pub fn dir(&self) -> &Path {
