@@ -189,3 +189,132 @@ fn a_killed_bulk_load_leaves_the_database_as_it_was() {
     ok(&["check", "--db", s(&db)]);
     ok(&["query", "--db", s(&db), "CREATE (:P {id: -2})"]);
 }
+
+/// Whether a checkpoint is writing a generation: a generation folder past the one
+/// `CURRENT` names.
+fn checkpoint_running(db: &std::path::Path) -> bool {
+    let Ok(current) = std::fs::read_to_string(db.join("CURRENT")) else {
+        return false;
+    };
+    // `manifest-000011.json <crc>`: generation 11.
+    let Some(gen) = current
+        .strip_prefix("manifest-")
+        .and_then(|r| r.split('.').next())
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    generation_dirs(db)
+        .iter()
+        .filter_map(|g| g.strip_prefix('g').and_then(|n| n.parse::<u64>().ok()))
+        .any(|g| g > gen)
+}
+
+/// A SIGKILL while an automatic checkpoint writes its generation loses no commit the
+/// shell acknowledged: each statement sets a property of an imported node and creates
+/// a node, a checkpoint runs every few hundred of them (`--checkpoint-log-size 32KiB`),
+/// and the kill lands once one is seen writing. Then every acknowledged statement's
+/// writes are there, the database checks clean, and it takes writes and checkpoints.
+#[test]
+fn a_kill_during_an_automatic_checkpoint_loses_no_acknowledged_commit() {
+    use std::io::{BufRead, BufReader, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let db = d.join("g.qdb");
+    const USERS: u64 = 20_000;
+    let mut csv = String::from("id:ID(U),v:int\n");
+    for i in 0..USERS {
+        csv += &format!("{i},0\n");
+    }
+    let users = write(d, "u.csv", &csv);
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--id-type",
+        "integer",
+        "--nodes",
+        &format!("U={}", users.display()),
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["shell", "--db", s(&db), "--checkpoint-log-size", "32KiB"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = {
+        let acks = acks.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // One line a statement: its counters.
+                if line.contains("nodes created") {
+                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let t = Instant::now();
+    let mut sent = 0u64;
+    let mut killed_at = None;
+    while t.elapsed() < Duration::from_secs(300) {
+        // Keep a few statements ahead of the acknowledgements.
+        while sent < acks.load(std::sync::atomic::Ordering::SeqCst) + 4 {
+            let i = sent;
+            writeln!(
+                stdin,
+                "MATCH (n:U {{id: {}}}) SET n.v = {} CREATE (:W {{k: {i}}});",
+                i % USERS,
+                i + 1
+            )
+            .unwrap();
+            stdin.flush().unwrap();
+            sent += 1;
+        }
+        if sent > 100 && checkpoint_running(&db) {
+            child.kill().unwrap(); // SIGKILL: no destructor runs.
+            killed_at = Some(acks.load(std::sync::atomic::Ordering::SeqCst));
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let acked = acks.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("killed at {killed_at:?} acknowledged, {acked} in all, {sent} sent");
+    assert!(
+        killed_at.is_some(),
+        "no automatic checkpoint was seen writing in 300 s ({acked} statements acknowledged)"
+    );
+    assert!(acked >= 100, "only {acked} statements acknowledged");
+    // Every acknowledged statement's node and SET are there (later ones may be too).
+    let q = |cypher: &str| -> u64 {
+        let out = ok(&["query", "--db", s(&db), "--format", "csv", cypher]);
+        out.lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{cypher}: {out}"))
+    };
+    assert_eq!(
+        q(&format!(
+            "MATCH (w:W) WHERE w.k < {acked} RETURN count(DISTINCT w.k)"
+        )),
+        acked
+    );
+    assert_eq!(
+        q(&format!(
+            "MATCH (n:U) WHERE n.id < {acked} AND n.v < n.id + 1 RETURN count(n)"
+        )),
+        0,
+        "a SET that was acknowledged is missing"
+    );
+    assert!(q("MATCH (w:W) RETURN count(w)") <= sent);
+    ok(&["check", "--db", s(&db)]);
+    ok(&["query", "--db", s(&db), "CREATE (:W {k: -1})"]);
+    ok(&["query", "--db", s(&db), "CHECKPOINT"]);
+    assert_eq!(q("MATCH (w:W {k: -1}) RETURN count(w)"), 1);
+}
