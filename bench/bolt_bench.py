@@ -170,16 +170,32 @@ def serve(db):
     return server, port
 
 
-def run_clients(port, query, ids, n_users, warmup):
-    """One client process per id list (`client`), all at once; their stats together."""
+def gather(target, argss):
+    """One process per tuple of `argss`, all at once, each running `target(*args, out)`;
+    what each put on `out` (one value each), once all are done."""
     out = mp.Queue()
-    uri = f"bolt://127.0.0.1:{port}"
-    ps = [mp.Process(target=client, args=(uri, query, i, n_users, warmup, out)) for i in ids]
+    ps = [mp.Process(target=target, args=(*a, out)) for a in argss]
     for p in ps:
         p.start()
     res = [out.get() for _ in ps]
     for p in ps:
         p.join()
+    return res
+
+
+def merged(counts):
+    """Dicts of counts added key by key."""
+    total = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def run_clients(port, query, ids, n_users, warmup):
+    """One client process per id list (`client`), all at once; their stats together."""
+    uri = f"bolt://127.0.0.1:{port}"
+    res = gather(client, [(uri, query, i, n_users, warmup) for i in ids])
     return stats([x for r, _ in res for x in r], max(t for _, t in res))
 
 

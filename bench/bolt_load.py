@@ -17,7 +17,6 @@ and the server's RSS before, at peak and after.
 """
 
 import argparse
-import multiprocessing as mp
 import random
 import struct
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_bench import QUIVER  # noqa: E402
-from bolt_bench import _msg, _pstr, connect, read_summaries, rss_kb, serve  # noqa: E402
+from bolt_bench import _msg, _pstr, connect, gather, merged, read_summaries, rss_kb, serve  # noqa: E402
 
 
 def run(q, n=-1):
@@ -106,19 +105,10 @@ def main():
             time.sleep(0.5)
             base = rss_kb(server.pid)
             t = time.time()
-            out = mp.Queue()
-            ps = [mp.Process(target=worker, args=(port, args.ops, i, out)) for i in range(args.clients)]
-            for p in ps:
-                p.start()
-            res = [out.get() for _ in ps]
-            for p in ps:
-                p.join()
+            res = gather(worker, [(port, args.ops, i) for i in range(args.clients)])
             wall = time.time() - t
-            counts, fails = {}, 0
-            for c, f in res:
-                fails += f
-                for k, v in c.items():
-                    counts[k] = counts.get(k, 0) + v
+            fails = sum(f for _, f in res)
+            counts = merged(c for c, _ in res)
             time.sleep(2)
             assert server.poll() is None, "the server died"
             # Committed writes stay; abandoned ones leave nothing. The RECORD between

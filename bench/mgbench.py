@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import serve  # noqa: E402
+from bolt_bench import gather, serve  # noqa: E402
 from import_bench import ROOT  # noqa: E402
 from query_bench import prepare  # noqa: E402
 
@@ -167,16 +167,7 @@ def throughput(uri, mix, n_users, clients, seconds, seed, client="python"):
     """Queries per second of `clients` client processes running `mix` together."""
     if client == "rust":
         return throughput_rust(uri, mix, n_users, clients, seconds, seed)
-    import multiprocessing as mp
-    out = mp.Queue()
-    ps = [mp.Process(target=_client, args=(uri, mix, n_users, f"{seed}-{i}", seconds, out))
-          for i in range(clients)]
-    for p in ps:
-        p.start()
-    qps = sum(out.get() for _ in ps)
-    for p in ps:
-        p.join()
-    return qps
+    return sum(gather(_client, [(uri, mix, n_users, f"{seed}-{i}", seconds) for i in range(clients)]))
 
 
 def params(kind, rng, n):

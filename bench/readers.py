@@ -14,7 +14,6 @@ figure is bound by the CPU, not by the servers.
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
 import subprocess
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bolt_bench import free_port, rss_kb, wait_serving  # noqa: E402
+from bolt_bench import free_port, gather, merged, rss_kb, wait_serving  # noqa: E402
 from import_bench import QUIVER, ROOT  # noqa: E402
 
 
@@ -71,20 +70,11 @@ def main():
         route = ["--route-writers", addrs[0], "--route-readers", ",".join(addrs[1:])]
         procs = [serve(a.db, ports[0], route)]
         procs += [serve(a.db, p, ["--read-only", *route]) for p in ports[1:]]
-        q = mp.Queue()
-        cs = [mp.Process(target=client, args=(addrs[0], a.seconds, a.ids, i, q)) for i in range(a.clients)]
         t = time.perf_counter()
-        for c in cs:
-            c.start()
-        results = [q.get() for _ in cs]
-        for c in cs:
-            c.join()
+        results = gather(client, [(addrs[0], a.seconds, a.ids, i) for i in range(a.clients)])
         wall = time.perf_counter() - t
         total = sum(r[0] for r in results)
-        where = {}
-        for _, w in results:
-            for k, v in w.items():
-                where[k] = where.get(k, 0) + v
+        where = merged(w for _, w in results)
         rss = [rss_kb(p.pid, "VmHWM:") * 1024 for p in procs]
         for p in procs:
             p.terminate()

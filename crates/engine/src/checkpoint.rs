@@ -1276,7 +1276,10 @@ fn index_created_ids(
         }
         let mut known = false;
         for (k, _) in &new {
-            known |= db.lookup_id(space, k.key())?.is_some();
+            if db.lookup_id(space, k.key())?.is_some() {
+                known = true;
+                break;
+            }
         }
         if known {
             continue;

@@ -155,7 +155,8 @@ impl<V: Clone> NodeMap<V> {
             + alloc(self.bits.capacity() * 8)
     }
 
-    /// Whether `k` may have an entry: false only when the bitmap says it has none.
+    /// Whether `k` may have an entry. Below [`BITS_LIMIT`] the answer is exact: a bit is
+    /// set by the insert of its key and entries are never removed.
     #[inline]
     fn may_have(&self, k: u64) -> bool {
         if k >= BITS_LIMIT {
@@ -209,9 +210,14 @@ impl<V: Clone> NodeMap<V> {
     }
 
     /// The value at `k` to change, copying the nodes on its path that other versions
-    /// share (none when `k` is absent).
+    /// share (none when `k` is absent: the bitmap says so without a walk).
     pub fn get_mut(&mut self, k: &u64) -> Option<&mut V> {
-        if !self.contains_key(k) {
+        let present = if *k < BITS_LIMIT {
+            self.may_have(*k)
+        } else {
+            self.contains_key(k)
+        };
+        if !present {
             return None;
         }
         let mut n = Arc::make_mut(self.root.as_mut()?);
