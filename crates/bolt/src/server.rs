@@ -16,7 +16,7 @@ use crate::values::{from_pack, write_value};
 use quiver_engine::Store;
 use quiver_query::procs::PType;
 use quiver_query::{ColumnsHook, Params, QueryError, Session, Value};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -363,6 +363,31 @@ pub fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize
 /// (under 0.1 s) and fail.
 const RETRY_FOR: Duration = Duration::from_secs(5);
 
+/// A graph read that ran in at most this long on a worker is run on the connection's
+/// I/O thread next time ([`Conn::run_inline`]): handing a statement to a worker and its
+/// result back costs two thread wake-ups, more than such a statement's own work.
+const QUICK: Duration = Duration::from_micros(500);
+
+/// How long an inline run may hold its I/O thread: past it the statement stops and
+/// runs again on a worker (a graph read has nothing to undo). It bounds what a
+/// statement that was quick and is not (a hub's neighbours) costs the connections that
+/// share the thread.
+const INLINE_DEADLINE: Duration = Duration::from_millis(2);
+
+/// About what an inline run saves: a text's inline runs that ran long or had to run
+/// again on a worker put it in debt by their time in these units, and each of its
+/// quick runs pays one back ([`Conn::quick`]).
+const INLINE_SAVES: Duration = Duration::from_micros(50);
+
+/// A text runs inline while its debt is under this (in [`INLINE_SAVES`]): a statement
+/// whose parameters are sometimes slow stays inline while what it wastes is less than
+/// what it saves, and one that is mostly slow goes to workers until its quick runs
+/// there pay the debt back.
+const INLINE_DEBT: u32 = 40;
+
+/// Statement texts a connection remembers as quick (past it, it forgets them all).
+const QUICK_TEXTS: usize = 1024;
+
 /// Appends `v` as one chunked message.
 pub fn write_message(out: &mut Vec<u8>, v: &Pack) {
     let mut body = Vec::new();
@@ -453,12 +478,28 @@ const ALL: i64 = -1;
 /// streams in pieces through the channel of two).
 const SEND_BYTES: usize = 64 << 10;
 
+impl Done {
+    fn of(s: quiver_query::Summary) -> Done {
+        Done {
+            columns: s.columns,
+            plan: s.plan.map(|p| (p, !s.explained)),
+            wrote: !s.counters.is_empty(),
+            counters: s.counters,
+            graph_read: s.graph_read,
+            elapsed: s.elapsed,
+        }
+    }
+}
+
 struct Done {
     columns: Vec<String>,
     /// EXPLAIN's or PROFILE's plan text, and whether it was profiled.
     plan: Option<(String, bool)>,
     counters: quiver_engine::Counters,
     wrote: bool,
+    /// The statement only read the graph, and how long it ran (see [`QUICK`]).
+    graph_read: bool,
+    elapsed: Duration,
 }
 
 /// A batch of RECORD messages, encoded by the worker that made them (the I/O tasks
@@ -472,6 +513,27 @@ struct Records {
 }
 
 impl Records {
+    /// Appends a batch's rows as RECORD messages, each value written straight as
+    /// PackStream (no `Pack` tree); `body` is scratch space.
+    fn push(
+        &mut self,
+        g: &quiver_query::graph::Graph,
+        b: &quiver_query::batch::Batch,
+        body: &mut Vec<u8>,
+    ) -> Result<(), QueryError> {
+        for r in 0..b.len {
+            body.clear();
+            struct_header(1, RECORD, body);
+            list_header(b.cols.len(), body);
+            for c in &b.cols {
+                write_value(g, &c[r], body)?;
+            }
+            write_chunked(&mut self.bytes, body);
+            self.ends.push(self.bytes.len());
+        }
+        Ok(())
+    }
+
     /// How many are not sent yet.
     fn len(&self) -> usize {
         self.ends.len() - self.next
@@ -510,6 +572,9 @@ struct Open {
     started: Instant,
     /// The query timeout passed and the statement was told to stop.
     timed_out: bool,
+    /// The text of an auto-commit statement run on a worker, to be remembered as
+    /// quick (or its debt paid down) when it turns out so.
+    text: Option<String>,
 }
 
 impl Open {
@@ -610,6 +675,9 @@ pub(crate) struct Conn {
     demand: Arc<std::sync::atomic::AtomicI64>,
     pub(crate) cancel: Arc<AtomicBool>,
     open: Option<Open>,
+    /// Statement texts that ran as quick graph reads, with each one's debt (see
+    /// [`INLINE_SAVES`], [`Conn::run_inline`]).
+    quick: HashMap<Box<str>, u32>,
     /// Responses not written yet.
     pub(crate) out: Vec<u8>,
     bookmark: u64,
@@ -682,6 +750,7 @@ impl Conn {
             demand: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             cancel: Arc::new(AtomicBool::new(false)),
             open: None,
+            quick: HashMap::new(),
             out: Vec::new(),
             bookmark: 0,
             store,
@@ -761,13 +830,22 @@ impl Conn {
     /// the worker once.
     fn run(&mut self, text: String, params: Params) -> Result<(), Failure> {
         let session = self.session()?;
+        let auto_commit = !self.in_tx;
+        let quick = auto_commit
+            && self
+                .quick
+                .get(text.as_str())
+                .is_some_and(|&debt| debt < INLINE_DEBT);
+        if quick && self.run_inline(&session, &text, &params) {
+            return Ok(());
+        }
         let (events, rx) = mpsc::channel(2);
         let started = Instant::now();
         // (Cleared here, before the worker starts, so that a DISCARD's stop is not lost.)
         self.cancel.store(false, Ordering::Relaxed);
         self.demand.store(0, Ordering::Relaxed);
         let (slot, demand) = (self.slot.clone(), self.demand.clone());
-        let auto_commit = !self.in_tx;
+        let remembered = auto_commit.then(|| text.clone());
         // The worker's end is awaited through the events, not the task.
         drop(tokio::task::spawn_blocking(move || {
             let slot_of = || slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -785,17 +863,7 @@ impl Conn {
             let began = std::time::Instant::now();
             let r = loop {
                 let r = session.run(&text, &params, &mut |g, b| {
-                    for r in 0..b.len {
-                        // Each value written straight as PackStream (no `Pack` tree).
-                        body.clear();
-                        struct_header(1, RECORD, &mut body);
-                        list_header(b.cols.len(), &mut body);
-                        for c in &b.cols {
-                            write_value(g, &c[r], &mut body)?;
-                        }
-                        write_chunked(&mut out.bytes, &body);
-                        out.ends.push(out.bytes.len());
-                    }
+                    out.push(g, b, &mut body)?;
                     let want = demand.load(Ordering::Relaxed);
                     if out.bytes.len() < SEND_BYTES && (want == ALL || (out.len() as i64) < want) {
                         return Ok(()); // the connection waits for more, or for the end
@@ -823,14 +891,7 @@ impl Conn {
                     r => break r,
                 }
             };
-            let done = r
-                .map(|s| Done {
-                    columns: s.columns,
-                    plan: s.plan.map(|p| (p, !s.explained)),
-                    wrote: !s.counters.is_empty(),
-                    counters: s.counters,
-                })
-                .map_err(|e| failure(&e));
+            let done = r.map(Done::of).map_err(|e| failure(&e));
             slot_of().events = None;
             let _ = events.blocking_send(Event {
                 columns: columns(),
@@ -846,8 +907,84 @@ impl Conn {
             done: None,
             started,
             timed_out: false,
+            text: remembered,
         });
         Ok(())
+    }
+
+    /// Runs a statement that was a quick graph read here, on the I/O thread, with
+    /// [`INLINE_DEADLINE`] and no wait for memory: a small result is then answered
+    /// with no thread hand-off at all. `false` (and the text marked) when it stopped
+    /// at the deadline, failed, or made more than a batch of records: the caller runs
+    /// it on a worker, where it runs in full (it only read, so nothing is undone).
+    fn run_inline(&mut self, session: &Shared, text: &str, params: &Params) -> bool {
+        let started = Instant::now();
+        self.cancel.store(false, Ordering::Relaxed);
+        self.demand.store(0, Ordering::Relaxed);
+        let mut out = Records::default();
+        let mut body = Vec::new();
+        let r = {
+            let mut s = lock(session);
+            let saved = (s.opts.deadline, s.opts.memory_wait);
+            s.opts.deadline = Some(started + INLINE_DEADLINE);
+            s.opts.memory_wait = Duration::ZERO;
+            let r = s.run(text, params, &mut |g, b| {
+                out.push(g, b, &mut body)?;
+                if out.bytes.len() > SEND_BYTES {
+                    return Err(QueryError::Cancelled); // a large result: a worker's
+                }
+                Ok(())
+            });
+            (s.opts.deadline, s.opts.memory_wait) = saved;
+            r
+        };
+        // (The columns hook left them in the slot; the summary has them too.)
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).columns = None;
+        let done = match r {
+            Ok(s) if s.graph_read => Done::of(s),
+            _ => {
+                self.owe(text, started.elapsed());
+                return false;
+            }
+        };
+        if done.elapsed > QUICK {
+            self.owe(text, done.elapsed);
+        } else if let Some(debt) = self.quick.get_mut(text) {
+            *debt = debt.saturating_sub(1);
+        }
+        self.open = Some(Open {
+            // Nothing will come: what the statement made is here.
+            events: mpsc::channel(1).1,
+            columns: Some(done.columns.clone()),
+            unanswered: Some(started),
+            pending: VecDeque::from([out]),
+            done: Some(Ok(done)),
+            started,
+            timed_out: false,
+            text: None,
+        });
+        true
+    }
+
+    /// Remembers `text` as a quick graph read (see [`QUICK`]), or pays one back of its
+    /// debt.
+    fn note_quick(&mut self, text: String) {
+        if let Some(debt) = self.quick.get_mut(text.as_str()) {
+            *debt = debt.saturating_sub(1);
+            return;
+        }
+        if self.quick.len() >= QUICK_TEXTS {
+            self.quick.clear();
+        }
+        self.quick.insert(text.into_boxed_str(), 0);
+    }
+
+    /// Adds `spent` of an inline run that saved nothing to `text`'s debt.
+    fn owe(&mut self, text: &str, spent: Duration) {
+        if let Some(debt) = self.quick.get_mut(text) {
+            let units = (spent.as_micros() / INLINE_SAVES.as_micros()).max(1);
+            *debt = debt.saturating_add(units.min(u32::MAX as u128) as u32);
+        }
     }
 
     /// Answers the open statement's RUN if it is not yet: waits for its columns, or
@@ -919,6 +1056,8 @@ impl Conn {
                         plan: None,
                         counters: Default::default(),
                         wrote: false,
+                        graph_read: false,
+                        elapsed: Duration::ZERO,
                     }));
                 }
             }
@@ -957,11 +1096,14 @@ impl Conn {
             return;
         }
         let t_last = open.started.elapsed().as_millis() as i64;
-        let Some(done) = self.open.take().and_then(|o| o.done) else {
+        let Some((done, text)) = self.open.take().and_then(|o| Some((o.done?, o.text))) else {
             return; // (checked above)
         };
         match done {
             Ok(d) => {
+                if let Some(t) = text.filter(|_| d.graph_read && d.elapsed <= QUICK) {
+                    self.note_quick(t);
+                }
                 let mut meta = vec![
                     ("t_last", Pack::Int(t_last)),
                     ("type", Pack::str(if d.wrote { "rw" } else { "r" })),
@@ -1394,6 +1536,115 @@ mod tests {
     }
 
     const MAGIC: [u8; 4] = [0x60, 0x60, 0xB0, 0x17];
+
+    /// Runs `text` with `n` as its parameter on `c`: whether it ran on the I/O thread
+    /// (its end known at once after the RUN), and the records the PULL answers.
+    async fn run_pull(c: &mut Conn, text: &str, n: i64) -> (bool, Vec<Pack>) {
+        let params = Pack::map(vec![("n", Pack::Int(n))]);
+        assert!(!handle(c, RUN, &[Pack::str(text), params, Pack::map(vec![])]).await);
+        let inline = c.open.as_ref().is_some_and(|o| o.done.is_some());
+        handle(c, PULL, &[Pack::map(vec![("n", Pack::Int(-1))])]).await;
+        let out = std::mem::take(&mut c.out);
+        let mut at = 0;
+        let mut records = Vec::new();
+        while let Some((m, used)) = take_message(&out[at..], usize::MAX).unwrap() {
+            at += used;
+            match decode(&m).unwrap() {
+                Pack::Struct(RECORD, f) => records.extend(f),
+                Pack::Struct(SUCCESS, _) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(c.state, State::Ready);
+        (inline, records)
+    }
+
+    /// A graph read that was quick on a worker runs on the I/O thread next time. When
+    /// an inline run outruns its deadline or makes more than a batch of records, the
+    /// statement runs again on a worker and answers whole; a write never runs inline.
+    #[test]
+    fn quick_reads_run_inline_and_fall_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db"), true, Default::default()).unwrap();
+        let users = Arc::new(Users::load(store.dir()).unwrap());
+        let opts = Arc::new(ServeOptions {
+            auth: false,
+            ..ServeOptions::default()
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let peer = "127.0.0.1:1".parse().unwrap();
+            let mut c = Conn::new(store, users, opts, 1, peer);
+            handle(&mut c, HELLO, &[Pack::map(vec![])]).await;
+            let none = Pack::map(vec![("scheme", Pack::str("none"))]);
+            handle(&mut c, LOGON, &[none]).await;
+            c.out.clear();
+            let count = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
+            assert_eq!(
+                run_pull(&mut c, count, 3).await,
+                (false, vec![Pack::List(vec![Pack::Int(3)])])
+            );
+            assert_eq!(
+                run_pull(&mut c, count, 4).await,
+                (true, vec![Pack::List(vec![Pack::Int(4)])])
+            );
+            // Tens of milliseconds: stopped at the deadline, then run whole on a worker.
+            let (inline, rows) = run_pull(&mut c, count, 2_000_000).await;
+            assert!(!inline);
+            assert_eq!(rows, vec![Pack::List(vec![Pack::Int(2_000_000)])]);
+            // Its 2 ms at the deadline are owed.
+            assert!(
+                c.quick.get(count).is_some_and(|&d| d >= 40),
+                "{:?}",
+                c.quick
+            );
+            // More records than an inline run keeps: all of them, in order, from a worker.
+            let list = "UNWIND range(1, $n) AS x RETURN x";
+            run_pull(&mut c, list, 1).await;
+            let (inline, rows) = run_pull(&mut c, list, 50_000).await;
+            assert!(!inline);
+            assert_eq!(rows.len(), 50_000);
+            assert!(rows
+                .iter()
+                .enumerate()
+                .all(|(i, r)| *r == Pack::List(vec![Pack::Int(i as i64 + 1)])));
+            // In debt, the text runs on workers, and its quick runs there pay the debt
+            // back: then it runs inline again.
+            let mut runs = 0;
+            while !run_pull(&mut c, count, 1).await.0 {
+                runs += 1;
+                assert!(runs <= 40, "{:?}", c.quick);
+            }
+            assert!(runs > 0);
+            // A text that is sometimes slow stays inline while its quick runs make up.
+            let ids = "UNWIND range(1, $n) AS x RETURN sum(x) AS s";
+            run_pull(&mut c, ids, 1).await;
+            for _ in 0..3 {
+                let (_, rows) = run_pull(&mut c, ids, 2_000_000).await;
+                assert_eq!(rows, vec![Pack::List(vec![Pack::Int(2_000_001_000_000)])]);
+                for _ in 0..200 {
+                    run_pull(&mut c, ids, 2).await;
+                }
+                assert!(run_pull(&mut c, ids, 3).await.0, "{:?}", c.quick);
+            }
+            // Writes and procedures never run inline.
+            let create = "CREATE (n:T {v: $n}) RETURN n.v AS v";
+            for i in 0..3 {
+                assert_eq!(
+                    run_pull(&mut c, create, i).await,
+                    (false, vec![Pack::List(vec![Pack::Int(i)])])
+                );
+            }
+            let labels = "CALL db.labels() YIELD label WHERE size(label) > $n RETURN label";
+            for _ in 0..3 {
+                assert!(!run_pull(&mut c, labels, 0).await.0);
+            }
+        });
+    }
 
     #[test]
     fn handshake_picks_from_ranges() {

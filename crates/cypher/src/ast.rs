@@ -7,6 +7,19 @@ pub struct Statement {
 }
 
 impl SingleQuery {
+    /// See [`Query::graph_read`].
+    pub fn graph_read(&self) -> bool {
+        self.clauses.iter().all(|c| match c {
+            Clause::Match { .. } | Clause::Unwind { .. } | Clause::With(_) | Clause::Return(_) => {
+                true
+            }
+            Clause::CallSubquery { body, unions, .. } => {
+                body.graph_read() && unions.iter().all(|(_, p)| p.graph_read())
+            }
+            _ => false,
+        })
+    }
+
     /// Whether a clause (or a `CALL { }` body) writes.
     pub fn writes(&self) -> bool {
         self.clauses.iter().any(|c| match c {
@@ -27,6 +40,13 @@ impl SingleQuery {
 impl Query {
     pub fn writes(&self) -> bool {
         self.parts.iter().any(|p| p.writes())
+    }
+
+    /// Reads only the graph: no writes, no procedure (one may wait, or change the
+    /// schema) and no LOAD CSV (files), in any subquery either. Such a statement can
+    /// be run again, or stopped and run elsewhere, with nothing to undo.
+    pub fn graph_read(&self) -> bool {
+        self.parts.iter().all(SingleQuery::graph_read)
     }
 }
 

@@ -44,6 +44,7 @@ use quiver_cypher::ast::Explain;
 use quiver_cypher::ast::{Command, Parsed};
 use quiver_engine::{StorageMode, Store, StoreOptions, Txn};
 use quiver_storage::{Database, OpenMode};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -62,6 +63,10 @@ pub struct QueryOptions {
     pub memory_wait: Duration,
     /// Set to stop a running query (Ctrl-C in the shell).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Past this instant the query stops as if cancelled (checked where cancellation
+    /// is, once a batch): a server runs a statement that has been quick on its I/O
+    /// thread with a short deadline, and on a worker if it is not done by then.
+    pub deadline: Option<Instant>,
     /// Where LOAD CSV may read files (`None`: LOAD CSV is refused).
     pub import_dir: Option<PathBuf>,
     /// Where LOAD CSV ... IGNORE BAD writes the rows it skips (a file per statement).
@@ -107,6 +112,7 @@ impl Default for QueryOptions {
             memory_wait: DEFAULT_MEMORY_WAIT,
             temp_dir: Some(std::env::temp_dir()),
             cancel: None,
+            deadline: None,
             import_dir: None,
             rejects_dir: None,
             database_memory: None,
@@ -138,6 +144,9 @@ pub struct Summary {
     /// Rows LOAD CSV ... IGNORE BAD skipped, and the file they were written to.
     pub bad_rows: u64,
     pub rejects_path: Option<PathBuf>,
+    /// The statement only reads the graph (no writes, procedures or LOAD CSV): running
+    /// it again has no effect but its rows ([`quiver_cypher::ast::Query::graph_read`]).
+    pub graph_read: bool,
 }
 
 /// Receives result batches as they are produced.
@@ -274,6 +283,7 @@ pub fn run_statement(
         budget: budget.clone(),
         stats: vec![OpStats::default(); descs.len()],
         cancel: opts.cancel.as_deref(),
+        deadline: opts.deadline,
         tx,
         explicit_tx,
         indexes: Some(indexes),
@@ -309,6 +319,7 @@ pub fn run_statement(
         counters,
         bad_rows: cx.load.bad_rows,
         rejects_path,
+        graph_read: stmt.query.graph_read(),
         ..Summary::default()
     })
 }
@@ -372,8 +383,16 @@ pub struct Session {
     indexes: IndexSet,
     /// Generation the indexes were loaded for.
     indexes_gen: u64,
+    /// Queries this session parsed, by their text: a client that runs one text with
+    /// new parameters (as drivers do) parses it once. Commands are parsed each time.
+    parsed: HashMap<Box<str>, Arc<quiver_cypher::ast::Statement>>,
     pub opts: QueryOptions,
 }
+
+/// Query texts a session keeps parsed; past it, it forgets them all.
+const PARSED_TEXTS: usize = 256;
+/// ... and only texts of at most this many bytes.
+const PARSED_TEXT_BYTES: usize = 4 << 10;
 
 /// A row of SHOW INDEXES: Neo4j 5's columns (`(type, indexProvider)`, the label and
 /// property, the owning constraint, the index config), then Quiver's kind and entries.
@@ -501,6 +520,7 @@ impl Session {
             indexes_gen: snap.db.manifest().generation,
             store,
             tx: None,
+            parsed: HashMap::new(),
             opts: QueryOptions {
                 import_dir: Some(import_dir),
                 rejects_dir: Some(rejects_dir),
@@ -539,10 +559,24 @@ impl Session {
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
         let t0 = Instant::now();
-        match quiver_cypher::parse(text)? {
-            Parsed::Command(c) => self.command(c, t0, params, sink),
-            Parsed::Query(stmt) => self.query(text, &stmt, params, sink),
-        }
+        let stmt = match self.parsed.get(text) {
+            Some(stmt) => stmt.clone(),
+            None => match quiver_cypher::parse(text)? {
+                Parsed::Command(c) => return self.command(c, t0, params, sink),
+                Parsed::Query(stmt) => {
+                    let stmt = Arc::new(stmt);
+                    // (A long text, a literal's data, is not worth its memory.)
+                    if text.len() <= PARSED_TEXT_BYTES {
+                        if self.parsed.len() >= PARSED_TEXTS {
+                            self.parsed.clear();
+                        }
+                        self.parsed.insert(text.into(), stmt.clone());
+                    }
+                    stmt
+                }
+            },
+        };
+        self.query(text, &stmt, params, sink)
     }
 
     fn query(

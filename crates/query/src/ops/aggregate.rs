@@ -1219,7 +1219,7 @@ impl Op for ParallelAggregate {
         }
         let env = &cx.env;
         let budget = &cx.budget;
-        let cancel = cx.cancel;
+        let stop = cx.stop();
         // Nodes deleted (from the segments or by the delta) or that lost the label of
         // their range's tables are masked out, a morsel's batch at a time.
         let check_life = env.g.scans_check_life();
@@ -1237,9 +1237,7 @@ impl Op for ParallelAggregate {
         let tables: Vec<Option<(GroupTable, Grant)>> = morsels
             .par_iter()
             .map(|m| -> Result<Option<(GroupTable, Grant)>, QueryError> {
-                if cancel.is_some_and(|c| c.load(AtOrd::Relaxed)) {
-                    return Err(QueryError::Cancelled);
-                }
+                stop.check()?;
                 // Columns straight from the chunks where no node needs a label test
                 // (a range of tables that carry the label); node values elsewhere.
                 let direct = self.direct.as_ref().filter(|_| m.label.is_none());

@@ -59,6 +59,8 @@ pub struct Cx<'g, 'db> {
     pub budget: MemoryBudget,
     pub stats: Vec<OpStats>,
     pub cancel: Option<&'g AtomicBool>,
+    /// See [`crate::QueryOptions::deadline`].
+    pub deadline: Option<std::time::Instant>,
     /// The transaction a writing statement writes in (`None`: read only).
     pub tx: Option<&'g mut quiver_engine::Txn>,
     /// The statement runs inside BEGIN ... COMMIT.
@@ -92,10 +94,38 @@ impl Cx<'_, '_> {
     }
 }
 
-impl Cx<'_, '_> {
+impl<'g> Cx<'g, '_> {
     pub(crate) fn check_cancel(&self) -> Result<(), QueryError> {
+        self.stop().check()
+    }
+
+    /// What stops the query, for work spread over threads.
+    pub(crate) fn stop(&self) -> Stop<'g> {
+        Stop {
+            cancel: self.cancel,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// A query's cancellation flag and deadline.
+#[derive(Clone, Copy)]
+pub(crate) struct Stop<'g> {
+    cancel: Option<&'g AtomicBool>,
+    deadline: Option<std::time::Instant>,
+}
+
+impl Stop<'_> {
+    /// `Cancelled` once the flag is set or the deadline has passed.
+    pub(crate) fn check(&self) -> Result<(), QueryError> {
         match self.cancel {
             Some(c) if c.load(AtOrd::Relaxed) => Err(QueryError::Cancelled),
+            _ if self
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d) =>
+            {
+                Err(QueryError::Cancelled)
+            }
             _ => Ok(()),
         }
     }

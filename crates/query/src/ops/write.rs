@@ -1047,6 +1047,7 @@ impl CallInTx {
                 budget: cx.budget.clone(),
                 stats: std::mem::take(stats),
                 cancel: cx.cancel,
+                deadline: cx.deadline,
                 tx: cx.tx.as_deref_mut(),
                 explicit_tx: cx.explicit_tx,
                 indexes: Some(indexes),

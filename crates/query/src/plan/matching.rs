@@ -199,25 +199,33 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         var: &str,
         prop: &str,
     ) -> Option<Expr> {
-        let mut found = None;
-        'outer: for (i, c) in conj.iter().enumerate() {
-            if let Expr::Binary(BinOp::Eq, a, b) = c {
-                for (x, y) in [(a, b), (b, a)] {
-                    if let Expr::Prop(v, k) = &**x {
-                        if matches!(&**v, Expr::Var(n, _) if n == var)
-                            && k == prop
-                            && vars_of(y).iter().all(|v| scope.get(v).is_some())
-                        {
-                            found = Some((i, (**y).clone()));
-                            break 'outer;
-                        }
-                    }
-                }
-            }
-        }
-        let (i, e) = found?;
+        let (i, e) = Self::find_eq(conj, scope, var, prop).map(|(i, e)| (i, e.clone()))?;
         conj.remove(i);
         Some(e)
+    }
+
+    /// [`take_eq`](Self::take_eq) without taking: where the conjunct is, and its value.
+    pub(super) fn find_eq<'c>(
+        conj: &'c [Expr],
+        scope: &Scope,
+        var: &str,
+        prop: &str,
+    ) -> Option<(usize, &'c Expr)> {
+        conj.iter().enumerate().find_map(|(i, c)| {
+            let Expr::Binary(BinOp::Eq, a, b) = c else {
+                return None;
+            };
+            [(a, b), (b, a)].into_iter().find_map(|(x, y)| match &**x {
+                Expr::Prop(v, k)
+                    if matches!(&**v, Expr::Var(n, _) if n == var)
+                        && k == prop
+                        && vars_of(y).iter().all(|v| scope.get(v).is_some()) =>
+                {
+                    Some((i, &**y))
+                }
+                _ => None,
+            })
+        })
     }
 
     /// A conjunct `id(var) = e` or `id(var) IN list` with `e` computable now: removes it
@@ -233,17 +241,22 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         var: &str,
         f: &str,
     ) -> Option<Expr> {
-        let is_id = |x: &Expr| matches!(x, Expr::Call { name, args, .. } if name.eq_ignore_ascii_case(f) && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var));
+        let i = Self::find_id_eq_of(conj, scope, var, f)?;
+        match conj.remove(i) {
+            Expr::Binary(_, a, b) => Some(if is_call_of(&a, f, var) { *b } else { *a }),
+            _ => None,
+        }
+    }
+
+    /// Where [`take_id_eq_of`](Self::take_id_eq_of)'s conjunct is, leaving it.
+    pub(super) fn find_id_eq_of(conj: &[Expr], scope: &Scope, var: &str, f: &str) -> Option<usize> {
+        let is_id = |x: &Expr| is_call_of(x, f, var);
         let ready = |y: &Expr| vars_of(y).iter().all(|v| scope.get(v).is_some());
-        let i = conj.iter().position(|c| match c {
+        conj.iter().position(|c| match c {
             Expr::Binary(BinOp::Eq, a, b) => (is_id(a) && ready(b)) || (is_id(b) && ready(a)),
             Expr::Binary(BinOp::In, a, b) => is_id(a) && ready(b),
             _ => false,
-        })?;
-        match conj.remove(i) {
-            Expr::Binary(_, a, b) => Some(if is_id(&a) { *b } else { *a }),
-            _ => None,
-        }
+        })
     }
 
     /// Bounds on `var.prop` from conjuncts `var.prop < e` and the like (either side),
@@ -304,8 +317,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             return (0, 0);
         }
         let mut best = (4, self.g.n_nodes());
-        if Self::take_id_eq(&mut conj.to_vec(), scope, v).is_some()
-            || Self::take_id_eq_of(&mut conj.to_vec(), scope, v, "elementId").is_some()
+        if Self::find_id_eq_of(conj, scope, v, "id").is_some()
+            || Self::find_id_eq_of(conj, scope, v, "elementId").is_some()
         {
             return (1, 1);
         }
@@ -313,10 +326,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             best = (2, 2);
         }
         if n.labels.is_empty() {
-            let mut c = conj.to_vec();
-            for prop in self.eq_props(&c, v) {
+            for prop in self.eq_props(conj, v) {
                 if self.g.id_seek_any(&prop).is_some()
-                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                    && Self::find_eq(conj, scope, v, &prop).is_some()
                 {
                     return (1, 1);
                 }
@@ -326,15 +338,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let Some(lid) = self.g.label_id(l) else {
                 return (1, 0);
             };
-            let mut c = conj.to_vec();
-            for prop in self.eq_props(&c, v) {
+            for prop in self.eq_props(conj, v) {
                 if self.g.id_seek_space(lid, &prop).is_some()
-                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                    && Self::find_eq(conj, scope, v, &prop).is_some()
                 {
                     return (1, 1);
                 }
                 if self.indexes.get(l, &prop).is_some()
-                    && Self::take_eq(&mut c, scope, v, &prop).is_some()
+                    && Self::find_eq(conj, scope, v, &prop).is_some()
                 {
                     best = best.min((2, 1));
                 }
@@ -783,4 +794,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             var: v,
         })
     }
+}
+
+/// `f(var)`, a call of function `f` (any case) on variable `var`.
+fn is_call_of(x: &Expr, f: &str, var: &str) -> bool {
+    matches!(x, Expr::Call { name, args, .. } if name.eq_ignore_ascii_case(f) && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var))
 }
