@@ -12,7 +12,7 @@
 
 use crate::packstream::{encode, list_header, struct_header, Pack};
 use crate::users::Users;
-use crate::values::{from_pack, write_value};
+use crate::values::{from_pack, write_value_with, ReadAhead};
 use quiver_engine::Store;
 use quiver_query::procs::PType;
 use quiver_query::{ColumnsHook, Params, QueryError, Session, Value};
@@ -521,12 +521,13 @@ impl Records {
         b: &quiver_query::batch::Batch,
         body: &mut Vec<u8>,
     ) -> Result<(), QueryError> {
+        let read = ReadAhead::nodes(g, &b.cols)?;
         for r in 0..b.len {
             body.clear();
             struct_header(1, RECORD, body);
             list_header(b.cols.len(), body);
             for c in &b.cols {
-                write_value(g, &c[r], body)?;
+                write_value_with(g, &c[r], body, &read)?;
             }
             write_chunked(&mut self.bytes, body);
             self.ends.push(self.bytes.len());

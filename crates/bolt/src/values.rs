@@ -40,6 +40,54 @@ fn props(g: &Graph, p: Vec<(Arc<str>, Value)>) -> Result<Pack, QueryError> {
 /// `out`: a node's labels, keys and strings are not copied into a `Pack` first (a
 /// result of whole nodes spent more on those copies than on reading the nodes).
 pub fn write_value(g: &Graph, v: &Value, out: &mut Vec<u8>) -> Result<(), QueryError> {
+    write_value_with(g, v, out, &ReadAhead::default())
+}
+
+/// Node properties read ahead for a batch of records ([`ReadAhead::nodes`]).
+#[derive(Default)]
+pub struct ReadAhead {
+    /// Node ids, ascending, and their properties.
+    ids: Vec<u64>,
+    props: Vec<Vec<(Arc<str>, Value)>>,
+}
+
+impl ReadAhead {
+    /// The properties of the nodes that `cols` hold at their top level, read together
+    /// ([`Graph::nodes_props`]: a row group's column chunks opened once, not once a
+    /// node and column), when there are enough of them for that to pay.
+    pub fn nodes(g: &Graph, cols: &[Vec<Value>]) -> Result<ReadAhead, QueryError> {
+        let mut ids: Vec<u64> = cols
+            .iter()
+            .flatten()
+            .filter_map(|v| match v {
+                Value::Node(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        if ids.len() < READ_AHEAD_MIN {
+            return Ok(ReadAhead::default());
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let props = g.nodes_props(&ids)?;
+        Ok(ReadAhead { ids, props })
+    }
+
+    fn get(&self, n: u64) -> Option<&[(Arc<str>, Value)]> {
+        self.ids.binary_search(&n).ok().map(|i| &self.props[i][..])
+    }
+}
+
+/// Nodes in a batch below which they are read one at a time.
+const READ_AHEAD_MIN: usize = 8;
+
+/// [`write_value`], taking nodes' properties from `read` where it has them.
+pub fn write_value_with(
+    g: &Graph,
+    v: &Value,
+    out: &mut Vec<u8>,
+    read: &ReadAhead,
+) -> Result<(), QueryError> {
     match v {
         Value::Null => encode(&Pack::Null, out),
         Value::Bool(b) => encode(&Pack::Bool(*b), out),
@@ -61,7 +109,14 @@ pub fn write_value(g: &Graph, v: &Value, out: &mut Vec<u8>) -> Result<(), QueryE
             for l in labels.iter() {
                 encode_str(l, out);
             }
-            let p = g.node_props(*n)?;
+            let owned;
+            let p = match read.get(*n) {
+                Some(p) => p,
+                None => {
+                    owned = g.node_props(*n)?;
+                    &owned[..]
+                }
+            };
             write_props(g, p.iter().map(|(k, v)| (&**k, v)), p.len(), out)?;
             encode_str(&n.to_string(), out);
         }

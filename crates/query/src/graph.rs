@@ -874,7 +874,7 @@ impl<'db> Graph<'db> {
             }
         }
         let (t, row) = self.locate(node)?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.schema.tables[t].prop_list.len());
         for (name, c) in &self.schema.tables[t].prop_list {
             let v = self.cell(t, row, *c)?;
             if !v.is_null() {
@@ -885,6 +885,60 @@ impl<'db> Graph<'db> {
             Some(o) => overlaid(out, &o),
             None => out,
         })
+    }
+
+    /// [`node_props`](Self::node_props) of many nodes at once (a result of whole
+    /// nodes): segment nodes are grouped by the row group that holds them, and each of
+    /// its column chunks is opened once for the group and read in row order, where one
+    /// node at a time opens every column's chunk for a single value. `out[i]` is the
+    /// properties of `nodes[i]`.
+    pub fn nodes_props(&self, nodes: &[u64]) -> Result<Vec<Vec<(Arc<str>, Value)>>, QueryError> {
+        let mut out: Vec<Vec<(Arc<str>, Value)>> = vec![Vec::new(); nodes.len()];
+        let d = self.delta();
+        // (table, row group, index in the chunk, position in `nodes`), and the delta's
+        // changes to lay over a segment node's values.
+        let mut at = Vec::with_capacity(nodes.len());
+        let mut overlays = Vec::new();
+        for (pos, &n) in nodes.iter().enumerate() {
+            if let Some(d) = &d {
+                match d.node(n) {
+                    Some(None) => continue,
+                    Some(Some(r)) if r.created => {
+                        out[pos] = r.props.to_vec();
+                        continue;
+                    }
+                    Some(Some(r)) => overlays.push((pos, r.props.clone())),
+                    None => {}
+                }
+            }
+            let (t, row) = self.locate(n)?;
+            let ti = &self.schema.tables[t];
+            let rg = rg_of(&ti.rg_first, row);
+            at.push((t, rg, (row - ti.rg_first[rg]) as usize, pos));
+        }
+        at.sort_unstable();
+        for group in at.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let (t, rg) = (group[0].0, group[0].1);
+            let ti = &self.schema.tables[t];
+            for &(.., pos) in group {
+                out[pos].reserve_exact(ti.prop_list.len());
+            }
+            for (name, c) in &ti.prop_list {
+                let dtype = ti.dtypes[*c];
+                self.db.with_node_chunk(t, rg, *c, |chunk| {
+                    for &(_, _, i, pos) in group {
+                        let v = chunk_value(chunk, i, dtype);
+                        if !v.is_null() {
+                            out[pos].push((name.clone(), v));
+                        }
+                    }
+                })?;
+            }
+        }
+        for (pos, o) in overlays {
+            out[pos] = overlaid(std::mem::take(&mut out[pos]), &o);
+        }
+        Ok(out)
     }
 
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
