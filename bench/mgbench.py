@@ -28,7 +28,8 @@ by type), shortest paths by length (any shortest path is right), `LIMIT 1` by ro
 `--throughput 1,2,4,8` measures instead mgbench's isolated workload with several
 clients: queries/s of that many client processes (each its own driver) running one of
 a few queries (`THROUGHPUT`, or those `--only` names) for `--seconds`, each system on
-its own, then mgbench's mixed workload (a read with 30% writes). With `--client rust`
+its own, then mgbench's mixed workload (a read with 30% writes), with each server's CPU
+per query (from /proc; `--neo4j-pid` for Neo4j's). With `--client rust`
 the clients are threads of a light Bolt client in Rust (`load_client`, built on first
 use), as mgbench's own client is C++: the Python driver's CPU, on the same cores as
 the server, bounded the figures.
@@ -231,6 +232,19 @@ def cpu_ns(pid):
     return total
 
 
+def proc_cpu_s(pid):
+    """User and system CPU seconds of process `pid` so far, threads that ended included;
+    `None` when it cannot be read."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class System:
     def __init__(self, name, uri, pid=None):
         from neo4j import GraphDatabase
@@ -393,8 +407,9 @@ def main():
         if args.throughput:
             counts = [int(c) for c in args.throughput.split(",")]
             every = {n: (q, k) for n, q, k, _ in READS} | {n: (q, k) for n, q, k in WRITES}
+            pids = {s.name: s.pid for s in systems}
             print(f"{'throughput, queries/s':<34} {'clients':>7} " + " ".join(f"{n:>10}" for n in names)
-                  + f" {'ratio':>9}")
+                  + f" {'ratio':>9} " + " ".join(f"{n + ' cpu us':>13}" for n in names))
             # (--only picks any of the queries; the default is mgbench's few.)
             picked = [n for n in every if n in only] if only else THROUGHPUT
             mixes = [(name, [(*every[name], 1.0)]) for name in picked]
@@ -406,11 +421,18 @@ def main():
                 if only and name.split(" ")[0] not in only:
                     continue
                 for c in counts:
-                    qps = {n: throughput(uris[n], mix, n_users, c, args.seconds, args.seed, args.client)
-                           for n in names}
+                    qps, cpu = {}, {}
+                    for n in names:
+                        # The server's CPU per query (all its threads, ended ones too:
+                        # /proc/PID/stat), which the clients on the same cores do not count in.
+                        c0 = proc_cpu_s(pids[n])
+                        qps[n] = throughput(uris[n], mix, n_users, c, args.seconds, args.seed, args.client)
+                        c1 = proc_cpu_s(pids[n])
+                        cpu[n] = (c1 - c0) * 1e6 / max(qps[n] * args.seconds, 1) if None not in (c0, c1) else None
                     ratio = f"{qps[names[0]] / qps[names[1]]:>8.2f}x" if len(names) > 1 else ""
-                    print(f"{name:<34} {c:>7} " + " ".join(f"{qps[n]:>10.0f}" for n in names) + f" {ratio:>9}")
-                    print("RESULT " + json.dumps({"query": name, "clients": c, "qps": qps}))
+                    print(f"{name:<34} {c:>7} " + " ".join(f"{qps[n]:>10.0f}" for n in names) + f" {ratio:>9} "
+                          + " ".join(f"{cpu[n]:>13.1f}" if cpu[n] is not None else f"{'-':>13}" for n in names))
+                    print("RESULT " + json.dumps({"query": name, "clients": c, "qps": qps, "cpu_us": cpu}))
                     sys.stdout.flush()
             return
         for name, q, kind, how in READS:
