@@ -613,13 +613,15 @@ impl ShortestPath {
             });
         }
         if !self.node_ok.is_empty() {
-            let mut fresh: Vec<u64> = steps
-                .iter()
-                .map(|&(_, v, ..)| v)
-                .filter(|v| !verdicts.contains_key(v))
-                .collect();
-            fresh.sort_unstable();
-            fresh.dedup();
+            // Nodes not judged yet, each once (entered as refused until judged).
+            let mut fresh: Vec<u64> = Vec::new();
+            for &(_, v, ..) in steps.iter() {
+                if let hashbrown::hash_map::Entry::Vacant(e) = verdicts.entry(v) {
+                    e.insert(false);
+                    fresh.push(v);
+                }
+            }
+            fresh.sort_unstable(); // (column reads in row order)
             for part in fresh.chunks(BATCH_ROWS) {
                 let ok = meets(
                     cx,
@@ -711,7 +713,8 @@ impl ShortestPath {
         if !self.node_meets(cx, s)? || !self.node_meets(cx, t)? {
             return Ok(vec![]);
         }
-        let mut verdicts: HashMap<u64, bool> = HashMap::new();
+        // (Room for a typical search's nodes up front, as for its parents.)
+        let mut verdicts: HashMap<u64, bool> = HashMap::with_capacity(1024);
         if s == t {
             return Ok(if self.min == 0 {
                 vec![PathVal {
@@ -989,7 +992,8 @@ impl ShortestPath {
         if !self.node_meets(cx, s)? {
             return Ok(());
         }
-        let mut verdicts: HashMap<u64, bool> = HashMap::new();
+        // (Room for a typical search's nodes up front, as for its parents.)
+        let mut verdicts: HashMap<u64, bool> = HashMap::with_capacity(1024);
         if self.min == 0 {
             emit(s, &parent, out)?;
         }
