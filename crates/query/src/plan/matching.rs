@@ -211,20 +211,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         var: &str,
         prop: &str,
     ) -> Option<(usize, &'c Expr)> {
-        conj.iter().enumerate().find_map(|(i, c)| {
-            let Expr::Binary(BinOp::Eq, a, b) = c else {
-                return None;
-            };
-            [(a, b), (b, a)].into_iter().find_map(|(x, y)| match &**x {
-                Expr::Prop(v, k)
-                    if matches!(&**v, Expr::Var(n, _) if n == var)
-                        && k == prop
-                        && vars_of(y).iter().all(|v| scope.get(v).is_some()) =>
-                {
-                    Some((i, &**y))
-                }
-                _ => None,
-            })
+        eq_conjunct(conj, var, |k, y| {
+            (k == prop && vars_of(y).iter().all(|v| scope.get(v).is_some())).then_some(y)
         })
     }
 
@@ -561,21 +549,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if !self.hash_joins {
             return None;
         }
-        conj.iter().enumerate().find_map(|(i, c)| {
-            let Expr::Binary(BinOp::Eq, a, b) = c else {
-                return None;
-            };
-            [(a, b), (b, a)].into_iter().find_map(|(x, y)| match &**x {
-                Expr::Prop(v, k)
-                    if matches!(&**v, Expr::Var(n, _) if n == var)
-                        && !vars_of(y).is_empty()
-                        && vars_of(y).iter().all(|v| scope.get(v).is_some()) =>
-                {
-                    Some((i, k.clone(), (**y).clone()))
-                }
-                _ => None,
-            })
+        eq_conjunct(conj, var, |k, y| {
+            let vars = vars_of(y);
+            (!vars.is_empty() && vars.iter().all(|v| scope.get(v).is_some()))
+                .then(|| (k.to_string(), y.clone()))
         })
+        .map(|(i, (k, y))| (i, k, y))
     }
 
     /// Binds node `n` on its own (seek, hash join or scan), for each row of `cur`.
@@ -799,4 +778,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 /// `f(var)`, a call of function `f` (any case) on variable `var`.
 fn is_call_of(x: &Expr, f: &str, var: &str) -> bool {
     matches!(x, Expr::Call { name, args, .. } if name.eq_ignore_ascii_case(f) && matches!(args.as_slice(), [Expr::Var(n, _)] if n == var))
+}
+
+/// The first conjunct `var.k = y` (either side) for which `f(k, y)` gives a value: its
+/// index and that value.
+fn eq_conjunct<'c, T>(
+    conj: &'c [Expr],
+    var: &str,
+    f: impl Fn(&str, &'c Expr) -> Option<T>,
+) -> Option<(usize, T)> {
+    conj.iter().enumerate().find_map(|(i, c)| {
+        let Expr::Binary(BinOp::Eq, a, b) = c else {
+            return None;
+        };
+        [(a, b), (b, a)].into_iter().find_map(|(x, y)| match &**x {
+            Expr::Prop(v, k) if matches!(&**v, Expr::Var(n, _) if n == var) => {
+                f(k, y).map(|t| (i, t))
+            }
+            _ => None,
+        })
+    })
 }
