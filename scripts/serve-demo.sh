@@ -13,13 +13,18 @@ $Q import --db data/serve-demo/social.qdb --id-type integer \
   --nodes User=data/serve-demo/social/nodes.csv \
   --relationships FOLLOWS=data/serve-demo/social/edges.csv
 echo 'demo-password' | $Q user add alice --db data/serve-demo/social.qdb
-$Q serve --db data/serve-demo/social.qdb --listen 127.0.0.1:7687 &
+# Bolt's usual port, or another with PORT=... (the script stops if the server cannot
+# listen, rather than talk to whatever else holds the port).
+port=${PORT:-7687}
+$Q serve --db data/serve-demo/social.qdb --listen "127.0.0.1:$port" &
 server=$!
 trap 'kill $server 2>/dev/null' EXIT
 sleep 1
-python3 - <<'PY'
+kill -0 $server 2>/dev/null || { echo "quiver serve did not start (is port $port taken? PORT=7688 $0)" >&2; exit 1; }
+PORT=$port python3 - <<'PY'
+import os
 from neo4j import GraphDatabase
-with GraphDatabase.driver("bolt://127.0.0.1:7687", auth=("alice", "demo-password")) as d:
+with GraphDatabase.driver(f"bolt://127.0.0.1:{os.environ['PORT']}", auth=("alice", "demo-password")) as d:
     print(d.execute_query("MATCH (n:User) RETURN count(n) AS users").records)
     recs = d.execute_query(
         "MATCH (s:User {id: $id})-->()-->(n:User) RETURN count(DISTINCT n) AS two_hop", id=1
