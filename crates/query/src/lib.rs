@@ -383,16 +383,54 @@ pub struct Session {
     indexes: IndexSet,
     /// Generation the indexes were loaded for.
     indexes_gen: u64,
-    /// Queries this session parsed, by their text: a client that runs one text with
-    /// new parameters (as drivers do) parses it once. Commands are parsed each time.
-    parsed: HashMap<Box<str>, Arc<quiver_cypher::ast::Statement>>,
+    /// Queries parsed, by their text (shared by a server's sessions).
+    parsed: Arc<ParseCache>,
     pub opts: QueryOptions,
 }
 
-/// Query texts a session keeps parsed; past it, it forgets them all.
-const PARSED_TEXTS: usize = 256;
-/// ... and only texts of at most this many bytes.
+/// Queries parsed, by their text: a client that runs one text with new parameters (as
+/// drivers do) parses it once. Commands are parsed each time. Bounded in entries and
+/// text length, and shared by the sessions of a server ([`Session::share_parses`]), so
+/// its memory does not grow with the connections.
+#[derive(Default)]
+pub struct ParseCache {
+    texts: std::sync::Mutex<HashMap<Box<str>, Arc<quiver_cypher::ast::Statement>>>,
+}
+
+/// Query texts a cache keeps; past it, it forgets them all.
+const PARSED_TEXTS: usize = 1024;
+/// ... and only texts of at most this many bytes (a long text, a literal's data, is not
+/// worth its memory).
 const PARSED_TEXT_BYTES: usize = 4 << 10;
+
+impl std::fmt::Debug for ParseCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ParseCache({} texts)", self.lock().len())
+    }
+}
+
+impl ParseCache {
+    fn get(&self, text: &str) -> Option<Arc<quiver_cypher::ast::Statement>> {
+        self.lock().get(text).cloned()
+    }
+
+    fn keep(&self, text: &str, stmt: &Arc<quiver_cypher::ast::Statement>) {
+        if text.len() > PARSED_TEXT_BYTES {
+            return;
+        }
+        let mut texts = self.lock();
+        if texts.len() >= PARSED_TEXTS {
+            texts.clear();
+        }
+        texts.insert(text.into(), stmt.clone());
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Arc<quiver_cypher::ast::Statement>>> {
+        self.texts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// A row of SHOW INDEXES: Neo4j 5's columns (`(type, indexProvider)`, the label and
 /// property, the owning constraint, the index config), then Quiver's kind and entries.
@@ -520,7 +558,7 @@ impl Session {
             indexes_gen: snap.db.manifest().generation,
             store,
             tx: None,
-            parsed: HashMap::new(),
+            parsed: Arc::default(),
             opts: QueryOptions {
                 import_dir: Some(import_dir),
                 rejects_dir: Some(rejects_dir),
@@ -529,6 +567,12 @@ impl Session {
                 ..QueryOptions::default()
             },
         }
+    }
+
+    /// Takes its parsed queries from (and adds them to) `cache`, which other sessions
+    /// share: a server's connections keep one cache, not one each.
+    pub fn share_parses(&mut self, cache: Arc<ParseCache>) {
+        self.parsed = cache;
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -560,18 +604,12 @@ impl Session {
     ) -> Result<Summary, QueryError> {
         let t0 = Instant::now();
         let stmt = match self.parsed.get(text) {
-            Some(stmt) => stmt.clone(),
+            Some(stmt) => stmt,
             None => match quiver_cypher::parse(text)? {
                 Parsed::Command(c) => return self.command(c, t0, params, sink),
                 Parsed::Query(stmt) => {
                     let stmt = Arc::new(stmt);
-                    // (A long text, a literal's data, is not worth its memory.)
-                    if text.len() <= PARSED_TEXT_BYTES {
-                        if self.parsed.len() >= PARSED_TEXTS {
-                            self.parsed.clear();
-                        }
-                        self.parsed.insert(text.into(), stmt.clone());
-                    }
+                    self.parsed.keep(text, &stmt);
                     stmt
                 }
             },
