@@ -6,7 +6,8 @@
 //!   element ids; dates, times, datetimes, durations) and parameters back.
 //! - `users`: the database's users, with Argon2id password hashes.
 //! - `server`: handshake, chunking and each connection's state machine; results stream
-//!   as they are pulled; statements run on a bounded worker pool.
+//!   as they are pulled; statements run on a bounded worker pool, quick graph reads on
+//!   the I/O thread.
 //! - `net`: the non-blocking sockets (Tokio): accept loop, TLS, WebSocket, HTTP,
 //!   deadlines and connection limits.
 

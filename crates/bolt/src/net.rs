@@ -2,7 +2,8 @@
 //! Bolt port, deadlines, and reading whole messages, all non-blocking on a Tokio
 //! runtime. An idle connection is a parked task (its buffers and, once logged in, its
 //! session: kilobytes, no thread), so thousands can be open at once; statements run on
-//! the runtime's bounded pool of blocking threads (`server::Conn`).
+//! the runtime's bounded pool of blocking threads, quick graph reads on the I/O thread
+//! itself (`server::Conn`).
 //!
 //! Limits: connections that have not logged in count against `max_pending` (past it a
 //! new connection is closed at once) and must finish the handshake and log in within
@@ -203,8 +204,9 @@ pub fn serve(
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
     );
     raise_fd_limit();
-    // The I/O threads only parse messages and copy encoded records (workers encode
-    // them), but a client's round trip waits for one: as many as cores. On 2 cores
+    // The I/O threads parse messages, copy the records workers encode and run quick
+    // graph reads (at most 2 ms each); a client's round trip waits for one: as many as
+    // cores. On 2 cores
     // (bench/connections_bench.py, find node, medians of 4 rounds) one thread served a
     // single client 5% faster and 4 client processes 7% slower than two; two matched
     // the thread-per-connection server at 1, 4 and 16.

@@ -4,8 +4,10 @@
 //! `net`'s.
 //!
 //! A connection costs no thread while it waits: its state machine ([`Conn`]) runs on
-//! the I/O runtime's tasks, and only a statement that runs takes a thread of the
-//! bounded worker pool (`ServeOptions::workers`). A statement's rows reach the
+//! the I/O runtime's tasks, and a statement that runs takes a thread of the bounded
+//! worker pool (`ServeOptions::workers`), unless it is a graph read that has been
+//! quick: that one runs on the I/O thread, under a 2 ms deadline ([`Conn::run_inline`]).
+//! A statement's rows reach the
 //! connection through a channel of two batches: the worker blocks while the client has
 //! not pulled, so a result never sits whole in server memory (`PULL n` sends n records
 //! and keeps the cursor open). A connection's `Session` is made when it logs in.
@@ -509,6 +511,7 @@ impl Done {
             counters: s.counters,
             graph_read: s.graph_read,
             elapsed: s.elapsed,
+            text: None,
         }
     }
 }
@@ -522,6 +525,9 @@ struct Done {
     /// The statement only read the graph, and how long it ran (see [`QUICK`]).
     graph_read: bool,
     elapsed: Duration,
+    /// The text of an auto-commit statement run on a worker, given back to be
+    /// remembered as quick (or its debt paid down) when it turns out so.
+    text: Option<String>,
 }
 
 /// A batch of RECORD messages, encoded by the worker that made them (the I/O tasks
@@ -595,9 +601,6 @@ struct Open {
     started: Instant,
     /// The query timeout passed and the statement was told to stop.
     timed_out: bool,
-    /// The text of an auto-commit statement run on a worker, to be remembered as
-    /// quick (or its debt paid down) when it turns out so.
-    text: Option<String>,
 }
 
 impl Open {
@@ -868,7 +871,7 @@ impl Conn {
         self.cancel.store(false, Ordering::Relaxed);
         self.demand.store(0, Ordering::Relaxed);
         let (slot, demand) = (self.slot.clone(), self.demand.clone());
-        let remembered = (auto_commit && text.len() <= QUICK_TEXT_BYTES).then(|| text.clone());
+        let remember = auto_commit && text.len() <= QUICK_TEXT_BYTES;
         // The worker's end is awaited through the events, not the task.
         drop(tokio::task::spawn_blocking(move || {
             let slot_of = || slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -914,7 +917,12 @@ impl Conn {
                     r => break r,
                 }
             };
-            let done = r.map(Done::of).map_err(|e| failure(&e));
+            let done = r
+                .map(|s| Done {
+                    text: remember.then_some(text),
+                    ..Done::of(s)
+                })
+                .map_err(|e| failure(&e));
             slot_of().events = None;
             let _ = events.blocking_send(Event {
                 columns: columns(),
@@ -930,7 +938,6 @@ impl Conn {
             done: None,
             started,
             timed_out: false,
-            text: remembered,
         });
         Ok(false)
     }
@@ -984,7 +991,6 @@ impl Conn {
             done: Some(Ok(done)),
             started,
             timed_out: false,
-            text: None,
         });
         true
     }
@@ -1085,6 +1091,7 @@ impl Conn {
                         wrote: false,
                         graph_read: false,
                         elapsed: Duration::ZERO,
+                        text: None,
                     }));
                 }
             }
@@ -1123,12 +1130,12 @@ impl Conn {
             return;
         }
         let t_last = open.started.elapsed().as_millis() as i64;
-        let Some((done, text)) = self.open.take().and_then(|o| Some((o.done?, o.text))) else {
+        let Some(done) = self.open.take().and_then(|o| o.done) else {
             return; // (checked above)
         };
         match done {
-            Ok(d) => {
-                if let Some(t) = text.filter(|_| d.graph_read && d.elapsed <= QUICK) {
+            Ok(mut d) => {
+                if let Some(t) = d.text.take().filter(|_| d.graph_read && d.elapsed <= QUICK) {
                     self.note_quick(t);
                 }
                 let mut meta = vec![
@@ -1594,7 +1601,23 @@ mod tests {
     /// A graph read that was quick on a worker runs on the I/O thread next time. When
     /// an inline run outruns its deadline or makes more than a batch of records, the
     /// statement runs again on a worker and answers whole; a write never runs inline.
-    /// Runs `text` (`count(x)` of `range(1, $n)`) until a run of it is inline; how many
+    /// A quick graph read whose parameter `n` makes it as slow as wanted.
+    const COUNT: &str = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
+
+    /// A runtime for a test: the server's (several threads) or one thread, on which a
+    /// task runs only when another yields.
+    fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+        let mut b = if multi_thread {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(1);
+            b
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        b.enable_all().build().unwrap()
+    }
+
+    /// Runs `text` ([`COUNT`] or alike) until a run of it is inline; how many
     /// ran on a worker before (a loaded machine can make a quick run slow).
     async fn until_inline(c: &mut Conn, text: &str) -> usize {
         let mut runs = 0;
@@ -1636,13 +1659,10 @@ mod tests {
     #[test]
     fn connections_share_quick_texts() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime(false);
         rt.block_on(async {
             let mut a = logged_in(dir.path()).await;
-            let q = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
+            let q = COUNT;
             assert!(!run_pull(&mut a, q, 1).await.0);
             until_inline(&mut a, q).await;
             let mut b = connect(a.store.clone(), a.opts.clone()).await;
@@ -1660,13 +1680,10 @@ mod tests {
     #[test]
     fn inline_statements_let_other_connections_in() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime(false);
         rt.block_on(async {
             let mut c = logged_in(dir.path()).await;
-            let q = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
+            let q = COUNT;
             run_pull(&mut c, q, 1).await;
             until_inline(&mut c, q).await;
             let other = Arc::new(AtomicBool::new(false));
@@ -1684,14 +1701,10 @@ mod tests {
     #[test]
     fn quick_reads_run_inline_and_fall_back_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime(true);
         rt.block_on(async {
             let mut c = logged_in(dir.path()).await;
-            let count = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
+            let count = COUNT;
             assert_eq!(
                 run_pull(&mut c, count, 3).await,
                 (false, vec![Pack::List(vec![Pack::Int(3)])])
