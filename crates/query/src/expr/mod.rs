@@ -279,6 +279,9 @@ pub fn eval_col(env: &Env, e: &CExpr, b: &Batch) -> Result<Vec<Value>, QueryErro
             if let Some(out) = string_test_col(env, *op, x, y, b)? {
                 return Ok(out);
             }
+            if let Some(out) = int_compare_col(env, *op, x, y, b)? {
+                return Ok(out);
+            }
             let l = col(env, x, b)?;
             let mut out = Vec::with_capacity(n);
             // A constant right side is not repeated into a column.
@@ -405,6 +408,53 @@ fn string_test_col(
         &mut out,
         &|c, i, t| test.on_chunk(c, i, t),
         &|v| test.on_value(v),
+    )?;
+    Ok(Some(out))
+}
+
+/// `n.age >= 18` (a node property compared with an integer) over a batch of nodes, on
+/// the stored integers: no value is made per row. A shortest path's `all(x IN nodes(p)
+/// WHERE x.age >= 18)` judges every node its search meets so. `None` when `x op y` is
+/// not a node property against an integer constant.
+fn int_compare_col(
+    env: &Env,
+    op: BinOp,
+    x: &CExpr,
+    y: &CExpr,
+    b: &Batch,
+) -> Result<Option<Vec<Value>>, QueryError> {
+    use quiver_common::types::{DataType, ScalarType};
+    let (CExpr::Prop(x, name), CExpr::Const(Value::Int(k))) = (x, y) else {
+        return Ok(None);
+    };
+    let test: fn(i64, i64) -> bool = match op {
+        BinOp::Eq => |a, k| a == k,
+        BinOp::Ne => |a, k| a != k,
+        BinOp::Lt => |a, k| a < k,
+        BinOp::Le => |a, k| a <= k,
+        BinOp::Gt => |a, k| a > k,
+        BinOp::Ge => |a, k| a >= k,
+        _ => return Ok(None),
+    };
+    let base = col(env, x, b)?;
+    if !only_nodes(&base) {
+        return Ok(None);
+    }
+    let (k, kv) = (*k, Value::Int(*k));
+    let mut out = Vec::with_capacity(b.len);
+    env.g.node_prop_batch_map(
+        &base,
+        name,
+        &mut out,
+        &|c, i, t| match t {
+            DataType::Scalar(
+                ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
+            ) => Ok(c
+                .get_i64(i)
+                .map_or(Value::Null, |a| Value::Bool(test(a, k)))),
+            _ => binary_fast(op, &crate::graph::chunk_value(c, i, t), &kv),
+        },
+        &|v| binary_fast(op, &v, &kv),
     )?;
     Ok(Some(out))
 }

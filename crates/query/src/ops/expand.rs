@@ -572,6 +572,84 @@ fn meets(cx: &Cx, preds: &[(CExpr, bool)], vals: Vec<Value>) -> Result<Vec<bool>
     Ok(ok)
 }
 
+/// The nodes a search has judged against its path predicates, and which passed: a hash
+/// map while few, then two bitmaps over node ids (as [`Parents::bits`]: every
+/// relationship a filtered search meets asks).
+pub(super) struct Verdicts {
+    map: HashMap<u64, bool>,
+    judged: Vec<u64>,
+    passed: Vec<u64>,
+    n_nodes: u64,
+}
+
+impl Verdicts {
+    pub(super) fn new(n_nodes: u64) -> Verdicts {
+        Verdicts {
+            map: HashMap::with_capacity(1024),
+            judged: Vec::new(),
+            passed: Vec::new(),
+            n_nodes,
+        }
+    }
+
+    /// Enters `n` as judged and refused unless it was judged before: whether it was new.
+    #[inline]
+    fn enter(&mut self, n: u64) -> bool {
+        let (w, m) = ((n / 64) as usize, 1u64 << (n % 64));
+        if let Some(x) = self.judged.get_mut(w) {
+            let new = *x & m == 0;
+            *x |= m;
+            return new;
+        }
+        match self.map.entry(n) {
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(false);
+                if self.map.len() >= PARENTS_BITS_AFTER
+                    && self.judged.is_empty()
+                    && self.n_nodes.div_ceil(8) <= NODE_BITMAP_MAX_BYTES
+                {
+                    let words = self.n_nodes.div_ceil(64) as usize;
+                    self.judged = vec![0; words];
+                    self.passed = vec![0; words];
+                    for (&k, &ok) in &self.map {
+                        if let Some(x) = self.judged.get_mut((k / 64) as usize) {
+                            *x |= 1 << (k % 64);
+                            if ok {
+                                self.passed[(k / 64) as usize] |= 1 << (k % 64);
+                            }
+                        }
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// Marks `n` (entered) as passed.
+    #[inline]
+    fn pass(&mut self, n: u64) {
+        match self.passed.get_mut((n / 64) as usize) {
+            Some(x) => *x |= 1 << (n % 64),
+            None => {
+                self.map.insert(n, true);
+            }
+        }
+    }
+
+    #[inline]
+    fn passed(&self, n: u64) -> bool {
+        match self.passed.get((n / 64) as usize) {
+            Some(x) => x >> (n % 64) & 1 != 0,
+            None => self.map.get(&n).copied().unwrap_or(false),
+        }
+    }
+
+    pub(super) fn bytes(&self) -> u64 {
+        (self.map.capacity() * 17 + (self.judged.capacity() + self.passed.capacity()) * 8) as u64
+    }
+}
+
 impl ShortestPath {
     /// Keeps the steps `(v, r)` of `nbrs` whose relationship and far node meet the
     /// path predicates (`verdicts` remembers the nodes judged so far).
@@ -582,7 +660,7 @@ impl ShortestPath {
         &self,
         cx: &Cx,
         steps: &mut Vec<Step>,
-        verdicts: &mut HashMap<u64, bool>,
+        verdicts: &mut Verdicts,
         backward: bool,
     ) -> Result<(), QueryError> {
         // (Predicates over relationships see canonical ones: `level` reads them so.)
@@ -616,8 +694,7 @@ impl ShortestPath {
             // Nodes not judged yet, each once (entered as refused until judged).
             let mut fresh: Vec<u64> = Vec::new();
             for &(_, v, ..) in steps.iter() {
-                if let hashbrown::hash_map::Entry::Vacant(e) = verdicts.entry(v) {
-                    e.insert(false);
+                if verdicts.enter(v) {
                     fresh.push(v);
                 }
             }
@@ -628,9 +705,13 @@ impl ShortestPath {
                     &self.node_ok,
                     part.iter().map(|&v| Value::Node(v)).collect(),
                 )?;
-                verdicts.extend(part.iter().copied().zip(ok));
+                for (&v, ok) in part.iter().zip(ok) {
+                    if ok {
+                        verdicts.pass(v);
+                    }
+                }
             }
-            steps.retain(|(_, v, ..)| verdicts[v]);
+            steps.retain(|(_, v, ..)| verdicts.passed(*v));
         }
         Ok(())
     }
@@ -644,7 +725,8 @@ impl ShortestPath {
         dir: Dir,
         backward: bool,
         seen: impl Fn(u64) -> bool,
-        verdicts: &mut HashMap<u64, bool>,
+        met: Option<&dyn Fn(u64) -> bool>,
+        verdicts: &mut Verdicts,
     ) -> Result<Vec<Step>, QueryError> {
         let mut steps = Vec::new();
         // Relationships are made canonical only on the path found, unless a predicate
@@ -667,6 +749,16 @@ impl ShortestPath {
                     .map(|&(v, r, raw)| (u, v, r, raw)),
             );
         }
+        // A step to a node that `met` knows (the other side of a one-path search reached
+        // it, so it passed the node predicates) ends the search: it needs no judging,
+        // nor do the others (the search's last level is its largest).
+        if let Some(met) = met.filter(|_| lazy) {
+            if let Some(i) = steps.iter().position(|s| met(s.1)) {
+                steps.swap(0, i);
+                steps.truncate(1);
+                return Ok(steps);
+            }
+        }
         self.admit(cx, &mut steps, verdicts, backward)?;
         Ok(steps)
     }
@@ -688,16 +780,106 @@ pub fn reverse_dir(d: Dir) -> Dir {
 
 /// One side of a bidirectional search: each node reached, with the step that reached
 /// it first (none for the root), and for allShortestPaths the other steps of the same
-/// level (one allocation a node, not a list each, was 15% of a search's time).
+/// level (one allocation a node, not a list each, was 15% of a search's time). The map
+/// holds an index into `steps`, not the step: 16-byte entries rather than 48, which a
+/// search probes for every relationship it meets and rehashes as it grows.
 #[derive(Default)]
 struct Parents {
-    first: HashMap<u64, Option<(u64, RelRef, bool)>>,
+    first: HashMap<u64, u32>,
+    steps: Vec<(u64, RelRef, bool)>,
     more: HashMap<u64, Vec<(u64, RelRef, bool)>>,
+    /// The nodes of `first` as a bitmap over node ids, once they are many
+    /// ([`PARENTS_BITS_AFTER`]): a search tests every relationship's far node against
+    /// both sides, and most were reached already; a bit in a 200 KiB bitmap (social 1)
+    /// is a cache hit where the hash map's probe mostly missed.
+    bits: Vec<u64>,
+    /// Node ids the bitmap covers (the graph's when it was made).
+    n_nodes: u64,
 }
 
+/// [`Parents::first`]'s entry for a root.
+const ROOT: u32 = u32::MAX;
+
+/// Nodes a side reaches before its bitmap is made (zeroing it costs about as much as
+/// this many probes on social 1's 1.6M nodes).
+const PARENTS_BITS_AFTER: usize = 2048;
+
 impl Parents {
+    fn new(n_nodes: u64) -> Parents {
+        let mut p = Parents {
+            n_nodes,
+            ..Parents::default()
+        };
+        // Room for a typical search's nodes up front (growing from empty rehashed
+        // every entry some ten times: 11% of a search).
+        p.first.reserve(1024);
+        p.steps.reserve(1024);
+        p
+    }
+
+    #[inline]
     fn contains(&self, n: u64) -> bool {
+        if let Some(w) = self.bits.get((n / 64) as usize) {
+            return w >> (n % 64) & 1 != 0;
+        }
         self.first.contains_key(&n)
+    }
+
+    /// Enters the root `n`.
+    fn root(&mut self, n: u64) {
+        self.first.insert(n, ROOT);
+    }
+
+    /// Enters `v`, reached from `u` over `r`, unless it was reached before: whether it
+    /// was new.
+    #[inline]
+    fn reach(&mut self, u: u64, v: u64, r: RelRef, raw: bool) -> Result<bool, QueryError> {
+        if let Some(w) = self.bits.get_mut((v / 64) as usize) {
+            let m = 1u64 << (v % 64);
+            if *w & m != 0 {
+                return Ok(false);
+            }
+            *w |= m;
+        } else if self.first.contains_key(&v) {
+            return Ok(false);
+        }
+        let i = u32::try_from(self.steps.len())
+            .ok()
+            .filter(|&i| i != ROOT)
+            .ok_or_else(|| {
+                QueryError::Unsupported("a shortest path search past 4 billion nodes".into())
+            })?;
+        self.first.insert(v, i);
+        self.steps.push((u, r, raw));
+        if self.bits.is_empty()
+            && self.first.len() >= PARENTS_BITS_AFTER
+            && self.n_nodes.div_ceil(8) <= NODE_BITMAP_MAX_BYTES
+        {
+            self.bits = vec![0u64; self.n_nodes.div_ceil(64) as usize];
+            for &n in self.first.keys() {
+                if let Some(w) = self.bits.get_mut((n / 64) as usize) {
+                    *w |= 1 << (n % 64);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The step that first reached `n` (none for the root or a node not reached).
+    fn step(&self, n: u64) -> Option<(u64, RelRef, bool)> {
+        match self.first.get(&n) {
+            Some(&i) if i != ROOT => self.steps.get(i as usize).copied(),
+            _ => None,
+        }
+    }
+
+    /// Bytes held, for the memory grant.
+    fn bytes(&self, front: usize) -> u64 {
+        (self.first.capacity() * 17
+            + self.steps.capacity() * std::mem::size_of::<(u64, RelRef, bool)>()
+            + self.more.len() * 64
+            + self.bits.capacity() * 8
+            + front * 8) as u64
     }
 }
 
@@ -714,7 +896,7 @@ impl ShortestPath {
             return Ok(vec![]);
         }
         // (Room for a typical search's nodes up front, as for its parents.)
-        let mut verdicts: HashMap<u64, bool> = HashMap::with_capacity(1024);
+        let mut verdicts = Verdicts::new(cx.env.g.n_nodes());
         if s == t {
             return Ok(if self.min == 0 {
                 vec![PathVal {
@@ -726,15 +908,13 @@ impl ShortestPath {
             });
         }
         // Parents on each side: node -> (previous node towards that side's root, rel).
-        let mut fwd = Parents::default();
-        let mut bwd = Parents::default();
-        // Room for a typical search's nodes up front (growing from empty rehashed
-        // every entry some ten times: 11% of a search).
-        fwd.first.reserve(1024);
-        bwd.first.reserve(1024);
-        fwd.first.insert(s, None);
-        bwd.first.insert(t, None);
+        let n_nodes = cx.env.g.n_nodes();
+        let mut fwd = Parents::new(n_nodes);
+        let mut bwd = Parents::new(n_nodes);
+        fwd.root(s);
+        bwd.root(t);
         let (mut ff, mut bf) = (vec![s], vec![t]);
+        let g = &cx.env.g;
         let mut depth = 0u32;
         let mut meet: Vec<u64> = Vec::new();
         let simple = !self.all
@@ -745,6 +925,9 @@ impl ShortestPath {
         let mut steps: Vec<Step> = Vec::new();
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
+            // Grow the side with the smaller front. (The side whose front's degrees sum
+            // least, tried, took twice as long on social 1: a search stops at its first
+            // meet, which comes soonest from the small front into the large side.)
             let forward = ff.len() <= bf.len();
             let (front, seen, other, dir) = if forward {
                 (&mut ff, &mut fwd, &bwd, self.dir)
@@ -761,9 +944,7 @@ impl ShortestPath {
                 'front: for part in front.chunks(if simple { 1 } else { 64 }) {
                     if simple {
                         nbrs.clear();
-                        cx.env
-                            .g
-                            .step_rels_lazy(&self.types, dir, part[0], &mut nbrs)?;
+                        g.step_rels_lazy(&self.types, dir, part[0], &mut nbrs)?;
                         steps.clear();
                         steps.extend(nbrs.iter().map(|&(v, r, raw)| (part[0], v, r, raw)));
                     } else {
@@ -773,12 +954,12 @@ impl ShortestPath {
                             dir,
                             !forward,
                             |v| seen.contains(v),
+                            Some(&|v| other.contains(v)),
                             &mut verdicts,
                         )?;
                     }
                     for &(u, v, r, raw) in &steps {
-                        if let hashbrown::hash_map::Entry::Vacant(e) = seen.first.entry(v) {
-                            e.insert(Some((u, r, raw)));
+                        if seen.reach(u, v, r, raw)? {
                             next.push(v);
                             if other.contains(v) {
                                 meet.push(v);
@@ -790,7 +971,7 @@ impl ShortestPath {
                 depth += 1;
                 account(
                     grant,
-                    (seen.first.len() * 48 + next.len() * 8) as u64,
+                    seen.bytes(next.len()) + other.bytes(0) + verdicts.bytes(),
                     "ShortestPath",
                 )?;
                 *front = next;
@@ -805,27 +986,23 @@ impl ShortestPath {
                 dir,
                 !forward,
                 |v| seen.contains(v),
+                None,
                 &mut verdicts,
             )?;
             // The steps lead only to nodes not reached before this level, so a node
             // already in `seen` here was reached at this level.
             seen.first.reserve(steps.len());
             for (u, v, r, raw) in steps {
-                match seen.first.entry(v) {
-                    hashbrown::hash_map::Entry::Vacant(e) => {
-                        e.insert(Some((u, r, raw)));
-                        next.push(v);
-                    }
-                    hashbrown::hash_map::Entry::Occupied(_) if self.all => {
-                        seen.more.entry(v).or_default().push((u, r, raw));
-                    }
-                    hashbrown::hash_map::Entry::Occupied(_) => {}
+                if seen.reach(u, v, r, raw)? {
+                    next.push(v);
+                } else {
+                    seen.more.entry(v).or_default().push((u, r, raw));
                 }
             }
             depth += 1;
             account(
                 grant,
-                (seen.first.len() * 48 + seen.more.len() * 64 + next.len() * 8) as u64,
+                seen.bytes(next.len()) + other.bytes(0) + verdicts.bytes(),
                 "ShortestPath",
             )?;
             for v in &next {
@@ -880,7 +1057,7 @@ fn paths_to_root(parents: &Parents, m: u64, all: bool) -> Vec<(Vec<u64>, Vec<(Re
     let mut work = vec![(vec![m], Vec::new())];
     while let Some((nodes, rels)) = work.pop() {
         let last = *nodes.last().expect("non-empty");
-        let Some(&Some(first)) = parents.first.get(&last) else {
+        let Some(first) = parents.step(last) else {
             done.push((nodes, rels));
             continue;
         };
@@ -993,7 +1170,7 @@ impl ShortestPath {
             return Ok(());
         }
         // (Room for a typical search's nodes up front, as for its parents.)
-        let mut verdicts: HashMap<u64, bool> = HashMap::with_capacity(1024);
+        let mut verdicts = Verdicts::new(cx.env.g.n_nodes());
         if self.min == 0 {
             emit(s, &parent, out)?;
         }
@@ -1006,6 +1183,7 @@ impl ShortestPath {
                 self.dir,
                 false,
                 |v| seen.contains(&v),
+                None,
                 &mut verdicts,
             )? {
                 if seen.insert(v) {

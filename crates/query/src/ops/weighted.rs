@@ -167,7 +167,7 @@ impl ShortestPath {
         }]);
         // ALLSHORTEST: the steps that reach a state at its weight besides its parent.
         let mut more: HashMap<u32, Vec<(u32, RelRef)>> = HashMap::new();
-        let mut verdicts: HashMap<u64, bool> = HashMap::new();
+        let mut verdicts = super::expand::Verdicts::new(cx.env.g.n_nodes());
         let mut nbrs = Vec::new();
         let mut steps: Vec<Step> = Vec::new();
         let mut done_weight: Option<f64> = None;
