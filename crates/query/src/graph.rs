@@ -1215,6 +1215,20 @@ impl<'db> Graph<'db> {
         node: u64,
         out: &mut Vec<(u64, RelRef, bool)>,
     ) -> Result<(), QueryError> {
+        self.for_each_step_lazy(types, dir, node, |nb, r, raw| out.push((nb, r, raw)))
+    }
+
+    /// [`step_rels_lazy`](Self::step_rels_lazy) handing each step to `f` instead of a
+    /// list (a shortest path search tests each as it comes: the list's copies were a
+    /// fifth of its time).
+    #[inline]
+    pub fn for_each_step_lazy(
+        &self,
+        types: &[u32],
+        dir: Dir,
+        node: u64,
+        mut f: impl FnMut(u64, RelRef, bool),
+    ) -> Result<(), QueryError> {
         let raw = self.ids_raw();
         for &ty in types {
             for &d in dirs(dir) {
@@ -1227,11 +1241,11 @@ impl<'db> Graph<'db> {
                         Direction::Out => (node as u32, nb),
                         Direction::In => (nb, node as u32),
                     };
-                    out.push((
+                    f(
                         nb as u64,
                         RelRef { ty, src, dst, eid },
                         raw && d == Direction::In,
-                    ));
+                    );
                 })?;
             }
         }

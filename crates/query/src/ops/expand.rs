@@ -921,8 +921,6 @@ impl ShortestPath {
             && self.node_ok.is_empty()
             && self.rel_ok.is_empty()
             && self.step_ok.is_none();
-        let mut nbrs = Vec::new();
-        let mut steps: Vec<Step> = Vec::new();
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
             // Grow the side with the smaller front. (The side whose front's degrees sum
@@ -943,21 +941,41 @@ impl ShortestPath {
                 // predicates, a few front nodes' steps at a time (tested together).
                 'front: for part in front.chunks(if simple { 1 } else { 64 }) {
                     if simple {
-                        nbrs.clear();
-                        g.step_rels_lazy(&self.types, dir, part[0], &mut nbrs)?;
-                        steps.clear();
-                        steps.extend(nbrs.iter().map(|&(v, r, raw)| (part[0], v, r, raw)));
-                    } else {
-                        steps = self.level(
-                            cx,
-                            part,
-                            dir,
-                            !forward,
-                            |v| seen.contains(v),
-                            Some(&|v| other.contains(v)),
-                            &mut verdicts,
-                        )?;
+                        // Each step tested as the adjacency gives it, with no list.
+                        let u = part[0];
+                        let mut failed = None;
+                        g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
+                            if !meet.is_empty() || failed.is_some() {
+                                return;
+                            }
+                            match seen.reach(u, v, r, raw) {
+                                Ok(true) => {
+                                    next.push(v);
+                                    if other.contains(v) {
+                                        meet.push(v);
+                                    }
+                                }
+                                Ok(false) => {}
+                                Err(e) => failed = Some(e),
+                            }
+                        })?;
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
+                        if !meet.is_empty() {
+                            break 'front;
+                        }
+                        continue;
                     }
+                    let steps = self.level(
+                        cx,
+                        part,
+                        dir,
+                        !forward,
+                        |v| seen.contains(v),
+                        Some(&|v| other.contains(v)),
+                        &mut verdicts,
+                    )?;
                     for &(u, v, r, raw) in &steps {
                         if seen.reach(u, v, r, raw)? {
                             next.push(v);
