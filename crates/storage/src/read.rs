@@ -998,6 +998,34 @@ impl Csr {
         })
     }
 
+    /// Hints the CPU to load what [`neighbours`](Self::neighbours) of `node` reads
+    /// first: its offsets, or with `targets` the start of its entries (which reads the
+    /// offsets: hint them first, a little earlier).
+    fn prefetch(&self, node: u32, targets: bool) {
+        if node as u64 >= self.n_nodes {
+            return;
+        }
+        let part = self.part(node as u64);
+        let Ok((offsets, t, e)) = part.arrays() else {
+            return;
+        };
+        let local = (node as u64 - part.footer.first_node) as usize;
+        if local + 1 >= offsets.len() {
+            return;
+        }
+        if !targets {
+            offsets.prefetch(local);
+            return;
+        }
+        let s = offsets.get(local) as usize;
+        if s < t.len() {
+            t.prefetch(s);
+            if let Some(e) = e {
+                e.prefetch(s);
+            }
+        }
+    }
+
     fn degree(&self, node: u32, deleted: Option<&Bits>) -> Result<u64, ReadError> {
         let p = self.neighbours(node, 0)?;
         let gone = deleted.map_or(0, |d| {
@@ -1525,6 +1553,17 @@ impl Database {
             }
         }
         Ok(it)
+    }
+
+    /// Hints the CPU to load the adjacency of `node` that
+    /// [`neighbours`](Self::neighbours) will read (see `Csr::prefetch`; nothing is
+    /// checked or reported: a hint past the data is dropped).
+    pub fn prefetch_neighbours(&self, rel: usize, node: u32, dir: Direction, targets: bool) {
+        if let Some(r) = self.rels.get(rel) {
+            for s in &r.segs {
+                s.csr(dir).prefetch(node, targets);
+            }
+        }
     }
 
     pub fn degree(&self, rel: usize, node: u32, dir: Direction) -> Result<u64, ReadError> {

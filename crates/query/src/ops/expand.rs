@@ -734,7 +734,8 @@ impl ShortestPath {
         let lazy = self.rel_ok.is_empty() && self.step_ok.is_none();
         let mut nbrs = Vec::new();
         let mut eager = Vec::new();
-        for &u in front {
+        for (i, &u) in front.iter().enumerate() {
+            prefetch_ahead(&cx.env.g, &self.types, dir, front, i);
             nbrs.clear();
             if lazy {
                 cx.env.g.step_rels_lazy(&self.types, dir, u, &mut nbrs)?;
@@ -768,6 +769,23 @@ impl ShortestPath {
         Ok(meets(cx, &self.node_ok, vec![Value::Node(n)])?[0])
     }
 }
+
+/// Before expanding `front[i]`: hints the offsets of the node [`PREFETCH_OFFSETS`]
+/// places ahead, and the entries of the one [`PREFETCH_TARGETS`] ahead (whose offsets
+/// were hinted earlier). A front's nodes lie anywhere in the adjacency, a cache miss or
+/// two each; hinted, they overlap.
+#[inline]
+fn prefetch_ahead(g: &crate::graph::Graph, types: &[u32], dir: Dir, front: &[u64], i: usize) {
+    if let Some(&w) = front.get(i + PREFETCH_OFFSETS) {
+        g.prefetch_steps(types, dir, w, false);
+    }
+    if let Some(&w) = front.get(i + PREFETCH_TARGETS) {
+        g.prefetch_steps(types, dir, w, true);
+    }
+}
+
+const PREFETCH_OFFSETS: usize = 8;
+const PREFETCH_TARGETS: usize = 4;
 
 /// The opposite direction of a pattern step.
 pub fn reverse_dir(d: Dir) -> Dir {
@@ -834,22 +852,28 @@ impl Parents {
     /// was new.
     #[inline]
     fn reach(&mut self, u: u64, v: u64, r: RelRef, raw: bool) -> Result<bool, QueryError> {
-        if let Some(w) = self.bits.get_mut((v / 64) as usize) {
-            let m = 1u64 << (v % 64);
-            if *w & m != 0 {
-                return Ok(false);
-            }
-            *w |= m;
-        } else if self.first.contains_key(&v) {
-            return Ok(false);
-        }
         let i = u32::try_from(self.steps.len())
             .ok()
             .filter(|&i| i != ROOT)
             .ok_or_else(|| {
                 QueryError::Unsupported("a shortest path search past 4 billion nodes".into())
             })?;
-        self.first.insert(v, i);
+        if let Some(w) = self.bits.get_mut((v / 64) as usize) {
+            let m = 1u64 << (v % 64);
+            if *w & m != 0 {
+                return Ok(false);
+            }
+            *w |= m;
+            self.first.insert(v, i);
+        } else {
+            // (One probe: most steps reach a node not reached before.)
+            match self.first.entry(v) {
+                hashbrown::hash_map::Entry::Occupied(_) => return Ok(false),
+                hashbrown::hash_map::Entry::Vacant(e) => {
+                    e.insert(i);
+                }
+            }
+        }
         self.steps.push((u, r, raw));
         if self.bits.is_empty()
             && self.first.len() >= PARENTS_BITS_AFTER
@@ -939,10 +963,11 @@ impl ShortestPath {
                 // is past both depths summed), and the last level is the largest. With
                 // nothing to test on the way a node's steps at a time; with path
                 // predicates, a few front nodes' steps at a time (tested together).
-                'front: for part in front.chunks(if simple { 1 } else { 64 }) {
+                'front: for (i, part) in front.chunks(if simple { 1 } else { 64 }).enumerate() {
                     if simple {
                         // Each step tested as the adjacency gives it, with no list.
                         let u = part[0];
+                        prefetch_ahead(g, &self.types, dir, front, i);
                         let mut failed = None;
                         g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
                             if !meet.is_empty() || failed.is_some() {
