@@ -1206,6 +1206,26 @@ impl<'a> ColumnChunk<'a> {
         self.validity.is_none_or(|v| v.get(i) == 1)
     }
 
+    /// Hints the CPU to bring in row `i`'s validity bit and fixed-width value, for a
+    /// reader of scattered rows a few rows ahead (see [`Packed::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        if i >= self.n_rows {
+            return;
+        }
+        if let Some(v) = &self.validity {
+            v.prefetch(i);
+        }
+        match &self.values {
+            ChunkValues::I64 { packed, .. } | ChunkValues::Decimal { packed, .. } => {
+                packed.prefetch(i)
+            }
+            ChunkValues::Bool(packed) => packed.prefetch(i),
+            ChunkValues::Dict { codes, .. } => codes.prefetch(i),
+            _ => {}
+        }
+    }
+
     #[inline]
     pub fn get_i64(&self, i: usize) -> Option<i64> {
         match &self.values {

@@ -702,7 +702,11 @@ impl<'db> Graph<'db> {
             let Some(Some(col)) = cols[t] else { continue };
             let dtype = self.schema.tables[t].dtypes[col];
             self.db.with_node_chunk(t, rg, col, |c| {
-                for (pos, idx) in items {
+                // Scattered rows miss the cache one by one: hint each a few ahead.
+                for (k, &(pos, idx)) in items.iter().enumerate() {
+                    if let Some(&(_, ahead)) = items.get(k + 8) {
+                        c.prefetch(ahead);
+                    }
                     out[base + pos] = seg(c, idx, dtype)?;
                 }
                 Ok::<(), QueryError>(())
