@@ -385,9 +385,12 @@ pub fn take_message(buf: &[u8], max: usize) -> io::Result<Option<(Vec<u8>, usize
 /// (under 0.1 s) and fail.
 const RETRY_FOR: Duration = Duration::from_secs(5);
 
-/// A graph read that ran in at most this long on a worker is run on the connection's
-/// I/O thread next time ([`Conn::run_inline`]): handing a statement to a worker and its
-/// result back costs two thread wake-ups, more than such a statement's own work.
+/// An auto-commit graph read, or write of the graph alone (`Summary::rerunnable`), that
+/// ran in at most this long on a worker (its commit's sync included) is run on the
+/// connection's I/O thread next time ([`Conn::run_inline`]): handing a statement to a
+/// worker and its result back costs two thread wake-ups, more than such a statement's
+/// own work. (Writes only where checkpoints run in the background, as `quiver serve`'s
+/// do.)
 const QUICK: Duration = Duration::from_micros(500);
 
 /// How long an inline run may hold its I/O thread: past it the statement stops and
@@ -516,7 +519,7 @@ impl Done {
             plan: s.plan.map(|p| (p, !s.explained)),
             wrote: !s.counters.is_empty(),
             counters: s.counters,
-            graph_read: s.graph_read,
+            rerunnable: s.rerunnable,
             elapsed: s.elapsed,
             text: None,
         }
@@ -529,8 +532,9 @@ struct Done {
     plan: Option<(String, bool)>,
     counters: quiver_engine::Counters,
     wrote: bool,
-    /// The statement only read the graph, and how long it ran (see [`QUICK`]).
-    graph_read: bool,
+    /// The statement read and wrote the graph alone, so that it may run inline (see
+    /// [`QUICK`]), and how long it ran.
+    rerunnable: bool,
     elapsed: Duration,
     /// The text of an auto-commit statement run on a worker, given back to be
     /// remembered as quick (or its debt paid down) when it turns out so.
@@ -924,10 +928,17 @@ impl Conn {
                     r => break r,
                 }
             };
+            // A write runs inline only where checkpoints run in the background: one
+            // due at its commit would otherwise run there, on the I/O thread.
+            let inline_writes = session.store().opts.background_checkpoints;
             let done = r
-                .map(|s| Done {
-                    text: remember.then_some(text),
-                    ..Done::of(s)
+                .map(|s| {
+                    let rerunnable = s.rerunnable && (s.graph_read || inline_writes);
+                    Done {
+                        text: remember.then_some(text),
+                        rerunnable,
+                        ..Done::of(s)
+                    }
                 })
                 .map_err(|e| failure(&e));
             slot_of().events = None;
@@ -949,11 +960,14 @@ impl Conn {
         Ok(false)
     }
 
-    /// Runs a statement that was a quick graph read here, on the I/O thread, with
-    /// [`INLINE_DEADLINE`] and no wait for memory: a small result is then answered
+    /// Runs a statement that was a quick graph read or write here, on the I/O thread,
+    /// with [`INLINE_DEADLINE`] and no wait for memory: a small result is then answered
     /// with no thread hand-off at all. `false` (and the text marked) when it stopped
     /// at the deadline, failed, or made more than a batch of records: the caller runs
-    /// it on a worker, where it runs in full (it only read, so nothing is undone).
+    /// it on a worker, where it runs in full. Nothing is undone: a read only read, and
+    /// an auto-commit write commits at its end only, so one that stopped or failed
+    /// before that was rolled back (after a failed sync of the log, which refuses every
+    /// later commit, the worker's run reports the refusal).
     fn run_inline(&mut self, session: &Shared, text: &str, params: &Params) -> bool {
         let started = Instant::now();
         self.cancel.store(false, Ordering::Relaxed);
@@ -977,9 +991,10 @@ impl Conn {
         };
         // (The columns hook left them in the slot; the summary has them too.)
         self.slot.lock().unwrap_or_else(|e| e.into_inner()).columns = None;
+        // (A statement that ran to its end committed: it is answered whatever it was.)
         let done = match r {
-            Ok(s) if s.graph_read => Done::of(s),
-            _ => {
+            Ok(s) => Done::of(s),
+            Err(_) => {
                 self.owe(text, started.elapsed());
                 return false;
             }
@@ -1101,7 +1116,7 @@ impl Conn {
                         plan: None,
                         counters: Default::default(),
                         wrote: false,
-                        graph_read: false,
+                        rerunnable: false,
                         elapsed: Duration::ZERO,
                         text: None,
                     }));
@@ -1147,7 +1162,7 @@ impl Conn {
         };
         match done {
             Ok(mut d) => {
-                if let Some(t) = d.text.take().filter(|_| d.graph_read && d.elapsed <= QUICK) {
+                if let Some(t) = d.text.take().filter(|_| d.rerunnable && d.elapsed <= QUICK) {
                     self.note_quick(t);
                 }
                 let mut meta = vec![
@@ -1612,7 +1627,8 @@ mod tests {
 
     /// A graph read that was quick on a worker runs on the I/O thread next time. When
     /// an inline run outruns its deadline or makes more than a batch of records, the
-    /// statement runs again on a worker and answers whole; a write never runs inline.
+    /// statement runs again on a worker and answers whole; a write never runs inline
+    /// where checkpoints are not in the background (a due one would run at its commit).
     /// A quick graph read whose parameter `n` makes it as slow as wanted.
     const COUNT: &str = "UNWIND range(1, $n) AS x RETURN count(x) AS c";
 
@@ -1664,6 +1680,52 @@ mod tests {
         handle(&mut c, LOGON, &[none]).await;
         c.out.clear();
         c
+    }
+
+    /// Where checkpoints run in the background, an auto-commit write that was quick on
+    /// a worker runs inline too, and each statement's writes happen once: one whose
+    /// inline run makes more than a batch of records stops before its commit (rolled
+    /// back), and the worker's run is the one that commits.
+    #[test]
+    fn quick_writes_run_inline_each_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime(false);
+        rt.block_on(async {
+            let store_opts = quiver_engine::StoreOptions {
+                background_checkpoints: true,
+                ..Default::default()
+            };
+            let store = Store::open(&dir.path().join("db"), true, store_opts).unwrap();
+            let opts = Arc::new(ServeOptions {
+                auth: false,
+                ..ServeOptions::default()
+            });
+            let mut c = connect(store, opts).await;
+            let create = "UNWIND range(1, $n) AS x CREATE (w:W {x: x}) RETURN w.x AS x";
+            let (mut made, mut inline_runs, mut runs) = (0i64, 0, 0);
+            // (Bounds far past the few runs it takes, for a machine under load.)
+            while inline_runs < 3 {
+                let (inline, rows) = run_pull(&mut c, create, 2).await;
+                assert_eq!(
+                    rows,
+                    vec![
+                        Pack::List(vec![Pack::Int(1)]),
+                        Pack::List(vec![Pack::Int(2)])
+                    ]
+                );
+                made += 2;
+                inline_runs += usize::from(inline);
+                runs += 1;
+                assert!(runs <= 1000, "{:?}", c.opts.caches.quick());
+            }
+            let (inline, rows) = run_pull(&mut c, create, 50_000).await;
+            assert!(!inline);
+            assert_eq!(rows.len(), 50_000);
+            made += 50_000;
+            let count = "MATCH (w:W) WHERE $n > 0 RETURN count(w) AS c";
+            let (_, rows) = run_pull(&mut c, count, 1).await;
+            assert_eq!(rows, vec![Pack::List(vec![Pack::Int(made)])]);
+        });
     }
 
     /// A server's connections share what they learn: a text one connection found quick

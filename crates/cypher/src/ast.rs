@@ -20,6 +20,26 @@ impl SingleQuery {
         })
     }
 
+    /// Reads the graph and at most writes it: no procedure, no LOAD CSV and no
+    /// `CALL { } IN TRANSACTIONS` (which commits as it goes), in any subquery either.
+    pub fn rerunnable(&self) -> bool {
+        self.clauses.iter().all(|c| match c {
+            Clause::Match { .. }
+            | Clause::Unwind { .. }
+            | Clause::With(_)
+            | Clause::Return(_)
+            | Clause::Create(_)
+            | Clause::Merge { .. }
+            | Clause::Set(_)
+            | Clause::Remove(_)
+            | Clause::Delete { .. } => true,
+            Clause::CallSubquery { body, unions, .. } => {
+                body.rerunnable() && unions.iter().all(|(_, p)| p.rerunnable())
+            }
+            _ => false,
+        })
+    }
+
     /// Whether a clause (or a `CALL { }` body) writes.
     pub fn writes(&self) -> bool {
         self.clauses.iter().any(|c| match c {
@@ -47,6 +67,14 @@ impl Query {
     /// be run again, or stopped and run elsewhere, with nothing to undo.
     pub fn graph_read(&self) -> bool {
         self.parts.iter().all(SingleQuery::graph_read)
+    }
+
+    /// A graph read, or a write of the graph alone (no procedure, LOAD CSV or `CALL {
+    /// } IN TRANSACTIONS`, in any subquery): run as an auto-commit statement, it
+    /// commits at its end only, so stopped before that it leaves nothing and can run
+    /// again elsewhere.
+    pub fn rerunnable(&self) -> bool {
+        self.parts.iter().all(SingleQuery::rerunnable)
     }
 }
 

@@ -147,6 +147,10 @@ pub struct Summary {
     /// The statement only reads the graph (no writes, procedures or LOAD CSV): running
     /// it again has no effect but its rows ([`quiver_cypher::ast::Query::graph_read`]).
     pub graph_read: bool,
+    /// The statement reads or writes the graph and nothing else: in auto-commit it
+    /// commits at its end only, so stopped before that it leaves nothing
+    /// ([`quiver_cypher::ast::Query::rerunnable`]).
+    pub rerunnable: bool,
 }
 
 /// Receives result batches as they are produced.
@@ -320,6 +324,7 @@ pub fn run_statement(
         bad_rows: cx.load.bad_rows,
         rejects_path,
         graph_read: stmt.query.graph_read(),
+        rerunnable: stmt.query.rerunnable(),
         ..Summary::default()
     })
 }
