@@ -1662,7 +1662,15 @@ mod tests {
 
     /// A connection to a new database at `dir`, logged in.
     async fn logged_in(dir: &std::path::Path) -> Conn {
-        let store = Store::open(&dir.join("db"), true, Default::default()).unwrap();
+        logged_in_with(dir, Default::default()).await
+    }
+
+    /// [`logged_in`] to a database opened with `store_opts`.
+    async fn logged_in_with(
+        dir: &std::path::Path,
+        store_opts: quiver_engine::StoreOptions,
+    ) -> Conn {
+        let store = Store::open(&dir.join("db"), true, store_opts).unwrap();
         let opts = Arc::new(ServeOptions {
             auth: false,
             ..ServeOptions::default()
@@ -1695,12 +1703,7 @@ mod tests {
                 background_checkpoints: true,
                 ..Default::default()
             };
-            let store = Store::open(&dir.path().join("db"), true, store_opts).unwrap();
-            let opts = Arc::new(ServeOptions {
-                auth: false,
-                ..ServeOptions::default()
-            });
-            let mut c = connect(store, opts).await;
+            let mut c = logged_in_with(dir.path(), store_opts).await;
             let create = "UNWIND range(1, $n) AS x CREATE (w:W {x: x}) RETURN w.x AS x";
             let (mut made, mut inline_runs, mut runs) = (0i64, 0, 0);
             // (Bounds far past the few runs it takes, for a machine under load.)

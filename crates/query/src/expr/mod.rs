@@ -396,20 +396,10 @@ fn string_test_col(
     if !is_string_test(op) {
         return Ok(None);
     }
-    let base = col(env, x, b)?;
-    if !only_nodes(&base) {
-        return Ok(None);
-    }
     let test = StringTest::new(op, pat.clone());
-    let mut out = Vec::with_capacity(b.len);
-    env.g.node_prop_batch_map(
-        &base,
-        name,
-        &mut out,
-        &|c, i, t| test.on_chunk(c, i, t),
-        &|v| test.on_value(v),
-    )?;
-    Ok(Some(out))
+    node_prop_mapped(env, x, name, b, &|c, i, t| test.on_chunk(c, i, t), &|v| {
+        test.on_value(v)
+    })
 }
 
 /// `n.age >= 18` (a node property compared with an integer) over a batch of nodes, on
@@ -436,16 +426,12 @@ fn int_compare_col(
         BinOp::Ge => |a, k| a >= k,
         _ => return Ok(None),
     };
-    let base = col(env, x, b)?;
-    if !only_nodes(&base) {
-        return Ok(None);
-    }
     let (k, kv) = (*k, Value::Int(*k));
-    let mut out = Vec::with_capacity(b.len);
-    env.g.node_prop_batch_map(
-        &base,
+    node_prop_mapped(
+        env,
+        x,
         name,
-        &mut out,
+        b,
         &|c, i, t| match t {
             DataType::Scalar(
                 ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long,
@@ -455,7 +441,25 @@ fn int_compare_col(
             _ => binary_fast(op, &crate::graph::chunk_value(c, i, t), &kv),
         },
         &|v| binary_fast(op, &v, &kv),
-    )?;
+    )
+}
+
+/// Property `name` of `x` over `b`, each value mapped on its way out (as
+/// [`Graph::node_prop_batch_map`] does): `None` when `x` is not a column of nodes.
+fn node_prop_mapped(
+    env: &Env,
+    x: &CExpr,
+    name: &str,
+    b: &Batch,
+    seg: &crate::graph::SegRead<'_>,
+    val: &crate::graph::ValMap<'_>,
+) -> Result<Option<Vec<Value>>, QueryError> {
+    let base = col(env, x, b)?;
+    if !only_nodes(&base) {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(b.len);
+    env.g.node_prop_batch_map(&base, name, &mut out, seg, val)?;
     Ok(Some(out))
 }
 
