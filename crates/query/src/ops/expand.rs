@@ -661,6 +661,17 @@ impl ShortestPath {
         verdicts: &mut Verdicts,
         backward: bool,
     ) -> Result<(), QueryError> {
+        self.admit_rels(cx, steps, backward)?;
+        if !self.node_ok.is_empty() {
+            self.judge(cx, steps.iter().map(|s| s.1), verdicts)?;
+            steps.retain(|(_, v, ..)| verdicts.passed(*v));
+        }
+        Ok(())
+    }
+
+    /// Keeps the steps of `steps` whose relationship meets the relationship
+    /// predicates and the filter lambda (as [`ShortestPath::admit`]'s).
+    fn admit_rels(&self, cx: &Cx, steps: &mut Vec<Step>, backward: bool) -> Result<(), QueryError> {
         // (Predicates over relationships see canonical ones: `level` reads them so.)
         if !self.rel_ok.is_empty() {
             let mut ok = Vec::with_capacity(steps.len());
@@ -688,35 +699,64 @@ impl ShortestPath {
                 ok[i - 1]
             });
         }
-        if !self.node_ok.is_empty() {
-            // Nodes not judged yet, each once (entered as refused until judged).
-            let mut fresh: Vec<u64> = Vec::new();
-            for &(_, v, ..) in steps.iter() {
-                if verdicts.enter(v) {
-                    fresh.push(v);
+        Ok(())
+    }
+
+    /// Judges the nodes of `nodes` not judged before against the node predicates,
+    /// each once, a batch at a time.
+    fn judge(
+        &self,
+        cx: &Cx,
+        nodes: impl Iterator<Item = u64>,
+        verdicts: &mut Verdicts,
+    ) -> Result<(), QueryError> {
+        // Entered as refused until judged.
+        let fresh: Vec<u64> = nodes.filter(|&v| verdicts.enter(v)).collect();
+        // (Not sorted into row order: the column reads hint their rows ahead, and
+        // the sort cost more than it saved, 7% of a filtered search.)
+        for part in fresh.chunks(BATCH_ROWS) {
+            let ok = meets(
+                cx,
+                &self.node_ok,
+                part.iter().map(|&v| Value::Node(v)).collect(),
+            )?;
+            for (&v, ok) in part.iter().zip(ok) {
+                if ok {
+                    verdicts.pass(v);
                 }
             }
-            // (Not sorted into row order: the column reads hint their rows ahead, and
-            // the sort cost more than it saved, 7% of a filtered search.)
-            for part in fresh.chunks(BATCH_ROWS) {
-                let ok = meets(
-                    cx,
-                    &self.node_ok,
-                    part.iter().map(|&v| Value::Node(v)).collect(),
-                )?;
-                for (&v, ok) in part.iter().zip(ok) {
-                    if ok {
-                        verdicts.pass(v);
-                    }
-                }
-            }
-            steps.retain(|(_, v, ..)| verdicts.passed(*v));
         }
         Ok(())
     }
 
-    /// The steps from the nodes of `front` (`dir`, the search's types) that meet the
-    /// path predicates, in order: (from, to, relationship).
+    /// The nodes of `nodes` that meet the node predicates (judged unless judged before).
+    fn passing(
+        &self,
+        cx: &Cx,
+        nodes: &[u64],
+        verdicts: &mut Verdicts,
+    ) -> Result<Vec<u64>, QueryError> {
+        self.judge(cx, nodes.iter().copied(), verdicts)?;
+        Ok(nodes
+            .iter()
+            .copied()
+            .filter(|&v| verdicts.passed(v))
+            .collect())
+    }
+
+    /// Whether node `n` meets the node predicates (judged unless judged before).
+    fn passes(&self, cx: &Cx, n: u64, verdicts: &mut Verdicts) -> Result<bool, QueryError> {
+        if self.node_ok.is_empty() {
+            return Ok(true);
+        }
+        self.judge(cx, std::iter::once(n), verdicts)?;
+        Ok(verdicts.passed(n))
+    }
+
+    /// The steps from the nodes of `front` (`dir`, the search's types) to nodes not
+    /// `seen` that meet the path predicates, in order: (from, to, relationship). The
+    /// nodes reached are judged only if `judge_nodes` (a bidirectional search judges
+    /// a node when it expands it or meets it there, not when it reaches it).
     fn level(
         &self,
         cx: &Cx,
@@ -724,7 +764,7 @@ impl ShortestPath {
         dir: Dir,
         backward: bool,
         seen: impl Fn(u64) -> bool,
-        met: Option<&dyn Fn(u64) -> bool>,
+        judge_nodes: bool,
         verdicts: &mut Verdicts,
     ) -> Result<Vec<Step>, QueryError> {
         let mut steps = Vec::new();
@@ -749,17 +789,11 @@ impl ShortestPath {
                     .map(|&(v, r, raw)| (u, v, r, raw)),
             );
         }
-        // A step to a node that `met` knows (the other side of a one-path search reached
-        // it, so it passed the node predicates) ends the search: it needs no judging,
-        // nor do the others (the search's last level is its largest).
-        if let Some(met) = met.filter(|_| lazy) {
-            if let Some(i) = steps.iter().position(|s| met(s.1)) {
-                steps.swap(0, i);
-                steps.truncate(1);
-                return Ok(steps);
-            }
+        if judge_nodes {
+            self.admit(cx, &mut steps, verdicts, backward)?;
+        } else {
+            self.admit_rels(cx, &mut steps, backward)?;
         }
-        self.admit(cx, &mut steps, verdicts, backward)?;
         Ok(steps)
     }
 
@@ -935,10 +969,18 @@ impl ShortestPath {
         let g = &cx.env.g;
         let mut depth = 0u32;
         let mut meet: Vec<u64> = Vec::new();
-        let simple = !self.all
-            && self.node_ok.is_empty()
-            && self.rel_ok.is_empty()
-            && self.step_ok.is_none();
+        // With no predicate over relationships or steps, a one-path search tests each
+        // step as the adjacency gives it, with no list.
+        let stepwise = !self.all && self.rel_ok.is_empty() && self.step_ok.is_none();
+        // Node predicates are judged on the nodes a side expands (a few at a time, so
+        // that those judged are about as many as those expanded) and on meets, not on
+        // every node reached: a search's last level, its largest, goes unjudged save its
+        // meets. A node that fails may be reached; it is never expanded nor met.
+        let judged = !self.node_ok.is_empty();
+        verdicts.enter(s);
+        verdicts.pass(s);
+        verdicts.enter(t);
+        verdicts.pass(t);
         while depth < self.max && !ff.is_empty() && !bf.is_empty() {
             cx.check_cancel()?;
             // Grow the side with the smaller front. (The side whose front's degrees sum
@@ -952,37 +994,48 @@ impl ShortestPath {
             };
             let mut next = Vec::new();
             if !self.all {
-                // One path: stop at the first node the other side has reached. Every
-                // meet of this level is as short as any (no meet so far: the distance
-                // is past both depths summed), and the last level is the largest. With
-                // nothing to test on the way a node's steps at a time; with path
-                // predicates, a few front nodes' steps at a time (tested together).
-                'front: for (i, part) in front.chunks(if simple { 1 } else { 64 }).enumerate() {
-                    if simple {
-                        // Each step tested as the adjacency gives it, with no list.
-                        let u = part[0];
-                        prefetch_ahead(g, &self.types, dir, front, i);
-                        let mut failed = None;
-                        g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
-                            if !meet.is_empty() || failed.is_some() {
-                                return;
-                            }
-                            match seen.reach(u, v, r, raw) {
-                                Ok(true) => {
-                                    next.push(v);
-                                    if other.contains(v) {
-                                        meet.push(v);
-                                    }
+                // One path: stop at the first node the other side has reached (and that
+                // passes). Every meet of this level is as short as any (no meet so far:
+                // the distance is past both depths summed), and the last level is the
+                // largest.
+                let chunk = if judged { 64 } else { front.len().max(1) };
+                'front: for part in front.chunks(chunk) {
+                    let kept;
+                    let part = if judged {
+                        kept = self.passing(cx, part, &mut verdicts)?;
+                        &kept[..]
+                    } else {
+                        part
+                    };
+                    if stepwise {
+                        for (i, &u) in part.iter().enumerate() {
+                            prefetch_ahead(g, &self.types, dir, part, i);
+                            let mut failed = None;
+                            g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
+                                if !meet.is_empty() || failed.is_some() {
+                                    return;
                                 }
-                                Ok(false) => {}
-                                Err(e) => failed = Some(e),
+                                match seen.reach(u, v, r, raw) {
+                                    Ok(true) => {
+                                        next.push(v);
+                                        if other.contains(v) {
+                                            match self.passes(cx, v, &mut verdicts) {
+                                                Ok(true) => meet.push(v),
+                                                Ok(false) => {}
+                                                Err(e) => failed = Some(e),
+                                            }
+                                        }
+                                    }
+                                    Ok(false) => {}
+                                    Err(e) => failed = Some(e),
+                                }
+                            })?;
+                            if let Some(e) = failed {
+                                return Err(e);
                             }
-                        })?;
-                        if let Some(e) = failed {
-                            return Err(e);
-                        }
-                        if !meet.is_empty() {
-                            break 'front;
+                            if !meet.is_empty() {
+                                break 'front;
+                            }
                         }
                         continue;
                     }
@@ -992,13 +1045,13 @@ impl ShortestPath {
                         dir,
                         !forward,
                         |v| seen.contains(v),
-                        Some(&|v| other.contains(v)),
+                        false,
                         &mut verdicts,
                     )?;
                     for &(u, v, r, raw) in &steps {
                         if seen.reach(u, v, r, raw)? {
                             next.push(v);
-                            if other.contains(v) {
+                            if other.contains(v) && self.passes(cx, v, &mut verdicts)? {
                                 meet.push(v);
                                 break 'front;
                             }
@@ -1006,13 +1059,20 @@ impl ShortestPath {
                     }
                 }
             } else {
+                let kept;
+                let part = if judged {
+                    kept = self.passing(cx, front, &mut verdicts)?;
+                    &kept[..]
+                } else {
+                    &front[..]
+                };
                 let steps = self.level(
                     cx,
-                    front,
+                    part,
                     dir,
                     !forward,
                     |v| seen.contains(v),
-                    None,
+                    false,
                     &mut verdicts,
                 )?;
                 // The steps lead only to nodes not reached before this level, so a node
@@ -1025,7 +1085,11 @@ impl ShortestPath {
                         seen.more.entry(v).or_default().push((u, r, raw));
                     }
                 }
-                meet.extend(next.iter().copied().filter(|&v| other.contains(v)));
+                for &v in &next {
+                    if other.contains(v) && self.passes(cx, v, &mut verdicts)? {
+                        meet.push(v);
+                    }
+                }
             }
             depth += 1;
             account(
@@ -1206,7 +1270,7 @@ impl ShortestPath {
                 self.dir,
                 false,
                 |v| seen.contains(&v),
-                None,
+                true,
                 &mut verdicts,
             )? {
                 if seen.insert(v) {
