@@ -829,6 +829,91 @@ pub fn reverse_dir(d: Dir) -> Dir {
     }
 }
 
+/// A zeroed bitmap over node ids lent by the thread's pool for one search, and the
+/// words it set: given back (those words cleared) when dropped. A search that marks
+/// the nodes it reaches in it from its first step costs a bit test a node, where a
+/// fresh bitmap costs zeroing 200 KiB a side on social 1 (as much as 2,000 hash
+/// probes), and a hash map a probe and its growth (a fifth of a search).
+struct Marks {
+    bits: Vec<u64>,
+    touched: Vec<u32>,
+}
+
+/// The largest bitmap a thread keeps between searches (32M nodes), and how many.
+const MARKS_POOLED_BYTES: u64 = 4 << 20;
+const MARKS_POOLED: usize = 4;
+
+thread_local! {
+    static MARKS_POOL: std::cell::RefCell<Vec<Vec<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Marks {
+    /// A zeroed bitmap over `n_nodes` node ids, if a graph that size is pooled.
+    fn lend(n_nodes: u64) -> Option<Marks> {
+        if n_nodes.div_ceil(8) > MARKS_POOLED_BYTES {
+            return None;
+        }
+        let words = n_nodes.div_ceil(64) as usize;
+        let mut bits = MARKS_POOL
+            .try_with(|p| p.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        // (Pooled bitmaps are all zero: a larger graph's grows with zeros.)
+        bits.resize(words, 0);
+        Some(Marks {
+            bits,
+            touched: Vec::with_capacity(1024),
+        })
+    }
+
+    /// Sets `n`'s bit: whether it was clear.
+    #[inline]
+    fn set(&mut self, n: u64) -> bool {
+        let w = (n / 64) as usize;
+        let m = 1u64 << (n % 64);
+        if w >= self.bits.len() {
+            // (A node made after the bitmap was lent.)
+            self.bits.resize(w + 1, 0);
+        }
+        let x = &mut self.bits[w];
+        if *x & m != 0 {
+            return false;
+        }
+        if *x == 0 {
+            self.touched.push(w as u32);
+        }
+        *x |= m;
+        true
+    }
+
+    #[inline]
+    fn contains(&self, n: u64) -> bool {
+        self.bits
+            .get((n / 64) as usize)
+            .is_some_and(|w| w >> (n % 64) & 1 != 0)
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.bits.capacity() * 8 + self.touched.capacity() * 4) as u64
+    }
+}
+
+impl Drop for Marks {
+    fn drop(&mut self) {
+        for &w in &self.touched {
+            self.bits[w as usize] = 0;
+        }
+        let bits = std::mem::take(&mut self.bits);
+        let _ = MARKS_POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < MARKS_POOLED {
+                p.push(bits);
+            }
+        });
+    }
+}
+
 /// One side of a bidirectional search: each node reached, with the step that reached
 /// it first (none for the root), and for allShortestPaths the other steps of the same
 /// level (one allocation a node, not a list each, was 15% of a search's time). The map
@@ -846,6 +931,11 @@ struct Parents {
     bits: Vec<u64>,
     /// Node ids the bitmap covers (the graph's when it was made).
     n_nodes: u64,
+    /// In a one-path search, where the thread lends a bitmap: the nodes reached,
+    /// marked from the first step, with `order[i]` the node `steps[i]` reached, and
+    /// no map (the path found is walked back through `order`).
+    marks: Option<Marks>,
+    order: Vec<u64>,
 }
 
 /// [`Parents::first`]'s entry for a root.
@@ -856,20 +946,30 @@ const ROOT: u32 = u32::MAX;
 const PARENTS_BITS_AFTER: usize = 2048;
 
 impl Parents {
-    fn new(n_nodes: u64) -> Parents {
+    /// A side's parents; `one_path`: a search for one path, which takes a bitmap
+    /// from the thread's pool if the graph's size allows.
+    fn new(n_nodes: u64, one_path: bool) -> Parents {
         let mut p = Parents {
             n_nodes,
+            marks: one_path.then(|| Marks::lend(n_nodes)).flatten(),
             ..Parents::default()
         };
         // Room for a typical search's nodes up front (growing from empty rehashed
         // every entry some ten times: 11% of a search).
-        p.first.reserve(1024);
+        if p.marks.is_some() {
+            p.order.reserve(1024);
+        } else {
+            p.first.reserve(1024);
+        }
         p.steps.reserve(1024);
         p
     }
 
     #[inline]
     fn contains(&self, n: u64) -> bool {
+        if let Some(m) = &self.marks {
+            return m.contains(n);
+        }
         if let Some(w) = self.bits.get((n / 64) as usize) {
             return w >> (n % 64) & 1 != 0;
         }
@@ -878,13 +978,28 @@ impl Parents {
 
     /// Enters the root `n`.
     fn root(&mut self, n: u64) {
-        self.first.insert(n, ROOT);
+        match &mut self.marks {
+            Some(m) => {
+                m.set(n);
+            }
+            None => {
+                self.first.insert(n, ROOT);
+            }
+        }
     }
 
     /// Enters `v`, reached from `u` over `r`, unless it was reached before: whether it
     /// was new.
     #[inline]
     fn reach(&mut self, u: u64, v: u64, r: RelRef, raw: bool) -> Result<bool, QueryError> {
+        if let Some(m) = &mut self.marks {
+            if !m.set(v) {
+                return Ok(false);
+            }
+            self.steps.push((u, r, raw));
+            self.order.push(v);
+            return Ok(true);
+        }
         let i = u32::try_from(self.steps.len())
             .ok()
             .filter(|&i| i != ROOT)
@@ -919,6 +1034,11 @@ impl Parents {
 
     /// The step that first reached `n` (none for the root or a node not reached).
     fn step(&self, n: u64) -> Option<(u64, RelRef, bool)> {
+        if self.marks.is_some() {
+            // (Walking back one path: a scan a step, from the last reached.)
+            let i = self.order.iter().rposition(|&x| x == n)?;
+            return self.steps.get(i).copied();
+        }
         match self.first.get(&n) {
             Some(&i) if i != ROOT => self.steps.get(i as usize).copied(),
             _ => None,
@@ -931,6 +1051,8 @@ impl Parents {
             + self.steps.capacity() * std::mem::size_of::<(u64, RelRef, bool)>()
             + self.more.len() * 64
             + self.bits.capacity() * 8
+            + self.marks.as_ref().map_or(0, Marks::bytes) as usize
+            + self.order.capacity() * 8
             + front * 8) as u64
     }
 }
@@ -961,8 +1083,8 @@ impl ShortestPath {
         }
         // Parents on each side: node -> (previous node towards that side's root, rel).
         let n_nodes = cx.env.g.n_nodes();
-        let mut fwd = Parents::new(n_nodes);
-        let mut bwd = Parents::new(n_nodes);
+        let mut fwd = Parents::new(n_nodes, !self.all);
+        let mut bwd = Parents::new(n_nodes, !self.all);
         fwd.root(s);
         bwd.root(t);
         let (mut ff, mut bf) = (vec![s], vec![t]);
