@@ -834,17 +834,28 @@ pub fn reverse_dir(d: Dir) -> Dir {
 /// the nodes it reaches in it from its first step costs a bit test a node, where a
 /// fresh bitmap costs zeroing 200 KiB a side on social 1 (as much as 2,000 hash
 /// probes), and a hash map a probe and its growth (a fifth of a search).
+///
+/// The side's lists of steps and nodes reached come from the pool too (growing them
+/// from empty each search copied them some five times: 8% of a search).
 struct Marks {
     bits: Vec<u64>,
     touched: Vec<u32>,
+    steps: Vec<(u64, RelRef, bool)>,
+    order: Vec<u64>,
 }
 
 /// The largest bitmap a thread keeps between searches (32M nodes), and how many.
 const MARKS_POOLED_BYTES: u64 = 4 << 20;
 const MARKS_POOLED: usize = 4;
+/// Lists of steps longer than this (a search that reached a million nodes) are not
+/// kept (40 MiB a side).
+const MARKS_POOLED_STEPS: usize = 1 << 20;
+
+/// A pooled bitmap (all zero) with its side's lists (empty).
+type Pooled = (Vec<u64>, Vec<(u64, RelRef, bool)>, Vec<u64>);
 
 thread_local! {
-    static MARKS_POOL: std::cell::RefCell<Vec<Vec<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static MARKS_POOL: std::cell::RefCell<Vec<Pooled>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Marks {
@@ -854,16 +865,20 @@ impl Marks {
             return None;
         }
         let words = n_nodes.div_ceil(64) as usize;
-        let mut bits = MARKS_POOL
+        let (mut bits, mut steps, mut order) = MARKS_POOL
             .try_with(|p| p.borrow_mut().pop())
             .ok()
             .flatten()
             .unwrap_or_default();
         // (Pooled bitmaps are all zero: a larger graph's grows with zeros.)
         bits.resize(words, 0);
+        steps.reserve(1024);
+        order.reserve(1024);
         Some(Marks {
             bits,
             touched: Vec::with_capacity(1024),
+            steps,
+            order,
         })
     }
 
@@ -904,11 +919,21 @@ impl Drop for Marks {
         for &w in &self.touched {
             self.bits[w as usize] = 0;
         }
-        let bits = std::mem::take(&mut self.bits);
+        if self.steps.capacity() > MARKS_POOLED_STEPS || self.order.capacity() > MARKS_POOLED_STEPS
+        {
+            return;
+        }
+        self.steps.clear();
+        self.order.clear();
+        let kept = (
+            std::mem::take(&mut self.bits),
+            std::mem::take(&mut self.steps),
+            std::mem::take(&mut self.order),
+        );
         let _ = MARKS_POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.len() < MARKS_POOLED {
-                p.push(bits);
+                p.push(kept);
             }
         });
     }
@@ -938,6 +963,16 @@ struct Parents {
     order: Vec<u64>,
 }
 
+impl Drop for Parents {
+    fn drop(&mut self) {
+        // The pooled lists go back with the bitmap.
+        if let Some(m) = &mut self.marks {
+            m.steps = std::mem::take(&mut self.steps);
+            m.order = std::mem::take(&mut self.order);
+        }
+    }
+}
+
 /// [`Parents::first`]'s entry for a root.
 const ROOT: u32 = u32::MAX;
 
@@ -949,19 +984,18 @@ impl Parents {
     /// A side's parents; `one_path`: a search for one path, which takes a bitmap
     /// from the thread's pool if the graph's size allows.
     fn new(n_nodes: u64, one_path: bool) -> Parents {
-        let mut p = Parents {
-            n_nodes,
-            marks: one_path.then(|| Marks::lend(n_nodes)).flatten(),
-            ..Parents::default()
-        };
+        let mut p = Parents::default();
+        p.n_nodes = n_nodes;
+        p.marks = one_path.then(|| Marks::lend(n_nodes)).flatten();
         // Room for a typical search's nodes up front (growing from empty rehashed
         // every entry some ten times: 11% of a search).
-        if p.marks.is_some() {
-            p.order.reserve(1024);
+        if let Some(m) = &mut p.marks {
+            p.steps = std::mem::take(&mut m.steps);
+            p.order = std::mem::take(&mut m.order);
         } else {
             p.first.reserve(1024);
+            p.steps.reserve(1024);
         }
-        p.steps.reserve(1024);
         p
     }
 
@@ -1087,7 +1121,12 @@ impl ShortestPath {
         let mut bwd = Parents::new(n_nodes, !self.all);
         fwd.root(s);
         bwd.root(t);
-        let (mut ff, mut bf) = (vec![s], vec![t]);
+        // The fronts, and the list a level fills (the front before last's, reused),
+        // with room for a typical search's levels.
+        let (mut ff, mut bf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+        ff.push(s);
+        bf.push(t);
+        let mut spare: Vec<u64> = Vec::with_capacity(4096);
         let g = &cx.env.g;
         let mut depth = 0u32;
         let mut meet: Vec<u64> = Vec::new();
@@ -1114,7 +1153,8 @@ impl ShortestPath {
             } else {
                 (&mut bf, &mut bwd, &fwd, reverse_dir(self.dir))
             };
-            let mut next = Vec::new();
+            let mut next = std::mem::take(&mut spare);
+            next.clear();
             if !self.all {
                 // One path: stop at the first node the other side has reached (and that
                 // passes). Every meet of this level is as short as any (no meet so far:
@@ -1219,7 +1259,7 @@ impl ShortestPath {
                 seen.bytes(next.len()) + other.bytes(0) + verdicts.bytes(),
                 "ShortestPath",
             )?;
-            *front = next;
+            spare = std::mem::replace(front, next);
             if !meet.is_empty() {
                 break;
             }
