@@ -1256,6 +1256,67 @@ impl<'db> Graph<'db> {
         Ok(())
     }
 
+    /// The far nodes of [`for_each_step_lazy`](Self::for_each_step_lazy)'s steps
+    /// alone, no edge id read where the delta deleted nothing: a search that keeps
+    /// only which node reached which, and finds the relationships of the one path it
+    /// returns afterwards ([`step_to`](Self::step_to)).
+    #[inline]
+    pub fn for_each_step_target(
+        &self,
+        types: &[u32],
+        dir: Dir,
+        node: u64,
+        mut f: impl FnMut(u64),
+    ) -> Result<(), QueryError> {
+        let delta = self.delta();
+        if !Self::ids_raw_with(delta.as_deref().map(|d| &**d)) {
+            // (Deletions are tested by edge id.)
+            return self.for_each_step_lazy(types, dir, node, |v, _, _| f(v));
+        }
+        let n_types = self.db.rel_types().len();
+        for &ty in types {
+            for &d in dirs(dir) {
+                let both_in = dir == Dir::Both && d == Direction::In;
+                let in_segments = delta.as_ref().is_none_or(|dl| node < dl.base_nodes);
+                if in_segments && (ty as usize) < n_types {
+                    let mut it = self.db.neighbours(ty as usize, node as u32, d)?;
+                    while let Some(nb) = it.next_target() {
+                        if !(both_in && nb as u64 == node) {
+                            f(nb as u64);
+                        }
+                    }
+                }
+                if let Some(dl) = &delta {
+                    View::new(self.db, dl).for_each_created_rel(ty, node, d, |nb, _| {
+                        if !(both_in && nb == node) {
+                            f(nb)
+                        }
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A relationship of a step from `a` to `b` (as
+    /// [`for_each_step_lazy`](Self::for_each_step_lazy) gives them), with its canonical
+    /// id, if there is one.
+    pub fn step_to(
+        &self,
+        types: &[u32],
+        dir: Dir,
+        a: u64,
+        b: u64,
+    ) -> Result<Option<RelRef>, QueryError> {
+        let mut found = None;
+        self.for_each_step_lazy(types, dir, a, |v, r, raw| {
+            if v == b && found.is_none() {
+                found = Some((r, raw));
+            }
+        })?;
+        found.map(|(r, raw)| self.settle_rel(r, raw)).transpose()
+    }
+
     /// Hints the CPU to load the segment adjacency [`for_each_step_lazy`] of `node`
     /// reads: its offsets, or with `targets` its first entries (hint the offsets a few
     /// nodes earlier). A search expanding a front of nodes hints those a few places

@@ -810,6 +810,30 @@ pub struct Neighbours<'a> {
     rest: Vec<Part<'a>>,
 }
 
+impl Neighbours<'_> {
+    /// The next neighbour's node id alone, its edge id not read (the in CSR's is a
+    /// second array): for a search that records only which node reached which.
+    #[inline]
+    pub fn next_target(&mut self) -> Option<u32> {
+        loop {
+            let p = self.cur.as_mut()?;
+            while p.pos < p.end {
+                let i = p.pos;
+                p.pos += 1;
+                if p.deleted.is_some_and(|d| d.get(p.base + i as u64)) {
+                    continue;
+                }
+                return Some(p.targets.get(i) as u32);
+            }
+            self.cur = if self.rest.is_empty() {
+                None
+            } else {
+                Some(self.rest.remove(0))
+            };
+        }
+    }
+}
+
 impl Iterator for Neighbours<'_> {
     type Item = (u32, u64);
     #[inline]

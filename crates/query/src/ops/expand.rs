@@ -842,6 +842,7 @@ struct Marks {
     touched: Vec<u32>,
     steps: Vec<(u64, RelRef, bool)>,
     order: Vec<u64>,
+    ups: Vec<u64>,
 }
 
 /// The largest bitmap a thread keeps between searches (32M nodes), and how many.
@@ -852,7 +853,7 @@ const MARKS_POOLED: usize = 4;
 const MARKS_POOLED_STEPS: usize = 1 << 20;
 
 /// A pooled bitmap (all zero) with its side's lists (empty).
-type Pooled = (Vec<u64>, Vec<(u64, RelRef, bool)>, Vec<u64>);
+type Pooled = (Vec<u64>, Vec<(u64, RelRef, bool)>, Vec<u64>, Vec<u64>);
 
 thread_local! {
     static MARKS_POOL: std::cell::RefCell<Vec<Pooled>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -865,7 +866,7 @@ impl Marks {
             return None;
         }
         let words = n_nodes.div_ceil(64) as usize;
-        let (mut bits, mut steps, mut order) = MARKS_POOL
+        let (mut bits, mut steps, mut order, mut ups) = MARKS_POOL
             .try_with(|p| p.borrow_mut().pop())
             .ok()
             .flatten()
@@ -874,11 +875,13 @@ impl Marks {
         bits.resize(words, 0);
         steps.reserve(1024);
         order.reserve(1024);
+        ups.reserve(1024);
         Some(Marks {
             bits,
             touched: Vec::with_capacity(1024),
             steps,
             order,
+            ups,
         })
     }
 
@@ -919,16 +922,17 @@ impl Drop for Marks {
         for &w in &self.touched {
             self.bits[w as usize] = 0;
         }
-        if self.steps.capacity() > MARKS_POOLED_STEPS || self.order.capacity() > MARKS_POOLED_STEPS
-        {
+        if self.steps.capacity().max(self.order.capacity()) > MARKS_POOLED_STEPS {
             return;
         }
         self.steps.clear();
         self.order.clear();
+        self.ups.clear();
         let kept = (
             std::mem::take(&mut self.bits),
             std::mem::take(&mut self.steps),
             std::mem::take(&mut self.order),
+            std::mem::take(&mut self.ups),
         );
         let _ = MARKS_POOL.try_with(|p| {
             let mut p = p.borrow_mut();
@@ -961,6 +965,9 @@ struct Parents {
     /// no map (the path found is walked back through `order`).
     marks: Option<Marks>,
     order: Vec<u64>,
+    /// With marks, in a search that keeps no relationships ([`Parents::reach_to`]):
+    /// `ups[i]` is the node that reached `order[i]`.
+    ups: Vec<u64>,
 }
 
 impl Drop for Parents {
@@ -969,6 +976,7 @@ impl Drop for Parents {
         if let Some(m) = &mut self.marks {
             m.steps = std::mem::take(&mut self.steps);
             m.order = std::mem::take(&mut self.order);
+            m.ups = std::mem::take(&mut self.ups);
         }
     }
 }
@@ -992,6 +1000,7 @@ impl Parents {
         if let Some(m) = &mut p.marks {
             p.steps = std::mem::take(&mut m.steps);
             p.order = std::mem::take(&mut m.order);
+            p.ups = std::mem::take(&mut m.ups);
         } else {
             p.first.reserve(1024);
             p.steps.reserve(1024);
@@ -1066,6 +1075,35 @@ impl Parents {
         Ok(true)
     }
 
+    /// Enters `v`, reached from `u`, unless it was reached before: whether it was
+    /// new. Only with marks, in a search that finds its path's relationships after.
+    #[inline]
+    fn reach_to(&mut self, u: u64, v: u64) -> bool {
+        let Some(m) = &mut self.marks else {
+            return false;
+        };
+        if !m.set(v) {
+            return false;
+        }
+        self.order.push(v);
+        self.ups.push(u);
+        true
+    }
+
+    /// The nodes from `m` back to the root as [`Parents::reach_to`] reached them,
+    /// `m` first. (A node's parent came before it: each step scans the nodes reached
+    /// before the last one found.)
+    fn chain(&self, m: u64) -> Vec<u64> {
+        let mut out = vec![m];
+        let (mut cur, mut end) = (m, self.order.len());
+        while let Some(i) = self.order[..end].iter().rposition(|&x| x == cur) {
+            cur = self.ups[i];
+            out.push(cur);
+            end = i;
+        }
+        out
+    }
+
     /// The step that first reached `n` (none for the root or a node not reached).
     fn step(&self, n: u64) -> Option<(u64, RelRef, bool)> {
         if self.marks.is_some() {
@@ -1086,7 +1124,7 @@ impl Parents {
             + self.more.len() * 64
             + self.bits.capacity() * 8
             + self.marks.as_ref().map_or(0, Marks::bytes) as usize
-            + self.order.capacity() * 8
+            + (self.order.capacity() + self.ups.capacity()) * 8
             + front * 8) as u64
     }
 }
@@ -1133,6 +1171,9 @@ impl ShortestPath {
         // With no predicate over relationships or steps, a one-path search tests each
         // step as the adjacency gives it, with no list.
         let stepwise = !self.all && self.rel_ok.is_empty() && self.step_ok.is_none();
+        // Stepwise with both sides in pooled bitmaps, a side keeps only which node
+        // reached which (no edge id read: the in CSR keeps its ids in a second array).
+        let targets_only = stepwise && fwd.marks.is_some() && bwd.marks.is_some();
         // Node predicates are judged on the nodes a side expands (a few at a time, so
         // that those judged are about as many as those expanded) and on meets, not on
         // every node reached: a search's last level, its largest, goes unjudged save its
@@ -1173,25 +1214,39 @@ impl ShortestPath {
                         for (i, &u) in part.iter().enumerate() {
                             prefetch_ahead(g, &self.types, dir, part, i);
                             let mut failed = None;
-                            g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
-                                if !meet.is_empty() || failed.is_some() {
-                                    return;
-                                }
-                                match seen.reach(u, v, r, raw) {
-                                    Ok(true) => {
-                                        next.push(v);
-                                        if other.contains(v) {
-                                            match self.passes(cx, v, &mut verdicts) {
-                                                Ok(true) => meet.push(v),
-                                                Ok(false) => {}
-                                                Err(e) => failed = Some(e),
+                            let mut visit =
+                                |seen: &mut Parents, v: u64, r: Option<(RelRef, bool)>| {
+                                    if !meet.is_empty() || failed.is_some() {
+                                        return;
+                                    }
+                                    let new = match r {
+                                        Some((r, raw)) => seen.reach(u, v, r, raw),
+                                        None => Ok(seen.reach_to(u, v)),
+                                    };
+                                    match new {
+                                        Ok(true) => {
+                                            next.push(v);
+                                            if other.contains(v) {
+                                                match self.passes(cx, v, &mut verdicts) {
+                                                    Ok(true) => meet.push(v),
+                                                    Ok(false) => {}
+                                                    Err(e) => failed = Some(e),
+                                                }
                                             }
                                         }
+                                        Ok(false) => {}
+                                        Err(e) => failed = Some(e),
                                     }
-                                    Ok(false) => {}
-                                    Err(e) => failed = Some(e),
-                                }
-                            })?;
+                                };
+                            if targets_only {
+                                g.for_each_step_target(&self.types, dir, u, |v| {
+                                    visit(seen, v, None)
+                                })?;
+                            } else {
+                                g.for_each_step_lazy(&self.types, dir, u, |v, r, raw| {
+                                    visit(seen, v, Some((r, raw)))
+                                })?;
+                            }
                             if let Some(e) = failed {
                                 return Err(e);
                             }
@@ -1269,6 +1324,24 @@ impl ShortestPath {
         }
         if !self.all {
             meet.truncate(1);
+        }
+        if targets_only {
+            // The path's nodes from both sides' chains; each step's relationship
+            // found in its node's adjacency (any one: the steps had no predicate).
+            let mut nodes = fwd.chain(meet[0]);
+            nodes.reverse();
+            nodes.extend(bwd.chain(meet[0]).into_iter().skip(1));
+            let mut rels = Vec::with_capacity(nodes.len());
+            for w in nodes.windows(2) {
+                let r = g.step_to(&self.types, self.dir, w[0], w[1])?;
+                rels.push(r.ok_or_else(|| {
+                    QueryError::EntityNotFound(format!(
+                        "the relationship from node {} to node {} of a shortest path",
+                        w[0], w[1]
+                    ))
+                })?);
+            }
+            return Ok(vec![PathVal { nodes, rels }]);
         }
         let mut out = Vec::new();
         for m in meet {
