@@ -1,8 +1,8 @@
 //! Shortest-path searches large enough to leave their small forms: each side's reached
 //! nodes and the judged nodes move from hash maps to bitmaps past a few thousand (see
 //! `ops/expand.rs`, `Parents` and `Verdicts`). Checked against a BFS over the model's
-//! adjacency, on the imported graph and again beside created relationships and changed
-//! properties (the delta's adjacency and records).
+//! adjacency, on the imported graph, again beside created relationships and changed
+//! properties (the delta's adjacency and records), and again after deletions.
 
 use quiver_import::{import, ImportConfig, InputGroup, NoProgress};
 use quiver_query::{Session, Value};
@@ -30,21 +30,47 @@ impl Model {
         self.edges.insert((a, b));
     }
 
+    /// Removes one relationship from `a` to `b` (there is one).
+    fn remove(&mut self, a: usize, b: usize) {
+        let i = self.out[a]
+            .iter()
+            .position(|&x| x == b)
+            .expect("a relationship");
+        self.out[a].swap_remove(i);
+        if !self.out[a].contains(&b) {
+            self.edges.remove(&(a, b));
+        }
+    }
+
     fn passes(&self, i: usize) -> bool {
         self.v[i].is_some_and(|v| v >= 3)
     }
 
     /// The BFS distance from `a` to `b` through nodes that pass `ok` (both ends too), at
-    /// most 15 hops.
-    fn dist(&self, a: usize, b: usize, ok: impl Fn(usize) -> bool) -> Option<usize> {
+    /// most 15 hops; `undirected`: over relationships either way.
+    fn dist(
+        &self,
+        a: usize,
+        b: usize,
+        ok: impl Fn(usize) -> bool,
+        undirected: bool,
+    ) -> Option<usize> {
         if a == b || !ok(a) || !ok(b) {
             return None;
+        }
+        let mut adj = self.out.clone();
+        if undirected {
+            for (u, outs) in self.out.iter().enumerate() {
+                for &w in outs {
+                    adj[w].push(u);
+                }
+            }
         }
         let mut d = vec![usize::MAX; self.v.len()];
         d[a] = 0;
         let mut q = VecDeque::from([a]);
         while let Some(u) = q.pop_front() {
-            for &w in &self.out[u] {
+            for &w in &adj[u] {
                 if d[w] == usize::MAX && ok(w) {
                     d[w] = d[u] + 1;
                     q.push_back(w);
@@ -129,17 +155,25 @@ const FILTERED: &str = "MATCH (a:N {id: $a}), (b:N {id: $b}) \
      RETURN [n IN nodes(p) | n.id]";
 const ALL: &str = "MATCH (a:N {id: $a}), (b:N {id: $b}) \
      MATCH p = allShortestPaths((a)-[:R*..15]->(b)) RETURN [n IN nodes(p) | n.id]";
+const UNDIRECTED: &str = "MATCH (a:N {id: $a}), (b:N {id: $b}) \
+     MATCH p = shortestPath((a)-[:R*..15]-(b)) RETURN [n IN nodes(p) | n.id]";
 
 /// Each query's answers for `pairs` against the model: the length, a path along the
 /// model's relationships from `a` to `b`, through passing nodes when filtered.
 fn check(s: &mut Session, m: &Model, pairs: &[(usize, usize)], when: &str) {
     let mut found = 0;
     for &(a, b) in pairs {
-        for (text, filtered) in [(SHORTEST, false), (FILTERED, true), (ALL, false)] {
+        for (text, filtered) in [
+            (SHORTEST, false),
+            (FILTERED, true),
+            (ALL, false),
+            (UNDIRECTED, false),
+        ] {
+            let undirected = text == UNDIRECTED;
             let want = if filtered {
-                m.dist(a, b, |i| m.passes(i))
+                m.dist(a, b, |i| m.passes(i), undirected)
             } else {
-                m.dist(a, b, |_| true)
+                m.dist(a, b, |_| true, undirected)
             };
             let got = paths(s, text, a, b);
             let what = format!("{when}: {text} from {a} to {b}");
@@ -157,7 +191,9 @@ fn check(s: &mut Session, m: &Model, pairs: &[(usize, usize)], when: &str) {
                 assert_eq!(p.len(), d + 1, "{what}: {p:?} is not {d} long");
                 assert_eq!((p[0], p[d]), (a, b), "{what}: {p:?}");
                 for w in p.windows(2) {
-                    assert!(m.edges.contains(&(w[0], w[1])), "{what}: no {w:?} in {p:?}");
+                    let there = m.edges.contains(&(w[0], w[1]))
+                        || undirected && m.edges.contains(&(w[1], w[0]));
+                    assert!(there, "{what}: no {w:?} in {p:?}");
                 }
                 if filtered {
                     assert!(p.iter().all(|&i| m.passes(i)), "{what}: {p:?} fails");
@@ -209,4 +245,15 @@ fn large_searches_match_a_bfs_before_and_after_writes() {
         m.v[a] = Some(v);
     }
     check(&mut s, &m, &pairs, "after writes");
+
+    // Deleted relationships: the delta's deletions are tested by edge id, so searches
+    // read the adjacency with its ids again.
+    for _ in 0..300 {
+        let a = r.random_range(0..2 * HALF);
+        let Some(&b) = m.out[a].first() else { continue };
+        let q = format!("MATCH (a:N {{id: {a}}})-[r:R]->(b:N {{id: {b}}}) WITH r LIMIT 1 DELETE r");
+        s.run(&q, &empty, &mut |_, _| Ok(())).unwrap();
+        m.remove(a, b);
+    }
+    check(&mut s, &m, &pairs, "after deletions");
 }
