@@ -24,6 +24,9 @@ pub type ValMap<'a> = dyn Fn(Value) -> Result<Value, QueryError> + Sync + 'a;
 use quiver_engine::{Delta, View};
 use quiver_storage::manifest::IdType;
 use quiver_storage::read::{Database, Direction, IdKey};
+
+/// How many rows ahead a read of scattered rows hints the next row to the CPU.
+const PROP_PREFETCH_AHEAD: usize = 8;
 use std::sync::Arc;
 
 struct TableInfo {
@@ -704,7 +707,7 @@ impl<'db> Graph<'db> {
             self.db.with_node_chunk(t, rg, col, |c| {
                 // Scattered rows miss the cache one by one: hint each a few ahead.
                 for (k, &(pos, idx)) in items.iter().enumerate() {
-                    if let Some(&(_, ahead)) = items.get(k + 8) {
+                    if let Some(&(_, ahead)) = items.get(k + PROP_PREFETCH_AHEAD) {
                         c.prefetch(ahead);
                     }
                     out[base + pos] = seg(c, idx, dtype)?;
@@ -930,7 +933,12 @@ impl<'db> Graph<'db> {
             for (name, c) in &ti.prop_list {
                 let dtype = ti.dtypes[*c];
                 self.db.with_node_chunk(t, rg, *c, |chunk| {
-                    for &(_, _, i, pos) in group {
+                    for (j, &(_, _, i, pos)) in group.iter().enumerate() {
+                        // (The rows lie anywhere in the chunk: hinted a few ahead,
+                        // their cache misses overlap, as in `node_prop_scattered`.)
+                        if let Some(&(_, _, k, _)) = group.get(j + PROP_PREFETCH_AHEAD) {
+                            chunk.prefetch(k);
+                        }
                         let v = chunk_value(chunk, i, dtype);
                         if !v.is_null() {
                             out[pos].push((name.clone(), v));
