@@ -66,12 +66,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             && self.fused.as_ref().is_some_and(|f| {
                 f.id == cur.id && scope.width == 1 && scope.get(&f.var).map(|s| s.0) == Some(0)
             });
+        // Rows already distinct: their nodes were made distinct before the projection
+        // and each row names its node (a Distinct over the items would hash each row's
+        // values only to keep them all).
+        let mut rows_distinct = false;
         let (src_scope, src_subst) = if aggregating || distinct_by_groups {
             let (c, src) = self.aggregate(cur, scope, &items, p)?;
             cur = c;
             src
         } else {
-            cur = self.distinct_nodes(cur, scope, &items, p);
+            let deduped;
+            (cur, deduped) = self.distinct_nodes(cur, scope, &items, p);
+            rows_distinct = deduped && items_name_their_nodes(&items);
             (scope.clone(), Vec::new())
         };
         let n_items = items.len();
@@ -117,7 +123,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 exprs,
             }),
         );
-        if p.distinct && !distinct_by_groups {
+        if p.distinct && !distinct_by_groups && !rows_distinct {
             cur = self.wrap(
                 "Distinct",
                 String::new(),
@@ -282,15 +288,16 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// Before a DISTINCT projection whose items depend only on node variables, duplicate
     /// nodes are dropped while they are still integers: inside the expansion that binds
     /// the node when it is the only one (see `last_expand`), else by DistinctNodes.
+    /// Whether it did.
     pub(super) fn distinct_nodes(
         &mut self,
         mut cur: P,
         scope: &Scope,
         items: &[(Expr, String)],
         p: &Projection,
-    ) -> P {
+    ) -> (P, bool) {
         if !p.distinct {
-            return cur;
+            return (cur, false);
         }
         let mut node_slots = Vec::new();
         for (e, _) in items {
@@ -301,12 +308,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                             node_slots.push(s)
                         }
                     }
-                    _ => return cur,
+                    _ => return (cur, false),
                 }
             }
         }
         if node_slots.is_empty() {
-            return cur;
+            return (cur, false);
         }
         if let Some((id, slot, flag)) = &self.last_expand {
             if *id == cur.id && node_slots == [*slot] {
@@ -321,7 +328,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     }
                 }
                 self.descs[d].detail.push_str(" (distinct targets)");
-                return cur;
+                return (cur, true);
             }
         }
         let d = node_slots
@@ -342,7 +349,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 grant: None,
             }),
         );
-        cur
+        (cur, true)
     }
 
     /// ORDER BY, SKIP and LIMIT over `cur`; a sort carries only the first `carry`
@@ -472,4 +479,22 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
 
     // -------------------------------------------------------------------------------
     // Expressions
+}
+
+/// Whether every item of a DISTINCT projection is a variable or a property of one, and
+/// every variable a property is read from is an item too: rows of distinct nodes (as
+/// [`Planner::distinct_nodes`] leaves them, its items' variables all nodes) are then
+/// distinct rows (`RETURN DISTINCT n.id, n`; not `RETURN DISTINCT n.id`, where two
+/// nodes may share the value).
+fn items_name_their_nodes(items: &[(Expr, String)]) -> bool {
+    let named = |v: &str| {
+        items
+            .iter()
+            .any(|(e, _)| matches!(e, Expr::Var(x, _) if x == v))
+    };
+    items.iter().all(|(e, _)| match e {
+        Expr::Var(..) => true,
+        Expr::Prop(inner, _) => matches!(&**inner, Expr::Var(v, _) if named(v)),
+        _ => false,
+    })
 }
