@@ -981,6 +981,16 @@ impl Delta {
     }
 
     /// Created relationships at `node`: outgoing (`out`) or incoming.
+    /// Asks the CPU for what [`adjacency`](Self::adjacency) reads first for `node`.
+    #[inline]
+    pub fn prefetch_adjacency(&self, node: u64, out: bool) {
+        if out {
+            self.out.prefetch(node)
+        } else {
+            self.inc.prefetch(node)
+        }
+    }
+
     pub fn adjacency(&self, node: u64, out: bool) -> Option<&Adj> {
         if out {
             self.out.get(&node)

@@ -192,6 +192,20 @@ impl<V: Clone> NodeMap<V> {
         Arc::make_mut(chunk)[((k >> 6) & 63) as usize] |= 1 << (k & 63);
     }
 
+    /// Asks the CPU for the bitmap word [`get`](Self::get) tests first for `k` (the
+    /// group's table is small and mostly cached; the chunk's word is the miss).
+    #[inline]
+    pub fn prefetch(&self, k: u64) {
+        if k >= BITS_LIMIT {
+            return;
+        }
+        if let Some(Some(g)) = self.bits.get((k >> 18) as usize) {
+            if let Some(c) = &g.0[((k >> 12) & 63) as usize] {
+                quiver_common::memory::prefetch(&c[((k >> 6) & 63) as usize]);
+            }
+        }
+    }
+
     pub fn get(&self, k: &u64) -> Option<&V> {
         if !self.may_have(*k) {
             return None;

@@ -1282,11 +1282,11 @@ impl<'db> Graph<'db> {
             return self.for_each_step_lazy(types, dir, node, |v, _, _| f(v));
         }
         let n_types = self.db.rel_types().len();
-        for &ty in types {
-            for &d in dirs(dir) {
-                let both_in = dir == Dir::Both && d == Direction::In;
-                let in_segments = delta.as_ref().is_none_or(|dl| node < dl.base_nodes);
-                if in_segments && (ty as usize) < n_types {
+        let in_segments = delta.as_ref().is_none_or(|dl| node < dl.base_nodes);
+        for &d in dirs(dir) {
+            let both_in = dir == Dir::Both && d == Direction::In;
+            if in_segments {
+                for &ty in types.iter().filter(|&&ty| (ty as usize) < n_types) {
                     let mut it = self.db.neighbours(ty as usize, node as u32, d)?;
                     while let Some(nb) = it.next_target() {
                         if !(both_in && nb as u64 == node) {
@@ -1294,12 +1294,18 @@ impl<'db> Graph<'db> {
                         }
                     }
                 }
-                if let Some(dl) = &delta {
-                    View::new(self.db, dl).for_each_created_rel(ty, node, d, |nb, _| {
-                        if !(both_in && nb == node) {
-                            f(nb)
-                        }
-                    });
+            }
+            // The node's created relationships, looked up once for all the types (a
+            // lookup a type was 9% of a search over every type beside mgbench's
+            // writes).
+            if let Some(adj) = delta
+                .as_ref()
+                .and_then(|dl| dl.adjacency(node, d == Direction::Out))
+            {
+                for &(ty, _, nb) in adj.iter() {
+                    if types.contains(&ty) && !(both_in && nb == node) {
+                        f(nb);
+                    }
                 }
             }
         }
@@ -1337,6 +1343,16 @@ impl<'db> Graph<'db> {
         for &ty in types {
             for &d in dirs(dir) {
                 self.db.prefetch_neighbours(ty as usize, n, d, targets);
+            }
+        }
+        // With the offsets, the word of the delta's bitmap that says whether the node
+        // has created relationships (a lookup a node was a tenth of a search beside
+        // mgbench's writes).
+        if !targets {
+            if let Some(d) = self.delta() {
+                for &d2 in dirs(dir) {
+                    d.prefetch_adjacency(node, d2 == Direction::Out);
+                }
             }
         }
     }
