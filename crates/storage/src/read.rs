@@ -811,10 +811,10 @@ pub struct Neighbours<'a> {
 }
 
 impl Neighbours<'_> {
-    /// The next neighbour's node id alone, its edge id not read (the in CSR's is a
-    /// second array): for a search that records only which node reached which.
+    /// Moves to the next entry that is not deleted: its index in `cur`, the part that
+    /// holds it when this returns.
     #[inline]
-    pub fn next_target(&mut self) -> Option<u32> {
+    fn advance(&mut self) -> Option<usize> {
         loop {
             let p = self.cur.as_mut()?;
             while p.pos < p.end {
@@ -823,7 +823,7 @@ impl Neighbours<'_> {
                 if p.deleted.is_some_and(|d| d.get(p.base + i as u64)) {
                     continue;
                 }
-                return Some(p.targets.get(i) as u32);
+                return Some(i);
             }
             self.cur = if self.rest.is_empty() {
                 None
@@ -832,29 +832,23 @@ impl Neighbours<'_> {
             };
         }
     }
+
+    /// The next neighbour's node id alone, its edge id not read (the in CSR's is a
+    /// second array): for a search that records only which node reached which.
+    #[inline]
+    pub fn next_target(&mut self) -> Option<u32> {
+        let i = self.advance()?;
+        Some(self.cur.as_ref()?.targets.get(i) as u32)
+    }
 }
 
 impl Iterator for Neighbours<'_> {
     type Item = (u32, u64);
     #[inline]
     fn next(&mut self) -> Option<(u32, u64)> {
-        loop {
-            let p = self.cur.as_mut()?;
-            while p.pos < p.end {
-                let i = p.pos;
-                p.pos += 1;
-                if p.deleted.is_some_and(|d| d.get(p.base + i as u64)) {
-                    continue;
-                }
-                let eid = p.eid_base + p.raw_eid(i);
-                return Some((p.targets.get(i) as u32, eid));
-            }
-            self.cur = if self.rest.is_empty() {
-                None
-            } else {
-                Some(self.rest.remove(0))
-            };
-        }
+        let i = self.advance()?;
+        let p = self.cur.as_ref()?;
+        Some((p.targets.get(i) as u32, p.eid_base + p.raw_eid(i)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
