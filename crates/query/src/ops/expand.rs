@@ -662,6 +662,16 @@ impl ShortestPath {
         backward: bool,
     ) -> Result<(), QueryError> {
         self.admit_rels(cx, steps, backward)?;
+        self.admit_nodes(cx, steps, verdicts)
+    }
+
+    /// Keeps the steps of `steps` whose far node meets the node predicates.
+    fn admit_nodes(
+        &self,
+        cx: &Cx,
+        steps: &mut Vec<Step>,
+        verdicts: &mut Verdicts,
+    ) -> Result<(), QueryError> {
         if !self.node_ok.is_empty() {
             self.judge(cx, steps.iter().map(|s| s.1), verdicts)?;
             steps.retain(|(_, v, ..)| verdicts.passed(*v));
@@ -729,13 +739,17 @@ impl ShortestPath {
         Ok(())
     }
 
-    /// The nodes of `nodes` that meet the node predicates (judged unless judged before).
-    fn passing(
+    /// The nodes of `nodes` that meet the node predicates (judged unless judged
+    /// before): `nodes` itself when there are none.
+    fn passing<'a>(
         &self,
         cx: &Cx,
-        nodes: &[u64],
+        nodes: &'a [u64],
         verdicts: &mut Verdicts,
-    ) -> Result<Vec<u64>, QueryError> {
+    ) -> Result<std::borrow::Cow<'a, [u64]>, QueryError> {
+        if self.node_ok.is_empty() {
+            return Ok(std::borrow::Cow::Borrowed(nodes));
+        }
         self.judge(cx, nodes.iter().copied(), verdicts)?;
         Ok(nodes
             .iter()
@@ -754,9 +768,10 @@ impl ShortestPath {
     }
 
     /// The steps from the nodes of `front` (`dir`, the search's types) to nodes not
-    /// `seen` that meet the path predicates, in order: (from, to, relationship). The
-    /// nodes reached are judged only if `judge_nodes` (a bidirectional search judges
-    /// a node when it expands it or meets it there, not when it reaches it).
+    /// `seen` whose relationships meet the path predicates, in order: (from, to,
+    /// relationship). The nodes reached are not judged here (a bidirectional search
+    /// judges a node when it expands it or meets it there, not when it reaches it;
+    /// a single-source one with [`ShortestPath::admit_nodes`]).
     fn level(
         &self,
         cx: &Cx,
@@ -764,8 +779,6 @@ impl ShortestPath {
         dir: Dir,
         backward: bool,
         seen: impl Fn(u64) -> bool,
-        judge_nodes: bool,
-        verdicts: &mut Verdicts,
     ) -> Result<Vec<Step>, QueryError> {
         let mut steps = Vec::new();
         // Relationships are made canonical only on the path found, unless a predicate
@@ -774,7 +787,7 @@ impl ShortestPath {
         let mut nbrs = Vec::new();
         let mut eager = Vec::new();
         for (i, &u) in front.iter().enumerate() {
-            prefetch_ahead(&cx.env.g, &self.types, dir, front, i);
+            prefetch_ahead(cx.env.g, &self.types, dir, front, i);
             nbrs.clear();
             if lazy {
                 cx.env.g.step_rels_lazy(&self.types, dir, u, &mut nbrs)?;
@@ -789,11 +802,7 @@ impl ShortestPath {
                     .map(|&(v, r, raw)| (u, v, r, raw)),
             );
         }
-        if judge_nodes {
-            self.admit(cx, &mut steps, verdicts, backward)?;
-        } else {
-            self.admit_rels(cx, &mut steps, backward)?;
-        }
+        self.admit_rels(cx, &mut steps, backward)?;
         Ok(steps)
     }
 
@@ -1186,7 +1195,6 @@ impl ShortestPath {
         // that those judged are about as many as those expanded) and on meets, not on
         // every node reached: a search's last level, its largest, goes unjudged save its
         // meets. A node that fails may be reached; it is never expanded nor met.
-        let judged = !self.node_ok.is_empty();
         verdicts.enter(s);
         verdicts.pass(s);
         verdicts.enter(t);
@@ -1209,18 +1217,16 @@ impl ShortestPath {
                 // passes). Every meet of this level is as short as any (no meet so far:
                 // the distance is past both depths summed), and the last level is the
                 // largest.
-                let chunk = if judged { 64 } else { front.len().max(1) };
+                let chunk = if self.node_ok.is_empty() {
+                    front.len().max(1)
+                } else {
+                    64
+                };
                 'front: for part in front.chunks(chunk) {
-                    let kept;
-                    let part = if judged {
-                        kept = self.passing(cx, part, &mut verdicts)?;
-                        &kept[..]
-                    } else {
-                        part
-                    };
+                    let part = self.passing(cx, part, &mut verdicts)?;
                     if stepwise {
                         for (i, &u) in part.iter().enumerate() {
-                            prefetch_ahead(g, &self.types, dir, part, i);
+                            prefetch_ahead(g, &self.types, dir, &part, i);
                             let mut failed = None;
                             let mut visit =
                                 |seen: &mut Parents, v: u64, r: Option<(RelRef, bool)>| {
@@ -1264,15 +1270,7 @@ impl ShortestPath {
                         }
                         continue;
                     }
-                    let steps = self.level(
-                        cx,
-                        part,
-                        dir,
-                        !forward,
-                        |v| seen.contains(v),
-                        false,
-                        &mut verdicts,
-                    )?;
+                    let steps = self.level(cx, &part, dir, !forward, |v| seen.contains(v))?;
                     for &(u, v, r, raw) in &steps {
                         if seen.reach(u, v, r, raw)? {
                             next.push(v);
@@ -1284,22 +1282,8 @@ impl ShortestPath {
                     }
                 }
             } else {
-                let kept;
-                let part = if judged {
-                    kept = self.passing(cx, front, &mut verdicts)?;
-                    &kept[..]
-                } else {
-                    &front[..]
-                };
-                let steps = self.level(
-                    cx,
-                    part,
-                    dir,
-                    !forward,
-                    |v| seen.contains(v),
-                    false,
-                    &mut verdicts,
-                )?;
+                let part = self.passing(cx, front, &mut verdicts)?;
+                let steps = self.level(cx, &part, dir, !forward, |v| seen.contains(v))?;
                 // The steps lead only to nodes not reached before this level, so a node
                 // already in `seen` here was reached at this level.
                 seen.first.reserve(steps.len());
@@ -1507,15 +1491,9 @@ impl ShortestPath {
         while depth < self.max && !front.is_empty() {
             cx.check_cancel()?;
             let mut next = Vec::new();
-            for (u, v, r, raw) in self.level(
-                cx,
-                &front,
-                self.dir,
-                false,
-                |v| seen.contains(&v),
-                true,
-                &mut verdicts,
-            )? {
+            let mut steps = self.level(cx, &front, self.dir, false, |v| seen.contains(&v))?;
+            self.admit_nodes(cx, &mut steps, &mut verdicts)?;
+            for (u, v, r, raw) in steps {
                 if seen.insert(v) {
                     parent.insert(v, (u, r, raw));
                     next.push(v);
