@@ -359,6 +359,11 @@ def main():
     ap.add_argument("--check", type=int, default=5, help="parameter sets whose answers are compared")
     ap.add_argument("--max-seconds", type=float, default=8.0, help="per query and system")
     ap.add_argument("--seed", default="7")
+    ap.add_argument("--write-seed", type=int, default=None,
+                    help="seed of the throughput measurements that write (default: from the clock, printed). "
+                         "A fresh one each run: a database that ran the same ids before (Neo4j's, warmed by "
+                         "earlier runs) would find `SET n.property = -1` set already, and both systems "
+                         "commit an unchanged value without a log write")
     ap.add_argument("--neo4j", default=None, help="Bolt URI of a Neo4j holding the same graph")
     ap.add_argument("--neo4j-pid", type=int, default=None,
                     help="the Neo4j server's process id (on this machine): its CPU time per query is reported")
@@ -412,21 +417,27 @@ def main():
                   + f" {'ratio':>9} " + " ".join(f"{n + ' cpu us':>13}" for n in names))
             # (--only picks any of the queries; the default is mgbench's few.)
             picked = [n for n in every if n in only] if only else THROUGHPUT
+            write_seed = args.write_seed if args.write_seed is not None else int(time.time())
+            print(f"(measurements that write use seeds from --write-seed {write_seed})")
+            writing = {n for n, _, _ in WRITES}
             mixes = [(name, [(*every[name], 1.0)]) for name in picked]
             # mgbench's mixed workload: a read with 30% writes (node and edge creates).
             writes = [(*every["single_vertex_write"], 0.15), (*every["single_edge_write"], 0.15)]
             mixes += [(f"{r} + 30% writes", [(*every[r], 0.7)] + writes)
                       for r in ("single_vertex_read", "expansion_1")]
-            for name, mix in mixes:
+            for m, (name, mix) in enumerate(mixes):
                 if only and name.split(" ")[0] not in only:
                     continue
                 for c in counts:
                     qps, cpu = {}, {}
+                    # Fresh ids for each measurement that writes, the same for both systems.
+                    writes_now = name in writing or "writes" in name
+                    seed = write_seed * 1000 + m * 16 + c if writes_now else args.seed
                     for n in names:
                         # The server's CPU per query (all its threads, ended ones too:
                         # /proc/PID/stat), which the clients on the same cores do not count in.
                         c0 = proc_cpu_s(pids[n])
-                        qps[n] = throughput(uris[n], mix, n_users, c, args.seconds, args.seed, args.client)
+                        qps[n] = throughput(uris[n], mix, n_users, c, args.seconds, seed, args.client)
                         c1 = proc_cpu_s(pids[n])
                         cpu[n] = (c1 - c0) * 1e6 / max(qps[n] * args.seconds, 1) if None not in (c0, c1) else None
                     ratio = f"{qps[names[0]] / qps[names[1]]:>8.2f}x" if len(names) > 1 else ""

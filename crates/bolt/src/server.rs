@@ -720,6 +720,9 @@ pub(crate) struct Conn {
     opts: Arc<ServeOptions>,
     id: usize,
     peer: String,
+    /// The commit of the statement that ran inline, until its sync (awaited before it
+    /// is answered, see [`Conn::await_sync`]).
+    unsynced: Option<quiver_engine::Unsynced>,
 }
 
 fn success(out: &mut Vec<u8>, meta: Vec<(&str, Pack)>) {
@@ -791,6 +794,7 @@ impl Conn {
             opts,
             id,
             peer: peer.to_string(),
+            unsynced: None,
         }
     }
 
@@ -979,6 +983,9 @@ impl Conn {
             let saved = (s.opts.deadline, s.opts.memory_wait);
             s.opts.deadline = Some(started + INLINE_DEADLINE);
             s.opts.memory_wait = Duration::ZERO;
+            // A write's commit is synced after, without holding this thread while
+            // another committer syncs ([`Conn::await_sync`]).
+            s.defer_sync = true;
             let r = s.run(text, params, &mut |g, b| {
                 out.push(g, b, &mut body)?;
                 if out.bytes.len() > SEND_BYTES {
@@ -986,6 +993,8 @@ impl Conn {
                 }
                 Ok(())
             });
+            s.defer_sync = false;
+            self.unsynced = s.take_unsynced();
             (s.opts.deadline, s.opts.memory_wait) = saved;
             r
         };
@@ -1020,6 +1029,25 @@ impl Conn {
             timed_out: false,
         });
         true
+    }
+
+    /// Waits for the sync of the inline statement's commit, if it wrote: leads it when
+    /// no other committer is syncing, and otherwise lets the thread's other connections
+    /// run until the running sync ends (more commits share the next one). A failed sync
+    /// fails the statement.
+    async fn await_sync(&mut self) {
+        let Some(mut u) = self.unsynced.take() else {
+            return;
+        };
+        // (Leading it blocks this thread for the sync, as a commit on a worker does:
+        // handing the thread's other connections to another thread for it cost more
+        // CPU than it saved, `tokio::task::block_in_place` tried.)
+        if let Err(e) = std::future::poll_fn(|cx| u.poll_synced(cx)).await {
+            if let Some(open) = self.open.as_mut() {
+                open.pending.clear();
+                open.done = Some(Err(failure(&QueryError::from(e))));
+            }
+        }
     }
 
     /// Remembers `text` as a quick graph read (see [`QUICK`]), or pays one back of its
@@ -1509,6 +1537,7 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
                         State::Streaming
                     };
                     if inline {
+                        c.await_sync().await;
                         // The I/O thread is the other connections' too: a client that
                         // pipelines many quick statements lets them in between.
                         tokio::task::yield_now().await;

@@ -29,6 +29,6 @@ pub mod wal;
 
 pub use checkpoint::CheckpointReport;
 pub use delta::Delta;
-pub use store::{Counters, EngineError, Snapshot, StorageMode, Store, StoreOptions, Txn};
+pub use store::{Counters, EngineError, Snapshot, StorageMode, Store, StoreOptions, Txn, Unsynced};
 pub use value::Value;
 pub use view::View;

@@ -28,6 +28,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -307,6 +308,9 @@ pub struct Store {
     commit: Mutex<CommitState>,
     /// Held by the one committer that syncs the log for a group (see [`CommitState`]).
     sync: Mutex<()>,
+    /// Tasks waiting for a sync that another committer leads ([`Unsynced::poll_synced`]):
+    /// woken when a sync ends.
+    sync_waiters: Mutex<Vec<std::task::Waker>>,
     locks: Mutex<HashMap<Entity, u64, LockHash>>,
     /// Open transactions: id -> snapshot timestamp.
     active: Mutex<HashMap<u64, u64>>,
@@ -445,6 +449,7 @@ impl Store {
             }),
             publisher: Mutex::new(()),
             checkpointing: Arc::new(AtomicBool::new(false)),
+            sync_waiters: Mutex::new(Vec::new()),
             sync: Mutex::new(()),
             locks: Mutex::new(HashMap::with_hasher(LockHash)),
             active: Mutex::new(HashMap::new()),
@@ -713,7 +718,63 @@ impl Store {
     /// first committer to get here syncs for everyone whose record is written; the
     /// others wait on `sync` and then find theirs done.
     fn wait_synced(&self, ts: u64) -> Result<(), EngineError> {
-        let _leader = lock(&self.sync);
+        let leader = lock(&self.sync);
+        self.lead_sync(leader, ts)
+    }
+
+    /// Whether the commit `ts` is on disk and published (or the log failed).
+    fn synced(&self, ts: u64) -> Option<Result<(), EngineError>> {
+        let c = lock(&self.commit);
+        if c.synced >= ts {
+            return Some(Ok(()));
+        }
+        c.failed.as_ref().map(|why| Err(sync_failed(why)))
+    }
+
+    /// [`Store::wait_synced`] for a task that must not block while another committer
+    /// syncs: it leads the sync itself when no one does (then this call blocks for
+    /// it, as a committer does), and otherwise waits to be woken by the sync that
+    /// ends, without holding its thread.
+    fn poll_synced(
+        &self,
+        ts: u64,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<(), EngineError>> {
+        if let Some(r) = self.synced(ts) {
+            return Poll::Ready(r);
+        }
+        if let Ok(leader) = self.sync.try_lock() {
+            return Poll::Ready(self.lead_sync(leader, ts));
+        }
+        // Registered before looking again: a sync that ends from here on wakes it.
+        lock(&self.sync_waiters).push(cx.waker().clone());
+        if let Some(r) = self.synced(ts) {
+            return Poll::Ready(r);
+        }
+        match self.sync.try_lock() {
+            Ok(leader) => Poll::Ready(self.lead_sync(leader, ts)),
+            Err(_) => Poll::Pending,
+        }
+    }
+
+    /// Wakes the tasks waiting for a sync (one has just ended).
+    fn wake_sync_waiters(&self) {
+        let waiters = std::mem::take(&mut *lock(&self.sync_waiters));
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    /// The sync of the log by the committer holding `leader` (the `sync` lock), for
+    /// every commit written so far; wakes the waiting tasks once it is released.
+    fn lead_sync(&self, leader: MutexGuard<'_, ()>, ts: u64) -> Result<(), EngineError> {
+        let r = self.sync_as_leader(ts);
+        drop(leader);
+        self.wake_sync_waiters();
+        r
+    }
+
+    fn sync_as_leader(&self, ts: u64) -> Result<(), EngineError> {
         let (upto, head, file) = {
             let c = lock(&self.commit);
             if c.synced >= ts {
@@ -1193,6 +1254,12 @@ impl Txn {
         }
         self.claim(Entity::Node(id))?;
         self.counters.properties_set += 1;
+        // Claimed first: a value another transaction changed since this snapshot is a
+        // conflict, not a no-op. Setting the value it has is counted (as Neo4j does)
+        // but writes nothing: a transaction of such sets commits with no log record.
+        if self.work.node_value(&self.snap.db, id, key)? == value {
+            return Ok(());
+        }
         self.push(Op::SetNodeProp {
             id,
             key: key.clone(),
@@ -1338,6 +1405,10 @@ impl Txn {
             return Ok(());
         }
         self.counters.properties_set += 1;
+        // (The value it has already: counted, nothing written; see `set_node_prop`.)
+        if self.work.rel_value(&self.snap.db, &ty, r.eid, ends, key)? == value {
+            return Ok(());
+        }
         self.push(Op::SetRelProp {
             ty,
             eid: r.eid,
@@ -1356,7 +1427,33 @@ impl Txn {
         r
     }
 
+    /// [`Txn::commit`] that returns once the commit is in the log, before its sync: the
+    /// caller awaits [`Unsynced::poll_synced`] (or [`Unsynced::wait`]) before it tells
+    /// anyone the commit happened. Until then its writes are visible to no one and its
+    /// locks are held.
+    pub fn commit_unsynced(mut self) -> Result<Unsynced, EngineError> {
+        match self.commit_written() {
+            Ok(ts) => Ok(Unsynced {
+                txn: self,
+                ts,
+                synced: false,
+            }),
+            Err(e) => {
+                self.finish();
+                Err(e)
+            }
+        }
+    }
+
     fn commit_inner(&mut self) -> Result<u64, EngineError> {
+        let ts = self.commit_written()?;
+        self.store.wait_synced(ts)?;
+        Ok(ts)
+    }
+
+    /// Writes the commit's record to the log and makes it the head to be published by
+    /// its sync (which the caller waits for); a commit that needs no sync is published.
+    fn commit_written(&mut self) -> Result<u64, EngineError> {
         let store = self.store.clone();
         if let Some(b) = self.bulk.as_mut() {
             if b.direct && b.batch_rows() > 0 {
@@ -1513,7 +1610,6 @@ impl Txn {
             }
             ts
         };
-        store.wait_synced(ts)?;
         self.ops.clear();
         Ok(ts)
     }
@@ -1721,6 +1817,56 @@ impl Txn {
 impl Drop for Txn {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// A commit in the log whose sync is still to come ([`Txn::commit_unsynced`]): it holds
+/// the transaction's locks until then. Dropped before it was synced, it waits for the
+/// sync (blocking), so no commit is left unpublished.
+pub struct Unsynced {
+    txn: Txn,
+    ts: u64,
+    synced: bool,
+}
+
+impl Unsynced {
+    /// The commit's timestamp.
+    pub fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    /// Ready once the commit is on disk and published. A call may lead the sync of the
+    /// log (and block for it) when no other committer is syncing; otherwise it returns
+    /// `Pending` and the end of the running sync wakes the task.
+    pub fn poll_synced(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<u64, EngineError>> {
+        if self.synced {
+            return Poll::Ready(Ok(self.ts));
+        }
+        let r = self.txn.store.poll_synced(self.ts, cx);
+        if r.is_ready() {
+            self.synced = true; // (or failed: nothing more will come of waiting)
+            self.txn.finish();
+        }
+        r.map(|r| r.map(|()| self.ts))
+    }
+
+    /// Blocks until the commit is on disk and published.
+    pub fn wait(mut self) -> Result<u64, EngineError> {
+        self.synced = true;
+        let r = self.txn.store.wait_synced(self.ts);
+        self.txn.finish();
+        r.map(|()| self.ts)
+    }
+}
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        if !self.synced {
+            let _ = self.txn.store.wait_synced(self.ts);
+        }
     }
 }
 

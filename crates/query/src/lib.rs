@@ -391,6 +391,12 @@ pub struct Session {
     /// Queries parsed, by their text (shared by a server's sessions).
     parsed: Arc<ParseCache>,
     pub opts: QueryOptions,
+    /// An auto-commit statement's commit is left to be synced by the caller
+    /// ([`Session::take_unsynced`]) instead of waited for here: a server that answers
+    /// the client only after the sync, without holding its thread meanwhile.
+    pub defer_sync: bool,
+    /// The last auto-commit statement's commit, not yet synced (with `defer_sync`).
+    unsynced: Option<quiver_engine::Unsynced>,
 }
 
 /// Queries parsed, by their text: a client that runs one text with new parameters (as
@@ -564,6 +570,8 @@ impl Session {
             store,
             tx: None,
             parsed: Arc::default(),
+            defer_sync: false,
+            unsynced: None,
             opts: QueryOptions {
                 import_dir: Some(import_dir),
                 rejects_dir: Some(rejects_dir),
@@ -622,6 +630,12 @@ impl Session {
         self.query(text, &stmt, params, sink)
     }
 
+    /// The last auto-commit statement's commit when it was left unsynced
+    /// ([`Session::defer_sync`]): the caller waits for its sync before it answers.
+    pub fn take_unsynced(&mut self) -> Option<quiver_engine::Unsynced> {
+        self.unsynced.take()
+    }
+
     fn query(
         &mut self,
         text: &str,
@@ -629,6 +643,10 @@ impl Session {
         params: &Params,
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
+        // A commit left unsynced that no one took: synced before anything else reads.
+        if let Some(u) = self.unsynced.take() {
+            u.wait()?;
+        }
         let writes = stmt.query.writes();
         let explicit = self.tx.is_some();
         // A read outside a transaction runs on the committed snapshot, registering
@@ -668,7 +686,11 @@ impl Session {
         let Some(tx) = tx else { return r };
         if !explicit {
             let s = r?;
-            tx.commit()?;
+            if self.defer_sync {
+                self.unsynced = Some(tx.commit_unsynced()?);
+            } else {
+                tx.commit()?;
+            }
             self.maybe_checkpoint();
             return Ok(s);
         }

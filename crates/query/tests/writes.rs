@@ -1414,3 +1414,141 @@ fn apoc_periodic_iterate_commits_in_batches() {
         assert!(e.contains(want), "{q}: {e}");
     }
 }
+
+/// Setting a property to the value it has is counted (as Neo4j does) and writes no log
+/// record; a value of another type is a change; and a value another transaction
+/// changed since the snapshot is still a conflict, not a no-op.
+#[test]
+fn setting_the_value_a_property_has_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(
+        &mut s,
+        "CREATE (:P {id: 1, v: -1})-[:R {w: 2}]->(:P {id: 2})",
+    )
+    .unwrap();
+    let log = s.store().log_bytes();
+    let sum = run(&mut s, "MATCH (p:P {id: 1}) SET p.v = -1").unwrap();
+    assert_eq!(sum.counters.properties_set, 1);
+    let sum = run(&mut s, "MATCH (:P)-[r:R]->() SET r.w = 2").unwrap();
+    assert_eq!(sum.counters.properties_set, 1);
+    assert_eq!(s.store().log_bytes(), log, "an unchanged value was logged");
+    // -1.0 is not -1: a float replaces the integer.
+    run(&mut s, "MATCH (p:P {id: 1}) SET p.v = -1.0").unwrap();
+    assert!(s.store().log_bytes() > log);
+    let r = rows(&mut s, "MATCH (p:P {id: 1}) RETURN p.v");
+    assert_eq!(r[0][0], Value::Float(-1.0));
+    // Changed and changed back in one transaction: the second set compares with the
+    // transaction's own first one.
+    run(&mut s, "BEGIN").unwrap();
+    run(&mut s, "MATCH (p:P {id: 2}) SET p.v = 5").unwrap();
+    run(&mut s, "MATCH (p:P {id: 2}) SET p.v = 7").unwrap();
+    run(&mut s, "MATCH (p:P {id: 2}) SET p.v = 5").unwrap();
+    run(&mut s, "COMMIT").unwrap();
+    assert_eq!(count(&mut s, "MATCH (p:P {id: 2}) RETURN p.v"), 5);
+    // b's snapshot has v = 5; a commits 6; b's "unchanged" 5 is a conflict.
+    let mut b = Session::on(s.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(count(&mut b, "MATCH (p:P {id: 2}) RETURN p.v"), 5);
+    run(&mut s, "MATCH (p:P {id: 2}) SET p.v = 6").unwrap();
+    let e = run(&mut b, "MATCH (p:P {id: 2}) SET p.v = 5").unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    run(&mut b, "MATCH (p:P {id: 2}) SET p.v = 5").unwrap();
+    assert_eq!(count(&mut s, "MATCH (p:P {id: 2}) RETURN p.v"), 5);
+    drop(b);
+    drop(s);
+    let mut s = open(&db);
+    assert_eq!(count(&mut s, "MATCH (p:P {id: 2}) RETURN p.v"), 5);
+    assert_eq!(count(&mut s, "MATCH ()-[r:R]->() RETURN r.w"), 2);
+}
+
+/// Waits for `u`'s sync as a server's connection does: polled, parked while another
+/// committer leads the sync, woken when it ends.
+fn block_on_sync(mut u: quiver_engine::Unsynced) -> u64 {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        match u.poll_synced(&mut cx) {
+            std::task::Poll::Ready(r) => return r.unwrap(),
+            std::task::Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// Commits left unsynced (`Session::defer_sync`, as the server's inline writes): none is
+/// visible before its sync, one sync publishes every commit written before it, a
+/// dropped one is synced anyway, and under contention every waiter is woken, sees its
+/// commit on return, and finds it after a reopen.
+#[test]
+fn unsynced_commits_publish_on_their_sync() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(&db);
+    run(&mut s, "CREATE (:Root {id: 0})").unwrap();
+    let store = s.store().clone();
+    let mut a = Session::on(store.clone());
+    a.defer_sync = true;
+    run(&mut a, "CREATE (:U {id: 1})").unwrap();
+    let u1 = a.take_unsynced().expect("a write left unsynced");
+    let mut b = Session::on(store.clone());
+    b.defer_sync = true;
+    run(&mut b, "CREATE (:U {id: 2})").unwrap();
+    let u2 = b.take_unsynced().expect("a write left unsynced");
+    assert!(u2.ts() > u1.ts());
+    assert_eq!(count(&mut s, "MATCH (u:U) RETURN count(u)"), 0);
+    // The later one's sync covers both; the earlier finds itself synced.
+    block_on_sync(u2);
+    assert_eq!(count(&mut s, "MATCH (u:U) RETURN count(u)"), 2);
+    block_on_sync(u1);
+    // A read-only statement leaves nothing to sync; a dropped commit is synced.
+    run(&mut a, "MATCH (u:U) RETURN count(u)").unwrap();
+    assert!(a.take_unsynced().is_none());
+    run(&mut a, "CREATE (:U {id: 3})").unwrap();
+    drop(a.take_unsynced());
+    assert_eq!(count(&mut s, "MATCH (u:U) RETURN count(u)"), 3);
+    // One not taken is synced before the session's next statement.
+    run(&mut a, "CREATE (:U {id: 4})").unwrap();
+    assert_eq!(count(&mut a, "MATCH (u:U) RETURN count(u)"), 4);
+    let per = 40;
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut s = Session::on(store);
+                for i in 0..per {
+                    let q = format!(
+                        "MATCH (r:Root {{id: 0}}) CREATE (:N {{id: {}, t: {t}}})-[:TO]->(r)",
+                        t * 1000 + i
+                    );
+                    loop {
+                        s.defer_sync = true;
+                        let r = run(&mut s, &q);
+                        s.defer_sync = false;
+                        match r {
+                            Ok(_) => break,
+                            Err(e) if e.is_retryable() => std::thread::yield_now(),
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    block_on_sync(s.take_unsynced().expect("unsynced"));
+                    let mine = count(&mut s, &format!("MATCH (n:N {{t: {t}}}) RETURN count(n)"));
+                    assert_eq!(mine, i + 1, "thread {t} after commit {i}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop((a, b, s, store));
+    let mut s = open(&db);
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 6 * per);
+    assert_eq!(count(&mut s, "MATCH (u:U) RETURN count(u)"), 4);
+}
