@@ -120,7 +120,8 @@ async fn by<T>(
 /// The connection counts: logged-in ones and the others.
 #[derive(Default)]
 struct Counts {
-    live: AtomicUsize,
+    /// (Shared with the connections: `Caches::live`.)
+    live: Arc<AtomicUsize>,
     pending: AtomicUsize,
 }
 
@@ -232,7 +233,10 @@ async fn accept(
     opts: Arc<ServeOptions>,
 ) -> io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
-    let counts = Arc::new(Counts::default());
+    let counts = Arc::new(Counts {
+        live: opts.caches.live.clone(),
+        pending: AtomicUsize::new(0),
+    });
     let mut next = 0usize;
     loop {
         let (stream, peer) = match listener.accept().await {

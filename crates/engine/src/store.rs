@@ -306,8 +306,10 @@ pub struct Store {
     delta_grant: Mutex<Grant>,
     current: ArcSwap<Current>,
     commit: Mutex<CommitState>,
-    /// Held by the one committer that syncs the log for a group (see [`CommitState`]).
-    sync: Mutex<()>,
+    /// The syncs of the log running (see [`CommitState`]), each for a group of commits.
+    sync: Mutex<Syncing>,
+    /// Signalled when a sync ends.
+    sync_done: std::sync::Condvar,
     /// Tasks waiting for a sync that another committer leads ([`Unsynced::poll_synced`]):
     /// woken when a sync ends.
     sync_waiters: Mutex<Vec<std::task::Waker>>,
@@ -450,7 +452,8 @@ impl Store {
             publisher: Mutex::new(()),
             checkpointing: Arc::new(AtomicBool::new(false)),
             sync_waiters: Mutex::new(Vec::new()),
-            sync: Mutex::new(()),
+            sync: Mutex::new(Syncing::default()),
+            sync_done: std::sync::Condvar::new(),
             locks: Mutex::new(HashMap::with_hasher(LockHash)),
             active: Mutex::new(HashMap::new()),
             index_hook: Mutex::new(None),
@@ -714,12 +717,45 @@ impl Store {
         self.current.load_full()
     }
 
-    /// Returns once the commit `ts` (already in the log) is on disk and published. The
-    /// first committer to get here syncs for everyone whose record is written; the
-    /// others wait on `sync` and then find theirs done.
+    /// Returns once the commit `ts` (already in the log) is on disk and published. A
+    /// committer whose record no running sync covers syncs for everyone whose record is
+    /// written, when fewer than [`MAX_SYNCS`] run; the others wait for a sync to end
+    /// and look again.
     fn wait_synced(&self, ts: u64) -> Result<(), EngineError> {
-        let leader = lock(&self.sync);
-        self.lead_sync(leader, ts)
+        loop {
+            let g = lock(&self.sync);
+            if let Some(r) = self.synced(ts) {
+                return r;
+            }
+            if g.running < MAX_SYNCS && g.upto < ts {
+                return self.lead_sync(g);
+            }
+            let _g = self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// [`Store::wait_synced`] for a task that must not block while another committer
+    /// syncs: it leads a sync itself when none runs (then this call blocks for it, as a
+    /// committer does), or beside the one running when `overlap` says its thread has
+    /// no one else to serve; otherwise it waits to be woken by the sync that ends,
+    /// without holding its thread.
+    fn poll_synced(
+        &self,
+        ts: u64,
+        cx: &mut std::task::Context<'_>,
+        overlap: bool,
+    ) -> Poll<Result<(), EngineError>> {
+        let g = lock(&self.sync);
+        if let Some(r) = self.synced(ts) {
+            return Poll::Ready(r);
+        }
+        let most = if overlap { MAX_SYNCS } else { 1 };
+        if g.running < most && g.upto < ts {
+            return Poll::Ready(self.lead_sync(g));
+        }
+        // Registered under `sync`: the sync that ends next wakes it.
+        lock(&self.sync_waiters).push(cx.waker().clone());
+        Poll::Pending
     }
 
     /// Whether the commit `ts` is on disk and published (or the log failed).
@@ -731,81 +767,59 @@ impl Store {
         c.failed.as_ref().map(|why| Err(sync_failed(why)))
     }
 
-    /// [`Store::wait_synced`] for a task that must not block while another committer
-    /// syncs: it leads the sync itself when no one does (then this call blocks for
-    /// it, as a committer does), and otherwise waits to be woken by the sync that
-    /// ends, without holding its thread.
-    fn poll_synced(
-        &self,
-        ts: u64,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<Result<(), EngineError>> {
-        if let Some(r) = self.synced(ts) {
-            return Poll::Ready(r);
-        }
-        if let Ok(leader) = self.sync.try_lock() {
-            return Poll::Ready(self.lead_sync(leader, ts));
-        }
-        // Registered before looking again: a sync that ends from here on wakes it.
-        lock(&self.sync_waiters).push(cx.waker().clone());
-        if let Some(r) = self.synced(ts) {
-            return Poll::Ready(r);
-        }
-        match self.sync.try_lock() {
-            Ok(leader) => Poll::Ready(self.lead_sync(leader, ts)),
-            Err(_) => Poll::Pending,
-        }
-    }
-
-    /// Wakes the tasks waiting for a sync (one has just ended).
-    fn wake_sync_waiters(&self) {
+    /// A sync of the log for every commit written so far, by the committer that took
+    /// it (`g`: the `sync` state, released while the file syncs); wakes the waiting
+    /// committers and tasks when it ends.
+    fn lead_sync(&self, mut g: MutexGuard<'_, Syncing>) -> Result<(), EngineError> {
+        let taken = {
+            let c = lock(&self.commit);
+            match (&c.failed, c.wal.as_ref()) {
+                (Some(why), _) => Err(sync_failed(why)),
+                (None, Some(w)) if c.synced < c.clock => {
+                    Ok(Some((c.clock, c.head.clone(), w.sync_handle())))
+                }
+                _ => Ok(None), // nothing to sync (or no log)
+            }
+        };
+        let Some((upto, head, file)) = taken? else {
+            return Ok(());
+        };
+        g.running += 1;
+        g.upto = g.upto.max(upto);
+        drop(g);
+        let r = file.sync_data();
+        let r = {
+            let mut c = lock(&self.commit);
+            match r {
+                Err(e) => {
+                    let err = sync_failed(&e.to_string());
+                    c.failed = Some(e.to_string());
+                    Err(err)
+                }
+                Ok(()) => {
+                    // Everything written before this sync began is on disk, whatever
+                    // another sync running beside it does.
+                    c.synced = c.synced.max(upto);
+                    if let Some(h) = head {
+                        // (Its delta was granted when it was written.)
+                        if h.ts > self.current.load().ts {
+                            self.current.store(h.clone());
+                        }
+                        if c.head.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h)) {
+                            c.head = None;
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        };
+        lock(&self.sync).running -= 1;
+        self.sync_done.notify_all();
         let waiters = std::mem::take(&mut *lock(&self.sync_waiters));
         for w in waiters {
             w.wake();
         }
-    }
-
-    /// The sync of the log by the committer holding `leader` (the `sync` lock), for
-    /// every commit written so far; wakes the waiting tasks once it is released.
-    fn lead_sync(&self, leader: MutexGuard<'_, ()>, ts: u64) -> Result<(), EngineError> {
-        let r = self.sync_as_leader(ts);
-        drop(leader);
-        self.wake_sync_waiters();
         r
-    }
-
-    fn sync_as_leader(&self, ts: u64) -> Result<(), EngineError> {
-        let (upto, head, file) = {
-            let c = lock(&self.commit);
-            if c.synced >= ts {
-                return Ok(());
-            }
-            if let Some(why) = &c.failed {
-                return Err(sync_failed(why));
-            }
-            let Some(w) = c.wal.as_ref() else {
-                return Ok(());
-            };
-            (c.clock, c.head.clone(), w.sync_handle())
-        };
-        let r = file.sync_data();
-        let mut c = lock(&self.commit);
-        if let Err(e) = r {
-            let err = sync_failed(&e.to_string());
-            c.failed = Some(e.to_string());
-            return Err(err);
-        }
-        c.synced = c.synced.max(upto);
-        if let Some(h) = head {
-            // (Its delta was granted when it was written.)
-            if h.ts > self.current.load().ts {
-                self.current.store(h.clone());
-            }
-            if c.head.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h)) {
-                c.head = None;
-            }
-        }
-        Ok(())
     }
 
     fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {
@@ -849,6 +863,21 @@ fn next_edges(delta: &Delta) -> HashMap<Arc<str>, u64> {
 /// Locks a mutex, recovering from a panic elsewhere (the data is a plain map).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The syncs of the log that may run at once. A sync covers the commits written when it
+/// began; with two clients each commit is written while the other's sync runs, and
+/// waiting for that one to end before starting its own nearly doubled its wait. Two
+/// syncs of a file overlap on the device (here 10.7K syncs/s from one thread, 12.8K
+/// from two, into preallocated space).
+const MAX_SYNCS: u32 = 2;
+
+/// The syncs running ([`Store::wait_synced`]).
+#[derive(Default)]
+struct Syncing {
+    running: u32,
+    /// The newest commit a running (or ended) sync covers.
+    upto: u64,
 }
 
 /// How long a direct write's commit waits for other writers to finish.
@@ -1835,17 +1864,19 @@ impl Unsynced {
         self.ts
     }
 
-    /// Ready once the commit is on disk and published. A call may lead the sync of the
-    /// log (and block for it) when no other committer is syncing; otherwise it returns
-    /// `Pending` and the end of the running sync wakes the task.
+    /// Ready once the commit is on disk and published. A call may lead a sync of the
+    /// log (and block for it) when no other committer is syncing, or beside the one
+    /// running when `overlap` (the caller's thread has no other work waiting);
+    /// otherwise it returns `Pending` and the end of a running sync wakes the task.
     pub fn poll_synced(
         &mut self,
         cx: &mut std::task::Context<'_>,
+        overlap: bool,
     ) -> Poll<Result<u64, EngineError>> {
         if self.synced {
             return Poll::Ready(Ok(self.ts));
         }
-        let r = self.txn.store.poll_synced(self.ts, cx);
+        let r = self.txn.store.poll_synced(self.ts, cx, overlap);
         if r.is_ready() {
             self.synced = true; // (or failed: nothing more will come of waiting)
             self.txn.finish();

@@ -1475,7 +1475,7 @@ fn block_on_sync(mut u: quiver_engine::Unsynced) -> u64 {
     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
     let mut cx = std::task::Context::from_waker(&waker);
     loop {
-        match u.poll_synced(&mut cx) {
+        match u.poll_synced(&mut cx, true) {
             std::task::Poll::Ready(r) => return r.unwrap(),
             std::task::Poll::Pending => std::thread::park(),
         }
