@@ -684,27 +684,9 @@ impl Delta {
         }
     }
 
-    /// The record of node `id`, copied from the segments on first use.
-    /// Whether live node `id` has property `key` (removing one it lacks changes nothing).
-    pub fn node_has_prop(&self, db: &Database, id: u64, key: &str) -> Result<bool, ApplyError> {
-        Ok(!self.node_value(db, id, key)?.is_null())
-    }
-
     /// Live node `id`'s property `key` (null when it has none).
     pub fn node_value(&self, db: &Database, id: u64, key: &str) -> Result<Value, ApplyError> {
         Ok(self.node_rec(db, id)?.value_of(db, id, key)?)
-    }
-
-    /// Like [`node_has_prop`](Self::node_has_prop) for a relationship.
-    pub fn rel_has_prop(
-        &self,
-        db: &Database,
-        name: &Arc<str>,
-        eid: u64,
-        ends: (u64, u64),
-        key: &str,
-    ) -> Result<bool, ApplyError> {
-        Ok(!self.rel_value(db, name, eid, ends, key)?.is_null())
     }
 
     /// Like [`node_value`](Self::node_value) for a relationship.
@@ -720,6 +702,7 @@ impl Delta {
         Ok(r.value_of(db, ty as usize, eid, key)?)
     }
 
+    /// The record of node `id`, copied from the segments on first use.
     fn node_rec(&self, db: &Database, id: u64) -> Result<NodeRec, ApplyError> {
         if let Some(r) = self.nodes.get(&id) {
             if r.deleted {

@@ -1278,15 +1278,17 @@ impl Txn {
         if !self.work.node_exists(id) {
             return Ok(()); // setting on a deleted node is a no-op, as in Neo4j
         }
-        if value.is_null() && !self.work.node_has_prop(&self.snap.db, id, key)? {
+        let current = self.work.node_value(&self.snap.db, id, key)?;
+        if value.is_null() && current.is_null() {
             return Ok(()); // removing what is not there changes and counts nothing
         }
         self.claim(Entity::Node(id))?;
         self.counters.properties_set += 1;
-        // Claimed first: a value another transaction changed since this snapshot is a
-        // conflict, not a no-op. Setting the value it has is counted (as Neo4j does)
-        // but writes nothing: a transaction of such sets commits with no log record.
-        if self.work.node_value(&self.snap.db, id, key)? == value {
+        // (Claimed: another transaction's change since this snapshot would have been a
+        // conflict, so `current` is the value.) Setting the value it has is counted, as
+        // Neo4j does, but writes nothing: a transaction of such sets commits with no
+        // log record.
+        if current == value {
             return Ok(());
         }
         self.push(Op::SetNodeProp {
@@ -1426,16 +1428,13 @@ impl Txn {
             return Ok(()); // setting on a deleted relationship is a no-op
         };
         let ends = (r.src as u64, r.dst as u64);
-        if value.is_null()
-            && !self
-                .work
-                .rel_has_prop(&self.snap.db, &ty, r.eid, ends, key)?
-        {
+        let current = self.work.rel_value(&self.snap.db, &ty, r.eid, ends, key)?;
+        if value.is_null() && current.is_null() {
             return Ok(());
         }
         self.counters.properties_set += 1;
         // (The value it has already: counted, nothing written; see `set_node_prop`.)
-        if self.work.rel_value(&self.snap.db, &ty, r.eid, ends, key)? == value {
+        if current == value {
             return Ok(());
         }
         self.push(Op::SetRelProp {
