@@ -1728,6 +1728,77 @@ mod tests {
         c
     }
 
+    /// Inline writes from several connections on a runtime of two threads: each waits
+    /// for its commit's sync (leading one, beside one when two connections are open,
+    /// or woken when one ends), sees its write on return, and none is lost; with two
+    /// connections counted open and with eight.
+    #[test]
+    fn concurrent_inline_writes_wait_for_their_syncs() {
+        for open in [2, 8] {
+            let dir = tempfile::tempdir().unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let store_opts = quiver_engine::StoreOptions {
+                    background_checkpoints: true,
+                    ..Default::default()
+                };
+                let store = Store::open(&dir.path().join("db"), true, store_opts).unwrap();
+                let opts = Arc::new(ServeOptions {
+                    auth: false,
+                    ..ServeOptions::default()
+                });
+                opts.caches.live.store(open, Ordering::Relaxed);
+                let (per, conns) = (40i64, 6i64);
+                let tasks: Vec<_> = (0..conns)
+                    .map(|t| {
+                        let (store, opts) = (store.clone(), opts.clone());
+                        tokio::spawn(async move {
+                            let mut c = connect(store, opts).await;
+                            let create = "CREATE (w:W {k: $n}) RETURN w.k AS k";
+                            let seen = "MATCH (w:W) WHERE w.k = $n RETURN count(w) AS c";
+                            let mut inline_runs = 0;
+                            for i in 0..per {
+                                let k = t * 1000 + i;
+                                let (inline, rows) = run_pull(&mut c, create, k).await;
+                                assert_eq!(rows, vec![Pack::List(vec![Pack::Int(k)])]);
+                                inline_runs += usize::from(inline);
+                                let (_, rows) = run_pull(&mut c, seen, k).await;
+                                assert_eq!(rows, vec![Pack::List(vec![Pack::Int(1)])], "{k}");
+                            }
+                            inline_runs
+                        })
+                    })
+                    .collect();
+                let mut inline_runs = 0;
+                for t in tasks {
+                    inline_runs += t.await.unwrap();
+                }
+                assert!(inline_runs > 0, "no write ran inline");
+                let mut c = connect(store.clone(), opts.clone()).await;
+                let count = "MATCH (w:W) WHERE $n > 0 RETURN count(w) AS c";
+                let (_, rows) = run_pull(&mut c, count, 1).await;
+                assert_eq!(rows, vec![Pack::List(vec![Pack::Int(per * conns)])]);
+            });
+            drop(rt);
+            // Every acknowledged write is in the log: found again after a reopen.
+            runtime(false).block_on(async {
+                let store = Store::open(&dir.path().join("db"), false, Default::default()).unwrap();
+                let opts = Arc::new(ServeOptions {
+                    auth: false,
+                    ..ServeOptions::default()
+                });
+                let mut c = connect(store, opts).await;
+                let count = "MATCH (w:W) WHERE $n > 0 RETURN count(w) AS c";
+                let (_, rows) = run_pull(&mut c, count, 1).await;
+                assert_eq!(rows, vec![Pack::List(vec![Pack::Int(240)])]);
+            });
+        }
+    }
+
     /// Where checkpoints run in the background, an auto-commit write that was quick on
     /// a worker runs inline too, and each statement's writes happen once: one whose
     /// inline run makes more than a batch of records stops before its commit (rolled
