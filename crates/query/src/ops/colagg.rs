@@ -1146,6 +1146,17 @@ impl<'f> FastRun<'f> {
                         recs.push((x, r));
                     }
                 }
+                // A live node whose record changes none of the properties read changes
+                // nothing here: without it the block keeps the unmasked path (66
+                // scattered SETs of another property took count(n), count(n.age) over
+                // 1.6M users from 0.35 to 0.38-0.40 ms, every block they met masked).
+                if let (Some(d), None) = (&delta, &self.fa.filter) {
+                    let props = &self.fa.props;
+                    recs.retain(|&(_, r)| {
+                        !crate::Graph::record_live(d, r, table_label)
+                            || props.iter().any(|p| r.get(p).is_some())
+                    });
+                }
                 // No record of the delta in the block and no deleted segment rows:
                 // every row is live (the mask stays empty), as after a few writes
                 // elsewhere in the graph.
