@@ -118,7 +118,6 @@ async fn by<T>(
 }
 
 /// The connection counts: logged-in ones and the others.
-#[derive(Default)]
 struct Counts {
     /// (Shared with the connections: `Caches::live`.)
     live: Arc<AtomicUsize>,

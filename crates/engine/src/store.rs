@@ -723,14 +723,12 @@ impl Store {
     /// and look again.
     fn wait_synced(&self, ts: u64) -> Result<(), EngineError> {
         loop {
-            let g = lock(&self.sync);
-            if let Some(r) = self.synced(ts) {
-                return r;
+            match self.sync_step(ts, MAX_SYNCS) {
+                SyncStep::Done(r) => return r,
+                SyncStep::Wait(g) => {
+                    drop(self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner()))
+                }
             }
-            if g.running < MAX_SYNCS && g.upto < ts {
-                return self.lead_sync(g);
-            }
-            let _g = self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -745,17 +743,28 @@ impl Store {
         cx: &mut std::task::Context<'_>,
         overlap: bool,
     ) -> Poll<Result<(), EngineError>> {
+        match self.sync_step(ts, if overlap { MAX_SYNCS } else { 1 }) {
+            SyncStep::Done(r) => Poll::Ready(r),
+            SyncStep::Wait(_g) => {
+                // Registered under `sync`: the sync that ends next wakes it.
+                lock(&self.sync_waiters).push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// What a committer waiting for commit `ts` does next: nothing (synced or failed),
+    /// lead a sync (when fewer than `most` run and none covers it), or wait for one to
+    /// end (holding `sync`, so that the end is not missed).
+    fn sync_step(&self, ts: u64, most: u32) -> SyncStep<'_> {
         let g = lock(&self.sync);
         if let Some(r) = self.synced(ts) {
-            return Poll::Ready(r);
+            return SyncStep::Done(r);
         }
-        let most = if overlap { MAX_SYNCS } else { 1 };
         if g.running < most && g.upto < ts {
-            return Poll::Ready(self.lead_sync(g));
+            return SyncStep::Done(self.lead_sync(g));
         }
-        // Registered under `sync`: the sync that ends next wakes it.
-        lock(&self.sync_waiters).push(cx.waker().clone());
-        Poll::Pending
+        SyncStep::Wait(g)
     }
 
     /// Whether the commit `ts` is on disk and published (or the log failed).
@@ -871,6 +880,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// syncs of a file overlap on the device (here 10.7K syncs/s from one thread, 12.8K
 /// from two, into preallocated space).
 const MAX_SYNCS: u32 = 2;
+
+/// See [`Store::sync_step`].
+enum SyncStep<'a> {
+    Done(Result<(), EngineError>),
+    Wait(MutexGuard<'a, Syncing>),
+}
 
 /// The syncs running ([`Store::wait_synced`]).
 #[derive(Default)]
@@ -1461,11 +1476,7 @@ impl Txn {
     /// locks are held.
     pub fn commit_unsynced(mut self) -> Result<Unsynced, EngineError> {
         match self.commit_written() {
-            Ok(ts) => Ok(Unsynced {
-                txn: self,
-                ts,
-                synced: false,
-            }),
+            Ok(ts) => Ok(Unsynced { txn: self, ts }),
             Err(e) => {
                 self.finish();
                 Err(e)
@@ -1852,9 +1863,9 @@ impl Drop for Txn {
 /// the transaction's locks until then. Dropped before it was synced, it waits for the
 /// sync (blocking), so no commit is left unpublished.
 pub struct Unsynced {
+    /// Finished (`done`) once its sync ended or failed.
     txn: Txn,
     ts: u64,
-    synced: bool,
 }
 
 impl Unsynced {
@@ -1872,20 +1883,18 @@ impl Unsynced {
         cx: &mut std::task::Context<'_>,
         overlap: bool,
     ) -> Poll<Result<u64, EngineError>> {
-        if self.synced {
+        if self.txn.done {
             return Poll::Ready(Ok(self.ts));
         }
         let r = self.txn.store.poll_synced(self.ts, cx, overlap);
         if r.is_ready() {
-            self.synced = true; // (or failed: nothing more will come of waiting)
-            self.txn.finish();
+            self.txn.finish(); // (synced or failed: nothing more will come of waiting)
         }
         r.map(|r| r.map(|()| self.ts))
     }
 
     /// Blocks until the commit is on disk and published.
     pub fn wait(mut self) -> Result<u64, EngineError> {
-        self.synced = true;
         let r = self.txn.store.wait_synced(self.ts);
         self.txn.finish();
         r.map(|()| self.ts)
@@ -1894,7 +1903,7 @@ impl Unsynced {
 
 impl Drop for Unsynced {
     fn drop(&mut self) {
-        if !self.synced {
+        if !self.txn.done {
             let _ = self.txn.store.wait_synced(self.ts);
         }
     }

@@ -616,6 +616,11 @@ impl Session {
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
         let t0 = Instant::now();
+        // A commit left unsynced that no one took: synced before anything else runs
+        // (a query, or a command: BEGIN's snapshot must hold it too).
+        if let Some(u) = self.unsynced.take() {
+            u.wait()?;
+        }
         let stmt = match self.parsed.get(text) {
             Some(stmt) => stmt,
             None => match quiver_cypher::parse(text)? {
@@ -643,10 +648,6 @@ impl Session {
         params: &Params,
         sink: &mut Sink,
     ) -> Result<Summary, QueryError> {
-        // A commit left unsynced that no one took: synced before anything else reads.
-        if let Some(u) = self.unsynced.take() {
-            u.wait()?;
-        }
         let writes = stmt.query.writes();
         let explicit = self.tx.is_some();
         // A read outside a transaction runs on the committed snapshot, registering
