@@ -540,6 +540,43 @@ mod raw {
     }
 }
 
+/// A logged-in session silent past `--idle-timeout-secs` is closed; one that keeps
+/// sending, for longer than the limit in all, is not: each wait for the client has the
+/// whole limit (the server keeps one timer a connection and moves it on). Needs no
+/// driver.
+#[test]
+fn a_silent_session_is_closed_at_the_idle_limit_and_a_busy_one_is_not() {
+    use quiver_bolt::packstream::Pack;
+    use raw::Bolt;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(
+        &dir.path().join("db"),
+        &["--no-auth", "--idle-timeout-secs", "1"],
+    );
+    let mut busy = Bolt::login(&addr);
+    let mut silent = Bolt::login(&addr);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(2600) {
+        assert_eq!(busy.query("RETURN 1 AS x"), [vec![Pack::Int(1)]]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        silent.closed_within(Duration::from_secs(3)),
+        "a session silent for {:?} stayed open",
+        t.elapsed()
+    );
+    assert_eq!(busy.query("RETURN 2 AS x"), [vec![Pack::Int(2)]]);
+    // Silent from here on: closed within the limit and a little.
+    let quiet = Instant::now();
+    assert!(busy.closed_within(Duration::from_secs(4)));
+    assert!(
+        quiet.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        quiet.elapsed()
+    );
+}
+
 /// Connections cost no thread while they wait: hundreds of logged-in sessions stay
 /// open beside a server of a few threads. A handshake that stops halfway and a login
 /// that never comes are closed at the deadline; a client that goes away mid-statement

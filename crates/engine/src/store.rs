@@ -725,8 +725,10 @@ impl Store {
         loop {
             match self.sync_step(ts, MAX_SYNCS) {
                 SyncStep::Done(r) => return r,
-                SyncStep::Wait(g) => {
-                    drop(self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner()))
+                SyncStep::Wait(mut g) => {
+                    g.blocked += 1;
+                    let mut g = self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner());
+                    g.blocked -= 1;
                 }
             }
         }
@@ -822,8 +824,14 @@ impl Store {
                 }
             }
         };
-        lock(&self.sync).running -= 1;
-        self.sync_done.notify_all();
+        let blocked = {
+            let mut g = lock(&self.sync);
+            g.running -= 1;
+            g.blocked > 0
+        };
+        if blocked {
+            self.sync_done.notify_all();
+        }
         let waiters = std::mem::take(&mut *lock(&self.sync_waiters));
         for w in waiters {
             w.wake();
@@ -893,6 +901,9 @@ struct Syncing {
     running: u32,
     /// The newest commit a running (or ended) sync covers.
     upto: u64,
+    /// Threads blocked on `sync_done` (a sync that ends with none skips the notify: a
+    /// `futex` call a commit).
+    blocked: u32,
 }
 
 /// How long a direct write's commit waits for other writers to finish.

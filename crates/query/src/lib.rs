@@ -291,7 +291,7 @@ pub fn run_statement(
         tx,
         explicit_tx,
         indexes: Some(indexes),
-        load: load::LoadState::new(opts.import_dir.clone(), rejects_file(opts)),
+        load: load::LoadState::new(opts.import_dir.clone(), opts.rejects_dir.clone()),
         want: batch::BATCH_ROWS,
         temp_dir: opts.temp_dir.clone(),
     };
@@ -343,17 +343,6 @@ pub fn default_load_dirs(db: &Path) -> (PathBuf, PathBuf) {
         parent.join("import"),
         parent.join(format!("{name}.rejects")),
     )
-}
-
-/// A rejects file name for one statement: `load-<time>-<n>.csv` in the rejects directory.
-fn rejects_file(opts: &QueryOptions) -> Option<PathBuf> {
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = opts.rejects_dir.as_ref()?;
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Some(dir.join(format!("load-{secs}-{}-{n}.csv", std::process::id())))
 }
 
 /// Runs a query and collects its rows.

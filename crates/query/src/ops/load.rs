@@ -36,16 +36,20 @@ const WINDOW_BYTES: usize = 1 << 20;
 #[derive(Default)]
 pub struct LoadState {
     pub import_dir: Option<PathBuf>,
-    /// The statement's rejects file (written from the first bad row on).
+    /// Where the statement's rejects file goes.
+    rejects_dir: Option<PathBuf>,
+    /// The statement's rejects file, made at the first bad row (a statement with no
+    /// LOAD CSV pays nothing for it).
     rejects: Option<Rejects>,
     pub bad_rows: u64,
 }
 
 impl LoadState {
-    pub fn new(import_dir: Option<PathBuf>, rejects_path: Option<PathBuf>) -> LoadState {
+    pub fn new(import_dir: Option<PathBuf>, rejects_dir: Option<PathBuf>) -> LoadState {
         LoadState {
             import_dir,
-            rejects: rejects_path.map(Rejects::new),
+            rejects_dir,
+            rejects: None,
             bad_rows: 0,
         }
     }
@@ -72,6 +76,12 @@ impl LoadState {
         raw: &[u8],
     ) -> Result<(), QueryError> {
         self.bad_rows += 1;
+        if self.rejects.is_none() {
+            self.rejects = self
+                .rejects_dir
+                .as_deref()
+                .map(|d| Rejects::new(rejects_file(d)));
+        }
         match self.rejects.as_mut() {
             Some(r) => r
                 .write(file, line, column, reason, message, raw)
@@ -79,6 +89,16 @@ impl LoadState {
             None => Ok(()),
         }
     }
+}
+
+/// A rejects file name for one statement: `load-<time>-<pid>-<n>.csv` in `dir`.
+fn rejects_file(dir: &Path) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("load-{secs}-{}-{n}.csv", std::process::id()))
 }
 
 /// The file a LOAD CSV source names, inside the import directory.
