@@ -1033,24 +1033,38 @@ impl Conn {
         true
     }
 
-    /// Waits for the sync of the inline statement's commit, if it wrote: leads it when
-    /// no other committer is syncing, and otherwise lets the thread's other connections
-    /// run until the running sync ends (more commits share the next one). A failed sync
-    /// fails the statement.
+    /// Waits for the sync of the inline statement's commit, if it wrote, letting the
+    /// thread's other connections run until a sync covers it (more commits share the
+    /// next one); when none running does, one begins, here or on a blocking thread. A
+    /// failed sync fails the statement.
     async fn await_sync(&mut self) {
         let Some(mut u) = self.unsynced.take() else {
             return;
         };
-        // Leading it blocks this thread for the sync, as a commit on a worker does
-        // (handing the thread's other connections to another thread for it,
-        // `tokio::task::block_in_place`, cost more CPU than it saved). A second sync
-        // beside a running one only while at most two connections are open: with two
-        // clients each commit is written during the other's sync, and the device takes
-        // two at once; with more, the sync running gathers them, and blocking a second
-        // I/O thread would leave their statements waiting (8 clients: 14,000 queries/s
-        // against 7,000-8,000 when it overlapped whenever no third was on the server).
+        // With at most two connections open this thread leads the sync itself, beside
+        // a running one too: with two clients each commit is written during the
+        // other's sync, and the device takes two at once, and a hand-off to another
+        // thread would add its wake-up to every statement. With more, one sync at a
+        // time gathers the commits written while it runs, on a blocking-pool thread:
+        // led here, it held one of the two I/O threads nearly all the time, leaving
+        // every statement to the other (8 clients, property updates: 14,000-15,600
+        // queries/s led here, 19,400-20,100 handed off; relationship creates
+        // 11,500-11,900 and 13,700-15,100). (Handing the thread's other connections
+        // to another thread for the sync instead, `tokio::task::block_in_place`, cost
+        // more CPU than it saved.)
         let overlap = self.opts.caches.live.load(Ordering::Relaxed) <= 2;
-        let r = std::future::poll_fn(|cx| u.poll_synced(cx, overlap)).await;
+        let mut hand = |h: quiver_engine::SyncHandoff| {
+            drop(tokio::task::spawn_blocking(move || h.run()));
+        };
+        let r = std::future::poll_fn(|cx| {
+            let lead = if overlap {
+                quiver_engine::Lead::Here { overlap }
+            } else {
+                quiver_engine::Lead::Elsewhere(&mut hand)
+            };
+            u.poll_synced(cx, lead)
+        })
+        .await;
         if let Err(e) = r {
             if let Some(open) = self.open.as_mut() {
                 open.pending.clear();

@@ -29,6 +29,9 @@ pub mod wal;
 
 pub use checkpoint::CheckpointReport;
 pub use delta::Delta;
-pub use store::{Counters, EngineError, Snapshot, StorageMode, Store, StoreOptions, Txn, Unsynced};
+pub use store::{
+    Counters, EngineError, Lead, Snapshot, StorageMode, Store, StoreOptions, SyncHandoff, Txn,
+    Unsynced,
+};
 pub use value::Value;
 pub use view::View;

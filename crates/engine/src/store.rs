@@ -740,12 +740,31 @@ impl Store {
     /// no one else to serve; otherwise it waits to be woken by the sync that ends,
     /// without holding its thread.
     fn poll_synced(
-        &self,
+        self: &Arc<Self>,
         ts: u64,
         cx: &mut std::task::Context<'_>,
-        overlap: bool,
+        lead: &mut Lead<'_>,
     ) -> Poll<Result<(), EngineError>> {
-        match self.sync_step(ts, if overlap { MAX_SYNCS } else { 1 }) {
+        let step = match lead {
+            Lead::Here { overlap } => self.sync_step(ts, if *overlap { MAX_SYNCS } else { 1 }),
+            Lead::Elsewhere(hand) => {
+                let mut g = lock(&self.sync);
+                if let Some(r) = self.synced(ts) {
+                    return Poll::Ready(r);
+                }
+                if g.running + g.handed < 1 && g.upto < ts {
+                    g.handed += 1;
+                    lock(&self.sync_waiters).push(cx.waker().clone());
+                    drop(g);
+                    hand(SyncHandoff {
+                        store: self.clone(),
+                    });
+                    return Poll::Pending;
+                }
+                SyncStep::Wait(g)
+            }
+        };
+        match step {
             SyncStep::Done(r) => Poll::Ready(r),
             SyncStep::Wait(_g) => {
                 // Registered under `sync`: the sync that ends next wakes it.
@@ -763,7 +782,7 @@ impl Store {
         if let Some(r) = self.synced(ts) {
             return SyncStep::Done(r);
         }
-        if g.running < most && g.upto < ts {
+        if g.running + g.handed < most && g.upto < ts {
             return SyncStep::Done(self.lead_sync(g));
         }
         SyncStep::Wait(g)
@@ -793,6 +812,11 @@ impl Store {
             }
         };
         let Some((upto, head, file)) = taken? else {
+            // (A handed sync can find its commits synced by a worker's: its waiters
+            // wake to see so.)
+            let blocked = g.blocked > 0;
+            drop(g);
+            self.wake_sync_waiters(blocked);
             return Ok(());
         };
         g.running += 1;
@@ -829,6 +853,12 @@ impl Store {
             g.running -= 1;
             g.blocked > 0
         };
+        self.wake_sync_waiters(blocked);
+        r
+    }
+
+    /// Wakes the tasks waiting for a sync to end, and the threads when `blocked`.
+    fn wake_sync_waiters(&self, blocked: bool) {
         if blocked {
             self.sync_done.notify_all();
         }
@@ -836,7 +866,6 @@ impl Store {
         for w in waiters {
             w.wake();
         }
-        r
     }
 
     fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {
@@ -904,6 +933,9 @@ struct Syncing {
     /// Threads blocked on `sync_done` (a sync that ends with none skips the notify: a
     /// `futex` call a commit).
     blocked: u32,
+    /// Syncs handed to another thread ([`SyncHandoff`]) that have not begun: counted
+    /// with the running ones, so that no other caller hands or leads one meanwhile.
+    handed: u32,
 }
 
 /// How long a direct write's commit waits for other writers to finish.
@@ -1885,19 +1917,19 @@ impl Unsynced {
         self.ts
     }
 
-    /// Ready once the commit is on disk and published. A call may lead a sync of the
-    /// log (and block for it) when no other committer is syncing, or beside the one
-    /// running when `overlap` (the caller's thread has no other work waiting);
-    /// otherwise it returns `Pending` and the end of a running sync wakes the task.
+    /// Ready once the commit is on disk and published. When no sync running covers it,
+    /// `lead` says who syncs: this call (blocking for it) or another thread (see
+    /// [`Lead`]); otherwise it returns `Pending` and the end of a running sync wakes
+    /// the task.
     pub fn poll_synced(
         &mut self,
         cx: &mut std::task::Context<'_>,
-        overlap: bool,
+        mut lead: Lead<'_>,
     ) -> Poll<Result<u64, EngineError>> {
         if self.txn.done {
             return Poll::Ready(Ok(self.ts));
         }
-        let r = self.txn.store.poll_synced(self.ts, cx, overlap);
+        let r = self.txn.store.poll_synced(self.ts, cx, &mut lead);
         if r.is_ready() {
             self.txn.finish(); // (synced or failed: nothing more will come of waiting)
         }
@@ -1917,6 +1949,38 @@ impl Drop for Unsynced {
         if !self.txn.done {
             let _ = self.txn.store.wait_synced(self.ts);
         }
+    }
+}
+
+/// Who begins a sync that an [`Unsynced`] commit waits for, when none running covers it.
+pub enum Lead<'a> {
+    /// The caller, blocking its thread for the sync: when no other sync runs, or beside
+    /// the one running when `overlap` (its thread has no other work waiting).
+    Here { overlap: bool },
+    /// Never the caller: a sync to begin is handed to this function, to run
+    /// [`SyncHandoff::run`] on a thread that may block (the caller's thread serves
+    /// others meanwhile). One sync at a time.
+    Elsewhere(&'a mut dyn FnMut(SyncHandoff)),
+}
+
+/// A sync of the log handed to another thread ([`Lead::Elsewhere`]). Its waiters wait
+/// until it runs: dropped unrun, it runs then.
+pub struct SyncHandoff {
+    store: Arc<Store>,
+}
+
+impl SyncHandoff {
+    /// Syncs every commit written so far (blocking), publishes them and wakes their
+    /// waiters.
+    pub fn run(self) {}
+}
+
+impl Drop for SyncHandoff {
+    fn drop(&mut self) {
+        let mut g = lock(&self.store.sync);
+        g.handed -= 1;
+        // (A failure is every waiter's: each finds it on waking.)
+        let _ = self.store.lead_sync(g);
     }
 }
 

@@ -1463,9 +1463,24 @@ fn setting_the_value_a_property_has_writes_nothing() {
     assert_eq!(count(&mut s, "MATCH ()-[r:R]->() RETURN r.w"), 2);
 }
 
+/// How [`block_on_sync`] has a sync begun when none running covers its commit.
+#[derive(Clone, Copy)]
+enum Begin {
+    /// Leads it itself.
+    Here,
+    /// Hands it to a new thread.
+    Thread,
+    /// Drops the hand-off unrun (it runs then, on this thread).
+    Dropped,
+}
+
 /// Waits for `u`'s sync as a server's connection does: polled, parked while another
 /// committer leads the sync, woken when it ends.
-fn block_on_sync(mut u: quiver_engine::Unsynced) -> u64 {
+fn block_on_sync(u: quiver_engine::Unsynced) -> u64 {
+    block_on_sync_by(u, Begin::Here)
+}
+
+fn block_on_sync_by(mut u: quiver_engine::Unsynced, begin: Begin) -> u64 {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: std::sync::Arc<Self>) {
@@ -1474,10 +1489,26 @@ fn block_on_sync(mut u: quiver_engine::Unsynced) -> u64 {
     }
     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
     let mut cx = std::task::Context::from_waker(&waker);
+    let mut hand = |h: quiver_engine::SyncHandoff| match begin {
+        Begin::Thread => drop(std::thread::spawn(move || h.run())),
+        _ => drop(h),
+    };
     loop {
-        match u.poll_synced(&mut cx, true) {
+        let lead = match begin {
+            Begin::Here => quiver_engine::Lead::Here { overlap: true },
+            _ => quiver_engine::Lead::Elsewhere(&mut hand),
+        };
+        match u.poll_synced(&mut cx, lead) {
             std::task::Poll::Ready(r) => return r.unwrap(),
-            std::task::Poll::Pending => std::thread::park(),
+            // (Not woken within a minute: a lost wake-up, which would hang a client.)
+            std::task::Poll::Pending => {
+                let t = std::time::Instant::now();
+                std::thread::park_timeout(std::time::Duration::from_secs(60));
+                assert!(
+                    t.elapsed() < std::time::Duration::from_secs(60),
+                    "never woken"
+                );
+            }
         }
     }
 }
@@ -1485,7 +1516,8 @@ fn block_on_sync(mut u: quiver_engine::Unsynced) -> u64 {
 /// Commits left unsynced (`Session::defer_sync`, as the server's inline writes): none is
 /// visible before its sync, one sync publishes every commit written before it, a
 /// dropped one is synced anyway, and under contention every waiter is woken, sees its
-/// commit on return, and finds it after a reopen.
+/// commit on return, and finds it after a reopen, whether the waiters lead syncs
+/// themselves or hand them to other threads (or drop the hand-off unrun).
 #[test]
 fn unsynced_commits_publish_on_their_sync() {
     let d = tempfile::tempdir().unwrap();
@@ -1537,7 +1569,8 @@ fn unsynced_commits_publish_on_their_sync() {
                             Err(e) => panic!("{e}"),
                         }
                     }
-                    block_on_sync(s.take_unsynced().expect("unsynced"));
+                    let begin = [Begin::Here, Begin::Thread, Begin::Dropped][(t % 3) as usize];
+                    block_on_sync_by(s.take_unsynced().expect("unsynced"), begin);
                     let mine = count(&mut s, &format!("MATCH (n:N {{t: {t}}}) RETURN count(n)"));
                     assert_eq!(mine, i + 1, "thread {t} after commit {i}");
                 }
