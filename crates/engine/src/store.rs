@@ -811,13 +811,16 @@ impl Store {
                 _ => Ok(None), // nothing to sync (or no log)
             }
         };
-        let Some((upto, head, file)) = taken? else {
-            // (A handed sync can find its commits synced by a worker's: its waiters
-            // wake to see so.)
-            let blocked = g.blocked > 0;
-            drop(g);
-            self.wake_sync_waiters(blocked);
-            return Ok(());
+        let (upto, head, file) = match taken {
+            Ok(Some(t)) => t,
+            other => {
+                // Nothing to sync, or the log failed. (A handed sync can find its
+                // commits synced by a worker's: its waiters wake to see so.)
+                let blocked = g.blocked > 0;
+                drop(g);
+                self.wake_sync_waiters(blocked);
+                return other.map(|_| ());
+            }
         };
         g.running += 1;
         g.upto = g.upto.max(upto);
