@@ -105,11 +105,48 @@ pub struct Caches {
     quick: Mutex<HashMap<Box<str>, u32>>,
     /// The connections logged in (counted by the listener, `net::Slot`).
     pub(crate) live: Arc<std::sync::atomic::AtomicUsize>,
+    /// Runs the syncs that inline writes hand off ([`Conn::await_sync`]).
+    syncer: Syncer,
 }
 
 impl Caches {
     fn quick(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, u32>> {
         self.quick.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The thread that runs the syncs inline writes hand off (`Lead::Elsewhere`), started
+/// at the first. One thread, since one such sync runs at a time; not the blocking
+/// pool, which statements on workers can fill (`--workers`), so a sync never waits
+/// behind a long query. A hand-off it cannot take (the thread could not start) runs
+/// where it was handed.
+#[derive(Default)]
+struct Syncer(std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<quiver_engine::SyncHandoff>>>);
+
+impl std::fmt::Debug for Syncer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Syncer")
+    }
+}
+
+impl Syncer {
+    fn hand(&self, h: quiver_engine::SyncHandoff) {
+        let tx = self.0.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<quiver_engine::SyncHandoff>();
+            // (Ends when the server's caches go, with the last sender.)
+            let _ = std::thread::Builder::new()
+                .name("quiver-sync".into())
+                .spawn(move || {
+                    for h in rx {
+                        h.run();
+                    }
+                });
+            Mutex::new(tx)
+        });
+        let sent = tx.lock().unwrap_or_else(|e| e.into_inner()).send(h);
+        if let Err(unsent) = sent {
+            unsent.0.run();
+        }
     }
 }
 
@@ -1045,7 +1082,7 @@ impl Conn {
         // a running one too: with two clients each commit is written during the
         // other's sync, and the device takes two at once, and a hand-off to another
         // thread would add its wake-up to every statement. With more, one sync at a
-        // time gathers the commits written while it runs, on a blocking-pool thread:
+        // time gathers the commits written while it runs, on the server's sync thread:
         // led here, it held one of the two I/O threads nearly all the time, leaving
         // every statement to the other (8 clients, property updates: 14,000-15,600
         // queries/s led here, 19,400-20,100 handed off; relationship creates
@@ -1053,9 +1090,8 @@ impl Conn {
         // to another thread for the sync instead, `tokio::task::block_in_place`, cost
         // more CPU than it saved.)
         let overlap = self.opts.caches.live.load(Ordering::Relaxed) <= 2;
-        let mut hand = |h: quiver_engine::SyncHandoff| {
-            drop(tokio::task::spawn_blocking(move || h.run()));
-        };
+        let syncer = &self.opts.caches.syncer;
+        let mut hand = |h: quiver_engine::SyncHandoff| syncer.hand(h);
         let r = std::future::poll_fn(|cx| {
             let lead = if overlap {
                 quiver_engine::Lead::Here { overlap }

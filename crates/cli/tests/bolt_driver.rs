@@ -540,6 +540,45 @@ mod raw {
     }
 }
 
+/// With more than two connections open, an inline write hands its sync to the server's
+/// sync thread. A server whose one worker (`--workers 1`) runs a long statement still
+/// answers writes at once: a sync on the worker pool would wait behind the statement.
+/// Needs no driver.
+#[test]
+fn writes_are_synced_while_a_long_statement_holds_the_only_worker() {
+    use quiver_bolt::packstream::Pack;
+    use raw::Bolt;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &["--no-auth", "--workers", "1"]);
+    let mut long = Bolt::login(&addr);
+    let mut w = Bolt::login(&addr);
+    let _third = Bolt::login(&addr);
+    let write = "CREATE (n:W) RETURN 1 AS one";
+    // Its first run (on the worker) makes it a quick statement: later ones run inline.
+    assert_eq!(w.query(write), [vec![Pack::Int(1)]]);
+    long.send(
+        0x10,
+        vec![
+            Pack::str("UNWIND range(1, 100000000000) AS x RETURN count(x) AS n"),
+            Pack::Map(vec![]),
+            Pack::Map(vec![]),
+        ],
+    );
+    long.send(0x3F, vec![Pack::map(vec![("n", Pack::Int(-1))])]);
+    std::thread::sleep(Duration::from_millis(500));
+    // (A reply that does not come within the timeout fails the read.)
+    w.0.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    for _ in 0..20 {
+        assert_eq!(w.query(write), [vec![Pack::Int(1)]]);
+    }
+    drop(long);
+    assert_eq!(
+        w.query("MATCH (n:W) RETURN count(n) AS n"),
+        [vec![Pack::Int(21)]]
+    );
+}
+
 /// A logged-in session silent past `--idle-timeout-secs` is closed; one that keeps
 /// sending, for longer than the limit in all, is not: each wait for the client has the
 /// whole limit (the server keeps one timer a connection and moves it on). Needs no
