@@ -1089,12 +1089,12 @@ impl Conn {
         // 11,500-11,900 and 13,700-15,100). (Handing the thread's other connections
         // to another thread for the sync instead, `tokio::task::block_in_place`, cost
         // more CPU than it saved.)
-        let overlap = self.opts.caches.live.load(Ordering::Relaxed) <= 2;
+        let few = self.opts.caches.live.load(Ordering::Relaxed) <= 2;
         let syncer = &self.opts.caches.syncer;
         let mut hand = |h: quiver_engine::SyncHandoff| syncer.hand(h);
         let r = std::future::poll_fn(|cx| {
-            let lead = if overlap {
-                quiver_engine::Lead::Here { overlap }
+            let lead = if few {
+                quiver_engine::Lead::Here
             } else {
                 quiver_engine::Lead::Elsewhere(&mut hand)
             };

@@ -725,6 +725,7 @@ impl Store {
         loop {
             match self.sync_step(ts, MAX_SYNCS) {
                 SyncStep::Done(r) => return r,
+                SyncStep::Lead(g) => return self.lead_sync(g),
                 SyncStep::Wait(mut g) => {
                     g.blocked += 1;
                     let mut g = self.sync_done.wait(g).unwrap_or_else(|e| e.into_inner());
@@ -735,55 +736,49 @@ impl Store {
     }
 
     /// [`Store::wait_synced`] for a task that must not block while another committer
-    /// syncs: it leads a sync itself when none runs (then this call blocks for it, as a
-    /// committer does), or beside the one running when `overlap` says its thread has
-    /// no one else to serve; otherwise it waits to be woken by the sync that ends,
-    /// without holding its thread.
+    /// syncs: a sync none running covers is begun as `lead` says (here, blocking this
+    /// call for it as a committer is blocked, or handed to another thread); otherwise
+    /// the task waits to be woken by the sync that ends, without holding its thread.
     fn poll_synced(
         self: &Arc<Self>,
         ts: u64,
         cx: &mut std::task::Context<'_>,
         lead: &mut Lead<'_>,
     ) -> Poll<Result<(), EngineError>> {
-        let step = match lead {
-            Lead::Here { overlap } => self.sync_step(ts, if *overlap { MAX_SYNCS } else { 1 }),
-            Lead::Elsewhere(hand) => {
-                let mut g = lock(&self.sync);
-                if let Some(r) = self.synced(ts) {
-                    return Poll::Ready(r);
-                }
-                if g.running + g.handed < 1 && g.upto < ts {
-                    g.handed += 1;
-                    lock(&self.sync_waiters).push(cx.waker().clone());
-                    drop(g);
-                    hand(SyncHandoff {
-                        store: self.clone(),
-                    });
-                    return Poll::Pending;
-                }
-                SyncStep::Wait(g)
-            }
+        let most = match lead {
+            Lead::Here => MAX_SYNCS,
+            Lead::Elsewhere(_) => 1,
         };
-        match step {
-            SyncStep::Done(r) => Poll::Ready(r),
-            SyncStep::Wait(_g) => {
-                // Registered under `sync`: the sync that ends next wakes it.
-                lock(&self.sync_waiters).push(cx.waker().clone());
-                Poll::Pending
-            }
+        let (mut g, begin) = match self.sync_step(ts, most) {
+            SyncStep::Done(r) => return Poll::Ready(r),
+            SyncStep::Lead(g) => match lead {
+                Lead::Here => return Poll::Ready(self.lead_sync(g)),
+                Lead::Elsewhere(_) => (g, true),
+            },
+            SyncStep::Wait(g) => (g, false),
+        };
+        // Registered under `sync`: the sync that ends next wakes it.
+        lock(&self.sync_waiters).push(cx.waker().clone());
+        if let (true, Lead::Elsewhere(hand)) = (begin, lead) {
+            g.handed += 1;
+            drop(g);
+            hand(SyncHandoff {
+                store: self.clone(),
+            });
         }
+        Poll::Pending
     }
 
     /// What a committer waiting for commit `ts` does next: nothing (synced or failed),
-    /// lead a sync (when fewer than `most` run and none covers it), or wait for one to
-    /// end (holding `sync`, so that the end is not missed).
+    /// lead a sync (when fewer than `most` run or are handed off, and none covers it),
+    /// or wait for one to end (holding `sync`, so that the end is not missed).
     fn sync_step(&self, ts: u64, most: u32) -> SyncStep<'_> {
         let g = lock(&self.sync);
         if let Some(r) = self.synced(ts) {
             return SyncStep::Done(r);
         }
         if g.running + g.handed < most && g.upto < ts {
-            return SyncStep::Done(self.lead_sync(g));
+            return SyncStep::Lead(g);
         }
         SyncStep::Wait(g)
     }
@@ -924,6 +919,7 @@ const MAX_SYNCS: u32 = 2;
 /// See [`Store::sync_step`].
 enum SyncStep<'a> {
     Done(Result<(), EngineError>),
+    Lead(MutexGuard<'a, Syncing>),
     Wait(MutexGuard<'a, Syncing>),
 }
 
@@ -1957,9 +1953,9 @@ impl Drop for Unsynced {
 
 /// Who begins a sync that an [`Unsynced`] commit waits for, when none running covers it.
 pub enum Lead<'a> {
-    /// The caller, blocking its thread for the sync: when no other sync runs, or beside
-    /// the one running when `overlap` (its thread has no other work waiting).
-    Here { overlap: bool },
+    /// The caller, blocking its thread for the sync, while fewer than two run (its
+    /// thread has no other work waiting).
+    Here,
     /// Never the caller: a sync to begin is handed to this function, to run
     /// [`SyncHandoff::run`] on a thread that may block (the caller's thread serves
     /// others meanwhile). One sync at a time.

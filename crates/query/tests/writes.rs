@@ -1495,7 +1495,7 @@ fn block_on_sync_by(mut u: quiver_engine::Unsynced, begin: Begin) -> u64 {
     };
     loop {
         let lead = match begin {
-            Begin::Here => quiver_engine::Lead::Here { overlap: true },
+            Begin::Here => quiver_engine::Lead::Here,
             _ => quiver_engine::Lead::Elsewhere(&mut hand),
         };
         match u.poll_synced(&mut cx, lead) {
