@@ -63,6 +63,8 @@ fn shape(text: &str) -> Option<(String, Vec<(String, String)>)> {
         || !pat.steps.is_empty()
         || n.props.is_some()
         || n.labels.len() != 1
+        || n.label_expr.is_some()
+        || !n.dyn_labels.is_empty()
     {
         return None;
     }

@@ -107,6 +107,7 @@ fn clauses(
         var_at: pc.at,
         labels: Vec::new(),
         dyn_labels,
+        label_expr: None,
         props,
     };
     let rel = |v: &str, ty: &Expr, props: Option<Expr>| RelPattern {
@@ -114,6 +115,7 @@ fn clauses(
         var_at: pc.at,
         types: Vec::new(),
         dyn_types: vec![ty.clone()],
+        type_expr: None,
         props,
         dir: Dir::Out,
         range: None,

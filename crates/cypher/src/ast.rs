@@ -273,7 +273,76 @@ pub struct NodePattern {
     /// `:$(expr)` (Neo4j 5.26): labels given by an expression per row (a string or a
     /// list of strings); the node has all of them.
     pub dyn_labels: Vec<Expr>,
+    /// A label expression that is not a plain conjunction (Neo4j 5 / GQL: `:A|B`,
+    /// `:!A`, `:%`, `:(A|B)&!C`); the node must also carry every label of `labels`.
+    pub label_expr: Option<LabelExpr>,
     pub props: Option<Expr>,
+}
+
+/// A label expression (Neo4j 5, ISO GQL): on a node, a test of its labels; on a
+/// relationship, of its one type (`%` is any label, so a node with at least one, and
+/// every relationship).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabelExpr {
+    Name(String),
+    /// `%`
+    Any,
+    /// `!e`
+    Not(Box<LabelExpr>),
+    /// `a & b` (and `:A:B`)
+    And(Box<LabelExpr>, Box<LabelExpr>),
+    /// `a | b`
+    Or(Box<LabelExpr>, Box<LabelExpr>),
+}
+
+impl LabelExpr {
+    /// Whether a thing with these labels (a node's, or a relationship's one type)
+    /// matches.
+    pub fn matches(&self, has: &dyn Fn(&str) -> bool, any: bool) -> bool {
+        match self {
+            LabelExpr::Name(l) => has(l),
+            LabelExpr::Any => any,
+            LabelExpr::Not(x) => !x.matches(has, any),
+            LabelExpr::And(a, b) => a.matches(has, any) && b.matches(has, any),
+            LabelExpr::Or(a, b) => a.matches(has, any) || b.matches(has, any),
+        }
+    }
+
+    /// Labels one of which every matching node carries (`None`: no such set, as for
+    /// `!A` or `%`). `(A|B)&!C` gives A and B: a scan of those labels' nodes, each
+    /// tested by the whole expression, finds every match.
+    pub fn cover(&self) -> Option<Vec<String>> {
+        match self {
+            LabelExpr::Name(l) => Some(vec![l.clone()]),
+            LabelExpr::Any | LabelExpr::Not(_) => None,
+            LabelExpr::Or(a, b) => {
+                let mut v = a.cover()?;
+                for l in b.cover()? {
+                    if !v.contains(&l) {
+                        v.push(l);
+                    }
+                }
+                Some(v)
+            }
+            LabelExpr::And(a, b) => match (a.cover(), b.cover()) {
+                (Some(x), Some(y)) => Some(if y.len() < x.len() { y } else { x }),
+                (x, y) => x.or(y),
+            },
+        }
+    }
+
+    /// Every name it mentions, in order.
+    pub fn names(&self, out: &mut Vec<String>) {
+        match self {
+            LabelExpr::Name(l) => out.push(l.clone()),
+            LabelExpr::Any => {}
+            LabelExpr::Not(x) => x.names(out),
+            LabelExpr::And(a, b) | LabelExpr::Or(a, b) => {
+                a.names(out);
+                b.names(out);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +365,9 @@ pub struct RelPattern {
     /// `:$(expr)` (Neo4j 5.26): types given by an expression per row, a string or a
     /// list of strings (any of them matches; CREATE and MERGE take exactly one).
     pub dyn_types: Vec<Expr>,
+    /// A type expression that is not a plain disjunction of names (`:!KNOWS`, `:%`,
+    /// `:(A|B)&!C`); `types` is then empty.
+    pub type_expr: Option<LabelExpr>,
     pub props: Option<Expr>,
     pub dir: Dir,
     /// `*min..max` (either bound may be absent); `None` for a single hop.
@@ -344,6 +416,10 @@ pub enum Expr {
     Index(Box<Expr>, Box<Expr>),
     Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>),
     HasLabels(Box<Expr>, Vec<String>),
+    /// `n:A|B`, `n:!A`, `n:%`, `r:KNOWS|LIKES`: a label expression that is not a plain
+    /// conjunction (that is `HasLabels`), tested on a node's labels or a relationship's
+    /// type.
+    LabelTest(Box<Expr>, LabelExpr),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     IsNull(Box<Expr>, bool),
@@ -399,7 +475,11 @@ impl Expr {
         match self {
             Expr::List(xs) => xs.iter_mut().for_each(f),
             Expr::Map(xs) => xs.iter_mut().for_each(|(_, x)| f(x)),
-            Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+            Expr::Prop(x, _)
+            | Expr::HasLabels(x, _)
+            | Expr::LabelTest(x, _)
+            | Expr::Unary(_, x)
+            | Expr::IsNull(x, _) => {
                 f(x)
             }
             Expr::Index(a, b) | Expr::Binary(_, a, b) => {
@@ -468,7 +548,11 @@ impl Expr {
         match self {
             Expr::List(xs) => xs.iter().collect(),
             Expr::Map(xs) => xs.iter().map(|(_, x)| x).collect(),
-            Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
+            Expr::Prop(x, _)
+            | Expr::HasLabels(x, _)
+            | Expr::LabelTest(x, _)
+            | Expr::Unary(_, x)
+            | Expr::IsNull(x, _) => {
                 vec![x]
             }
             Expr::Index(a, b) | Expr::Binary(_, a, b) => vec![a, b],

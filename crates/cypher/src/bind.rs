@@ -420,6 +420,21 @@ impl Checker<'_> {
         if clause == "MATCH" {
             return Ok(());
         }
+        let nodes = std::iter::once(&p.start).chain(p.steps.iter().map(|(_, n)| n));
+        if let Some(n) = nodes.into_iter().find(|n| n.label_expr.is_some()) {
+            return self.fail(
+                Detail::UnexpectedSyntax,
+                at(n.var_at),
+                format!("{clause} gives a node the labels it names: join them with ':' or '&' (no '|', '!' or '%')"),
+            );
+        }
+        if let Some((r, _)) = p.steps.iter().find(|(r, _)| r.type_expr.is_some()) {
+            return self.fail(
+                Detail::NoSingleRelationshipType,
+                at(r.var_at),
+                format!("a relationship made by {clause} needs exactly one type, like -[:KNOWS]->"),
+            );
+        }
         for (r, _) in &p.steps {
             if r.range.is_some() {
                 return self.fail(Detail::CreatingVarLength,
@@ -1295,6 +1310,7 @@ pub fn same(a: &Expr, b: &Expr) -> bool {
         (Expr::Var(x, _), Expr::Var(y, _)) => x == y,
         (Expr::Prop(x, k), Expr::Prop(y, l)) => k == l && same(x, y),
         (Expr::HasLabels(x, k), Expr::HasLabels(y, l)) => k == l && same(x, y),
+        (Expr::LabelTest(x, k), Expr::LabelTest(y, l)) => k == l && same(x, y),
         (Expr::Unary(o, x), Expr::Unary(p, y)) => o == p && same(x, y),
         (Expr::IsNull(x, k), Expr::IsNull(y, l)) => k == l && same(x, y),
         (Expr::Index(x, i), Expr::Index(y, j)) => same(x, y) && same(i, j),
@@ -1324,9 +1340,11 @@ pub fn same(a: &Expr, b: &Expr) -> bool {
 fn first_offset(e: &Expr) -> Option<usize> {
     match e {
         Expr::Var(_, at) => Some(*at),
-        Expr::Prop(x, _) | Expr::HasLabels(x, _) | Expr::Unary(_, x) | Expr::IsNull(x, _) => {
-            first_offset(x)
-        }
+        Expr::Prop(x, _)
+        | Expr::HasLabels(x, _)
+        | Expr::LabelTest(x, _)
+        | Expr::Unary(_, x)
+        | Expr::IsNull(x, _) => first_offset(x),
         Expr::Index(a, b) | Expr::Binary(_, a, b) => first_offset(a).or_else(|| first_offset(b)),
         Expr::Call { args, .. } => args.iter().find_map(first_offset),
         Expr::List(items) => items.iter().find_map(first_offset),

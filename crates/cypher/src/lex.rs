@@ -53,9 +53,10 @@ pub struct LexError {
 }
 
 /// Longest first, so that `<=` wins over `<`.
-const PUNCT: [&str; 30] = [
+/// `!` and `&` stand only in label expressions (`:!A`, `:A&B`).
+const PUNCT: [&str; 32] = [
     "..", "<=", ">=", "<>", "!=", "=~", "->", "<-", "+=", "(", ")", "[", "]", "{", "}", ",", ".",
-    ":", ";", "|", "=", "<", ">", "+", "-", "*", "/", "%", "^", "$",
+    ":", ";", "|", "=", "<", ">", "+", "-", "*", "/", "%", "^", "$", "!", "&",
 ];
 
 pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {

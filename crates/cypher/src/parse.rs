@@ -115,6 +115,58 @@ struct Parser<'t> {
     depth: usize,
     /// Links of the left-associative chains being built around the current token.
     links: usize,
+    /// In a list comprehension's WHERE, `|` ends the predicate: a label expression
+    /// there takes `|` only inside parentheses (`[x IN l WHERE x:(A|B) | x]`).
+    no_bar: bool,
+}
+
+/// A label expression as parsed, before it is sorted into the pattern's forms: names
+/// and `$(expr)` dynamic names.
+enum LTerm {
+    Name(String),
+    Dyn(Expr),
+    Any,
+    Not(Box<LTerm>),
+    And(Box<LTerm>, Box<LTerm>),
+    Or(Box<LTerm>, Box<LTerm>),
+}
+
+impl LTerm {
+    /// The expression, `None` if a dynamic name is in it.
+    fn into_expr(self) -> Option<LabelExpr> {
+        Some(match self {
+            LTerm::Name(n) => LabelExpr::Name(n),
+            LTerm::Dyn(_) => return None,
+            LTerm::Any => LabelExpr::Any,
+            LTerm::Not(x) => LabelExpr::Not(Box::new(x.into_expr()?)),
+            LTerm::And(a, b) => LabelExpr::And(Box::new(a.into_expr()?), Box::new(b.into_expr()?)),
+            LTerm::Or(a, b) => LabelExpr::Or(Box::new(a.into_expr()?), Box::new(b.into_expr()?)),
+        })
+    }
+
+    /// Whether it is names and dynamic names joined by `&` alone (by `|` alone with
+    /// `or`), the form a list of labels (of types) holds.
+    fn is_flat(&self, or: bool) -> bool {
+        match self {
+            LTerm::Name(_) | LTerm::Dyn(_) => true,
+            LTerm::And(a, b) if !or => a.is_flat(or) && b.is_flat(or),
+            LTerm::Or(a, b) if or => a.is_flat(or) && b.is_flat(or),
+            _ => false,
+        }
+    }
+
+    /// A flat term's names and dynamic names, in order.
+    fn flatten(self, names: &mut Vec<String>, dyns: &mut Vec<Expr>) {
+        match self {
+            LTerm::Name(n) => names.push(n),
+            LTerm::Dyn(e) => dyns.push(e),
+            LTerm::And(a, b) | LTerm::Or(a, b) => {
+                a.flatten(names, dyns);
+                b.flatten(names, dyns);
+            }
+            LTerm::Any | LTerm::Not(_) => {}
+        }
+    }
 }
 
 type R<T> = Result<T, ParseError>;
@@ -135,6 +187,7 @@ impl<'t> Parser<'t> {
             pos: 0,
             depth: 0,
             links: 0,
+            no_bar: false,
         })
     }
 
@@ -613,6 +666,96 @@ impl<'t> Parser<'t> {
         Ok(Some(e))
     }
 
+    /// A label expression after `:` or `IS` (Neo4j 5, ISO GQL): `|` binds loosest,
+    /// then `&`, then `!`; `%` is any label; parentheses group; `$(expr)` names labels
+    /// per row. With `colon`, `:A:B` is `A&B`, openCypher's form, which does not mix
+    /// with the symbols (as in Neo4j). `|:B` is the older spelling of `|B`.
+    fn label_term(&mut self, colon: bool) -> R<LTerm> {
+        let at = self.toks[self.pos].offset;
+        let mut e = self.label_or()?;
+        if colon && self.is_p(":") {
+            let mut simple = matches!(e, LTerm::Name(_) | LTerm::Dyn(_));
+            while self.eat_p(":") {
+                let next = self.label_or()?;
+                simple &= matches!(next, LTerm::Name(_) | LTerm::Dyn(_));
+                e = LTerm::And(Box::new(e), Box::new(next));
+            }
+            if !simple {
+                return Err(error_at(
+                    self.text,
+                    at,
+                    "mixing the label expression symbols ('|', '&', '!', '%') with ':' between labels is not allowed; write :A&B".into(),
+                ));
+            }
+        }
+        Ok(e)
+    }
+
+    fn label_or(&mut self) -> R<LTerm> {
+        self.enter()?;
+        let mut e = self.label_and()?;
+        while !self.no_bar && self.eat_p("|") {
+            self.eat_p(":");
+            e = LTerm::Or(Box::new(e), Box::new(self.label_and()?));
+        }
+        self.depth -= 1;
+        Ok(e)
+    }
+
+    fn label_and(&mut self) -> R<LTerm> {
+        let mut e = self.label_not()?;
+        while self.eat_p("&") {
+            e = LTerm::And(Box::new(e), Box::new(self.label_not()?));
+        }
+        Ok(e)
+    }
+
+    fn label_not(&mut self) -> R<LTerm> {
+        if self.eat_p("!") {
+            self.enter()?;
+            let e = self.label_not();
+            self.depth -= 1;
+            return Ok(LTerm::Not(Box::new(e?)));
+        }
+        if self.eat_p("%") {
+            return Ok(LTerm::Any);
+        }
+        if self.eat_p("(") {
+            let bar = std::mem::replace(&mut self.no_bar, false);
+            let e = self.label_or();
+            self.no_bar = bar;
+            let e = e?;
+            self.expect_p(")")?;
+            return Ok(e);
+        }
+        match self.dynamic_name()? {
+            Some(e) => Ok(LTerm::Dyn(e)),
+            None => Ok(LTerm::Name(self.any_name("a label")?)),
+        }
+    }
+
+    /// A node's label expression into its pattern: a conjunction of names as its
+    /// labels (and dynamic labels), anything else as `label_expr`.
+    fn node_labels(&mut self, n: &mut NodePattern, colon: bool) -> R<()> {
+        let at = self.toks[self.pos].offset;
+        let t = self.label_term(colon)?;
+        if t.is_flat(false) {
+            t.flatten(&mut n.labels, &mut n.dyn_labels);
+            return Ok(());
+        }
+        match t.into_expr() {
+            Some(e) => {
+                n.label_expr = Some(e);
+                Ok(())
+            }
+            None => Err(error_at(
+                self.text,
+                at,
+                "a label given by $(...) joins others with ':' or '&' only".into(),
+            )),
+        }
+    }
+
     /// `n:A:B` in SET or REMOVE, when the next item is one: the variable, the labels
     /// named, and those given as `$(expr)`.
     #[allow(clippy::type_complexity)]
@@ -881,16 +1024,20 @@ impl<'t> Parser<'t> {
     fn node_pattern(&mut self) -> R<NodePattern> {
         self.expect_p("(")?;
         let mut n = NodePattern::default();
-        if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) {
+        if matches!(self.peek(), Tok::Ident(_) | Tok::Quoted(_)) && !self.is_kw("IS") {
             n.var_at = self.toks[self.pos].offset;
             n.var = Some(self.name("a node variable")?);
         }
-        while self.eat_p(":") {
-            match self.dynamic_name()? {
-                Some(e) => n.dyn_labels.push(e),
-                None => n.labels.push(self.any_name("a label")?),
-            }
-        }
+        let bar = std::mem::replace(&mut self.no_bar, false);
+        let labels = if self.eat_p(":") {
+            self.node_labels(&mut n, true)
+        } else if self.eat_kw("IS") {
+            self.node_labels(&mut n, false)
+        } else {
+            Ok(())
+        };
+        self.no_bar = bar;
+        labels?;
         if self.is_p("{") || matches!(self.peek(), Tok::Param(_)) {
             n.props = Some(self.atom()?);
         }
@@ -908,6 +1055,7 @@ impl<'t> Parser<'t> {
             var_at: 0,
             types: Vec::new(),
             dyn_types: Vec::new(),
+            type_expr: None,
             props: None,
             dir: Dir::Both,
             range: None,
@@ -924,16 +1072,25 @@ impl<'t> Parser<'t> {
                 r.var_at = self.toks[self.pos].offset;
                 r.var = Some(self.name("a relationship variable")?);
             }
-            if self.eat_p(":") {
-                loop {
-                    match self.dynamic_name()? {
-                        Some(e) => r.dyn_types.push(e),
-                        None => r.types.push(self.any_name("a relationship type")?),
+            if self.eat_p(":") || self.eat_kw("IS") {
+                let at = self.toks[self.pos].offset;
+                let bar = std::mem::replace(&mut self.no_bar, false);
+                let t = self.label_term(false);
+                self.no_bar = bar;
+                let t = t?;
+                if t.is_flat(true) {
+                    t.flatten(&mut r.types, &mut r.dyn_types);
+                } else {
+                    match t.into_expr() {
+                        Some(e) => r.type_expr = Some(e),
+                        None => {
+                            return Err(error_at(
+                                self.text,
+                                at,
+                                "a type given by $(...) joins others with '|' only".into(),
+                            ))
+                        }
                     }
-                    if !self.eat_p("|") {
-                        break;
-                    }
-                    self.eat_p(":");
                 }
             }
             if self.eat_p("*") {
@@ -1144,6 +1301,17 @@ impl<'t> Parser<'t> {
                 e = Expr::Binary(BinOp::Contains, Box::new(e), Box::new(self.additive()?));
             } else if self.eat_kw("IN") {
                 e = Expr::Binary(BinOp::In, Box::new(e), Box::new(self.additive()?));
+            } else if self.is_kw("IS")
+                && matches!(e, Expr::Var(..))
+                && !self.is_kw_at(1, "NOT")
+                && !self.is_kw_at(1, "NULL")
+                && matches!(self.peek_at(1), Tok::Ident(_) | Tok::Quoted(_) | Tok::Punct("!" | "%" | "("))
+            {
+                // `n IS Person`: GQL's spelling of `n:Person`.
+                self.bump();
+                let at = self.toks[self.pos].offset;
+                let t = self.label_term(false)?;
+                e = self.label_test(e, t, at)?;
             } else if self.is_kw("IS") {
                 self.bump();
                 let not = self.eat_kw("NOT");
@@ -1233,15 +1401,33 @@ impl<'t> Parser<'t> {
                     e = Expr::Index(Box::new(e), Box::new(first));
                 }
             } else if self.is_p(":") && matches!(e, Expr::Var(..)) {
-                let mut labels = Vec::new();
-                while self.eat_p(":") {
-                    labels.push(self.any_name("a label")?);
-                }
-                e = Expr::HasLabels(Box::new(e), labels);
+                self.bump();
+                let at = self.toks[self.pos].offset;
+                let t = self.label_term(true)?;
+                e = self.label_test(e, t, at)?;
             } else {
                 return Ok(e);
             }
         }
+    }
+
+    /// `x:expr` in an expression: a conjunction of names as `HasLabels`, anything
+    /// else as `LabelTest` (no dynamic names: `labels(n)` tests those).
+    fn label_test(&self, x: Expr, t: LTerm, at: usize) -> R<Expr> {
+        if t.is_flat(false) {
+            let (mut names, mut dyns) = (Vec::new(), Vec::new());
+            t.flatten(&mut names, &mut dyns);
+            if dyns.is_empty() {
+                return Ok(Expr::HasLabels(Box::new(x), names));
+            }
+        } else if let Some(l) = t.into_expr() {
+            return Ok(Expr::LabelTest(Box::new(x), l));
+        }
+        Err(error_at(
+            self.text,
+            at,
+            "a label given by $(...) is not a test; use any(l IN labels(n) WHERE ...)".into(),
+        ))
     }
 
     fn atom(&mut self) -> R<Expr> {
@@ -1310,7 +1496,10 @@ impl<'t> Parser<'t> {
                 }
                 self.pos = save;
                 self.bump();
-                let e = self.expr()?;
+                let bar = std::mem::replace(&mut self.no_bar, false);
+                let e = self.expr();
+                self.no_bar = bar;
+                let e = e?;
                 self.expect_p(")")?;
                 Ok(e)
             }
@@ -1555,6 +1744,15 @@ impl<'t> Parser<'t> {
         })
     }
 
+    /// `f` with `|` ending a label expression at its top level (a comprehension's
+    /// WHERE, which `| map` may follow).
+    fn bar_ends(&mut self, f: fn(&mut Self) -> R<Expr>) -> R<Expr> {
+        let bar = std::mem::replace(&mut self.no_bar, true);
+        let e = f(self);
+        self.no_bar = bar;
+        e
+    }
+
     /// `x IN list [WHERE p] [| e]` and the closing `close`.
     /// `x IN list`, the head of a comprehension or a quantifier (`IN` is known to follow).
     fn var_in_list(&mut self) -> R<(String, Box<Expr>)> {
@@ -1578,7 +1776,7 @@ impl<'t> Parser<'t> {
     fn comprehension(&mut self, close: &str) -> R<Expr> {
         let (var, list) = self.var_in_list()?;
         let pred = if self.eat_kw("WHERE") {
-            Some(Box::new(self.expr()?))
+            Some(Box::new(self.bar_ends(Self::expr)?))
         } else {
             None
         };
@@ -1875,7 +2073,7 @@ impl<'t> Parser<'t> {
         pattern.var = var;
         pattern.var_at = var_at;
         let pred = if self.eat_kw("WHERE") {
-            Some(Box::new(self.expr()?))
+            Some(Box::new(self.bar_ends(Self::expr)?))
         } else {
             None
         };

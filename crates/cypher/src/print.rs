@@ -92,6 +92,7 @@ pub fn expr(e: &Expr) -> String {
             b.as_deref().map(expr).unwrap_or_default()
         ),
         Expr::HasLabels(x, ls) => format!("{}{}", postfix_base(x), labels(ls)),
+        Expr::LabelTest(x, l) => format!("{}:{}", postfix_base(x), label_expr(l)),
         Expr::Unary(UnOp::Not, x) => format!("(NOT {})", expr(x)),
         Expr::Unary(UnOp::Neg, x) => format!("(-{})", expr(x)),
         Expr::Binary(op, a, b) => format!("({} {} {})", expr(a), binop(*op), expr(b)),
@@ -210,14 +211,35 @@ fn labels(ls: &[String]) -> String {
     ls.iter().map(|l| format!(":{}", name(l))).collect()
 }
 
+/// A label expression, every `&` and `|` in parentheses.
+pub fn label_expr(e: &LabelExpr) -> String {
+    match e {
+        LabelExpr::Name(l) => name(l),
+        LabelExpr::Any => "%".into(),
+        LabelExpr::Not(x) => format!("!{}", label_expr(x)),
+        LabelExpr::And(a, b) => format!("({}&{})", label_expr(a), label_expr(b)),
+        LabelExpr::Or(a, b) => format!("({}|{})", label_expr(a), label_expr(b)),
+    }
+}
+
 fn node(n: &NodePattern) -> String {
     let mut s = String::from("(");
     if let Some(v) = &n.var {
         s.push_str(&name(v));
     }
-    s.push_str(&labels(&n.labels));
-    for e in &n.dyn_labels {
-        let _ = write!(s, ":$({})", expr(e));
+    match &n.label_expr {
+        None => {
+            s.push_str(&labels(&n.labels));
+            for e in &n.dyn_labels {
+                let _ = write!(s, ":$({})", expr(e));
+            }
+        }
+        Some(l) => {
+            let mut parts: Vec<String> = n.labels.iter().map(|l| name(l)).collect();
+            parts.extend(n.dyn_labels.iter().map(|e| format!("$({})", expr(e))));
+            parts.push(label_expr(l));
+            let _ = write!(s, ":{}", parts.join("&"));
+        }
     }
     if let Some(p) = &n.props {
         let _ = write!(s, " {}", expr(p));
@@ -242,6 +264,8 @@ fn rel(r: &RelPattern) -> String {
                 .collect::<Vec<_>>()
                 .join("|")
         );
+    } else if let Some(t) = &r.type_expr {
+        let _ = write!(body, ":{}", label_expr(t));
     }
     if let Some((lo, hi)) = r.range {
         body.push('*');

@@ -494,12 +494,20 @@ fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delt
     use quiver_cypher::ast::{Clause, Pattern, SetItem};
     let pat = |p: &Pattern, d: &mut quiver_engine::Delta| {
         for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
-            for l in &n.labels {
+            let mut named = n.labels.clone();
+            if let Some(e) = &n.label_expr {
+                e.names(&mut named);
+            }
+            for l in &named {
                 d.intern_label(&Arc::from(l.as_str()));
             }
         }
         for (r, _) in &p.steps {
-            for t in &r.types {
+            let mut named = r.types.clone();
+            if let Some(e) = &r.type_expr {
+                e.names(&mut named);
+            }
+            for t in &named {
                 d.intern_type(&Arc::from(t.as_str()));
             }
         }

@@ -31,6 +31,8 @@ pub struct PredStep {
     pub min: u32,
     pub max: u32,
     pub labels: Vec<u32>,
+    /// A label expression the end node must match too (`(a)-->(:B|C)`).
+    pub label: Option<Arc<CLabel>>,
     /// The node at the end of the step, when it is a bound variable.
     pub bound: Option<usize>,
 }
@@ -39,6 +41,7 @@ pub struct PredStep {
 pub struct PatternPred {
     pub start: usize,
     pub start_labels: Vec<u32>,
+    pub start_label: Option<Arc<CLabel>>,
     pub steps: Vec<PredStep>,
     /// A label on a pattern that can never match (unknown label or type).
     pub impossible: bool,
@@ -59,6 +62,9 @@ pub enum CExpr {
     /// `x:A:B`: label ids (`None`: no node has it), and the names, which a
     /// relationship's type is tested against (`r:KNOWS`, as Neo4j 5 reads it).
     HasLabels(Box<CExpr>, Vec<Option<u32>>, Arc<[Arc<str>]>),
+    /// `x:A|B`, `x:!A`, `x:%`: a label expression on a node's labels or a
+    /// relationship's type.
+    LabelTest(Box<CExpr>, Arc<CLabel>),
     Not(Box<CExpr>),
     Neg(Box<CExpr>),
     Bin(BinOp, Box<CExpr>, Box<CExpr>),
@@ -98,6 +104,42 @@ pub enum CExpr {
     /// Builds a path from node slots, relationship slots and relationship-list slots, in
     /// pattern order.
     MakePath(Vec<PathPart>),
+}
+
+/// A compiled label expression: names resolved to label ids (`None`: no node has it)
+/// and kept as text for a relationship's type.
+#[derive(Debug, Clone)]
+pub enum CLabel {
+    Name(Option<u32>, Arc<str>),
+    Any,
+    Not(Box<CLabel>),
+    And(Box<CLabel>, Box<CLabel>),
+    Or(Box<CLabel>, Box<CLabel>),
+}
+
+impl CLabel {
+    /// Whether node `n`'s labels match.
+    pub fn node(&self, g: &Graph, n: u64) -> Result<bool, QueryError> {
+        Ok(match self {
+            CLabel::Name(Some(l), _) => g.has_label(n, *l)?,
+            CLabel::Name(None, _) => false,
+            CLabel::Any => !g.labels(n)?.is_empty(),
+            CLabel::Not(x) => !x.node(g, n)?,
+            CLabel::And(a, b) => a.node(g, n)? && b.node(g, n)?,
+            CLabel::Or(a, b) => a.node(g, n)? || b.node(g, n)?,
+        })
+    }
+
+    /// Whether a relationship of type `ty` matches.
+    pub fn rel(&self, ty: &str) -> bool {
+        match self {
+            CLabel::Name(_, name) => **name == *ty,
+            CLabel::Any => true,
+            CLabel::Not(x) => !x.rel(ty),
+            CLabel::And(a, b) => a.rel(ty) && b.rel(ty),
+            CLabel::Or(a, b) => a.rel(ty) || b.rel(ty),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -554,6 +596,12 @@ pub fn eval(
             }
             v => return type_err("labels can only be tested on a node", &v),
         },
+        CExpr::LabelTest(x, l) => match eval(env, x, b, row, locals)? {
+            Value::Null => Value::Null,
+            Value::Node(n) => Value::Bool(l.node(env.g, n)?),
+            Value::Rel(r) => Value::Bool(l.rel(&env.g.rel_type_name(r.ty))),
+            v => return type_err("labels can only be tested on a node or a relationship", &v),
+        },
         CExpr::Not(x) => match tri(&eval(env, x, b, row, locals)?)? {
             Some(v) => Value::Bool(!v),
             None => Value::Null,
@@ -789,6 +837,11 @@ fn pattern_exists(env: &Env, p: &PatternPred, b: &Batch, row: usize) -> Result<V
                 return Ok(Value::Bool(false));
             }
         }
+        if let Some(l) = &s.label {
+            if !l.node(env.g, end)? {
+                return Ok(Value::Bool(false));
+            }
+        }
         return Ok(Value::Bool(env.g.has_rel_to(&s.types, s.dir, start, end)?));
     }
     let mut used = Vec::new();
@@ -803,7 +856,10 @@ fn start_labels_ok(env: &Env, p: &PatternPred, start: u64) -> Result<bool, Query
             return Ok(false);
         }
     }
-    Ok(true)
+    match &p.start_label {
+        Some(l) => l.node(env.g, start),
+        None => Ok(true),
+    }
 }
 
 /// The matches of the pattern from node `at`, `depth` hops into step `step`, without
@@ -835,6 +891,9 @@ fn walk(
                 break;
             }
             ok_end &= env.g.has_label(at, *l)?;
+        }
+        if let (true, Some(l)) = (ok_end, &s.label) {
+            ok_end = l.node(env.g, at)?;
         }
         if ok_end {
             found += walk(env, p, b, row, step + 1, at, 0, used, first)?;

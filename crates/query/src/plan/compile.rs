@@ -3,6 +3,21 @@
 use super::*;
 
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
+    /// A label expression with its names resolved against the graph.
+    pub(super) fn label_expr(&self, l: &LabelExpr) -> CLabel {
+        match l {
+            LabelExpr::Name(n) => CLabel::Name(self.g.label_id(n), Arc::from(n.as_str())),
+            LabelExpr::Any => CLabel::Any,
+            LabelExpr::Not(x) => CLabel::Not(Box::new(self.label_expr(x))),
+            LabelExpr::And(a, b) => {
+                CLabel::And(Box::new(self.label_expr(a)), Box::new(self.label_expr(b)))
+            }
+            LabelExpr::Or(a, b) => {
+                CLabel::Or(Box::new(self.label_expr(a)), Box::new(self.label_expr(b)))
+            }
+        }
+    }
+
     /// Compiles `e` against `scope`; expressions structurally equal to an entry of
     /// `subst` read that slot instead (grouping keys and aggregates after aggregation).
     pub(super) fn compile(
@@ -77,6 +92,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 ls.iter().map(|l| self.g.label_id(l)).collect(),
                 ls.iter().map(|l| Arc::from(l.as_str())).collect(),
             ),
+            Expr::LabelTest(x, l) => {
+                CExpr::LabelTest(Box::new(c(x, self)?), Arc::new(self.label_expr(l)))
+            }
             Expr::Unary(UnOp::Not, x) => CExpr::Not(Box::new(c(x, self)?)),
             Expr::Unary(UnOp::Neg, x) => match c(x, self)? {
                 CExpr::Const(Value::Int(i)) if i != i64::MIN => CExpr::Const(Value::Int(-i)),
@@ -264,6 +282,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 min,
                 max,
                 labels: self.label_ids(n),
+                label: n.label_expr.as_ref().map(|l| Arc::new(self.label_expr(l))),
                 bound,
             });
         }
@@ -271,6 +290,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(PatternPred {
             start,
             start_labels,
+            start_label: p.start.label_expr.as_ref().map(|l| Arc::new(self.label_expr(l))),
             steps,
             impossible,
         })

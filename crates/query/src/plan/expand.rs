@@ -4,6 +4,16 @@ use super::*;
 
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     pub(super) fn rel_types(&self, r: &RelPattern) -> Vec<u32> {
+        if let Some(e) = &r.type_expr {
+            // `-[:!KNOWS]->`, `-[:%]->`: the types the expression admits (a writing
+            // statement has every type it names interned before it is planned).
+            return (0..self.g.n_rel_types() as u32)
+                .filter(|&t| {
+                    let name = self.g.rel_type_name(t);
+                    e.matches(&|x| *x == *name, true)
+                })
+                .collect();
+        }
         if r.types.is_empty() {
             (0..self.g.n_rel_types() as u32).collect()
         } else {
@@ -27,7 +37,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             .first()
             .is_some_and(|&c| self.descs[c].name == "Once");
         let covers = || match from_n.labels.as_slice() {
-            [] => true,
+            [] => from_n.label_expr.is_none(),
             [l] => self.g.label_id(l).is_some_and(|id| {
                 // Created nodes are none (the shape is the segments'): their ranges.
                 let ranges = self.segment_label_ranges(Some(id));
@@ -99,10 +109,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 self.label_ids(to_n)
             };
             let types = self.rel_types(r);
-            let type_names = if r.types.is_empty() {
-                String::new()
-            } else {
-                format!(":{}", r.types.join("|"))
+            let type_names = match &r.type_expr {
+                Some(e) => format!(":{}", quiver_cypher::print::label_expr(e)),
+                None if r.types.is_empty() => String::new(),
+                None => format!(":{}", r.types.join("|")),
             };
             let rvar = r.var.clone();
             let uniq = rel_slots.clone();

@@ -18,6 +18,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // Name every part, and turn inline properties into conjuncts.
         let mut pats: Vec<Pattern> = patterns.to_vec();
         let n_rels: usize = pats.iter().map(|p| p.steps.len()).sum();
+        // Variables whose node is found elsewhere: bound by an earlier clause, or by
+        // an earlier occurrence in this one.
+        let mut seen: Vec<String> = Vec::new();
         for p in &mut pats {
             let mut nodes: Vec<&mut NodePattern> = std::iter::once(&mut p.start)
                 .chain(p.steps.iter_mut().map(|s| &mut s.1))
@@ -30,6 +33,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 let v = n.var.clone().expect("named above");
                 if let Some(props) = n.props.take() {
                     prop_conjuncts(&v, props, self.params, &mut conj)?;
+                }
+                // A node that is found elsewhere is tested for the labels this
+                // occurrence names: `MATCH (n:A) MATCH (n:B)` keeps the nodes with both.
+                let elsewhere = scope.get(&v).is_some() || seen.contains(&v);
+                if elsewhere && !n.labels.is_empty() {
+                    conj.push(Expr::HasLabels(
+                        Box::new(Expr::Var(v.clone(), 0)),
+                        std::mem::take(&mut n.labels),
+                    ));
+                }
+                if let Some(l) = &n.label_expr {
+                    conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), l.clone()));
+                    if elsewhere {
+                        n.label_expr = None;
+                    }
+                }
+                if !elsewhere {
+                    seen.push(v.clone());
                 }
                 for l in &n.labels {
                     if self.g.label_id(l).is_none() {
@@ -322,6 +343,12 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             }
         }
+        if n.labels.is_empty() {
+            if let Some(cover) = self.label_cover(n) {
+                let rows: u64 = cover.iter().map(|&l| self.label_rows(l)).sum();
+                best = best.min((3, rows));
+            }
+        }
         for l in &n.labels {
             let Some(lid) = self.g.label_id(l) else {
                 return (1, 0);
@@ -346,19 +373,55 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     }
                 }
             }
-            let rows: u64 = self
-                .g
-                .label_scan(lid)
-                .tables
-                .iter()
-                .map(|&(t, _)| {
-                    let (a, b) = self.g.table_range(t);
-                    b - a
-                })
-                .sum();
-            best = best.min((3, rows));
+            best = best.min((3, self.label_rows(lid)));
         }
         best
+    }
+
+    /// The rows of the tables that can hold `label`.
+    fn label_rows(&self, label: u32) -> u64 {
+        self.g
+            .label_scan(label)
+            .tables
+            .iter()
+            .map(|&(t, _)| {
+                let (a, b) = self.g.table_range(t);
+                b - a
+            })
+            .sum()
+    }
+
+    /// The labels one of which every node matching `n`'s label expression carries
+    /// (those the graph has), when there is such a set: a union of their scans finds
+    /// the matches (`(n:A|B)`), each then tested by the expression.
+    pub(super) fn label_cover(&self, n: &NodePattern) -> Option<Vec<u32>> {
+        let cover = n.label_expr.as_ref()?.cover()?;
+        Some(cover.iter().filter_map(|l| self.g.label_id(l)).collect())
+    }
+
+    /// The node ranges of a union of label scans, merged so that each node is
+    /// visited once; a range's nodes are not tested for a label (the expression's
+    /// filter does that), only for life.
+    pub(super) fn union_ranges(&self, labels: &[u32]) -> Vec<ScanRange> {
+        let mut spans: Vec<(u64, u64)> = labels
+            .iter()
+            .flat_map(|&l| self.label_ranges(Some(l)))
+            .map(|r| (r.lo, r.hi))
+            .collect();
+        spans.sort_unstable();
+        let mut out: Vec<ScanRange> = Vec::new();
+        for (lo, hi) in spans {
+            match out.last_mut() {
+                Some(last) if lo <= last.hi => last.hi = last.hi.max(hi),
+                _ => out.push(ScanRange {
+                    lo,
+                    hi,
+                    label: None,
+                    table_label: None,
+                }),
+            }
+        }
+        out
     }
 
     pub(super) fn eq_props(&self, conj: &[Expr], var: &str) -> Vec<String> {
@@ -577,10 +640,23 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             scope.bind(&v, Kind::Node);
             return Ok(p);
         }
-        let ranges = self.label_ranges(labels.first().copied());
-        let detail = match labels.first() {
-            Some(&l) => format!("({}:{})", v.trim(), self.g.label_name(l)),
-            None => format!("({})", v.trim()),
+        let cover = if labels.is_empty() {
+            self.label_cover(n)
+        } else {
+            None
+        };
+        let ranges = match &cover {
+            Some(c) => self.union_ranges(c),
+            None => self.label_ranges(labels.first().copied()),
+        };
+        let detail = match (labels.first(), &n.label_expr) {
+            (Some(&l), _) => format!("({}:{})", v.trim(), self.g.label_name(l)),
+            (None, Some(e)) if cover.is_some() => format!(
+                "({}:{}) by a union of label scans",
+                v.trim(),
+                quiver_cypher::print::label_expr(e)
+            ),
+            _ => format!("({})", v.trim()),
         };
         let mut p = if let Some((i, prop, key)) = self.join_key(&v, scope, conj) {
             conj.remove(i); // the join enforces it
@@ -598,7 +674,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 )),
             )
         } else {
-            let name = if labels.is_empty() {
+            let name = if cover.is_some() {
+                "UnionNodeByLabelsScan"
+            } else if labels.is_empty() {
                 "AllNodesScan"
             } else {
                 "NodeByLabelScan"
@@ -740,6 +818,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         if let Some(props) = &n.props {
             prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
         }
+        if let Some(l) = &n.label_expr {
+            conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), l.clone()));
+        }
         let mut scope = Scope::default();
         if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
             return None; // a seek is better
@@ -766,9 +847,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Some(f) => CExpr::Bin(BinOp::And, Box::new(f), Box::new(p)),
             });
         }
+        let ranges = match self.label_cover(n).filter(|_| labels.is_empty()) {
+            Some(c) => self.union_ranges(&c),
+            None => self.label_ranges(labels.first().copied()),
+        };
         Some(Fused {
             id: usize::MAX,
-            ranges: self.label_ranges(labels.first().copied()),
+            ranges,
             filter,
             var: v,
         })

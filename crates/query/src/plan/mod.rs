@@ -15,7 +15,7 @@
 //! - **Bidirectional BFS** for shortestPath between bound endpoints.
 
 use crate::error::QueryError;
-use crate::expr::{compile_regex, CExpr, Func, PathPart, PatternPred, PredStep};
+use crate::expr::{compile_regex, CExpr, CLabel, Func, PathPart, PatternPred, PredStep};
 use crate::graph::Graph;
 use crate::index::IndexSet;
 use crate::ops::*;
