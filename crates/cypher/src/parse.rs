@@ -2637,6 +2637,35 @@ mod tests {
     }
 
     #[test]
+    fn label_expressions() {
+        let s = ok("MATCH (a:A:B)-[r:T|:U]->(b:A|B)<-[:!T]-(c IS A&B)-[:%]-(d:(A|B)&!%) WHERE a:A|B RETURN a");
+        let Clause::Match { patterns, where_, .. } = &s.query.parts[0].clauses[0] else {
+            panic!()
+        };
+        let p = &patterns[0];
+        let name = |s: &str| Box::new(LabelExpr::Name(s.into()));
+        // A conjunction stays a list of labels, a disjunction of types a list of types.
+        assert_eq!((p.start.labels.clone(), &p.start.label_expr), (vec!["A".into(), "B".into()], &None));
+        assert_eq!(p.steps[0].0.types, vec!["T".to_string(), "U".to_string()]);
+        assert_eq!(p.steps[0].1.label_expr, Some(LabelExpr::Or(name("A"), name("B"))));
+        assert_eq!(p.steps[1].0.type_expr, Some(LabelExpr::Not(name("T"))));
+        assert_eq!(p.steps[1].1.labels, vec!["A".to_string(), "B".to_string()]);
+        assert_eq!(p.steps[2].0.type_expr, Some(LabelExpr::Any));
+        assert_eq!(
+            p.steps[2].1.label_expr,
+            Some(LabelExpr::And(
+                Box::new(LabelExpr::Or(name("A"), name("B"))),
+                Box::new(LabelExpr::Not(Box::new(LabelExpr::Any)))
+            ))
+        );
+        assert!(matches!(where_, Some(Expr::LabelTest(_, LabelExpr::Or(..)))));
+        // The colon between labels does not mix with the symbols, as in Neo4j.
+        for q in ["MATCH (n:A:B|C) RETURN n", "MATCH (n:A|B:C) RETURN n", "MATCH (n:!A:B) RETURN n"] {
+            assert!(parse_query(q).is_err(), "{q}");
+        }
+    }
+
+    #[test]
     fn errors_point_at_the_problem() {
         let e = err("MATCH (n:User)\nRETURN n.age,");
         assert_eq!((e.line, e.column), (1, 13));

@@ -443,6 +443,9 @@ mod tests {
             "MATCH (n) WHERE n.x IN [1, 2] AND n.s ENDS WITH 'z' OR n.s CONTAINS 'y' RETURN n.x[0..], n.l[..2]",
             "MATCH (n) RETURN n ORDER BY n.a DESC, n.b SKIP $s LIMIT $l",
             "WITH 1 AS x WHERE x > 0 RETURN x",
+            // Label expressions (Neo4j 5, GQL).
+            "MATCH (n:A|B)-[r:!T]->(m IS C&!D), (o:%)-[:(X|Y)&!Z*1..2]-(q:!%) WHERE n:%|(E&F) AND m IS G RETURN n:A|!B AS x",
+            "MATCH (n) RETURN [x IN [n] WHERE x:(A|B) | x], [(n)-->(m:A|B) WHERE m:(C|D) | m], [x IN [n] WHERE x:A | x]",
         ] {
             let s1 = super::statement(&parse_query(q).unwrap_or_else(|e| panic!("{q}: {e}")));
             let s2 = super::statement(&parse_query(&s1).unwrap_or_else(|e| panic!("{s1}: {e}")));
