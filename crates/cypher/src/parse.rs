@@ -118,6 +118,15 @@ struct Parser<'t> {
     /// In a list comprehension's WHERE, `|` ends the predicate: a label expression
     /// there takes `|` only inside parentheses (`[x IN l WHERE x:(A|B) | x]`).
     no_bar: bool,
+    /// Where the statement first joins labels by `:` (`:A:B`), first uses a label
+    /// expression symbol on a node or in a test (`|`, `&`, `!`, `%`, parentheses), and
+    /// first uses `IS` for labels: Neo4j refuses a statement that mixes the first with
+    /// either of the others, and so does Quiver (`Parser::label_syntax`).
+    colon_at: Option<usize>,
+    symbol_at: Option<usize>,
+    is_at: Option<usize>,
+    /// Parsing a relationship's types, where `|` is the old syntax too.
+    in_types: bool,
 }
 
 /// A label expression as parsed, before it is sorted into the pattern's forms: names
@@ -188,6 +197,10 @@ impl<'t> Parser<'t> {
             depth: 0,
             links: 0,
             no_bar: false,
+            colon_at: None,
+            symbol_at: None,
+            is_at: None,
+            in_types: false,
         })
     }
 
@@ -674,6 +687,7 @@ impl<'t> Parser<'t> {
         let at = self.toks[self.pos].offset;
         let mut e = self.label_or()?;
         if colon && self.is_p(":") {
+            self.colon_at.get_or_insert(at);
             let mut simple = matches!(e, LTerm::Name(_) | LTerm::Dyn(_));
             while self.eat_p(":") {
                 let next = self.label_or()?;
@@ -694,7 +708,9 @@ impl<'t> Parser<'t> {
     fn label_or(&mut self) -> R<LTerm> {
         self.enter()?;
         let mut e = self.label_and()?;
-        while !self.no_bar && self.eat_p("|") {
+        while !self.no_bar && self.is_p("|") {
+            self.symbol();
+            self.bump();
             self.eat_p(":");
             e = LTerm::Or(Box::new(e), Box::new(self.label_and()?));
         }
@@ -704,13 +720,42 @@ impl<'t> Parser<'t> {
 
     fn label_and(&mut self) -> R<LTerm> {
         let mut e = self.label_not()?;
-        while self.eat_p("&") {
+        while self.is_p("&") {
+            self.symbol();
+            self.bump();
             e = LTerm::And(Box::new(e), Box::new(self.label_not()?));
         }
         Ok(e)
     }
 
+    /// Notes a label expression symbol at the current token (outside a
+    /// relationship's types).
+    fn symbol(&mut self) {
+        if !self.in_types {
+            self.symbol_at.get_or_insert(self.toks[self.pos].offset);
+        }
+    }
+
+    /// Neo4j's rule: `:A:B` does not mix with the label expression symbols, nor with
+    /// `IS`, in one statement.
+    fn label_syntax(&self) -> R<()> {
+        let Some(colon) = self.colon_at else {
+            return Ok(());
+        };
+        let msg = if self.symbol_at.is_some() {
+            "mixing label expression symbols ('|', '&', '!', and '%') with colon (':') between labels is not allowed; use one set of symbols (:A:B is :A&B)"
+        } else if self.is_at.is_some() {
+            "mixing the IS keyword with colon (':') between labels is not allowed (:A:B is IS A&B)"
+        } else {
+            return Ok(());
+        };
+        Err(error_at(self.text, colon, msg.into()))
+    }
+
     fn label_not(&mut self) -> R<LTerm> {
+        if matches!(self.peek(), Tok::Punct("!" | "%" | "(")) {
+            self.symbol();
+        }
         if self.eat_p("!") {
             self.enter()?;
             let e = self.label_not();
@@ -1031,7 +1076,9 @@ impl<'t> Parser<'t> {
         let bar = std::mem::replace(&mut self.no_bar, false);
         let labels = if self.eat_p(":") {
             self.node_labels(&mut n, true)
-        } else if self.eat_kw("IS") {
+        } else if self.is_kw("IS") {
+            self.is_at.get_or_insert(self.toks[self.pos].offset);
+            self.bump();
             self.node_labels(&mut n, false)
         } else {
             Ok(())
@@ -1075,7 +1122,9 @@ impl<'t> Parser<'t> {
             if self.eat_p(":") || self.eat_kw("IS") {
                 let at = self.toks[self.pos].offset;
                 let bar = std::mem::replace(&mut self.no_bar, false);
+                self.in_types = true;
                 let t = self.label_term(false);
+                self.in_types = false;
                 self.no_bar = bar;
                 let t = t?;
                 if t.is_flat(true) {
@@ -1092,6 +1141,12 @@ impl<'t> Parser<'t> {
                         }
                     }
                 }
+            }
+            if self.is_p("*") && r.type_expr.is_some() {
+                return self.err_detail(
+                    Detail::InvalidRelationshipPattern,
+                    "a type list joined by '|' (a variable-length relationship takes no type expression, as in Neo4j)",
+                );
             }
             if self.eat_p("*") {
                 r.bfs = self.eat_kw("BFS");
@@ -1308,6 +1363,7 @@ impl<'t> Parser<'t> {
                 && matches!(self.peek_at(1), Tok::Ident(_) | Tok::Quoted(_) | Tok::Punct("!" | "%" | "("))
             {
                 // `n IS Person`: GQL's spelling of `n:Person`.
+                self.is_at.get_or_insert(self.toks[self.pos].offset);
                 self.bump();
                 let at = self.toks[self.pos].offset;
                 let t = self.label_term(false)?;
@@ -2533,12 +2589,19 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     // `command` consumes nothing unless it matched, so the query parse starts at 0.
     match p.command()? {
         Some(c) => Ok(Parsed::Command(c)),
-        None => Ok(Parsed::Query(p.statement()?)),
+        None => {
+            let s = p.statement()?;
+            p.label_syntax()?;
+            Ok(Parsed::Query(s))
+        }
     }
 }
 
 pub fn parse_query(text: &str) -> Result<Statement, ParseError> {
-    Parser::new(text)?.statement()
+    let mut p = Parser::new(text)?;
+    let s = p.statement()?;
+    p.label_syntax()?;
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -2638,7 +2701,7 @@ mod tests {
 
     #[test]
     fn label_expressions() {
-        let s = ok("MATCH (a:A:B)-[r:T|:U]->(b:A|B)<-[:!T]-(c IS A&B)-[:%]-(d:(A|B)&!%) WHERE a:A|B RETURN a");
+        let s = ok("MATCH (a:A&B)-[r:T|:U]->(b:A|B)<-[:!T]-(c IS A&B)-[:%]-(d:(A|B)&!%) WHERE a:A|B RETURN a");
         let Clause::Match { patterns, where_, .. } = &s.query.parts[0].clauses[0] else {
             panic!()
         };
@@ -2660,8 +2723,27 @@ mod tests {
         );
         assert!(matches!(where_, Some(Expr::LabelTest(_, LabelExpr::Or(..)))));
         // The colon between labels does not mix with the symbols, as in Neo4j.
-        for q in ["MATCH (n:A:B|C) RETURN n", "MATCH (n:A|B:C) RETURN n", "MATCH (n:!A:B) RETURN n"] {
+        // Nor in one statement (Neo4j's rule), while types joined by `|:` mix with
+        // anything, and a variable-length relationship takes only a list of types.
+        for q in [
+            "MATCH (n:A:B|C) RETURN n",
+            "MATCH (n:A|B:C) RETURN n",
+            "MATCH (n:!A:B) RETURN n",
+            "MATCH (n:A:B), (m:A|B) RETURN n",
+            "MATCH (n:A:B) WHERE n:!C RETURN n",
+            "MATCH (n:A&B) WHERE n:A:B RETURN n",
+            "MATCH (n:A:B), (m IS C) RETURN n",
+            "MATCH (n)-[:!R*]->(m) RETURN n",
+            "MATCH (n)-[:%*1..2]->(m) RETURN n",
+        ] {
             assert!(parse_query(q).is_err(), "{q}");
+        }
+        for q in [
+            "MATCH (n:A:B)-[:R|:S]->(m:C) WHERE n:D:E RETURN n",
+            "MATCH (n:A:B) RETURN COUNT { (n)-[:!R]->() } AS c",
+            "MATCH (n:A|B)-[:R|:S*1..2]->(m) RETURN n",
+        ] {
+            ok(q);
         }
     }
 

@@ -91,7 +91,11 @@ pub fn expr(e: &Expr) -> String {
             a.as_deref().map(expr).unwrap_or_default(),
             b.as_deref().map(expr).unwrap_or_default()
         ),
-        Expr::HasLabels(x, ls) => format!("{}{}", postfix_base(x), labels(ls)),
+        Expr::HasLabels(x, ls) => format!(
+            "{}:{}",
+            postfix_base(x),
+            ls.iter().map(|l| name(l)).collect::<Vec<_>>().join("&")
+        ),
         Expr::LabelTest(x, l) => format!("{}:{}", postfix_base(x), label_expr(l)),
         Expr::Unary(UnOp::Not, x) => format!("(NOT {})", expr(x)),
         Expr::Unary(UnOp::Neg, x) => format!("(-{})", expr(x)),
@@ -227,19 +231,13 @@ fn node(n: &NodePattern) -> String {
     if let Some(v) = &n.var {
         s.push_str(&name(v));
     }
-    match &n.label_expr {
-        None => {
-            s.push_str(&labels(&n.labels));
-            for e in &n.dyn_labels {
-                let _ = write!(s, ":$({})", expr(e));
-            }
-        }
-        Some(l) => {
-            let mut parts: Vec<String> = n.labels.iter().map(|l| name(l)).collect();
-            parts.extend(n.dyn_labels.iter().map(|e| format!("$({})", expr(e))));
-            parts.push(label_expr(l));
-            let _ = write!(s, ":{}", parts.join("&"));
-        }
+    // A conjunction with `&` (never `:A:B`, which Neo4j does not let a statement mix
+    // with the other symbols).
+    let mut parts: Vec<String> = n.labels.iter().map(|l| name(l)).collect();
+    parts.extend(n.dyn_labels.iter().map(|e| format!("$({})", expr(e))));
+    parts.extend(n.label_expr.iter().map(label_expr));
+    if !parts.is_empty() {
+        let _ = write!(s, ":{}", parts.join("&"));
     }
     if let Some(p) = &n.props {
         let _ = write!(s, " {}", expr(p));
@@ -444,8 +442,9 @@ mod tests {
             "MATCH (n) RETURN n ORDER BY n.a DESC, n.b SKIP $s LIMIT $l",
             "WITH 1 AS x WHERE x > 0 RETURN x",
             // Label expressions (Neo4j 5, GQL).
-            "MATCH (n:A|B)-[r:!T]->(m IS C&!D), (o:%)-[:(X|Y)&!Z*1..2]-(q:!%) WHERE n:%|(E&F) AND m IS G RETURN n:A|!B AS x",
+            "MATCH (n:A|B)-[r:!T]->(m IS C&!D), (o:%)-[:(X|Y)&!Z]-(q:!%)-[:X|Y*1..2]-() WHERE n:%|(E&F) AND m IS G RETURN n:A|!B AS x",
             "MATCH (n) RETURN [x IN [n] WHERE x:(A|B) | x], [(n)-->(m:A|B) WHERE m:(C|D) | m], [x IN [n] WHERE x:A | x]",
+            "MATCH (n:A&B), (m:A|B) WHERE n:C&D RETURN n",
         ] {
             let s1 = super::statement(&parse_query(q).unwrap_or_else(|e| panic!("{q}: {e}")));
             let s2 = super::statement(&parse_query(&s1).unwrap_or_else(|e| panic!("{s1}: {e}")));

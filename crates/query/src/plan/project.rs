@@ -141,8 +141,14 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         };
         cur = self.order_limit(cur, &new_scope, p, &subst, carry)?;
         if let (Some(w), true) = (&p.where_, where_early) {
-            let e = self.compile(w, &new_scope, &subst)?;
-            cur = self.filter(cur, e, w);
+            // A subquery or pattern comprehension in it is computed per row first, as
+            // a hidden column (which the trim below drops).
+            let mut w = w.clone();
+            if needs_hoist(&w) {
+                cur = self.hoist(cur, &mut new_scope, &mut w)?;
+            }
+            let e = self.compile(&w, &new_scope, &subst)?;
+            cur = self.filter(cur, e, &w);
         }
         cur = self.trim(cur, &mut new_scope, n_items);
         if let (Some(w), false) = (&p.where_, where_early) {
@@ -153,8 +159,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 .filter(|(_, s)| *s < n_items)
                 .cloned()
                 .collect();
-            let e = self.compile(w, &new_scope, &items_only)?;
-            cur = self.filter(cur, e, w);
+            let mut w = w.clone();
+            if needs_hoist(&w) {
+                cur = self.hoist(cur, &mut new_scope, &mut w)?;
+            }
+            let e = self.compile(&w, &new_scope, &items_only)?;
+            cur = self.filter(cur, e, &w);
+            cur = self.trim(cur, &mut new_scope, n_items);
         }
         Ok((cur, new_scope, names))
     }
