@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -137,7 +138,7 @@ def first(rng):
         return f"MATCH (x{labels(rng)}) WITH collect(x) AS xs UNWIND xs AS a", ["a"]
     if r < 0.9:
         return f"MATCH (a{labels(rng)}) WITH a{where(rng, 'a')}", ["a"]
-    return f"MATCH (a{labels(rng)}), (b{labels(rng)}) WITH a, b LIMIT 30", ["a", "b"]
+    return f"MATCH (a{labels(rng)}), (b{labels(rng)}) WITH a, b ORDER BY a.id, b.id LIMIT 30", ["a", "b"]
 
 
 def second(rng, bound):
@@ -210,11 +211,30 @@ def canon(v):
     return v
 
 
+class Timeout(Exception):
+    pass
+
+
+def on_alarm(*_):
+    raise Timeout()
+
+
 def answer(session, q):
     """The rows of `q` as a sorted list of JSON texts, or `{"error": ...}`. A writing query
-    runs in a transaction that is rolled back, so the graph stays as made."""
+    runs in a transaction that is rolled back, so the graph stays as made. A query that
+    runs past 30 s is a difference of its own (`{"timeout": ...}`)."""
+    signal.alarm(30)
     try:
-        tx = session.begin_transaction()
+        return answer_inner(session, q)
+    except Timeout:
+        return {"timeout": q}
+    finally:
+        signal.alarm(0)
+
+
+def answer_inner(session, q):
+    try:
+        tx = session.begin_transaction(timeout=20)
         try:
             rows = [json.dumps([canon(x) for x in rec.values()], sort_keys=True) for rec in tx.run(q)]
         finally:
@@ -226,7 +246,7 @@ def answer(session, q):
 
 def alike(a, b):
     if isinstance(a, dict) and isinstance(b, dict):
-        return True
+        return "error" in a and "error" in b
     return a == b
 
 
@@ -282,10 +302,13 @@ def main():
         quri = f"bolt://127.0.0.1:{port}"
     neo = GraphDatabase.driver(a.neo4j, auth=None, notifications_min_severity="OFF")
     qv = GraphDatabase.driver(quri, auth=None, notifications_min_severity="OFF")
+    signal.signal(signal.SIGALRM, on_alarm)
     rng = random.Random(a.seed)
     fixtures = []
     diffs = 0
     done = 0
+    refused = 0
+    empty = 0
     t0 = time.time()
     try:
         with neo.session() as ns, qv.session() as qs:
@@ -309,6 +332,8 @@ def main():
                     q = query(rng)
                     want, got = answer(ns, q), answer(qs, q)
                     done += 1
+                    refused += isinstance(want, dict) and isinstance(got, dict)
+                    empty += want == [] and got == []
                     if not alike(want, got):
                         diffs += 1
                         fixtures.append({"graph": g, "query": q, "neo4j": want})
@@ -323,7 +348,8 @@ def main():
             server.terminate()
             server.wait()
     print(f"rebind_diff: {done} queries, {done - diffs} alike, {diffs} differences "
-          f"(seed {a.seed}, {time.time() - t0:.0f} s)")
+          f"(seed {a.seed}, {time.time() - t0:.0f} s); of those alike, {refused} refused by both "
+          f"and {empty} empty on both")
     if a.fixtures:
         path = Path(a.fixtures)
         old = json.loads(path.read_text()) if path.exists() else []

@@ -118,14 +118,14 @@ struct Parser<'t> {
     /// In a list comprehension's WHERE, `|` ends the predicate: a label expression
     /// there takes `|` only inside parentheses (`[x IN l WHERE x:(A|B) | x]`).
     no_bar: bool,
-    /// Where the statement first joins labels by `:` (`:A:B`), first uses a label
-    /// expression symbol on a node or in a test (`|`, `&`, `!`, `%`, parentheses), and
-    /// first uses `IS` for labels: Neo4j refuses a statement that mixes the first with
-    /// either of the others, and so does Quiver (`Parser::label_syntax`).
+    /// Where the clause first joins labels by `:` (`:A:B`), first uses a label
+    /// expression symbol (`|` between labels, `&`, `!`, `%`, parentheses), and first
+    /// uses `IS` for labels: Neo4j refuses a clause that mixes the first with either of
+    /// the others, and so does Quiver (`Parser::label_syntax`).
     colon_at: Option<usize>,
     symbol_at: Option<usize>,
     is_at: Option<usize>,
-    /// Parsing a relationship's types, where `|` is the old syntax too.
+    /// Parsing a relationship's types, where `|` (and `|:`) is the old syntax too.
     in_types: bool,
 }
 
@@ -399,216 +399,231 @@ impl<'t> Parser<'t> {
     fn clauses(&mut self) -> R<Vec<Clause>> {
         let mut clauses = Vec::new();
         loop {
-            if self.is_kw("MATCH") || (self.is_kw("OPTIONAL") && self.is_kw_at(1, "MATCH")) {
-                let optional = self.eat_kw("OPTIONAL");
-                self.expect_kw("MATCH")?;
-                let mut patterns = vec![self.pattern()?];
-                while self.eat_p(",") {
-                    patterns.push(self.pattern()?);
-                }
-                let where_ = if self.eat_kw("WHERE") {
-                    Some(self.expr()?)
-                } else {
-                    None
-                };
-                clauses.push(Clause::Match {
-                    optional,
-                    patterns,
-                    where_,
-                });
-            } else if self.eat_kw("UNWIND") {
-                let expr = self.expr()?;
-                self.expect_kw("AS")?;
-                let var = self.name("a variable name")?;
-                clauses.push(Clause::Unwind { expr, var });
-            } else if self.eat_kw("WITH") {
-                let mut p = self.projection()?;
-                if self.eat_kw("WHERE") {
-                    p.where_ = Some(self.expr()?);
-                }
-                clauses.push(Clause::With(p));
-            } else if self.eat_kw("RETURN") {
-                clauses.push(Clause::Return(self.projection()?));
-                break;
-            } else if self.eat_kw("CREATE") {
-                let mut patterns = vec![self.pattern()?];
-                while self.eat_p(",") {
-                    patterns.push(self.pattern()?);
-                }
-                clauses.push(Clause::Create(patterns));
-            } else if self.eat_kw("MERGE") {
-                let pattern = self.pattern()?;
-                let (mut on_create, mut on_match) = (Vec::new(), Vec::new());
-                while self.is_kw("ON") {
-                    self.bump();
-                    let create = if self.eat_kw("CREATE") {
-                        true
-                    } else if self.eat_kw("MATCH") {
-                        false
-                    } else {
-                        return self.err("CREATE or MATCH after ON");
-                    };
-                    self.expect_kw("SET")?;
-                    let items = self.set_items()?;
-                    if create {
-                        on_create.extend(items);
-                    } else {
-                        on_match.extend(items);
-                    }
-                }
-                clauses.push(Clause::Merge {
-                    pattern,
-                    on_create,
-                    on_match,
-                });
-            } else if self.eat_kw("SET") {
-                clauses.push(Clause::Set(self.set_items()?));
-            } else if self.eat_kw("REMOVE") {
-                let mut items = Vec::new();
-                loop {
-                    if let Some((var, labels, exprs)) = self.labels_item()? {
-                        if !labels.is_empty() {
-                            items.push(RemoveItem::Labels {
-                                var: var.clone(),
-                                labels,
-                            });
-                        }
-                        if !exprs.is_empty() {
-                            items.push(RemoveItem::LabelExprs { var, exprs });
-                        }
-                    } else {
-                        let (target, key) = self.prop_target()?;
-                        items.push(RemoveItem::Prop { target, key });
-                    }
-                    if !self.eat_p(",") {
-                        break;
-                    }
-                }
-                clauses.push(Clause::Remove(items));
-            } else if self.is_kw("DELETE") || (self.is_kw("DETACH") && self.is_kw_at(1, "DELETE")) {
-                let detach = self.eat_kw("DETACH");
-                self.expect_kw("DELETE")?;
-                let mut exprs = vec![self.expr()?];
-                while self.eat_p(",") {
-                    exprs.push(self.expr()?);
-                }
-                clauses.push(Clause::Delete { detach, exprs });
-            } else if self.is_kw("LOAD") && self.is_kw_at(1, "CSV") {
-                clauses.push(Clause::LoadCsv(self.load_csv()?));
-            } else if (self.is_kw("CALL")
-                && matches!(self.peek_at(1), Tok::Punct("{") | Tok::Punct("(")))
-                || (self.is_kw("OPTIONAL")
-                    && self.is_kw_at(1, "CALL")
-                    && matches!(self.peek_at(2), Tok::Punct("{") | Tok::Punct("(")))
-            {
-                let optional = self.eat_kw("OPTIONAL");
-                self.bump();
-                // Neo4j 5's scope clause: `CALL (a, b) { ... }` imports a and b (read as
-                // a leading `WITH a, b`); `CALL () { ... }` and `CALL (*) { ... }` add no
-                // leading WITH.
-                let mut imports = Vec::new();
-                let mut sees_all = false;
-                if self.eat_p("(") {
-                    if self.eat_p("*") {
-                        sees_all = true;
-                    } else {
-                        while !self.is_p(")") {
-                            let at = self.toks[self.pos].offset;
-                            imports.push((self.name("a variable to import")?, at));
-                            if !self.eat_p(",") {
-                                break;
-                            }
-                        }
-                    }
-                    self.expect_p(")")?;
-                }
-                self.expect_p("{")?;
-                let mut body = self.single_query_inner()?;
-                // `UNION [ALL]` between parts of the body, each importing as the first.
-                let mut unions = Vec::new();
-                while self.eat_kw("UNION") {
-                    let all = self.eat_kw("ALL");
-                    unions.push((all, self.single_query_inner()?));
-                }
-                if unions.iter().any(|(a, _)| *a) && unions.iter().any(|(a, _)| !*a) {
-                    return self.err("UNION or UNION ALL throughout a CALL { } body, not both");
-                }
-                if !imports.is_empty() {
-                    let texts = imports.iter().map(|(n, _)| n.clone()).collect();
-                    let lead = Clause::With(Projection {
-                        distinct: false,
-                        star: false,
-                        items: imports
-                            .into_iter()
-                            .map(|(n, at)| (Expr::Var(n, at), None))
-                            .collect(),
-                        order: Vec::new(),
-                        skip: None,
-                        limit: None,
-                        where_: None,
-                        texts,
-                    });
-                    for part in std::iter::once(&mut body).chain(unions.iter_mut().map(|(_, p)| p))
-                    {
-                        part.clauses.insert(0, lead.clone());
-                    }
-                }
-                self.expect_p("}")?;
-                let mut rows = None;
-                let mut on_error = OnError::Fail;
-                if self.eat_kw("IN") {
-                    if !unions.is_empty() {
-                        return self.err("CALL { } IN TRANSACTIONS with UNION in its body is not supported; run the parts as batches of their own");
-                    }
-                    if optional {
-                        return self.err("OPTIONAL CALL { } without IN TRANSACTIONS (a batched body has no rows to make optional)");
-                    }
-                    self.expect_kw("TRANSACTIONS")?;
-                    if self.eat_kw("OF") {
-                        rows = Some(self.expr()?);
-                        if !self.eat_kw("ROWS") {
-                            self.expect_kw("ROW")?;
-                        }
-                    }
-                    if self.eat_kw("ON") {
-                        self.expect_kw("ERROR")?;
-                        on_error = if self.eat_kw("CONTINUE") {
-                            OnError::Continue
-                        } else if self.eat_kw("BREAK") {
-                            OnError::Break
-                        } else {
-                            self.expect_kw("FAIL")?;
-                            OnError::Fail
-                        };
-                    }
-                } else {
-                    clauses.push(Clause::CallSubquery {
-                        body: Box::new(body),
-                        optional,
-                        sees_all,
-                        unions,
-                    });
-                    continue;
-                }
-                clauses.push(Clause::CallInTx {
-                    body: Box::new(body),
-                    rows,
-                    on_error,
-                    sees_all,
-                });
-            } else if self.eat_kw("CALL") {
-                let pc = self.proc_call()?;
-                // The APOC procedures client libraries write with, read as Cypher.
-                match crate::apoc::rewrite(&pc) {
-                    Some(Ok(cs)) => clauses.extend(cs),
-                    Some(Err(msg)) => return Err(error_at(self.text, pc.at, msg)),
-                    None => clauses.push(Clause::CallProc(pc)),
-                }
-            } else {
+            // Neo4j's label syntax rule holds clause by clause (a MATCH with its WHERE;
+            // a subquery's clauses on their own).
+            let outer = (self.colon_at.take(), self.symbol_at.take(), self.is_at.take());
+            let more = self
+                .clause(&mut clauses)
+                .and_then(|more| self.label_syntax().map(|_| more));
+            (self.colon_at, self.symbol_at, self.is_at) = outer;
+            if !more? {
                 break;
             }
         }
         Ok(clauses)
+    }
+
+    /// One clause onto `clauses`; `false` when there is none or it ends the query.
+    fn clause(&mut self, clauses: &mut Vec<Clause>) -> R<bool> {
+        if self.is_kw("MATCH") || (self.is_kw("OPTIONAL") && self.is_kw_at(1, "MATCH")) {
+            let optional = self.eat_kw("OPTIONAL");
+            self.expect_kw("MATCH")?;
+            let mut patterns = vec![self.pattern()?];
+            while self.eat_p(",") {
+                patterns.push(self.pattern()?);
+            }
+            let where_ = if self.eat_kw("WHERE") {
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            clauses.push(Clause::Match {
+                optional,
+                patterns,
+                where_,
+            });
+        } else if self.eat_kw("UNWIND") {
+            let expr = self.expr()?;
+            self.expect_kw("AS")?;
+            let var = self.name("a variable name")?;
+            clauses.push(Clause::Unwind { expr, var });
+        } else if self.eat_kw("WITH") {
+            let mut p = self.projection()?;
+            if self.eat_kw("WHERE") {
+                p.where_ = Some(self.expr()?);
+            }
+            clauses.push(Clause::With(p));
+        } else if self.eat_kw("RETURN") {
+            clauses.push(Clause::Return(self.projection()?));
+            return Ok(false);
+        } else if self.eat_kw("CREATE") {
+            let mut patterns = vec![self.pattern()?];
+            while self.eat_p(",") {
+                patterns.push(self.pattern()?);
+            }
+            clauses.push(Clause::Create(patterns));
+        } else if self.eat_kw("MERGE") {
+            let pattern = self.pattern()?;
+            let (mut on_create, mut on_match) = (Vec::new(), Vec::new());
+            while self.is_kw("ON") {
+                self.bump();
+                let create = if self.eat_kw("CREATE") {
+                    true
+                } else if self.eat_kw("MATCH") {
+                    false
+                } else {
+                    return self.err("CREATE or MATCH after ON");
+                };
+                self.expect_kw("SET")?;
+                let items = self.set_items()?;
+                if create {
+                    on_create.extend(items);
+                } else {
+                    on_match.extend(items);
+                }
+            }
+            clauses.push(Clause::Merge {
+                pattern,
+                on_create,
+                on_match,
+            });
+        } else if self.eat_kw("SET") {
+            clauses.push(Clause::Set(self.set_items()?));
+        } else if self.eat_kw("REMOVE") {
+            let mut items = Vec::new();
+            loop {
+                if let Some((var, labels, exprs)) = self.labels_item()? {
+                    if !labels.is_empty() {
+                        items.push(RemoveItem::Labels {
+                            var: var.clone(),
+                            labels,
+                        });
+                    }
+                    if !exprs.is_empty() {
+                        items.push(RemoveItem::LabelExprs { var, exprs });
+                    }
+                } else {
+                    let (target, key) = self.prop_target()?;
+                    items.push(RemoveItem::Prop { target, key });
+                }
+                if !self.eat_p(",") {
+                    break;
+                }
+            }
+            clauses.push(Clause::Remove(items));
+        } else if self.is_kw("DELETE") || (self.is_kw("DETACH") && self.is_kw_at(1, "DELETE")) {
+            let detach = self.eat_kw("DETACH");
+            self.expect_kw("DELETE")?;
+            let mut exprs = vec![self.expr()?];
+            while self.eat_p(",") {
+                exprs.push(self.expr()?);
+            }
+            clauses.push(Clause::Delete { detach, exprs });
+        } else if self.is_kw("LOAD") && self.is_kw_at(1, "CSV") {
+            clauses.push(Clause::LoadCsv(self.load_csv()?));
+        } else if (self.is_kw("CALL")
+            && matches!(self.peek_at(1), Tok::Punct("{") | Tok::Punct("(")))
+            || (self.is_kw("OPTIONAL")
+                && self.is_kw_at(1, "CALL")
+                && matches!(self.peek_at(2), Tok::Punct("{") | Tok::Punct("(")))
+        {
+            let optional = self.eat_kw("OPTIONAL");
+            self.bump();
+            // Neo4j 5's scope clause: `CALL (a, b) { ... }` imports a and b (read as
+            // a leading `WITH a, b`); `CALL () { ... }` and `CALL (*) { ... }` add no
+            // leading WITH.
+            let mut imports = Vec::new();
+            let mut sees_all = false;
+            if self.eat_p("(") {
+                if self.eat_p("*") {
+                    sees_all = true;
+                } else {
+                    while !self.is_p(")") {
+                        let at = self.toks[self.pos].offset;
+                        imports.push((self.name("a variable to import")?, at));
+                        if !self.eat_p(",") {
+                            break;
+                        }
+                    }
+                }
+                self.expect_p(")")?;
+            }
+            self.expect_p("{")?;
+            let mut body = self.single_query_inner()?;
+            // `UNION [ALL]` between parts of the body, each importing as the first.
+            let mut unions = Vec::new();
+            while self.eat_kw("UNION") {
+                let all = self.eat_kw("ALL");
+                unions.push((all, self.single_query_inner()?));
+            }
+            if unions.iter().any(|(a, _)| *a) && unions.iter().any(|(a, _)| !*a) {
+                return self.err("UNION or UNION ALL throughout a CALL { } body, not both");
+            }
+            if !imports.is_empty() {
+                let texts = imports.iter().map(|(n, _)| n.clone()).collect();
+                let lead = Clause::With(Projection {
+                    distinct: false,
+                    star: false,
+                    items: imports
+                        .into_iter()
+                        .map(|(n, at)| (Expr::Var(n, at), None))
+                        .collect(),
+                    order: Vec::new(),
+                    skip: None,
+                    limit: None,
+                    where_: None,
+                    texts,
+                });
+                for part in std::iter::once(&mut body).chain(unions.iter_mut().map(|(_, p)| p))
+                {
+                    part.clauses.insert(0, lead.clone());
+                }
+            }
+            self.expect_p("}")?;
+            let mut rows = None;
+            let mut on_error = OnError::Fail;
+            if self.eat_kw("IN") {
+                if !unions.is_empty() {
+                    return self.err("CALL { } IN TRANSACTIONS with UNION in its body is not supported; run the parts as batches of their own");
+                }
+                if optional {
+                    return self.err("OPTIONAL CALL { } without IN TRANSACTIONS (a batched body has no rows to make optional)");
+                }
+                self.expect_kw("TRANSACTIONS")?;
+                if self.eat_kw("OF") {
+                    rows = Some(self.expr()?);
+                    if !self.eat_kw("ROWS") {
+                        self.expect_kw("ROW")?;
+                    }
+                }
+                if self.eat_kw("ON") {
+                    self.expect_kw("ERROR")?;
+                    on_error = if self.eat_kw("CONTINUE") {
+                        OnError::Continue
+                    } else if self.eat_kw("BREAK") {
+                        OnError::Break
+                    } else {
+                        self.expect_kw("FAIL")?;
+                        OnError::Fail
+                    };
+                }
+            } else {
+                clauses.push(Clause::CallSubquery {
+                    body: Box::new(body),
+                    optional,
+                    sees_all,
+                    unions,
+                });
+                return Ok(true);
+            }
+            clauses.push(Clause::CallInTx {
+                body: Box::new(body),
+                rows,
+                on_error,
+                sees_all,
+            });
+        } else if self.eat_kw("CALL") {
+            let pc = self.proc_call()?;
+            // The APOC procedures client libraries write with, read as Cypher.
+            match crate::apoc::rewrite(&pc) {
+                Some(Ok(cs)) => clauses.extend(cs),
+                Some(Err(msg)) => return Err(error_at(self.text, pc.at, msg)),
+                None => clauses.push(Clause::CallProc(pc)),
+            }
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     fn single_query(&mut self) -> R<SingleQuery> {
@@ -709,7 +724,9 @@ impl<'t> Parser<'t> {
         self.enter()?;
         let mut e = self.label_and()?;
         while !self.no_bar && self.is_p("|") {
-            self.symbol();
+            if !self.in_types {
+                self.symbol();
+            }
             self.bump();
             self.eat_p(":");
             e = LTerm::Or(Box::new(e), Box::new(self.label_and()?));
@@ -728,12 +745,9 @@ impl<'t> Parser<'t> {
         Ok(e)
     }
 
-    /// Notes a label expression symbol at the current token (outside a
-    /// relationship's types).
+    /// Notes a label expression symbol at the current token.
     fn symbol(&mut self) {
-        if !self.in_types {
-            self.symbol_at.get_or_insert(self.toks[self.pos].offset);
-        }
+        self.symbol_at.get_or_insert(self.toks[self.pos].offset);
     }
 
     /// Neo4j's rule: `:A:B` does not mix with the label expression symbols, nor with
@@ -2589,19 +2603,12 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     // `command` consumes nothing unless it matched, so the query parse starts at 0.
     match p.command()? {
         Some(c) => Ok(Parsed::Command(c)),
-        None => {
-            let s = p.statement()?;
-            p.label_syntax()?;
-            Ok(Parsed::Query(s))
-        }
+        None => Ok(Parsed::Query(p.statement()?)),
     }
 }
 
 pub fn parse_query(text: &str) -> Result<Statement, ParseError> {
-    let mut p = Parser::new(text)?;
-    let s = p.statement()?;
-    p.label_syntax()?;
-    Ok(s)
+    Parser::new(text)?.statement()
 }
 
 #[cfg(test)]
