@@ -355,7 +355,7 @@ fn offset(o: i64) -> Result<i32, String> {
 }
 
 fn jiff_zone(name: &str) -> Result<jiff::tz::TimeZone, String> {
-    jiff::tz::TimeZone::get(name).map_err(|_| format!("unknown time zone '{name}'"))
+    quiver_query::expr::temporal::time_zone(name).map_err(|_| format!("unknown time zone '{name}'"))
 }
 
 #[cfg(test)]

