@@ -12,8 +12,8 @@ answers must be equal.
 Quiver is served from a fresh database (`quiver serve --no-auth`, target/release/quiver)
 unless `--quiver URI` names a running server. Prints the number of queries run, how many
 answered alike and every difference (query, both answers). With `--fixtures FILE` the
-queries that differed (with Neo4j's answers), plus the hand-written cases below,
-are added to FILE, which `crates/query/tests/rebind_fixtures.rs` replays in CI.
+queries that differed (with Neo4j's answers), plus the hand-written cases below and
+those that differed before (`rebind_differed.json`), are added to FILE, which `crates/query/tests/rebind_fixtures.rs` replays in CI.
 
 Answers are compared as bags of rows; lists inside a row as bags too (a pattern
 comprehension's order is the engine's). Nodes and relationships are returned through
@@ -37,6 +37,9 @@ from neo4j import GraphDatabase  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIVER = os.environ.get("QUIVER", str(ROOT / "target" / "release" / "quiver"))
+# Generated queries that answered differently from Neo4j once (before the fixes they
+# found), replayed every run and kept as fixtures.
+DIFFERED = Path(__file__).resolve().parent / "rebind_differed.json"
 
 LABELS = ["A", "B", "C"]
 TYPES = ["R", "S"]
@@ -328,14 +331,18 @@ def main():
                     s.run("MATCH (n) DETACH DELETE n").consume()
                     s.run(g).consume()
 
-            reset(ISSUE_GRAPH)
-            for q in ISSUE_QUERIES:
+            # The issue's cases, and the generated queries that differed before (kept in
+            # rebind_differed.json), first: recorded with Neo4j's answers each run.
+            kept = [(ISSUE_GRAPH, q) for q in ISSUE_QUERIES]
+            kept += [(f["graph"], f["query"]) for f in json.loads(DIFFERED.read_text())]
+            for g, q in kept:
+                reset(g)
                 want, got = answer(ns, q), answer(qs, q)
-                fixtures.append({"graph": ISSUE_GRAPH, "query": q, "neo4j": want})
+                fixtures.append({"graph": g, "query": q, "neo4j": want})
                 done += 1
                 if not alike(want, got):
                     diffs += 1
-                    print(f"DIFF {q}\n  neo4j:  {want}\n  quiver: {got}")
+                    print(f"DIFF {q}\n  graph:  {g}\n  neo4j:  {want}\n  quiver: {got}")
             while done < a.queries:
                 g = graph(rng)
                 reset(g)
