@@ -275,7 +275,9 @@ pub struct NodePattern {
     pub dyn_labels: Vec<Expr>,
     /// A label expression that is not a plain conjunction (Neo4j 5 / GQL: `:A|B`,
     /// `:!A`, `:%`, `:(A|B)&!C`); the node must also carry every label of `labels`.
-    pub label_expr: Option<LabelExpr>,
+    /// Boxed: rare, and a pattern is cloned for every plan (a 2-hop pattern's steps
+    /// stay under glibc's 1 KiB small-bin limit).
+    pub label_expr: Option<Box<LabelExpr>>,
     pub props: Option<Expr>,
 }
 
@@ -367,7 +369,7 @@ pub struct RelPattern {
     pub dyn_types: Vec<Expr>,
     /// A type expression that is not a plain disjunction of names (`:!KNOWS`, `:%`,
     /// `:(A|B)&!C`); `types` is then empty.
-    pub type_expr: Option<LabelExpr>,
+    pub type_expr: Option<Box<LabelExpr>>,
     pub props: Option<Expr>,
     pub dir: Dir,
     /// `*min..max` (either bound may be absent); `None` for a single hop.

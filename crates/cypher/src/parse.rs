@@ -804,7 +804,7 @@ impl<'t> Parser<'t> {
         }
         match t.into_expr() {
             Some(e) => {
-                n.label_expr = Some(e);
+                n.label_expr = Some(Box::new(e));
                 Ok(())
             }
             None => Err(error_at(
@@ -1145,7 +1145,7 @@ impl<'t> Parser<'t> {
                     t.flatten(&mut r.types, &mut r.dyn_types);
                 } else {
                     match t.into_expr() {
-                        Some(e) => r.type_expr = Some(e),
+                        Some(e) => r.type_expr = Some(Box::new(e)),
                         None => {
                             return Err(error_at(
                                 self.text,

@@ -235,7 +235,7 @@ fn node(n: &NodePattern) -> String {
     // with the other symbols).
     let mut parts: Vec<String> = n.labels.iter().map(|l| name(l)).collect();
     parts.extend(n.dyn_labels.iter().map(|e| format!("$({})", expr(e))));
-    parts.extend(n.label_expr.iter().map(label_expr));
+    parts.extend(n.label_expr.iter().map(|l| label_expr(l)));
     if !parts.is_empty() {
         let _ = write!(s, ":{}", parts.join("&"));
     }

@@ -18,14 +18,24 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         // Name every part, and turn inline properties into conjuncts.
         let mut pats: Vec<Pattern> = patterns.to_vec();
         let n_rels: usize = pats.iter().map(|p| p.steps.len()).sum();
-        // Variables whose node is found elsewhere: bound by an earlier clause, or by
-        // an earlier occurrence in this one.
-        let mut seen: Vec<String> = Vec::new();
+        // The node variables as written, in order: a node whose variable an earlier
+        // one names is found there (read from `patterns`, which naming leaves as they
+        // are; no allocation: this runs for every plan).
+        let written = || {
+            patterns.iter().flat_map(|p| {
+                std::iter::once(&p.start)
+                    .chain(p.steps.iter().map(|s| &s.1))
+                    .map(|n| n.var.as_deref())
+            })
+        };
+        let mut at = 0usize;
         for p in &mut pats {
             let mut nodes: Vec<&mut NodePattern> = std::iter::once(&mut p.start)
                 .chain(p.steps.iter_mut().map(|s| &mut s.1))
                 .collect();
             for n in nodes.iter_mut() {
+                let seen = n.var.is_some() && written().take(at).any(|w| w == n.var.as_deref());
+                at += 1;
                 if n.var.is_none() {
                     self.anon += 1;
                     n.var = Some(format!(" anon{}", self.anon));
@@ -36,7 +46,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
                 // A node that is found elsewhere is tested for the labels this
                 // occurrence names: `MATCH (n:A) MATCH (n:B)` keeps the nodes with both.
-                let elsewhere = scope.get(&v).is_some() || seen.contains(&v);
+                let elsewhere = seen || scope.get(&v).is_some();
                 if elsewhere && !n.labels.is_empty() {
                     conj.push(Expr::HasLabels(
                         Box::new(Expr::Var(v.clone(), 0)),
@@ -44,13 +54,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     ));
                 }
                 if let Some(l) = &n.label_expr {
-                    conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), l.clone()));
+                    conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), (**l).clone()));
                     if elsewhere {
                         n.label_expr = None;
                     }
-                }
-                if !elsewhere {
-                    seen.push(v.clone());
                 }
                 for l in &n.labels {
                     if self.g.label_id(l).is_none() {
@@ -819,7 +826,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
         }
         if let Some(l) = &n.label_expr {
-            conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), l.clone()));
+            conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), (**l).clone()));
         }
         let mut scope = Scope::default();
         if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
