@@ -2717,13 +2717,13 @@ mod tests {
         // A conjunction stays a list of labels, a disjunction of types a list of types.
         assert_eq!((p.start.labels.clone(), &p.start.label_expr), (vec!["A".into(), "B".into()], &None));
         assert_eq!(p.steps[0].0.types, vec!["T".to_string(), "U".to_string()]);
-        assert_eq!(p.steps[0].1.label_expr, Some(LabelExpr::Or(name("A"), name("B"))));
-        assert_eq!(p.steps[1].0.type_expr, Some(LabelExpr::Not(name("T"))));
+        assert_eq!(p.steps[0].1.label_expr.as_deref(), Some(&LabelExpr::Or(name("A"), name("B"))));
+        assert_eq!(p.steps[1].0.type_expr.as_deref(), Some(&LabelExpr::Not(name("T"))));
         assert_eq!(p.steps[1].1.labels, vec!["A".to_string(), "B".to_string()]);
-        assert_eq!(p.steps[2].0.type_expr, Some(LabelExpr::Any));
+        assert_eq!(p.steps[2].0.type_expr.as_deref(), Some(&LabelExpr::Any));
         assert_eq!(
-            p.steps[2].1.label_expr,
-            Some(LabelExpr::And(
+            p.steps[2].1.label_expr.as_deref(),
+            Some(&LabelExpr::And(
                 Box::new(LabelExpr::Or(name("A"), name("B"))),
                 Box::new(LabelExpr::Not(Box::new(LabelExpr::Any)))
             ))
