@@ -481,9 +481,7 @@ impl Expr {
             | Expr::HasLabels(x, _)
             | Expr::LabelTest(x, _)
             | Expr::Unary(_, x)
-            | Expr::IsNull(x, _) => {
-                f(x)
-            }
+            | Expr::IsNull(x, _) => f(x),
             Expr::Index(a, b) | Expr::Binary(_, a, b) => {
                 f(a);
                 f(b);

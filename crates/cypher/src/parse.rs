@@ -401,7 +401,11 @@ impl<'t> Parser<'t> {
         loop {
             // Neo4j's label syntax rule holds clause by clause (a MATCH with its WHERE;
             // a subquery's clauses on their own).
-            let outer = (self.colon_at.take(), self.symbol_at.take(), self.is_at.take());
+            let outer = (
+                self.colon_at.take(),
+                self.symbol_at.take(),
+                self.is_at.take(),
+            );
             let more = self
                 .clause(&mut clauses)
                 .and_then(|more| self.label_syntax().map(|_| more));
@@ -564,8 +568,7 @@ impl<'t> Parser<'t> {
                     where_: None,
                     texts,
                 });
-                for part in std::iter::once(&mut body).chain(unions.iter_mut().map(|(_, p)| p))
-                {
+                for part in std::iter::once(&mut body).chain(unions.iter_mut().map(|(_, p)| p)) {
                     part.clauses.insert(0, lead.clone());
                 }
             }
@@ -1374,7 +1377,10 @@ impl<'t> Parser<'t> {
                 && matches!(e, Expr::Var(..))
                 && !self.is_kw_at(1, "NOT")
                 && !self.is_kw_at(1, "NULL")
-                && matches!(self.peek_at(1), Tok::Ident(_) | Tok::Quoted(_) | Tok::Punct("!" | "%" | "("))
+                && matches!(
+                    self.peek_at(1),
+                    Tok::Ident(_) | Tok::Quoted(_) | Tok::Punct("!" | "%" | "(")
+                )
             {
                 // `n IS Person`: GQL's spelling of `n:Person`.
                 self.is_at.get_or_insert(self.toks[self.pos].offset);
@@ -2709,16 +2715,28 @@ mod tests {
     #[test]
     fn label_expressions() {
         let s = ok("MATCH (a:A&B)-[r:T|:U]->(b:A|B)<-[:!T]-(c IS A&B)-[:%]-(d:(A|B)&!%) WHERE a:A|B RETURN a");
-        let Clause::Match { patterns, where_, .. } = &s.query.parts[0].clauses[0] else {
+        let Clause::Match {
+            patterns, where_, ..
+        } = &s.query.parts[0].clauses[0]
+        else {
             panic!()
         };
         let p = &patterns[0];
         let name = |s: &str| Box::new(LabelExpr::Name(s.into()));
         // A conjunction stays a list of labels, a disjunction of types a list of types.
-        assert_eq!((p.start.labels.clone(), &p.start.label_expr), (vec!["A".into(), "B".into()], &None));
+        assert_eq!(
+            (p.start.labels.clone(), &p.start.label_expr),
+            (vec!["A".into(), "B".into()], &None)
+        );
         assert_eq!(p.steps[0].0.types, vec!["T".to_string(), "U".to_string()]);
-        assert_eq!(p.steps[0].1.label_expr.as_deref(), Some(&LabelExpr::Or(name("A"), name("B"))));
-        assert_eq!(p.steps[1].0.type_expr.as_deref(), Some(&LabelExpr::Not(name("T"))));
+        assert_eq!(
+            p.steps[0].1.label_expr.as_deref(),
+            Some(&LabelExpr::Or(name("A"), name("B")))
+        );
+        assert_eq!(
+            p.steps[1].0.type_expr.as_deref(),
+            Some(&LabelExpr::Not(name("T")))
+        );
         assert_eq!(p.steps[1].1.labels, vec!["A".to_string(), "B".to_string()]);
         assert_eq!(p.steps[2].0.type_expr.as_deref(), Some(&LabelExpr::Any));
         assert_eq!(
@@ -2728,7 +2746,10 @@ mod tests {
                 Box::new(LabelExpr::Not(Box::new(LabelExpr::Any)))
             ))
         );
-        assert!(matches!(where_, Some(Expr::LabelTest(_, LabelExpr::Or(..)))));
+        assert!(matches!(
+            where_,
+            Some(Expr::LabelTest(_, LabelExpr::Or(..)))
+        ));
         // The colon between labels does not mix with the symbols, as in Neo4j.
         // Nor in one statement (Neo4j's rule), while types joined by `|:` mix with
         // anything, and a variable-length relationship takes only a list of types.

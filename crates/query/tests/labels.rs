@@ -116,34 +116,70 @@ const EXPRESSIONS: &[(&str, &[&str])] = &[
     ("MATCH (n:!Employee) RETURN n.name", &["a"]),
     ("MATCH (n:%) RETURN n.name", &["a", "b", "c"]),
     ("MATCH (n:!%) RETURN n.name", &[]),
-    ("MATCH (n:(Person|Employee)&!Employee) RETURN n.name", &["a"]),
-    ("MATCH (n:(Person|Employee)&!(Person&Employee)) RETURN n.name", &["a", "c"]),
+    (
+        "MATCH (n:(Person|Employee)&!Employee) RETURN n.name",
+        &["a"],
+    ),
+    (
+        "MATCH (n:(Person|Employee)&!(Person&Employee)) RETURN n.name",
+        &["a", "c"],
+    ),
     ("MATCH (n:Person|Manager) RETURN n.name", &["a", "b"]),
     ("MATCH (n:Manager|Nobody) RETURN n.name", &[]),
     ("MATCH (n:!Manager) RETURN n.name", &["a", "b", "c"]),
     ("MATCH (n IS Person) RETURN n.name", &["a", "b"]),
     ("MATCH (n IS Person&Employee) RETURN n.name", &["b"]),
-    ("MATCH (n) WHERE n:Person|Employee RETURN n.name", &["a", "b", "c"]),
+    (
+        "MATCH (n) WHERE n:Person|Employee RETURN n.name",
+        &["a", "b", "c"],
+    ),
     ("MATCH (n) WHERE n:Person&!Employee RETURN n.name", &["a"]),
     ("MATCH (n) WHERE n:% RETURN n.name", &["a", "b", "c"]),
     ("MATCH (n) WHERE n IS Employee RETURN n.name", &["b", "c"]),
     ("MATCH (n) WHERE NOT n:Person|Employee RETURN n.name", &[]),
-    ("MATCH (n) RETURN n.name, n:Person|Employee AS x", &["a,true", "b,true", "c,true"]),
+    (
+        "MATCH (n) RETURN n.name, n:Person|Employee AS x",
+        &["a,true", "b,true", "c,true"],
+    ),
     ("MATCH (n:Person|Employee) RETURN count(n)", &["3"]),
-    ("MATCH (n:Person|Employee) WHERE n.name > 'a' RETURN count(*)", &["2"]),
-    ("MATCH (a:Person)-->(b:Employee&!Person) RETURN a.name, b.name", &["b,c"]),
-    ("MATCH (a:Person) WHERE (a)-->(:Employee&!Person) RETURN a.name", &["b"]),
+    (
+        "MATCH (n:Person|Employee) WHERE n.name > 'a' RETURN count(*)",
+        &["2"],
+    ),
+    (
+        "MATCH (a:Person)-->(b:Employee&!Person) RETURN a.name, b.name",
+        &["b,c"],
+    ),
+    (
+        "MATCH (a:Person) WHERE (a)-->(:Employee&!Person) RETURN a.name",
+        &["b"],
+    ),
     ("MATCH ()-[r:!KNOWS]->() RETURN type(r)", &["WORKS"]),
     ("MATCH ()-[r:%]->() RETURN type(r)", &["KNOWS", "WORKS"]),
-    ("MATCH ()-[r:KNOWS|WORKS]->() RETURN type(r)", &["KNOWS", "WORKS"]),
+    (
+        "MATCH ()-[r:KNOWS|WORKS]->() RETURN type(r)",
+        &["KNOWS", "WORKS"],
+    ),
     ("MATCH ()-[r:KNOWS&WORKS]->() RETURN type(r)", &[]),
     ("MATCH ()-[r:!%]->() RETURN type(r)", &[]),
     ("MATCH ()-[r IS WORKS]->() RETURN type(r)", &["WORKS"]),
-    ("MATCH ()-[r:(KNOWS|WORKS)&!WORKS]->() RETURN type(r)", &["KNOWS"]),
-    ("MATCH ()-[r]->() WHERE r:KNOWS|WORKS RETURN type(r)", &["KNOWS", "WORKS"]),
+    (
+        "MATCH ()-[r:(KNOWS|WORKS)&!WORKS]->() RETURN type(r)",
+        &["KNOWS"],
+    ),
+    (
+        "MATCH ()-[r]->() WHERE r:KNOWS|WORKS RETURN type(r)",
+        &["KNOWS", "WORKS"],
+    ),
     ("MATCH ()-[r]->() WHERE r:!KNOWS RETURN type(r)", &["WORKS"]),
-    ("MATCH (a)-[:KNOWS|WORKS*2]->(b) RETURN a.name, b.name", &["a,c"]),
-    ("MATCH (a:Person) WHERE (a)-[:!KNOWS]->() RETURN a.name", &["b"]),
+    (
+        "MATCH (a)-[:KNOWS|WORKS*2]->(b) RETURN a.name, b.name",
+        &["a,c"],
+    ),
+    (
+        "MATCH (a:Person) WHERE (a)-[:!KNOWS]->() RETURN a.name",
+        &["b"],
+    ),
     // `|` in a comprehension's WHERE ends the predicate; in parentheses it is a label.
     (
         "MATCH (n) WITH collect(n) AS ns RETURN [x IN ns WHERE x:Employee | x.name] AS l",
@@ -172,10 +208,13 @@ fn a_bound_node_is_tested_for_the_labels_a_later_pattern_names() {
     run(&mut s, "CHECKPOINT").unwrap();
     check(&mut s, REBOUND, "in segments");
     // EXPLAIN shows the test.
-    let plan = run(&mut s, "EXPLAIN MATCH (n:Person) MATCH (n:Employee) RETURN n.name")
-        .unwrap()
-        .plan
-        .unwrap();
+    let plan = run(
+        &mut s,
+        "EXPLAIN MATCH (n:Person) MATCH (n:Employee) RETURN n.name",
+    )
+    .unwrap()
+    .plan
+    .unwrap();
     assert!(plan.contains("n:Employee"), "{plan}");
 }
 
@@ -200,7 +239,11 @@ fn label_expressions_match_as_neo4j_defines_them() {
 fn where_the_second_label_never_existed_nothing_matches() {
     let d = tempfile::tempdir().unwrap();
     let mut s = open(d.path());
-    run(&mut s, "CREATE (:Person {name: 'a'}), (:Person {name: 'b'})").unwrap();
+    run(
+        &mut s,
+        "CREATE (:Person {name: 'a'}), (:Person {name: 'b'})",
+    )
+    .unwrap();
     for state in ["in the delta", "in segments"] {
         for q in [
             "MATCH (n:Person) MATCH (n:Employee) RETURN n.name",
@@ -232,12 +275,23 @@ fn a_delete_through_a_rebound_node_deletes_only_what_matches() {
     let mut s = open(d.path());
     run(&mut s, GRAPH).unwrap();
     run(&mut s, "CHECKPOINT").unwrap();
-    let sum = run(&mut s, "MATCH (p:Person) MATCH (p:Employee) DETACH DELETE p").unwrap();
+    let sum = run(
+        &mut s,
+        "MATCH (p:Person) MATCH (p:Employee) DETACH DELETE p",
+    )
+    .unwrap();
     assert_eq!(sum.counters.nodes_deleted, 1);
     assert_eq!(sorted(&mut s, "MATCH (n) RETURN n.name"), ["a", "c"]);
     // SET through one likewise.
-    run(&mut s, "MATCH (p:Person) MATCH (p:Employee|Nobody) SET p.x = 1").unwrap();
-    assert_eq!(text(&mut s, "MATCH (n) WHERE n.x = 1 RETURN n.name"), Vec::<String>::new());
+    run(
+        &mut s,
+        "MATCH (p:Person) MATCH (p:Employee|Nobody) SET p.x = 1",
+    )
+    .unwrap();
+    assert_eq!(
+        text(&mut s, "MATCH (n) WHERE n.x = 1 RETURN n.name"),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -268,7 +322,10 @@ fn write_patterns_refuse_what_is_not_a_set_of_labels() {
     // Labels a writing statement names are known when it is planned: the MATCH
     // after the CREATE sees the new node.
     assert_eq!(
-        text(&mut s, "CREATE (:D {k: 1}) WITH 1 AS x MATCH (n:D|Z) RETURN n.k"),
+        text(
+            &mut s,
+            "CREATE (:D {k: 1}) WITH 1 AS x MATCH (n:D|Z) RETURN n.k"
+        ),
         ["1"]
     );
 }

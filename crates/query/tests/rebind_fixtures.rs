@@ -84,12 +84,16 @@ fn answer(s: &mut Session, q: &str) -> Option<Vec<String>> {
     // `AFTER_DELETE`), read in its transaction.
     if r.is_ok() && q.contains("DELETE") {
         rows.clear();
-        r = s.run("MATCH (n) RETURN coalesce(n.id, n.name)", &none, &mut |_, b| {
-            for i in 0..b.len {
-                rows.push(row_text(&b.row(i)));
-            }
-            Ok(())
-        });
+        r = s.run(
+            "MATCH (n) RETURN coalesce(n.id, n.name)",
+            &none,
+            &mut |_, b| {
+                for i in 0..b.len {
+                    rows.push(row_text(&b.row(i)));
+                }
+                Ok(())
+            },
+        );
     }
     // A failed statement may have ended the transaction already.
     let _ = s.run("ROLLBACK", &none, &mut |_, _| Ok(()));
@@ -100,7 +104,8 @@ fn answer(s: &mut Session, q: &str) -> Option<Vec<String>> {
 
 #[test]
 fn quiver_answers_as_neo4j_did() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rebind_neo4j.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rebind_neo4j.json");
     let fixtures: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert!(fixtures.len() >= 19, "the issue's cases are there");
@@ -111,22 +116,35 @@ fn quiver_answers_as_neo4j_did() {
         let q = f["query"].as_str().unwrap();
         let (_, s) = graphs.entry(graph.to_string()).or_insert_with(|| {
             let d = tempfile::tempdir().unwrap();
-            let mut s = Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
+            let mut s =
+                Session::open_with(&d.path().join("g.qdb"), OpenMode::Mapped, true).unwrap();
             s.run(graph, &BTreeMap::new(), &mut |_, _| Ok(())).unwrap();
             (d, s)
         });
         let got = answer(s, q);
         let ok = match &f["neo4j"] {
             serde_json::Value::Array(rows) => {
-                let want: Vec<String> = rows.iter().map(|r| r.as_str().unwrap().to_string()).collect();
+                let want: Vec<String> = rows
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_string())
+                    .collect();
                 got.as_ref() == Some(&want)
             }
             // Neo4j refused it: so must Quiver.
             _ => got.is_none(),
         };
         if !ok {
-            wrong.push(format!("{q}\n  graph:  {graph}\n  neo4j:  {}\n  quiver: {got:?}", f["neo4j"]));
+            wrong.push(format!(
+                "{q}\n  graph:  {graph}\n  neo4j:  {}\n  quiver: {got:?}",
+                f["neo4j"]
+            ));
         }
     }
-    assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), fixtures.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} of {} differ:\n{}",
+        wrong.len(),
+        fixtures.len(),
+        wrong.join("\n")
+    );
 }

@@ -509,7 +509,8 @@ fn run_steps(sc: &Scenario, graphs: &Path, history: &History) -> Result<(), Stri
     let mut session = Session::open_with(&dir.path().join("g.qdb"), OpenMode::Mapped, true)
         .map_err(|e| format!("opening an empty database: {e}"))?;
     if let History::Held(names) = history {
-        let names = quiver_query::Value::list(names.iter().map(|n| quiver_query::Value::str(n)).collect());
+        let names =
+            quiver_query::Value::list(names.iter().map(|n| quiver_query::Value::str(n)).collect());
         let params = BTreeMap::from([("names".to_string(), names)]);
         for q in [
             "UNWIND $names AS l CREATE (a:$(l))-[:$(l)]->(a)",

@@ -25,7 +25,13 @@ fn the_kit_passes_at_least_the_floor() {
     let held = History::Held(kit_names(&scenarios));
     let mut lines = Vec::new();
     for (history, how) in [(History::Fresh, "fresh"), (held, "after history")] {
-        let report = run_all_after(scenarios.clone(), &skips, &root.join("graphs"), threads, &history);
+        let report = run_all_after(
+            scenarios.clone(),
+            &skips,
+            &root.join("graphs"),
+            threads,
+            &history,
+        );
         let line = format!("{} [{how}]", report.line());
         println!("{line}");
         lines.push(line);
@@ -49,7 +55,9 @@ fn the_kit_passes_at_least_the_floor() {
              (cargo run --release -p quiver-tck -- --fails [--history] lists the failures): {fails:?}"
         );
         if passed > floor {
-            println!("tck ({how}): {passed} pass, above the floor of {floor}: raise tests/tck/floor.txt");
+            println!(
+                "tck ({how}): {passed} pass, above the floor of {floor}: raise tests/tck/floor.txt"
+            );
         }
     }
     // CI prints this file after the test totals (the harness hides a passing test's output).

@@ -290,7 +290,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         Ok(PatternPred {
             start,
             start_labels,
-            start_label: p.start.label_expr.as_ref().map(|l| Arc::new(self.label_expr(l))),
+            start_label: p
+                .start
+                .label_expr
+                .as_ref()
+                .map(|l| Arc::new(self.label_expr(l))),
             steps,
             impossible,
         })

@@ -54,7 +54,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     ));
                 }
                 if let Some(l) = &n.label_expr {
-                    conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), (**l).clone()));
+                    conj.push(Expr::LabelTest(
+                        Box::new(Expr::Var(v.clone(), 0)),
+                        (**l).clone(),
+                    ));
                     if elsewhere {
                         n.label_expr = None;
                     }
@@ -826,7 +829,10 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
         }
         if let Some(l) = &n.label_expr {
-            conj.push(Expr::LabelTest(Box::new(Expr::Var(v.clone(), 0)), (**l).clone()));
+            conj.push(Expr::LabelTest(
+                Box::new(Expr::Var(v.clone(), 0)),
+                (**l).clone(),
+            ));
         }
         let mut scope = Scope::default();
         if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
