@@ -283,33 +283,105 @@ pub struct NodePattern {
 
 /// A label expression (Neo4j 5, ISO GQL): on a node, a test of its labels; on a
 /// relationship, of its one type (`%` is any label, so a node with at least one, and
-/// every relationship).
+/// every relationship). Its names are `N`: text in the syntax tree, names or `$(expr)`
+/// while the parser reads them, resolved label ids once compiled (`map`).
 #[derive(Debug, Clone, PartialEq)]
-pub enum LabelExpr {
-    Name(String),
+pub enum LabelExpr<N = String> {
+    Name(N),
     /// `%`
     Any,
     /// `!e`
-    Not(Box<LabelExpr>),
+    Not(Box<LabelExpr<N>>),
     /// `a & b` (and `:A:B`)
-    And(Box<LabelExpr>, Box<LabelExpr>),
+    And(Box<LabelExpr<N>>, Box<LabelExpr<N>>),
     /// `a | b`
-    Or(Box<LabelExpr>, Box<LabelExpr>),
+    Or(Box<LabelExpr<N>>, Box<LabelExpr<N>>),
 }
 
-impl LabelExpr {
-    /// Whether a thing with these labels (a node's, or a relationship's one type)
-    /// matches.
-    pub fn matches(&self, has: &dyn Fn(&str) -> bool, any: bool) -> bool {
+impl<N> LabelExpr<N> {
+    /// Whether a thing matches: `has` tests a name, `any` whether it has a label at all
+    /// (every relationship has its type). Evaluated left to right, short-circuiting as
+    /// the operators read; the first error ends it.
+    pub fn try_matches<E>(
+        &self,
+        has: &mut dyn FnMut(&N) -> Result<bool, E>,
+        any: &mut dyn FnMut() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        Ok(match self {
+            LabelExpr::Name(l) => has(l)?,
+            LabelExpr::Any => any()?,
+            LabelExpr::Not(x) => !x.try_matches(has, any)?,
+            LabelExpr::And(a, b) => a.try_matches(has, any)? && b.try_matches(has, any)?,
+            LabelExpr::Or(a, b) => a.try_matches(has, any)? || b.try_matches(has, any)?,
+        })
+    }
+
+    /// [`try_matches`](Self::try_matches) with a test that cannot fail.
+    pub fn matches(&self, has: &dyn Fn(&N) -> bool, any: bool) -> bool {
+        let r: Result<bool, std::convert::Infallible> =
+            self.try_matches(&mut |n| Ok(has(n)), &mut || Ok(any));
+        r.unwrap_or_else(|e| match e {})
+    }
+
+    /// The same expression over other names; the first error `f` gives ends it.
+    pub fn try_map<M, E>(&self, f: &mut dyn FnMut(&N) -> Result<M, E>) -> Result<LabelExpr<M>, E> {
+        let mut two = |a: &Self, b: &Self| -> Result<_, E> {
+            Ok((Box::new(a.try_map(f)?), Box::new(b.try_map(f)?)))
+        };
+        Ok(match self {
+            LabelExpr::Name(n) => LabelExpr::Name(f(n)?),
+            LabelExpr::Any => LabelExpr::Any,
+            LabelExpr::Not(x) => LabelExpr::Not(Box::new(x.try_map(f)?)),
+            LabelExpr::And(a, b) => {
+                let (a, b) = two(a, b)?;
+                LabelExpr::And(a, b)
+            }
+            LabelExpr::Or(a, b) => {
+                let (a, b) = two(a, b)?;
+                LabelExpr::Or(a, b)
+            }
+        })
+    }
+
+    /// Every name it mentions, in order.
+    pub fn for_each_name(&self, f: &mut dyn FnMut(&N)) {
         match self {
-            LabelExpr::Name(l) => has(l),
-            LabelExpr::Any => any,
-            LabelExpr::Not(x) => !x.matches(has, any),
-            LabelExpr::And(a, b) => a.matches(has, any) && b.matches(has, any),
-            LabelExpr::Or(a, b) => a.matches(has, any) || b.matches(has, any),
+            LabelExpr::Name(l) => f(l),
+            LabelExpr::Any => {}
+            LabelExpr::Not(x) => x.for_each_name(f),
+            LabelExpr::And(a, b) | LabelExpr::Or(a, b) => {
+                a.for_each_name(f);
+                b.for_each_name(f);
+            }
         }
     }
 
+    /// Whether it is names joined by `&` alone (by `|` alone with `or`): the form a
+    /// node's list of labels (a relationship's list of types) holds.
+    pub fn is_flat(&self, or: bool) -> bool {
+        match self {
+            LabelExpr::Name(_) => true,
+            LabelExpr::And(a, b) if !or => a.is_flat(or) && b.is_flat(or),
+            LabelExpr::Or(a, b) if or => a.is_flat(or) && b.is_flat(or),
+            _ => false,
+        }
+    }
+
+    /// Its names, in order, moved out (the list a flat expression stands for).
+    pub fn into_names(self, out: &mut Vec<N>) {
+        match self {
+            LabelExpr::Name(n) => out.push(n),
+            LabelExpr::Any => {}
+            LabelExpr::Not(x) => x.into_names(out),
+            LabelExpr::And(a, b) | LabelExpr::Or(a, b) => {
+                a.into_names(out);
+                b.into_names(out);
+            }
+        }
+    }
+}
+
+impl LabelExpr {
     /// Labels one of which every matching node carries (`None`: no such set, as for
     /// `!A` or `%`). `(A|B)&!C` gives A and B: a scan of those labels' nodes, each
     /// tested by the whole expression, finds every match.
@@ -330,19 +402,6 @@ impl LabelExpr {
                 (Some(x), Some(y)) => Some(if y.len() < x.len() { y } else { x }),
                 (x, y) => x.or(y),
             },
-        }
-    }
-
-    /// Every name it mentions, in order.
-    pub fn names(&self, out: &mut Vec<String>) {
-        match self {
-            LabelExpr::Name(l) => out.push(l.clone()),
-            LabelExpr::Any => {}
-            LabelExpr::Not(x) => x.names(out),
-            LabelExpr::And(a, b) | LabelExpr::Or(a, b) => {
-                a.names(out);
-                b.names(out);
-            }
         }
     }
 }

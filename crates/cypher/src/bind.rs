@@ -428,13 +428,6 @@ impl Checker<'_> {
                 format!("{clause} gives a node the labels it names: join them with ':' or '&' (no '|', '!' or '%')"),
             );
         }
-        if let Some((r, _)) = p.steps.iter().find(|(r, _)| r.type_expr.is_some()) {
-            return self.fail(
-                Detail::NoSingleRelationshipType,
-                at(r.var_at),
-                format!("a relationship made by {clause} needs exactly one type, like -[:KNOWS]->"),
-            );
-        }
         for (r, _) in &p.steps {
             if r.range.is_some() {
                 return self.fail(Detail::CreatingVarLength,

@@ -129,51 +129,32 @@ struct Parser<'t> {
     in_types: bool,
 }
 
-/// A label expression as parsed, before it is sorted into the pattern's forms: names
-/// and `$(expr)` dynamic names.
-enum LTerm {
+/// A name in a label expression as parsed: a name, or `$(expr)` (names per row).
+enum Leaf {
     Name(String),
     Dyn(Expr),
-    Any,
-    Not(Box<LTerm>),
-    And(Box<LTerm>, Box<LTerm>),
-    Or(Box<LTerm>, Box<LTerm>),
 }
 
-impl LTerm {
-    /// The expression, `None` if a dynamic name is in it.
-    fn into_expr(self) -> Option<LabelExpr> {
-        Some(match self {
-            LTerm::Name(n) => LabelExpr::Name(n),
-            LTerm::Dyn(_) => return None,
-            LTerm::Any => LabelExpr::Any,
-            LTerm::Not(x) => LabelExpr::Not(Box::new(x.into_expr()?)),
-            LTerm::And(a, b) => LabelExpr::And(Box::new(a.into_expr()?), Box::new(b.into_expr()?)),
-            LTerm::Or(a, b) => LabelExpr::Or(Box::new(a.into_expr()?), Box::new(b.into_expr()?)),
-        })
-    }
+/// A label expression as parsed, before it is sorted into the pattern's forms.
+type LTerm = LabelExpr<Leaf>;
 
-    /// Whether it is names and dynamic names joined by `&` alone (by `|` alone with
-    /// `or`), the form a list of labels (of types) holds.
-    fn is_flat(&self, or: bool) -> bool {
-        match self {
-            LTerm::Name(_) | LTerm::Dyn(_) => true,
-            LTerm::And(a, b) if !or => a.is_flat(or) && b.is_flat(or),
-            LTerm::Or(a, b) if or => a.is_flat(or) && b.is_flat(or),
-            _ => false,
-        }
-    }
+/// The expression over names alone, `None` if a dynamic name is in it.
+fn static_names(t: &LTerm) -> Option<LabelExpr> {
+    t.try_map(&mut |l| match l {
+        Leaf::Name(n) => Ok(n.clone()),
+        Leaf::Dyn(_) => Err(()),
+    })
+    .ok()
+}
 
-    /// A flat term's names and dynamic names, in order.
-    fn flatten(self, names: &mut Vec<String>, dyns: &mut Vec<Expr>) {
-        match self {
-            LTerm::Name(n) => names.push(n),
-            LTerm::Dyn(e) => dyns.push(e),
-            LTerm::And(a, b) | LTerm::Or(a, b) => {
-                a.flatten(names, dyns);
-                b.flatten(names, dyns);
-            }
-            LTerm::Any | LTerm::Not(_) => {}
+/// A flat term's names and dynamic names, in order.
+fn flatten(t: LTerm, names: &mut Vec<String>, dyns: &mut Vec<Expr>) {
+    let mut leaves = Vec::new();
+    t.into_names(&mut leaves);
+    for l in leaves {
+        match l {
+            Leaf::Name(n) => names.push(n),
+            Leaf::Dyn(e) => dyns.push(e),
         }
     }
 }
@@ -706,11 +687,11 @@ impl<'t> Parser<'t> {
         let mut e = self.label_or()?;
         if colon && self.is_p(":") {
             self.colon_at.get_or_insert(at);
-            let mut simple = matches!(e, LTerm::Name(_) | LTerm::Dyn(_));
+            let mut simple = matches!(e, LabelExpr::Name(_));
             while self.eat_p(":") {
                 let next = self.label_or()?;
-                simple &= matches!(next, LTerm::Name(_) | LTerm::Dyn(_));
-                e = LTerm::And(Box::new(e), Box::new(next));
+                simple &= matches!(next, LabelExpr::Name(_));
+                e = LabelExpr::And(Box::new(e), Box::new(next));
             }
             if !simple {
                 return Err(error_at(
@@ -732,7 +713,7 @@ impl<'t> Parser<'t> {
             }
             self.bump();
             self.eat_p(":");
-            e = LTerm::Or(Box::new(e), Box::new(self.label_and()?));
+            e = LabelExpr::Or(Box::new(e), Box::new(self.label_and()?));
         }
         self.depth -= 1;
         Ok(e)
@@ -743,7 +724,7 @@ impl<'t> Parser<'t> {
         while self.is_p("&") {
             self.symbol();
             self.bump();
-            e = LTerm::And(Box::new(e), Box::new(self.label_not()?));
+            e = LabelExpr::And(Box::new(e), Box::new(self.label_not()?));
         }
         Ok(e)
     }
@@ -777,10 +758,10 @@ impl<'t> Parser<'t> {
             self.enter()?;
             let e = self.label_not();
             self.depth -= 1;
-            return Ok(LTerm::Not(Box::new(e?)));
+            return Ok(LabelExpr::Not(Box::new(e?)));
         }
         if self.eat_p("%") {
-            return Ok(LTerm::Any);
+            return Ok(LabelExpr::Any);
         }
         if self.eat_p("(") {
             let bar = std::mem::replace(&mut self.no_bar, false);
@@ -791,8 +772,8 @@ impl<'t> Parser<'t> {
             return Ok(e);
         }
         match self.dynamic_name()? {
-            Some(e) => Ok(LTerm::Dyn(e)),
-            None => Ok(LTerm::Name(self.any_name("a label")?)),
+            Some(e) => Ok(LabelExpr::Name(Leaf::Dyn(e))),
+            None => Ok(LabelExpr::Name(Leaf::Name(self.any_name("a label")?))),
         }
     }
 
@@ -802,10 +783,10 @@ impl<'t> Parser<'t> {
         let at = self.toks[self.pos].offset;
         let t = self.label_term(colon)?;
         if t.is_flat(false) {
-            t.flatten(&mut n.labels, &mut n.dyn_labels);
+            flatten(t, &mut n.labels, &mut n.dyn_labels);
             return Ok(());
         }
-        match t.into_expr() {
+        match static_names(&t) {
             Some(e) => {
                 n.label_expr = Some(Box::new(e));
                 Ok(())
@@ -1145,9 +1126,9 @@ impl<'t> Parser<'t> {
                 self.no_bar = bar;
                 let t = t?;
                 if t.is_flat(true) {
-                    t.flatten(&mut r.types, &mut r.dyn_types);
+                    flatten(t, &mut r.types, &mut r.dyn_types);
                 } else {
-                    match t.into_expr() {
+                    match static_names(&t) {
                         Some(e) => r.type_expr = Some(Box::new(e)),
                         None => {
                             return Err(error_at(
@@ -1492,11 +1473,11 @@ impl<'t> Parser<'t> {
     fn label_test(&self, x: Expr, t: LTerm, at: usize) -> R<Expr> {
         if t.is_flat(false) {
             let (mut names, mut dyns) = (Vec::new(), Vec::new());
-            t.flatten(&mut names, &mut dyns);
+            flatten(t, &mut names, &mut dyns);
             if dyns.is_empty() {
                 return Ok(Expr::HasLabels(Box::new(x), names));
             }
-        } else if let Some(l) = t.into_expr() {
+        } else if let Some(l) = static_names(&t) {
             return Ok(Expr::LabelTest(Box::new(x), l));
         }
         Err(error_at(

@@ -231,8 +231,8 @@ fn node(n: &NodePattern) -> String {
     if let Some(v) = &n.var {
         s.push_str(&name(v));
     }
-    // A conjunction with `&` (never `:A:B`, which Neo4j does not let a statement mix
-    // with the other symbols).
+    // A conjunction with `&` (never `:A:B`, which Neo4j does not let a clause mix with
+    // the other symbols).
     let mut parts: Vec<String> = n.labels.iter().map(|l| name(l)).collect();
     parts.extend(n.dyn_labels.iter().map(|e| format!("$({})", expr(e))));
     parts.extend(n.label_expr.iter().map(|l| label_expr(l)));

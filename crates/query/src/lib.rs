@@ -494,21 +494,23 @@ fn intern_names(q: &quiver_cypher::ast::SingleQuery, d: &mut quiver_engine::Delt
     use quiver_cypher::ast::{Clause, Pattern, SetItem};
     let pat = |p: &Pattern, d: &mut quiver_engine::Delta| {
         for n in std::iter::once(&p.start).chain(p.steps.iter().map(|s| &s.1)) {
-            let mut named = n.labels.clone();
-            if let Some(e) = &n.label_expr {
-                e.names(&mut named);
-            }
-            for l in &named {
+            for l in &n.labels {
                 d.intern_label(&Arc::from(l.as_str()));
+            }
+            if let Some(e) = &n.label_expr {
+                e.for_each_name(&mut |l| {
+                    d.intern_label(&Arc::from(l.as_str()));
+                });
             }
         }
         for (r, _) in &p.steps {
-            let mut named = r.types.clone();
-            if let Some(e) = &r.type_expr {
-                e.names(&mut named);
-            }
-            for t in &named {
+            for t in &r.types {
                 d.intern_type(&Arc::from(t.as_str()));
+            }
+            if let Some(e) = &r.type_expr {
+                e.for_each_name(&mut |t| {
+                    d.intern_type(&Arc::from(t.as_str()));
+                });
             }
         }
     };

@@ -199,38 +199,58 @@ fn check(s: &mut Session, cases: &[(&str, &[&str])], state: &str) {
     }
 }
 
+/// What a database held before the graph was made in it: nodes and relationships of
+/// other labels and of the same ones, checkpointed into segments, then deleted (dead
+/// rows in the segments, deletions in the delta, labels known with no node left).
+const HISTORY: &[&str] = &[
+    "CREATE (:Person:Manager {name: 'x'})-[:KNOWS]->(:Employee {name: 'y'}), (:Other {name: 'z'})-[:WORKS]->(:Manager)",
+    "CHECKPOINT",
+    "MATCH (n) DETACH DELETE n",
+];
+
+/// Checks `cases` on the graph in four states: made in a fresh database (the delta),
+/// checkpointed (segments), and both again in a database that held [`HISTORY`] first.
+/// Returns the last session, for plans.
+fn check_everywhere(cases: &[(&str, &[&str])]) -> (tempfile::TempDir, Session) {
+    let mut last = None;
+    for history in [&[][..], HISTORY] {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = open(d.path());
+        for q in history {
+            run(&mut s, q).unwrap();
+        }
+        let was = if history.is_empty() {
+            "fresh"
+        } else {
+            "after history"
+        };
+        run(&mut s, GRAPH).unwrap();
+        check(&mut s, cases, &format!("{was}, in the delta"));
+        run(&mut s, "CHECKPOINT").unwrap();
+        check(&mut s, cases, &format!("{was}, in segments"));
+        last = Some((d, s));
+    }
+    last.expect("two states ran")
+}
+
+/// The plan of `q`, as EXPLAIN describes it.
+fn plan(s: &mut Session, q: &str) -> String {
+    run(s, &format!("EXPLAIN {q}")).unwrap().plan.unwrap()
+}
+
 #[test]
 fn a_bound_node_is_tested_for_the_labels_a_later_pattern_names() {
-    let d = tempfile::tempdir().unwrap();
-    let mut s = open(d.path());
-    run(&mut s, GRAPH).unwrap();
-    check(&mut s, REBOUND, "in the delta");
-    run(&mut s, "CHECKPOINT").unwrap();
-    check(&mut s, REBOUND, "in segments");
+    let (_d, mut s) = check_everywhere(REBOUND);
     // EXPLAIN shows the test.
-    let plan = run(
-        &mut s,
-        "EXPLAIN MATCH (n:Person) MATCH (n:Employee) RETURN n.name",
-    )
-    .unwrap()
-    .plan
-    .unwrap();
+    let plan = plan(&mut s, "MATCH (n:Person) MATCH (n:Employee) RETURN n.name");
     assert!(plan.contains("n:Employee"), "{plan}");
 }
 
 #[test]
 fn label_expressions_match_as_neo4j_defines_them() {
-    let d = tempfile::tempdir().unwrap();
-    let mut s = open(d.path());
-    run(&mut s, GRAPH).unwrap();
-    check(&mut s, EXPRESSIONS, "in the delta");
-    run(&mut s, "CHECKPOINT").unwrap();
-    check(&mut s, EXPRESSIONS, "in segments");
+    let (_d, mut s) = check_everywhere(EXPRESSIONS);
     // A disjunction is a union of label scans, not a filter over every node.
-    let plan = run(&mut s, "EXPLAIN MATCH (n:Person|Employee) RETURN n.name")
-        .unwrap()
-        .plan
-        .unwrap();
+    let plan = plan(&mut s, "MATCH (n:Person|Employee) RETURN n.name");
     assert!(plan.contains("UnionNodeByLabelsScan"), "{plan}");
     assert!(!plan.contains("AllNodesScan"), "{plan}");
 }

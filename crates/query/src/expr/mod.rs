@@ -106,40 +106,24 @@ pub enum CExpr {
     MakePath(Vec<PathPart>),
 }
 
-/// A compiled label expression: names resolved to label ids (`None`: no node has it)
-/// and kept as text for a relationship's type.
-#[derive(Debug, Clone)]
-pub enum CLabel {
-    Name(Option<u32>, Arc<str>),
-    Any,
-    Not(Box<CLabel>),
-    And(Box<CLabel>, Box<CLabel>),
-    Or(Box<CLabel>, Box<CLabel>),
+/// A compiled label expression: each name as its label id (`None`: no node has it)
+/// and as text, which a relationship's type is compared with.
+pub type CLabel = quiver_cypher::ast::LabelExpr<(Option<u32>, Arc<str>)>;
+
+/// Whether node `n`'s labels match `l`.
+pub fn node_matches(l: &CLabel, g: &Graph, n: u64) -> Result<bool, QueryError> {
+    l.try_matches(
+        &mut |(id, _)| match id {
+            Some(id) => g.has_label(n, *id),
+            None => Ok(false),
+        },
+        &mut || Ok(!g.labels(n)?.is_empty()),
+    )
 }
 
-impl CLabel {
-    /// Whether node `n`'s labels match.
-    pub fn node(&self, g: &Graph, n: u64) -> Result<bool, QueryError> {
-        Ok(match self {
-            CLabel::Name(Some(l), _) => g.has_label(n, *l)?,
-            CLabel::Name(None, _) => false,
-            CLabel::Any => !g.labels(n)?.is_empty(),
-            CLabel::Not(x) => !x.node(g, n)?,
-            CLabel::And(a, b) => a.node(g, n)? && b.node(g, n)?,
-            CLabel::Or(a, b) => a.node(g, n)? || b.node(g, n)?,
-        })
-    }
-
-    /// Whether a relationship of type `ty` matches.
-    pub fn rel(&self, ty: &str) -> bool {
-        match self {
-            CLabel::Name(_, name) => **name == *ty,
-            CLabel::Any => true,
-            CLabel::Not(x) => !x.rel(ty),
-            CLabel::And(a, b) => a.rel(ty) && b.rel(ty),
-            CLabel::Or(a, b) => a.rel(ty) || b.rel(ty),
-        }
-    }
+/// Whether a relationship of type `ty` matches `l`.
+pub fn rel_matches(l: &CLabel, ty: &str) -> bool {
+    l.matches(&|(_, name)| **name == *ty, true)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -598,8 +582,8 @@ pub fn eval(
         },
         CExpr::LabelTest(x, l) => match eval(env, x, b, row, locals)? {
             Value::Null => Value::Null,
-            Value::Node(n) => Value::Bool(l.node(env.g, n)?),
-            Value::Rel(r) => Value::Bool(l.rel(&env.g.rel_type_name(r.ty))),
+            Value::Node(n) => Value::Bool(node_matches(l, env.g, n)?),
+            Value::Rel(r) => Value::Bool(rel_matches(l, &env.g.rel_type_name(r.ty))),
             v => return type_err("labels can only be tested on a node or a relationship", &v),
         },
         CExpr::Not(x) => match tri(&eval(env, x, b, row, locals)?)? {
@@ -838,7 +822,7 @@ fn pattern_exists(env: &Env, p: &PatternPred, b: &Batch, row: usize) -> Result<V
             }
         }
         if let Some(l) = &s.label {
-            if !l.node(env.g, end)? {
+            if !node_matches(l, env.g, end)? {
                 return Ok(Value::Bool(false));
             }
         }
@@ -857,7 +841,7 @@ fn start_labels_ok(env: &Env, p: &PatternPred, start: u64) -> Result<bool, Query
         }
     }
     match &p.start_label {
-        Some(l) => l.node(env.g, start),
+        Some(l) => node_matches(l, env.g, start),
         None => Ok(true),
     }
 }
@@ -893,7 +877,7 @@ fn walk(
             ok_end &= env.g.has_label(at, *l)?;
         }
         if let (true, Some(l)) = (ok_end, &s.label) {
-            ok_end = l.node(env.g, at)?;
+            ok_end = node_matches(l, env.g, at)?;
         }
         if ok_end {
             found += walk(env, p, b, row, step + 1, at, 0, used, first)?;

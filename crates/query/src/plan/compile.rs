@@ -5,17 +5,9 @@ use super::*;
 impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// A label expression with its names resolved against the graph.
     pub(super) fn label_expr(&self, l: &LabelExpr) -> CLabel {
-        match l {
-            LabelExpr::Name(n) => CLabel::Name(self.g.label_id(n), Arc::from(n.as_str())),
-            LabelExpr::Any => CLabel::Any,
-            LabelExpr::Not(x) => CLabel::Not(Box::new(self.label_expr(x))),
-            LabelExpr::And(a, b) => {
-                CLabel::And(Box::new(self.label_expr(a)), Box::new(self.label_expr(b)))
-            }
-            LabelExpr::Or(a, b) => {
-                CLabel::Or(Box::new(self.label_expr(a)), Box::new(self.label_expr(b)))
-            }
-        }
+        let r: Result<_, std::convert::Infallible> =
+            l.try_map(&mut |n| Ok((self.g.label_id(n), Arc::from(n.as_str()))));
+        r.unwrap_or_else(|e| match e {})
     }
 
     /// Compiles `e` against `scope`; expressions structurally equal to an entry of

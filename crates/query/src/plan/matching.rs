@@ -54,10 +54,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     ));
                 }
                 if let Some(l) = &n.label_expr {
-                    conj.push(Expr::LabelTest(
-                        Box::new(Expr::Var(v.clone(), 0)),
-                        (**l).clone(),
-                    ));
+                    conj.push(label_test(&v, l));
                     if elsewhere {
                         n.label_expr = None;
                     }
@@ -165,10 +162,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         let mut i = 0;
         while i < conj.len() {
             if conj[i].has_pattern_comp() {
-                let mut c = conj.remove(i);
-                cur = self.hoist(cur, scope, &mut c)?;
-                let e = self.compile(&c, scope, &[])?;
-                cur = self.filter(cur, e, &c);
+                let c = conj.remove(i);
+                cur = self.filter_hoisted(cur, scope, c, &[])?;
             } else {
                 i += 1;
             }
@@ -192,6 +187,20 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 pred,
             }),
         )
+    }
+
+    /// A filter by `pred` whose subqueries and pattern comprehensions are computed per
+    /// row first, as hidden columns of `scope`.
+    pub(super) fn filter_hoisted(
+        &mut self,
+        cur: P,
+        scope: &mut Scope,
+        mut pred: Expr,
+        subst: &[(Expr, usize)],
+    ) -> Result<P, QueryError> {
+        let cur = self.hoist(cur, scope, &mut pred)?;
+        let e = self.compile(&pred, scope, subst)?;
+        Ok(self.filter(cur, e, &pred))
     }
 
     /// Applies every conjunct whose variables are all bound.
@@ -829,10 +838,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             prop_conjuncts(&v, props.clone(), self.params, &mut conj).ok()?;
         }
         if let Some(l) = &n.label_expr {
-            conj.push(Expr::LabelTest(
-                Box::new(Expr::Var(v.clone(), 0)),
-                (**l).clone(),
-            ));
+            conj.push(label_test(&v, l));
         }
         let mut scope = Scope::default();
         if self.anchor_cost(n, &scope, &conj).0 < 3 && !labels.is_empty() {
@@ -871,6 +877,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             var: v,
         })
     }
+}
+
+/// `var:l`, the test of a node pattern's label expression.
+fn label_test(var: &str, l: &LabelExpr) -> Expr {
+    Expr::LabelTest(Box::new(Expr::Var(var.to_string(), 0)), l.clone())
 }
 
 /// `f(var)`, a call of function `f` (any case) on variable `var`.

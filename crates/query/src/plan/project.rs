@@ -141,14 +141,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         };
         cur = self.order_limit(cur, &new_scope, p, &subst, carry)?;
         if let (Some(w), true) = (&p.where_, where_early) {
-            // A subquery or pattern comprehension in it is computed per row first, as
-            // a hidden column (which the trim below drops).
-            let mut w = w.clone();
-            if needs_hoist(&w) {
-                cur = self.hoist(cur, &mut new_scope, &mut w)?;
-            }
-            let e = self.compile(&w, &new_scope, &subst)?;
-            cur = self.filter(cur, e, &w);
+            // A subquery or pattern comprehension in it is a hidden column, which the
+            // trim below drops.
+            cur = self.filter_hoisted(cur, &mut new_scope, w.clone(), &subst)?;
         }
         cur = self.trim(cur, &mut new_scope, n_items);
         if let (Some(w), false) = (&p.where_, where_early) {
@@ -159,12 +154,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 .filter(|(_, s)| *s < n_items)
                 .cloned()
                 .collect();
-            let mut w = w.clone();
-            if needs_hoist(&w) {
-                cur = self.hoist(cur, &mut new_scope, &mut w)?;
-            }
-            let e = self.compile(&w, &new_scope, &items_only)?;
-            cur = self.filter(cur, e, &w);
+            cur = self.filter_hoisted(cur, &mut new_scope, w.clone(), &items_only)?;
             cur = self.trim(cur, &mut new_scope, n_items);
         }
         Ok((cur, new_scope, names))
