@@ -220,7 +220,8 @@ def main():
     series = {}
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
-    q, kz, n_users = prepare(args, work)
+    q, peer_dbs, n_users = prepare(args, work)
+    kz = peer_dbs.get("kuzu")
     server, port = serve(q)
     rng = random.Random(7)
     print(f"social scale {args.scale}: {n_users} users; {args.runs} queries per client; server pid {server.pid}")

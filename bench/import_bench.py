@@ -34,7 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
-QUIVER = ROOT / "target" / "release" / "quiver"
+# `QUIVER=path` runs another build (an older one, side by side).
+QUIVER = Path(os.environ.get("QUIVER", ROOT / "target" / "release" / "quiver"))
 
 
 def timed(cmd):
