@@ -13,7 +13,7 @@ Quiver is served from a fresh database (`quiver serve --no-auth`, target/release
 unless `--quiver URI` names a running server. Prints the number of queries run, how many
 answered alike and every difference (query, both answers). With `--fixtures FILE` the
 queries that differed (with Neo4j's answers), plus the hand-written cases below and
-those that differed before (`rebind_differed.json`), are added to FILE, which `crates/query/tests/rebind_fixtures.rs` replays in CI.
+those that differed before (`rebind_differed.json`), are added to FILE, which `crates/query/tests/neo4j_fixtures.rs` replays in CI.
 
 Neither server's database is fresh: each graph replaces the one before (deleted), and
 every other time Quiver checkpoints the deletions first. Answers are compared as bags of rows; lists inside a row as bags too (a pattern

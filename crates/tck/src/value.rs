@@ -134,8 +134,16 @@ impl TVal {
                 }
                 TVal::Path(Box::new(node(g, p.nodes[0])?), steps)
             }
-            // Temporal values: the TCK writes them as their string form.
-            other => TVal::Str(quiver_query::expr::to_string(other)),
+            // Temporal values: the TCK writes them in Java's ISO forms (`12:31`, where
+            // Neo4j 5's `toString` writes `12:31:00`).
+            other => {
+                use quiver_query::expr::temporal::{format_as, Style};
+                let mut s = String::new();
+                match format_as(other, Style::Iso, &mut s) {
+                    Some(()) => TVal::Str(s),
+                    None => TVal::Str(quiver_query::expr::to_string(other)),
+                }
+            }
         })
     }
 }

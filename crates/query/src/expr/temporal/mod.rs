@@ -2,14 +2,17 @@
 //! durations. Built from maps, strings and other temporal values, projected, truncated,
 //! compared, added to, measured between, and rendered as Neo4j renders them.
 //!
-//! Calendar work (month lengths, ISO weeks, time zones and their history) is `jiff`'s;
-//! what is ours is Cypher's meaning of each operation: which fields a map may give,
+//! Time zones and their history are `jiff`'s (its bundled tz database); the calendar
+//! is ours ([`calendar`]: jiff's stops at years ±9999, Neo4j's runs to ±999,999,999).
+//! Also ours is Cypher's meaning of each operation: which fields a map may give,
 //! how a duration cascades fractions (a month is 2,629,746 s, a day 86,400 s), and how
 //! `duration.between` splits a span into months, days and seconds.
 
+mod calendar;
+
 use super::*;
-use jiff::civil;
-use jiff::tz::{Offset, TimeZone};
+use calendar::{Date, MAX_YEAR, MIN_YEAR};
+use jiff::tz::TimeZone;
 use quiver_engine::value::{zone_id, zone_name, Dur, Stamp};
 
 const NS: i64 = 1_000_000_000;
@@ -77,12 +80,31 @@ pub fn time_zone(name: &str) -> Result<TimeZone, jiff::Error> {
 }
 
 impl Zone {
-    fn tz(&self) -> Result<TimeZone, QueryError> {
+    fn named(n: &str) -> Result<TimeZone, QueryError> {
+        time_zone(n).map_err(|e| bad(format!("unknown time zone '{n}': {e}")))
+    }
+
+    /// A local date and time here, resolved (a time in a daylight-saving gap moves
+    /// forward, one in an overlap takes the earlier offset): the local date and time
+    /// as resolved, and the offset.
+    fn resolve(&self, date: Date, ns: i64) -> Result<(Date, i64, i32), QueryError> {
         match self {
-            Zone::Offset(o) => Ok(TimeZone::fixed(Offset::from_seconds(*o).map_err(jerr)?)),
-            Zone::Named(n) => {
-                time_zone(n).map_err(|e| bad(format!("unknown time zone '{n}': {e}")))
+            Zone::Offset(o) => Ok((date, ns, *o)),
+            Zone::Named(n) => calendar::resolve_local(&Zone::named(n)?, date, ns),
+        }
+    }
+
+    /// The local date, time and offset here at an instant.
+    fn at(&self, s: Stamp) -> Result<(Date, i64, i32), QueryError> {
+        match self {
+            Zone::Offset(o) => {
+                let (d, t) = split_stamp(Stamp {
+                    secs: s.secs + *o as i64,
+                    nanos: s.nanos,
+                })?;
+                Ok((d, t, *o))
             }
+            Zone::Named(n) => calendar::at_instant(&Zone::named(n)?, s.secs, s.nanos),
         }
     }
 
@@ -96,15 +118,8 @@ impl Zone {
     }
 
     /// The offset this zone has at a local date and time.
-    fn offset_at(&self, date: civil::Date, ns: i64) -> Result<i32, QueryError> {
-        match self {
-            Zone::Offset(o) => Ok(*o),
-            Zone::Named(_) => Ok(civil_dt(date, ns)?
-                .to_zoned(self.tz()?)
-                .map_err(jerr)?
-                .offset()
-                .seconds()),
-        }
+    fn offset_at(&self, date: Date, ns: i64) -> Result<i32, QueryError> {
+        Ok(self.resolve(date, ns)?.2)
     }
 }
 
@@ -134,60 +149,46 @@ fn parse_offset(b: &[u8]) -> Option<i32> {
     (h <= 18 && m < 60 && s < 60).then_some(sign * (h * 3600 + m * 60 + s))
 }
 
-pub(super) fn date_of(days: i64) -> Result<civil::Date, QueryError> {
-    let (y, m, d) = quiver_csv::value::civil_from_days(days);
-    let y = i16::try_from(y).map_err(|_| bad(format!("year {y} is out of range")))?;
-    civil::Date::new(y, m as i8, d as i8).map_err(jerr)
+fn date_of(days: i64) -> Result<Date, QueryError> {
+    Date::from_days(days)
 }
 
-pub(super) fn days_of(d: civil::Date) -> i64 {
-    quiver_csv::value::days_from_civil(d.year() as i64, d.month() as u32, d.day() as u32)
+fn days_of(d: Date) -> i64 {
+    d.days()
 }
 
-fn civil_time(ns: i64) -> Result<civil::Time, QueryError> {
-    let ns = ns.rem_euclid(NS_DAY);
-    let s = ns / NS;
-    civil::Time::new(
-        (s / 3600) as i8,
-        (s / 60 % 60) as i8,
-        (s % 60) as i8,
-        (ns % NS) as i32,
-    )
-    .map_err(jerr)
-}
-
-fn time_ns(t: civil::Time) -> i64 {
-    (t.hour() as i64 * 3600 + t.minute() as i64 * 60 + t.second() as i64) * NS
-        + t.subsec_nanosecond() as i64
-}
-
-fn civil_dt(date: civil::Date, ns: i64) -> Result<civil::DateTime, QueryError> {
-    Ok(civil::DateTime::from_parts(date, civil_time(ns)?))
-}
-
-fn local_stamp(date: civil::Date, ns: i64) -> Stamp {
+fn local_stamp(date: Date, ns: i64) -> Stamp {
     Stamp {
         secs: days_of(date) * 86_400 + ns / NS,
         nanos: (ns % NS) as u32,
     }
 }
 
-fn split_stamp(s: Stamp) -> Result<(civil::Date, i64), QueryError> {
+fn split_stamp(s: Stamp) -> Result<(Date, i64), QueryError> {
     Ok((
         date_of(s.secs.div_euclid(86_400))?,
         s.secs.rem_euclid(86_400) * NS + s.nanos as i64,
     ))
 }
 
-fn zoned_of(date: civil::Date, ns: i64, zone: &Zone) -> Result<jiff::Zoned, QueryError> {
-    civil_dt(date, ns)?.to_zoned(zone.tz()?).map_err(jerr)
+/// The instant of a local date and time in a zone, as resolved there, and its offset.
+fn zoned_of(date: Date, ns: i64, zone: &Zone) -> Result<(Stamp, i32), QueryError> {
+    let (d, t, offset) = zone.resolve(date, ns)?;
+    let l = local_stamp(d, t);
+    Ok((
+        Stamp {
+            secs: l.secs - offset as i64,
+            nanos: l.nanos,
+        },
+        offset,
+    ))
 }
 
 /// A temporal value taken apart: its local date, local time of day and zone, each
 /// when the type has it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Parts {
-    pub date: Option<civil::Date>,
+    pub date: Option<Date>,
     pub time: Option<i64>,
     pub zone: Option<Zone>,
 }
@@ -238,7 +239,7 @@ pub(super) fn parts(v: &Value) -> Result<Option<Parts>, QueryError> {
 /// midnight, missing zone UTC).
 pub(super) fn build(
     kind: Kind,
-    date: Option<civil::Date>,
+    date: Option<Date>,
     time: Option<i64>,
     zone: Option<&Zone>,
 ) -> Result<Value, QueryError> {
@@ -273,17 +274,8 @@ pub(super) fn build(
                 Some(z @ Zone::Named(n)) => {
                     // The instant from the whole-second offset (jiff's zones may hold
                     // local mean time to the fraction of a second; Cypher offsets do not).
-                    let zoned = zoned_of(d, t, z)?;
-                    let offset = zoned.offset().seconds();
-                    let l = local_stamp(zoned.date(), time_ns(zoned.time()));
-                    Value::DateTime(
-                        Stamp {
-                            secs: l.secs - offset as i64,
-                            nanos: l.nanos,
-                        },
-                        offset,
-                        zone_id(n),
-                    )
+                    let (s, offset) = zoned_of(d, t, z)?;
+                    Value::DateTime(s, offset, zone_id(n))
                 }
             }
         }
@@ -292,18 +284,21 @@ pub(super) fn build(
 
 /// Today in UTC, for a time of day that must be placed on some date (a time in a
 /// named zone).
-fn today() -> civil::Date {
-    jiff::Timestamp::now().to_zoned(TimeZone::UTC).date()
+fn today() -> Date {
+    let d = jiff::Timestamp::now().to_zoned(TimeZone::UTC).date();
+    Date::from_jiff(d, 0).expect("today is in the calendar")
 }
 
 /// `date()`, `datetime('Europe/Berlin')`...: the current instant in a zone (UTC
 /// unless named), as `kind`.
 fn current(kind: Kind, zone: Option<Zone>, now: jiff::Timestamp) -> Result<Value, QueryError> {
     let zone = zone.unwrap_or(Zone::Offset(0));
-    let z = now.to_zoned(zone.tz()?);
-    let (d, t) = (z.date(), time_ns(z.time()));
+    let (d, t, offset) = zone.at(Stamp {
+        secs: now.as_second(),
+        nanos: now.subsec_nanosecond() as u32,
+    })?;
     match kind {
-        Kind::Time => Ok(Value::Time(t, z.offset().seconds())),
+        Kind::Time => Ok(Value::Time(t, offset)),
         _ => build(kind, Some(d), Some(t), Some(&zone)),
     }
 }
@@ -318,18 +313,33 @@ fn push2(out: &mut String, n: i64) {
 
 /// `HH:MM`, then `:SS` when seconds or a fraction are set, the fraction in groups of
 /// three digits (as Java prints it).
-fn fmt_time(ns: i64, out: &mut String) {
+/// How a time of day is written: as Neo4j 5's `toString` writes it, or as the
+/// openCypher TCK writes values (Java's ISO forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Seconds always, a fraction without its trailing zeros: `12:31:00`, `12:31:14.5`.
+    Neo4j,
+    /// Seconds only when not zero, a fraction in groups of three digits: `12:31`,
+    /// `12:31:14.500`.
+    Iso,
+}
+
+fn fmt_time(ns: i64, style: Style, out: &mut String) {
     let s = ns / NS;
     let frac = ns % NS;
     push2(out, s / 3600);
     out.push(':');
     push2(out, s / 60 % 60);
-    if s % 60 != 0 || frac != 0 {
+    if s % 60 != 0 || frac != 0 || style == Style::Neo4j {
         out.push(':');
         push2(out, s % 60);
     }
     if frac != 0 {
-        if frac % 1_000_000 == 0 {
+        if style == Style::Neo4j {
+            let f = format!("{frac:09}");
+            out.push('.');
+            out.push_str(f.trim_end_matches('0'));
+        } else if frac % 1_000_000 == 0 {
             out.push_str(&format!(".{:03}", frac / 1_000_000));
         } else if frac % 1000 == 0 {
             out.push_str(&format!(".{:06}", frac / 1000));
@@ -400,8 +410,14 @@ fn fmt_duration(d: &Dur, out: &mut String) {
     }
 }
 
-/// A temporal value as text (`toString`), or `None` for other values.
+/// A temporal value as text (`toString`, as Neo4j 5 writes it), or `None` for other
+/// values.
 pub fn format(v: &Value, out: &mut String) -> Option<()> {
+    format_as(v, Style::Neo4j, out)
+}
+
+/// A temporal value as text in `style`, or `None` for other values.
+pub fn format_as(v: &Value, style: Style, out: &mut String) -> Option<()> {
     if let Value::Duration(d) = v {
         fmt_duration(d, out);
         return Some(());
@@ -418,7 +434,7 @@ pub fn format(v: &Value, out: &mut String) -> Option<()> {
         }
     }
     if let Some(t) = p.time {
-        fmt_time(t, out);
+        fmt_time(t, style, out);
     }
     match (v, &p.zone) {
         (Value::Time(_, o), _) => fmt_offset(*o, out),
@@ -437,12 +453,13 @@ pub fn format(v: &Value, out: &mut String) -> Option<()> {
 // ---------------------------------------------------------------------------------
 // Fields
 
-fn week_date(d: civil::Date) -> civil::ISOWeekDate {
-    d.iso_week_date()
+/// The ISO week date: (week-based year, week, weekday from 1 for Monday).
+fn week_date(d: Date) -> (i64, i64, i64) {
+    d.iso_week()
 }
 
-fn quarter_start(d: civil::Date) -> Result<civil::Date, QueryError> {
-    civil::Date::new(d.year(), (d.month() - 1) / 3 * 3 + 1, 1).map_err(jerr)
+fn quarter_start(d: Date) -> Result<Date, QueryError> {
+    Date::new(d.year(), (d.month() - 1) / 3 * 3 + 1, 1)
 }
 
 /// `v.name` on a temporal value or duration.
@@ -480,16 +497,16 @@ pub fn field(v: &Value, name: &str) -> Result<Value, QueryError> {
     let p = parts(v)?.ok_or_else(|| QueryError::ty(format!("no field `{name}`")))?;
     let none = || Ok(Value::Null);
     if let Some(d) = p.date {
-        let w = week_date(d);
+        let (wy, week, wd) = week_date(d);
         let r = match key.as_str() {
-            "year" => Some(d.year() as i64),
-            "quarter" => Some((d.month() as i64 - 1) / 3 + 1),
-            "month" => Some(d.month() as i64),
-            "week" => Some(w.week() as i64),
-            "weekyear" => Some(w.year() as i64),
-            "day" => Some(d.day() as i64),
-            "ordinalday" => Some(d.day_of_year() as i64),
-            "weekday" | "dayofweek" => Some(d.weekday().to_monday_one_offset() as i64),
+            "year" => Some(d.year()),
+            "quarter" => Some((d.month() - 1) / 3 + 1),
+            "month" => Some(d.month()),
+            "week" => Some(week),
+            "weekyear" => Some(wy),
+            "day" => Some(d.day()),
+            "ordinalday" => Some(d.day_of_year()),
+            "weekday" | "dayofweek" => Some(wd),
             "dayofquarter" => Some(days_of(d) - days_of(quarter_start(d)?) + 1),
             _ => None,
         };
@@ -539,7 +556,14 @@ pub fn field(v: &Value, name: &str) -> Result<Value, QueryError> {
     }
     if let Value::DateTime(s, ..) = v {
         match key.as_str() {
-            "epochseconds" => return Ok(Value::Int(s.secs)),
+            // Toward zero, as Neo4j counts it (1969-12-31T23:59:59.5Z is second 0).
+            "epochseconds" => {
+                return Ok(Value::Int(if s.secs < 0 && s.nanos > 0 {
+                    s.secs + 1
+                } else {
+                    s.secs
+                }))
+            }
             "epochmillis" => return Ok(Value::Int(s.secs * 1000 + s.nanos as i64 / 1_000_000)),
             _ => {}
         }
@@ -568,7 +592,7 @@ fn run_of_digits(b: &[u8], i: usize) -> usize {
 /// A date in any of the ISO 8601 forms Cypher reads: `2015-07-21`, `20150721`,
 /// `2015-07`, `201507`, `2015-W30-2`, `2015W302`, `2015-W30`, `2015-202`, `2015202`,
 /// `2015` (years may carry a sign and more digits: `+11999-01-01`).
-fn parse_date(b: &[u8]) -> Option<civil::Date> {
+fn parse_date(b: &[u8]) -> Option<Date> {
     let (sign, mut i) = match b.first()? {
         b'+' => (1, 1),
         b'-' => (-1, 1),
@@ -585,12 +609,14 @@ fn parse_date(b: &[u8]) -> Option<civil::Date> {
     } else {
         ylen
     };
+    if ylen > 9 {
+        return None;
+    }
     let year = sign * digits(b, i, ylen)?;
-    let year = i16::try_from(year).ok()?;
     i += ylen;
     let rest = &b[i..];
     if rest.is_empty() {
-        return civil::Date::new(year, 1, 1).ok();
+        return Date::new(year, 1, 1).ok();
     }
     let (dash, rest) = match rest[0] {
         b'-' => (true, &rest[1..]),
@@ -603,28 +629,15 @@ fn parse_date(b: &[u8]) -> Option<civil::Date> {
             ([b'-', d], true) | ([d], false) if d.is_ascii_digit() => (d - b'0') as i64,
             _ => return None,
         };
-        let wd = civil::Weekday::from_monday_one_offset(dow as i8).ok()?;
-        return civil::ISOWeekDate::new(year, week as i8, wd)
-            .ok()
-            .map(|w| w.date());
+        return Date::from_iso_week(year, week, dow).ok();
     }
     match (rest.len(), dash) {
-        (2, _) => civil::Date::new(year, digits(rest, 0, 2)? as i8, 1).ok(),
-        (3, _) => {
-            let ord = digits(rest, 0, 3)?;
-            civil::Date::new(year, 1, 1)
-                .ok()?
-                .with()
-                .day_of_year(ord as i16)
-                .build()
-                .ok()
-        }
+        (2, _) => Date::new(year, digits(rest, 0, 2)?, 1).ok(),
+        (3, _) => Date::from_day_of_year(year, digits(rest, 0, 3)?).ok(),
         (5, true) if rest[2] == b'-' => {
-            civil::Date::new(year, digits(rest, 0, 2)? as i8, digits(rest, 3, 2)? as i8).ok()
+            Date::new(year, digits(rest, 0, 2)?, digits(rest, 3, 2)?).ok()
         }
-        (4, false) => {
-            civil::Date::new(year, digits(rest, 0, 2)? as i8, digits(rest, 2, 2)? as i8).ok()
-        }
+        (4, false) => Date::new(year, digits(rest, 0, 2)?, digits(rest, 2, 2)?).ok(),
         _ => None,
     }
 }
@@ -696,7 +709,7 @@ fn parse_zone_suffix(b: &[u8]) -> Option<Option<(Option<i32>, Option<String>)>> 
 }
 
 fn zone_from_suffix(
-    date: civil::Date,
+    date: Date,
     t: i64,
     sfx: Option<(Option<i32>, Option<String>)>,
 ) -> Result<Option<Zone>, QueryError> {
@@ -851,21 +864,20 @@ fn from_map(
     let mut p = base.unwrap_or_default();
     // Whether the base's time of day carries a zone that `timezone` converts from.
     let mut zoned_base = p.zone.is_some() && rezone == Rezone::Convert;
+    let lacks =
+        |k: &str, what: &str| QueryError::ty(format!("{}(): `{k}` has no {what}", kind.name()));
     if let Some(b) = base_of("datetime")? {
+        if b.date.is_none() || b.time.is_none() {
+            return Err(lacks("datetime", "date and time"));
+        }
         zoned_base = b.zone.is_some();
         p = b;
     }
     if let Some(b) = base_of("date")? {
-        p.date = Some(
-            b.date
-                .ok_or_else(|| bad(format!("{}(): `date` has no date", kind.name())))?,
-        );
+        p.date = Some(b.date.ok_or_else(|| lacks("date", "date"))?);
     }
     if let Some(b) = base_of("time")? {
-        p.time = Some(
-            b.time
-                .ok_or_else(|| bad(format!("{}(): `time` has no time", kind.name())))?,
-        );
+        p.time = Some(b.time.ok_or_else(|| lacks("time", "time"))?);
         zoned_base = b.zone.is_some();
         p.zone = b.zone;
     }
@@ -884,9 +896,54 @@ fn from_map(
         };
         zoned_base = true;
     }
+    // Without a base to fill them from, fields come in order: a day needs its month, a
+    // minute its hour, a second its minute; and a time of day needs a whole date.
+    let time_given = TIME_KEYS
+        .iter()
+        .any(|k| a.get(k).is_some_and(|v| !v.is_null()));
+    if p.time.is_none() {
+        let has = |k: &str| a.get(k).is_some_and(|v| !v.is_null());
+        let order = [
+            ("minute", "hour"),
+            ("second", "minute"),
+            ("millisecond", "second"),
+            ("microsecond", "second"),
+            ("nanosecond", "second"),
+        ];
+        if let Some((k, need)) = order.iter().find(|(k, need)| has(k) && !has(need)) {
+            return Err(bad(format!(
+                "{}(): {k} cannot be given without {need}",
+                kind.name()
+            )));
+        }
+    }
+    if kind.has_date() && p.date.is_none() {
+        let has = |k: &str| a.get(k).is_some_and(|v| !v.is_null());
+        let order = [
+            ("day", "month"),
+            ("dayOfWeek", "week"),
+            ("dayOfQuarter", "quarter"),
+        ];
+        if let Some((k, need)) = order.iter().find(|(k, need)| has(k) && !has(need)) {
+            return Err(bad(format!(
+                "{}(): {k} cannot be given without {need}",
+                kind.name()
+            )));
+        }
+        let whole = (has("month") && has("day"))
+            || (has("week") && has("dayOfWeek"))
+            || (has("quarter") && has("dayOfQuarter"))
+            || has("ordinalDay");
+        if time_given && p.time.is_none() && !whole {
+            return Err(bad(format!(
+                "{}(): a time of day needs a whole date (month and day, week and dayOfWeek, quarter and dayOfQuarter, or ordinalDay)",
+                kind.name()
+            )));
+        }
+    }
     // Date fields.
     if kind.has_date() {
-        let year = a.field("year", -9999, 9999)?;
+        let year = a.field("year", MIN_YEAR, MAX_YEAR)?;
         let (month, day) = (a.field("month", 1, 12)?, a.field("day", 1, 31)?);
         let (week, dow) = (a.field("week", 1, 53)?, a.field("dayOfWeek", 1, 7)?);
         let ordinal = a.field("ordinalDay", 1, 366)?;
@@ -901,9 +958,8 @@ fn from_map(
             || doq.is_some();
         if any || p.date.is_none() {
             let b = p.date;
-            let y = |fallback: Option<i64>| -> Result<i16, QueryError> {
+            let y = |fallback: Option<i64>| -> Result<i64, QueryError> {
                 year.or(fallback)
-                    .map(|y| y as i16)
                     .ok_or_else(|| bad(format!("{}(): `year` is required", kind.name())))
             };
             let mixed = |n: usize| n > 1;
@@ -921,50 +977,32 @@ fn from_map(
             }
             let date = if groups[1] {
                 let bw = b.map(week_date);
-                let wy = y(bw.map(|w| w.year() as i64))?;
-                let wk = week.or(bw.map(|w| w.week() as i64)).unwrap_or(1);
-                let wd = dow
-                    .or(bw.map(|w| w.weekday().to_monday_one_offset() as i64))
-                    .unwrap_or(1);
-                civil::ISOWeekDate::new(
-                    wy,
-                    wk as i8,
-                    civil::Weekday::from_monday_one_offset(wd as i8).map_err(jerr)?,
-                )
-                .map_err(jerr)?
-                .date()
+                let wy = y(bw.map(|w| w.0))?;
+                let wk = week.or(bw.map(|w| w.1)).unwrap_or(1);
+                let wd = dow.or(bw.map(|w| w.2)).unwrap_or(1);
+                // As Neo4j reads a map: week 53 of a 52-week year is the next year's
+                // first (a string's `2016-W53-1` is refused).
+                Date::from_iso_week_lenient(wy, wk, wd)?
             } else if groups[2] {
-                let yy = y(b.map(|d| d.year() as i64))?;
-                civil::Date::new(yy, 1, 1)
-                    .map_err(jerr)?
-                    .with()
-                    .day_of_year(ordinal.unwrap_or(1) as i16)
-                    .build()
-                    .map_err(jerr)?
+                let yy = y(b.map(|d| d.year()))?;
+                Date::from_day_of_year(yy, ordinal.unwrap_or(1))?
             } else if groups[3] {
-                let yy = y(b.map(|d| d.year() as i64))?;
-                let q = quarter
-                    .or(b.map(|d| (d.month() as i64 - 1) / 3 + 1))
-                    .unwrap_or(1);
+                let yy = y(b.map(|d| d.year()))?;
+                let q = quarter.or(b.map(|d| (d.month() - 1) / 3 + 1)).unwrap_or(1);
                 let dq = match (doq, b) {
                     (Some(x), _) => x,
                     (None, Some(d)) => days_of(d) - days_of(quarter_start(d)?) + 1,
                     (None, None) => 1,
                 };
-                let start = civil::Date::new(yy, ((q - 1) * 3 + 1) as i8, 1).map_err(jerr)?;
-                let d = date_of(days_of(start) + dq - 1)?;
-                if quarter_start(d)? != start {
-                    return Err(bad(format!(
-                        "{}(): dayOfQuarter {dq} is past the end of quarter {q}",
-                        kind.name()
-                    )));
-                }
-                d
+                let start = Date::new(yy, (q - 1) * 3 + 1, 1)?;
+                // As Neo4j reads a map: day 92 of a 91-day quarter is the next
+                // quarter's first (a string's `2000-Q2-92` form does not exist).
+                date_of(days_of(start) + dq - 1)?
             } else {
-                let yy = y(b.map(|d| d.year() as i64))?;
-                let mm = month.or(b.map(|d| d.month() as i64)).unwrap_or(1);
-                let dd = day.or(b.map(|d| d.day() as i64)).unwrap_or(1);
-                civil::Date::new(yy, mm as i8, dd as i8).map_err(jerr)?
+                let yy = y(b.map(|d| d.year()))?;
+                let mm = month.or(b.map(|d| d.month())).unwrap_or(1);
+                let dd = day.or(b.map(|d| d.day())).unwrap_or(1);
+                Date::new(yy, mm, dd)?
             };
             p.date = Some(date);
         }
@@ -978,12 +1016,12 @@ fn from_map(
         if let (true, Some(old), Some(t)) = (zoned_base, p.zone.clone(), p.time) {
             if old != nz {
                 let d = p.date.unwrap_or_else(today);
-                let zoned = zoned_of(d, t, &old)?;
-                let moved = zoned.timestamp().to_zoned(nz.tz()?);
+                let (at, _) = zoned_of(d, t, &old)?;
+                let (md, mt, _) = nz.at(at)?;
                 if p.date.is_some() {
-                    p.date = Some(moved.date());
+                    p.date = Some(md);
                 }
-                p.time = Some(time_ns(moved.time()));
+                p.time = Some(mt);
             }
         }
         p.zone = Some(nz);
@@ -1081,21 +1119,12 @@ fn project(kind: Kind, v: &Value) -> Result<Value, QueryError> {
             v.type_name()
         ))
     })?;
-    if kind.has_date() && p.date.is_none() {
-        return Err(bad(format!(
+    if (kind.has_date() && p.date.is_none()) || (kind.has_time() && p.time.is_none()) {
+        return Err(QueryError::ty(format!(
             "{}() cannot be made from a {}",
             kind.name(),
             v.type_name()
         )));
-    }
-    if kind == Kind::LocalTime || kind == Kind::Time {
-        if p.time.is_none() {
-            return Err(bad(format!(
-                "{}() cannot be made from a {}",
-                kind.name(),
-                v.type_name()
-            )));
-        }
     }
     build(kind, p.date, p.time, p.zone.as_ref())
 }
@@ -1194,24 +1223,32 @@ pub fn truncate(kind: Kind, a: &[Value], now: jiff::Timestamp) -> Result<Value, 
             ))
         })?;
         let y = d.year();
-        let first = |y: i16| civil::Date::new(y, 1, 1).map_err(jerr);
+        let first = |y: i64| Date::new(y, 1, 1);
         p.date = Some(match unit.as_str() {
-            "millennium" => first(y - y.rem_euclid(1000))?,
-            "century" => first(y - y.rem_euclid(100))?,
-            "decade" => first(y - y.rem_euclid(10))?,
+            // Toward year 0, as Neo4j truncates: the decade of -5 is 0.
+            "millennium" => first(y - y % 1000)?,
+            "century" => first(y - y % 100)?,
+            "decade" => first(y - y % 10)?,
             "year" => first(y)?,
-            "weekyear" => civil::ISOWeekDate::new(week_date(d).year(), 1, civil::Weekday::Monday)
-                .map_err(jerr)?
-                .date(),
+            "weekyear" => Date::from_iso_week(week_date(d).0, 1, 1)?,
             "quarter" => quarter_start(d)?,
             "month" => d.first_of_month(),
-            "week" => date_of(days_of(d) - d.weekday().to_monday_zero_offset() as i64)?,
+            "week" => date_of(days_of(d) - (d.weekday() - 1))?,
             _ => d,
         });
-        if p.time.is_some() {
+        // A date truncated for a type with a time is at midnight (the fields of the
+        // map then count from it).
+        if p.time.is_some() || kind.has_time() {
             p.time = Some(0);
         }
     } else {
+        if !kind.has_time() {
+            return Err(QueryError::ty(format!(
+                "{}.truncate(): a {} has no {unit} to truncate to",
+                kind.name(),
+                kind.name()
+            )));
+        }
         let step = match unit.as_str() {
             "hour" => 3600 * NS,
             "minute" => 60 * NS,
@@ -1426,14 +1463,14 @@ pub enum Between {
     Seconds,
 }
 
-fn prolep_month(d: civil::Date) -> i64 {
-    d.year() as i64 * 12 + d.month() as i64 - 1
+fn prolep_month(d: Date) -> i64 {
+    d.year() * 12 + d.month() - 1
 }
 
 /// Whole months from `a` to `b` (Java's `LocalDate.until(.., MONTHS)`).
-fn months_until(a: civil::Date, b: civil::Date) -> i64 {
+fn months_until(a: Date, b: Date) -> i64 {
     let mut m = prolep_month(b) - prolep_month(a);
-    let days = b.day() as i64 - a.day() as i64;
+    let days = b.day() - a.day();
     if m > 0 && days < 0 {
         m -= 1;
     } else if m < 0 && days > 0 {
@@ -1442,19 +1479,20 @@ fn months_until(a: civil::Date, b: civil::Date) -> i64 {
     m
 }
 
-fn add_months(d: civil::Date, m: i64) -> Result<civil::Date, QueryError> {
-    let pm = prolep_month(d) + m;
-    let y = i16::try_from(pm.div_euclid(12)).map_err(|_| bad("date out of range"))?;
-    let mo = pm.rem_euclid(12) as i8 + 1;
-    let first = civil::Date::new(y, mo, 1).map_err(jerr)?;
-    civil::Date::new(y, mo, d.day().min(first.days_in_month())).map_err(jerr)
+fn add_months(d: Date, m: i64) -> Result<Date, QueryError> {
+    let pm = prolep_month(d)
+        .checked_add(m)
+        .ok_or_else(|| bad("date out of range"))?;
+    let (y, mo) = (pm.div_euclid(12), pm.rem_euclid(12) + 1);
+    let first = Date::new(y, mo, 1)?;
+    Date::new(y, mo, d.day().min(first.days_in_month()))
 }
 
 /// The instant of a local date, time and zone (a missing zone counts as UTC).
-fn instant(date: civil::Date, t: i64, zone: Option<&Zone>) -> Result<i128, QueryError> {
+fn instant(date: Date, t: i64, zone: Option<&Zone>) -> Result<i128, QueryError> {
     match zone {
         None => Ok(local_stamp(date, t).nanos_total()),
-        Some(z) => Ok(zoned_of(date, t, z)?.timestamp().as_nanosecond()),
+        Some(z) => Ok(zoned_of(date, t, z)?.0.nanos_total()),
     }
 }
 
@@ -1480,8 +1518,8 @@ pub fn between(a: &Value, b: &Value, part: Between) -> Result<Value, QueryError>
         y.zone = x.zone.clone();
     }
     let anchor = x.date.or(y.date).unwrap_or_else(today);
-    let (dx, dy) = (x.date.unwrap_or(anchor), y.date.unwrap_or(anchor));
-    let (tx, ty) = (x.time.unwrap_or(0), y.time.unwrap_or(0));
+    let (mut dx, dy) = (x.date.unwrap_or(anchor), y.date.unwrap_or(anchor));
+    let (mut tx, ty) = (x.time.unwrap_or(0), y.time.unwrap_or(0));
     let (ix, iy) = (
         instant(dx, tx, x.zone.as_ref())?,
         instant(dy, ty, y.zone.as_ref())?,
@@ -1495,14 +1533,21 @@ pub fn between(a: &Value, b: &Value, part: Between) -> Result<Value, QueryError>
     if part == Between::Seconds {
         return Ok(dur_value(make_dur(0, 0, iy - ix)?));
     }
-    // `b` as a local date and time in `a`'s zone.
+    // `b` as a local date and time in `a`'s zone; or, where that is past the end of
+    // the calendar, `a` in `b`'s.
     let (ly, lt) = match &x.zone {
-        Some(z) => {
-            let at = jiff::Timestamp::from_nanosecond(iy)
-                .map_err(jerr)?
-                .to_zoned(z.tz()?);
-            (at.date(), time_ns(at.time()))
-        }
+        Some(z) => match z.at(Stamp::from_nanos(iy)) {
+            Ok((d, t, _)) => (d, t),
+            Err(e) => {
+                let Some(zy) = y.zone.clone() else {
+                    return Err(e);
+                };
+                let (d, t, _) = zy.at(Stamp::from_nanos(ix))?;
+                (dx, tx) = (d, t);
+                x.zone = Some(zy);
+                (dy, ty)
+            }
+        },
         None => (dy, ty),
     };
     // Java's LocalDateTime.until: the end date moves a day when the times say a whole
@@ -1535,9 +1580,14 @@ fn shift(v: &Value, d: &Dur, sign: i64) -> Result<Value, QueryError> {
     match v {
         Value::Date(_) => {
             let date = add_months(p.date.unwrap_or_else(today), months)?;
-            // The time part counts in whole days.
-            let extra = (tn / NS_DAY as i128) as i64;
-            Ok(Value::Date(days_of(date) + days + extra))
+            // The time part counts in whole days of its seconds, as Neo4j counts them
+            // (the nanoseconds, kept in 0..1e9 beside them, do not count).
+            let extra = d.secs / 86_400 * sign;
+            let moved = days_of(date)
+                .checked_add(days)
+                .and_then(|x| x.checked_add(extra))
+                .ok_or_else(|| bad("date out of range"))?;
+            Ok(Value::Date(days_of(date_of(moved)?)))
         }
         Value::LocalTime(t) => Ok(Value::LocalTime(
             (*t as i128 + tn).rem_euclid(NS_DAY as i128) as i64,
@@ -1551,7 +1601,9 @@ fn shift(v: &Value, d: &Dur, sign: i64) -> Result<Value, QueryError> {
             let base = local_stamp(date, p.time.unwrap_or(0)).nanos_total()
                 + days as i128 * NS_DAY as i128
                 + tn;
-            Ok(Value::LocalDateTime(Stamp::from_nanos(base)))
+            let s = Stamp::from_nanos(base);
+            split_stamp(s)?;
+            Ok(Value::LocalDateTime(s))
         }
         Value::DateTime(..) => {
             let date = add_months(p.date.unwrap_or_else(today), months)?;
@@ -1563,14 +1615,15 @@ fn shift(v: &Value, d: &Dur, sign: i64) -> Result<Value, QueryError> {
             let s = Stamp::from_nanos(s.nanos_total() + tn);
             // A named zone may have another offset at the new instant.
             let offset = match p.zone {
-                Some(ref zn @ Zone::Named(_)) => jiff::Timestamp::new(s.secs, s.nanos as i32)
-                    .map_err(jerr)?
-                    .to_zoned(zn.tz()?)
-                    .offset()
-                    .seconds(),
+                Some(ref zn @ Zone::Named(_)) => zn.at(s)?.2,
                 Some(Zone::Offset(o)) => o,
                 None => 0,
             };
+            // Its local date must be in the calendar.
+            split_stamp(Stamp {
+                secs: s.secs + offset as i64,
+                nanos: s.nanos,
+            })?;
             Ok(Value::DateTime(s, offset, z))
         }
         _ => type_err("cannot add a duration to this value", v),

@@ -1,10 +1,15 @@
-//! Neo4j 5.26's answers, kept as fixtures (`fixtures/rebind_neo4j.json`, written by
-//! `bench/rebind_diff.py --fixtures`): the table of queries that name a bound
-//! variable again, the label-expression forms, and every generated query that ever
-//! answered differently from Neo4j. Each is run on its graph here and must answer as
-//! Neo4j did: the same bag of rows (lists inside rows as bags, as the script compares
-//! them), or an error where Neo4j refused the query; on a fresh database and on one
-//! that has held (and deleted) other data.
+//! Neo4j 5.26's answers, kept as fixtures and replayed here.
+//!
+//! - `fixtures/rebind_neo4j.json` (written by `bench/rebind_diff.py --fixtures`): the
+//!   issue's table of queries that name a bound variable again, the label-expression
+//!   forms, and every generated query that ever answered differently from Neo4j. Each is
+//!   run on its graph and must answer as Neo4j did: the same bag of rows (lists inside
+//!   rows as bags, as the script compares them), or an error where Neo4j refused the
+//!   query; on a fresh database and on one that has held (and deleted) other data.
+//! - `fixtures/temporal_neo4j.json` (written by `bench/temporal_diff.py --fixtures`):
+//!   generated temporal queries over Neo4j's whole range (years -999,999,999 to
+//!   +999,999,999), with Neo4j's answers, and values stored and read back before and
+//!   after a checkpoint.
 
 use quiver_query::{Session, Value};
 use quiver_storage::OpenMode;
@@ -159,6 +164,62 @@ fn quiver_answers_as_neo4j_did() {
                     f["neo4j"]
                 ));
             }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} differ:\n{}",
+        wrong.len(),
+        fixtures.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn temporal_values_answer_as_neo4j_did() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/temporal_neo4j.json");
+    let fixtures: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(fixtures.len() >= 1000, "the generated queries are there");
+    let none = BTreeMap::new();
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Session::open_with(&d.path().join("t.qdb"), OpenMode::Mapped, true).unwrap();
+    let mut wrong = Vec::new();
+    let mut check = |s: &mut Session, f: &serde_json::Value, when: &str| {
+        let q = f["query"].as_str().unwrap();
+        let got = answer(s, q);
+        let ok = match &f["neo4j"] {
+            serde_json::Value::Array(rows) => {
+                let mut want: Vec<String> = rows
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_string())
+                    .collect();
+                want.sort();
+                got.as_ref() == Some(&want)
+            }
+            _ => got.is_none(),
+        };
+        if !ok {
+            wrong.push(format!(
+                "{q} ({when})\n  neo4j:  {}\n  quiver: {got:?}",
+                f["neo4j"]
+            ));
+        }
+    };
+    for f in &fixtures {
+        match f["setup"].as_array() {
+            // Values stored, read from the delta, then from segments.
+            Some(setup) => {
+                for st in setup {
+                    s.run(st.as_str().unwrap(), &none, &mut |_, _| Ok(()))
+                        .unwrap();
+                }
+                check(&mut s, f, "stored");
+                s.run("CHECKPOINT", &none, &mut |_, _| Ok(())).unwrap();
+                check(&mut s, f, "after CHECKPOINT");
+            }
+            None => check(&mut s, f, "generated"),
         }
     }
     assert!(
