@@ -506,6 +506,9 @@ impl Kind {
             Value::Bool(_) => Kind::Bool,
             Value::Str(_) => Kind::Str,
             Value::Bytes(_) => Kind::Bytes,
+            // Past what Arrow's columns hold (days as i32, microseconds as i64: some
+            // 5.8 million and 292,000 years), the value's text rather than a null.
+            v if beyond_arrow(v) => Kind::Text,
             Value::Date(_) => Kind::Date,
             Value::LocalDateTime(_) => Kind::LocalDateTime,
             Value::DateTime(_, off, z) => Kind::DateTime(match zone_name(*z) {
@@ -542,6 +545,14 @@ impl Kind {
                 k => Kind::List(Box::new(k)),
             },
             (Kind::Text, Kind::Text) => Kind::Text,
+            (
+                Kind::Text,
+                Kind::Date | Kind::LocalDateTime | Kind::DateTime(_) | Kind::LocalTime,
+            )
+            | (
+                Kind::Date | Kind::LocalDateTime | Kind::DateTime(_) | Kind::LocalTime,
+                Kind::Text,
+            ) => Kind::Text,
             _ => Kind::Json,
         }
     }
@@ -552,7 +563,9 @@ impl Kind {
         // discriminant test each, as a column of a million values mostly is.
         let mut same: Option<std::mem::Discriminant<Value>> = None;
         for v in vals {
-            if matches!(v, Value::Null) || same == Some(std::mem::discriminant(v)) {
+            if matches!(v, Value::Null)
+                || (same == Some(std::mem::discriminant(v)) && !beyond_arrow(v))
+            {
                 continue;
             }
             k = k.join(Kind::one(v));
@@ -576,5 +589,19 @@ impl Kind {
             };
         }
         k
+    }
+}
+
+/// A date or datetime that Arrow's temporal columns cannot hold (Cypher's run to years
+/// ±999,999,999).
+fn beyond_arrow(v: &Value) -> bool {
+    match v {
+        Value::Date(d) => i32::try_from(*d).is_err(),
+        Value::LocalDateTime(s) | Value::DateTime(s, ..) => s
+            .secs
+            .checked_mul(1_000_000)
+            .and_then(|us| us.checked_add(s.nanos as i64 / 1000))
+            .is_none(),
+        _ => false,
     }
 }

@@ -314,10 +314,11 @@ pub fn from_pack(p: &Pack) -> Result<Value, String> {
                 let Some(Pack::Str(name)) = f.get(2) else {
                     return Err("a zoned datetime parameter needs a zone name".into());
                 };
-                let tz = jiff_zone(name)?;
+                jiff_zone(name)?;
                 let s = stamp(v[0], v[1])?;
-                let ts = jiff::Timestamp::new(s.secs, s.nanos as i32).map_err(|e| e.to_string())?;
-                Value::DateTime(s, tz.to_offset(ts).seconds(), zone_id(name))
+                let o = quiver_query::expr::temporal::offset_at_instant(name, s)
+                    .map_err(|e| e.to_string())?;
+                Value::DateTime(s, o, zone_id(name))
             }
             DURATION => {
                 let v = ints(f, 4, "duration")?;

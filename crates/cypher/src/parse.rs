@@ -115,8 +115,9 @@ struct Parser<'t> {
     depth: usize,
     /// Links of the left-associative chains being built around the current token.
     links: usize,
-    /// In a list comprehension's WHERE, `|` ends the predicate: a label expression
-    /// there takes `|` only inside parentheses (`[x IN l WHERE x:(A|B) | x]`).
+    /// In a list comprehension's WHERE, the last `|` at its level ends the predicate: a
+    /// label expression there takes the ones before it (`[x IN l WHERE x:A|B | x]`),
+    /// and any inside parentheses (`x:(A|B)`).
     no_bar: bool,
     /// Where the clause first joins labels by `:` (`:A:B`), first uses a label
     /// expression symbol (`|` between labels, `&`, `!`, `%`, parentheses), and first
@@ -707,7 +708,7 @@ impl<'t> Parser<'t> {
     fn label_or(&mut self) -> R<LTerm> {
         self.enter()?;
         let mut e = self.label_and()?;
-        while !self.no_bar && self.is_p("|") {
+        while self.is_p("|") && (!self.no_bar || self.later_bar()) {
             if !self.in_types {
                 self.symbol();
             }
@@ -1799,6 +1800,23 @@ impl<'t> Parser<'t> {
             arms,
             default,
         })
+    }
+
+    /// In a comprehension's WHERE, whether another `|` follows the current one at the
+    /// comprehension's level: then the current one joins labels, as Neo4j reads
+    /// `[x IN l WHERE x:A|B | x.id]`, and the last one is the projection's.
+    fn later_bar(&self) -> bool {
+        let mut depth = 0usize;
+        for t in &self.toks[self.pos + 1..] {
+            match t.tok {
+                Tok::Punct("(" | "[" | "{") => depth += 1,
+                Tok::Punct(")" | "]" | "}") if depth == 0 => return false,
+                Tok::Punct(")" | "]" | "}") => depth -= 1,
+                Tok::Punct("|") if depth == 0 => return true,
+                _ => {}
+            }
+        }
+        false
     }
 
     /// `f` with `|` ending a label expression at its top level (a comprehension's

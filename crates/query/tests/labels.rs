@@ -180,10 +180,19 @@ const EXPRESSIONS: &[(&str, &[&str])] = &[
         "MATCH (a:Person) WHERE (a)-[:!KNOWS]->() RETURN a.name",
         &["b"],
     ),
-    // `|` in a comprehension's WHERE ends the predicate; in parentheses it is a label.
+    // The last `|` in a comprehension's WHERE ends the predicate; the ones before it,
+    // and any in parentheses, join labels (as Neo4j 5.26 reads them).
     (
         "MATCH (n) WITH collect(n) AS ns RETURN [x IN ns WHERE x:Employee | x.name] AS l",
         &["[b,c]"],
+    ),
+    (
+        "MATCH (n) WITH collect(n) AS ns RETURN [x IN ns WHERE x:Person|Manager | x.name] AS l",
+        &["[a,b]"],
+    ),
+    (
+        "MATCH (n:Person) RETURN n.name, [(n)-->(m) WHERE m:Employee|Manager | m.name] AS l",
+        &["a,[b]", "b,[c]"],
     ),
     (
         "MATCH (n) WITH collect(n) AS ns RETURN [x IN ns WHERE x:(Person|Manager) | x.name] AS l",
@@ -330,6 +339,8 @@ fn write_patterns_refuse_what_is_not_a_set_of_labels() {
         "MATCH (n:A:B), (m:A|B) RETURN n",
         "MATCH (a)-[:!WORKS*1..2]->(b) RETURN a",
         "MATCH (a)-[:%*2]->(b) RETURN a",
+        // The one `|` is the projection's: `Manager` is an unknown variable.
+        "MATCH (n) WITH collect(n) AS ns RETURN [x IN ns WHERE x:Person|Manager] AS l",
     ] {
         assert!(run(&mut s, q).is_err(), "{q} should fail");
     }

@@ -79,6 +79,12 @@ pub fn time_zone(name: &str) -> Result<TimeZone, jiff::Error> {
     DB.get(name)
 }
 
+/// The offset (seconds east of UTC) of named zone `name` at an instant anywhere in
+/// Neo4j's range (a driver's zoned datetime parameter carries the instant and the name).
+pub fn offset_at_instant(name: &str, s: Stamp) -> Result<i32, QueryError> {
+    Ok(Zone::Named(Arc::from(name)).at(s)?.2)
+}
+
 impl Zone {
     fn named(n: &str) -> Result<TimeZone, QueryError> {
         time_zone(n).map_err(|e| bad(format!("unknown time zone '{n}': {e}")))
