@@ -1357,21 +1357,11 @@ impl Connection {
                 ))),
             }
         };
-        if let Some(d) = one("delimiter", &delimiter)? {
-            cfg.dialect.delimiter = d;
-        }
-        cfg.dialect.array_delimiter = match one("array_delimiter", &array_delimiter)? {
-            Some(d) => d,
-            None if cfg.dialect.delimiter == b';' => b'|',
-            None => b';',
+        let given_quote = match &quote {
+            None => None,
+            Some(q) if q.eq_ignore_ascii_case("none") => Some(None),
+            Some(q) => Some(one("quote", &Some(q.clone()))?),
         };
-        if let Some(q) = &quote {
-            cfg.dialect.quote = if q.eq_ignore_ascii_case("none") {
-                None
-            } else {
-                one("quote", &Some(q.clone()))?
-            };
-        }
         let names = column_names.unwrap_or_default();
         for (dict, kind) in [(&nodes, 0), (&relationships, 1)] {
             if let Some(d) = dict {
@@ -1408,24 +1398,26 @@ impl Connection {
         cfg.start_columns = start_columns.unwrap_or_default().into_iter().collect();
         cfg.end_columns = end_columns.unwrap_or_default().into_iter().collect();
         let explicit_ids = id_type.is_some();
-        cfg.id_type = match id_type.as_deref() {
-            Some("integer") => quiver_storage::manifest::IdType::Integer,
-            Some("string") | None => quiver_storage::manifest::IdType::String,
-            Some(o) => {
-                return Err(PyValueError::new_err(format!(
-                    "id_type: 'integer' or 'string', not {o:?}"
-                )))
-            }
-        };
         let failed = |e: quiver_import::ImportError| ImportFailed::new_err(e.to_string());
-        // Integer ids when the frames' id columns are integers by their schema, or the
-        // plain CSV headers' id columns hold integers (as `quiver import` decides).
-        if !explicit_ids
-            && (quiver_import::sources_have_integer_ids(&cfg).map_err(failed)?
-                || quiver_import::plain_ids_are_integers(&cfg).map_err(failed)?)
-        {
-            cfg.id_type = quiver_storage::manifest::IdType::Integer;
-        }
+        // How the files are read: what was given, the rest decided from the files, as
+        // `quiver import` decides it (a `;`-separated pair reads the same here).
+        let given = quiver_import::decide::Given {
+            delimiter: one("delimiter", &delimiter)?,
+            quote: given_quote,
+            array_delimiter: one("array_delimiter", &array_delimiter)?,
+            id_type: match id_type.as_deref() {
+                Some("integer") => Some(quiver_storage::manifest::IdType::Integer),
+                Some("string") => Some(quiver_storage::manifest::IdType::String),
+                None => None,
+                Some(o) => {
+                    return Err(PyValueError::new_err(format!(
+                        "id_type: 'integer' or 'string', not {o:?}"
+                    )))
+                }
+            },
+            appending: false,
+        };
+        quiver_import::decide::settle(&mut cfg, &given).map_err(failed)?;
         let (mode, ml, qml) = (self.mode, self.memory_limit, self.query_memory_limit);
         let mut guard = self.session.lock().unwrap_or_else(|e| e.into_inner());
         let Some(session) = guard.take() else {

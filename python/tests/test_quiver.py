@@ -145,6 +145,18 @@ def test_arrow_and_frames_out_with_nulls(con):
     assert '"_labels":["User"]' in a.column("u")[0].as_py()
 
 
+def test_dates_past_arrow_columns_are_text(con):
+    # Cypher's dates run to years +-999,999,999; Arrow's date32 and microsecond
+    # timestamps stop at about 5.8 million and 292,000 years: such a column is text,
+    # never a null in place of a value.
+    t = con.execute("UNWIND [date('2020-01-02'), date('+999999999-12-31'), null] AS d RETURN d").arrow()
+    assert t.schema.field("d").type == pa.string()
+    assert t.column("d").to_pylist() == ["2020-01-02", "+999999999-12-31", None]
+    t = con.execute("RETURN localdatetime('-999999999-01-01T00:00') AS l, date('2020-01-02') AS d").arrow()
+    assert t.column("l").to_pylist() == ["-999999999-01-01T00:00:00"]
+    assert t.schema.field("d").type == pa.date32()
+
+
 def test_record_batches_stream(con):
     r = con.execute("UNWIND range(1, 200000) AS x RETURN x")
     batches = list(r.record_batches())
@@ -291,6 +303,32 @@ def test_import_from_frames_equals_import_from_csv(tmp_path):
     # The CSV sniffs `score` 0.0, 0.25... as floats and `age` as integers: the same values.
     assert ra == rb == rc
     assert len(ra) == 3000
+
+
+NEWCOMER = os.path.join(os.path.dirname(__file__), "..", "..", "crates", "cli", "tests", "newcomer")
+
+
+def test_files_read_as_quiver_import_reads_them(tmp_path):
+    # How a file is read (delimiter, quote, ids) is decided in quiver-import for every
+    # front end: a `;`-separated pair imports here as it does from the CLI.
+    (tmp_path / "people.csv").write_text("id;name;tags\n1;Ann;a|b\n2;Bob;c\n")
+    (tmp_path / "knows.csv").write_text("src;dst;since\n1;2;2020\n")
+    c = quiver.connect(tmp_path / "semi.qdb")
+    c.import_graph(nodes={"Person": str(tmp_path / "people.csv")},
+                   relationships={"KNOWS": str(tmp_path / "knows.csv")})
+    rows = c.execute("MATCH (a:Person {id: 1})-[k:KNOWS]->(b) RETURN a.name, a.tags, k.since, b.name").fetchall()
+    assert rows == [("Ann", "a|b", 2020, "Bob")]
+    c.close()
+    # The CLI's newcomer corpus: tab, pipe and single-quoted files read the same way.
+    for i, (name, q, want) in enumerate([
+        ("cities.tsv", "MATCH (t:T {id: 1}) RETURN t.city, t.founded.year", [("Boston", 1630)]),
+        ("products.psv", "MATCH (t:T {sku: 'A-1'}) RETURN t.label, t.price", [("Widget", 9.5)]),
+        ("single_quoted.csv", "MATCH (t:T {id: 1}) RETURN t.name, t.city", [("Smith, Alice", "New York")]),
+    ]):
+        c = quiver.connect(tmp_path / f"n{i}.qdb")
+        c.import_graph(nodes={"T": os.path.join(NEWCOMER, name)})
+        assert c.execute(q).fetchall() == want, name
+        c.close()
 
 
 def test_import_from_a_record_batch_reader_and_column_names(tmp_path):

@@ -12,6 +12,7 @@
 //! - [`reader`]: files (plain or gzip) read as windows of whole records on a thread of
 //!   their own, shared by `quiver import` and LOAD CSV.
 //! - [`rejects`]: the rejects file, one CSV line per skipped row.
+//! - [`sniff`]: what a file's first bytes say about its delimiter and quote.
 //!
 //! **Invariant:** this crate knows nothing of storage, queries or budgets; it turns files
 //! into records, records into fields and fields into typed values, and reports positions.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod header;
 pub mod reader;
 pub mod rejects;
+pub mod sniff;
 pub mod split;
 pub mod tokenize;
 pub mod value;

@@ -15,6 +15,7 @@
 //! store, degree arrays and CSR build buffers; input windows and in-flight batches are the
 //! fixed overhead (sized from the budget, a few windows of at most 8 MiB).
 
+pub mod decide;
 pub mod edges;
 pub mod error;
 pub mod idmap;

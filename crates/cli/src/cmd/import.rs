@@ -325,61 +325,36 @@ pub(crate) fn config(a: &Args, cwd: Option<&std::path::Path>) -> Result<ImportCo
     for g in cfg.nodes.iter_mut().chain(cfg.relationships.iter_mut()) {
         g.source = quiver_arrow::source::parquet_group(&g.files).map_err(anyhow::Error::msg)?;
     }
-    cfg.dialect.delimiter = match &a.delimiter {
-        Some(d) => one_byte("delimiter", d)?,
-        None => {
-            let d = sniff_delimiter(&plain_files(&cfg));
-            if d != b',' && !a.quiet {
-                eprintln!(
-                    "reading the files as `{}`-delimited, as their headers are (--delimiter chooses)",
-                    if d == b'\t' { "\\t".to_string() } else { (d as char).to_string() }
-                );
-            }
-            d
+    // How the files are read: what the flags give, the rest decided from the files,
+    // as every front end decides it (quiver_import::decide).
+    let given = quiver_import::decide::Given {
+        delimiter: a.delimiter.as_deref().map(|d| one_byte("delimiter", d)).transpose()?,
+        quote: match a.quote.as_deref() {
+            Some(q) if q.eq_ignore_ascii_case("none") => Some(None),
+            Some(q) => Some(Some(one_byte("quote", q)?)),
+            None => None,
+        },
+        array_delimiter: a
+            .array_delimiter
+            .as_deref()
+            .map(|d| one_byte("array-delimiter", d))
+            .transpose()?,
+        id_type: match a.id_type.as_deref() {
+            Some("integer") => Some(IdType::Integer),
+            Some(_) => Some(IdType::String),
+            None => None,
+        },
+        appending: a.append,
+    };
+    for d in quiver_import::decide::settle(&mut cfg, &given)? {
+        let show = match d {
+            quiver_import::decide::Decided::IntegerIds => !a.json,
+            _ => !a.quiet,
+        };
+        if show {
+            eprintln!("{d}");
         }
-    };
-    cfg.dialect.quote = match a.quote.as_deref() {
-        Some(q) if q.eq_ignore_ascii_case("none") => None,
-        Some(q) => Some(one_byte("quote", q)?),
-        None => {
-            let q = sniff_quote(&plain_files(&cfg), cfg.dialect.delimiter);
-            if q != b'"' && !a.quiet {
-                eprintln!(
-                    "reading fields quoted with `{}`, as the files quote them (--quote chooses)",
-                    q as char
-                );
-            }
-            Some(q)
-        }
-    };
-    cfg.dialect.array_delimiter = match &a.array_delimiter {
-        Some(d) => one_byte("array-delimiter", d)?,
-        // `;` separates fields here: arrays take `|`, Neo4j's other common choice.
-        None if cfg.dialect.delimiter == b';' => b'|',
-        None => b';',
-    };
-    if cfg.dialect.array_delimiter == cfg.dialect.delimiter {
-        bail!(
-            "--array-delimiter and --delimiter are both `{}`: arrays could not be told from fields; choose another array delimiter",
-            cfg.dialect.delimiter as char
-        );
     }
-    cfg.id_type = match a.id_type.as_deref() {
-        Some("integer") => IdType::Integer,
-        Some(_) => IdType::String,
-        // Parquet files whose id columns are integers by their schema: integer ids.
-        None if quiver_import::sources_have_integer_ids(&cfg)? => IdType::Integer,
-        // So are the ids of plain CSV headers whose id columns hold integers.
-        None if !a.append && quiver_import::plain_ids_are_integers(&cfg)? => {
-            if !a.json {
-                eprintln!(
-                    "ids: integers (every id, start and end value sampled is one), so {{id: 1}} finds them; pass --id-type string to keep them as text"
-                );
-            }
-            IdType::Integer
-        }
-        None => IdType::String,
-    };
     if let Some(b) = &a.memory_budget {
         cfg.memory_budget_bytes = parse_bytes(b).map_err(anyhow::Error::msg)?;
     }
@@ -564,19 +539,7 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
         ) => file.clone(),
         _ => return e,
     };
-    let Some(header) = first_line(&file) else {
-        return e;
-    };
-    let columns = |d: u8| header.split(|&b| b == d).count();
-    if columns(delimiter) > 1 {
-        return e;
-    }
-    let found = [b';', b'\t', b'|']
-        .into_iter()
-        .filter(|&d| d != delimiter)
-        .map(|d| (columns(d), d))
-        .max()
-        .filter(|&(n, _)| n > 1);
+    let found = quiver_csv::sniff::other_delimiter(&file, delimiter);
     match found {
         Some((n, d)) => {
             let shown = if d == b'\t' {
@@ -594,102 +557,3 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
     }
 }
 
-/// The delimiter the files' headers agree on: `,` when a header has several columns by
-/// commas (or none by anything), else `;`, tab or `|` when that splits every header (the
-/// one that gives the most columns), else `,` (an error then hints at the right one).
-/// The first file of every group read as CSV (not from a Parquet or Arrow source).
-fn plain_files(cfg: &ImportConfig) -> Vec<&std::path::Path> {
-    cfg.nodes
-        .iter()
-        .chain(&cfg.relationships)
-        .filter(|g| g.source.is_none())
-        .filter_map(|g| g.files.first().map(|f| f.as_path()))
-        .collect()
-}
-
-/// `'` when the files quote fields with it, as some tools write them: no `"` in the
-/// first 64 KiB of any file, some field (split on `delimiter`) starting and ending with
-/// `'`, and an even count of `'` on every line (so `O'Brien` is data). `"` otherwise.
-fn sniff_quote(files: &[&std::path::Path], delimiter: u8) -> u8 {
-    use std::io::Read;
-    let mut quoted = false;
-    for f in files {
-        if f.extension().is_some_and(|x| x == "gz")
-            || !std::fs::metadata(f).is_ok_and(|m| m.is_file())
-        {
-            return b'"';
-        }
-        let mut sample = Vec::new();
-        let read = std::fs::File::open(f).and_then(|h| h.take(64 << 10).read_to_end(&mut sample));
-        if read.is_err() || sample.contains(&b'"') {
-            return b'"';
-        }
-        // The last line may be cut short: leave it out.
-        let end = sample
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(sample.len(), |e| e + 1);
-        for line in sample[..end].split(|&b| b == b'\n') {
-            if line.iter().filter(|&&b| b == b'\'').count() % 2 == 1 {
-                return b'"';
-            }
-            quoted |= line
-                .split(|&b| b == delimiter)
-                .map(|f| f.strip_suffix(b"\r").unwrap_or(f))
-                .any(|f| f.len() >= 2 && f[0] == b'\'' && f[f.len() - 1] == b'\'');
-        }
-    }
-    if quoted {
-        b'\''
-    } else {
-        b'"'
-    }
-}
-
-fn sniff_delimiter(files: &[&std::path::Path]) -> u8 {
-    let mut agreed: Option<u8> = None;
-    for f in files {
-        let Some(header) = first_line(f) else {
-            return b',';
-        };
-        let columns = |d: u8| header.split(|&b| b == d).count();
-        let d = if columns(b',') > 1 {
-            b','
-        } else {
-            match [b';', b'\t', b'|']
-                .into_iter()
-                .map(|d| (columns(d), d))
-                .max()
-                .filter(|&(n, _)| n > 1)
-            {
-                Some((_, d)) => d,
-                // One column by every candidate: it says nothing.
-                None => continue,
-            }
-        };
-        match agreed {
-            Some(a) if a != d => return b',',
-            _ => agreed = Some(d),
-        }
-    }
-    agreed.unwrap_or(b',')
-}
-
-/// The first line of a plain file, at most 64 KiB of it (`None` for a gzip file, and for
-/// what is not a regular file: reading a pipe would take its lines from the import).
-fn first_line(path: &std::path::Path) -> Option<Vec<u8>> {
-    use std::io::{BufRead, Read};
-    if path.extension().is_some_and(|x| x == "gz") || !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let mut r = std::io::BufReader::new(std::fs::File::open(path).ok()?);
-    let mut line = Vec::new();
-    r.by_ref()
-        .take(64 << 10)
-        .read_until(b'\n', &mut line)
-        .ok()?;
-    while line.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
-        line.pop();
-    }
-    Some(line)
-}
