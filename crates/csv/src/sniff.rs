@@ -47,7 +47,8 @@ pub fn delimiter(files: &[&Path]) -> u8 {
 pub fn quote(files: &[&Path], delimiter: u8) -> u8 {
     let mut quoted = false;
     for f in files {
-        if f.extension().is_some_and(|x| x == "gz") || !std::fs::metadata(f).is_ok_and(|m| m.is_file())
+        if f.extension().is_some_and(|x| x == "gz")
+            || !std::fs::metadata(f).is_ok_and(|m| m.is_file())
         {
             return b'"';
         }

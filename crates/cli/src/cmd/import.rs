@@ -328,7 +328,11 @@ pub(crate) fn config(a: &Args, cwd: Option<&std::path::Path>) -> Result<ImportCo
     // How the files are read: what the flags give, the rest decided from the files,
     // as every front end decides it (quiver_import::decide).
     let given = quiver_import::decide::Given {
-        delimiter: a.delimiter.as_deref().map(|d| one_byte("delimiter", d)).transpose()?,
+        delimiter: a
+            .delimiter
+            .as_deref()
+            .map(|d| one_byte("delimiter", d))
+            .transpose()?,
         quote: match a.quote.as_deref() {
             Some(q) if q.eq_ignore_ascii_case("none") => Some(None),
             Some(q) => Some(Some(one_byte("quote", q)?)),
@@ -556,4 +560,3 @@ fn with_delimiter_hint(e: anyhow::Error, delimiter: u8) -> anyhow::Error {
         None => e,
     }
 }
-
