@@ -14,8 +14,8 @@
 //! output and writes the offsets after (a chunk whose data would outgrow the plain data
 //! is written plain instead).
 
-use crate::column::{Cursor, Offsets};
 use crate::error::{corrupted, FormatError};
+use crate::offsets::{Cursor, Offsets};
 pub use fsst::Compressor;
 use fsst::ESCAPE_CODE;
 use rayon::prelude::*;
@@ -158,7 +158,7 @@ pub fn encode<'v>(
         *acc += l as u64;
         Some(*acc)
     }));
-    crate::column::encode_offsets(ends, out);
+    crate::offsets::encode_offsets(ends, out);
     true
 }
 

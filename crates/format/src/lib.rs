@@ -5,7 +5,12 @@
 //! - [`bitpack`]: fixed-width bit-packing with O(1) random access, streaming writer.
 //! - [`column`]: typed column chunks (frame-of-reference ints, dictionary or plain
 //!   strings, bitmaps, arrays) with null bitmaps, and their zero-copy readers.
+//! - `offsets`: the chunk byte reader and string offsets both string encodings stand on.
+//! - [`fsst`]: FSST-compressed strings (a symbol table and codes).
 //! - [`segment`]: framing of a segment file: blobs, a JSON footer, checksums, magic.
+//!
+//! Modules depend one way: `column` on `fsst`, both on `offsets` and `bitpack`;
+//! `segment` on none of them.
 //!
 //! **Invariant:** no reader panics on corrupted bytes: every size is validated when a chunk
 //! is opened, and failures are [`FormatError::Corrupted`].
@@ -14,6 +19,7 @@ pub mod bitpack;
 pub mod column;
 pub mod error;
 pub mod fsst;
+mod offsets;
 pub mod segment;
 
 pub use error::FormatError;
