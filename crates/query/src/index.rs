@@ -8,7 +8,7 @@
 
 use crate::error::QueryError;
 use crate::graph::{chunk_value, Graph};
-use crate::ops::account;
+use crate::memory::account;
 use crate::value::Value;
 use quiver_common::memory::MemoryBudget;
 use quiver_common::types::{DataType, ScalarType};

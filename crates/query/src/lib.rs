@@ -20,6 +20,7 @@ pub mod expr;
 pub mod fulltext;
 pub mod graph;
 pub mod index;
+pub(crate) mod memory;
 pub mod ops;
 pub mod plan;
 pub mod procs;

@@ -5,7 +5,7 @@
 
 use crate::error::QueryError;
 use crate::graph::Graph;
-use crate::ops::account;
+use crate::memory::account;
 use crate::value::Value;
 use quiver_common::memory::MemoryBudget;
 use quiver_format::column::ColumnChunk;
