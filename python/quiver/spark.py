@@ -78,7 +78,10 @@ def _read(spark, src):
     path = str(src)
     low = path.lower()
     if low.endswith(".csv") or low.endswith(".csv.gz"):
-        return spark.read.option("header", True).option("inferSchema", True).csv(path)
+        # Read with the delimiter and quote `quiver import` would choose for the file.
+        sep, quote = _quiver.csv_dialect(path)
+        return (spark.read.option("header", True).option("inferSchema", True)
+                .option("sep", sep).option("quote", quote).csv(path))
     return spark.read.parquet(path)
 
 

@@ -1520,6 +1520,14 @@ fn part_result(
     serde_json::to_string(&info).map_err(|e| DatabaseError::new_err(e.to_string()))
 }
 
+/// The delimiter and quote of a CSV file, as `quiver import` decides them when they are
+/// not given (`quiver_import::decide`): the Spark build reads CSV inputs with them.
+#[pyfunction]
+fn csv_dialect(path: PathBuf) -> (String, String) {
+    let (d, q) = quiver_import::decide::dialect_of(&[path.as_path()]);
+    ((d as char).to_string(), (q as char).to_string())
+}
+
 /// Writes a table part (node rows, or relationship property rows in edge-id order) from
 /// `data` into the folder `parts_dir`; returns its description as JSON.
 #[pyfunction]
@@ -1621,6 +1629,7 @@ fn _quiver(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("QueryCancelled", py.get_type::<QueryCancelled>())?;
     m.add("ImportFailed", py.get_type::<ImportFailed>())?;
     m.add("DatabaseError", py.get_type::<DatabaseError>())?;
+    m.add_function(wrap_pyfunction!(csv_dialect, m)?)?;
     m.add_function(wrap_pyfunction!(write_table_part, m)?)?;
     m.add_function(wrap_pyfunction!(write_csr_part, m)?)?;
     m.add_function(wrap_pyfunction!(write_id_index_part, m)?)?;

@@ -68,7 +68,7 @@ pub fn settle(cfg: &mut ImportConfig, given: &Given) -> Result<Vec<Decided>, Imp
     cfg.dialect.delimiter = match given.delimiter {
         Some(d) => d,
         None => {
-            let d = quiver_csv::sniff::delimiter(&plain);
+            let d = dialect_of(&plain).0;
             if d != b',' {
                 decided.push(Decided::Delimiter(d));
             }
@@ -109,6 +109,14 @@ pub fn settle(cfg: &mut ImportConfig, given: &Given) -> Result<Vec<Decided>, Imp
         None => IdType::String,
     };
     Ok(decided)
+}
+
+/// The delimiter and quote `files` are written with, as [`settle`] decides them when
+/// neither is given: for a front end that reads the files with a reader of its own (the
+/// Spark build hands them to Spark's CSV reader).
+pub fn dialect_of(files: &[&Path]) -> (u8, u8) {
+    let d = quiver_csv::sniff::delimiter(files);
+    (d, quiver_csv::sniff::quote(files, d))
 }
 
 /// The first file of every group read as CSV (not from a Parquet or Arrow source).
