@@ -26,10 +26,18 @@ pub mod plan;
 pub mod procs;
 pub mod render;
 pub mod vector;
+
+mod cache;
+mod options;
+mod text;
+
+pub use cache::*;
 /// The write operators and LOAD CSV live with the other operators, by family.
 pub use ops::{load, write};
+pub use options::*;
 /// The value type lives in the engine (the delta stores values); re-exported here.
 pub use quiver_engine::value;
+pub use text::*;
 
 pub use error::QueryError;
 pub use graph::Graph;
@@ -50,112 +58,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Per-query settings.
-#[derive(Debug, Clone)]
-pub struct QueryOptions {
-    /// Bytes a query's operators may hold (hash tables, sort buffers, BFS frontiers).
-    /// Where operators spill what outgrows their grant (a full ORDER BY's sorted
-    /// runs); `None`: they fail instead. Default: the system's temporary directory.
-    pub temp_dir: Option<PathBuf>,
-    pub memory_limit: u64,
-    /// How long a request for memory waits while other queries hold the database's
-    /// limit, before the query fails (see [`quiver_common::memory::WaitPolicy`]).
-    pub memory_wait: Duration,
-    /// Set to stop a running query (Ctrl-C in the shell).
-    pub cancel: Option<Arc<AtomicBool>>,
-    /// Past this instant the query stops as if cancelled (checked where cancellation
-    /// is, once a batch): a server runs a statement that has been quick on its I/O
-    /// thread with a short deadline, and on a worker if it is not done by then.
-    pub deadline: Option<Instant>,
-    /// Where LOAD CSV may read files (`None`: LOAD CSV is refused).
-    pub import_dir: Option<PathBuf>,
-    /// Where LOAD CSV ... IGNORE BAD writes the rows it skips (a file per statement).
-    pub rejects_dir: Option<PathBuf>,
-    /// The database's memory budget: a query's operators take their grants from it
-    /// as well as from `memory_limit` (`None`: only the query's own limit).
-    pub database_memory: Option<MemoryBudget>,
-    /// Told the result's column names once the statement is planned, before its first
-    /// row (a server answers RUN with them and streams the rows as they are pulled).
-    pub on_columns: Option<ColumnsHook>,
-    /// Procedures `CALL` may run besides the built-in `db.*` ones.
-    pub procedures: procs::Procedures,
-    /// Where running queries are listed (SHOW TRANSACTIONS), and who runs them.
-    pub activity: Option<Arc<quiver_engine::activity::Activity>>,
-    pub client: quiver_engine::activity::Client,
-}
-
-/// See [`QueryOptions::on_columns`].
-#[derive(Clone)]
-pub struct ColumnsHook(pub Arc<dyn Fn(&[String]) + Send + Sync>);
-
-impl std::fmt::Debug for ColumnsHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ColumnsHook")
-    }
-}
-
-/// How long a query waits for the database's memory by default: long enough for the
-/// other heavy queries of a busy server to end, short enough that a client learns of
-/// an overloaded server (SQL Server waits up to 25 times the plan's cost estimate).
-pub const DEFAULT_MEMORY_WAIT: Duration = Duration::from_secs(30);
-
-/// A quarter of the machine's memory, at most 4 GiB.
-pub fn default_memory_limit() -> u64 {
-    let ram = quiver_common::size::physical_memory_bytes().max(1 << 30);
-    (ram / 4).min(4 << 30)
-}
-
-impl Default for QueryOptions {
-    fn default() -> Self {
-        QueryOptions {
-            memory_limit: default_memory_limit(),
-            memory_wait: DEFAULT_MEMORY_WAIT,
-            temp_dir: Some(std::env::temp_dir()),
-            cancel: None,
-            deadline: None,
-            import_dir: None,
-            rejects_dir: None,
-            database_memory: None,
-            on_columns: None,
-            procedures: procs::Procedures::default(),
-            activity: None,
-            client: Default::default(),
-        }
-    }
-}
-
-/// What a run produced besides its rows.
-#[derive(Debug, Clone, Default)]
-pub struct Summary {
-    pub columns: Vec<String>,
-    pub rows: u64,
-    pub elapsed: Duration,
-    /// Most bytes the query's operators held at once.
-    pub peak_bytes: u64,
-    /// The plan (EXPLAIN) or the plan with rows, time and memory per operator (PROFILE).
-    pub plan: Option<String>,
-    /// EXPLAIN: planned, not run.
-    pub explained: bool,
-    /// Set by index DDL: the database changed on disk.
-    pub changed: bool,
-    pub message: Option<String>,
-    /// What the statement wrote.
-    pub counters: quiver_engine::Counters,
-    /// Rows LOAD CSV ... IGNORE BAD skipped, and the file they were written to.
-    pub bad_rows: u64,
-    pub rejects_path: Option<PathBuf>,
-    /// The statement only reads the graph (no writes, procedures or LOAD CSV): running
-    /// it again has no effect but its rows ([`quiver_cypher::ast::Query::graph_read`]).
-    pub graph_read: bool,
-    /// The statement reads or writes the graph and nothing else: in auto-commit it
-    /// commits at its end only, so stopped before that it leaves nothing
-    /// ([`quiver_cypher::ast::Query::rerunnable`]).
-    pub rerunnable: bool,
-}
-
-/// Receives result batches as they are produced.
-pub type Sink<'s> = dyn FnMut(&Graph, &Batch) -> Result<(), QueryError> + 's;
 
 fn render_plan(descs: &[plan::Desc], root: usize, stats: Option<&[OpStats]>) -> String {
     let mut out = String::new();
@@ -388,75 +290,6 @@ pub struct Session {
     pub defer_sync: bool,
     /// The last auto-commit statement's commit, not yet synced (with `defer_sync`).
     unsynced: Option<quiver_engine::Unsynced>,
-}
-
-/// Queries parsed, by their text: a client that runs one text with new parameters (as
-/// drivers do) parses it once. Commands are parsed each time. Bounded in entries and
-/// text length, and shared by the sessions of a server ([`Session::share_parses`]), so
-/// its memory does not grow with the connections.
-#[derive(Default)]
-pub struct ParseCache {
-    texts: std::sync::Mutex<HashMap<Box<str>, Arc<Prepared>>>,
-}
-
-/// A parsed statement, and whether it passed `bind::check`. The check reads the text
-/// alone, so a statement that passed it once passes again: a cached one is checked at
-/// its first run only (2.5% of a point read's server CPU, checked every run).
-struct Prepared {
-    stmt: quiver_cypher::ast::Statement,
-    checked: std::sync::atomic::AtomicBool,
-}
-
-impl Prepared {
-    fn new(stmt: quiver_cypher::ast::Statement) -> Prepared {
-        Prepared {
-            stmt,
-            checked: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// `bind::check`, unless it passed before.
-    fn check(&self, text: &str) -> Result<(), QueryError> {
-        use std::sync::atomic::Ordering::Relaxed;
-        if !self.checked.load(Relaxed) {
-            quiver_cypher::bind::check(text, &self.stmt)?;
-            self.checked.store(true, Relaxed);
-        }
-        Ok(())
-    }
-}
-
-/// Query texts a cache keeps; past it, it forgets them all.
-const PARSED_TEXTS: usize = 1024;
-/// ... and only texts of at most this many bytes (a long text, a literal's data, is not
-/// worth its memory).
-const PARSED_TEXT_BYTES: usize = 4 << 10;
-
-impl std::fmt::Debug for ParseCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ParseCache({} texts)", self.lock().len())
-    }
-}
-
-impl ParseCache {
-    fn get(&self, text: &str) -> Option<Arc<Prepared>> {
-        self.lock().get(text).cloned()
-    }
-
-    fn keep(&self, text: &str, stmt: &Arc<Prepared>) {
-        if text.len() > PARSED_TEXT_BYTES {
-            return;
-        }
-        let mut texts = self.lock();
-        if texts.len() >= PARSED_TEXTS {
-            texts.clear();
-        }
-        texts.insert(text.into(), stmt.clone());
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Arc<Prepared>>> {
-        self.texts.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// A row of SHOW INDEXES: Neo4j 5's columns (`(type, indexProvider)`, the label and
@@ -1772,86 +1605,4 @@ fn shown_query(
         out += &shown.iter().map(|c| q(c)).collect::<Vec<_>>().join(", ");
     }
     out
-}
-
-/// Whether `text` is a command (transaction, storage, index DDL) rather than a query.
-pub fn is_command(text: &str) -> bool {
-    matches!(quiver_cypher::parse(text), Ok(Parsed::Command(_)))
-}
-
-/// The write counters as one line, Neo4j style ("2 nodes created, 3 properties set"),
-/// and the rows LOAD CSV skipped with where they went.
-pub fn counters_line(s: &Summary) -> Option<String> {
-    let mut items: Vec<String> = s
-        .counters
-        .items()
-        .iter()
-        .map(|(k, v)| format!("{v} {k}"))
-        .collect();
-    if s.bad_rows > 0 {
-        items.push(match &s.rejects_path {
-            Some(p) => format!("{} bad rows skipped (see {})", s.bad_rows, p.display()),
-            None => format!("{} bad rows skipped", s.bad_rows),
-        });
-    }
-    (!items.is_empty()).then(|| items.join(", "))
-}
-
-/// Parses `--param name=value`: integers, floats, true/false/null, JSON lists and maps,
-/// quoted strings; anything else is a string.
-pub fn parse_param(s: &str) -> Result<(String, Value), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("--param {s}: expected name=value"))?;
-    Ok((
-        k.trim().trim_start_matches('$').to_string(),
-        parse_value(v.trim()),
-    ))
-}
-
-/// A parameter value from text (see [`parse_param`]).
-pub fn parse_value(v: &str) -> Value {
-    if let Ok(i) = v.parse::<i64>() {
-        return Value::Int(i);
-    }
-    if let Ok(f) = v.parse::<f64>() {
-        if v.contains(['.', 'e', 'E'])
-            && !v.chars().any(|c| c.is_alphabetic() && c != 'e' && c != 'E')
-        {
-            return Value::Float(f);
-        }
-    }
-    match v {
-        "true" => return Value::Bool(true),
-        "false" => return Value::Bool(false),
-        "null" => return Value::Null,
-        _ => {}
-    }
-    if v.starts_with('[') || v.starts_with('{') || v.starts_with('"') {
-        if let Ok(j) = serde_json::from_str::<serde_json::Value>(v) {
-            return from_json(&j);
-        }
-    }
-    if v.len() >= 2 && v.starts_with('\'') && v.ends_with('\'') {
-        return Value::str(&v[1..v.len() - 1]);
-    }
-    Value::str(v)
-}
-
-fn from_json(j: &serde_json::Value) -> Value {
-    match j {
-        serde_json::Value::Null => Value::Null,
-        serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => n
-            .as_i64()
-            .map(Value::Int)
-            .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
-        serde_json::Value::String(s) => Value::str(s),
-        serde_json::Value::Array(a) => Value::list(a.iter().map(from_json).collect()),
-        serde_json::Value::Object(o) => Value::Map(Arc::new(
-            o.iter()
-                .map(|(k, v)| (Arc::from(k.as_str()), from_json(v)))
-                .collect(),
-        )),
-    }
 }
