@@ -346,14 +346,9 @@ impl Rows {
                 _ => None,
             }))),
             Kind::LocalDateTime | Kind::DateTime(_) => {
-                let a = TimestampMicrosecondArray::from_iter(vs.map(|v| {
-                    match v {
-                        Value::LocalDateTime(s) | Value::DateTime(s, _, _) => s
-                            .secs
-                            .checked_mul(1_000_000)
-                            .and_then(|us| us.checked_add(s.nanos as i64 / 1000)),
-                        _ => None,
-                    }
+                let a = TimestampMicrosecondArray::from_iter(vs.map(|v| match v {
+                    Value::LocalDateTime(s) | Value::DateTime(s, _, _) => arrow_micros(s),
+                    _ => None,
                 }));
                 match k {
                     Kind::DateTime(tz) => Arc::new(a.with_timezone(tz.as_str())),
@@ -597,11 +592,14 @@ impl Kind {
 fn beyond_arrow(v: &Value) -> bool {
     match v {
         Value::Date(d) => i32::try_from(*d).is_err(),
-        Value::LocalDateTime(s) | Value::DateTime(s, ..) => s
-            .secs
-            .checked_mul(1_000_000)
-            .and_then(|us| us.checked_add(s.nanos as i64 / 1000))
-            .is_none(),
+        Value::LocalDateTime(s) | Value::DateTime(s, ..) => arrow_micros(s).is_none(),
         _ => false,
     }
+}
+
+/// A datetime as an Arrow microsecond timestamp (finer nanoseconds dropped), when it fits.
+fn arrow_micros(s: &quiver_query::value::Stamp) -> Option<i64> {
+    s.secs
+        .checked_mul(1_000_000)
+        .and_then(|us| us.checked_add(s.nanos as i64 / 1000))
 }
