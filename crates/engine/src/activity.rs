@@ -4,7 +4,7 @@
 //! A query registers when it starts and is removed when its [`Running`] ticket drops,
 //! however it ends.
 
-use crate::store::lock;
+use crate::error::lock;
 use quiver_common::memory::MemoryBudget;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

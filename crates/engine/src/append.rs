@@ -1,7 +1,9 @@
 //! A bulk append into a live database (`quiver import --append` while the database is
 //! served): the import writes its segments into a private folder beside the running
 //! database, against a snapshot of it; a checkpoint then takes them into its next
-//! generation, the same publish step as a bulk write's (see [`crate::bulk`]).
+//! generation, the same publish step as a bulk write's (see [`crate::bulk`]). This module
+//! holds what the append staged ([`Prebuilt`], [`open_staged`]); the publish is
+//! `Store::publish_append`, a checkpoint ([`crate::checkpoint`]).
 //!
 //! The append's nodes take an id range the store hands out once their count is known
 //! ([`Store::reserve_nodes`]); transactions that created nodes meanwhile hold the ids
@@ -11,15 +13,11 @@
 //! as a bulk write's do; a transaction that created one of the same type before the
 //! publish fails retryably at its commit.
 
-use crate::checkpoint::CheckpointReport;
-use crate::store::{EngineError, Store};
+use crate::error::EngineError;
 use quiver_storage::manifest::{IdSpaceMeta, Manifest, NodeTableMeta, RelTypeMeta, SegmentMeta};
 use quiver_storage::write::Staging;
-use quiver_storage::{Database, Direction, OpenMode, WriteError};
+use quiver_storage::{Database, OpenMode, WriteError};
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
-use std::time::Instant;
 
 /// What an append adds to its base generation, staged and ready to be taken in.
 #[derive(Debug, Clone)]
@@ -110,80 +108,6 @@ impl Prebuilt {
             seg.file = rel;
         }
         Ok(())
-    }
-}
-
-impl Store {
-    /// Hands out `n` node ids at once, past every id handed out so far: the range a live
-    /// append's nodes take (see the module docs). Ids it does not publish are deleted
-    /// rows of a later checkpoint's table, as a rolled-back transaction's are.
-    pub fn reserve_nodes(&self, n: u64) -> u64 {
-        self.next_node.fetch_add(n, Ordering::SeqCst)
-    }
-
-    /// Publishes an append staged against `base` (the generation current since the
-    /// caller took [`Store::publishing`]): a checkpoint that takes the delta and the
-    /// append's parts into a new generation. Under the commit lock throughout, as a
-    /// direct write of relationships is: a node the append connects that a transaction
-    /// deleted since `base` fails the append (a conflict; nothing is published), and a
-    /// transaction still open that deletes one fails at its commit.
-    pub fn publish_append(
-        &self,
-        publisher: &MutexGuard<'_, ()>,
-        base: &Database,
-        appended: &Database,
-        prebuilt: Prebuilt,
-    ) -> Result<CheckpointReport, EngineError> {
-        let t0 = Instant::now();
-        let c = self.commit_lock();
-        let head = self.snapshot();
-        if head.db.manifest().generation != base.manifest().generation {
-            return Err(EngineError::Refused(
-                "the database moved to a new generation while the append ran; append again".into(),
-            ));
-        }
-        if head.db.manifest().id_spaces.len() != base.manifest().id_spaces.len() {
-            return Err(EngineError::Refused(
-                "the database's id spaces changed while the append ran; append again".into(),
-            ));
-        }
-        // Nodes of the base that transactions deleted since: the append must not have
-        // connected any of them.
-        if !prebuilt.rel_types.is_empty() {
-            for (&n, r) in head.delta.nodes.range(..base.n_nodes()) {
-                if !r.deleted || base.node_deleted(n) {
-                    continue;
-                }
-                for rt in &prebuilt.rel_types {
-                    let Some(a) = appended.rel_type_index(&rt.name) else {
-                        continue;
-                    };
-                    let b = base.rel_type_index(&rt.name);
-                    for dir in [Direction::Out, Direction::In] {
-                        let now = appended.degree(a, n as u32, dir)?;
-                        let before = match b {
-                            Some(b) => base.degree(b, n as u32, dir)?,
-                            None => 0,
-                        };
-                        if now > before {
-                            return Err(EngineError::Conflict(format!(
-                                "node {n} was deleted by another transaction while the append added relationships to it; append again"
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-        self.run_checkpoint(
-            publisher,
-            Some(c),
-            crate::checkpoint::Incoming {
-                append: Some(prebuilt),
-                ..Default::default()
-            },
-            true,
-            t0,
-        )
     }
 }
 

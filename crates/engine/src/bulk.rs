@@ -29,9 +29,9 @@
 //! type (CSR out and in, property rows in the type's columns) instead of records in
 //! the delta and the log.
 
-use crate::checkpoint::{dtype_of, push_value};
+use crate::columns::{dtype_of, push_value, value_at};
 use crate::delta::Props;
-use crate::store::EngineError;
+use crate::error::EngineError;
 use crate::value::Value;
 use quiver_common::limits::{
     BATCH_DIRECT_MIN, BULK_GRANT_WAIT_SECS, BULK_GROUP_BYTES, BULK_GROUP_BYTES_MIN, BULK_ROWS_MIN,
@@ -116,42 +116,6 @@ impl Col {
         match self {
             Col::Nulls(_) => Value::Null,
             Col::Built(b) => value_at(b, i),
-        }
-    }
-}
-
-fn scalar_at(b: &ColumnBuilder, s: ScalarType, i: usize) -> Value {
-    if !b.is_valid(i) {
-        return Value::Null;
-    }
-    match s {
-        ScalarType::Double | ScalarType::Float => Value::Float(b.f64_values()[i]),
-        ScalarType::Boolean => Value::Bool(b.bool_values()[i]),
-        ScalarType::String | ScalarType::Char => {
-            Value::str(std::str::from_utf8(b.bytes_at(i)).unwrap_or_default())
-        }
-        ScalarType::Date => Value::Date(b.i64_values()[i]),
-        ScalarType::LocalDateTime => Value::local_datetime_us(b.i64_values()[i]),
-        ScalarType::DateTime => Value::datetime_us(b.i64_values()[i]),
-        ScalarType::Byte | ScalarType::Short | ScalarType::Int | ScalarType::Long => {
-            Value::Int(b.i64_values()[i])
-        }
-    }
-}
-
-/// Row `i` of a builder as a value (what was pushed).
-pub(crate) fn value_at(b: &ColumnBuilder, i: usize) -> Value {
-    match b.dtype {
-        DataType::Scalar(s) => scalar_at(b, s, i),
-        DataType::Array(s) => {
-            if !b.is_valid(i) {
-                return Value::Null;
-            }
-            let (lo, hi) = b.list_range(i);
-            match b.list_child_ref() {
-                Some(c) => Value::list((lo..hi).map(|j| scalar_at(c, s, j)).collect()),
-                None => Value::Null,
-            }
         }
     }
 }

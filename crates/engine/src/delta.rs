@@ -26,7 +26,7 @@
 
 use crate::nodemap::NodeMap;
 use crate::segments;
-use crate::value::Value;
+use crate::value::{alloc_bytes, Value};
 use imbl::{HashMap as PMap, OrdMap, OrdSet, Vector};
 use quiver_storage::{Database, Direction, ReadError};
 use std::ops::{Deref, DerefMut};
@@ -396,20 +396,6 @@ pub enum ApplyError {
     NoRel(Arc<str>, u64),
     #[error(transparent)]
     Read(#[from] ReadError),
-}
-
-/// Bytes an allocation of `n` bytes takes from glibc's malloc: an 8-byte header, rounded
-/// up to 16, at least 32.
-pub(crate) const fn alloc_bytes(n: u64) -> u64 {
-    if n == 0 {
-        return 0;
-    }
-    let c = (n + 8 + 15) & !15;
-    if c < 32 {
-        32
-    } else {
-        c
-    }
 }
 
 /// What a deletion record of a segment relationship held when `DETACH DELETE` wrote one

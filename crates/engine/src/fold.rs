@@ -18,11 +18,11 @@
 //! index is not rewritten here), a table label removed from one row, and tables without
 //! row groups.
 
-use crate::checkpoint::{columns_of, dtype_of, push_value};
+use crate::columns::{columns_of, fits, push_value};
 use crate::delta::Op;
-use crate::store::EngineError;
+use crate::error::EngineError;
 use crate::value::Value;
-use quiver_common::types::{DataType, ScalarType};
+use quiver_common::types::DataType;
 use quiver_format::column::ColumnBuilder;
 use quiver_storage::manifest::{PropertyMeta, SegmentMeta, TableFooter};
 use quiver_storage::write::{PatchWriter, Staging};
@@ -55,28 +55,6 @@ pub(crate) struct Target<'a> {
     pub patches: &'a mut Vec<SegmentMeta>,
     /// Columns never folded into (`:ID`, `:LABEL`).
     pub frozen: Vec<usize>,
-}
-
-/// Whether `v` can be stored in a column of type `dtype` and read back equal.
-pub(crate) fn fits(v: &Value, dtype: DataType) -> bool {
-    use ScalarType::*;
-    let scalar = |v: &Value, s: ScalarType| match (v, s) {
-        (Value::Int(i), Byte) => i8::try_from(*i).is_ok(),
-        (Value::Int(i), Short) => i16::try_from(*i).is_ok(),
-        (Value::Int(i), Int) => i32::try_from(*i).is_ok(),
-        (Value::Int(_), Long) => true,
-        (Value::Float(f), Float) => (*f as f32) as f64 == *f || f.is_nan(),
-        (Value::Float(_), Double) => true,
-        (Value::Bool(_), Boolean) => true,
-        (Value::Str(_), String) => true,
-        (Value::Str(s), Char) => s.chars().count() == 1,
-        (v, s) => dtype_of(v) == Some(DataType::Scalar(s)),
-    };
-    match (v, dtype) {
-        (Value::List(l), DataType::Array(s)) => l.iter().all(|x| scalar(x, s)),
-        (Value::List(_), _) | (_, DataType::Array(_)) => false,
-        (v, DataType::Scalar(s)) => scalar(v, s),
-    }
 }
 
 /// Folds `sets` (rows of the target table) into a patch file of the target; returns the

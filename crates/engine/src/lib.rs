@@ -18,20 +18,22 @@ pub mod activity;
 pub mod append;
 pub mod bulk;
 pub mod checkpoint;
+pub mod columns;
 pub mod delta;
+pub mod error;
 pub mod fold;
 pub mod nodemap;
 pub mod segments;
 pub mod store;
+pub mod txn;
 pub mod value;
 pub mod view;
 pub mod wal;
 
 pub use checkpoint::CheckpointReport;
 pub use delta::Delta;
-pub use store::{
-    Counters, EngineError, Lead, Snapshot, StorageMode, Store, StoreOptions, SyncHandoff, Txn,
-    Unsynced,
-};
+pub use error::EngineError;
+pub use store::{Counters, Lead, Snapshot, StorageMode, Store, StoreOptions, SyncHandoff};
+pub use txn::{Txn, Unsynced};
 pub use value::Value;
 pub use view::View;

@@ -126,7 +126,7 @@ fn leaf_with<V>(first: impl IntoIterator<Item = (u64, V)>) -> Vec<(u64, V)> {
 
 /// Bytes glibc's malloc takes for `n` (as [`crate::delta`] counts them).
 fn alloc(n: usize) -> u64 {
-    crate::delta::alloc_bytes(n as u64)
+    crate::value::alloc_bytes(n as u64)
 }
 
 impl<V: Clone> NodeMap<V> {
@@ -206,6 +206,7 @@ impl<V: Clone> NodeMap<V> {
         }
     }
 
+    #[inline]
     pub fn get(&self, k: &u64) -> Option<&V> {
         if !self.may_have(*k) {
             return None;

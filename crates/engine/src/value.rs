@@ -570,6 +570,20 @@ pub fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
     }
 }
 
+/// Bytes an allocation of `n` bytes takes from glibc's malloc: an 8-byte header, rounded
+/// up to 16, at least 32.
+pub(crate) const fn alloc_bytes(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let c = (n + 8 + 15) & !15;
+    if c < 32 {
+        32
+    } else {
+        c
+    }
+}
+
 /// Approximate heap bytes a value holds (for the per-query memory limit).
 pub fn heap_bytes(v: &Value) -> usize {
     match v {

@@ -17,7 +17,7 @@ use quiver_common::memory::WaitPolicy;
 use quiver_engine::activity::Client;
 use quiver_engine::append::{open_staged, Prebuilt};
 use quiver_engine::checkpoint::CheckpointReport;
-use quiver_engine::store::{EngineError, Store};
+use quiver_engine::{EngineError, Store};
 use quiver_import::progress::{Phase, Progress};
 use quiver_import::{ImportConfig, ImportError, ImportSummary, NodeIds};
 use quiver_storage::manifest::IdType;

@@ -108,3 +108,11 @@ pub struct Summary {
 
 /// Receives result batches as they are produced.
 pub type Sink<'s> = dyn FnMut(&Graph, &Batch) -> Result<(), QueryError> + 's;
+
+pub(crate) fn summary_msg(t0: Instant, msg: String) -> Summary {
+    Summary {
+        elapsed: t0.elapsed(),
+        message: Some(msg),
+        ..Summary::default()
+    }
+}

@@ -2,8 +2,8 @@
 //! DISTINCT and distinct-on-node-ids.
 
 use super::*;
+use crate::graph::Graph;
 use crate::graph::{SegRead, ValMap};
-use crate::Graph;
 use quiver_cypher::ast::BinOp;
 use quiver_cypher::Detail;
 

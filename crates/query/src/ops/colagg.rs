@@ -217,7 +217,7 @@ fn is_float(d: DataType) -> bool {
 /// Numbers the key column `name` of nodes `lo..hi` into `out`; false when a chunk is of
 /// a kind this path does not number.
 fn key_column(
-    g: &crate::Graph<'_>,
+    g: &crate::graph::Graph<'_>,
     lo: u64,
     hi: u64,
     name: &str,
@@ -380,7 +380,7 @@ impl ArgCol {
 /// Reads property `name` of nodes `lo..hi`: validity only (`values` false, for count),
 /// or the values too when every chunk is integer or every chunk is float; false otherwise.
 fn arg_column(
-    g: &crate::Graph<'_>,
+    g: &crate::graph::Graph<'_>,
     lo: u64,
     hi: u64,
     name: &str,
@@ -809,7 +809,7 @@ const NULL: u8 = 2;
 fn typed_mask(
     e: &CExpr,
     columns: &[PropColumn],
-    g: &crate::Graph<'_>,
+    g: &crate::graph::Graph<'_>,
     lo: u64,
     hi: u64,
     out: &mut Vec<u8>,
@@ -1094,7 +1094,7 @@ impl<'f> FastRun<'f> {
                         self.live.resize(len, false);
                         recs.clear();
                         for (&x, r) in d.nodes.range(n..end) {
-                            if crate::Graph::record_live(d, r, table_label) {
+                            if crate::graph::Graph::record_live(d, r, table_label) {
                                 self.live[(x - n) as usize] = true;
                                 recs.push((x, r));
                             }
@@ -1156,7 +1156,7 @@ impl<'f> FastRun<'f> {
                     let props = &self.fa.props;
                     let deletions = g.db.has_deleted_nodes();
                     recs.retain(|&(x, r)| {
-                        !crate::Graph::record_live(d, r, table_label)
+                        !crate::graph::Graph::record_live(d, r, table_label)
                             || props.iter().any(|p| r.get(p).is_some())
                             || (deletions && g.db.node_deleted(x))
                     });
@@ -1169,7 +1169,7 @@ impl<'f> FastRun<'f> {
                     if let Some(d) = &delta {
                         let live = &mut self.live;
                         recs.retain(|&(x, r)| {
-                            let l = crate::Graph::record_live(d, r, table_label);
+                            let l = crate::graph::Graph::record_live(d, r, table_label);
                             live[(x - n) as usize] = l;
                             l
                         });

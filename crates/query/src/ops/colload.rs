@@ -27,12 +27,12 @@ use crate::error::QueryError;
 use crate::expr::func::{bool_of_str, float_of_str, int_of_str, temporal_kind};
 use crate::expr::temporal;
 use crate::expr::{eval, CExpr, Env, Func};
-use crate::load::{
+use crate::ops::load::{
     field_count_message, header_keys, pool, read_error, resolve, token_message, Spec,
 };
+use crate::ops::write::{CreateStep, PropsExpr};
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::Value;
-use crate::write::{CreateStep, PropsExpr};
 use quiver_common::limits::{CSV_CHUNK_BYTES, CSV_WINDOW_BYTES};
 use quiver_common::types::{DataType, ScalarType};
 use quiver_csv::reader::{spawn_reader, Msg};
@@ -576,7 +576,7 @@ struct Reading {
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        crate::load::stop_thread(&self.cancel, &mut self.rx, &mut self.handle);
+        crate::ops::load::stop_thread(&self.cancel, &mut self.rx, &mut self.handle);
     }
 }
 
@@ -611,7 +611,7 @@ impl ColumnarLoad {
     /// Loads the whole file; the records loaded.
     fn run(&mut self, cx: &mut Cx) -> Result<usize, QueryError> {
         let path = resolve(cx.load.import_dir.as_deref(), &self.plan.source)?;
-        let t = crate::write::tx(cx)?;
+        let t = crate::ops::write::tx(cx)?;
         let shapes: Vec<usize> = self
             .plan
             .shapes
@@ -623,7 +623,7 @@ impl ColumnarLoad {
             None => None,
             Some(rows) => {
                 t.batched();
-                Some(crate::write::batch_rows(&cx.env, rows.as_ref())? as usize)
+                Some(crate::ops::write::batch_rows(&cx.env, rows.as_ref())? as usize)
             }
         };
         let spec = &self.plan.spec;

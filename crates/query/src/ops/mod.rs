@@ -68,7 +68,7 @@ pub struct Cx<'g, 'db> {
     /// The declared indexes and uniqueness constraints writes must keep.
     pub indexes: Option<&'g crate::index::IndexSet>,
     /// LOAD CSV's import directory, rejects file and bad-row count.
-    pub load: crate::load::LoadState,
+    pub load: crate::ops::load::LoadState,
     /// How many rows the operator above wants from the next batch: a LIMIT lowers it
     /// (starting small and doubling) so that expansions hand over their first rows
     /// early instead of filling a whole batch; an operator that consumes all its input
@@ -187,6 +187,22 @@ impl Op for Once {
 }
 
 pub type ArgCell = Rc<RefCell<Option<Batch>>>;
+
+/// A subquery body the executor plans again on the graph it meets (each row of a
+/// stateful `CALL { }`, each batch of `CALL { } IN TRANSACTIONS` once the transaction has
+/// moved to a newer generation). The planner implements it (`plan::Replan`): operators
+/// call back into planning through this trait, so that `ops` does not depend on `plan`.
+pub(crate) trait Replanner {
+    /// The body's first plan node (its operators keep their PROFILE rows).
+    fn first_id(&self) -> usize;
+    /// The body planned on `g`: its root operator, its input cell, and how many plan
+    /// nodes the statement has with it.
+    fn plan(
+        &self,
+        g: &crate::graph::Graph,
+        indexes: &crate::index::IndexSet,
+    ) -> Result<(BoxOp, ArgCell, usize), QueryError>;
+}
 
 /// The batch an [`Optional`] hands to the pattern below it.
 pub struct Argument {

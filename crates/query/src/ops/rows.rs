@@ -380,7 +380,7 @@ pub struct SubqueryApply {
     pub count: bool,
     /// `OPTIONAL CALL`: a row the body returns nothing for is kept, with nulls.
     pub optional: bool,
-    pub(crate) replan: Option<Box<crate::plan::Replan>>,
+    pub(crate) replan: Option<Box<dyn super::Replanner>>,
     pub out_width: usize,
     /// The input batch being answered and its next row.
     pub cur: Option<(Batch, usize)>,

@@ -259,7 +259,7 @@ impl Seek {
 
 /// Index candidates corrected by the delta: nodes it changed are checked again, nodes
 /// it holds with that key are added.
-fn with_delta(g: &crate::Graph, mut found: Vec<u64>, prop: &str, key: &Value) -> Vec<u64> {
+fn with_delta(g: &crate::graph::Graph, mut found: Vec<u64>, prop: &str, key: &Value) -> Vec<u64> {
     if !g.has_delta() {
         return found;
     }

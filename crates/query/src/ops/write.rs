@@ -1,7 +1,7 @@
 //! Updating operators: CREATE, MERGE, SET, REMOVE, DELETE.
 //!
 //! Each writes through the statement's transaction ([`Cx::tx`]) and, after a batch of
-//! rows, publishes the transaction's newest delta to the [`Graph`](crate::Graph) so that
+//! rows, publishes the transaction's newest delta to the [`Graph`](crate::graph::Graph) so that
 //! later clauses (and RETURN) read what was written.
 //!
 //! When an earlier clause of the statement reads the graph by scanning or expanding, the
@@ -896,7 +896,7 @@ pub struct CallInTx {
     pub rows: Option<CExpr>,
     pub on_error: quiver_cypher::ast::OnError,
     pub returns: bool,
-    replan: Box<crate::plan::Replan>,
+    replan: Box<dyn super::Replanner>,
     /// The body on the newest generation, once the transaction moved past the one the
     /// statement was planned on.
     moved: Option<Moved>,
@@ -1000,7 +1000,7 @@ impl CallInTx {
         rows: Option<CExpr>,
         on_error: quiver_cypher::ast::OnError,
         returns: bool,
-        replan: Box<crate::plan::Replan>,
+        replan: Box<dyn super::Replanner>,
         reads_outside: bool,
     ) -> CallInTx {
         CallInTx {

@@ -177,7 +177,7 @@ struct FirstLoad {
     /// Its plan node.
     id: usize,
     source: CExpr,
-    spec: crate::load::Spec,
+    spec: crate::ops::load::Spec,
     /// The row's variable and slot.
     var: String,
     slot: usize,
@@ -208,18 +208,12 @@ pub(crate) struct Replan {
     first_id: usize,
 }
 
-impl Replan {
-    pub(crate) fn first_id(&self) -> usize {
+impl crate::ops::Replanner for Replan {
+    fn first_id(&self) -> usize {
         self.first_id
     }
 
-    /// The body planned on `g`: its root operator, its input cell, and how many plan
-    /// nodes the statement has with it.
-    pub(crate) fn plan(
-        &self,
-        g: &Graph,
-        indexes: &IndexSet,
-    ) -> Result<(BoxOp, ArgCell, usize), QueryError> {
+    fn plan(&self, g: &Graph, indexes: &IndexSet) -> Result<(BoxOp, ArgCell, usize), QueryError> {
         let mut p = Planner::new(g, &self.params, indexes, &self.procs);
         p.descs = (0..self.first_id)
             .map(|_| Desc {
@@ -724,7 +718,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         _ => None,
                     };
                     cur = self.updating(cur, name, detail, |feed| {
-                        Box::new(crate::write::Create::new(feed, steps, width, bulk))
+                        Box::new(crate::ops::write::Create::new(feed, steps, width, bulk))
                     });
                     if let Some(c) = columnar {
                         // The row path stays below it, for an explicit transaction.
@@ -739,13 +733,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 Clause::Set(items) => {
                     let items = self.set_ops(items, &scope)?;
                     cur = self.updating(cur, "SetProperties", String::new(), |feed| {
-                        Box::new(crate::write::SetProps { feed, items })
+                        Box::new(crate::ops::write::SetProps { feed, items })
                     });
                 }
                 Clause::Remove(items) => {
                     let items = self.remove_ops(items, &scope)?;
                     cur = self.updating(cur, "Remove", String::new(), |feed| {
-                        Box::new(crate::write::SetProps { feed, items })
+                        Box::new(crate::ops::write::SetProps { feed, items })
                     });
                 }
                 Clause::Delete { detach, exprs } => {
@@ -757,7 +751,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     let name = if *detach { "DetachDelete" } else { "Delete" };
                     let detach = *detach;
                     cur = self.updating(cur, name, detail, |feed| {
-                        Box::new(crate::write::Delete {
+                        Box::new(crate::ops::write::Delete {
                             feed,
                             exprs: cs,
                             detach,
@@ -778,7 +772,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         quote: Some(l.quote.unwrap_or(b'"')),
                         ..quiver_csv::Dialect::default()
                     };
-                    let spec = crate::load::Spec {
+                    let spec = crate::ops::load::Spec {
                         header: l.header,
                         dialect,
                         null_if: l.null_if.as_ref().map(|s| s.as_bytes().into()),
@@ -807,7 +801,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         "LoadCsv",
                         detail,
                         vec![cur.id],
-                        Box::new(crate::load::LoadCsv::new(cur.op, source, spec)),
+                        Box::new(crate::ops::load::LoadCsv::new(cur.op, source, spec)),
                     );
                     self.first_load = first.map(|f| FirstLoad { id: cur.id, ..f });
                     scope.bind(&l.var, Kind::Other);
@@ -967,7 +961,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         "CallInTransactions",
                         format!("{on_error:?}"),
                         vec![cur.id, sub.id],
-                        Box::new(crate::write::CallInTx::new(
+                        Box::new(crate::ops::write::CallInTx::new(
                             cur.op,
                             cell,
                             sub.op,
@@ -1100,7 +1094,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 returns,
                 count: count_as.is_some(),
                 optional,
-                replan: stateful.then(|| Box::new(replan)),
+                replan: stateful.then(|| Box::new(replan) as Box<dyn Replanner>),
                 out_width,
                 cur: None,
             }),

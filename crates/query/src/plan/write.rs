@@ -3,10 +3,10 @@
 
 use super::*;
 
-/// Plans a [`CreateStep::Publish`](crate::write::CreateStep) before a step whose
+/// Plans a [`CreateStep::Publish`](crate::ops::write::CreateStep) before a step whose
 /// property expression reads a node or relationship this CREATE made earlier.
-fn publish_if_read(e: &Expr, scope: &Scope, steps: &mut Vec<crate::write::CreateStep>) {
-    use crate::write::CreateStep;
+fn publish_if_read(e: &Expr, scope: &Scope, steps: &mut Vec<crate::ops::write::CreateStep>) {
+    use crate::ops::write::CreateStep;
     let names = vars_of(e);
     let made = |slot: usize| {
         steps.iter().any(|s| {
@@ -27,9 +27,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         &mut self,
         p: &Pattern,
         scope: &mut Scope,
-        steps: &mut Vec<crate::write::CreateStep>,
+        steps: &mut Vec<crate::ops::write::CreateStep>,
     ) -> Result<(), QueryError> {
-        use crate::write::CreateStep;
+        use crate::ops::write::CreateStep;
         if p.kind != PathKind::Plain {
             return Err(QueryError::Argument(
                 "CREATE and MERGE take plain patterns, not shortestPath".into(),
@@ -58,7 +58,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let props = match &n.props {
                 Some(e) => {
                     publish_if_read(e, scope, steps);
-                    Some(crate::write::PropsExpr::new(this.compile(e, scope, &[])?))
+                    Some(crate::ops::write::PropsExpr::new(this.compile(
+                        e,
+                        scope,
+                        &[],
+                    )?))
                 }
                 None => None,
             };
@@ -107,7 +111,11 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             let props = match &r.props {
                 Some(e) => {
                     publish_if_read(e, scope, steps);
-                    Some(crate::write::PropsExpr::new(self.compile(e, scope, &[])?))
+                    Some(crate::ops::write::PropsExpr::new(self.compile(
+                        e,
+                        scope,
+                        &[],
+                    )?))
                 }
                 None => None,
             };
@@ -149,8 +157,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
     /// { } IN TRANSACTIONS` a batch's direct commit publishes a new generation, and the
     /// body is planned again on it before the next batch (`write::CallInTx`); batches
     /// smaller than `BATCH_DIRECT_MIN` take the plain CREATE.
-    pub(super) fn bulk_ok(&self, steps: &[crate::write::CreateStep]) -> bool {
-        use crate::write::{CreateStep, PropsExpr};
+    pub(super) fn bulk_ok(&self, steps: &[crate::ops::write::CreateStep]) -> bool {
+        use crate::ops::write::{CreateStep, PropsExpr};
         if self.small_batches {
             return false;
         }
@@ -184,9 +192,9 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         cur: P,
         name: &'static str,
         detail: String,
-        make: impl FnOnce(crate::write::Feed) -> BoxOp,
+        make: impl FnOnce(crate::ops::write::Feed) -> BoxOp,
     ) -> P {
-        let feed = crate::write::Feed::new(cur.op, self.reads_graph, name);
+        let feed = crate::ops::write::Feed::new(cur.op, self.reads_graph, name);
         self.wrap(name, detail, vec![cur.id], make(feed))
     }
 
@@ -196,7 +204,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         &mut self,
         items: &[RemoveItem],
         scope: &Scope,
-    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
+    ) -> Result<Vec<crate::ops::write::SetOp>, QueryError> {
         let as_set: Vec<SetItem> = items
             .iter()
             .map(|i| match i {
@@ -217,7 +225,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             .collect();
         let mut ops = self.set_ops(&as_set, scope)?;
         for op in &mut ops {
-            if let crate::write::SetOp::Labels { add, .. } = op {
+            if let crate::ops::write::SetOp::Labels { add, .. } = op {
                 *add = false;
             }
         }
@@ -228,8 +236,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
         &mut self,
         items: &[SetItem],
         scope: &Scope,
-    ) -> Result<Vec<crate::write::SetOp>, QueryError> {
-        use crate::write::SetOp;
+    ) -> Result<Vec<crate::ops::write::SetOp>, QueryError> {
+        use crate::ops::write::SetOp;
         let mut ops = Vec::new();
         for i in items {
             ops.push(match i {
@@ -317,18 +325,18 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                 }
             };
             match st {
-                crate::write::CreateStep::Node { slot, .. } => fix(slot),
-                crate::write::CreateStep::Rel { slot, src, dst, .. } => {
+                crate::ops::write::CreateStep::Node { slot, .. } => fix(slot),
+                crate::ops::write::CreateStep::Rel { slot, src, dst, .. } => {
                     fix(slot);
                     fix(src);
                     fix(dst);
                 }
-                crate::write::CreateStep::Path { slot, nodes, rels } => {
+                crate::ops::write::CreateStep::Path { slot, nodes, rels } => {
                     fix(slot);
                     nodes.iter_mut().for_each(fix);
                     rels.iter_mut().for_each(fix);
                 }
-                crate::write::CreateStep::Publish => {}
+                crate::ops::write::CreateStep::Publish => {}
             }
         }
         let on_create = self.set_ops(on_create, &sub_scope)?;
@@ -338,8 +346,8 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
             "Merge",
             quiver_cypher::print::pattern(pattern),
             vec![cur.id, sub.id],
-            Box::new(crate::write::Merge {
-                feed: crate::write::Feed::new(cur.op, eager, "Merge"),
+            Box::new(crate::ops::write::Merge {
+                feed: crate::ops::write::Feed::new(cur.op, eager, "Merge"),
                 arg: cell,
                 sub: sub.op,
                 create: steps,
