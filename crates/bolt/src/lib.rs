@@ -19,5 +19,6 @@ pub mod server;
 pub mod users;
 pub mod values;
 
-pub use server::{serve, ServeOptions};
+pub use net::serve;
+pub use server::ServeOptions;
 pub use users::Users;

@@ -6,7 +6,6 @@
 //! **Invariant:** `cypher` does not know storage exists; binding names to labels and
 //! properties happens later.
 
-pub mod apoc;
 pub mod ast;
 pub mod bind;
 pub mod detail;

@@ -27,8 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-pub use crate::net::serve;
-
 mod failure;
 mod options;
 mod results;

@@ -269,7 +269,7 @@ impl<'t> Parser<'t> {
         } else if self.eat_kw("CALL") {
             let pc = self.proc_call()?;
             // The APOC procedures client libraries write with, read as Cypher.
-            match crate::apoc::rewrite(&pc) {
+            match super::apoc::rewrite(&pc) {
                 Some(Ok(cs)) => clauses.extend(cs),
                 Some(Err(msg)) => return Err(error_at(self.text, pc.at, msg)),
                 None => clauses.push(Clause::CallProc(pc)),

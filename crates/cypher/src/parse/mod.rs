@@ -13,6 +13,7 @@ use crate::ast::*;
 use crate::detail::Detail;
 use crate::lex::{lex, Tok, Token};
 
+pub mod apoc;
 mod clauses;
 mod commands;
 mod exprs;

@@ -309,8 +309,8 @@ fn periodic_iterate(pc: &ProcCall) -> Result<Vec<Clause>, String> {
         Some(_) => return Err(format!("{name}(): the config must be a map literal")),
     }
     let inner = |t: &str, what: &str| -> Result<SingleQuery, String> {
-        let st = crate::parse::parse_query(t)
-            .map_err(|e| format!("{name}(): the {what} statement: {e}"))?;
+        let st =
+            super::parse_query(t).map_err(|e| format!("{name}(): the {what} statement: {e}"))?;
         match st.query.parts.as_slice() {
             [one] if st.query.parts.len() == 1 => Ok(one.clone()),
             _ => Err(format!("{name}(): the {what} statement cannot be a UNION")),
