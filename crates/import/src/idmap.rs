@@ -91,6 +91,14 @@ pub struct IdMapWithGrant {
     hasher: foldhash::fast::FixedState,
 }
 
+/// The node of key `k` in an identity space `(min, first, n)`: keys `min..min + n` are
+/// nodes `first..first + n`.
+#[inline(always)]
+fn in_identity((min, first, n): (i64, u32, u64), k: i64) -> Option<u32> {
+    let d = k.wrapping_sub(min) as u64;
+    (k >= min && d < n).then(|| first + d as u32)
+}
+
 impl IdMapWithGrant {
     pub fn new(integer: bool, budget: &MemoryBudget) -> Self {
         IdMapWithGrant {
@@ -433,16 +441,30 @@ impl IdMapWithGrant {
     }
 
     /// Looks a key up (read-only; safe to call from many threads).
-    #[inline]
+    ///
+    /// An integer key of an identity space (ids that ran consecutively, the common case
+    /// of a generated or exported graph) is answered here, inlined into the relationship
+    /// loop; anything else goes to [`get_mapped`](Self::get_mapped). (The canonical-string
+    /// check in front of the identity test had made `get` too big to inline: social's
+    /// import ran 3% more instructions.)
+    #[inline(always)]
     pub fn get(&self, key: Key<'_>) -> Option<u32> {
+        if let (Some(id), Key::Int(k)) = (self.identity, key) {
+            return in_identity(id, k);
+        }
+        self.get_mapped(key)
+    }
+
+    /// [`get`](Self::get) past the identity fast path: a canonical string as its
+    /// integer, then the maps.
+    fn get_mapped(&self, key: Key<'_>) -> Option<u32> {
         let key = match key {
             // A string that is not a canonical integer is no key of a space whose keys all are.
             Key::Str(s) if self.canon => Key::Int(canonical_int(s)?),
             k => k,
         };
-        if let (Some((min, first, n)), Key::Int(k)) = (self.identity, key) {
-            let d = k.wrapping_sub(min) as u64;
-            return (k >= min && d < n).then(|| first + d as u32);
+        if let (Some(id), Key::Int(k)) = (self.identity, key) {
+            return in_identity(id, k);
         }
         match (&self.map, key) {
             (
