@@ -220,7 +220,11 @@ impl TypedColumn<'_> {
 /// when it was opened, so that a file that changes under the import is an error rather
 /// than a silently wrong graph.
 struct Source {
-    r: Box<dyn Read + Send>,
+    /// The decoder of a compressed file; `None` reads `file` itself, so that
+    /// `read_to_end` fills the window's spare capacity without zeroing it first (`File`
+    /// reads into uninitialised memory; a wrapper that only implements `read` has every
+    /// window zeroed: 3% of dolt's import).
+    r: Option<Box<dyn Read + Send>>,
     path: PathBuf,
     file: File,
     /// Length and modification time at open (regular files only).
@@ -231,24 +235,23 @@ struct Source {
 
 impl Source {
     fn open(path: &PathBuf) -> Result<Source, ReadError> {
-        let f = File::open(path).at(path)?;
-        let file = f.try_clone().at(path)?;
-        let meta = f.metadata().at(path)?;
+        let file = File::open(path).at(path)?;
+        let meta = file.metadata().at(path)?;
         let at_open = meta.is_file().then(|| (meta.len(), meta.modified().ok()));
         let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counted = Counting {
-            inner: f,
-            count: count.clone(),
-        };
         let gz = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-        let r: Box<dyn Read + Send> = if gz {
-            Box::new(flate2::read::MultiGzDecoder::new(
+        let r: Option<Box<dyn Read + Send>> = if gz {
+            let counted = Counting {
+                inner: file.try_clone().at(path)?,
+                count: count.clone(),
+            };
+            Some(Box::new(flate2::read::MultiGzDecoder::new(
                 std::io::BufReader::with_capacity(1 << 20, counted),
-            ))
+            )))
         } else {
-            Box::new(counted)
+            None
         };
         Ok(Source {
             r,
@@ -268,10 +271,17 @@ impl Source {
         }
         let need = want - buf.len();
         buf.reserve_exact(need);
-        let got = (&mut self.r)
-            .take(need as u64)
-            .read_to_end(buf)
-            .at(&self.path)?;
+        let got = match &mut self.r {
+            Some(r) => r.take(need as u64).read_to_end(buf).at(&self.path)?,
+            None => {
+                let n = (&self.file)
+                    .take(need as u64)
+                    .read_to_end(buf)
+                    .at(&self.path)?;
+                self.count.fetch_add(n as u64, Ordering::Relaxed);
+                n
+            }
+        };
         let eof = got < need;
         if eof {
             self.check_unchanged()?;
@@ -318,7 +328,12 @@ fn line_at(path: &PathBuf, offset: u64) -> u64 {
     let mut lines = 0u64;
     let mut block = vec![0u8; 1 << 20];
     while left > 0 {
-        let n = match again.r.read(&mut block[..left.min(1 << 20) as usize]) {
+        let want = &mut block[..left.min(1 << 20) as usize];
+        let read = match &mut again.r {
+            Some(r) => r.read(want),
+            None => (&again.file).read(want),
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
