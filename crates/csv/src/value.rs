@@ -17,22 +17,17 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
         b'+' => (false, &b[1..]),
         _ => (false, b),
     };
-    let v = match digits.len() {
+    // Eight digits at a time from the right (a loop over the chunks cost social's import
+    // 6% in instructions: the short case must stay one call). 19 digits, at most
+    // 999 * 10^16 + ..., fit a u64: nothing here overflows; the range is checked below.
+    const E8: u64 = 100_000_000;
+    let n = digits.len();
+    let v = match n {
         1..=8 => swar8(digits)?,
-        9..=16 => {
-            let (hi, lo) = digits.split_at(digits.len() - 8);
-            swar8(hi)? * 100_000_000 + swar8(lo)?
-        }
+        9..=16 => swar8(&digits[..n - 8])? * E8 + swar8(&digits[n - 8..])?,
         17..=19 => {
-            let mut v: u64 = 0;
-            for &c in digits {
-                let d = c.wrapping_sub(b'0');
-                if d > 9 {
-                    return None;
-                }
-                v = v * 10 + d as u64;
-            }
-            v
+            let (hi, mid, lo) = (&digits[..n - 16], &digits[n - 16..n - 8], &digits[n - 8..]);
+            (swar8(hi)? * E8 + swar8(mid)?) * E8 + swar8(lo)?
         }
         _ => return None,
     };

@@ -108,15 +108,10 @@ fn ints(parts: &[&[u8]], two: bool) -> Vec<u64> {
             p.split(|&b| b == b'\n')
                 .filter(|l| !l.is_empty())
                 .map(move |l| {
-                    let mut it = l.split(|&b| b == b',').map(|f| {
-                        f.iter().fold(0u64, |a, &c| {
-                            if c.is_ascii_digit() {
-                                a * 10 + (c - b'0') as u64
-                            } else {
-                                a
-                            }
-                        })
-                    });
+                    // The import's own integer parse; a field that is not one sorts as 0.
+                    let mut it = l
+                        .split(|&b| b == b',')
+                        .map(|f| quiver_csv::value::parse_i64(f).map_or(0, |v| v as u64));
                     let a = it.next().unwrap_or(0);
                     if two {
                         (a << 32) | (it.next().unwrap_or(0) & 0xffff_ffff)
