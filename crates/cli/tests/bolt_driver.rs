@@ -97,6 +97,73 @@ print("ok")
     common::python_ok(&["-c", &code]);
 }
 
+/// The driver's own timeout (Bolt's `tx_timeout`, on an auto-commit RUN and on BEGIN)
+/// ends the statement with Neo4j's code, whatever operator is running: a cartesian
+/// product, a long UNWIND, a MERGE loop, a sort, and a statement in an explicit
+/// transaction (which is then rolled back). The server and the session stay usable.
+#[test]
+fn the_drivers_transaction_timeout_ends_each_kind_of_statement() {
+    if !common::have_driver() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&dir.path().join("db"), &[]);
+    let code = format!(
+        r#"
+import time
+from neo4j import GraphDatabase, Query, exceptions
+CODE = "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"
+slow = {{
+    "cartesian product": "MATCH (a:N), (b:N), (c:N) WHERE a.i + b.i + c.i < 0 RETURN count(*)",
+    "long UNWIND": "UNWIND range(1, 4000000000) AS x WITH x WHERE x < 0 RETURN count(*)",
+    "MERGE loop": "UNWIND range(1, 100000000) AS x MERGE (m:M {{v: x % 5000}}) RETURN count(*)",
+    "sort": "MATCH (a:N), (b:N), (c:N) WITH a.i * b.i - c.i AS k ORDER BY k RETURN k SKIP 5 LIMIT 1",
+}}
+with GraphDatabase.driver("bolt://{addr}", auth=("alice", "pa55word")) as d:
+    d.execute_query("UNWIND range(1, 2000) AS i CREATE (:N {{i: i}})")
+    with d.session() as s:
+        for kind, q in slow.items():
+            t = time.time()
+            try:
+                s.run(Query(q, timeout=0.5)).consume()
+                raise SystemExit(kind + ": ran to its end")
+            except exceptions.ClientError as e:
+                assert e.code == CODE, (kind, e.code, e.message)
+            late = time.time() - t - 0.5
+            print(f"{{kind}}: stopped {{late * 1000:.0f}} ms after the timeout")
+            # Stopped, not run to its end (minutes): the bound is loose for a loaded machine.
+            assert late < 10, (kind, late)
+        # An explicit transaction: its statement is ended, its writes rolled back.
+        t = time.time()
+        tx = s.begin_transaction(timeout=0.5)
+        tx.run("CREATE (:Written)").consume()
+        try:
+            tx.run(slow["cartesian product"]).consume()
+            raise SystemExit("the transaction's statement ran to its end")
+        except exceptions.ClientError as e:
+            assert e.code == CODE, e.code
+        finally:
+            tx.close()
+        assert time.time() - t < 10.5
+        assert s.run("MATCH (w:Written) RETURN count(w) AS n").single()["n"] == 0
+        # A transaction left idle past its timeout cannot commit.
+        tx = s.begin_transaction(timeout=0.2)
+        tx.run("CREATE (:Late)").consume()
+        time.sleep(0.4)
+        try:
+            tx.commit()
+            raise SystemExit("a transaction past its timeout committed")
+        except exceptions.ClientError as e:
+            assert e.code == CODE, e.code
+        assert s.run("MATCH (w:Late) RETURN count(w) AS n").single()["n"] == 0
+        # A timeout the statement stays within changes nothing.
+        assert s.run(Query("MATCH (n:N) RETURN count(n) AS n", timeout=30)).single()["n"] == 2000
+print("ok")
+"#
+    );
+    common::python_ok(&["-c", &code]);
+}
+
 /// `--max-connections`: a client past the limit gets a transient error (which drivers
 /// retry), not a dropped socket; once a connection frees, it gets in.
 #[test]

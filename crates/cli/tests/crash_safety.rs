@@ -318,3 +318,115 @@ fn a_kill_during_an_automatic_checkpoint_loses_no_acknowledged_commit() {
     ok(&["query", "--db", s(&db), "CHECKPOINT"]);
     assert_eq!(q("MATCH (w:W {k: -1}) RETURN count(w)"), 1);
 }
+
+/// A SIGKILL while checkpoints compact the tables of a queue's consumed events: each
+/// statement creates an event and deletes those three behind it, a checkpoint runs
+/// every few hundred statements and empties the tables whose rows all died, and the
+/// kill lands once one is seen writing. The database then opens as before: the users
+/// untouched, every acknowledged deletion there, `quiver check` clean, and it takes
+/// writes and checkpoints.
+#[test]
+fn a_kill_during_a_compacting_checkpoint_loses_nothing() {
+    use std::io::{BufRead, BufReader, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let db = d.join("g.qdb");
+    let mut csv = String::from("id:ID(U),v:int\n");
+    for i in 0..1000 {
+        csv += &format!("{i},0\n");
+    }
+    let users = write(d, "u.csv", &csv);
+    ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--id-type",
+        "integer",
+        "--nodes",
+        &format!("U={}", users.display()),
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["shell", "--db", s(&db), "--checkpoint-log-size", "16KiB"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = {
+        let acks = acks.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("nodes created") {
+                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let t = Instant::now();
+    let mut sent = 0u64;
+    let mut checkpoints_seen = 0;
+    let mut was_running = false;
+    let mut killed = false;
+    while t.elapsed() < Duration::from_secs(300) {
+        while sent < acks.load(std::sync::atomic::Ordering::SeqCst) + 4 {
+            let i = sent;
+            writeln!(
+                stdin,
+                "CREATE (:E {{k: {i}, body: 'event {i}'}}) WITH 1 AS one MATCH (e:E) WHERE e.k <= {} DELETE e;",
+                i as i64 - 3
+            )
+            .unwrap();
+            stdin.flush().unwrap();
+            sent += 1;
+        }
+        // Past a few checkpoints (tables to compact exist), kill one as it writes.
+        let running = checkpoint_running(&db);
+        if running && !was_running {
+            checkpoints_seen += 1;
+        }
+        was_running = running;
+        if running && checkpoints_seen >= 4 {
+            child.kill().unwrap(); // SIGKILL: no destructor runs.
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let acked = acks.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!(
+        "killed after {acked} acknowledged, {sent} sent, {checkpoints_seen} checkpoints seen"
+    );
+    assert!(
+        killed,
+        "no fourth checkpoint seen writing in 300 s ({acked} acknowledged)"
+    );
+    let q = |cypher: &str| -> i64 {
+        let out = ok(&["query", "--db", s(&db), "--format", "csv", cypher]);
+        out.lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{cypher}: {out}"))
+    };
+    ok(&["check", "--db", s(&db)]);
+    assert_eq!(q("MATCH (u:U) RETURN count(u)"), 1000);
+    assert_eq!(q("MATCH (u:U) RETURN sum(u.id)"), 999 * 1000 / 2);
+    // Statement `acked - 1` was acknowledged: every event it deleted is gone.
+    assert_eq!(
+        q(&format!(
+            "MATCH (e:E) WHERE e.k <= {} RETURN count(e)",
+            acked as i64 - 4
+        )),
+        0
+    );
+    assert!(q("MATCH (e:E) RETURN count(e)") <= 3 + (sent - acked) as i64);
+    ok(&["query", "--db", s(&db), "CREATE (:E {k: -1})"]);
+    ok(&["query", "--db", s(&db), "CHECKPOINT"]);
+    assert_eq!(q("MATCH (e:E {k: -1}) RETURN count(e)"), 1);
+    ok(&["check", "--db", s(&db)]);
+}

@@ -23,6 +23,15 @@
 //! Every record carries the commit timestamp of its last change (`ts`, [`UNCOMMITTED`]
 //! inside a transaction); a writer whose snapshot is older than an entity's `ts` has lost
 //! the race and fails with a retryable conflict.
+//!
+//! Garbage: a created entity that is deleted leaves a tombstone (its record, `deleted`)
+//! and a grave in [`Delta::graves`], in commit order. Once every open transaction's
+//! snapshot sees the deletion, no writer can name the entity any more and the tombstone
+//! only costs reads, memory and ids: [`Delta::collect`] removes it (a commit does, for a
+//! bounded number of graves) and hands its id back to the store, which gives it to a
+//! later creation. A reader is never affected: its snapshot is a version of its own. So
+//! a queue's created-and-consumed records cost nothing once gone, and its ids stay
+//! within what is live at once.
 
 use crate::nodemap::NodeMap;
 use crate::segments;
@@ -371,6 +380,9 @@ pub struct Delta {
     /// hold no record, but reads pay for them until a checkpoint marks them, so they
     /// weigh on the automatic checkpoint as records would ([`Delta::weight`]).
     pub dead_rels: u64,
+    /// Created entities deleted, with the commit timestamp of their deletion, oldest
+    /// first: what [`Delta::collect`] removes once no open snapshot predates it.
+    pub graves: Vector<(u64, Entity)>,
     /// Approximate bytes the records hold.
     pub bytes: u64,
     /// Changes since the segments (records written), for SHOW STORAGE INFO and the
@@ -502,6 +514,7 @@ impl Delta {
             deleted_nodes: 0,
             dead_rels: 0,
             deleted_rels: 0,
+            graves: Vector::new(),
             bytes: 0,
             changes: 0,
             reshaped: 0,
@@ -733,11 +746,10 @@ impl Delta {
         self.changes += 1;
         self.reshaped = self.reshaped + reshapes(&rec) as u64 - prev_reshapes as u64;
         self.relabeled = self.relabeled + relabels(&rec) as u64 - prev_relabels as u64;
-        // The map only grows (records are never removed).
         let map_before = self.nodes.heap_bytes();
         let rec_bytes = node_bytes(&rec);
         self.nodes.insert(id, rec);
-        self.bytes = (self.bytes + (self.nodes.heap_bytes() - map_before) + rec_bytes)
+        self.bytes = (self.bytes + self.nodes.heap_bytes().saturating_sub(map_before) + rec_bytes)
             .saturating_sub(prev_bytes);
         Ok(())
     }
@@ -810,9 +822,95 @@ impl Delta {
         after as i64 - before + (map.heap_bytes() as i64 - map_before)
     }
 
-    fn adj_remove(map: &mut NodeMap<Adj>, node: u64, ty: u32, eid: u64) {
-        if let Some(a) = map.get_mut(&node) {
-            Arc::make_mut(a).retain(|&(t, e, _)| !(t == ty && e == eid));
+    /// Takes relationship `eid` out of `node`'s created adjacency; a node left without
+    /// any leaves the map. Returns the bytes given back.
+    fn adj_remove(map: &mut NodeMap<Adj>, node: u64, ty: u32, eid: u64) -> u64 {
+        let Some(a) = map.get_mut(&node) else {
+            return 0;
+        };
+        Arc::make_mut(a).retain(|&(t, e, _)| !(t == ty && e == eid));
+        if !a.is_empty() {
+            return 0;
+        }
+        let before = map.heap_bytes() + map.get(&node).map_or(0, adj_bytes);
+        map.remove(&node);
+        before.saturating_sub(map.heap_bytes())
+    }
+
+    /// Gives the graves this transaction dug (stamped [`UNCOMMITTED`], at the back) the
+    /// commit's timestamp, as [`Delta::restamp`] does its records.
+    pub fn stamp_graves(&mut self, ts: u64) {
+        let n = self.graves.len();
+        for i in (0..n).rev() {
+            match self.graves.get_mut(i) {
+                Some(g) if g.0 == UNCOMMITTED => g.0 = ts,
+                _ => break,
+            }
+        }
+    }
+
+    /// Removes up to `max` tombstones of created entities deleted at or before
+    /// `horizon` (every open snapshot sees those deletions), oldest first, and gives
+    /// their bytes back. The ids they held go to `nodes` and `rels` (type, edge id), for
+    /// creations to take again. A grave whose record is no longer its tombstone (the log
+    /// replayed a creation of the id since) is dropped alone.
+    pub fn collect(
+        &mut self,
+        horizon: u64,
+        max: usize,
+        nodes: &mut Vec<u64>,
+        rels: &mut Vec<(u32, u64)>,
+    ) {
+        let mut n = 0;
+        while n < max {
+            match self.graves.front() {
+                Some(&(ts, _)) if ts <= horizon && ts != UNCOMMITTED => {}
+                _ => break,
+            }
+            let Some((ts, e)) = self.graves.pop_front() else {
+                break;
+            };
+            n += 1;
+            match e {
+                Entity::Node(id) => {
+                    let Some(r) = self.nodes.get(&id) else {
+                        continue;
+                    };
+                    if !(r.deleted && r.created && r.ts == ts) {
+                        continue;
+                    }
+                    let map_before = self.nodes.heap_bytes();
+                    let rec = node_bytes(r);
+                    self.nodes.remove(&id);
+                    let mut freed = rec + map_before.saturating_sub(self.nodes.heap_bytes());
+                    for out in [true, false] {
+                        let map = if out { &mut self.out } else { &mut self.inc };
+                        if map.get(&id).is_some_and(|a| a.is_empty()) {
+                            let before = map.heap_bytes() + map.get(&id).map_or(0, adj_bytes);
+                            map.remove(&id);
+                            freed += before.saturating_sub(map.heap_bytes());
+                        }
+                    }
+                    self.bytes = self.bytes.saturating_sub(freed);
+                    self.deleted_nodes = self.deleted_nodes.saturating_sub(1);
+                    // (A created, deleted record reshapes.)
+                    self.reshaped = self.reshaped.saturating_sub(1);
+                    nodes.push(id);
+                }
+                Entity::Rel(t, eid) => {
+                    let Some(r) = self.rels.get(&(t, eid)) else {
+                        continue;
+                    };
+                    if !(r.deleted && r.created && r.ts == ts) {
+                        continue;
+                    }
+                    let freed = rel_bytes(r);
+                    self.rels.remove(&(t, eid));
+                    self.bytes = self.bytes.saturating_sub(freed);
+                    self.deleted_rels = self.deleted_rels.saturating_sub(1);
+                    rels.push((t, eid));
+                }
+            }
         }
     }
 
@@ -848,6 +946,9 @@ impl Delta {
                 rec.ts = ts;
                 rec.props.clear();
                 self.deleted_nodes += 1;
+                if old.created && *id >= self.base_nodes {
+                    self.graves.push_back((ts, Entity::Node(*id)));
+                }
                 self.put_node(db, *id, Some(&old), rec)?;
             }
             Op::SetNodeProp { id, key, value } => {
@@ -900,14 +1001,18 @@ impl Delta {
             Op::DeleteRel { ty, eid, src, dst } => {
                 let (t, old) = self.rel_rec(db, ty, *eid, (*src, *dst))?;
                 if old.created {
-                    Self::adj_remove(&mut self.out, old.src, t, *eid);
-                    Self::adj_remove(&mut self.inc, old.dst, t, *eid);
+                    let freed = Self::adj_remove(&mut self.out, old.src, t, *eid)
+                        + Self::adj_remove(&mut self.inc, old.dst, t, *eid);
+                    self.bytes = self.bytes.saturating_sub(freed);
                 }
                 let mut rec = old.clone();
                 rec.deleted = true;
                 rec.props.clear();
                 rec.ts = ts;
                 self.deleted_rels += 1;
+                if old.created && self.base_edges.get(t as usize).is_some_and(|&b| *eid >= b) {
+                    self.graves.push_back((ts, Entity::Rel(t, *eid)));
+                }
                 self.put_rel(t, *eid, rec);
             }
             Op::SetRelProp {
@@ -944,9 +1049,13 @@ impl Delta {
     /// Like [`node`](Self::node) for relationships.
     #[inline]
     pub fn rel(&self, ty: u32, eid: u64) -> Option<Option<&RelRec>> {
-        self.rels
-            .get(&(ty, eid))
-            .map(|r| (!r.deleted).then_some(&**r))
+        match self.rels.get(&(ty, eid)) {
+            Some(r) => Some((!r.deleted).then_some(&**r)),
+            // Past the segments' ids: a created relationship collected, or an id no
+            // commit used.
+            None if self.base_edges.get(ty as usize).is_none_or(|&b| eid >= b) => Some(None),
+            None => None,
+        }
     }
 
     /// Like [`rel`](Self::rel) for the relationship from `src` to `dst`: also

@@ -16,8 +16,10 @@
 //! O(1), and a change copies the nodes on its path that another clone shares
 //! (`Arc::make_mut`). The map counts the nodes it reaches (a node shared with another
 //! clone counts in both, as the memory would if that clone were the only one kept), so
-//! [`NodeMap::heap_bytes`] is what a version holds without walking it. Entries are never
-//! removed (a deleted node keeps a record), so there is no merge on delete.
+//! [`NodeMap::heap_bytes`] is what a version holds without walking it. A removal (the
+//! delta collecting a record no transaction can see any more) drops a leaf or branch
+//! that it empties but merges no neighbours: ids are handed out again
+//! ([`crate::store::Store`]'s free lists), so the keys come back to the leaves they left.
 //!
 //! Most lookups miss: an expansion asks the delta about every node it meets, and few of
 //! them have a record. So the map keeps a bitmap of the ids it holds (persistent too:
@@ -156,7 +158,7 @@ impl<V: Clone> NodeMap<V> {
     }
 
     /// Whether `k` may have an entry. Below [`BITS_LIMIT`] the answer is exact: a bit is
-    /// set by the insert of its key and entries are never removed.
+    /// set by the insert of its key and cleared by its removal.
     #[inline]
     fn may_have(&self, k: u64) -> bool {
         if k >= BITS_LIMIT {
@@ -190,6 +192,28 @@ impl<V: Clone> NodeMap<V> {
             Arc::new([0; 64])
         });
         Arc::make_mut(chunk)[((k >> 6) & 63) as usize] |= 1 << (k & 63);
+    }
+
+    /// Clears `k`'s bit (it has one), copying what other versions share; a chunk left
+    /// empty is dropped.
+    fn unmark(&mut self, k: u64) {
+        if k >= BITS_LIMIT {
+            return;
+        }
+        let top = Arc::make_mut(&mut self.bits);
+        let Some(Some(group)) = top.get_mut((k >> 18) as usize) else {
+            return;
+        };
+        let slot = &mut Arc::make_mut(group).0[((k >> 12) & 63) as usize];
+        let Some(chunk) = slot.as_mut() else {
+            return;
+        };
+        let c = Arc::make_mut(chunk);
+        c[((k >> 6) & 63) as usize] &= !(1 << (k & 63));
+        if c.iter().all(|&w| w == 0) {
+            *slot = None;
+            self.chunks -= 1;
+        }
     }
 
     /// Asks the CPU for the bitmap word [`get`](Self::get) tests first for `k` (the
@@ -361,6 +385,76 @@ impl<V: Clone> NodeMap<V> {
         }
     }
 
+    /// Removes `k`'s entry; the value it held, if any. Copies the nodes on its path that
+    /// other versions share; a node left empty leaves its parent, and a root branch with
+    /// one child gives way to it.
+    pub fn remove(&mut self, k: &u64) -> Option<V> {
+        let present = if *k < BITS_LIMIT {
+            self.may_have(*k)
+        } else {
+            self.contains_key(k)
+        };
+        if !present {
+            return None;
+        }
+        let root = self.root.as_mut()?;
+        let old = Self::remove_in(
+            Arc::make_mut(root),
+            *k,
+            &mut self.leaves,
+            &mut self.branches,
+        )?;
+        self.unmark(*k);
+        self.len -= 1;
+        loop {
+            match self.root.as_deref() {
+                Some(Node::Leaf(e)) if e.is_empty() => {
+                    self.root = None;
+                    self.leaves -= 1;
+                }
+                Some(Node::Branch { kids, .. }) if kids.len() == 1 => {
+                    self.root = Some(kids[0].clone());
+                    self.branches -= 1;
+                    continue;
+                }
+                Some(Node::Branch { kids, .. }) if kids.is_empty() => {
+                    self.root = None;
+                    self.branches -= 1;
+                }
+                _ => {}
+            }
+            break;
+        }
+        Some(old)
+    }
+
+    /// Removes `k` under `n`; a child it leaves empty is taken out of its branch (with
+    /// the separator before it, or after it for the first child).
+    fn remove_in(n: &mut Node<V>, k: u64, leaves: &mut usize, branches: &mut usize) -> Option<V> {
+        match n {
+            Node::Leaf(e) => {
+                let i = e.binary_search_by_key(&k, |x| x.0).ok()?;
+                Some(e.remove(i).1)
+            }
+            Node::Branch { keys, kids } => {
+                let i = keys.partition_point(|s| *s <= k);
+                let kid = Arc::make_mut(&mut kids[i]);
+                let old = Self::remove_in(kid, k, leaves, branches)?;
+                let empty = match kid {
+                    Node::Leaf(e) => e.is_empty().then(|| *leaves -= 1).is_some(),
+                    Node::Branch { kids, .. } => kids.is_empty().then(|| *branches -= 1).is_some(),
+                };
+                if empty {
+                    kids.remove(i);
+                    if !keys.is_empty() {
+                        keys.remove(i.saturating_sub(1));
+                    }
+                }
+                Some(old)
+            }
+        }
+    }
+
     /// Entries with keys in `range`, in key order.
     pub fn range<R: RangeBounds<u64>>(&self, range: R) -> Range<'_, V> {
         let lo = match range.start_bound() {
@@ -450,8 +544,23 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
+    /// Leaves and branches reachable from `n`.
+    fn nodes(n: &Node<u32>) -> (usize, usize) {
+        match n {
+            Node::Leaf(_) => (1, 0),
+            Node::Branch { kids, .. } => kids.iter().fold((0, 1), |(l, b), k| {
+                let (kl, kb) = nodes(k);
+                (l + kl, b + kb)
+            }),
+        }
+    }
+
     fn check(m: &NodeMap<u32>, model: &BTreeMap<u64, u32>) {
         assert_eq!(m.len(), model.len());
+        assert_eq!(
+            m.root.as_deref().map_or((0, 0), nodes),
+            (m.leaves, m.branches)
+        );
         let got: Vec<(u64, u32)> = m.iter().map(|(k, v)| (*k, *v)).collect();
         let want: Vec<(u64, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
         assert_eq!(got, want);
@@ -463,7 +572,7 @@ mod tests {
     proptest! {
         #[test]
         fn behaves_as_a_btreemap_and_versions_stay_apart(
-            ops in proptest::collection::vec((0u8..4, 0u64..3000, any::<u32>()), 1..2000),
+            ops in proptest::collection::vec((0u8..6, 0u64..3000, any::<u32>()), 1..2000),
             lo in 0u64..3000, span in 0u64..3000,
         ) {
             let mut m = NodeMap::new();
@@ -477,6 +586,14 @@ mod tests {
                         let base = k * 7;
                         for x in base..base + 40 {
                             prop_assert_eq!(m.insert(x, v), model.insert(x, v));
+                        }
+                    }
+                    4 => prop_assert_eq!(m.remove(&k), model.remove(&k)),
+                    5 => {
+                        // Runs of removals, as a queue's consumer makes them.
+                        let base = k * 7;
+                        for x in base..base + 40 {
+                            prop_assert_eq!(m.remove(&x), model.remove(&x));
                         }
                     }
                     _ => {

@@ -278,6 +278,13 @@ pub struct Store {
     /// checkpoint waits for none.
     pub(crate) writers: AtomicUsize,
     pub(crate) next_edge: Mutex<HashMap<Arc<str>, u64>>,
+    /// Ids of created entities the delta collected ([`Delta::collect`]), for creations
+    /// to take before new ones: a queue's ids stay within what is live at once.
+    pub(crate) free: Mutex<FreeIds>,
+    /// Whether `free` holds node ids, or edge ids (a creation looks at the list only
+    /// then).
+    pub(crate) free_nodes: AtomicBool,
+    pub(crate) free_edges: AtomicBool,
     mode: Mutex<StorageMode>,
     /// Analytical mode: the one writing transaction holds this.
     pub(crate) analytical_writer: AtomicBool,
@@ -291,6 +298,22 @@ pub struct Store {
     /// The database's writer lock; `None` when another process holds it (read only).
     _lock: Option<File>,
 }
+
+/// Ids handed back by the delta's collection ([`Store::free`]).
+#[derive(Debug, Default)]
+pub(crate) struct FreeIds {
+    pub(crate) nodes: Vec<u64>,
+    /// Per relationship type, by name (type ids are a delta's own).
+    pub(crate) edges: HashMap<Arc<str>, Vec<u64>>,
+}
+
+/// Ids a free list keeps at most (8 MiB of node ids): past it, collected ids stay
+/// unused until a checkpoint (a hole of its table, as a rolled-back creation's id).
+const FREE_MAX: usize = 1 << 20;
+
+/// Graves a commit collects at least (and as many as twice its own ops): the work is
+/// bounded per commit and keeps pace with the deletions.
+pub(crate) const COLLECT_PER_COMMIT: usize = 4096;
 
 /// Property names the segments index: `:ID` columns and declared indexes.
 /// Brings the declared indexes up to date with a new generation (they are built by the
@@ -379,7 +402,19 @@ impl Store {
             }
             clock = clock.max(*ts);
         }
+        // (Past every id the log used, collected ones included: those are handed out
+        // from the free lists.)
         let next_edge = next_edges(&delta);
+        // No transaction is open: every tombstone the log left goes.
+        let mut free = FreeIds::default();
+        let mut rels = Vec::new();
+        delta.collect(u64::MAX - 1, usize::MAX, &mut free.nodes, &mut rels);
+        free.nodes.truncate(FREE_MAX);
+        for (t, e) in rels {
+            if let Some(name) = delta.types.get(t as usize) {
+                free.edges.entry(name.clone()).or_default().push(e);
+            }
+        }
         let memory = MemoryBudget::new(opts.memory_limit);
         // The log's replay is what the database holds: it is granted even past the limit
         // (the limit then refuses new writes until a checkpoint).
@@ -415,6 +450,9 @@ impl Store {
             index_hook: Mutex::new(None),
             next_tx: AtomicU64::new(1),
             next_edge: Mutex::new(next_edge),
+            free_nodes: AtomicBool::new(!free.nodes.is_empty()),
+            free_edges: AtomicBool::new(!free.edges.is_empty()),
+            free: Mutex::new(free),
             mode: Mutex::new(StorageMode::InMemoryTransactional),
             analytical_writer: AtomicBool::new(false),
             unlogged: AtomicBool::new(false),
@@ -573,6 +611,7 @@ impl Store {
     ) {
         c.head = None;
         c.synced = c.clock;
+        self.clear_free_ids();
         self.next_node.fetch_max(delta.next_node, Ordering::SeqCst);
         {
             let mut m = lock(&self.next_edge);
@@ -751,7 +790,92 @@ impl Store {
         }
     }
 
+    /// A node id for a creation: a collected one if there is one, else a new one.
+    #[inline]
+    pub(crate) fn alloc_node(&self) -> u64 {
+        if self.free_nodes.load(Ordering::Relaxed) {
+            let mut f = lock(&self.free);
+            if let Some(id) = f.nodes.pop() {
+                if f.nodes.is_empty() {
+                    self.free_nodes.store(false, Ordering::Relaxed);
+                }
+                return id;
+            }
+        }
+        self.next_node.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Hands ids the delta collected to later creations (commit lock held). Not while a
+    /// checkpoint writes: its tables end at ids handed out before it began, and a
+    /// collected id below that end is a hole of its table.
+    pub(crate) fn free_ids(
+        &self,
+        c: &CommitState,
+        delta: &Delta,
+        nodes: &[u64],
+        rels: &[(u32, u64)],
+    ) {
+        if c.floor.is_some() || (nodes.is_empty() && rels.is_empty()) {
+            return;
+        }
+        let mut f = lock(&self.free);
+        let room = FREE_MAX.saturating_sub(f.nodes.len());
+        f.nodes.extend(
+            nodes
+                .iter()
+                .copied()
+                .filter(|&n| n >= delta.base_nodes)
+                .take(room),
+        );
+        for &(t, e) in rels {
+            let Some(name) = delta.types.get(t as usize) else {
+                continue;
+            };
+            let v = f.edges.entry(name.clone()).or_default();
+            if v.len() < FREE_MAX {
+                v.push(e);
+            }
+        }
+        self.free_nodes
+            .store(!f.nodes.is_empty(), Ordering::Relaxed);
+        self.free_edges
+            .store(!f.edges.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Forgets the collected ids (a checkpoint begins: it writes tables up to the ids
+    /// handed out so far, and ids below their end are never handed out again).
+    pub(crate) fn clear_free_ids(&self) {
+        let mut f = lock(&self.free);
+        f.nodes = Vec::new();
+        f.edges = HashMap::new();
+        self.free_nodes.store(false, Ordering::Relaxed);
+        self.free_edges.store(false, Ordering::Relaxed);
+    }
+
+    /// The newest timestamp whose deletions every open transaction but `me` sees: the
+    /// published state's, or an older snapshot's (read under the lock [`Store::begin`]
+    /// takes a snapshot under, so no transaction is beginning on an older one).
+    pub(crate) fn collect_horizon(&self, me: u64) -> u64 {
+        let active = lock(&self.active);
+        let published = self.current.load().ts;
+        active
+            .iter()
+            .filter(|(&id, _)| id != me)
+            .map(|(_, &ts)| ts)
+            .fold(published, u64::min)
+    }
+
     pub(crate) fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {
+        if self.free_edges.load(Ordering::Relaxed) {
+            let mut f = lock(&self.free);
+            if let Some(v) = f.edges.get_mut(ty) {
+                if let Some(id) = v.pop() {
+                    if id >= base {
+                        return id;
+                    }
+                }
+            }
+        }
         let mut m = lock(&self.next_edge);
         let e = m.entry(ty.clone()).or_insert(base);
         *e = (*e).max(base);

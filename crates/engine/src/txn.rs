@@ -378,7 +378,7 @@ impl Txn {
 
     /// Creates a node whose values are checked and counted already.
     fn create_checked(&mut self, labels: Vec<Arc<str>>, props: Props) -> Result<u64, EngineError> {
-        let id = self.store.next_node.fetch_add(1, Ordering::Relaxed);
+        let id = self.store.alloc_node();
         self.claim_new()?;
         self.push(Op::CreateNode { id, labels, props })?;
         Ok(id)
@@ -635,7 +635,10 @@ impl Txn {
             let cur = store.current.load();
             c.clock += 1;
             // Its records carry timestamp 0: analytical mode keeps no versions.
-            let work = std::mem::replace(&mut self.work, (*cur.delta).clone());
+            let mut work = std::mem::replace(&mut self.work, (*cur.delta).clone());
+            let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+            work.collect(u64::MAX - 1, usize::MAX, &mut nodes, &mut rels);
+            store.free_ids(&c, &work, &nodes, &rels);
             store.replace_current(cur.with_delta(Arc::new(work), c.clock));
             store.unlogged.store(true, Ordering::SeqCst);
             return Ok(c.clock);
@@ -695,7 +698,7 @@ impl Txn {
                     }
                 }
             }
-            let d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
+            let mut d = if cur.ts == self.snap.ts && Arc::ptr_eq(&cur.db, &self.snap.db) {
                 // Nothing committed since this snapshot: the working copy is the new head
                 // once what it changed carries this commit's timestamp.
                 let mut d = std::mem::replace(&mut self.work, (*cur.delta).clone());
@@ -705,6 +708,7 @@ impl Txn {
                 for &e in &self.locked {
                     d.restamp(e, UNCOMMITTED, ts);
                 }
+                d.stamp_graves(ts);
                 d
             } else {
                 let mut d = (*cur.delta).clone();
@@ -740,6 +744,12 @@ impl Txn {
                 }
                 d
             };
+            // Tombstones every open snapshot sees past go, a bounded number a commit,
+            // and their ids to later creations.
+            let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+            let max = crate::store::COLLECT_PER_COMMIT.max(2 * self.ops.len());
+            d.collect(store.collect_horizon(self.id), max, &mut nodes, &mut rels);
+            store.free_ids(&c, &d, &nodes, &rels);
             {
                 // The head grows by this commit: within the memory limit or not at all.
                 // (The transaction's own grant is returned first: the same bytes.)
@@ -933,8 +943,13 @@ impl Txn {
             // (The analytical writer keeps its token, and its count, to the end.)
             self.unregister();
         }
-        let snap = self.store.snapshot();
-        lock(&self.store.active).insert(self.id, snap.ts);
+        let snap = {
+            // (Under the lock: see `Store::collect_horizon`.)
+            let mut active = lock(&self.store.active);
+            let snap = self.store.snapshot();
+            active.insert(self.id, snap.ts);
+            snap
+        };
         self.mem = None;
         self.work = (*snap.delta).clone();
         self.snap = snap;
@@ -1040,9 +1055,14 @@ fn describe(e: Entity) -> String {
 impl Store {
     /// Starts a transaction on the current snapshot.
     pub fn begin(self: &Arc<Store>) -> Txn {
-        let snap = self.snapshot();
         let id = self.next_tx.fetch_add(1, Ordering::Relaxed);
-        lock(&self.active).insert(id, snap.ts);
+        let snap = {
+            // (Under the lock: see `Store::collect_horizon`.)
+            let mut active = lock(&self.active);
+            let snap = self.snapshot();
+            active.insert(id, snap.ts);
+            snap
+        };
         Txn {
             store: self.clone(),
             id,

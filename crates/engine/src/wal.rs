@@ -323,6 +323,11 @@ impl OpLog {
         self.n == 0
     }
 
+    /// Ops written.
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
     pub fn clear(&mut self) {
         self.buf.truncate(20);
         self.n = 0;

@@ -390,13 +390,17 @@ fn cleanup_stale_staging(parent: &Path, name: &str) {
     }
 }
 
-/// Removes generation folders and manifests that `CURRENT` does not name.
+/// Removes generation folders and manifests that `CURRENT` does not name, and in the
+/// older folders it still names, the segment files it does not (a table a checkpoint
+/// compacted, a deletion bitmap or patch rewritten since): a database's disk follows
+/// what its current generation holds.
 fn remove_unreferenced(db: &Path) {
     let current = read_current(db).ok().flatten().map(|(m, _)| m);
     let keep_gen = current.as_deref().and_then(parse_generation);
     // A generation may reference files of earlier ones (an index added to an imported
     // database): keep every generation directory the current manifest names.
     let mut keep_dirs: Vec<String> = Vec::new();
+    let mut named: std::collections::HashSet<String> = Default::default();
     if let Some(m) = &current {
         match fs::read(db.join(m))
             .ok()
@@ -407,10 +411,27 @@ fn remove_unreferenced(db: &Path) {
                     if let Some((d, _)) = f.split_once('/') {
                         keep_dirs.push(d.to_string());
                     }
+                    named.insert(f.to_string());
                 }
             }
             // Unreadable manifest: remove nothing.
             None => return,
+        }
+    }
+    // (A process that maps a file keeps its pages after the unlink, as it keeps a
+    // removed generation's.)
+    for d in &keep_dirs {
+        if Some(d.as_str()) == keep_gen.map(|g| format!("g{g:06}")).as_deref() {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(db.join(d)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if n.ends_with(".seg") && !named.contains(&format!("{d}/{n}")) {
+                let _ = fs::remove_file(e.path());
+            }
         }
     }
     let Ok(rd) = fs::read_dir(db) else { return };

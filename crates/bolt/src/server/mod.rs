@@ -102,6 +102,9 @@ type Shared = Arc<Mutex<Session>>;
 pub(crate) struct Conn {
     pub(crate) state: State,
     in_tx: bool,
+    /// The open transaction's deadline and the timeout it came from (BEGIN's
+    /// `tx_timeout`).
+    tx_deadline: Option<ClientDeadline>,
     hello: bool,
     session: Option<Shared>,
     /// The running statement's columns, from its `on_columns` hook until they are sent.
@@ -145,6 +148,7 @@ impl Conn {
         Conn {
             state: State::Authentication,
             in_tx: false,
+            tx_deadline: None,
             hello: false,
             session: None,
             slot: Arc::new(Mutex::new(ColumnSlot::default())),
@@ -231,9 +235,17 @@ impl Conn {
     /// pipelined PULL asks for, or with its end, so that a small result crosses from
     /// the worker once.
     /// `true`: it ran here, on the I/O thread ([`Conn::run_inline`]).
-    fn run(&mut self, text: String, params: Params) -> Result<bool, Failure> {
+    fn run(
+        &mut self,
+        text: String,
+        params: Params,
+        deadline: Option<ClientDeadline>,
+    ) -> Result<bool, Failure> {
         let session = self.session()?;
         let auto_commit = !self.in_tx;
+        if let Some(d) = deadline.filter(|d| d.at <= Instant::now()) {
+            return Err(d.failure());
+        }
         let quick = auto_commit
             && self
                 .opts
@@ -324,6 +336,7 @@ impl Conn {
             done: None,
             started,
             timed_out: false,
+            deadline,
         });
         Ok(false)
     }
@@ -391,6 +404,7 @@ impl Conn {
             done: Some(Ok(done)),
             started,
             timed_out: false,
+            deadline: None,
         });
         true
     }
@@ -632,6 +646,7 @@ impl Conn {
             let _ = self.tx("ROLLBACK").await;
             self.in_tx = false;
         }
+        self.tx_deadline = None;
     }
 
     /// The connection closed: a statement still open stops, a transaction rolls back.
@@ -867,6 +882,7 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
         (BEGIN, State::Ready) => match c.tx("BEGIN").await {
             Ok(()) => {
                 c.in_tx = true;
+                c.tx_deadline = ClientDeadline::of(f.first());
                 c.state = State::TxReady;
                 success(&mut c.out, vec![]);
             }
@@ -874,6 +890,13 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
         },
         (COMMIT | ROLLBACK, State::TxReady) => {
             let cmd = if tag == COMMIT { "COMMIT" } else { "ROLLBACK" };
+            // A transaction past its client's timeout was terminated: it commits nothing.
+            if let Some(d) = c.tx_deadline.take().filter(|d| d.at <= Instant::now()) {
+                if tag == COMMIT {
+                    c.failed(d.failure()).await;
+                    return false;
+                }
+            }
             c.in_tx = false;
             match c.tx(cmd).await {
                 Ok(()) => {
@@ -904,9 +927,15 @@ pub(crate) async fn handle(c: &mut Conn, tag: u8, f: &[Pack]) -> bool {
                     return false;
                 }
             };
+            // The transaction's deadline, or an auto-commit statement's own.
+            let deadline = if c.in_tx {
+                c.tx_deadline
+            } else {
+                ClientDeadline::of(f.get(2))
+            };
             // (Answered by `answer_run`, before the next message's answer or at the
             // end of what the client sent.)
-            match c.run(text.to_string(), params) {
+            match c.run(text.to_string(), params, deadline) {
                 Ok(inline) => {
                     c.state = if c.in_tx {
                         State::TxStreaming

@@ -122,6 +122,42 @@ pub(crate) struct Open {
     pub(crate) started: Instant,
     /// The query timeout passed and the statement was told to stop.
     pub(crate) timed_out: bool,
+    /// The client's deadline (its `tx_timeout`), if it set one.
+    pub(crate) deadline: Option<ClientDeadline>,
+}
+
+/// A deadline a client set: Bolt's `tx_timeout` (milliseconds) on BEGIN, or on an
+/// auto-commit RUN.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientDeadline {
+    pub(crate) at: Instant,
+    pub(crate) timeout: Duration,
+}
+
+impl ClientDeadline {
+    /// The deadline of a message's extra map, from now (none for a missing, zero or
+    /// negative `tx_timeout`: the server's own limit stands).
+    pub(crate) fn of(extra: Option<&Pack>) -> Option<ClientDeadline> {
+        let ms = extra?.get("tx_timeout")?.as_int()?;
+        (ms > 0).then(|| {
+            let timeout = Duration::from_millis(ms as u64);
+            ClientDeadline {
+                at: Instant::now() + timeout,
+                timeout,
+            }
+        })
+    }
+
+    /// What Neo4j answers a transaction that outlived its client's timeout.
+    pub(crate) fn failure(&self) -> Failure {
+        Failure::new(
+            "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+            format!(
+                "The transaction has not completed within the timeout specified at its start by the client ({} ms) and was terminated. You may want to retry with a longer timeout.",
+                self.timeout.as_millis()
+            ),
+        )
+    }
 }
 
 impl Open {
@@ -156,13 +192,27 @@ impl Open {
         timeout: Option<Duration>,
         cancel: &AtomicBool,
     ) -> Option<Event> {
-        let ev = match timeout {
-            Some(t) if !self.timed_out => {
-                let at = tokio::time::Instant::from_std(self.started + t);
-                match tokio::time::timeout_at(at, self.events.recv()).await {
+        // The earlier of the server's limit and the client's deadline.
+        let server = timeout.map(|t| (self.started + t, false));
+        let client = self.deadline.map(|d| (d.at, true));
+        let first = match (server, client) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        let ev = match first {
+            Some((at, by_client)) if !self.timed_out => {
+                match tokio::time::timeout_at(
+                    tokio::time::Instant::from_std(at),
+                    self.events.recv(),
+                )
+                .await
+                {
                     Ok(e) => e,
                     Err(_) => {
                         self.timed_out = true;
+                        if !by_client {
+                            self.deadline = None;
+                        }
                         cancel.store(true, Ordering::Relaxed);
                         self.events.recv().await
                     }
@@ -173,13 +223,16 @@ impl Open {
         let mut ev = ev;
         if let Some(Err(f)) = &ev.done {
             if self.timed_out && f.code == "Neo.TransientError.Transaction.Terminated" {
-                ev.done = Some(Err(Failure::new(
-                    "Neo.ClientError.Transaction.TransactionTimedOut",
-                    format!(
-                        "the statement ran longer than the server's query timeout ({} s) and was stopped",
-                        timeout.map_or(0, |t| t.as_secs())
+                ev.done = Some(Err(match self.deadline {
+                    Some(d) => d.failure(),
+                    None => Failure::new(
+                        "Neo.ClientError.Transaction.TransactionTimedOut",
+                        format!(
+                            "the statement ran longer than the server's query timeout ({} s) and was stopped",
+                            timeout.map_or(0, |t| t.as_secs())
+                        ),
                     ),
-                )));
+                }));
             }
         }
         Some(ev)

@@ -127,6 +127,48 @@ pub(crate) fn write_deleted(
     })
 }
 
+/// Rewrites node table `t` of `m` without its rows' data when every row is deleted: no
+/// columns, no patches, no labels (label scans no longer visit it), one empty segment;
+/// its deletion bitmap stays, so its ids stay dead (node ids are positions: the rows
+/// cannot leave the id space, but their bytes can). The old files leave the disk with
+/// their generation's other unreferenced files ([`Staging`]). A table in an id space's
+/// index keeps its rows (the index names them).
+pub(crate) fn compact_if_dead(
+    staging: &Staging,
+    m: &mut Manifest,
+    t: usize,
+) -> Result<bool, EngineError> {
+    let table = &m.node_tables[t];
+    let dead = table
+        .deleted
+        .as_ref()
+        .is_some_and(|d| d.count >= table.n_rows);
+    let holds_data = !table.columns.is_empty()
+        || !table.patches.is_empty()
+        || !table.labels.is_empty()
+        || table.segments.len() != 1;
+    if !dead || !holds_data || table.id_space.is_some() || table.n_rows == 0 {
+        return Ok(false);
+    }
+    let mut rows = std::iter::repeat_with(|| (None, None)).take(table.n_rows as usize);
+    let (seg, _) = super::created::write_rows(
+        staging,
+        &format!("nodes-{t:04}-compacted.seg"),
+        &[],
+        false,
+        &mut rows,
+        &mut Vec::new(),
+    )?;
+    let table = &mut m.node_tables[t];
+    table.columns.clear();
+    table.patches.clear();
+    table.labels.clear();
+    table.label_column = None;
+    table.id_column = None;
+    table.segments = vec![seg];
+    Ok(true)
+}
+
 /// Deletions of entities of `db`'s segments into the deletion bitmaps of their tables
 /// and relationship segments (each rewritten whole: the old bits and the new). A
 /// relationship whose entries cannot be found is carried as an op. Returns how many
@@ -161,6 +203,7 @@ pub(crate) fn fold_deletions(
             &format!("nodes-{t:04}-deleted.seg"),
             &[&bits],
         )?);
+        compact_if_dead(staging, m, t)?;
     }
     // Positions to mark per (type, segment): in the out CSR, in the in CSR.
     type Marks = (Vec<u64>, Vec<u64>);

@@ -276,6 +276,8 @@ fn write_created_table(
             &format!("nodes-{t:04}-deleted.seg"),
             &[&holes],
         )?);
+        // (Every id of the range collected or rolled back: only the ids are kept.)
+        super::changes::compact_if_dead(staging, m, t)?;
     }
     Ok(t)
 }

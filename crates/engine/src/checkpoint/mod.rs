@@ -143,6 +143,9 @@ impl Store {
             )));
         }
         self.sync_locked(&mut c)?;
+        // Collected ids below the tables' end are never handed out again (one a
+        // creation took just now is a hole of the table, as an open transaction's is).
+        self.clear_free_ids();
         let cur = self.head();
         let ts0 = c.clock;
         let log_before = c.wal.as_ref().map_or(0, |w| w.bytes);

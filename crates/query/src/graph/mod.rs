@@ -237,6 +237,63 @@ impl<'db> Graph<'db> {
         }
     }
 
+    /// The first node of `n..end` (segment ids) a scan must test: rows the segments
+    /// hold deleted are skipped a run at a time, unless the delta brings one back (a
+    /// node created into a checkpoint's hole).
+    pub fn next_scan_candidate(&self, n: u64, end: u64) -> u64 {
+        let next = self.db.next_live_node(n, end);
+        if next > n {
+            if let Some(d) = self.delta() {
+                if d.relabels_segment_nodes() {
+                    if let Some((&x, _)) = d
+                        .nodes
+                        .range(n..next)
+                        .find(|(_, r)| r.created && !r.deleted)
+                    {
+                        return x;
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    /// Up to `max` created nodes of `from..hi` (ids past the segments' rows) that live
+    /// and, with `label`, carry it, into `out`; returns where to go on (`hi` when done).
+    /// The delta's records are walked, not the ids: a created id without a live record
+    /// (collected, rolled back, or deleted) costs nothing.
+    pub fn created_nodes(
+        &self,
+        from: u64,
+        hi: u64,
+        label: Option<u32>,
+        max: usize,
+        out: &mut Vec<u64>,
+    ) -> u64 {
+        let Some(d) = self.delta() else {
+            return hi;
+        };
+        let name = match label {
+            Some(l) => match d.labels.get(l as usize) {
+                Some(n) => Some(n.clone()),
+                None => return hi,
+            },
+            None => None,
+        };
+        let mut taken = 0;
+        for (&n, r) in d.nodes.range(from.max(d.base_nodes)..hi) {
+            if taken == max {
+                return n;
+            }
+            if r.deleted || name.as_ref().is_some_and(|l| !r.labels.contains(l)) {
+                continue;
+            }
+            out.push(n);
+            taken += 1;
+        }
+        hi
+    }
+
     /// Values of the delta's records of nodes in `lo..hi` over a run read from the
     /// segments (`out[base..]` holds `lo..hi`): each record that decides property `name`
     /// replaces its node's value, mapped by `val` (a null stays null).

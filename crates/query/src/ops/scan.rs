@@ -22,6 +22,8 @@ pub struct Scan {
     pub row: usize,
     pub range: usize,
     pub node: u64,
+    /// Created nodes of one round (reused).
+    pub created: Vec<u64>,
 }
 
 impl Op for Scan {
@@ -51,31 +53,68 @@ impl Op for Scan {
                     self.node = self.ranges.first().map_or(0, |r| r.lo);
                     continue;
                 };
-                let hi = r.hi.min(cx.env.g.n_nodes());
+                let g = cx.env.g;
+                let hi = r.hi.min(g.n_nodes());
+                let w = cur.width();
+                let seg = g.segment_nodes();
+                if self.node >= seg && self.node < hi {
+                    // Created nodes: the delta's live records, not every id handed out.
+                    self.created.clear();
+                    let next = g.created_nodes(
+                        self.node,
+                        hi,
+                        r.label,
+                        BATCH_ROWS - out.len,
+                        &mut self.created,
+                    );
+                    for &n in &self.created {
+                        for c in 0..w {
+                            out.cols[c].push(cur.cols[c][self.row].clone());
+                        }
+                        out.cols[w].push(Value::Node(n));
+                        out.len += 1;
+                    }
+                    self.node = next;
+                    if next >= hi {
+                        self.range += 1;
+                        self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
+                    }
+                    continue;
+                }
+                // Segment rows here; created ones (past `seg`) on the next round.
                 let end = hi
+                    .min(seg.max(self.node))
                     .min(self.node + (BATCH_ROWS - out.len) as u64)
                     .max(self.node);
-                let w = cur.width();
-                let check_live = cx.env.g.scans_check_life();
-                for n in self.node..end {
-                    if let Some(l) = r.label {
-                        if !cx.env.g.has_label(n, l)? {
-                            continue;
+                let check_live = g.scans_check_life();
+                // Rows the segments hold deleted are skipped a run at a time.
+                let skip_dead = g.db.has_deleted_nodes();
+                let mut n = self.node;
+                while n < end {
+                    if skip_dead {
+                        n = g.next_scan_candidate(n, end);
+                        if n >= end {
+                            break;
                         }
+                    }
+                    let take = if let Some(l) = r.label {
+                        g.has_label(n, l)?
                     } else if check_live {
-                        let live = match r.table_label {
-                            Some(l) => cx.env.g.live_keeping_label(n, l),
-                            None => cx.env.g.node_live(n),
-                        };
-                        if !live {
-                            continue;
+                        match r.table_label {
+                            Some(l) => g.live_keeping_label(n, l),
+                            None => g.node_live(n),
                         }
+                    } else {
+                        true
+                    };
+                    if take {
+                        for c in 0..w {
+                            out.cols[c].push(cur.cols[c][self.row].clone());
+                        }
+                        out.cols[w].push(Value::Node(n));
+                        out.len += 1;
                     }
-                    for c in 0..w {
-                        out.cols[c].push(cur.cols[c][self.row].clone());
-                    }
-                    out.cols[w].push(Value::Node(n));
-                    out.len += 1;
+                    n += 1;
                 }
                 self.node = end;
                 if end >= hi {

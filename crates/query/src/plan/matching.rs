@@ -711,6 +711,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     row: 0,
                     range: 0,
                     node: 0,
+                    created: Vec::new(),
                 }),
             )
         };

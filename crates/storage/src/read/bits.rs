@@ -127,6 +127,21 @@ impl Bits {
         }
     }
 
+    /// The first clear bit in `a..b` (`b` when every bit there is set), a word at a
+    /// time: a scan skips a run of deleted rows at 64 a step.
+    pub fn next_clear(&self, a: u64, b: u64) -> u64 {
+        let mut i = a;
+        while i < b {
+            // Set bits from `i` on read as zeros after the inversion.
+            let w = !self.words.get((i / 64) as usize) >> (i % 64);
+            if w != 0 {
+                return (i + w.trailing_zeros() as u64).min(b);
+            }
+            i += 64 - i % 64;
+        }
+        b
+    }
+
     /// Set bits in `a..b`.
     pub fn count_range(&self, a: u64, b: u64) -> u64 {
         (a..b.min(self.len)).filter(|&i| self.get(i)).count() as u64
@@ -194,5 +209,29 @@ impl Bits {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_clear_skips_runs_of_set_bits() {
+        let mut b = Bits::new(1000);
+        for i in 10..700 {
+            b.set(i);
+        }
+        b.set(999);
+        // Every start, against a bit-by-bit search.
+        for a in 0..1000 {
+            for hi in [a, a + 1, 64, 128, 640, 700, 701, 999, 1000] {
+                if hi < a {
+                    continue;
+                }
+                let want = (a..hi).find(|&i| !b.get(i)).unwrap_or(hi);
+                assert_eq!(b.next_clear(a, hi), want, "next_clear({a}, {hi})");
+            }
+        }
     }
 }

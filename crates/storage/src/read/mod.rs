@@ -468,6 +468,33 @@ impl Database {
         }
     }
 
+    /// The first node of `lo..hi` the segments hold live (`hi` when none): runs of
+    /// deleted rows are skipped a bitmap word at a time.
+    pub fn next_live_node(&self, lo: u64, hi: u64) -> u64 {
+        if !self.any_deleted_nodes {
+            return lo.min(hi);
+        }
+        let mut n = lo;
+        while n < hi {
+            let Ok((t, row)) = self.node_location(n) else {
+                return n;
+            };
+            let table = &self.tables[t];
+            let end = hi.min(table.meta.first_node + table.meta.n_rows);
+            match &table.deleted {
+                Some(d) => {
+                    let r = d.next_clear(row, row + (end - n));
+                    if r < row + (end - n) {
+                        return n + (r - row);
+                    }
+                }
+                None => return n,
+            }
+            n = end;
+        }
+        hi
+    }
+
     /// `out[i]` is whether node `lo + i` of `lo..hi` was not deleted from the segments
     /// (one table lookup per table the range crosses, then a bit test per node).
     pub fn live_mask(&self, lo: u64, hi: u64, out: &mut Vec<bool>) {

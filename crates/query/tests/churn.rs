@@ -1,0 +1,284 @@
+//! Churn: records created and deleted all day (a queue, sessions, events) cost nothing
+//! once no open transaction can see them. Their tombstones leave the delta, their ids
+//! are handed out again, scans visit the living, and an old reader keeps what it sees.
+
+mod common;
+
+use common::{ints, rows, run};
+use quiver_query::Session;
+use quiver_storage::OpenMode;
+use std::path::Path;
+
+fn open(dir: &Path) -> Session {
+    Session::open_with(&dir.join("g.qdb"), OpenMode::Mapped, true).unwrap()
+}
+
+fn count(s: &mut Session, q: &str) -> i64 {
+    ints(s, q)[0]
+}
+
+/// One round of a queue's life: `n` events created, then consumed.
+fn churn(s: &mut Session, n: i64) {
+    run(
+        s,
+        &format!("UNWIND range(1, {n}) AS i CREATE (:E {{i: i, body: 'payload ' + toString(i)}})"),
+    )
+    .unwrap();
+    run(s, "MATCH (e:E) DELETE e").unwrap();
+}
+
+fn delta_bytes(s: &Session) -> u64 {
+    s.store().snapshot().delta.bytes
+}
+
+#[test]
+fn a_queue_at_steady_state_costs_what_is_live() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(1, 300) AS i CREATE (:N {i: i})").unwrap();
+    let live = delta_bytes(&s);
+    let top = s.store().snapshot().delta.next_node;
+    for _ in 0..40 {
+        churn(&mut s, 300);
+    }
+    // One more commit collects the last round's tombstones.
+    run(&mut s, "CREATE (:Marker)").unwrap();
+    let snap = s.store().snapshot();
+    // Ids are handed out again: the created range is what was live at once (the
+    // nodes, one round of events and its tombstones), not everything ever created.
+    assert!(
+        snap.delta.next_node <= top + 2 * 300 + 1,
+        "{} ids after 12,000 events",
+        snap.delta.next_node
+    );
+    assert!(
+        snap.delta.graves.len() <= 1,
+        "{} graves",
+        snap.delta.graves.len()
+    );
+    // What the delta holds is the live nodes' (within 2x, with the map's leaves).
+    assert!(
+        delta_bytes(&s) <= 2 * live + 4096,
+        "{} bytes against {live} live",
+        delta_bytes(&s)
+    );
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 300);
+    assert_eq!(count(&mut s, "MATCH (e:E) RETURN count(e)"), 0);
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 301);
+    assert_eq!(
+        count(&mut s, "MATCH (a:N), (b:N) RETURN count(*)"),
+        300 * 300
+    );
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN sum(n.i)"), 300 * 301 / 2);
+    // A reused id carries its new node, not the old one's properties.
+    run(&mut s, "CREATE (:E {i: -1})").unwrap();
+    assert_eq!(rows(&mut s, "MATCH (e:E) RETURN e.i, e.body").len(), 1);
+    assert!(rows(&mut s, "MATCH (e:E) RETURN e.body")[0][0].is_null());
+    // The log replays to the same graph, and the open collects what it left.
+    drop(s);
+    let mut s = open(d.path());
+    assert!(s.store().snapshot().delta.graves.is_empty());
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN count(n)"), 300);
+    assert_eq!(count(&mut s, "MATCH (e:E) RETURN e.i"), -1);
+    // And a checkpoint folds it: the next rounds start past the new segments.
+    run(&mut s, "CHECKPOINT").unwrap();
+    for _ in 0..5 {
+        churn(&mut s, 100);
+    }
+    // (The rounds consumed the event made before the reopen too.)
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 301);
+    assert_eq!(count(&mut s, "MATCH (e:E) RETURN count(e)"), 0);
+}
+
+#[test]
+fn an_old_reader_keeps_its_rows_and_its_ids_stay_taken() {
+    let d = tempfile::tempdir().unwrap();
+    let mut a = open(d.path());
+    run(&mut a, "UNWIND range(1, 50) AS i CREATE (:E {i: i})").unwrap();
+    let old_ids = ints(&mut a, "MATCH (e:E) RETURN id(e) ORDER BY id(e)");
+    // A transaction opened before the deletion.
+    let mut b = Session::on(a.store().clone());
+    run(&mut b, "BEGIN").unwrap();
+    assert_eq!(count(&mut b, "MATCH (e:E) RETURN count(e)"), 50);
+    run(&mut a, "MATCH (e:E) DELETE e").unwrap();
+    // Commits go on beside it; none may collect what it still sees.
+    for _ in 0..3 {
+        run(&mut a, "UNWIND range(1, 50) AS i CREATE (:F {i: i})").unwrap();
+    }
+    let fresh = ints(&mut a, "MATCH (f:F) RETURN id(f)");
+    assert!(
+        fresh.iter().all(|id| !old_ids.contains(id)),
+        "an id the open transaction still sees was handed out again"
+    );
+    // The reader sees its snapshot whole, and writes to it fail as conflicts would.
+    assert_eq!(count(&mut b, "MATCH (e:E) RETURN count(e)"), 50);
+    assert_eq!(count(&mut b, "MATCH (e:E) RETURN sum(e.i)"), 50 * 51 / 2);
+    assert_eq!(count(&mut b, "MATCH (f:F) RETURN count(f)"), 0);
+    run(&mut b, "ROLLBACK").unwrap();
+    // Once it is gone, the next commit collects the tombstones and their ids return.
+    run(&mut a, "CREATE (:G)").unwrap();
+    run(&mut a, "UNWIND range(1, 50) AS i CREATE (:H {i: i})").unwrap();
+    let reused = ints(&mut a, "MATCH (h:H) RETURN id(h)");
+    assert!(
+        reused.iter().any(|id| old_ids.contains(id)),
+        "collected ids were not handed out again: {reused:?}"
+    );
+    assert_eq!(count(&mut a, "MATCH (h:H) RETURN sum(h.i)"), 50 * 51 / 2);
+    assert_eq!(count(&mut a, "MATCH (e:E) RETURN count(e)"), 0);
+    assert_eq!(count(&mut a, "MATCH (n) RETURN count(n)"), 50 * 3 + 1 + 50);
+}
+
+#[test]
+fn relationships_that_come_and_go_leave_nothing_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(1, 20) AS i CREATE (:N {i: i})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let mut top = 0;
+    for round in 0..30 {
+        run(
+            &mut s,
+            "MATCH (a:N), (b:N) WHERE b.i = a.i % 20 + 1 CREATE (a)-[:NEXT {w: a.i}]->(b)",
+        )
+        .unwrap();
+        // Created nodes with relationships of their own, detach-deleted.
+        run(
+            &mut s,
+            "MATCH (a:N {i: 1}) CREATE (a)-[:HAS]->(:Tmp {r: 1})-[:HAS]->(:Tmp {r: 2})",
+        )
+        .unwrap();
+        assert_eq!(count(&mut s, "MATCH ()-[r:NEXT]->() RETURN count(r)"), 20);
+        assert_eq!(
+            count(&mut s, "MATCH (:N {i: 3})-[:NEXT]->(b) RETURN b.i"),
+            4
+        );
+        assert_eq!(
+            count(&mut s, "MATCH (:N {i: 1})-[:HAS*]->(t) RETURN count(t)"),
+            2
+        );
+        run(&mut s, "MATCH ()-[r:NEXT]->() DELETE r").unwrap();
+        run(&mut s, "MATCH (t:Tmp) DETACH DELETE t").unwrap();
+        let ids = ints(
+            &mut s,
+            "CREATE (x:Probe)-[r:NEXT]->(x) WITH x, r RETURN id(r)",
+        );
+        run(&mut s, "MATCH (x:Probe) DETACH DELETE x").unwrap();
+        if round == 5 {
+            top = ids[0];
+        } else if round > 5 {
+            // Edge ids are handed out again too: they stop growing.
+            assert!(ids[0] <= top + 21, "edge id {} in round {round}", ids[0]);
+        }
+    }
+    run(&mut s, "CREATE (:Marker)").unwrap();
+    let snap = s.store().snapshot();
+    assert!(
+        snap.delta.rels.len() <= 25,
+        "{} relationship records",
+        snap.delta.rels.len()
+    );
+    assert_eq!(count(&mut s, "MATCH ()-[r]->() RETURN count(r)"), 0);
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 21);
+    // Reopened and checkpointed, the graph is the same.
+    drop(s);
+    let mut s = open(d.path());
+    assert_eq!(count(&mut s, "MATCH ()-[r]->() RETURN count(r)"), 0);
+    run(&mut s, "CHECKPOINT").unwrap();
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 21);
+    assert_eq!(count(&mut s, "MATCH ()-[r]->() RETURN count(r)"), 0);
+}
+
+#[test]
+fn scans_skip_rows_a_checkpoint_left_deleted() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(1, 5000) AS i CREATE (:E {i: i})").unwrap();
+    run(&mut s, "UNWIND range(1, 7) AS i CREATE (:N {i: i})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // Most rows of the table deleted, a few kept here and there.
+    run(&mut s, "MATCH (e:E) WHERE e.i % 1000 <> 0 DELETE e").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    assert_eq!(
+        ints(&mut s, "MATCH (e:E) RETURN e.i ORDER BY e.i"),
+        vec![1000, 2000, 3000, 4000, 5000]
+    );
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 12);
+    assert_eq!(count(&mut s, "MATCH (a:N), (b:N) RETURN count(*)"), 49);
+    assert_eq!(
+        count(&mut s, "MATCH (n) WHERE n.i = 3000 RETURN count(n)"),
+        1
+    );
+}
+
+fn dir_bytes(d: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        n += if m.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    n
+}
+
+#[test]
+fn checkpoints_give_back_the_disk_of_tables_whose_rows_all_died() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(1, 300) AS i CREATE (:N {i: i})").unwrap();
+    let mut sizes = Vec::new();
+    // A queue checkpointed while events are live: each checkpoint writes a table of
+    // them, which the next rounds consume.
+    for round in 0..12 {
+        run(
+            &mut s,
+            &format!("UNWIND range(1, 2000) AS i CREATE (:E {{round: {round}, i: i, body: 'event ' + toString(i)}})"),
+        )
+        .unwrap();
+        run(&mut s, "CHECKPOINT").unwrap();
+        run(
+            &mut s,
+            &format!("MATCH (e:E) WHERE e.round = {round} DELETE e"),
+        )
+        .unwrap();
+        sizes.push(dir_bytes(&db));
+    }
+    run(&mut s, "CHECKPOINT").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let end = dir_bytes(&db);
+    // The tables of consumed events hold no columns any more, and their files are gone:
+    // the directory is what the live nodes take, not what all events took.
+    let m = s.db().manifest().clone();
+    let emptied = m
+        .node_tables
+        .iter()
+        .filter(|t| t.columns.is_empty() && t.n_rows > 0)
+        .count();
+    assert!(
+        emptied >= 10,
+        "{emptied} tables emptied: {:?}",
+        m.node_tables
+            .iter()
+            .map(|t| (t.n_rows, t.columns.len()))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        end < sizes[1] + 64 * 1024,
+        "{end} bytes at the end, {:?} along the way",
+        sizes
+    );
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 300);
+    assert_eq!(count(&mut s, "MATCH (e:E) RETURN count(e)"), 0);
+    assert_eq!(count(&mut s, "MATCH (n:N) RETURN sum(n.i)"), 300 * 301 / 2);
+    // The same after a reopen, and the database takes writes where the events were.
+    drop(s);
+    let mut s = open(d.path());
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 300);
+    run(&mut s, "CREATE (:E {round: 99})").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    assert_eq!(count(&mut s, "MATCH (e:E) RETURN e.round"), 99);
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 301);
+}
