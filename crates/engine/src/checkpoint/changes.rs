@@ -169,6 +169,86 @@ pub(crate) fn compact_if_dead(
     Ok(true)
 }
 
+/// A table at least this share dead (of 1) is rewritten without its dead rows' data.
+pub(crate) const REWRITE_DEAD_SHARE: f64 = 0.5;
+
+/// Rewrites node table `t` when at least [`REWRITE_DEAD_SHARE`] of its rows are dead
+/// (`dead`, its bitmap now): one new segment, each row group's chunks decoded (the
+/// newest patch's or the segment's), the dead rows made nulls and encoded again, so
+/// their bytes leave the disk while every row keeps its position (node ids are
+/// positions); the table's patch files are folded in and dropped. Only a table this
+/// checkpoint did not fold changes into (its patches and columns as `db` has them):
+/// one it did is rewritten at a later checkpoint. Row groups are done a few at a time
+/// on all threads.
+pub(crate) fn rewrite_without_dead(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    t: usize,
+    dead: &Bits,
+) -> Result<bool, EngineError> {
+    use quiver_storage::TableRef;
+    use rayon::prelude::*;
+    let (Some(old), Some(table)) = (db.manifest().node_tables.get(t), db.node_tables().get(t))
+    else {
+        return Ok(false);
+    };
+    let meta = &m.node_tables[t];
+    let n_rows = meta.n_rows;
+    let share = dead.count() as f64 / n_rows.max(1) as f64;
+    if share < REWRITE_DEAD_SHARE
+        || meta.columns.is_empty()
+        || meta.patches != old.patches
+        || meta.columns != old.columns
+        || table.footer.row_groups.is_empty()
+    {
+        return Ok(false);
+    }
+    let columns = meta.columns.clone();
+    let footer = &table.footer;
+    let tref = TableRef::Node(t);
+    let mut w = TableWriter::create(
+        staging,
+        &format!("nodes-{t:04}-rewritten.seg"),
+        columns.clone(),
+    )?;
+    let width = rayon::current_num_threads().max(1);
+    let groups: Vec<usize> = (0..footer.row_groups.len()).collect();
+    for batch in groups.chunks(width) {
+        let encoded: Vec<Result<(u64, Vec<Vec<u8>>), EngineError>> = batch
+            .par_iter()
+            .map(|&rg| {
+                let g = &footer.row_groups[rg];
+                let mut chunks = Vec::with_capacity(columns.len());
+                for (c, col) in columns.iter().enumerate() {
+                    let old = db.with_chunk(tref, rg, c, |ch| ch.to_builder())?;
+                    let mut b = ColumnBuilder::new(col.dtype);
+                    for i in 0..g.n_rows {
+                        if dead.get(g.first_row + i) {
+                            b.push_null();
+                        } else {
+                            b.push_row_from(&old, i as usize);
+                        }
+                    }
+                    let mut out = Vec::with_capacity(b.encoded_len_bound());
+                    b.encode(&mut out);
+                    chunks.push(out);
+                }
+                Ok((g.n_rows, chunks))
+            })
+            .collect();
+        for e in encoded {
+            let (n, chunks) = e?;
+            w.copy_row_group(n, &chunks)?;
+        }
+    }
+    let seg = w.finish()?;
+    let meta = &mut m.node_tables[t];
+    meta.segments = vec![seg];
+    meta.patches.clear();
+    Ok(true)
+}
+
 /// Deletions of entities of `db`'s segments into the deletion bitmaps of their tables
 /// and relationship segments (each rewritten whole: the old bits and the new). A
 /// relationship whose entries cannot be found is carried as an op. Returns how many
@@ -203,7 +283,9 @@ pub(crate) fn fold_deletions(
             &format!("nodes-{t:04}-deleted.seg"),
             &[&bits],
         )?);
-        compact_if_dead(staging, m, t)?;
+        if !compact_if_dead(staging, m, t)? {
+            rewrite_without_dead(db, staging, m, t, &bits)?;
+        }
     }
     // Positions to mark per (type, segment): in the out CSR, in the in CSR.
     type Marks = (Vec<u64>, Vec<u64>);
