@@ -148,7 +148,7 @@ def queue(args, servers, drivers):
             # Consume the oldest so that about `queue_live` stay.
             w.run("MATCH (q:Q) WHERE q.seq < $lo DELETE q", lo=seq - args.queue_live).consume()
             now = time.time()
-            if not checkpointed and now - t0 > (deadline - t0) / 2:
+            if not checkpointed and (now - t0 > (deadline - t0) / 2 or made >= args.queue_events / 2):
                 w.run("CHECKPOINT").consume()
                 checkpointed = True
             if now >= next_sample:
@@ -157,10 +157,14 @@ def queue(args, servers, drivers):
                 info = storage(rc)
                 s = {"t_s": round(now - t0), "events": made, "plain_ms": round(a, 2),
                      "churned_ms": round(b, 2), "ratio": round(b / a, 2),
-                     "delta_bytes": info["delta_bytes"], "dir_mib": round(dir_bytes(db) / 2**20, 2)}
+                     "delta_bytes": info["delta_bytes"], "segment_bytes": info["segment_bytes"],
+                     "log_bytes": info["log_bytes"], "dir_mib": round(dir_bytes(db) / 2**20, 2),
+                     "checkpointed": checkpointed}
                 samples.append(s)
                 print(f"  {s['t_s']:>5} s {made:>10,} events  count(:N) {a:7.2f} ms vs {b:7.2f} ms"
-                      f" ({s['ratio']:.2f}x)  delta {s['delta_bytes'] / 2**20:7.2f} MiB  dir {s['dir_mib']} MiB")
+                      f" ({s['ratio']:.2f}x)  delta {s['delta_bytes'] / 2**20:6.2f} MiB"
+                      f"  segments {s['segment_bytes'] / 2**20:6.2f} MiB  log {s['log_bytes'] / 2**20:6.1f} MiB"
+                      f"{'  (after the checkpoint)' if checkpointed else ''}")
                 next_sample = now + args.sample_every
     secs = time.time() - t0
     print(f"queue: {made:,} events in {secs:.0f} s ({made / secs:,.0f} events/s created and consumed),"
@@ -192,7 +196,7 @@ def main():
     ap.add_argument("--queue-events", type=int, default=1_000_000)
     ap.add_argument("--queue-live", type=int, default=1000)
     ap.add_argument("--queue-minutes", type=float, default=2)
-    ap.add_argument("--sample-every", type=float, default=10)
+    ap.add_argument("--sample-every", type=float, default=3)
     ap.add_argument("--pairs-runs", type=int, default=3,
                     help="runs of the cartesian product (median); 1 for an old build that takes minutes")
     ap.add_argument("--work", default=str(ROOT / "data" / "churn"))

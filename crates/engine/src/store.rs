@@ -865,6 +865,42 @@ impl Store {
             .fold(published, u64::min)
     }
 
+    /// Collects what the published state's last commits deleted once no open
+    /// transaction predates them (a transaction's end calls it): a commit collects only
+    /// what was published before it, so without this a database whose writes stop keeps
+    /// its last deletions' tombstones. Takes a timestamp of its own (no log record: it
+    /// changes nothing a reader can see), so that a transaction that began on the state
+    /// before commits by replay, as after any commit. Skipped while a commit is between
+    /// its log write and its sync (that commit's end collects), and in analytical mode
+    /// (its commits collect everything).
+    pub(crate) fn collect_published(&self) {
+        let cur = self.current.load();
+        match cur.delta.graves.front() {
+            Some(&(ts, _)) if ts <= cur.ts => {}
+            _ => return,
+        }
+        drop(cur);
+        if self.analytical_writer.load(Ordering::Acquire) || self.unlogged.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut c = lock(&self.commit);
+        if c.head.is_some() || c.failed.is_some() || c.wal.is_none() {
+            return;
+        }
+        let cur = self.current.load_full();
+        let horizon = self.collect_horizon(u64::MAX);
+        if cur.delta.graves.front().is_none_or(|g| g.0 > horizon) {
+            return;
+        }
+        let mut d = (*cur.delta).clone();
+        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+        d.collect(horizon, COLLECT_PER_COMMIT, &mut nodes, &mut rels);
+        self.free_ids(&c, &d, &nodes, &rels);
+        c.clock += 1;
+        c.synced = c.clock;
+        self.replace_current(cur.with_delta(Arc::new(d), c.clock));
+    }
+
     pub(crate) fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {
         if self.free_edges.load(Ordering::Relaxed) {
             let mut f = lock(&self.free);

@@ -986,6 +986,7 @@ impl Txn {
             self.writer = false;
         }
         lock(&self.store.active).remove(&self.id);
+        self.store.collect_published();
     }
 }
 
