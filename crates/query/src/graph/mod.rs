@@ -273,19 +273,27 @@ impl<'db> Graph<'db> {
         let Some(d) = self.delta() else {
             return hi;
         };
-        let name = match label {
-            Some(l) => match d.labels.get(l as usize) {
-                Some(n) => Some(n.clone()),
-                None => return hi,
-            },
-            None => None,
-        };
+        let from = from.max(d.base_nodes);
         let mut taken = 0;
-        for (&n, r) in d.nodes.range(from.max(d.base_nodes)..hi) {
+        if let Some(l) = label {
+            // The label's own created nodes, not every record.
+            for n in d.created_with_label(l, from) {
+                if n >= hi {
+                    return hi;
+                }
+                if taken == max {
+                    return n;
+                }
+                out.push(n);
+                taken += 1;
+            }
+            return hi;
+        }
+        for (&n, r) in d.nodes.range(from..hi) {
             if taken == max {
                 return n;
             }
-            if r.deleted || name.as_ref().is_some_and(|l| !r.labels.contains(l)) {
+            if r.deleted {
                 continue;
             }
             out.push(n);

@@ -1126,7 +1126,14 @@ fn morsel_nodes(
         env.g.live_mask(n, end, m.table_label, live);
     }
     let mut col = Vec::with_capacity((end - n) as usize);
-    for x in n..end {
+    let created = m.label.is_some() && env.g.has_delta() && n >= env.g.segment_nodes();
+    if created {
+        // Created nodes of the label: the delta's own list of them, not every id.
+        let mut ids = Vec::new();
+        env.g.created_nodes(n, end, m.label, usize::MAX, &mut ids);
+        col.extend(ids.into_iter().map(Value::Node));
+    }
+    for x in (n..end).filter(|_| !created) {
         if let Some(l) = m.label {
             if !env.g.has_label(x, l)? {
                 continue;

@@ -24,6 +24,8 @@ pub struct Scan {
     pub node: u64,
     /// Created nodes of one round (reused).
     pub created: Vec<u64>,
+    /// Which rows of one round live (reused).
+    pub mask: Vec<bool>,
 }
 
 impl Op for Scan {
@@ -87,6 +89,24 @@ impl Op for Scan {
                     .min(self.node + (BATCH_ROWS - out.len) as u64)
                     .max(self.node);
                 let check_live = g.scans_check_life();
+                if check_live && r.label.is_none() {
+                    // Life (and the label, for tables that carry it) of the whole run at
+                    // once: a table's bitmap a word at a time, the delta's records in it.
+                    g.live_mask(self.node, end, r.table_label, &mut self.mask);
+                    for (i, _) in self.mask.iter().enumerate().filter(|(_, &l)| l) {
+                        for c in 0..w {
+                            out.cols[c].push(cur.cols[c][self.row].clone());
+                        }
+                        out.cols[w].push(Value::Node(self.node + i as u64));
+                        out.len += 1;
+                    }
+                    self.node = end;
+                    if end >= hi {
+                        self.range += 1;
+                        self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
+                    }
+                    continue;
+                }
                 // Rows the segments hold deleted are skipped a run at a time.
                 let skip_dead = g.db.has_deleted_nodes();
                 let mut n = self.node;

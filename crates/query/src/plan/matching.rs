@@ -712,6 +712,7 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                     range: 0,
                     node: 0,
                     created: Vec::new(),
+                    mask: Vec::new(),
                 }),
             )
         };
