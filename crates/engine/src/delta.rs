@@ -362,9 +362,6 @@ pub struct Delta {
     /// costs about 80 bytes).
     pub nodes: NodeMap<NodeRec>,
     pub rels: OrdMap<(u32, u64), Arc<RelRec>>,
-    /// Live created nodes (ids past `base_nodes`) per label id: a label scan of the
-    /// created nodes visits those of its label only ([`Delta::created_with_label`]).
-    pub labeled: Vector<NodeMap<()>>,
     /// Created adjacency per node. B-trees, not hash maps: a HAMT node is allocated
     /// whole for its few entries (measured: about 120 bytes an entry against 40).
     /// [`NodeMap`]s, whose bitmap answers a node without created relationships (nearly
@@ -430,6 +427,15 @@ fn node_bytes(r: &NodeRec) -> u64 {
         c => alloc_bytes(16 + c as u64 * 16),
     };
     labels + r.props.heap_bytes()
+}
+
+/// Where `name` is in `names` (labels or types: a few). Indexed, not iterated: an imbl
+/// iterator's set-up outweighs a few compares (it was 2% of a batched creation's
+/// instructions).
+fn position(names: &Vector<Arc<str>>, name: &str) -> Option<u32> {
+    (0..names.len())
+        .find(|&i| names.get(i).is_some_and(|l| &**l == name))
+        .map(|i| i as u32)
 }
 
 /// Bytes of one node's created adjacency in one direction: the `Arc`'d vector and its
@@ -509,7 +515,6 @@ impl Delta {
                 .collect(),
             base_edges: db.rel_types().iter().map(|r| r.meta.n_edges).collect(),
             nodes: NodeMap::new(),
-            labeled: Vector::new(),
             rels: OrdMap::new(),
             out: NodeMap::new(),
             inc: NodeMap::new(),
@@ -532,17 +537,11 @@ impl Delta {
     }
 
     pub fn label_id(&self, name: &str) -> Option<u32> {
-        self.labels
-            .iter()
-            .position(|l| &**l == name)
-            .map(|i| i as u32)
+        position(&self.labels, name)
     }
 
     pub fn type_id(&self, name: &str) -> Option<u32> {
-        self.types
-            .iter()
-            .position(|l| &**l == name)
-            .map(|i| i as u32)
+        position(&self.types, name)
     }
 
     pub fn intern_label(&mut self, name: &Arc<str>) -> u32 {
@@ -748,14 +747,6 @@ impl Delta {
             None => (0, false, false),
         };
         self.changes += 1;
-        if id >= self.base_nodes {
-            let prev = self
-                .nodes
-                .get(&id)
-                .filter(|p| !p.deleted)
-                .map(|p| p.labels.to_vec());
-            self.label_index(id, prev, &rec);
-        }
         self.reshaped = self.reshaped + reshapes(&rec) as u64 - prev_reshapes as u64;
         self.relabeled = self.relabeled + relabels(&rec) as u64 - prev_relabels as u64;
         let map_before = self.nodes.heap_bytes();
@@ -764,54 +755,6 @@ impl Delta {
         self.bytes = (self.bytes + self.nodes.heap_bytes().saturating_sub(map_before) + rec_bytes)
             .saturating_sub(prev_bytes);
         Ok(())
-    }
-
-    /// Moves created node `id` in [`Delta::labeled`] from the labels of its live record
-    /// before (`prev`) to those of `rec`, counting the bytes the maps take.
-    fn label_index(&mut self, id: u64, prev: Option<Vec<Arc<str>>>, rec: &NodeRec) {
-        let prev = prev.unwrap_or_default();
-        let next: &[Arc<str>] = if rec.deleted { &[] } else { &rec.labels };
-        if prev.as_slice() == next {
-            return;
-        }
-        let moves: Vec<(Arc<str>, bool)> = prev
-            .iter()
-            .filter(|l| !next.contains(l))
-            .map(|l| (l.clone(), false))
-            .chain(
-                next.iter()
-                    .filter(|l| !prev.contains(l))
-                    .map(|l| (l.clone(), true)),
-            )
-            .collect();
-        for (name, add) in moves {
-            let Some(l) = self.label_id(&name) else {
-                continue;
-            };
-            while self.labeled.len() <= l as usize {
-                self.labeled.push_back(NodeMap::new());
-            }
-            let Some(map) = self.labeled.get_mut(l as usize) else {
-                continue;
-            };
-            let before = map.heap_bytes();
-            if add {
-                map.insert(id, ());
-            } else {
-                map.remove(&id);
-            }
-            let after = map.heap_bytes();
-            self.bytes = (self.bytes + after).saturating_sub(before);
-        }
-    }
-
-    /// Created nodes (past `base_nodes`) from `from` on that carry label `l` and live,
-    /// in id order.
-    pub fn created_with_label(&self, l: u32, from: u64) -> impl Iterator<Item = u64> + '_ {
-        self.labeled
-            .get(l as usize)
-            .into_iter()
-            .flat_map(move |m| m.range(from..).map(|(&n, _)| n))
     }
 
     /// The type id and live record of relationship `eid` of type `name`, copied from

@@ -43,7 +43,11 @@ fn a_queue_at_steady_state_costs_what_is_live() {
     }
     // The last round's tombstones went when its transaction ended, with no commit after.
     assert!(s.store().snapshot().delta.graves.is_empty());
-    assert!(delta_bytes(&s) <= 2 * live + 4096, "{} against {live}", delta_bytes(&s));
+    assert!(
+        delta_bytes(&s) <= 2 * live + 4096,
+        "{} against {live}",
+        delta_bytes(&s)
+    );
     run(&mut s, "CREATE (:Marker)").unwrap();
     let snap = s.store().snapshot();
     // Ids are handed out again: the created range is what was live at once (the
@@ -339,25 +343,43 @@ fn a_label_scan_of_created_nodes_follows_their_labels() {
     run(&mut s, "UNWIND range(1, 10) AS i CREATE (:A {i: i})").unwrap();
     run(&mut s, "MATCH (n:A) WHERE n.i <= 4 SET n:B").unwrap();
     run(&mut s, "MATCH (n:A) WHERE n.i <= 2 REMOVE n:A").unwrap();
-    assert_eq!(ints(&mut s, "MATCH (n:A) RETURN n.i ORDER BY n.i"), (3..=10).collect::<Vec<_>>());
-    assert_eq!(ints(&mut s, "MATCH (n:B) RETURN n.i ORDER BY n.i"), vec![1, 2, 3, 4]);
+    assert_eq!(
+        ints(&mut s, "MATCH (n:A) RETURN n.i ORDER BY n.i"),
+        (3..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ints(&mut s, "MATCH (n:B) RETURN n.i ORDER BY n.i"),
+        vec![1, 2, 3, 4]
+    );
     // Deleted, collected, and their ids given to nodes of another label.
     run(&mut s, "MATCH (n:B) DELETE n").unwrap();
     run(&mut s, "UNWIND range(1, 4) AS i CREATE (:C {i: i})").unwrap();
     assert_eq!(count(&mut s, "MATCH (n:B) RETURN count(n)"), 0);
-    assert_eq!(ints(&mut s, "MATCH (n:A) RETURN n.i ORDER BY n.i"), (5..=10).collect::<Vec<_>>());
-    assert_eq!(ints(&mut s, "MATCH (n:C) RETURN n.i ORDER BY n.i"), vec![1, 2, 3, 4]);
+    assert_eq!(
+        ints(&mut s, "MATCH (n:A) RETURN n.i ORDER BY n.i"),
+        (5..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ints(&mut s, "MATCH (n:C) RETURN n.i ORDER BY n.i"),
+        vec![1, 2, 3, 4]
+    );
     // Inside a transaction, its own creations and label changes too.
     run(&mut s, "BEGIN").unwrap();
     run(&mut s, "CREATE (:B {i: 100})").unwrap();
     run(&mut s, "MATCH (n:C {i: 1}) SET n:B REMOVE n:C").unwrap();
-    assert_eq!(ints(&mut s, "MATCH (n:B) RETURN n.i ORDER BY n.i"), vec![1, 100]);
+    assert_eq!(
+        ints(&mut s, "MATCH (n:B) RETURN n.i ORDER BY n.i"),
+        vec![1, 100]
+    );
     assert_eq!(count(&mut s, "MATCH (n:C) RETURN count(n)"), 3);
     run(&mut s, "ROLLBACK").unwrap();
     assert_eq!(count(&mut s, "MATCH (n:B) RETURN count(n)"), 0);
     assert_eq!(count(&mut s, "MATCH (n:C) RETURN count(n)"), 4);
     drop(s);
     let mut s = open(d.path());
-    assert_eq!(ints(&mut s, "MATCH (n:C) RETURN n.i ORDER BY n.i"), vec![1, 2, 3, 4]);
+    assert_eq!(
+        ints(&mut s, "MATCH (n:C) RETURN n.i ORDER BY n.i"),
+        vec![1, 2, 3, 4]
+    );
     assert_eq!(count(&mut s, "MATCH (n:A) RETURN count(n)"), 6);
 }

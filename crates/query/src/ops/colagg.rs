@@ -1093,23 +1093,10 @@ impl<'f> FastRun<'f> {
                         self.live.clear();
                         self.live.resize(len, false);
                         recs.clear();
-                        match table_label {
-                            // The label's created nodes alone, not every record.
-                            Some(l) => {
-                                for x in d.created_with_label(l, n).take_while(|&x| x < end) {
-                                    if let Some(r) = d.nodes.get(&x) {
-                                        self.live[(x - n) as usize] = true;
-                                        recs.push((x, r));
-                                    }
-                                }
-                            }
-                            None => {
-                                for (&x, r) in d.nodes.range(n..end) {
-                                    if crate::graph::Graph::record_live(d, r, None) {
-                                        self.live[(x - n) as usize] = true;
-                                        recs.push((x, r));
-                                    }
-                                }
+                        for (&x, r) in d.nodes.range(n..end) {
+                            if crate::graph::Graph::record_live(d, r, table_label) {
+                                self.live[(x - n) as usize] = true;
+                                recs.push((x, r));
                             }
                         }
                         if self.groups() > MANY_GROUPS
