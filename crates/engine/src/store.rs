@@ -23,6 +23,8 @@ use quiver_common::memory::{Grant, MemoryBudget};
 use quiver_storage::manifest::Manifest;
 use quiver_storage::write::{lock_database, Staging};
 use quiver_storage::{Database, OpenMode, WriteError};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -302,9 +304,11 @@ pub struct Store {
 /// Ids handed back by the delta's collection ([`Store::free`]).
 #[derive(Debug, Default)]
 pub(crate) struct FreeIds {
-    pub(crate) nodes: Vec<u64>,
+    /// Lowest first: ids stay packed at the low end, so that a checkpoint can end the
+    /// created range at the last live one ([`Store::trim_collected_ids`]).
+    pub(crate) nodes: BinaryHeap<Reverse<u64>>,
     /// Per relationship type, by name (type ids are a delta's own).
-    pub(crate) edges: HashMap<Arc<str>, Vec<u64>>,
+    pub(crate) edges: HashMap<Arc<str>, BinaryHeap<Reverse<u64>>>,
 }
 
 /// Ids a free list keeps at most (8 MiB of node ids): past it, collected ids stay
@@ -407,12 +411,13 @@ impl Store {
         let next_edge = next_edges(&delta);
         // No transaction is open: every tombstone the log left goes.
         let mut free = FreeIds::default();
-        let mut rels = Vec::new();
-        delta.collect(u64::MAX - 1, usize::MAX, &mut free.nodes, &mut rels);
-        free.nodes.truncate(FREE_MAX);
+        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+        delta.collect(u64::MAX - 1, usize::MAX, &mut nodes, &mut rels);
+        free.nodes
+            .extend(nodes.into_iter().take(FREE_MAX).map(Reverse));
         for (t, e) in rels {
             if let Some(name) = delta.types.get(t as usize) {
-                free.edges.entry(name.clone()).or_default().push(e);
+                free.edges.entry(name.clone()).or_default().push(Reverse(e));
             }
         }
         let memory = MemoryBudget::new(opts.memory_limit);
@@ -795,7 +800,7 @@ impl Store {
     pub(crate) fn alloc_node(&self) -> u64 {
         if self.free_nodes.load(Ordering::Relaxed) {
             let mut f = lock(&self.free);
-            if let Some(id) = f.nodes.pop() {
+            if let Some(Reverse(id)) = f.nodes.pop() {
                 if f.nodes.is_empty() {
                     self.free_nodes.store(false, Ordering::Relaxed);
                 }
@@ -825,7 +830,8 @@ impl Store {
                 .iter()
                 .copied()
                 .filter(|&n| n >= delta.base_nodes)
-                .take(room),
+                .take(room)
+                .map(Reverse),
         );
         for &(t, e) in rels {
             let Some(name) = delta.types.get(t as usize) else {
@@ -833,7 +839,7 @@ impl Store {
             };
             let v = f.edges.entry(name.clone()).or_default();
             if v.len() < FREE_MAX {
-                v.push(e);
+                v.push(Reverse(e));
             }
         }
         self.free_nodes
@@ -842,11 +848,51 @@ impl Store {
             .store(!f.edges.is_empty(), Ordering::Relaxed);
     }
 
+    /// Lowers the id allocator to just past `delta`'s last live created node when every
+    /// id between was collected and is free (commit lock held, a checkpoint beginning:
+    /// see [`crate::checkpoint`]). Also `delta.next_node`'s end then: the checkpoint writes
+    /// its created table up to there. Returns the new end.
+    pub(crate) fn trim_collected_ids(&self, delta: &Delta) -> u64 {
+        let counter = self.next_node.load(Ordering::SeqCst);
+        let mut last = delta.base_nodes;
+        for (&n, r) in delta.nodes.range(delta.base_nodes..) {
+            if !r.deleted {
+                last = n + 1;
+            }
+        }
+        if last >= counter {
+            return counter;
+        }
+        let f = lock(&self.free);
+        // Every id of `last..counter` must be free: a handed-out one may be committed.
+        let free = f
+            .nodes
+            .iter()
+            .filter(|&&Reverse(n)| n >= last && n < counter)
+            .count() as u64;
+        if free != counter - last || delta.nodes.range(last..).next().is_some() {
+            return counter;
+        }
+        // Under the list's lock: no id of it is handed out meanwhile, and none after
+        // (every one is past the new end, which the allocator hands out next).
+        let mut f = f;
+        if self
+            .next_node
+            .compare_exchange(counter, last, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return counter;
+        }
+        f.nodes = BinaryHeap::new();
+        self.free_nodes.store(false, Ordering::Relaxed);
+        last
+    }
+
     /// Forgets the collected ids (a checkpoint begins: it writes tables up to the ids
     /// handed out so far, and ids below their end are never handed out again).
     pub(crate) fn clear_free_ids(&self) {
         let mut f = lock(&self.free);
-        f.nodes = Vec::new();
+        f.nodes = BinaryHeap::new();
         f.edges = HashMap::new();
         self.free_nodes.store(false, Ordering::Relaxed);
         self.free_edges.store(false, Ordering::Relaxed);
@@ -905,7 +951,7 @@ impl Store {
         if self.free_edges.load(Ordering::Relaxed) {
             let mut f = lock(&self.free);
             if let Some(v) = f.edges.get_mut(ty) {
-                if let Some(id) = v.pop() {
+                if let Some(Reverse(id)) = v.pop() {
                     if id >= base {
                         return id;
                     }

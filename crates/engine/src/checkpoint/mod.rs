@@ -143,11 +143,16 @@ impl Store {
             )));
         }
         self.sync_locked(&mut c)?;
+        let cur = self.head();
+        let ts0 = c.clock;
+        // Created ids past the last live one that were all collected (none handed to an
+        // open transaction, none rolled back) end the created range there: the table
+        // holds no holes for them, and ids go on from its end.
+        let trimmed = (incoming.tables.is_empty() && incoming.append.is_none())
+            .then(|| self.trim_collected_ids(&cur.delta));
         // Collected ids below the tables' end are never handed out again (one a
         // creation took just now is a hole of the table, as an open transaction's is).
         self.clear_free_ids();
-        let cur = self.head();
-        let ts0 = c.clock;
         let log_before = c.wal.as_ref().map_or(0, |w| w.bytes);
         // Where the created entities end: past the newest committed ones, or for bulk
         // tables past every id handed out (those after it are the tables').
@@ -158,7 +163,7 @@ impl Store {
                 .fetch_add(bulk_rows, Ordering::SeqCst)
                 .max(delta.next_node)
         } else {
-            delta.next_node
+            trimmed.map_or(delta.next_node, |t| t.min(delta.next_node))
         };
         // An append's range was handed out before: the created nodes are written around it.
         let nodes = match &incoming.append {
