@@ -718,6 +718,9 @@ pub enum Command {
     Commit,
     Rollback,
     Checkpoint,
+    /// `CHECKPOINT COMPACT`: a checkpoint that rewrites every node table with a dead
+    /// row without their data.
+    CheckpointCompact,
     FreeMemory,
     ShowStorageInfo,
     /// `STORAGE MODE IN_MEMORY_TRANSACTIONAL | IN_MEMORY_ANALYTICAL`

@@ -319,6 +319,9 @@ const FREE_MAX: usize = 1 << 20;
 /// bounded per commit and keeps pace with the deletions.
 pub(crate) const COLLECT_PER_COMMIT: usize = 4096;
 
+/// Graves a step of [`Store::collect_published`] collects at most.
+const COLLECT_PER_STEP: usize = 65_536;
+
 /// Property names the segments index: `:ID` columns and declared indexes.
 /// Brings the declared indexes up to date with a new generation (they are built by the
 /// query layer); publishes a newer generation and says so when it changed anything.
@@ -920,31 +923,41 @@ impl Store {
     /// its log write and its sync (that commit's end collects), and in analytical mode
     /// (its commits collect everything).
     pub(crate) fn collect_published(&self) {
+        // A large deletion's graves go in steps, the commit lock given up between
+        // (each step about 20 ms of removals).
+        while self.collect_published_step(COLLECT_PER_STEP) {}
+    }
+
+    /// One step of [`Store::collect_published`]: whether it collected a full `max`.
+    fn collect_published_step(&self, max: usize) -> bool {
         let cur = self.current.load();
         match cur.delta.graves.front() {
             Some(&(ts, _)) if ts <= cur.ts => {}
-            _ => return,
+            _ => return false,
         }
         drop(cur);
         if self.analytical_writer.load(Ordering::Acquire) || self.unlogged.load(Ordering::SeqCst) {
-            return;
+            return false;
         }
         let mut c = lock(&self.commit);
         if c.head.is_some() || c.failed.is_some() || c.wal.is_none() {
-            return;
+            return false;
         }
         let cur = self.current.load_full();
         let horizon = self.collect_horizon(u64::MAX);
         if cur.delta.graves.front().is_none_or(|g| g.0 > horizon) {
-            return;
+            return false;
         }
         let mut d = (*cur.delta).clone();
+        let before = d.graves.len();
         let (mut nodes, mut rels) = (Vec::new(), Vec::new());
-        d.collect(horizon, COLLECT_PER_COMMIT, &mut nodes, &mut rels);
+        d.collect(horizon, max, &mut nodes, &mut rels);
+        let full = before - d.graves.len() == max;
         self.free_ids(&c, &d, &nodes, &rels);
         c.clock += 1;
         c.synced = c.clock;
         self.replace_current(cur.with_delta(Arc::new(d), c.clock));
+        full
     }
 
     pub(crate) fn alloc_edge(&self, ty: &Arc<str>, base: u64) -> u64 {

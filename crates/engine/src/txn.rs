@@ -863,6 +863,7 @@ impl Txn {
                         tables,
                         rels,
                         append: None,
+                        compact: false,
                     },
                     true,
                     t0,

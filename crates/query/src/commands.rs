@@ -177,18 +177,28 @@ impl Session {
                 tx.rollback();
                 Ok(summary_msg(t0, "rolled back".into()))
             }
-            Command::Checkpoint => {
-                self.no_tx("CHECKPOINT")?;
-                let r = self.store.checkpoint()?;
+            Command::Checkpoint | Command::CheckpointCompact => {
+                let compact = matches!(c, Command::CheckpointCompact);
+                self.no_tx(if compact {
+                    "CHECKPOINT COMPACT"
+                } else {
+                    "CHECKPOINT"
+                })?;
+                let r = if compact {
+                    self.store.checkpoint_compacting()?
+                } else {
+                    self.store.checkpoint()?
+                };
                 Ok(summary_msg(
                     t0,
                     format!(
-                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} deletions marked, {} ids indexed, {} relationship segments merged, {} changes carried as ops, {} of log freed, {:.1} ms",
+                        "checkpoint: generation {}, {} nodes and {} relationships written to segments, {} property values folded into columns, {} deletions marked, {} tables compacted, {} ids indexed, {} relationship segments merged, {} changes carried as ops, {} of log freed, {:.1} ms",
                         r.generation,
                         r.nodes_written,
                         r.relationships_written,
                         r.values_folded,
                         r.entities_deleted,
+                        r.tables_compacted,
                         r.ids_indexed,
                         r.rel_segments_merged,
                         r.carried_ops,

@@ -394,3 +394,84 @@ fn a_label_scan_of_created_nodes_follows_their_labels() {
     );
     assert_eq!(count(&mut s, "MATCH (n:A) RETURN count(n)"), 6);
 }
+
+#[test]
+fn checkpoint_compact_rewrites_every_table_with_a_dead_row_beside_a_reader() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("g.qdb");
+    let mut s = open(d.path());
+    run(
+        &mut s,
+        "UNWIND range(1, 10000) AS i CREATE (:S {i: i, name: 'a session of a user with a long agent string ' + toString(i)})",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    // A reader opened before the deletions and kept open through the compaction.
+    let mut r = Session::on(s.store().clone());
+    run(&mut r, "BEGIN").unwrap();
+    let all = "MATCH (x:S) WHERE x.i % 1000 = 1 RETURN x.i, x.name ORDER BY x.i";
+    let before_rows = rows(&mut r, all);
+    assert_eq!(before_rows.len(), 10);
+    // A third of the sessions end: below the share an ordinary checkpoint rewrites at.
+    run(&mut s, "MATCH (x:S) WHERE x.i % 3 = 0 DELETE x").unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let segs = |s: &Session| s.db().manifest().node_tables[0].segments.clone();
+    let plain = segs(&s);
+    run(&mut s, "CHECKPOINT").unwrap();
+    assert_eq!(
+        segs(&s),
+        plain,
+        "an ordinary checkpoint rewrote a table a third dead"
+    );
+    let size = dir_bytes(&db);
+    let out = run(&mut s, "CHECKPOINT COMPACT").unwrap();
+    assert!(format!("{out:?}").contains("1 tables compacted"), "{out:?}");
+    assert_ne!(segs(&s), plain);
+    run(&mut s, "CHECKPOINT").unwrap(); // (the older files go at the next one)
+    assert!(
+        dir_bytes(&db) < size * 4 / 5,
+        "{} -> {}",
+        size,
+        dir_bytes(&db)
+    );
+    // The reader still sees its snapshot, read from files the compaction replaced.
+    assert_eq!(rows(&mut r, all), before_rows);
+    assert_eq!(count(&mut r, "MATCH (x:S) RETURN count(x)"), 10000);
+    run(&mut r, "COMMIT").unwrap();
+    assert_eq!(count(&mut s, "MATCH (x:S) RETURN count(x)"), 6667);
+    let want: Vec<_> = before_rows
+        .into_iter()
+        .filter(|row| matches!(row[0], quiver_query::Value::Int(i) if i % 3 != 0))
+        .collect();
+    assert_eq!(rows(&mut s, all), want);
+    drop((s, r));
+    let mut s = open(d.path());
+    assert_eq!(rows(&mut s, all), want);
+}
+
+#[test]
+fn a_large_deletion_is_collected_when_it_ends() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(
+        &mut s,
+        "UNWIND range(1, 150000) AS i CALL { WITH i CREATE (:Big {i: i}) } IN TRANSACTIONS OF 10000 ROWS",
+    )
+    .unwrap();
+    let full = delta_bytes(&s);
+    run(&mut s, "MATCH (n:Big) DELETE n").unwrap();
+    let snap = s.store().snapshot();
+    assert!(
+        snap.delta.graves.is_empty(),
+        "{} graves left",
+        snap.delta.graves.len()
+    );
+    assert!(
+        snap.delta.bytes < full / 20,
+        "{} of {full} bytes left",
+        snap.delta.bytes
+    );
+    assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 0);
+    // The ids come back lowest first.
+    assert_eq!(ints(&mut s, "CREATE (n:X) RETURN id(n)"), vec![0]);
+}

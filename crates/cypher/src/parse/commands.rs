@@ -207,7 +207,11 @@ impl<'t> Parser<'t> {
         } else if self.eat_kw("ROLLBACK") {
             Command::Rollback
         } else if self.eat_kw("CHECKPOINT") {
-            Command::Checkpoint
+            if self.eat_kw("COMPACT") {
+                Command::CheckpointCompact
+            } else {
+                Command::Checkpoint
+            }
         } else if self.eat_kws("FREE", "MEMORY") {
             Command::FreeMemory
         } else if self.eat_kws("SHOW", "STORAGE") {

@@ -172,7 +172,7 @@ pub(crate) fn compact_if_dead(
 /// A table at least this share dead (of 1) is rewritten without its dead rows' data.
 pub(crate) const REWRITE_DEAD_SHARE: f64 = 0.5;
 
-/// Rewrites node table `t` when at least [`REWRITE_DEAD_SHARE`] of its rows are dead
+/// Rewrites node table `t` when at least `min_share` of its rows (and one) are dead
 /// (`dead`, its bitmap now): one new segment, each row group's chunks decoded (the
 /// newest patch's or the segment's), the dead rows made nulls and encoded again, so
 /// their bytes leave the disk while every row keeps its position (node ids are
@@ -186,6 +186,7 @@ pub(crate) fn rewrite_without_dead(
     m: &mut Manifest,
     t: usize,
     dead: &Bits,
+    min_share: f64,
 ) -> Result<bool, EngineError> {
     use quiver_storage::TableRef;
     use rayon::prelude::*;
@@ -196,7 +197,8 @@ pub(crate) fn rewrite_without_dead(
     let meta = &m.node_tables[t];
     let n_rows = meta.n_rows;
     let share = dead.count() as f64 / n_rows.max(1) as f64;
-    if share < REWRITE_DEAD_SHARE
+    if share < min_share
+        || dead.count() == 0
         || meta.columns.is_empty()
         || meta.patches != old.patches
         || meta.columns != old.columns
@@ -261,6 +263,7 @@ pub(crate) fn fold_deletions(
     rels: &[(usize, u64, u64, u64)],
     delta: &Delta,
     carried: &mut Vec<Op>,
+    min_share: f64,
 ) -> Result<u64, EngineError> {
     let mut marked = 0u64;
     let mut tables: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
@@ -284,7 +287,7 @@ pub(crate) fn fold_deletions(
             &[&bits],
         )?);
         if !compact_if_dead(staging, m, t)? {
-            rewrite_without_dead(db, staging, m, t, &bits)?;
+            rewrite_without_dead(db, staging, m, t, &bits, min_share)?;
         }
     }
     // Positions to mark per (type, segment): in the out CSR, in the in CSR.

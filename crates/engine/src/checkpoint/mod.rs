@@ -63,6 +63,8 @@ pub struct CheckpointReport {
     pub ids_indexed: u64,
     /// Relationship segments merged into fewer (see `merge_rel_segments`).
     pub rel_segments_merged: u64,
+    /// Node tables rewritten without their dead rows' data (or emptied).
+    pub tables_compacted: u64,
     pub log_bytes_freed: u64,
     pub elapsed: Duration,
 }
@@ -74,6 +76,9 @@ pub(crate) struct Incoming {
     pub(crate) tables: Vec<BulkTable>,
     pub(crate) rels: Vec<BulkRels>,
     pub(crate) append: Option<Prebuilt>,
+    /// `CHECKPOINT COMPACT`: every node table with a dead row is rewritten without
+    /// their data, whatever its dead share.
+    pub(crate) compact: bool,
 }
 
 impl Store {
@@ -91,6 +96,22 @@ impl Store {
     pub fn checkpoint_with(
         &self,
         publisher: &MutexGuard<'_, ()>,
+    ) -> Result<CheckpointReport, EngineError> {
+        self.checkpoint_as(publisher, false)
+    }
+
+    /// A checkpoint that also rewrites every node table holding a dead row without
+    /// their data (`CHECKPOINT COMPACT`), not only those past the dead share an
+    /// ordinary checkpoint waits for (see `changes::REWRITE_DEAD_SHARE`).
+    pub fn checkpoint_compacting(&self) -> Result<CheckpointReport, EngineError> {
+        let publisher = self.publishing();
+        self.checkpoint_as(&publisher, true)
+    }
+
+    fn checkpoint_as(
+        &self,
+        publisher: &MutexGuard<'_, ()>,
+        compact: bool,
     ) -> Result<CheckpointReport, EngineError> {
         let t0 = Instant::now();
         if !self.is_writable() {
@@ -112,7 +133,11 @@ impl Store {
         } else {
             None
         };
-        self.run_checkpoint(publisher, held, Incoming::default(), false, t0)
+        let incoming = Incoming {
+            compact,
+            ..Incoming::default()
+        };
+        self.run_checkpoint(publisher, held, incoming, false, t0)
     }
 
     /// The checkpoint proper (the caller holds [`Store::publishing`]): the delta and the
@@ -295,6 +320,7 @@ impl Store {
             tables: bulk,
             rels: bulk_rels,
             append,
+            compact,
         } = incoming;
         let (db, delta) = (&*cur.db, &*cur.delta);
         let staging = Staging::begin_held(self.dir())?;
@@ -420,6 +446,11 @@ impl Store {
             }
         }
         let folded = fold_changes(db, &staging, &mut m, changes, label_sets, &mut carried)?;
+        let min_share = if compact {
+            0.0
+        } else {
+            changes::REWRITE_DEAD_SHARE
+        };
         report.entities_deleted = fold_deletions(
             db,
             &staging,
@@ -428,7 +459,26 @@ impl Store {
             &rel_dels,
             delta,
             &mut carried,
+            min_share,
         )?;
+        // The tables this checkpoint marked no deletion in: rewritten too when asked.
+        if compact {
+            for t in 0..db.node_tables().len().min(m.node_tables.len()) {
+                let Some(old) = db.manifest().node_tables.get(t) else {
+                    continue;
+                };
+                if m.node_tables[t].deleted != old.deleted {
+                    continue; // (fold_deletions had it)
+                }
+                if let Some(bits) = db.node_tables()[t].deleted.as_ref() {
+                    if changes::compact_if_dead(&staging, &mut m, t)?
+                        || changes::rewrite_without_dead(db, &staging, &mut m, t, bits, 0.0)?
+                    {
+                        report.tables_compacted += 1;
+                    }
+                }
+            }
+        }
         report.values_folded = folded.0;
         // A declared index over a rewritten column is rebuilt by the index hook.
         for ix in m.indexes.iter_mut() {
