@@ -891,6 +891,30 @@ impl Store {
         last
     }
 
+    /// [`Store::trim_collected_ids`] for relationship ids: a type's allocator goes back
+    /// to just past its last created relationship when every id between was collected
+    /// (then the next checkpoint's segment of the type has no holes for them).
+    pub(crate) fn trim_collected_edges(&self, delta: &Delta) {
+        let mut f = lock(&self.free);
+        let mut next = lock(&self.next_edge);
+        for (ty, end) in next_edges(delta) {
+            let (Some(counter), Some(heap)) = (next.get(&ty).copied(), f.edges.get_mut(&ty)) else {
+                continue;
+            };
+            if end >= counter {
+                continue;
+            }
+            let free = heap
+                .iter()
+                .filter(|&&Reverse(e)| e >= end && e < counter)
+                .count() as u64;
+            if free == counter - end {
+                next.insert(ty, end);
+                heap.clear();
+            }
+        }
+    }
+
     /// Forgets the collected ids (a checkpoint begins: it writes tables up to the ids
     /// handed out so far, and ids below their end are never handed out again).
     pub(crate) fn clear_free_ids(&self) {

@@ -203,6 +203,25 @@ fn relationships_that_come_and_go_leave_nothing_behind() {
     run(&mut s, "CHECKPOINT").unwrap();
     assert_eq!(count(&mut s, "MATCH (n) RETURN count(n)"), 21);
     assert_eq!(count(&mut s, "MATCH ()-[r]->() RETURN count(r)"), 0);
+    // The collected edge ids are not holes of the next segment of their type.
+    run(
+        &mut s,
+        "MATCH (a:N), (b:N) WHERE b.i = a.i % 20 + 1 CREATE (a)-[:NEXT {w: a.i}]->(b)",
+    )
+    .unwrap();
+    run(&mut s, "CHECKPOINT").unwrap();
+    let m = s.db().manifest().clone();
+    let next = m.rel_types.iter().find(|t| t.name == "NEXT").unwrap();
+    assert_eq!(
+        next.n_edges,
+        20,
+        "{:?}",
+        next.segments.iter().map(|g| g.n_edges).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        count(&mut s, "MATCH (:N {i: 3})-[:NEXT]->(b) RETURN b.i"),
+        4
+    );
 }
 
 #[test]

@@ -175,6 +175,9 @@ impl Store {
         // holds no holes for them, and ids go on from its end.
         let trimmed = (incoming.tables.is_empty() && incoming.append.is_none())
             .then(|| self.trim_collected_ids(&cur.delta));
+        if incoming.rels.is_empty() && incoming.append.is_none() {
+            self.trim_collected_edges(&cur.delta);
+        }
         // Collected ids below the tables' end are never handed out again (one a
         // creation took just now is a hole of the table, as an open transaction's is).
         self.clear_free_ids();

@@ -274,6 +274,8 @@ impl<'db> Graph<'db> {
             return hi;
         };
         let name = match label {
+            // (No created node carries it: nothing to walk.)
+            Some(l) if d.created_with_label(l) == 0 => return hi,
             Some(l) => match d.labels.get(l as usize) {
                 Some(n) => Some(n.clone()),
                 None => return hi,
