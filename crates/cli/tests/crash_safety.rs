@@ -210,6 +210,44 @@ fn checkpoint_running(db: &std::path::Path) -> bool {
         .any(|g| g > gen)
 }
 
+/// `quiver shell` on `db` with an automatic checkpoint every `log_size` of log, its
+/// stdin to write statements to, and a count of the statements it acknowledged (each
+/// prints its counters, one line with "nodes created"), kept by the thread returned.
+#[allow(clippy::type_complexity)]
+fn counting_shell(
+    db: &std::path::Path,
+    log_size: &str,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(["shell", "--db", s(db), "--checkpoint-log-size", log_size])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = {
+        let acks = acks.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("nodes created") {
+                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    (child, stdin, acks, reader)
+}
+
 /// A SIGKILL while an automatic checkpoint writes its generation loses no commit the
 /// shell acknowledged: each statement sets a property of an imported node and creates
 /// a node, a checkpoint runs every few hundred of them (`--checkpoint-log-size 32KiB`),
@@ -217,7 +255,7 @@ fn checkpoint_running(db: &std::path::Path) -> bool {
 /// writes are there, the database checks clean, and it takes writes and checkpoints.
 #[test]
 fn a_kill_during_an_automatic_checkpoint_loses_no_acknowledged_commit() {
-    use std::io::{BufRead, BufReader, Write as _};
+    use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let db = d.join("g.qdb");
@@ -236,28 +274,7 @@ fn a_kill_during_an_automatic_checkpoint_loses_no_acknowledged_commit() {
         "--nodes",
         &format!("U={}", users.display()),
     ]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args(["shell", "--db", s(&db), "--checkpoint-log-size", "32KiB"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let reader = {
-        let acks = acks.clone();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                // One line a statement: its counters.
-                if line.contains("nodes created") {
-                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        })
-    };
+    let (mut child, mut stdin, acks, reader) = counting_shell(&db, "32KiB");
     let t = Instant::now();
     let mut sent = 0u64;
     let mut killed_at = None;
@@ -327,7 +344,7 @@ fn a_kill_during_an_automatic_checkpoint_loses_no_acknowledged_commit() {
 /// writes and checkpoints.
 #[test]
 fn a_kill_during_a_compacting_checkpoint_loses_nothing() {
-    use std::io::{BufRead, BufReader, Write as _};
+    use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let db = d.join("g.qdb");
@@ -345,27 +362,7 @@ fn a_kill_during_a_compacting_checkpoint_loses_nothing() {
         "--nodes",
         &format!("U={}", users.display()),
     ]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .args(["shell", "--db", s(&db), "--checkpoint-log-size", "16KiB"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let reader = {
-        let acks = acks.clone();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("nodes created") {
-                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        })
-    };
+    let (mut child, mut stdin, acks, reader) = counting_shell(&db, "16KiB");
     let t = Instant::now();
     let mut sent = 0u64;
     let mut checkpoints_seen = 0;

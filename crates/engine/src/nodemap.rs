@@ -248,15 +248,20 @@ impl<V: Clone> NodeMap<V> {
         self.get(k).is_some()
     }
 
+    /// Whether `k` has an entry: the bitmap's answer below [`BITS_LIMIT`], the tree's
+    /// past it.
+    fn present(&self, k: u64) -> bool {
+        if k < BITS_LIMIT {
+            self.may_have(k)
+        } else {
+            self.contains_key(&k)
+        }
+    }
+
     /// The value at `k` to change, copying the nodes on its path that other versions
     /// share (none when `k` is absent: the bitmap says so without a walk).
     pub fn get_mut(&mut self, k: &u64) -> Option<&mut V> {
-        let present = if *k < BITS_LIMIT {
-            self.may_have(*k)
-        } else {
-            self.contains_key(k)
-        };
-        if !present {
+        if !self.present(*k) {
             return None;
         }
         let mut n = Arc::make_mut(self.root.as_mut()?);
@@ -389,12 +394,7 @@ impl<V: Clone> NodeMap<V> {
     /// other versions share; a node left empty leaves its parent, and a root branch with
     /// one child gives way to it.
     pub fn remove(&mut self, k: &u64) -> Option<V> {
-        let present = if *k < BITS_LIMIT {
-            self.may_have(*k)
-        } else {
-            self.contains_key(k)
-        };
-        if !present {
+        if !self.present(*k) {
             return None;
         }
         let root = self.root.as_mut()?;
