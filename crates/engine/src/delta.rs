@@ -933,15 +933,8 @@ impl Delta {
                     let map_before = self.nodes.heap_bytes();
                     let rec = node_bytes(r);
                     self.nodes.remove(&id);
-                    let mut freed = rec + map_before.saturating_sub(self.nodes.heap_bytes());
-                    for out in [true, false] {
-                        let map = if out { &mut self.out } else { &mut self.inc };
-                        if map.get(&id).is_some_and(|a| a.is_empty()) {
-                            let before = map.heap_bytes() + map.get(&id).map_or(0, adj_bytes);
-                            map.remove(&id);
-                            freed += before.saturating_sub(map.heap_bytes());
-                        }
-                    }
+                    // (Its created adjacency left the maps with its last relationship.)
+                    let freed = rec + map_before.saturating_sub(self.nodes.heap_bytes());
                     self.bytes = self.bytes.saturating_sub(freed);
                     self.deleted_nodes = self.deleted_nodes.saturating_sub(1);
                     // (A created, deleted record reshapes.)

@@ -311,6 +311,32 @@ pub(crate) struct FreeIds {
     pub(crate) edges: HashMap<Arc<str>, BinaryHeap<Reverse<u64>>>,
 }
 
+impl FreeIds {
+    /// Takes ids `delta` collected: nodes past its segments (a collected id below them is
+    /// a hole of a checkpoint's table), relationships by their type's name; each list
+    /// up to [`FREE_MAX`].
+    fn add(&mut self, delta: &Delta, nodes: &[u64], rels: &[(u32, u64)]) {
+        let room = FREE_MAX.saturating_sub(self.nodes.len());
+        self.nodes.extend(
+            nodes
+                .iter()
+                .copied()
+                .filter(|&n| n >= delta.base_nodes)
+                .take(room)
+                .map(Reverse),
+        );
+        for &(t, e) in rels {
+            let Some(name) = delta.types.get(t as usize) else {
+                continue;
+            };
+            let v = self.edges.entry(name.clone()).or_default();
+            if v.len() < FREE_MAX {
+                v.push(Reverse(e));
+            }
+        }
+    }
+}
+
 /// Ids a free list keeps at most (8 MiB of node ids): past it, collected ids stay
 /// unused until a checkpoint (a hole of its table, as a rolled-back creation's id).
 const FREE_MAX: usize = 1 << 20;
@@ -416,13 +442,7 @@ impl Store {
         let mut free = FreeIds::default();
         let (mut nodes, mut rels) = (Vec::new(), Vec::new());
         delta.collect(u64::MAX - 1, usize::MAX, &mut nodes, &mut rels);
-        free.nodes
-            .extend(nodes.into_iter().take(FREE_MAX).map(Reverse));
-        for (t, e) in rels {
-            if let Some(name) = delta.types.get(t as usize) {
-                free.edges.entry(name.clone()).or_default().push(Reverse(e));
-            }
-        }
+        free.add(&delta, &nodes, &rels);
         let memory = MemoryBudget::new(opts.memory_limit);
         // The log's replay is what the database holds: it is granted even past the limit
         // (the limit then refuses new writes until a checkpoint).
@@ -813,42 +833,31 @@ impl Store {
         self.next_node.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Hands ids the delta collected to later creations (commit lock held). Not while a
-    /// checkpoint writes: its tables end at ids handed out before it began, and a
-    /// collected id below that end is a hole of its table.
-    pub(crate) fn free_ids(
+    /// Collects up to `max` of `delta`'s tombstones at `horizon` (commit lock held) and
+    /// hands their ids to later creations; returns how many graves went. Not the ids
+    /// while a checkpoint writes: its tables end at ids handed out before it began, and
+    /// a collected id below that end is a hole of its table.
+    pub(crate) fn collect_into(
         &self,
         c: &CommitState,
-        delta: &Delta,
-        nodes: &[u64],
-        rels: &[(u32, u64)],
-    ) {
+        delta: &mut Delta,
+        horizon: u64,
+        max: usize,
+    ) -> usize {
+        let before = delta.graves.len();
+        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
+        delta.collect(horizon, max, &mut nodes, &mut rels);
+        let gone = before - delta.graves.len();
         if c.floor.is_some() || (nodes.is_empty() && rels.is_empty()) {
-            return;
+            return gone;
         }
         let mut f = lock(&self.free);
-        let room = FREE_MAX.saturating_sub(f.nodes.len());
-        f.nodes.extend(
-            nodes
-                .iter()
-                .copied()
-                .filter(|&n| n >= delta.base_nodes)
-                .take(room)
-                .map(Reverse),
-        );
-        for &(t, e) in rels {
-            let Some(name) = delta.types.get(t as usize) else {
-                continue;
-            };
-            let v = f.edges.entry(name.clone()).or_default();
-            if v.len() < FREE_MAX {
-                v.push(Reverse(e));
-            }
-        }
+        f.add(delta, &nodes, &rels);
         self.free_nodes
             .store(!f.nodes.is_empty(), Ordering::Relaxed);
         self.free_edges
             .store(!f.edges.is_empty(), Ordering::Relaxed);
+        gone
     }
 
     /// Lowers the id allocator to just past `delta`'s last live created node when every
@@ -866,7 +875,7 @@ impl Store {
         if last >= counter {
             return counter;
         }
-        let f = lock(&self.free);
+        let mut f = lock(&self.free);
         // Every id of `last..counter` must be free: a handed-out one may be committed.
         let free = f
             .nodes
@@ -878,7 +887,6 @@ impl Store {
         }
         // Under the list's lock: no id of it is handed out meanwhile, and none after
         // (every one is past the new end, which the allocator hands out next).
-        let mut f = f;
         if self
             .next_node
             .compare_exchange(counter, last, Ordering::SeqCst, Ordering::SeqCst)
@@ -973,11 +981,7 @@ impl Store {
             return false;
         }
         let mut d = (*cur.delta).clone();
-        let before = d.graves.len();
-        let (mut nodes, mut rels) = (Vec::new(), Vec::new());
-        d.collect(horizon, max, &mut nodes, &mut rels);
-        let full = before - d.graves.len() == max;
-        self.free_ids(&c, &d, &nodes, &rels);
+        let full = self.collect_into(&c, &mut d, horizon, max) == max;
         c.clock += 1;
         c.synced = c.clock;
         self.replace_current(cur.with_delta(Arc::new(d), c.clock));

@@ -636,9 +636,7 @@ impl Txn {
             c.clock += 1;
             // Its records carry timestamp 0: analytical mode keeps no versions.
             let mut work = std::mem::replace(&mut self.work, (*cur.delta).clone());
-            let (mut nodes, mut rels) = (Vec::new(), Vec::new());
-            work.collect(u64::MAX - 1, usize::MAX, &mut nodes, &mut rels);
-            store.free_ids(&c, &work, &nodes, &rels);
+            store.collect_into(&c, &mut work, u64::MAX - 1, usize::MAX);
             store.replace_current(cur.with_delta(Arc::new(work), c.clock));
             store.unlogged.store(true, Ordering::SeqCst);
             return Ok(c.clock);
@@ -746,10 +744,8 @@ impl Txn {
             };
             // Tombstones every open snapshot sees past go, a bounded number a commit,
             // and their ids to later creations.
-            let (mut nodes, mut rels) = (Vec::new(), Vec::new());
             let max = crate::store::COLLECT_PER_COMMIT.max(2 * self.ops.len());
-            d.collect(store.collect_horizon(self.id), max, &mut nodes, &mut rels);
-            store.free_ids(&c, &d, &nodes, &rels);
+            store.collect_into(&c, &mut d, store.collect_horizon(self.id), max);
             {
                 // The head grows by this commit: within the memory limit or not at all.
                 // (The transaction's own grant is returned first: the same bytes.)

@@ -169,6 +169,23 @@ pub(crate) fn compact_if_dead(
     Ok(true)
 }
 
+/// Compacts node table `t` (its bitmap `dead`, now): emptied when every row died
+/// ([`compact_if_dead`]), else rewritten when at least `min_share` of its rows died
+/// ([`rewrite_without_dead`]). Whether it was.
+pub(crate) fn compact_table(
+    db: &Database,
+    staging: &Staging,
+    m: &mut Manifest,
+    t: usize,
+    dead: &Bits,
+    min_share: f64,
+) -> Result<bool, EngineError> {
+    Ok(
+        compact_if_dead(staging, m, t)?
+            || rewrite_without_dead(db, staging, m, t, dead, min_share)?,
+    )
+}
+
 /// A table at least this share dead (of 1) is rewritten without its dead rows' data.
 pub(crate) const REWRITE_DEAD_SHARE: f64 = 0.5;
 
@@ -180,7 +197,7 @@ pub(crate) const REWRITE_DEAD_SHARE: f64 = 0.5;
 /// checkpoint did not fold changes into (its patches and columns as `db` has them):
 /// one it did is rewritten at a later checkpoint. Row groups are done a few at a time
 /// on all threads.
-pub(crate) fn rewrite_without_dead(
+fn rewrite_without_dead(
     db: &Database,
     staging: &Staging,
     m: &mut Manifest,
@@ -264,6 +281,7 @@ pub(crate) fn fold_deletions(
     delta: &Delta,
     carried: &mut Vec<Op>,
     min_share: f64,
+    compacted: &mut u64,
 ) -> Result<u64, EngineError> {
     let mut marked = 0u64;
     let mut tables: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
@@ -286,8 +304,8 @@ pub(crate) fn fold_deletions(
             &format!("nodes-{t:04}-deleted.seg"),
             &[&bits],
         )?);
-        if !compact_if_dead(staging, m, t)? {
-            rewrite_without_dead(db, staging, m, t, &bits, min_share)?;
+        if compact_table(db, staging, m, t, &bits, min_share)? {
+            *compacted += 1;
         }
     }
     // Positions to mark per (type, segment): in the out CSR, in the in CSR.

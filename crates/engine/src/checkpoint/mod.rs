@@ -463,6 +463,7 @@ impl Store {
             delta,
             &mut carried,
             min_share,
+            &mut report.tables_compacted,
         )?;
         // The tables this checkpoint marked no deletion in: rewritten too when asked.
         if compact {
@@ -474,9 +475,7 @@ impl Store {
                     continue; // (fold_deletions had it)
                 }
                 if let Some(bits) = db.node_tables()[t].deleted.as_ref() {
-                    if changes::compact_if_dead(&staging, &mut m, t)?
-                        || changes::rewrite_without_dead(db, &staging, &mut m, t, bits, 0.0)?
-                    {
+                    if changes::compact_table(db, &staging, &mut m, t, bits, 0.0)? {
                         report.tables_compacted += 1;
                     }
                 }

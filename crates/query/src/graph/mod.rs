@@ -282,8 +282,8 @@ impl<'db> Graph<'db> {
             },
             None => None,
         };
-        // (A walk of the records tests each one's labels: about 10 ns a record. An index
-        // of created nodes by label cost creations 10% in instructions and was dropped.)
+        // (A walk of the records tests each one's labels, about 10 ns a record: an index
+        // of created nodes by label cost batched creations 12% in instructions.)
         let mut taken = 0;
         for (&n, r) in d.nodes.range(from.max(d.base_nodes)..hi) {
             if taken == max {

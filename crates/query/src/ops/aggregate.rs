@@ -1126,22 +1126,22 @@ fn morsel_nodes(
         env.g.live_mask(n, end, m.table_label, live);
     }
     let mut col = Vec::with_capacity((end - n) as usize);
-    let created = m.label.is_some() && env.g.has_delta() && n >= env.g.segment_nodes();
-    if created {
-        // Created nodes of the label: the delta's own list of them, not every id.
+    if m.label.is_some() && env.g.has_delta() && n >= env.g.segment_nodes() {
+        // Created nodes of the label: the delta's records of them, not every id.
         let mut ids = Vec::new();
         env.g.created_nodes(n, end, m.label, usize::MAX, &mut ids);
         col.extend(ids.into_iter().map(Value::Node));
-    }
-    for x in (n..end).filter(|_| !created) {
-        if let Some(l) = m.label {
-            if !env.g.has_label(x, l)? {
+    } else {
+        for x in n..end {
+            if let Some(l) = m.label {
+                if !env.g.has_label(x, l)? {
+                    continue;
+                }
+            } else if check_life && !live[(x - n) as usize] {
                 continue;
             }
-        } else if check_life && !live[(x - n) as usize] {
-            continue;
+            col.push(Value::Node(x));
         }
-        col.push(Value::Node(x));
     }
     let len = col.len();
     let mut b = Batch {

@@ -22,7 +22,7 @@ pub struct Scan {
     pub row: usize,
     pub range: usize,
     pub node: u64,
-    /// Created nodes of one round (reused).
+    /// The nodes of one round (reused).
     pub created: Vec<u64>,
     /// Which rows of one round live (reused).
     pub mask: Vec<bool>,
@@ -57,84 +57,62 @@ impl Op for Scan {
                 };
                 let g = cx.env.g;
                 let hi = r.hi.min(g.n_nodes());
-                let w = cur.width();
                 let seg = g.segment_nodes();
-                if self.node >= seg && self.node < hi {
+                // The nodes of this round, then where it ends.
+                self.created.clear();
+                let end = if self.node >= seg && self.node < hi {
                     // Created nodes: the delta's live records, not every id handed out.
-                    self.created.clear();
-                    let next = g.created_nodes(
-                        self.node,
-                        hi,
-                        r.label,
-                        BATCH_ROWS - out.len,
-                        &mut self.created,
-                    );
-                    for &n in &self.created {
-                        for c in 0..w {
-                            out.cols[c].push(cur.cols[c][self.row].clone());
+                    let room = BATCH_ROWS - out.len;
+                    g.created_nodes(self.node, hi, r.label, room, &mut self.created)
+                } else {
+                    // Segment rows here; created ones (past `seg`) on the next round.
+                    let end = hi
+                        .min(seg.max(self.node))
+                        .min(self.node + (BATCH_ROWS - out.len) as u64)
+                        .max(self.node);
+                    match r.label {
+                        // Life (and the label, for tables that carry it) of the whole run
+                        // at once: a table's bitmap a word at a time, the delta's records
+                        // in it.
+                        None if g.scans_check_life() => {
+                            g.live_mask(self.node, end, r.table_label, &mut self.mask);
+                            let lo = self.node;
+                            self.created.extend(
+                                self.mask
+                                    .iter()
+                                    .enumerate()
+                                    .filter(|(_, &l)| l)
+                                    .map(|(i, _)| lo + i as u64),
+                            );
                         }
-                        out.cols[w].push(Value::Node(n));
-                        out.len += 1;
-                    }
-                    self.node = next;
-                    if next >= hi {
-                        self.range += 1;
-                        self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
-                    }
-                    continue;
-                }
-                // Segment rows here; created ones (past `seg`) on the next round.
-                let end = hi
-                    .min(seg.max(self.node))
-                    .min(self.node + (BATCH_ROWS - out.len) as u64)
-                    .max(self.node);
-                let check_live = g.scans_check_life();
-                if check_live && r.label.is_none() {
-                    // Life (and the label, for tables that carry it) of the whole run at
-                    // once: a table's bitmap a word at a time, the delta's records in it.
-                    g.live_mask(self.node, end, r.table_label, &mut self.mask);
-                    for (i, _) in self.mask.iter().enumerate().filter(|(_, &l)| l) {
-                        for c in 0..w {
-                            out.cols[c].push(cur.cols[c][self.row].clone());
-                        }
-                        out.cols[w].push(Value::Node(self.node + i as u64));
-                        out.len += 1;
-                    }
-                    self.node = end;
-                    if end >= hi {
-                        self.range += 1;
-                        self.node = self.ranges.get(self.range).map_or(0, |r| r.lo);
-                    }
-                    continue;
-                }
-                // Rows the segments hold deleted are skipped a run at a time.
-                let skip_dead = g.db.has_deleted_nodes();
-                let mut n = self.node;
-                while n < end {
-                    if skip_dead {
-                        n = g.next_scan_candidate(n, end);
-                        if n >= end {
-                            break;
+                        None => self.created.extend(self.node..end),
+                        Some(l) => {
+                            // Rows the segments hold deleted are skipped a run at a time.
+                            let skip_dead = g.db.has_deleted_nodes();
+                            let mut n = self.node;
+                            while n < end {
+                                if skip_dead {
+                                    n = g.next_scan_candidate(n, end);
+                                    if n >= end {
+                                        break;
+                                    }
+                                }
+                                if g.has_label(n, l)? {
+                                    self.created.push(n);
+                                }
+                                n += 1;
+                            }
                         }
                     }
-                    let take = if let Some(l) = r.label {
-                        g.has_label(n, l)?
-                    } else if check_live {
-                        match r.table_label {
-                            Some(l) => g.live_keeping_label(n, l),
-                            None => g.node_live(n),
-                        }
-                    } else {
-                        true
-                    };
-                    if take {
-                        for c in 0..w {
-                            out.cols[c].push(cur.cols[c][self.row].clone());
-                        }
-                        out.cols[w].push(Value::Node(n));
-                        out.len += 1;
+                    end
+                };
+                let w = cur.width();
+                for &n in &self.created {
+                    for c in 0..w {
+                        out.cols[c].push(cur.cols[c][self.row].clone());
                     }
-                    n += 1;
+                    out.cols[w].push(Value::Node(n));
+                    out.len += 1;
                 }
                 self.node = end;
                 if end >= hi {
