@@ -12,7 +12,8 @@
 //!
 //! Entities:
 //! - nodes created since the segments get ids from `base_nodes` up (an aborted
-//!   transaction's ids stay unused: scans skip ids without a record);
+//!   transaction's ids stay unused, collected ones are handed out again; scans walk
+//!   the records, so an id without one costs nothing);
 //! - a segment node that a transaction changes gets a [`NodeRec`] on its first change:
 //!   its labels, and only the properties changed (an overlay: a key absent from it is
 //!   read from the segment, `Value::Null` in it is a removal), so a SET costs about a
