@@ -28,6 +28,7 @@ went through the churn.
    Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration within 100 ms of
    the 2 s (the elapsed time is printed).
 
+With `--python`, first the table through Python's embedded `execute` (no server).
 RESULT lines are JSON.
 """
 
@@ -193,6 +194,45 @@ def timeout(drivers):
     print("RESULT " + json.dumps({"part": "timeout", "seconds": round(took, 3), "code": code}))
 
 
+def python_door(args, work):
+    """The same table through Python's embedded `quiver.connect(...).execute` (`--python`;
+    `pip install ./python`): medians, churned / never churned, before and after CHECKPOINT."""
+    import quiver
+
+    def t(con, q, n):
+        xs = []
+        for _ in range(n):
+            a = time.perf_counter()
+            con.execute(q).fetchall()
+            xs.append(time.perf_counter() - a)
+        return statistics.median(xs) * 1e3
+
+    cons = {}
+    for name in ["never churned", "after the churn"]:
+        p = work / ("py-plain.qdb" if name == "never churned" else "py-churned.qdb")
+        fresh(p)
+        c = quiver.connect(p)
+        c.execute(f"UNWIND range(1, {args.nodes}) AS i CREATE (:N {{i: i}})")
+        if name == "after the churn":
+            a = time.perf_counter()
+            for _ in range(args.rounds):
+                c.execute(f"UNWIND range(1, {args.nodes}) AS i CREATE (:E {{i: i}})")
+                c.execute("MATCH (e:E) DELETE e")
+            changes = 2 * args.rounds * args.nodes
+            print(f"python: the churn through execute, {changes / (time.perf_counter() - a):,.0f} changes/s")
+        cons[name] = c
+    rows = []
+    for stage in ["", "after CHECKPOINT "]:
+        if stage:
+            for c in cons.values():
+                c.execute("CHECKPOINT")
+        for q, n in [(PAIRS, PAIRS_RUNS), (COUNT, 51), ("MATCH (a:N) WHERE a.i = 7 RETURN a.i", 51)]:
+            a, b = t(cons["never churned"], q, n), t(cons["after the churn"], q, n)
+            print(f"python: {stage}{q}: {a:.3f} / {b:.3f} ms, ratio {b / a:.2f}")
+            rows.append({"query": stage + q, "plain_ms": round(a, 3), "churned_ms": round(b, 3)})
+    print("RESULT " + json.dumps({"part": "python", "rows": rows}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=3000)
@@ -203,6 +243,8 @@ def main():
     ap.add_argument("--sample-every", type=float, default=3)
     ap.add_argument("--pairs-runs", type=int, default=3,
                     help="runs of the cartesian product (median); 1 for an old build that takes minutes")
+    ap.add_argument("--python", action="store_true",
+                    help="also the table through Python's embedded execute (needs `pip install ./python`)")
     ap.add_argument("--work", default=str(ROOT / "data" / "churn"))
     args = ap.parse_args()
     global PAIRS_RUNS
@@ -210,6 +252,8 @@ def main():
     from neo4j import GraphDatabase
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.python:
+        python_door(args, work)
     servers, drivers = table(args, work, GraphDatabase)
     try:
         if args.queue_minutes > 0:
