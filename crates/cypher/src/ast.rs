@@ -52,6 +52,8 @@ impl SingleQuery {
             Clause::CallSubquery { body, unions, .. } => {
                 body.writes() || unions.iter().any(|(_, p)| p.writes())
             }
+            // A graph algorithm's write mode (`gds.pageRank.write`) sets properties.
+            Clause::CallProc(pc) => pc.name.starts_with("gds.") && pc.name.ends_with(".write"),
             _ => false,
         })
     }

@@ -297,6 +297,9 @@ pub struct Store {
     pub(crate) publisher: Mutex<()>,
     /// Set while a background checkpoint is asked for or runs.
     pub(crate) checkpointing: Arc<AtomicBool>,
+    /// What a layer above keeps for the store's life (the query crate's catalog of
+    /// projected graphs), made on first use.
+    pub attached: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// The database's writer lock; `None` when another process holds it (read only).
     _lock: Option<File>,
 }
@@ -484,6 +487,7 @@ impl Store {
             mode: Mutex::new(StorageMode::InMemoryTransactional),
             analytical_writer: AtomicBool::new(false),
             unlogged: AtomicBool::new(false),
+            attached: std::sync::OnceLock::new(),
             _lock: lock,
             opts,
         }))

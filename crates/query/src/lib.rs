@@ -18,6 +18,7 @@ pub mod batch;
 pub mod error;
 pub mod expr;
 pub mod fulltext;
+pub mod gds;
 pub mod graph;
 pub mod index;
 pub(crate) mod memory;

@@ -35,6 +35,8 @@ pub struct QueryOptions {
     /// Where running queries are listed (SHOW TRANSACTIONS), and who runs them.
     pub activity: Option<Arc<quiver_engine::activity::Activity>>,
     pub client: quiver_engine::activity::Client,
+    /// The database's projected graphs (`gds.graph.project`), shared by its sessions.
+    pub catalog: Option<Arc<crate::gds::Catalog>>,
 }
 
 /// See [`QueryOptions::on_columns`].
@@ -73,6 +75,7 @@ impl Default for QueryOptions {
             procedures: procs::Procedures::default(),
             activity: None,
             client: Default::default(),
+            catalog: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::batch::Batch;
 use crate::error::QueryError;
-use crate::expr::{eval, CExpr, Env};
+use crate::expr::{eval, CExpr};
 use crate::graph::Graph;
 use crate::ops::{BoxOp, Cx, Op};
 use crate::value::{Key, Value};
@@ -65,6 +65,13 @@ impl PType {
 /// A procedure written in Rust: the graph and the arguments, to its rows.
 pub type BuiltinFn = fn(&Graph, &[Value]) -> Result<Vec<Vec<Value>>, QueryError>;
 
+/// A procedure's rows as they are made (a graph algorithm's stream: a row a node).
+pub type Rows = Box<dyn Iterator<Item = Vec<Value>>>;
+
+/// A procedure that needs the query's context (memory, cancellation, the graph
+/// catalog, the transaction): the graph algorithms.
+pub type AlgoFn = fn(&mut crate::gds::algos::AlgoCx<'_, '_>, &Procedure, &[Value]) -> Result<Rows, QueryError>;
+
 /// What a procedure does.
 #[derive(Clone)]
 pub enum Body {
@@ -73,6 +80,8 @@ pub enum Body {
     Table(Vec<(Vec<Value>, Vec<Value>)>),
     /// Its rows from the graph and the arguments given.
     Builtin(BuiltinFn),
+    /// Its rows from the query's context and the arguments.
+    Algo(AlgoFn),
 }
 
 #[derive(Clone)]
@@ -109,10 +118,22 @@ impl Procedure {
         )
     }
 
-    fn call(&self, g: &Graph, args: &[Value]) -> Result<Vec<Vec<Value>>, QueryError> {
+    fn call(&self, cx: &mut Cx, args: &[Value]) -> Result<Rows, QueryError> {
+        let g = cx.env.g;
         match &self.body {
-            Body::Builtin(f) => f(g, args),
-            Body::Table(rows) => Ok(rows
+            Body::Builtin(f) => Ok(Box::new(f(g, args)?.into_iter())),
+            Body::Algo(f) => {
+                let mut acx = crate::gds::algos::AlgoCx {
+                    g,
+                    budget: &cx.budget,
+                    cancel: cx.cancel,
+                    deadline: cx.deadline,
+                    catalog: cx.catalog.as_ref(),
+                    tx: cx.tx.as_deref_mut(),
+                };
+                f(&mut acx, self, args)
+            }
+            Body::Table(rows) => Ok(Box::new(rows
                 .iter()
                 .filter(|(ins, _)| {
                     ins.len() == args.len()
@@ -122,7 +143,8 @@ impl Procedure {
                             .all(|(a, b)| Key(a.clone()) == Key(b.clone()))
                 })
                 .map(|(_, outs)| outs.clone())
-                .collect()),
+                .collect::<Vec<_>>()
+                .into_iter())),
         }
     }
 }
@@ -889,6 +911,7 @@ impl Procedures {
             .find(|p| p.name == name)
             .or_else(|| builtins().iter().find(|p| p.name == name))
             .cloned()
+            .or_else(|| crate::gds::find(name))
     }
 }
 
@@ -988,8 +1011,9 @@ pub fn check(text: &str, stmt: &Statement, procs: &Procedures) -> Result<(), Que
     Ok(())
 }
 
-/// Calls a procedure for each input row and appends the yielded outputs; a procedure
-/// with no outputs passes each row on once.
+/// Calls a procedure for each input row and appends the yielded outputs, a batch at a
+/// time (a graph algorithm's stream may be a row a node); a procedure with no outputs
+/// passes each row on once.
 pub struct CallOp {
     pub input: BoxOp,
     pub proc: Arc<Procedure>,
@@ -997,35 +1021,68 @@ pub struct CallOp {
     /// Indexes of the outputs appended, in slot order.
     pub outputs: Vec<usize>,
     pub void: bool,
+    /// The input batch being answered, the row, and the rest of its call's rows.
+    pub pending: Option<(Batch, usize, Rows)>,
+}
+
+impl CallOp {
+    pub fn new(input: BoxOp, proc: Arc<Procedure>, args: Vec<CExpr>, outputs: Vec<usize>, void: bool) -> CallOp {
+        CallOp {
+            input,
+            proc,
+            args,
+            outputs,
+            void,
+            pending: None,
+        }
+    }
 }
 
 impl Op for CallOp {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Batch>, QueryError> {
         loop {
-            let Some(b) = self.input.next(cx)? else {
-                return Ok(None);
+            if self.pending.is_none() {
+                let Some(b) = self.input.next(cx)? else {
+                    return Ok(None);
+                };
+                self.pending = Some((b, 0, Box::new(std::iter::empty())));
+            }
+            let Some((b, row, rows)) = self.pending.as_mut() else {
+                continue;
             };
-            let env: &Env = &cx.env;
             let mut out = Batch::empty(b.width() + self.outputs.len());
-            let mut locals = Vec::new();
-            for row in 0..b.len {
-                let args = self
-                    .args
-                    .iter()
-                    .map(|a| eval(env, a, &b, row, &mut locals))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if self.void {
-                    out.push_row_from(&b, row, &[]);
-                    continue;
-                }
-                for r in self.proc.call(env.g, &args)? {
+            let mut finished = false;
+            while out.len < crate::batch::BATCH_ROWS {
+                if let Some(r) = rows.next() {
                     let ext: Vec<Value> = self
                         .outputs
                         .iter()
                         .map(|&i| r.get(i).cloned().unwrap_or(Value::Null))
                         .collect();
-                    out.push_row_from(&b, row, &ext);
+                    out.push_row_from(b, *row - 1, &ext);
+                    continue;
                 }
+                if *row >= b.len {
+                    finished = true;
+                    break;
+                }
+                let mut locals = Vec::new();
+                let args = self
+                    .args
+                    .iter()
+                    .map(|a| eval(&cx.env, a, b, *row, &mut locals))
+                    .collect::<Result<Vec<_>, _>>()?;
+                *row += 1;
+                if self.void {
+                    // Run for its effect; each row passes once.
+                    for _ in self.proc.call(cx, &args)? {}
+                    out.push_row_from(b, *row - 1, &[]);
+                    continue;
+                }
+                *rows = self.proc.call(cx, &args)?;
+            }
+            if finished {
+                self.pending = None;
             }
             if out.len > 0 {
                 return Ok(Some(out));

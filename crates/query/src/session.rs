@@ -77,6 +77,7 @@ impl Session {
         let (import_dir, rejects_dir) = default_load_dirs(store.dir());
         let database_memory = Some(store.memory.clone());
         let activity = Some(store.activity.clone());
+        let catalog = Some(crate::gds::Catalog::of(&store));
         Session {
             indexes: IndexSet::load(&snap.db),
             indexes_gen: snap.db.manifest().generation,
@@ -90,6 +91,7 @@ impl Session {
                 rejects_dir: Some(rejects_dir),
                 database_memory,
                 activity,
+                catalog,
                 ..QueryOptions::default()
             },
         }

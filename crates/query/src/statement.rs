@@ -143,6 +143,7 @@ pub fn run_statement(
         load: load::LoadState::new(opts.import_dir.clone(), opts.rejects_dir.clone()),
         want: batch::BATCH_ROWS,
         temp_dir: opts.temp_dir.clone(),
+        catalog: opts.catalog.clone(),
     };
     let mut op = root.op;
     let mut rows = 0u64;

@@ -210,6 +210,28 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
         }
     }
     Ok(match f {
+        // GDS's: a node id (as its algorithms stream them) back to the node; null for
+        // an id no live node has.
+        GdsAsNode => match first {
+            Value::Int(i) if i >= 0 && g.node_live(i as u64) => Value::Node(i as u64),
+            Value::Int(_) | Value::Null => Value::Null,
+            Value::Node(n) => Value::Node(n),
+            v => return type_err("gds.util.asNode() needs a node id", &v),
+        },
+        GdsAsNodes => match first {
+            Value::List(l) => Value::list(
+                l.iter()
+                    .filter_map(|x| match x {
+                        Value::Int(i) if *i >= 0 && g.node_live(*i as u64) => Some(Value::Node(*i as u64)),
+                        Value::Node(n) => Some(Value::Node(*n)),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Value::Null => Value::Null,
+            v => return type_err("gds.util.asNodes() needs a list of node ids", &v),
+        },
+        GdsVersion => Value::str("2.13.9"),
         Id => match first {
             Value::Node(n) => Value::Int(n as i64),
             Value::Rel(r) => Value::Int(((r.ty as i64) << 40) | r.eid as i64),

@@ -213,6 +213,7 @@ funcs! {
     VecCosine = "vector.similarity.cosine", VecEuclidean = "vector.similarity.euclidean",
     HasLabelsDyn = "quiver.haslabels", HasTypeDyn = "quiver.hastype",
     AnyProperty = "apoc.any.property",
+    GdsAsNode = "gds.util.asnode", GdsAsNodes = "gds.util.asnodes", GdsVersion = "gds.version",
 }
 
 /// Longest list `range()` builds where no query memory is at hand (a constant the

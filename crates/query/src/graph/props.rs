@@ -381,6 +381,33 @@ impl<'db> Graph<'db> {
         Ok(out)
     }
 
+    /// Property `name` of every segment relationship of type `ty` as a number, by edge
+    /// id (NaN where absent or not a number), read a column chunk at a time: a graph
+    /// algorithm's weights. `None` when the type has no such column.
+    pub fn rel_prop_numbers(&self, ty: u32, name: &str) -> Result<Option<Vec<f64>>, QueryError> {
+        let Some(ri) = self.schema.rels.get(ty as usize) else {
+            return Ok(None);
+        };
+        let Some(&col) = ri.props.get(name) else {
+            return Ok(None);
+        };
+        let dtype = ri.dtypes[col];
+        let mut out = Vec::new();
+        for rg in 0..ri.rg_first.len() {
+            out.resize(ri.rg_first[rg] as usize, f64::NAN);
+            self.db.with_rel_chunk(ty as usize, rg, col, |c| {
+                for i in 0..c.len() {
+                    out.push(match chunk_value(c, i, dtype) {
+                        Value::Int(x) => x as f64,
+                        Value::Float(x) => x,
+                        _ => f64::NAN,
+                    });
+                }
+            })?;
+        }
+        Ok(Some(out))
+    }
+
     pub fn rel_prop(&self, r: &RelRef, name: &str) -> Result<Value, QueryError> {
         if let Some(v) = self.delta_rel(r, |rec| rec.map(|r| r.get(name).cloned())) {
             if let Some(v) = v.ok_or_else(|| deleted("relationship", r.eid, name))? {

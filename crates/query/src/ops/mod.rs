@@ -76,6 +76,8 @@ pub struct Cx<'g, 'db> {
     pub want: usize,
     /// Where operators spill (see `QueryOptions::temp_dir`).
     pub temp_dir: Option<std::path::PathBuf>,
+    /// The database's projected graphs (see `QueryOptions::catalog`).
+    pub catalog: Option<std::sync::Arc<crate::gds::Catalog>>,
 }
 
 impl Cx<'_, '_> {

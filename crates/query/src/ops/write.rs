@@ -1054,6 +1054,7 @@ impl CallInTx {
                 load: std::mem::take(&mut cx.load),
                 want: cx.want,
                 temp_dir: cx.temp_dir.clone(),
+                catalog: cx.catalog.clone(),
             };
             let r = run_body(sub, cell, returns, &mut inner, b);
             cx.load = std::mem::take(&mut inner.load);

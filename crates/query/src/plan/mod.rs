@@ -855,13 +855,13 @@ impl<'a, 'g, 'db> Planner<'a, 'g, 'db> {
                         "ProcedureCall",
                         proc.name.clone(),
                         vec![cur.id],
-                        Box::new(crate::procs::CallOp {
-                            input: cur.op,
-                            proc: proc.clone(),
+                        Box::new(crate::procs::CallOp::new(
+                            cur.op,
+                            proc.clone(),
                             args,
                             outputs,
                             void,
-                        }),
+                        )),
                     );
                     if let Some(w) = &pc.where_ {
                         let e = self.compile(w, &scope, &[])?;

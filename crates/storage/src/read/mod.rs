@@ -623,6 +623,109 @@ impl Database {
         Ok(it)
     }
 
+    /// Appends the live entries of nodes `lo..hi` of type `rel` in direction `dir` to
+    /// `targets` (and their edge ids to `eids`), node after node, pushing after each node
+    /// the length `targets` then has: a graph algorithm's block of adjacency. A type in
+    /// one segment of one part (an import's) decodes its block's offsets and targets in
+    /// two runs; others go node by node through the segments, as
+    /// [`neighbours`](Self::neighbours) does. Needs the bytes in place (mapped or loaded).
+    pub fn adjacency_into(
+        &self,
+        rel: usize,
+        dir: Direction,
+        lo: u32,
+        hi: u32,
+        targets: &mut Vec<u32>,
+        ends: &mut Vec<u32>,
+        mut eids: Option<&mut Vec<u64>>,
+    ) -> Result<(), ReadError> {
+        let r = &self.rels[rel];
+        if let [s] = r.segs.as_slice() {
+            let csr = s.csr(dir);
+            if let [part] = csr.parts.as_slice() {
+                let in_seg = (hi as u64).min(csr.n_nodes).max(lo as u64) as u32;
+                if in_seg > lo {
+                    let (offsets, t, e) = part.arrays()?;
+                    let mut offs = vec![0u64; (in_seg - lo) as usize + 1];
+                    offsets.map_into(lo as usize, &mut offs, |v| v);
+                    let (a, b) = (offs[0] as usize, offs[offs.len() - 1] as usize);
+                    if offs.windows(2).any(|w| w[0] > w[1]) || b as u64 > part.footer.n_edges {
+                        return Err(corrupted(&part.file.path, "CSR offsets out of order"));
+                    }
+                    let start = targets.len();
+                    targets.resize(start + (b - a), 0);
+                    t.map_into(a, &mut targets[start..], |v| v as u32);
+                    if let Some(ev) = eids.as_deref_mut() {
+                        let es = ev.len();
+                        ev.resize(es + (b - a), 0);
+                        match e {
+                            Some(e) => e.map_into(a, &mut ev[es..], |v| s.first_edge + v),
+                            None => {
+                                let first = s.first_edge + part.first_entry + a as u64;
+                                for (k, x) in ev[es..].iter_mut().enumerate() {
+                                    *x = first + k as u64;
+                                }
+                            }
+                        }
+                    }
+                    let deleted = s
+                        .deleted(dir)
+                        .filter(|d| d.count_range(part.first_entry + a as u64, part.first_entry + b as u64) > 0);
+                    match deleted {
+                        None => ends.extend(offs[1..].iter().map(|&o| (start + o as usize - a) as u32)),
+                        Some(d) => {
+                            // Keep the live entries, in place.
+                            let mut w = start;
+                            for k in 0..offs.len() - 1 {
+                                for i in offs[k] as usize..offs[k + 1] as usize {
+                                    if !d.get(part.first_entry + i as u64) {
+                                        let from = start + i - a;
+                                        targets[w] = targets[from];
+                                        if let Some(ev) = eids.as_deref_mut() {
+                                            let base = ev.len() - (b - a);
+                                            ev[base + (w - start)] = ev[base + (from - start)];
+                                        }
+                                        w += 1;
+                                    }
+                                }
+                                ends.push(w as u32);
+                            }
+                            targets.truncate(w);
+                            if let Some(ev) = eids.as_deref_mut() {
+                                let base = ev.len() - (b - a);
+                                ev.truncate(base + (w - start));
+                            }
+                        }
+                    }
+                }
+                let end = targets.len() as u32;
+                ends.extend((in_seg.max(lo)..hi).map(|_| end));
+                return Ok(());
+            }
+        }
+        for v in lo..hi {
+            for s in &r.segs {
+                let csr = s.csr(dir);
+                if v as u64 >= csr.n_nodes {
+                    continue;
+                }
+                let p = csr.neighbours(v, s.first_edge)?;
+                let deleted = s.deleted(dir);
+                for i in p.pos..p.end {
+                    if deleted.is_some_and(|d| d.get(p.base + i as u64)) {
+                        continue;
+                    }
+                    targets.push(p.targets.get(i) as u32);
+                    if let Some(ev) = eids.as_deref_mut() {
+                        ev.push(p.eid_base + p.raw_eid(i));
+                    }
+                }
+            }
+            ends.push(targets.len() as u32);
+        }
+        Ok(())
+    }
+
     /// Hints the CPU to load the adjacency of `node` that
     /// [`neighbours`](Self::neighbours) will read (see `Csr::prefetch`; nothing is
     /// checked or reported: a hint past the data is dropped).
