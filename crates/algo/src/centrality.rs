@@ -49,7 +49,12 @@ impl PageRank {
     /// The bytes a run holds: three `f64` a node (scores, contributions, out-degrees)
     /// and a flag a node for a personalized run.
     pub fn estimate(&self, node_bound: u64) -> u64 {
-        node_bound * 24 + if self.sources.is_empty() { 0 } else { node_bound }
+        node_bound * 24
+            + if self.sources.is_empty() {
+                0
+            } else {
+                node_bound
+            }
     }
 
     pub fn run(&self, g: &dyn Adjacency, run: &Run) -> Result<Ranked, AlgoError> {

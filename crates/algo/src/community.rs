@@ -359,7 +359,11 @@ fn local_moves(
                 let own = comm[v as usize];
                 touched.clear();
                 for (k, &u) in block.of(v).iter().enumerate() {
-                    let w = if weighted { block.weights_of(v)[k] } else { 1.0 };
+                    let w = if weighted {
+                        block.weights_of(v)[k]
+                    } else {
+                        1.0
+                    };
                     if u == v {
                         continue;
                     }
@@ -485,9 +489,7 @@ fn modularity_level(l: &Level, comm: &[u32], m2: f64) -> f64 {
             }
         }
     }
-    (0..n)
-        .map(|c| inside[c] / m2 - (tot[c] / m2).powi(2))
-        .sum()
+    (0..n).map(|c| inside[c] / m2 - (tot[c] / m2).powi(2)).sum()
 }
 
 /// Newman's modularity of `community` (by node; `u32::MAX` for non-members) over the
@@ -529,7 +531,5 @@ pub fn modularity(
     if m2 == 0.0 {
         return Ok(0.0);
     }
-    Ok((0..k)
-        .map(|c| inside[c] / m2 - (tot[c] / m2).powi(2))
-        .sum())
+    Ok((0..k).map(|c| inside[c] / m2 - (tot[c] / m2).powi(2)).sum())
 }

@@ -113,8 +113,14 @@ pub trait Adjacency: Sync {
     fn has_weights(&self) -> bool;
     /// Fills `out` with the neighbours of `lo..hi` on `side` (members only), weights too
     /// when `weights` (1.0 each when the projection has none).
-    fn fill(&self, side: Side, lo: u32, hi: u32, weights: bool, out: &mut Block)
-        -> Result<(), AlgoError>;
+    fn fill(
+        &self,
+        side: Side,
+        lo: u32,
+        hi: u32,
+        weights: bool,
+        out: &mut Block,
+    ) -> Result<(), AlgoError>;
 }
 
 /// How an algorithm runs: its threads and the test that stops it.
@@ -137,7 +143,8 @@ impl Run<'_> {
     /// `Err(Cancelled)` once stopped: checked once a block.
     #[inline]
     pub fn check(&self) -> Result<(), AlgoError> {
-        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) || self.deadline.is_some_and(|d| d())
+        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+            || self.deadline.is_some_and(|d| d())
         {
             return Err(AlgoError::Cancelled);
         }
@@ -152,7 +159,9 @@ impl Run<'_> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(self.threads)
             .build()
-            .map_err(|e| AlgoError::Config(format!("cannot start {} threads: {e}", self.threads)))?;
+            .map_err(|e| {
+                AlgoError::Config(format!("cannot start {} threads: {e}", self.threads))
+            })?;
         Ok(pool.install(f))
     }
 }
@@ -259,7 +268,11 @@ impl EdgeList {
         self.out = vec![Vec::new(); n];
         self.inc = vec![Vec::new(); n];
         for &(a, b, w) in &self.edges {
-            if self.members.as_ref().is_some_and(|m| !m[a as usize] || !m[b as usize]) {
+            if self
+                .members
+                .as_ref()
+                .is_some_and(|m| !m[a as usize] || !m[b as usize])
+            {
                 continue;
             }
             self.out[a as usize].push((b, w));

@@ -227,7 +227,13 @@ fn louvain_finds_planted_communities() {
             assert_eq!(r.community[c * 8 + i], r.community[c * 8], "clique {c}");
         }
     }
-    assert_eq!(r.community.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
+    assert_eq!(
+        r.community
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        4
+    );
     assert!(r.modularity > 0.65, "{}", r.modularity);
 }
 
@@ -235,7 +241,11 @@ fn louvain_finds_planted_communities() {
 fn a_stopped_run_says_so() {
     let g = EdgeList::new(10, vec![(0, 1, 1.0)], false);
     let stop = std::sync::atomic::AtomicBool::new(true);
-    let run = Run { threads: 1, stop: Some(&stop), deadline: None };
+    let run = Run {
+        threads: 1,
+        stop: Some(&stop),
+        deadline: None,
+    };
     assert!(matches!(
         centrality::PageRank::default().run(&g, &run),
         Err(quiver_algo::AlgoError::Cancelled)

@@ -70,7 +70,8 @@ pub type Rows = Box<dyn Iterator<Item = Vec<Value>>>;
 
 /// A procedure that needs the query's context (memory, cancellation, the graph
 /// catalog, the transaction): the graph algorithms.
-pub type AlgoFn = fn(&mut crate::gds::algos::AlgoCx<'_, '_>, &Procedure, &[Value]) -> Result<Rows, QueryError>;
+pub type AlgoFn =
+    fn(&mut crate::gds::algos::AlgoCx<'_, '_>, &Procedure, &[Value]) -> Result<Rows, QueryError>;
 
 /// What a procedure does.
 #[derive(Clone)]
@@ -133,18 +134,19 @@ impl Procedure {
                 };
                 f(&mut acx, self, args)
             }
-            Body::Table(rows) => Ok(Box::new(rows
-                .iter()
-                .filter(|(ins, _)| {
-                    ins.len() == args.len()
-                        && ins
-                            .iter()
-                            .zip(args)
-                            .all(|(a, b)| Key(a.clone()) == Key(b.clone()))
-                })
-                .map(|(_, outs)| outs.clone())
-                .collect::<Vec<_>>()
-                .into_iter())),
+            Body::Table(rows) => Ok(Box::new(
+                rows.iter()
+                    .filter(|(ins, _)| {
+                        ins.len() == args.len()
+                            && ins
+                                .iter()
+                                .zip(args)
+                                .all(|(a, b)| Key(a.clone()) == Key(b.clone()))
+                    })
+                    .map(|(_, outs)| outs.clone())
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            )),
         }
     }
 }
@@ -1026,7 +1028,13 @@ pub struct CallOp {
 }
 
 impl CallOp {
-    pub fn new(input: BoxOp, proc: Arc<Procedure>, args: Vec<CExpr>, outputs: Vec<usize>, void: bool) -> CallOp {
+    pub fn new(
+        input: BoxOp,
+        proc: Arc<Procedure>,
+        args: Vec<CExpr>,
+        outputs: Vec<usize>,
+        void: bool,
+    ) -> CallOp {
         CallOp {
             input,
             proc,

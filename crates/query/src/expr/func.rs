@@ -222,7 +222,9 @@ pub fn call(env: &Env, f: Func, a: &[Value]) -> Result<Value, QueryError> {
             Value::List(l) => Value::list(
                 l.iter()
                     .filter_map(|x| match x {
-                        Value::Int(i) if *i >= 0 && g.node_live(*i as u64) => Some(Value::Node(*i as u64)),
+                        Value::Int(i) if *i >= 0 && g.node_live(*i as u64) => {
+                            Some(Value::Node(*i as u64))
+                        }
                         Value::Node(n) => Some(Value::Node(*n)),
                         _ => None,
                     })

@@ -45,26 +45,68 @@ enum Algo {
 
 /// (GDS name, algorithm, the value's column, its type, the stats columns).
 const ALGOS: &[(&str, Algo, &str, PType, &[(&str, PType)])] = &[
-    ("pageRank", Algo::PageRank, "score", PType::Float, RANK_STATS),
-    ("articleRank", Algo::ArticleRank, "score", PType::Float, RANK_STATS),
-    ("degree", Algo::Degree, "score", PType::Float, &[("centralityDistribution", PType::Other)]),
-    ("wcc", Algo::Wcc, "componentId", PType::Integer, COMPONENT_STATS),
-    ("scc", Algo::Scc, "componentId", PType::Integer, COMPONENT_STATS),
+    (
+        "pageRank",
+        Algo::PageRank,
+        "score",
+        PType::Float,
+        RANK_STATS,
+    ),
+    (
+        "articleRank",
+        Algo::ArticleRank,
+        "score",
+        PType::Float,
+        RANK_STATS,
+    ),
+    (
+        "degree",
+        Algo::Degree,
+        "score",
+        PType::Float,
+        &[("centralityDistribution", PType::Other)],
+    ),
+    (
+        "wcc",
+        Algo::Wcc,
+        "componentId",
+        PType::Integer,
+        COMPONENT_STATS,
+    ),
+    (
+        "scc",
+        Algo::Scc,
+        "componentId",
+        PType::Integer,
+        COMPONENT_STATS,
+    ),
     (
         "triangleCount",
         Algo::Triangles,
         "triangleCount",
         PType::Integer,
-        &[("globalTriangleCount", PType::Integer), ("nodeCount", PType::Integer)],
+        &[
+            ("globalTriangleCount", PType::Integer),
+            ("nodeCount", PType::Integer),
+        ],
     ),
     (
         "localClusteringCoefficient",
         Algo::Clustering,
         "localClusteringCoefficient",
         PType::Float,
-        &[("averageClusteringCoefficient", PType::Float), ("nodeCount", PType::Integer)],
+        &[
+            ("averageClusteringCoefficient", PType::Float),
+            ("nodeCount", PType::Integer),
+        ],
     ),
-    ("kcore", Algo::KCore, "coreValue", PType::Integer, &[("degeneracy", PType::Integer)]),
+    (
+        "kcore",
+        Algo::KCore,
+        "coreValue",
+        PType::Integer,
+        &[("degeneracy", PType::Integer)],
+    ),
     (
         "labelPropagation",
         Algo::Lpa,
@@ -135,7 +177,12 @@ fn cols(v: &[(&str, PType)]) -> Vec<(String, PType)> {
     v.iter().map(|(n, t)| (n.to_string(), *t)).collect()
 }
 
-fn proc(name: String, inputs: &[(&str, PType)], optional: usize, outputs: Vec<(String, PType)>) -> Procedure {
+fn proc(
+    name: String,
+    inputs: &[(&str, PType)],
+    optional: usize,
+    outputs: Vec<(String, PType)>,
+) -> Procedure {
     Procedure {
         name,
         inputs: cols(inputs),
@@ -196,7 +243,10 @@ pub fn all() -> Vec<Procedure> {
         ),
         proc(
             "gds.graph.drop".into(),
-            &[("graphName", PType::String), ("failIfMissing", PType::Boolean)],
+            &[
+                ("graphName", PType::String),
+                ("failIfMissing", PType::Boolean),
+            ],
             1,
             cols(&[
                 ("graphName", PType::String),
@@ -212,7 +262,10 @@ pub fn all() -> Vec<Procedure> {
         ),
         proc(
             "gds.graph.nodeProperty.stream".into(),
-            &[("graphName", PType::String), ("nodeProperty", PType::String)],
+            &[
+                ("graphName", PType::String),
+                ("nodeProperty", PType::String),
+            ],
             0,
             cols(&[("nodeId", PType::Integer), ("propertyValue", PType::Any)]),
         ),
@@ -226,8 +279,18 @@ pub fn all() -> Vec<Procedure> {
                 ("path", PType::Other),
             ]),
         ),
-        proc("gds.shortestPath.dijkstra.stream".into(), graph_in, 0, cols(PATH_COLUMNS)),
-        proc("gds.allShortestPaths.dijkstra.stream".into(), graph_in, 0, cols(PATH_COLUMNS)),
+        proc(
+            "gds.shortestPath.dijkstra.stream".into(),
+            graph_in,
+            0,
+            cols(PATH_COLUMNS),
+        ),
+        proc(
+            "gds.allShortestPaths.dijkstra.stream".into(),
+            graph_in,
+            0,
+            cols(PATH_COLUMNS),
+        ),
         proc(
             "pagerank.get".into(),
             &[
@@ -275,16 +338,27 @@ pub fn all() -> Vec<Procedure> {
             ("stats", with(&[])),
             (
                 "mutate",
-                with(&[("mutateMillis", PType::Integer), ("nodePropertiesWritten", PType::Integer)]),
+                with(&[
+                    ("mutateMillis", PType::Integer),
+                    ("nodePropertiesWritten", PType::Integer),
+                ]),
             ),
             (
                 "write",
-                with(&[("writeMillis", PType::Integer), ("nodePropertiesWritten", PType::Integer)]),
+                with(&[
+                    ("writeMillis", PType::Integer),
+                    ("nodePropertiesWritten", PType::Integer),
+                ]),
             ),
         ];
         for (mode, outputs) in modes {
             out.push(proc(format!("gds.{name}.{mode}"), graph_in, 1, outputs));
-            out.push(proc(format!("gds.{name}.{mode}.estimate"), graph_in, 1, cols(ESTIMATE)));
+            out.push(proc(
+                format!("gds.{name}.{mode}.estimate"),
+                graph_in,
+                1,
+                cols(ESTIMATE),
+            ));
         }
     }
     out
@@ -327,7 +401,8 @@ struct Outcome {
 fn catalog<'a>(cx: &AlgoCx<'a, '_>) -> Result<&'a Arc<Catalog>, QueryError> {
     cx.catalog.ok_or_else(|| {
         QueryError::Procedure(
-            "projected graphs need an open database (a session); this query runs on bare segments".into(),
+            "projected graphs need an open database (a session); this query runs on bare segments"
+                .into(),
         )
     })
 }
@@ -348,7 +423,11 @@ fn human(bytes: u64) -> String {
 }
 
 /// The one body of every procedure here.
-pub(crate) fn run(cx: &mut AlgoCx<'_, '_>, p: &Procedure, args: &[Value]) -> Result<Rows, QueryError> {
+pub(crate) fn run(
+    cx: &mut AlgoCx<'_, '_>,
+    p: &Procedure,
+    args: &[Value],
+) -> Result<Rows, QueryError> {
     let name = p.name.as_str();
     match name {
         "gds.graph.project" => return project(cx, args),
@@ -360,10 +439,12 @@ pub(crate) fn run(cx: &mut AlgoCx<'_, '_>, p: &Procedure, args: &[Value]) -> Res
             return Ok(one(vec![Value::str(&g), Value::Bool(exists)]));
         }
         "gds.graph.nodeProperty.stream" => return node_property(cx, args),
-        "gds.bfs.stream" | "gds.shortestPath.dijkstra.stream" | "gds.allShortestPaths.dijkstra.stream" => {
-            return path_search(cx, name, args)
-        }
-        "pagerank.get" | "weakly_connected_components.get" | "community_detection.get"
+        "gds.bfs.stream"
+        | "gds.shortestPath.dijkstra.stream"
+        | "gds.allShortestPaths.dijkstra.stream" => return path_search(cx, name, args),
+        "pagerank.get"
+        | "weakly_connected_components.get"
+        | "community_detection.get"
         | "degree_centrality.get" => return mage(cx, name, args),
         _ => {}
     }
@@ -391,10 +472,20 @@ pub(crate) fn run(cx: &mut AlgoCx<'_, '_>, p: &Procedure, args: &[Value]) -> Res
                 v.type_name()
             )))
         }
-        None => return Err(QueryError::Procedure(format!("{name}: a graph name is missing"))),
+        None => {
+            return Err(QueryError::Procedure(format!(
+                "{name}: a graph name is missing"
+            )))
+        }
     };
     let threads = cfg.int("concurrency", rayon::current_num_threads() as i64, 1)? as usize;
-    for k in ["jobId", "logProgress", "sudo", "writeConcurrency", "readConcurrency"] {
+    for k in [
+        "jobId",
+        "logProgress",
+        "sudo",
+        "writeConcurrency",
+        "readConcurrency",
+    ] {
         let _ = cfg.get(k);
     }
     let prop_key = match mode {
@@ -498,7 +589,9 @@ pub(crate) fn run(cx: &mut AlgoCx<'_, '_>, p: &Procedure, args: &[Value]) -> Res
             let _ = value_col;
             Ok(one(row))
         }
-        _ => Err(QueryError::Procedure(format!("there is no procedure {name}"))),
+        _ => Err(QueryError::Procedure(format!(
+            "there is no procedure {name}"
+        ))),
     }
 }
 
@@ -562,11 +655,9 @@ impl Scaler {
             "l1norm" => Scaler::L1,
             "l2norm" => Scaler::L2,
             "stdscore" => Scaler::StdScore,
-            _ => {
-                return Err(QueryError::Procedure(format!(
-                    "scaler {s} is not one of NONE, MINMAX, MAX, MEAN, LOG, L1NORM, L2NORM, STDSCORE"
-                )))
-            }
+            _ => return Err(QueryError::Procedure(format!(
+                "scaler {s} is not one of NONE, MINMAX, MAX, MEAN, LOG, L1NORM, L2NORM, STDSCORE"
+            ))),
         })
     }
 
@@ -578,13 +669,27 @@ impl Scaler {
         let n = vals.len() as f64;
         let (min, max) = vals
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                (a.min(v), b.max(v))
+            });
         let mean = vals.iter().sum::<f64>() / n;
         let f: Box<dyn Fn(f64) -> f64> = match self {
             Scaler::None => return,
-            Scaler::MinMax => Box::new(move |v| if max > min { (v - min) / (max - min) } else { 0.0 }),
+            Scaler::MinMax => Box::new(move |v| {
+                if max > min {
+                    (v - min) / (max - min)
+                } else {
+                    0.0
+                }
+            }),
             Scaler::Max => Box::new(move |v| if max != 0.0 { v / max.abs() } else { 0.0 }),
-            Scaler::Mean => Box::new(move |v| if max > min { (v - mean) / (max - min) } else { 0.0 }),
+            Scaler::Mean => Box::new(move |v| {
+                if max > min {
+                    (v - mean) / (max - min)
+                } else {
+                    0.0
+                }
+            }),
             Scaler::Log => Box::new(|v: f64| (v + 1.0).ln()),
             Scaler::L1 => {
                 let s: f64 = vals.iter().map(|v| v.abs()).sum();
@@ -741,7 +846,11 @@ impl Plan {
                         stats: vec![
                             (
                                 "averageClusteringCoefficient",
-                                Value::Float(if members > 0 { sum / members as f64 } else { 0.0 }),
+                                Value::Float(if members > 0 {
+                                    sum / members as f64
+                                } else {
+                                    0.0
+                                }),
                             ),
                             ("nodeCount", Value::Int(members)),
                         ],
@@ -751,7 +860,11 @@ impl Plan {
             }
             Plan::KCore => {
                 let k = structure::kcore(g, run).map_err(err)?;
-                let degeneracy = (0..k.len()).filter(|&i| member(i)).map(|i| k[i]).max().unwrap_or(0);
+                let degeneracy = (0..k.len())
+                    .filter(|&i| member(i))
+                    .map(|i| k[i])
+                    .max()
+                    .unwrap_or(0);
                 Outcome {
                     stats: vec![("degeneracy", Value::Int(degeneracy as i64))],
                     values: Values::Count(k.into_iter().map(|x| x as u64).collect()),
@@ -848,7 +961,11 @@ fn write_back(
     let key: Arc<str> = Arc::from(key);
     let mut written = 0;
     for (i, &v) in members.iter().enumerate() {
-        if i % 4096 == 0 && cx.cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+        if i % 4096 == 0
+            && cx
+                .cancel
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        {
             return Err(QueryError::Cancelled);
         }
         let value = values.at(v);
@@ -867,7 +984,15 @@ fn project(cx: &mut AlgoCx<'_, '_>, args: &[Value]) -> Result<Rows, QueryError> 
     let labels = parse_labels(args.get(1).unwrap_or(&Value::Null))?;
     let rels = parse_rels(args.get(2).unwrap_or(&Value::Null))?;
     let cfg = Config::new(args.get(3), "gds.graph.project")?;
-    for k in ["jobId", "logProgress", "sudo", "readConcurrency", "nodeProperties", "relationshipProperties", "validateRelationships"] {
+    for k in [
+        "jobId",
+        "logProgress",
+        "sudo",
+        "readConcurrency",
+        "nodeProperties",
+        "relationshipProperties",
+        "validateRelationships",
+    ] {
         let _ = cfg.get(k);
     }
     cfg.finish()?;
@@ -985,9 +1110,14 @@ fn node_property(cx: &mut AlgoCx<'_, '_>, args: &[Value]) -> Result<Rows, QueryE
     };
     let (bits, _) = super::lock(&p.members).clone().unwrap_or_default();
     let n = values.len();
-    Ok(Box::new((0..n as u32).filter(move |&v| {
-        bits.get((v / 64) as usize).is_some_and(|w| w & (1 << (v % 64)) != 0)
-    }).map(move |v| vec![Value::Int(v as i64), values[v as usize].clone()])))
+    Ok(Box::new(
+        (0..n as u32)
+            .filter(move |&v| {
+                bits.get((v / 64) as usize)
+                    .is_some_and(|w| w & (1 << (v % 64)) != 0)
+            })
+            .map(move |v| vec![Value::Int(v as i64), values[v as usize].clone()]),
+    ))
 }
 
 fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Rows, QueryError> {
@@ -995,9 +1125,10 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
     let proj = catalog(cx)?.get(&gname)?;
     let cfg = Config::new(args.get(1), name)?;
     let threads = cfg.int("concurrency", 1, 1)? as usize;
-    let source = *cfg.nodes("sourceNode")?.first().ok_or_else(|| {
-        QueryError::Procedure(format!("{name}: `sourceNode` is required"))
-    })?;
+    let source = *cfg
+        .nodes("sourceNode")?
+        .first()
+        .ok_or_else(|| QueryError::Procedure(format!("{name}: `sourceNode` is required")))?;
     let weight = if name == "gds.bfs.stream" {
         None
     } else {
@@ -1018,7 +1149,9 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
     let _ = cfg.get("logProgress");
     cfg.finish()?;
     if name == "gds.shortestPath.dijkstra.stream" && targets.is_empty() {
-        return Err(QueryError::Procedure(format!("{name}: `targetNode` is required")));
+        return Err(QueryError::Procedure(format!(
+            "{name}: `targetNode` is required"
+        )));
     }
     let pg = proj.graph();
     let (members, count) = projection_members(&proj, &pg)?;
@@ -1111,15 +1244,25 @@ fn mage(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Rows, Que
             Values::Float(r.scores)
         }
         "weakly_connected_components.get" => {
-            crate::memory::account(&mut grant, components::wcc_estimate(n) + n * 8, "weakly_connected_components.get")?;
+            crate::memory::account(
+                &mut grant,
+                components::wcc_estimate(n) + n * 8,
+                "weakly_connected_components.get",
+            )?;
             let mut c = components::wcc(&view, &run).map_err(err)?;
             let sizes = components::sizes(&c);
             renumber(&mut c, &sizes);
             Values::Id(c)
         }
         "community_detection.get" => {
-            crate::memory::account(&mut grant, community::louvain_estimate(n, m) + n * 8, "community_detection.get")?;
-            let r = community::Louvain::default().run(&view, &run).map_err(err)?;
+            crate::memory::account(
+                &mut grant,
+                community::louvain_estimate(n, m) + n * 8,
+                "community_detection.get",
+            )?;
+            let r = community::Louvain::default()
+                .run(&view, &run)
+                .map_err(err)?;
             Values::Id(r.community)
         }
         _ => {

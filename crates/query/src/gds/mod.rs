@@ -303,10 +303,7 @@ impl Config {
 
 pub(crate) fn map_value(pairs: Vec<(&str, Value)>) -> Value {
     Value::Map(Arc::new(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Arc::from(k), v))
-            .collect(),
+        pairs.into_iter().map(|(k, v)| (Arc::from(k), v)).collect(),
     ))
 }
 
@@ -465,7 +462,11 @@ pub(crate) fn echo_specs(labels: &Option<Vec<String>>, rels: &[RelSpec]) -> (Val
                         .collect(),
                 ));
                 (
-                    Arc::from(if r.name == "*" { "__ALL__" } else { r.name.as_str() }),
+                    Arc::from(if r.name == "*" {
+                        "__ALL__"
+                    } else {
+                        r.name.as_str()
+                    }),
                     map_value(vec![
                         ("type", Value::str(&r.ty)),
                         ("orientation", Value::str(r.orientation.name())),

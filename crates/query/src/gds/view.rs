@@ -60,7 +60,10 @@ fn dirs(o: Orientation, side: Side) -> &'static [Direction] {
 }
 
 /// The members of a projection with `labels` (`None`: every live node), as bits.
-pub(crate) fn members(g: &Graph, labels: &Option<Vec<String>>) -> Result<(Vec<u64>, u64), QueryError> {
+pub(crate) fn members(
+    g: &Graph,
+    labels: &Option<Vec<String>>,
+) -> Result<(Vec<u64>, u64), QueryError> {
     let n = g.n_nodes();
     let mut bits = vec![0u64; n.div_ceil(64) as usize];
     match labels {
@@ -122,7 +125,14 @@ impl<'a> View<'a> {
         member_count: u64,
         weight: Option<&str>,
     ) -> Result<View<'a>, QueryError> {
-        Self::new(g, &p.rels, p.labels.is_some(), members, member_count, weight)
+        Self::new(
+            g,
+            &p.rels,
+            p.labels.is_some(),
+            members,
+            member_count,
+            weight,
+        )
     }
 
     pub(crate) fn new(
@@ -203,7 +213,11 @@ impl<'a> View<'a> {
                     } else {
                         0
                     };
-                    live * if l.orientation == Orientation::Undirected { 2 } else { 1 }
+                    live * if l.orientation == Orientation::Undirected {
+                        2
+                    } else {
+                        1
+                    }
                 })
                 .sum());
         }

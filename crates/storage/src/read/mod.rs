@@ -668,11 +668,13 @@ impl Database {
                             }
                         }
                     }
-                    let deleted = s
-                        .deleted(dir)
-                        .filter(|d| d.count_range(part.first_entry + a as u64, part.first_entry + b as u64) > 0);
+                    let deleted = s.deleted(dir).filter(|d| {
+                        d.count_range(part.first_entry + a as u64, part.first_entry + b as u64) > 0
+                    });
                     match deleted {
-                        None => ends.extend(offs[1..].iter().map(|&o| (start + o as usize - a) as u32)),
+                        None => {
+                            ends.extend(offs[1..].iter().map(|&o| (start + o as usize - a) as u32))
+                        }
                         Some(d) => {
                             // Keep the live entries, in place.
                             let mut w = start;
