@@ -13,6 +13,8 @@ use crate::{for_blocks_mut, Adjacency, AlgoError, Block, Run, Side};
 pub struct LabelPropagation {
     pub max_iterations: u32,
     pub weighted: bool,
+    /// Decides ties between labels of equal weight.
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -28,11 +30,23 @@ pub fn lpa_estimate(node_bound: u64) -> u64 {
     node_bound * 8
 }
 
+/// A label's rank among equal votes for node `v` in pass `pass`: a hash, so that ties
+/// go a different way at each node (the smallest label would flood the graph) yet the
+/// same way in every run.
+#[inline]
+fn tie_rank(label: u32, v: u32, pass: u32, seed: u64) -> u64 {
+    let mut x = seed ^ ((label as u64) << 32 | v as u64) ^ ((pass as u64) << 17);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^ (x >> 31)
+}
+
 /// The label with the most weight among `(label, weight)` votes (sorted by label
-/// here), ties to the smallest label; `None` without votes.
-fn winner(votes: &mut [(u32, f64)]) -> Option<u32> {
+/// here): `own` when it is among the heaviest (so that ties do not flip a settled
+/// node back and forth), else ties by [`tie_rank`]; `None` without votes.
+fn winner(votes: &mut [(u32, f64)], own: u32, v: u32, pass: u32, seed: u64) -> Option<u32> {
     votes.sort_unstable_by_key(|v| v.0);
-    let mut best: Option<(u32, f64)> = None;
+    let mut best: Option<(u32, f64, u64)> = None;
     let mut i = 0;
     while i < votes.len() {
         let l = votes[i].0;
@@ -41,8 +55,37 @@ fn winner(votes: &mut [(u32, f64)]) -> Option<u32> {
             w += votes[i].1;
             i += 1;
         }
-        if best.is_none_or(|(_, bw)| w > bw) {
-            best = Some((l, w));
+        let rank = if l == own {
+            0
+        } else {
+            tie_rank(l, v, pass, seed) | 1
+        };
+        if best.is_none_or(|(_, bw, br)| w > bw || (w == bw && rank < br)) {
+            best = Some((l, w, rank));
+        }
+    }
+    best.map(|b| b.0)
+}
+
+/// [`winner`] for votes of weight 1 (labels alone, sorted as integers).
+fn winner_plain(votes: &mut [u32], own: u32, v: u32, pass: u32, seed: u64) -> Option<u32> {
+    votes.sort_unstable();
+    let mut best: Option<(u32, usize, u64)> = None;
+    let mut i = 0;
+    while i < votes.len() {
+        let l = votes[i];
+        let start = i;
+        while i < votes.len() && votes[i] == l {
+            i += 1;
+        }
+        let w = i - start;
+        let rank = if l == own {
+            0
+        } else {
+            tie_rank(l, v, pass, seed) | 1
+        };
+        if best.is_none_or(|(_, bw, br)| w > bw || (w == bw && rank < br)) {
+            best = Some((l, w, rank));
         }
     }
     best.map(|b| b.0)
@@ -54,40 +97,75 @@ impl LabelPropagation {
     }
 
     fn run_here(&self, g: &dyn Adjacency, run: &Run) -> Result<Labelled, AlgoError> {
+        const CHANGED: u32 = 1 << 31;
+        const NONE: u32 = CHANGED - 1;
         let n = g.node_bound();
+        if n >= NONE {
+            return Err(AlgoError::Config(format!(
+                "label propagation takes graphs of up to {NONE} node ids, this one has {n}"
+            )));
+        }
         let weighted = self.weighted && g.has_weights();
-        let mut labels: Vec<u32> = (0..n)
-            .map(|v| if g.is_member(v) { v } else { u32::MAX })
+        // A label a node, its top bit set when the pass that wrote it changed it. A node
+        // none of whose neighbours changed since it was last decided is not decided
+        // again: its votes are the same, and its own label, among the heaviest then,
+        // wins their ties (networkit's active nodes; the answer is the one every node's
+        // decision would give). One word a node keeps the gathers' footprint small.
+        let mut state: Vec<u32> = (0..n)
+            .map(|v| if g.is_member(v) { v | CHANGED } else { NONE })
             .collect();
         let (mut iterations, mut converged) = (0, false);
         while iterations < self.max_iterations {
-            let prev = labels.clone();
+            let prev = state.clone();
             let prev = &prev;
             let changed = std::sync::atomic::AtomicBool::new(false);
-            for_blocks_mut(g, run, Side::Both, weighted, &mut labels, |b, chunk| {
+            for_blocks_mut(g, run, Side::Both, weighted, &mut state, |b, chunk| {
                 let mut votes = Vec::new();
+                let mut plain: Vec<u32> = Vec::new();
                 let mut moved = false;
+                for c in chunk.iter_mut() {
+                    *c &= !CHANGED;
+                }
                 for v in b.lo..b.hi {
                     let i = (v - b.lo) as usize;
-                    if chunk[i] == u32::MAX {
+                    if chunk[i] == NONE {
                         continue;
                     }
-                    votes.clear();
-                    for (k, &u) in b.of(v).iter().enumerate() {
-                        if u == v {
-                            continue;
-                        }
-                        let l = if u >= b.lo && u < b.hi {
-                            chunk[(u - b.lo) as usize]
+                    // A neighbour of this block as this pass left it so far (changed
+                    // in it or the last); others as the last pass did.
+                    let of = |u: u32, chunk: &[u32]| {
+                        if u >= b.lo && u < b.hi {
+                            chunk[(u - b.lo) as usize] | (prev[u as usize] & CHANGED)
                         } else {
                             prev[u as usize]
-                        };
-                        let w = if weighted { b.weights_of(v)[k] } else { 1.0 };
-                        votes.push((l, w));
+                        }
+                    };
+                    let nb = b.of(v);
+                    if iterations > 0 && !nb.iter().any(|&u| u != v && of(u, chunk) & CHANGED != 0)
+                    {
+                        continue;
                     }
-                    if let Some(l) = winner(&mut votes) {
-                        if l != chunk[i] {
-                            chunk[i] = l;
+                    let own = chunk[i];
+                    let won = if weighted {
+                        votes.clear();
+                        for (k, &u) in nb.iter().enumerate() {
+                            if u != v {
+                                votes.push((of(u, chunk) & !CHANGED, b.weights_of(v)[k]));
+                            }
+                        }
+                        winner(&mut votes, own, v, iterations, self.seed)
+                    } else {
+                        plain.clear();
+                        plain.extend(
+                            nb.iter()
+                                .filter(|&&u| u != v)
+                                .map(|&u| of(u, chunk) & !CHANGED),
+                        );
+                        winner_plain(&mut plain, own, v, iterations, self.seed)
+                    };
+                    if let Some(l) = won {
+                        if l != own {
+                            chunk[i] = l | CHANGED;
                             moved = true;
                         }
                     }
@@ -103,7 +181,10 @@ impl LabelPropagation {
             }
         }
         Ok(Labelled {
-            labels,
+            labels: state
+                .into_iter()
+                .map(|s| if s == NONE { u32::MAX } else { s & !CHANGED })
+                .collect(),
             iterations,
             converged,
         })

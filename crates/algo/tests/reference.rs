@@ -162,13 +162,19 @@ proptest! {
 
     #[test]
     fn label_propagation_and_louvain_do_not_depend_on_threads((g, _) in graph()) {
-        let lpa = community::LabelPropagation { max_iterations: 10, weighted: true };
+        let lpa = community::LabelPropagation { max_iterations: 10, weighted: true, seed: 42 };
         let a = lpa.run(&g, &Run::new(1)).unwrap();
         let b = lpa.run(&g, &Run::new(3)).unwrap();
         prop_assert_eq!(&a.labels, &b.labels);
         for v in 0..g.n {
             prop_assert_eq!(a.labels[v as usize] == u32::MAX, !member(&g, v));
         }
+        // Weight-1 votes counted as numbers or as plain labels agree.
+        let ones = EdgeList::new(g.n, g.edges.iter().map(|&(a, b, _)| (a, b, 1.0)).collect(), g.undirected);
+        let ones = match &g.members { Some(m) => ones.with_members(m.clone()), None => ones };
+        let w = community::LabelPropagation { max_iterations: 10, weighted: true, seed: 42 }.run(&ones, &Run::new(2)).unwrap();
+        let p = community::LabelPropagation { max_iterations: 10, weighted: false, seed: 42 }.run(&ones, &Run::new(2)).unwrap();
+        prop_assert_eq!(&w.labels, &p.labels);
         let l = community::Louvain::default();
         let x = l.run(&g, &Run::new(1)).unwrap();
         let y = l.run(&g, &Run::new(3)).unwrap();

@@ -279,6 +279,7 @@ fn check_all(s: &mut Session, e: &Edges, phase: &str) {
     let lpa = community::LabelPropagation {
         max_iterations: 10,
         weighted: false,
+        seed: 42,
     }
     .run(&g, &one)
     .unwrap();

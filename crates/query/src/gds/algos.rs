@@ -655,9 +655,11 @@ impl Scaler {
             "l1norm" => Scaler::L1,
             "l2norm" => Scaler::L2,
             "stdscore" => Scaler::StdScore,
-            _ => return Err(QueryError::Procedure(format!(
+            _ => {
+                return Err(QueryError::Procedure(format!(
                 "scaler {s} is not one of NONE, MINMAX, MAX, MEAN, LOG, L1NORM, L2NORM, STDSCORE"
-            ))),
+            )))
+            }
         })
     }
 
@@ -749,6 +751,7 @@ impl Plan {
                 community::LabelPropagation {
                     max_iterations: cfg.int("maxIterations", 10, 1)? as u32,
                     weighted,
+                    seed: cfg.int("randomSeed", 42, i64::MIN)? as u64,
                 },
                 cfg.boolean("consecutiveIds", false)?,
             ),

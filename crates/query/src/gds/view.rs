@@ -91,8 +91,25 @@ pub(crate) fn members(
                         "invalid node projection: no node has label {l} (db.labels() lists those there are)"
                     )));
                 };
-                for v in g.label_nodes(id, usize::MAX)? {
-                    bits[(v / 64) as usize] |= 1 << (v % 64);
+                if g.has_delta() {
+                    for v in g.label_nodes(id, usize::MAX)? {
+                        bits[(v / 64) as usize] |= 1 << (v % 64);
+                    }
+                    continue;
+                }
+                // Tables that carry the label: their live rows, a mask at a time; tables
+                // with a `:LABEL` column: row by row.
+                let mut live = Vec::new();
+                for (t, check) in g.label_scan(id).tables {
+                    let (lo, hi) = g.table_range(t);
+                    live.clear();
+                    g.live_mask(lo, hi, None, &mut live);
+                    for (i, &l) in live.iter().enumerate() {
+                        let v = lo + i as u64;
+                        if l && (!check || g.has_label(v, id)?) {
+                            bits[(v / 64) as usize] |= 1 << (v % 64);
+                        }
+                    }
                 }
             }
         }
@@ -181,6 +198,8 @@ impl<'a> View<'a> {
                 weight.unwrap_or_default()
             )));
         }
+        // Labels that every live node has filter nothing.
+        let all_live = !g.has_delta() && member_count == g.db.n_nodes() - g.db.n_deleted_nodes();
         let mut v = View {
             g,
             lists,
@@ -188,7 +207,7 @@ impl<'a> View<'a> {
             n: g.n_nodes() as u32,
             member_count,
             relationship_count: 0,
-            filtered,
+            filtered: filtered && !all_live,
             through_delta,
             weighted: weight.is_some(),
         };
