@@ -108,7 +108,6 @@ if which == "networkit":
             out["modularity"] = nk.community.Modularity().getQuality(c.getPartition(), u)
         elif a == "degree":
             c = nk.centrality.DegreeCentrality(g); c.run()
-            out["degree_max"] = max(c.scores())
         out["t_" + a] = time.perf_counter() - t
 elif which == "igraph":
     import igraph as ig

@@ -23,7 +23,8 @@ pub struct Triangles {
 /// What [`triangles`] holds: degrees, counts and the forward lists (at most one entry
 /// a relationship).
 pub fn triangles_estimate(node_bound: u64, relationships: u64) -> u64 {
-    node_bound * 16 + relationships * 4
+    // (Plus a bitmap over the nodes a thread: an eighth of a byte a node each.)
+    node_bound * 17 + relationships * 4
 }
 
 pub fn triangles(g: &dyn Adjacency, run: &Run) -> Result<Triangles, AlgoError> {
@@ -65,42 +66,48 @@ fn triangles_here(g: &dyn Adjacency, run: &Run) -> Result<Triangles, AlgoError> 
     let total = {
         use rayon::prelude::*;
         let all: Vec<(u32, u32)> = blocks(n).collect();
+        // Each thread marks a node's forward list in a bitmap over node ids (n / 8
+        // bytes, in cache), then tests the forward lists of its members against it: a
+        // test per entry, no merge's unpredictable branches.
         all.par_iter()
-            .map(|&(lo, hi)| {
-                run.check()?;
-                let mut found = 0u64;
-                for v in lo..hi {
-                    let fv = fwd.of(v);
-                    let mut here = 0u64;
-                    for &u in fv {
-                        let fu = fwd.of(u);
-                        let (mut i, mut j) = (0, 0);
-                        let mut with_u = 0u64;
-                        while i < fv.len() && j < fu.len() {
-                            let (a, c) = (fv[i], fu[j]);
-                            if a < c {
-                                i += 1;
-                            } else if a > c {
-                                j += 1;
-                            } else {
-                                counts[a as usize].fetch_add(1, Relaxed);
-                                with_u += 1;
-                                i += 1;
-                                j += 1;
+            .map_init(
+                || vec![0u64; (n as usize).div_ceil(64)],
+                |marks, &(lo, hi)| {
+                    run.check()?;
+                    let mut found = 0u64;
+                    for v in lo..hi {
+                        let fv = fwd.of(v);
+                        if fv.len() < 2 {
+                            continue;
+                        }
+                        for &w in fv {
+                            marks[(w / 64) as usize] |= 1 << (w % 64);
+                        }
+                        let mut here = 0u64;
+                        for &u in fv {
+                            let mut with_u = 0u64;
+                            for &w in fwd.of(u) {
+                                if marks[(w / 64) as usize] & (1 << (w % 64)) != 0 {
+                                    counts[w as usize].fetch_add(1, Relaxed);
+                                    with_u += 1;
+                                }
+                            }
+                            if with_u > 0 {
+                                counts[u as usize].fetch_add(with_u, Relaxed);
+                                here += with_u;
                             }
                         }
-                        if with_u > 0 {
-                            counts[u as usize].fetch_add(with_u, Relaxed);
-                            here += with_u;
+                        for &w in fv {
+                            marks[(w / 64) as usize] = 0;
                         }
+                        if here > 0 {
+                            counts[v as usize].fetch_add(here, Relaxed);
+                        }
+                        found += here;
                     }
-                    if here > 0 {
-                        counts[v as usize].fetch_add(here, Relaxed);
-                    }
-                    found += here;
-                }
-                Ok(found)
-            })
+                    Ok(found)
+                },
+            )
             .try_reduce(|| 0, |a, b| Ok(a + b))?
     };
     Ok(Triangles {
@@ -126,59 +133,78 @@ pub fn clustering(t: &Triangles) -> Vec<f64> {
         .collect()
 }
 
-/// What [`kcore`] holds: the simple graph's lists both ways and four `u32` a node.
+/// What [`kcore`] holds: the simple graph's lists both ways, and a degree, a core number
+/// and a place in the list of nodes left a node.
 pub fn kcore_estimate(node_bound: u64, relationships: u64) -> u64 {
-    node_bound * 20 + relationships * 8
+    node_bound * 24 + relationships * 8
 }
 
 /// Each node's core number (the largest k such that it is in a subgraph where every
-/// node has degree at least k); non-members 0.
+/// node has degree at least k); non-members 0. Peeled level by level on the pool (as
+/// Dasari et al.'s ParK does): each level takes the nodes left whose degree is the
+/// level, removes them, and lowers their neighbours' degrees with a compare-and-swap
+/// that never goes below the level, a neighbour that reaches it joining the level's
+/// next round; the core numbers do not depend on the order.
 pub fn kcore(g: &dyn Adjacency, run: &Run) -> Result<Vec<u32>, AlgoError> {
-    let lists = run.install(|| Lists::build(g, run, Side::Both, simple_neighbours))??;
-    let n = g.node_bound() as usize;
-    let mut deg: Vec<u32> = (0..n as u32).map(|v| lists.of(v).len() as u32).collect();
-    let md = deg.iter().copied().max().unwrap_or(0) as usize;
-    // bin[d]: where the nodes of degree d start in `vert`.
-    let mut bin = vec![0u32; md + 2];
-    for &d in &deg {
-        bin[d as usize + 1] += 1;
-    }
-    for d in 1..bin.len() {
-        bin[d] += bin[d - 1];
-    }
-    let mut pos = vec![0u32; n];
-    let mut vert = vec![0u32; n];
-    {
-        let mut next = bin.clone();
-        for v in 0..n {
-            let d = deg[v] as usize;
-            pos[v] = next[d];
-            vert[next[d] as usize] = v as u32;
-            next[d] += 1;
+    run.install(|| kcore_here(g, run))?
+}
+
+fn kcore_here(g: &dyn Adjacency, run: &Run) -> Result<Vec<u32>, AlgoError> {
+    use rayon::prelude::*;
+    use std::sync::atomic::AtomicU32;
+    let lists = Lists::build(g, run, Side::Both, simple_neighbours)?;
+    let n = g.node_bound();
+    let deg: Vec<AtomicU32> = (0..n)
+        .map(|v| AtomicU32::new(lists.of(v).len() as u32))
+        .collect();
+    let core: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    let mut remaining: Vec<u32> = (0..n).collect();
+    while !remaining.is_empty() {
+        run.check()?;
+        let k = remaining
+            .par_iter()
+            .map(|&v| deg[v as usize].load(Relaxed))
+            .min()
+            .unwrap_or(0);
+        let mut frontier: Vec<u32> = remaining
+            .par_iter()
+            .copied()
+            .filter(|&v| deg[v as usize].load(Relaxed) == k)
+            .collect();
+        while !frontier.is_empty() {
+            // A removed node's degree is 0, below every level past 0 (and at level 0
+            // every node of degree 0 goes): the neighbours' decrements skip it.
+            frontier.par_iter().for_each(|&v| {
+                deg[v as usize].store(0, Relaxed);
+                core[v as usize].store(k, Relaxed);
+            });
+            frontier = frontier
+                .par_iter()
+                .fold(Vec::new, |mut next, &v| {
+                    for &u in lists.of(v) {
+                        let d = &deg[u as usize];
+                        let mut cur = d.load(Relaxed);
+                        while cur > k {
+                            match d.compare_exchange_weak(cur, cur - 1, Relaxed, Relaxed) {
+                                Ok(_) => {
+                                    if cur - 1 == k {
+                                        next.push(u);
+                                    }
+                                    break;
+                                }
+                                Err(now) => cur = now,
+                            }
+                        }
+                    }
+                    next
+                })
+                .reduce(Vec::new, |mut a, mut b| {
+                    a.append(&mut b);
+                    a
+                });
         }
+        // (Every node left has a degree above the level.)
+        remaining.retain(|&v| deg[v as usize].load(Relaxed) != 0);
     }
-    for i in 0..n {
-        if i % (1 << 16) == 0 {
-            run.check()?;
-        }
-        let v = vert[i];
-        let dv = deg[v as usize];
-        for &u in lists.of(v) {
-            let du = deg[u as usize];
-            if du > dv {
-                let pu = pos[u as usize];
-                let pw = bin[du as usize];
-                let w = vert[pw as usize];
-                if u != w {
-                    pos[u as usize] = pw;
-                    vert[pu as usize] = w;
-                    pos[w as usize] = pu;
-                    vert[pw as usize] = u;
-                }
-                bin[du as usize] += 1;
-                deg[u as usize] = du - 1;
-            }
-        }
-    }
-    Ok(deg)
+    Ok(core.into_iter().map(|c| c.into_inner()).collect())
 }

@@ -466,6 +466,37 @@ pub(crate) fn run(
     let cfg = Config::new(args.get(1), name)?;
     let proj = match args.first() {
         Some(Value::Str(g)) => catalog(cx)?.get(g)?,
+        // GDS's estimate of a graph not projected: its counts given.
+        Some(m @ Value::Map(_)) if estimate => {
+            let c = Config::new(Some(m), name)?;
+            let n = c.int("nodeCount", 0, 0)? as u64;
+            let rels = c.int("relationshipCount", 0, 0)? as u64;
+            for k in [
+                "nodeProjection",
+                "relationshipProjection",
+                "nodeProperties",
+                "relationshipProperties",
+            ] {
+                let _ = c.get(k);
+            }
+            c.finish()?;
+            let weight = cfg.string("relationshipWeightProperty")?;
+            for k in [
+                "concurrency",
+                "jobId",
+                "logProgress",
+                "sudo",
+                "writeConcurrency",
+                "mutateProperty",
+                "writeProperty",
+            ] {
+                let _ = cfg.get(k);
+            }
+            let plan = Plan::read(algo, &cfg, weight.is_some())?;
+            cfg.finish()?;
+            let bytes = plan.estimate(n, rels) + if weight.is_some() { rels * 8 } else { 0 };
+            return Ok(estimate_row(algo_name, bytes, n, rels, cx.budget));
+        }
         Some(v) => {
             return Err(QueryError::Procedure(format!(
                 "{name}: the first argument is a projected graph's name, got {}",
@@ -507,31 +538,19 @@ pub(crate) fn run(
     };
     let pg = proj.graph();
     let (members, member_count) = projection_members(&proj, &pg)?;
-    let view = View::of_projection(&pg, &proj, members, member_count, weight.as_deref())?;
-    let n = view.node_bound() as u64;
-    let m = view.relationship_count();
+    let n = pg.n_nodes();
+    let m = proj.relationship_count;
     // Configuration read before any work, so a wrong key fails fast.
     let plan = Plan::read(algo, &cfg, weight.is_some())?;
     cfg.finish()?;
-    let bytes = plan.estimate(n, m);
+    // The weights the view reads (a `f64` an edge id) are held while it runs.
+    let bytes = plan.estimate(n, m) + if weight.is_some() { m * 8 } else { 0 };
     if estimate {
-        return Ok(one(vec![
-            Value::str(&human(bytes)),
-            Value::str(&format!("{algo_name}: {}", human(bytes))),
-            map_value(vec![
-                ("name", Value::str(algo_name)),
-                ("memoryUsage", Value::str(&human(bytes))),
-            ]),
-            Value::Int(bytes as i64),
-            Value::Int(bytes as i64),
-            Value::Int(view.member_count() as i64),
-            Value::Int(m as i64),
-            Value::Float(percent(bytes, cx.budget)),
-            Value::Float(percent(bytes, cx.budget)),
-        ]));
+        return Ok(estimate_row(algo_name, bytes, member_count, m, cx.budget));
     }
     let mut grant = cx.budget.empty_grant("graph algorithm");
     crate::memory::account(&mut grant, bytes, "graph algorithm")?;
+    let view = View::of_projection(&pg, &proj, members, member_count, weight.as_deref())?;
     let deadline = cx.deadline;
     let past = move || deadline.is_some_and(|d| Instant::now() >= d);
     let run = Run {
@@ -593,6 +612,24 @@ pub(crate) fn run(
             "there is no procedure {name}"
         ))),
     }
+}
+
+/// `.estimate`'s row.
+fn estimate_row(algo: &str, bytes: u64, nodes: u64, rels: u64, budget: &MemoryBudget) -> Rows {
+    one(vec![
+        Value::str(&human(bytes)),
+        Value::str(&format!("{algo}: {}", human(bytes))),
+        map_value(vec![
+            ("name", Value::str(algo)),
+            ("memoryUsage", Value::str(&human(bytes))),
+        ]),
+        Value::Int(bytes as i64),
+        Value::Int(bytes as i64),
+        Value::Int(nodes as i64),
+        Value::Int(rels as i64),
+        Value::Float(percent(bytes, budget)),
+        Value::Float(percent(bytes, budget)),
+    ])
 }
 
 fn percent(bytes: u64, budget: &MemoryBudget) -> f64 {

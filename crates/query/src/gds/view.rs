@@ -142,13 +142,14 @@ impl<'a> View<'a> {
         member_count: u64,
         weight: Option<&str>,
     ) -> Result<View<'a>, QueryError> {
-        Self::new(
+        Self::build(
             g,
             &p.rels,
             p.labels.is_some(),
             members,
             member_count,
             weight,
+            Some(p.relationship_count),
         )
     }
 
@@ -159,6 +160,19 @@ impl<'a> View<'a> {
         members: Arc<Vec<u64>>,
         member_count: u64,
         weight: Option<&str>,
+    ) -> Result<View<'a>, QueryError> {
+        Self::build(g, rels, filtered, members, member_count, weight, None)
+    }
+
+    /// `relationships`: the count when known (a projection's, counted once).
+    fn build(
+        g: &'a Graph<'a>,
+        rels: &[RelSpec],
+        filtered: bool,
+        members: Arc<Vec<u64>>,
+        member_count: u64,
+        weight: Option<&str>,
+        relationships: Option<u64>,
     ) -> Result<View<'a>, QueryError> {
         let through_delta = g.delta().is_some_and(|d| !d.keeps_shape());
         let stored_types = g.db.rel_types().len() as u32;
@@ -211,7 +225,10 @@ impl<'a> View<'a> {
             through_delta,
             weighted: weight.is_some(),
         };
-        v.relationship_count = v.count_relationships()?;
+        v.relationship_count = match relationships {
+            Some(c) => c,
+            None => v.count_relationships()?,
+        };
         Ok(v)
     }
 
