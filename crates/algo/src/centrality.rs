@@ -216,3 +216,71 @@ pub fn degree(
 pub fn degree_estimate(node_bound: u64) -> u64 {
     node_bound * 8
 }
+
+/// Eigenvector centrality (GDS's): scores start equal, each pass a node takes the sum
+/// of its `In` neighbours' scores (weighted), and the scores are scaled to unit length,
+/// until no score changes by `tolerance` or `max_iterations` passes.
+#[derive(Debug, Clone)]
+pub struct Eigenvector {
+    pub max_iterations: u32,
+    pub tolerance: f64,
+    pub weighted: bool,
+}
+
+impl Eigenvector {
+    /// Two `f64` a node.
+    pub fn estimate(&self, node_bound: u64) -> u64 {
+        node_bound * 16
+    }
+
+    pub fn run(&self, g: &dyn Adjacency, run: &Run) -> Result<Ranked, AlgoError> {
+        run.install(|| self.run_here(g, run))?
+    }
+
+    fn run_here(&self, g: &dyn Adjacency, run: &Run) -> Result<Ranked, AlgoError> {
+        let n = g.node_bound() as usize;
+        let weighted = self.weighted && g.has_weights();
+        let members = g.member_count().max(1) as f64;
+        let mut scores: Vec<f64> = (0..n as u32)
+            .map(|v| if g.is_member(v) { 1.0 / members } else { 0.0 })
+            .collect();
+        let mut next = vec![0f64; n];
+        let (mut iterations, mut converged) = (0, false);
+        while iterations < self.max_iterations {
+            let prev = &scores;
+            for_blocks_mut(g, run, Side::In, weighted, &mut next, |b, chunk| {
+                for v in b.lo..b.hi {
+                    let nb = b.of(v);
+                    chunk[(v - b.lo) as usize] = if weighted {
+                        nb.iter()
+                            .zip(b.weights_of(v))
+                            .map(|(&u, &w)| prev[u as usize] * w)
+                            .sum()
+                    } else {
+                        gather(nb, prev)
+                    };
+                }
+            })?;
+            let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                next.iter_mut().for_each(|x| *x /= norm);
+            }
+            iterations += 1;
+            let most = next
+                .iter()
+                .zip(&scores)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f64, f64::max);
+            std::mem::swap(&mut scores, &mut next);
+            if most < self.tolerance {
+                converged = true;
+                break;
+            }
+        }
+        Ok(Ranked {
+            scores,
+            iterations,
+            converged,
+        })
+    }
+}

@@ -3,7 +3,7 @@
 //! the same answer whatever the thread count.
 
 use proptest::prelude::*;
-use quiver_algo::{centrality, community, components, paths, structure, EdgeList, Run};
+use quiver_algo::{centrality, community, components, paths, structure, Adjacency, EdgeList, Run};
 
 fn graph() -> impl Strategy<Value = (EdgeList, bool)> {
     (1u32..40, any::<bool>(), any::<bool>()).prop_flat_map(|(n, undirected, masked)| {
@@ -211,6 +211,99 @@ proptest! {
                 prop_assert_eq!(b.dist[i], dist[v as usize]);
             }
         }
+    }
+}
+
+/// Hop distances and shortest-path counts from every node (BFS per source).
+fn all_pairs(g: &EdgeList) -> (Vec<Vec<i64>>, Vec<Vec<f64>>) {
+    let n = g.n as usize;
+    let mut out = vec![Vec::new(); n];
+    for (a, b, _) in arcs(g) {
+        out[a as usize].push(b as usize);
+    }
+    let mut dist = vec![vec![-1i64; n]; n];
+    let mut sigma = vec![vec![0f64; n]; n];
+    for s in 0..n {
+        if !member(g, s as u32) {
+            continue;
+        }
+        dist[s][s] = 0;
+        sigma[s][s] = 1.0;
+        let mut q = std::collections::VecDeque::from([s]);
+        while let Some(v) = q.pop_front() {
+            for &u in &out[v] {
+                if dist[s][u] < 0 {
+                    dist[s][u] = dist[s][v] + 1;
+                    q.push_back(u);
+                }
+                if dist[s][u] == dist[s][v] + 1 {
+                    sigma[s][u] += sigma[s][v];
+                }
+            }
+        }
+    }
+    (dist, sigma)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn betweenness_and_closeness_match_all_pairs_counts((g, undirected) in graph(), threads in 1usize..4) {
+        let n = g.n as usize;
+        let (dist, sigma) = all_pairs(&g);
+        let got = paths::betweenness(&g, &Run::new(threads), None, 0, undirected).unwrap();
+        for v in 0..n {
+            let mut want = 0.0;
+            for s in 0..n { for t in 0..n {
+                if s == v || t == v || s == t || dist[s][t] < 0 || dist[s][v] < 0 || dist[v][t] < 0 { continue; }
+                if dist[s][v] + dist[v][t] == dist[s][t] { want += sigma[s][v] * sigma[v][t] / sigma[s][t]; }
+            }}
+            if undirected { want /= 2.0; }
+            prop_assert!((got[v] - want).abs() < 1e-6 * (1.0 + want), "node {v}: {} vs {want}", got[v]);
+        }
+        let close = paths::closeness(&g, &Run::new(threads), false).unwrap();
+        let harm = paths::closeness(&g, &Run::new(threads), true).unwrap();
+        let others = (g.member_count().max(1) - 1).max(1) as f64;
+        for v in 0..n {
+            if !member(&g, v as u32) { continue; }
+            let reached: Vec<i64> = (0..n).filter(|&t| t != v && dist[v][t] > 0).map(|t| dist[v][t]).collect();
+            let sum: i64 = reached.iter().sum();
+            let want = if sum > 0 { reached.len() as f64 / sum as f64 } else { 0.0 };
+            prop_assert!((close[v] - want).abs() < 1e-12);
+            let h: f64 = reached.iter().map(|&d| 1.0 / d as f64).sum::<f64>() / others;
+            prop_assert!((harm[v] - h).abs() < 1e-12);
+        }
+        // A sample of every source is the whole.
+        let all = paths::betweenness(&g, &Run::new(threads), Some(g.n), 7, undirected).unwrap();
+        for v in 0..n { prop_assert!((all[v] - got[v]).abs() < 1e-9); }
+    }
+
+    #[test]
+    fn eigenvector_is_the_normalized_power_iteration((g, _) in graph(), threads in 1usize..4) {
+        let e = centrality::Eigenvector { max_iterations: 15, tolerance: 0.0, weighted: false };
+        let got = e.run(&g, &Run::new(threads)).unwrap();
+        let n = g.n as usize;
+        let members = g.member_count().max(1) as f64;
+        let mut x: Vec<f64> = (0..n).map(|v| if member(&g, v as u32) { 1.0 / members } else { 0.0 }).collect();
+        for _ in 0..15 {
+            let mut y = vec![0f64; n];
+            for (a, b, _) in arcs(&g) { y[b as usize] += x[a as usize]; }
+            let norm = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+            if norm > 0.0 { y.iter_mut().for_each(|v| *v /= norm); }
+            x = y;
+        }
+        for v in 0..n { prop_assert!((got.scores[v] - x[v]).abs() < 1e-9); }
+    }
+
+    #[test]
+    fn dfs_reaches_what_bfs_reaches((g, _) in graph()) {
+        let d = paths::dfs(&g, &Run::new(1), 0, &[], None).unwrap();
+        let b = paths::bfs(&g, &Run::new(1), 0, &[], None).unwrap();
+        let mut x = d.clone(); x.sort_unstable();
+        let mut y = b.order.clone(); y.sort_unstable();
+        prop_assert_eq!(x, y);
+        if !d.is_empty() { prop_assert_eq!(d[0], 0); }
     }
 }
 

@@ -188,6 +188,72 @@ fn check_all(s: &mut Session, e: &Edges, phase: &str) {
             "{phase}: scc of {v}"
         );
     }
+    let want = centrality::Eigenvector {
+        max_iterations: 20,
+        tolerance: 1e-7,
+        weighted: false,
+    }
+    .run(&g, &one)
+    .unwrap();
+    let got = by_node(
+        s,
+        "CALL gds.eigenvector.stream('g') YIELD nodeId, score RETURN nodeId, score",
+    );
+    for (&v, x) in &got {
+        assert!(
+            (float(x) - want.scores[v as usize]).abs() < 1e-9,
+            "{phase}: eigenvector of {v}"
+        );
+    }
+    let want = quiver_algo::paths::betweenness(&g, &one, None, 0, false).unwrap();
+    let got = by_node(
+        s,
+        "CALL gds.betweenness.stream('g') YIELD nodeId, score RETURN nodeId, score",
+    );
+    for (&v, x) in &got {
+        assert!(
+            (float(x) - want[v as usize]).abs() < 1e-6,
+            "{phase}: betweenness of {v}"
+        );
+    }
+    for (call, harmonic) in [
+        ("gds.closeness.stream", false),
+        ("gds.closeness.harmonic.stream", true),
+    ] {
+        let want = quiver_algo::paths::closeness(&g, &one, harmonic).unwrap();
+        let got = by_node(
+            s,
+            &format!("CALL {call}('g') YIELD nodeId, score RETURN nodeId, score"),
+        );
+        for (&v, x) in &got {
+            assert!(
+                (float(x) - want[v as usize]).abs() < 1e-12,
+                "{phase}: {call} of {v}"
+            );
+        }
+    }
+    let src = ids(s)[&0];
+    let want = quiver_algo::paths::dijkstra(&g, &one, src, None, false).unwrap();
+    let got = rows(s, &format!("CALL gds.allShortestPaths.dijkstra.stream('g', {{sourceNode: {src}}}) YIELD targetNode, totalCost RETURN targetNode, totalCost"));
+    assert_eq!(got.len(), want.order.len(), "{phase}: reached");
+    for (r, (&v, &d)) in got.iter().zip(want.order.iter().zip(&want.dist)) {
+        assert_eq!(r[0], Value::Int(v as i64));
+        assert_eq!(float(&r[1]), d);
+    }
+    let bfs = rows(
+        s,
+        &format!(
+            "CALL gds.bfs.stream('g', {{sourceNode: {src}}}) YIELD nodeIds RETURN size(nodeIds)"
+        ),
+    );
+    let dfs = rows(
+        s,
+        &format!(
+            "CALL gds.dfs.stream('g', {{sourceNode: {src}}}) YIELD nodeIds RETURN size(nodeIds)"
+        ),
+    );
+    assert_eq!(bfs[0][0], Value::Int(want.order.len() as i64));
+    assert_eq!(dfs[0][0], Value::Int(want.order.len() as i64));
     // Stats agree with the stream; an estimate is what the run takes.
     let est = rows(
         s,

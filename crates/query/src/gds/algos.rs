@@ -33,6 +33,10 @@ pub struct AlgoCx<'a, 'g> {
 enum Algo {
     PageRank,
     ArticleRank,
+    Eigenvector,
+    Betweenness,
+    Closeness,
+    Harmonic,
     Degree,
     Wcc,
     Scc,
@@ -58,6 +62,34 @@ const ALGOS: &[(&str, Algo, &str, PType, &[(&str, PType)])] = &[
         "score",
         PType::Float,
         RANK_STATS,
+    ),
+    (
+        "eigenvector",
+        Algo::Eigenvector,
+        "score",
+        PType::Float,
+        RANK_STATS,
+    ),
+    (
+        "betweenness",
+        Algo::Betweenness,
+        "score",
+        PType::Float,
+        &[("centralityDistribution", PType::Other)],
+    ),
+    (
+        "closeness.harmonic",
+        Algo::Harmonic,
+        "score",
+        PType::Float,
+        &[("centralityDistribution", PType::Other)],
+    ),
+    (
+        "closeness",
+        Algo::Closeness,
+        "score",
+        PType::Float,
+        &[("centralityDistribution", PType::Other)],
     ),
     (
         "degree",
@@ -280,6 +312,16 @@ pub fn all() -> Vec<Procedure> {
             ]),
         ),
         proc(
+            "gds.dfs.stream".into(),
+            graph_in,
+            0,
+            cols(&[
+                ("sourceNode", PType::Integer),
+                ("nodeIds", PType::Other),
+                ("path", PType::Other),
+            ]),
+        ),
+        proc(
             "gds.shortestPath.dijkstra.stream".into(),
             graph_in,
             0,
@@ -440,6 +482,7 @@ pub(crate) fn run(
         }
         "gds.graph.nodeProperty.stream" => return node_property(cx, args),
         "gds.bfs.stream"
+        | "gds.dfs.stream"
         | "gds.shortestPath.dijkstra.stream"
         | "gds.allShortestPaths.dijkstra.stream" => return path_search(cx, name, args),
         "pagerank.get"
@@ -451,13 +494,12 @@ pub(crate) fn run(
     let rest = name
         .strip_prefix("gds.")
         .ok_or_else(|| QueryError::Procedure(format!("there is no procedure {name}")))?;
-    let (algo_name, mode) = rest
-        .split_once('.')
-        .ok_or_else(|| QueryError::Procedure(format!("there is no procedure {name}")))?;
-    let &(_, algo, value_col, _, _) = ALGOS
+    // (A name another extends comes after it in the list: closeness.harmonic first.)
+    let &(algo_name, algo, value_col, _, _) = ALGOS
         .iter()
-        .find(|a| a.0 == algo_name)
+        .find(|a| rest.strip_prefix(a.0).is_some_and(|m| m.starts_with('.')))
         .ok_or_else(|| QueryError::Procedure(format!("there is no procedure {name}")))?;
+    let mode = &rest[algo_name.len() + 1..];
     let (mode, estimate) = match mode.strip_suffix(".estimate") {
         Some(m) => (m, true),
         None => (mode, false),
@@ -492,7 +534,8 @@ pub(crate) fn run(
             ] {
                 let _ = cfg.get(k);
             }
-            let plan = Plan::read(algo, &cfg, weight.is_some())?;
+            let threads = cfg.int("concurrency", rayon::current_num_threads() as i64, 1)? as usize;
+            let plan = Plan::read(algo, &cfg, weight.is_some(), false, threads)?;
             cfg.finish()?;
             let bytes = plan.estimate(n, rels) + if weight.is_some() { rels * 8 } else { 0 };
             return Ok(estimate_row(algo_name, bytes, n, rels, cx.budget));
@@ -530,7 +573,12 @@ pub(crate) fn run(
     };
     let weight = if matches!(
         algo,
-        Algo::PageRank | Algo::ArticleRank | Algo::Degree | Algo::Lpa | Algo::Louvain
+        Algo::PageRank
+            | Algo::ArticleRank
+            | Algo::Eigenvector
+            | Algo::Degree
+            | Algo::Lpa
+            | Algo::Louvain
     ) {
         cfg.string("relationshipWeightProperty")?
     } else {
@@ -541,7 +589,11 @@ pub(crate) fn run(
     let n = pg.n_nodes();
     let m = proj.relationship_count;
     // Configuration read before any work, so a wrong key fails fast.
-    let plan = Plan::read(algo, &cfg, weight.is_some())?;
+    let undirected = proj
+        .rels
+        .iter()
+        .all(|r| r.orientation == super::Orientation::Undirected);
+    let plan = Plan::read(algo, &cfg, weight.is_some(), undirected, threads)?;
     cfg.finish()?;
     // The weights the view reads (a `f64` an edge id) are held while it runs.
     let bytes = plan.estimate(n, m) + if weight.is_some() { m * 8 } else { 0 };
@@ -657,6 +709,11 @@ fn projection_members(p: &Projection, g: &Graph) -> Result<(Arc<Vec<u64>>, u64),
 /// An algorithm with its configuration read.
 enum Plan {
     Rank(centrality::PageRank, Scaler),
+    Eigen(centrality::Eigenvector, Scaler),
+    /// Sampled sources and their seed, undirected, threads.
+    Betweenness(Option<u32>, u64, bool, usize),
+    /// Harmonic, threads.
+    Closeness(bool, usize),
     Degree(Side, bool),
     Wcc(bool),
     Scc(bool),
@@ -752,8 +809,43 @@ impl Scaler {
 }
 
 impl Plan {
-    fn read(algo: Algo, cfg: &Config, weighted: bool) -> Result<Plan, QueryError> {
+    fn read(
+        algo: Algo,
+        cfg: &Config,
+        weighted: bool,
+        undirected: bool,
+        threads: usize,
+    ) -> Result<Plan, QueryError> {
         Ok(match algo {
+            Algo::Eigenvector => Plan::Eigen(
+                centrality::Eigenvector {
+                    max_iterations: cfg.int("maxIterations", 20, 0)? as u32,
+                    tolerance: cfg.float("tolerance", 1e-7)?,
+                    weighted,
+                },
+                Scaler::parse(cfg.string("scaler")?)?,
+            ),
+            Algo::Betweenness => {
+                let sample = match cfg.get("samplingSize") {
+                    None => None,
+                    Some(_) => Some(cfg.int("samplingSize", 0, 0)? as u32),
+                };
+                Plan::Betweenness(
+                    sample,
+                    cfg.int("samplingSeed", 0, i64::MIN)? as u64,
+                    undirected,
+                    threads,
+                )
+            }
+            Algo::Closeness | Algo::Harmonic => {
+                // GDS's closeness: reached nodes over the sum of their distances.
+                if cfg.boolean("useWassermanFaust", false)? {
+                    return Err(QueryError::Procedure(
+                        "useWassermanFaust is not supported: closeness is reached nodes over their distances' sum".into(),
+                    ));
+                }
+                Plan::Closeness(algo == Algo::Harmonic, threads)
+            }
             Algo::PageRank | Algo::ArticleRank => {
                 let pr = centrality::PageRank {
                     damping: cfg.float("dampingFactor", 0.85)?,
@@ -813,6 +905,9 @@ impl Plan {
         results
             + match self {
                 Plan::Rank(pr, _) => pr.estimate(n),
+                Plan::Eigen(e, _) => e.estimate(n),
+                Plan::Betweenness(_, _, _, t) => paths::betweenness_estimate(n, *t),
+                Plan::Closeness(_, t) => paths::closeness_estimate(n, *t),
                 Plan::Degree(..) => centrality::degree_estimate(n),
                 Plan::Wcc(_) => components::wcc_estimate(n),
                 Plan::Scc(_) => components::scc_estimate(n),
@@ -841,6 +936,33 @@ impl Plan {
                         ("centralityDistribution", d),
                     ],
                     values: Values::Float(r.scores),
+                }
+            }
+            Plan::Eigen(e, scaler) => {
+                let mut r = e.run(g, run).map_err(err)?;
+                scaler.apply(&mut r.scores, member);
+                let d = dist(&r.scores);
+                Outcome {
+                    stats: vec![
+                        ("ranIterations", Value::Int(r.iterations as i64)),
+                        ("didConverge", Value::Bool(r.converged)),
+                        ("centralityDistribution", d),
+                    ],
+                    values: Values::Float(r.scores),
+                }
+            }
+            Plan::Betweenness(sample, seed, undirected, _) => {
+                let b = paths::betweenness(g, run, *sample, *seed, *undirected).map_err(err)?;
+                Outcome {
+                    stats: vec![("centralityDistribution", dist(&b))],
+                    values: Values::Float(b),
+                }
+            }
+            Plan::Closeness(harmonic, _) => {
+                let c = paths::closeness(g, run, *harmonic).map_err(err)?;
+                Outcome {
+                    stats: vec![("centralityDistribution", dist(&c))],
+                    values: Values::Float(c),
                 }
             }
             Plan::Degree(side, weighted) => {
@@ -1169,17 +1291,18 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
         .nodes("sourceNode")?
         .first()
         .ok_or_else(|| QueryError::Procedure(format!("{name}: `sourceNode` is required")))?;
-    let weight = if name == "gds.bfs.stream" {
+    let traversal = name == "gds.bfs.stream" || name == "gds.dfs.stream";
+    let weight = if traversal {
         None
     } else {
         cfg.string("relationshipWeightProperty")?
     };
     let targets = match name {
-        "gds.bfs.stream" => cfg.nodes("targetNodes")?,
+        "gds.bfs.stream" | "gds.dfs.stream" => cfg.nodes("targetNodes")?,
         "gds.shortestPath.dijkstra.stream" => cfg.nodes("targetNode")?,
         _ => Vec::new(),
     };
-    let max_depth = if name == "gds.bfs.stream" {
+    let max_depth = if traversal {
         let d = cfg.int("maxDepth", -1, -1)?;
         (d >= 0).then_some(d as u32)
     } else {
@@ -1205,6 +1328,14 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
         stop: cx.cancel,
         deadline: Some(&past),
     };
+    if name == "gds.dfs.stream" {
+        let order = paths::dfs(&view, &run, source, &targets, max_depth).map_err(err)?;
+        if order.is_empty() {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let ids = Value::list(order.iter().map(|&v| Value::Int(v as i64)).collect());
+        return Ok(one(vec![Value::Int(source as i64), ids, Value::Null]));
+    }
     if name == "gds.bfs.stream" {
         let r = paths::bfs(&view, &run, source, &targets, max_depth).map_err(err)?;
         if r.order.is_empty() {
