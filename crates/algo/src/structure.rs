@@ -208,3 +208,129 @@ fn kcore_here(g: &dyn Adjacency, run: &Run) -> Result<Vec<u32>, AlgoError> {
     }
     Ok(core.into_iter().map(|c| c.into_inner()).collect())
 }
+
+/// Node similarity (GDS's): for every node with at least `degree_cutoff` neighbours
+/// on the `Out` side (each neighbour once), the `top_k` other nodes most similar to it
+/// by Jaccard (shared over either's neighbours) or overlap (shared over the smaller
+/// count), at least `cutoff`, best first, ties to the smaller id. Shared neighbours are
+/// counted through the `In` side of each neighbour, a dense counter a thread.
+#[derive(Debug, Clone)]
+pub struct Similarity {
+    pub top_k: usize,
+    pub cutoff: f64,
+    pub degree_cutoff: u32,
+    pub overlap: bool,
+}
+
+impl Similarity {
+    /// Per thread a counter and a mark a node; per node its degree and `top_k` pairs.
+    pub fn estimate(&self, node_bound: u64, threads: usize) -> u64 {
+        node_bound * 4 + node_bound * 8 * threads as u64 + node_bound * self.top_k as u64 * 12
+    }
+
+    /// (node, [(other, similarity)]) for every node that has any.
+    #[allow(clippy::type_complexity)]
+    pub fn run(
+        &self,
+        g: &dyn Adjacency,
+        run: &Run,
+    ) -> Result<Vec<(u32, Vec<(u32, f64)>)>, AlgoError> {
+        run.install(|| self.run_here(g, run))?
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_here(
+        &self,
+        g: &dyn Adjacency,
+        run: &Run,
+    ) -> Result<Vec<(u32, Vec<(u32, f64)>)>, AlgoError> {
+        use rayon::prelude::*;
+        let n = g.node_bound();
+        // Distinct out-neighbours a node.
+        let mut deg = vec![0u32; n as usize];
+        crate::for_blocks_mut(g, run, Side::Out, false, &mut deg, |b, chunk| {
+            let mut tmp = Vec::new();
+            for v in b.lo..b.hi {
+                tmp.clear();
+                tmp.extend_from_slice(b.of(v));
+                tmp.sort_unstable();
+                tmp.dedup();
+                chunk[(v - b.lo) as usize] = tmp.len() as u32;
+            }
+        })?;
+        let deg = &deg;
+        let all: Vec<(u32, u32)> = blocks(n).collect();
+        let out: Vec<Vec<(u32, Vec<(u32, f64)>)>> = all
+            .par_iter()
+            .map_init(
+                || {
+                    (
+                        vec![0u32; n as usize],
+                        Vec::new(),
+                        Block::default(),
+                        Block::default(),
+                        Vec::new(),
+                    )
+                },
+                |(count, touched, b, nb, mine), &(lo, hi)| {
+                    run.check()?;
+                    g.fill(Side::Out, lo, hi, false, b)?;
+                    let mut res = Vec::new();
+                    for a in lo..hi {
+                        if deg[a as usize] < self.degree_cutoff.max(1) {
+                            continue;
+                        }
+                        mine.clear();
+                        mine.extend_from_slice(b.of(a));
+                        mine.sort_unstable();
+                        mine.dedup();
+                        touched.clear();
+                        for &t in mine.iter() {
+                            g.fill(Side::In, t, t + 1, false, nb)?;
+                            let mut prev = u32::MAX;
+                            // (An in-list is sorted within each type and segment: a
+                            // parallel relationship repeats its source next to itself.)
+                            let mut seen: Vec<u32> = nb.of(t).to_vec();
+                            seen.sort_unstable();
+                            for &o in &seen {
+                                if o == prev || o == a {
+                                    prev = o;
+                                    continue;
+                                }
+                                prev = o;
+                                if count[o as usize] == 0 {
+                                    touched.push(o);
+                                }
+                                count[o as usize] += 1;
+                            }
+                        }
+                        let mut best: Vec<(u32, f64)> = Vec::new();
+                        for &o in touched.iter() {
+                            let c = count[o as usize] as f64;
+                            count[o as usize] = 0;
+                            let (da, db) = (deg[a as usize] as f64, deg[o as usize] as f64);
+                            if deg[o as usize] < self.degree_cutoff.max(1) {
+                                continue;
+                            }
+                            let sim = if self.overlap {
+                                c / da.min(db)
+                            } else {
+                                c / (da + db - c)
+                            };
+                            if sim >= self.cutoff {
+                                best.push((o, sim));
+                            }
+                        }
+                        best.sort_unstable_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+                        best.truncate(self.top_k);
+                        if !best.is_empty() {
+                            res.push((a, best));
+                        }
+                    }
+                    Ok(res)
+                },
+            )
+            .collect::<Result<_, AlgoError>>()?;
+        Ok(out.into_iter().flatten().collect())
+    }
+}

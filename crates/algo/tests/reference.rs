@@ -297,6 +297,35 @@ proptest! {
     }
 
     #[test]
+    fn node_similarity_is_jaccard_of_out_sets((g, _) in graph(), overlap in any::<bool>(), threads in 1usize..4) {
+        let n = g.n as usize;
+        let mut out = vec![std::collections::BTreeSet::new(); n];
+        for (a, b, _) in arcs(&g) { out[a as usize].insert(b); }
+        let sim = structure::Similarity { top_k: 3, cutoff: 0.1, degree_cutoff: 1, overlap };
+        let got = sim.run(&g, &Run::new(threads)).unwrap();
+        let got: std::collections::BTreeMap<u32, Vec<(u32, f64)>> = got.into_iter().collect();
+        for a in 0..n {
+            let mut want: Vec<(u32, f64)> = Vec::new();
+            for b in 0..n {
+                if a == b || out[a].is_empty() || out[b].is_empty() { continue; }
+                let c = out[a].intersection(&out[b]).count() as f64;
+                if c == 0.0 { continue; }
+                let (x, y) = (out[a].len() as f64, out[b].len() as f64);
+                let s = if overlap { c / x.min(y) } else { c / (x + y - c) };
+                if s >= 0.1 { want.push((b as u32, s)); }
+            }
+            want.sort_by(|p, q| q.1.total_cmp(&p.1).then(p.0.cmp(&q.0)));
+            want.truncate(3);
+            let have = got.get(&(a as u32)).cloned().unwrap_or_default();
+            prop_assert_eq!(have.len(), want.len(), "node {}", a);
+            for (h, w) in have.iter().zip(&want) {
+                prop_assert_eq!(h.0, w.0);
+                prop_assert!((h.1 - w.1).abs() < 1e-12);
+            }
+        }
+    }
+
+    #[test]
     fn dfs_reaches_what_bfs_reaches((g, _) in graph()) {
         let d = paths::dfs(&g, &Run::new(1), 0, &[], None).unwrap();
         let b = paths::bfs(&g, &Run::new(1), 0, &[], None).unwrap();

@@ -232,6 +232,28 @@ fn check_all(s: &mut Session, e: &Edges, phase: &str) {
             );
         }
     }
+    let sim = structure::Similarity {
+        top_k: 10,
+        cutoff: 1e-42,
+        degree_cutoff: 1,
+        overlap: false,
+    }
+    .run(&g, &one)
+    .unwrap();
+    let got = rows(s, "CALL gds.nodeSimilarity.stream('g') YIELD node1, node2, similarity RETURN node1, node2, similarity");
+    let want: Vec<Vec<Value>> = sim
+        .iter()
+        .flat_map(|(a, l)| {
+            l.iter().map(move |(b, x)| {
+                vec![
+                    Value::Int(*a as i64),
+                    Value::Int(*b as i64),
+                    Value::Float(*x),
+                ]
+            })
+        })
+        .collect();
+    assert_eq!(got, want, "{phase}: node similarity");
     let src = ids(s)[&0];
     let want = quiver_algo::paths::dijkstra(&g, &one, src, None, false).unwrap();
     let got = rows(s, &format!("CALL gds.allShortestPaths.dijkstra.stream('g', {{sourceNode: {src}}}) YIELD targetNode, totalCost RETURN targetNode, totalCost"));

@@ -312,6 +312,28 @@ pub fn all() -> Vec<Procedure> {
             ]),
         ),
         proc(
+            "gds.nodeSimilarity.stream".into(),
+            graph_in,
+            1,
+            cols(&[
+                ("node1", PType::Integer),
+                ("node2", PType::Integer),
+                ("similarity", PType::Float),
+            ]),
+        ),
+        proc(
+            "gds.nodeSimilarity.stats".into(),
+            graph_in,
+            1,
+            cols(&[
+                ("nodesCompared", PType::Integer),
+                ("similarityPairs", PType::Integer),
+                ("similarityDistribution", PType::Other),
+                ("computeMillis", PType::Integer),
+                ("configuration", PType::Other),
+            ]),
+        ),
+        proc(
             "gds.dfs.stream".into(),
             graph_in,
             0,
@@ -481,6 +503,9 @@ pub(crate) fn run(
             return Ok(one(vec![Value::str(&g), Value::Bool(exists)]));
         }
         "gds.graph.nodeProperty.stream" => return node_property(cx, args),
+        "gds.nodeSimilarity.stream" | "gds.nodeSimilarity.stats" => {
+            return similarity(cx, name, args)
+        }
         "gds.bfs.stream"
         | "gds.dfs.stream"
         | "gds.shortestPath.dijkstra.stream"
@@ -1369,6 +1394,73 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
         ]);
     }
     Ok(Box::new(rows.into_iter()))
+}
+
+/// `gds.nodeSimilarity.stream|stats`: Jaccard (or overlap) of the nodes' neighbour
+/// sets, the `topK` best of each node.
+fn similarity(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Rows, QueryError> {
+    let gname = text_arg(args, 0, "graphName")?;
+    let proj = catalog(cx)?.get(&gname)?;
+    let cfg = Config::new(args.get(1), name)?;
+    let threads = cfg.int("concurrency", rayon::current_num_threads() as i64, 1)? as usize;
+    let metric = cfg
+        .string("similarityMetric")?
+        .unwrap_or_else(|| "JACCARD".into());
+    let overlap = match metric.to_ascii_uppercase().as_str() {
+        "JACCARD" => false,
+        "OVERLAP" => true,
+        m => {
+            return Err(QueryError::Procedure(format!(
+                "{name}: similarityMetric must be JACCARD or OVERLAP, got {m}"
+            )))
+        }
+    };
+    let sim = structure::Similarity {
+        top_k: cfg.int("topK", 10, 1)? as usize,
+        cutoff: cfg.float("similarityCutoff", 1e-42)?,
+        degree_cutoff: cfg.int("degreeCutoff", 1, 1)? as u32,
+        overlap,
+    };
+    for k in ["jobId", "logProgress", "sudo"] {
+        let _ = cfg.get(k);
+    }
+    cfg.finish()?;
+    let pg = proj.graph();
+    let (members, count) = projection_members(&proj, &pg)?;
+    let mut grant = cx.budget.empty_grant("graph algorithm");
+    crate::memory::account(
+        &mut grant,
+        sim.estimate(pg.n_nodes(), threads),
+        "gds.nodeSimilarity",
+    )?;
+    let view = View::of_projection(&pg, &proj, members, count, None)?;
+    let deadline = cx.deadline;
+    let past = move || deadline.is_some_and(|d| Instant::now() >= d);
+    let run = Run {
+        threads,
+        stop: cx.cancel,
+        deadline: Some(&past),
+    };
+    let t = Instant::now();
+    let pairs = sim.run(&view, &run).map_err(err)?;
+    if name.ends_with(".stats") {
+        let mut all: Vec<f64> = pairs
+            .iter()
+            .flat_map(|(_, l)| l.iter().map(|p| p.1))
+            .collect();
+        let n_pairs = all.len() as i64;
+        return Ok(one(vec![
+            Value::Int(pairs.len() as i64),
+            Value::Int(n_pairs),
+            distribution_value(&mut all),
+            Value::Int(t.elapsed().as_millis() as i64),
+            cfg.echo(),
+        ]));
+    }
+    Ok(Box::new(pairs.into_iter().flat_map(|(a, l)| {
+        l.into_iter()
+            .map(move |(b, x)| vec![Value::Int(a as i64), Value::Int(b as i64), Value::Float(x)])
+    })))
 }
 
 /// MAGE's calls, over the whole graph as the statement sees it.
