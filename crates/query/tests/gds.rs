@@ -551,3 +551,44 @@ fn mage_names_run_over_the_whole_graph() {
         vec![Value::Int(0), Value::Int(0), Value::Int(0), Value::Int(1)]
     );
 }
+
+#[test]
+fn a_cancelled_run_stops_and_gives_its_memory_back() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = open(d.path());
+    run(&mut s, "UNWIND range(0, 19999) AS i CREATE (:N {i: i})").unwrap();
+    run(&mut s, "CREATE INDEX ON :N(i)").unwrap();
+    for step in ["(i + 1) % 20000", "(i * 7) % 20000"] {
+        run(
+            &mut s,
+            &format!("UNWIND range(0, 19999) AS i MATCH (a:N {{i: i}}), (b:N {{i: {step}}}) CREATE (a)-[:L]->(b)"),
+        )
+        .unwrap();
+    }
+    run(&mut s, "CHECKPOINT").unwrap();
+    run(
+        &mut s,
+        "CALL gds.graph.project('n', 'N', 'L') YIELD graphName RETURN graphName",
+    )
+    .unwrap();
+    let store = s.store().clone();
+    let before = store.memory.used_bytes();
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let c2 = cancel.clone();
+    let st = store.clone();
+    // Exact betweenness from all 20,000 sources: far longer than the wait below.
+    let t = std::thread::spawn(move || {
+        let mut s = quiver_query::Session::on(st);
+        s.opts.cancel = Some(c2);
+        run(&mut s, "CALL gds.betweenness.stats('n') YIELD centralityDistribution RETURN centralityDistribution")
+    });
+    let t0 = std::time::Instant::now();
+    while store.memory.used_bytes() <= before {
+        assert!(t0.elapsed().as_secs() < 60, "the run never took its grant");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    let e = t.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("cancel"), "{e}");
+    assert_eq!(store.memory.used_bytes(), before);
+}
