@@ -70,7 +70,15 @@ fn winner(votes: &mut [(u32, f64)], own: u32, v: u32, pass: u32, seed: u64) -> O
 /// [`winner`] for votes of weight 1 (labels alone, sorted as integers).
 fn winner_plain(votes: &mut [u32], own: u32, v: u32, pass: u32, seed: u64) -> Option<u32> {
     votes.sort_unstable();
-    let mut best: Option<(u32, usize, u64)> = None;
+    let rank = |l: u32| {
+        if l == own {
+            0
+        } else {
+            tie_rank(l, v, pass, seed) | 1
+        }
+    };
+    // (label, votes, its tie rank once a tie needed it)
+    let mut best: Option<(u32, usize, Option<u64>)> = None;
     let mut i = 0;
     while i < votes.len() {
         let l = votes[i];
@@ -79,13 +87,19 @@ fn winner_plain(votes: &mut [u32], own: u32, v: u32, pass: u32, seed: u64) -> Op
             i += 1;
         }
         let w = i - start;
-        let rank = if l == own {
-            0
-        } else {
-            tie_rank(l, v, pass, seed) | 1
-        };
-        if best.is_none_or(|(_, bw, br)| w > bw || (w == bw && rank < br)) {
-            best = Some((l, w, rank));
+        match &mut best {
+            None => best = Some((l, w, None)),
+            Some((bl, bw, br)) => {
+                if w > *bw {
+                    best = Some((l, w, None));
+                } else if w == *bw {
+                    let have = *br.get_or_insert_with(|| rank(*bl));
+                    let r = rank(l);
+                    if r < have {
+                        best = Some((l, w, Some(r)));
+                    }
+                }
+            }
         }
     }
     best.map(|b| b.0)
@@ -141,12 +155,13 @@ impl LabelPropagation {
                         }
                     };
                     let nb = b.of(v);
-                    if iterations > 0 && !nb.iter().any(|&u| u != v && of(u, chunk) & CHANGED != 0)
-                    {
-                        continue;
-                    }
                     let own = chunk[i];
                     let won = if weighted {
+                        if iterations > 0
+                            && !nb.iter().any(|&u| u != v && of(u, chunk) & CHANGED != 0)
+                        {
+                            continue;
+                        }
                         votes.clear();
                         for (k, &u) in nb.iter().enumerate() {
                             if u != v {
@@ -155,12 +170,13 @@ impl LabelPropagation {
                         }
                         winner(&mut votes, own, v, iterations, self.seed)
                     } else {
+                        // One gather: the labels with their flags, then the test.
                         plain.clear();
-                        plain.extend(
-                            nb.iter()
-                                .filter(|&&u| u != v)
-                                .map(|&u| of(u, chunk) & !CHANGED),
-                        );
+                        plain.extend(nb.iter().filter(|&&u| u != v).map(|&u| of(u, chunk)));
+                        if iterations > 0 && !plain.iter().any(|&l| l & CHANGED != 0) {
+                            continue;
+                        }
+                        plain.iter_mut().for_each(|l| *l &= !CHANGED);
                         winner_plain(&mut plain, own, v, iterations, self.seed)
                     };
                     if let Some(l) = won {
