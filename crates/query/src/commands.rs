@@ -761,6 +761,7 @@ impl Session {
             Command::ShowProcedures => {
                 let db = self.db();
                 let mut procs: Vec<Arc<procs::Procedure>> = procs::builtins().to_vec();
+                procs.extend(crate::gds::algos::all().into_iter().map(Arc::new));
                 procs.extend(self.opts.procedures.registered.iter().cloned());
                 procs.sort_by(|a, b| a.name.cmp(&b.name));
                 procs.dedup_by(|a, b| a.name == b.name);
@@ -770,7 +771,14 @@ impl Session {
                         vec![
                             Value::str(&p.name),
                             Value::str(""),
-                            Value::str("READ"),
+                            // (A graph algorithm's write mode sets properties.)
+                            Value::str(
+                                if p.name.starts_with("gds.") && p.name.ends_with(".write") {
+                                    "WRITE"
+                                } else {
+                                    "READ"
+                                },
+                            ),
                             Value::Bool(false),
                             Value::str(&p.signature()),
                         ]

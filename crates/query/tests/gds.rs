@@ -479,6 +479,16 @@ fn a_projection_is_a_snapshot_and_the_catalog_is_the_databases() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("Nope"), "{err}");
+    // SHOW PROCEDURES lists them.
+    let r = rows(&mut s, "SHOW PROCEDURES YIELD name, mode WHERE name STARTS WITH 'gds.pageRank' RETURN name, mode ORDER BY name");
+    assert!(
+        r.contains(&vec![Value::str("gds.pageRank.stream"), Value::str("READ")]),
+        "{r:?}"
+    );
+    assert!(
+        r.contains(&vec![Value::str("gds.pageRank.write"), Value::str("WRITE")]),
+        "{r:?}"
+    );
     // The node ids stream back to nodes.
     let r = rows(
         &mut s,
