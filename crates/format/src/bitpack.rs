@@ -335,6 +335,14 @@ mod tests {
         for (i, v) in values.iter().enumerate() {
             assert_eq!(p.get(i), *v, "index {i} width {width}");
         }
+        // Runs decoded from every start, of every length up to 20.
+        for a in 0..values.len() {
+            for len in 0..=(values.len() - a).min(20) {
+                let mut out = vec![0u64; len];
+                p.map_into(a, &mut out, |v| v);
+                assert_eq!(&out[..], &values[a..a + len], "from {a}, {len}, width {width}");
+            }
+        }
         let mut streamed = Vec::new();
         let mut w = BitWriter::new(width);
         for v in values {
