@@ -27,6 +27,8 @@ $Q query --db data/demo/demo.qdb "MATCH (b:User {id: 1}) CREATE (a:User {id: 900
 $Q query --db data/demo/demo.qdb "MATCH (u:User {id: 9000001}) SET u.age = 36 RETURN u.name, u.age"
 $Q query --db data/demo/demo.qdb "UNWIND [1, 1, 2] AS v MERGE (t:Tag {v: v}) RETURN count(*) AS rows"
 $Q query --db data/demo/demo.qdb "CHECKPOINT"
+# Graph algorithms in Neo4j GDS's shape: a projection (a view of the stored graph), then PageRank.
+$Q query --db data/demo/demo.qdb "CALL gds.graph.project('g', 'User', 'FOLLOWS') YIELD graphName CALL gds.pageRank.stream(graphName) YIELD nodeId, score RETURN gds.util.asNode(nodeId).id AS user, score ORDER BY score DESC LIMIT 5"
 $Q query --db data/demo/demo.qdb "MATCH (u:User {id: 9000001})-[:FOLLOWS]->(f) RETURN u.name, f.id"
 # LOAD CSV from the import folder beside the database, in batches of committed rows,
 # and a transaction in the shell that is rolled back.
