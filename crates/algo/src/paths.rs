@@ -2,7 +2,7 @@
 //! Dijkstra's (weights, parents), over the projection's `Out` side. The frontier's
 //! nodes are read one at a time (a search touches few nodes of a large graph).
 
-use crate::{Adjacency, AlgoError, Block, Run, Side};
+use crate::{Adjacency, AlgoError, Block, Lists, Run, Side};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -230,10 +230,18 @@ pub fn betweenness(
     run.install(|| betweenness_here(g, run, sample, seed, undirected))?
 }
 
-/// What [`betweenness`] holds: per thread, a distance, a path count, a dependency and
-/// a place in the order a node; the result.
-pub fn betweenness_estimate(node_bound: u64, threads: usize) -> u64 {
-    node_bound * 8 + node_bound * 28 * threads as u64
+/// What [`betweenness`] holds: the `Out` lists, per thread a distance, a path count, a
+/// dependency, a place in the order and a result a node.
+pub fn betweenness_estimate(node_bound: u64, relationships: u64, threads: usize) -> u64 {
+    node_bound * 12 + relationships * 4 + node_bound * 36 * threads as u64
+}
+
+/// Each node's `Out` entries, in memory.
+fn out_lists(g: &dyn Adjacency, run: &Run) -> Result<Lists, AlgoError> {
+    Lists::build(g, run, Side::Out, |v, b, out| {
+        out.clear();
+        out.extend_from_slice(b.of(v));
+    })
 }
 
 fn sources(g: &dyn Adjacency, sample: Option<u32>, seed: u64) -> Vec<u32> {
@@ -268,12 +276,14 @@ fn betweenness_here(
     use rayon::prelude::*;
     let n = g.node_bound() as usize;
     let srcs = sources(g, sample, seed);
+    // Every source walks most of the graph: its `Out` lists are read once, into memory
+    // (a node at a time through the view costs a block's bookkeeping per node).
+    let lists = out_lists(g, run)?;
     struct Work {
         dist: Vec<i32>,
         sigma: Vec<f64>,
         delta: Vec<f64>,
         order: Vec<u32>,
-        block: Block,
         score: Vec<f64>,
     }
     let total = srcs
@@ -284,7 +294,6 @@ fn betweenness_here(
                 sigma: vec![0.0; n],
                 delta: vec![0.0; n],
                 order: Vec::new(),
-                block: Block::default(),
                 score: vec![0.0; n],
             },
             |mut w, &s| {
@@ -297,9 +306,8 @@ fn betweenness_here(
                 while head < w.order.len() {
                     let v = w.order[head];
                     head += 1;
-                    g.fill(Side::Out, v, v + 1, false, &mut w.block)?;
                     let dv = w.dist[v as usize];
-                    for &u in w.block.of(v) {
+                    for &u in lists.of(v) {
                         if w.dist[u as usize] < 0 {
                             w.dist[u as usize] = dv + 1;
                             w.order.push(u);
@@ -311,10 +319,9 @@ fn betweenness_here(
                 }
                 for i in (0..w.order.len()).rev() {
                     let v = w.order[i];
-                    g.fill(Side::Out, v, v + 1, false, &mut w.block)?;
                     let dv = w.dist[v as usize];
                     let mut d = 0.0;
-                    for &u in w.block.of(v) {
+                    for &u in lists.of(v) {
                         if w.dist[u as usize] == dv + 1 {
                             d += w.sigma[v as usize] / w.sigma[u as usize]
                                 * (1.0 + w.delta[u as usize]);
@@ -355,9 +362,10 @@ pub fn closeness(g: &dyn Adjacency, run: &Run, harmonic: bool) -> Result<Vec<f64
     run.install(|| closeness_here(g, run, harmonic))?
 }
 
-/// What [`closeness`] holds: per thread a distance and a place in the queue a node.
-pub fn closeness_estimate(node_bound: u64, threads: usize) -> u64 {
-    node_bound * 8 + node_bound * 8 * threads as u64
+/// What [`closeness`] holds: the `Out` lists, per thread a distance and a place in the
+/// queue a node, and the result.
+pub fn closeness_estimate(node_bound: u64, relationships: u64, threads: usize) -> u64 {
+    node_bound * 12 + relationships * 4 + node_bound * 8 * threads as u64
 }
 
 fn closeness_here(g: &dyn Adjacency, run: &Run, harmonic: bool) -> Result<Vec<f64>, AlgoError> {
@@ -365,11 +373,12 @@ fn closeness_here(g: &dyn Adjacency, run: &Run, harmonic: bool) -> Result<Vec<f6
     let n = g.node_bound() as usize;
     let others = (g.member_count().max(1) - 1).max(1) as f64;
     let srcs = crate::members(g);
+    let lists = out_lists(g, run)?;
     let found: Vec<(u32, f64)> = srcs
         .par_iter()
         .map_init(
-            || (vec![-1i32; n], Vec::new(), Block::default()),
-            |(dist, queue, b), &s| {
+            || (vec![-1i32; n], Vec::new()),
+            |(dist, queue), &s| {
                 run.check()?;
                 queue.clear();
                 queue.push(s);
@@ -379,9 +388,8 @@ fn closeness_here(g: &dyn Adjacency, run: &Run, harmonic: bool) -> Result<Vec<f6
                 while head < queue.len() {
                     let v = queue[head];
                     head += 1;
-                    g.fill(Side::Out, v, v + 1, false, b)?;
                     let dv = dist[v as usize];
-                    for &u in b.of(v) {
+                    for &u in lists.of(v) {
                         if dist[u as usize] < 0 {
                             dist[u as usize] = dv + 1;
                             queue.push(u);

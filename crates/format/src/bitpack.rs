@@ -340,7 +340,11 @@ mod tests {
             for len in 0..=(values.len() - a).min(20) {
                 let mut out = vec![0u64; len];
                 p.map_into(a, &mut out, |v| v);
-                assert_eq!(&out[..], &values[a..a + len], "from {a}, {len}, width {width}");
+                assert_eq!(
+                    &out[..],
+                    &values[a..a + len],
+                    "from {a}, {len}, width {width}"
+                );
             }
         }
         let mut streamed = Vec::new();

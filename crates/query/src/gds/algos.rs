@@ -931,8 +931,8 @@ impl Plan {
             + match self {
                 Plan::Rank(pr, _) => pr.estimate(n),
                 Plan::Eigen(e, _) => e.estimate(n),
-                Plan::Betweenness(_, _, _, t) => paths::betweenness_estimate(n, *t),
-                Plan::Closeness(_, t) => paths::closeness_estimate(n, *t),
+                Plan::Betweenness(_, _, _, t) => paths::betweenness_estimate(n, m, *t),
+                Plan::Closeness(_, t) => paths::closeness_estimate(n, m, *t),
                 Plan::Degree(..) => centrality::degree_estimate(n),
                 Plan::Wcc(_) => components::wcc_estimate(n),
                 Plan::Scc(_) => components::scc_estimate(n),
