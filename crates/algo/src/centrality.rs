@@ -77,17 +77,8 @@ impl PageRank {
         let d = self.damping;
         let weighted = self.weighted;
         // Out-degrees (weight sums when weighted).
-        let mut outw = vec![0f64; n];
-        for_blocks_mut(g, run, Side::Out, weighted, &mut outw, |b, chunk| {
-            for v in b.lo..b.hi {
-                let i = (v - b.lo) as usize;
-                chunk[i] = if weighted {
-                    b.weights_of(v).iter().sum()
-                } else {
-                    b.of(v).len() as f64
-                };
-            }
-        })?;
+        // Out-degrees (weight sums when weighted): the degree centrality.
+        let mut outw = degree(g, run, Side::Out, weighted)?;
         if self.article {
             let members = g.member_count().max(1) as f64;
             let avg = outw.iter().sum::<f64>() / members;

@@ -127,8 +127,8 @@ pub trait Adjacency: Sync {
 pub struct Run<'a> {
     pub threads: usize,
     pub stop: Option<&'a AtomicBool>,
-    /// Also stops it when it returns true (a deadline).
-    pub deadline: Option<&'a (dyn Fn() -> bool + Sync)>,
+    /// Also stops it past this instant.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Run<'_> {
@@ -144,7 +144,9 @@ impl Run<'_> {
     #[inline]
     pub fn check(&self) -> Result<(), AlgoError> {
         if self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
-            || self.deadline.is_some_and(|d| d())
+            || self
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
         {
             return Err(AlgoError::Cancelled);
         }

@@ -302,16 +302,6 @@ pub fn all() -> Vec<Procedure> {
             cols(&[("nodeId", PType::Integer), ("propertyValue", PType::Any)]),
         ),
         proc(
-            "gds.bfs.stream".into(),
-            graph_in,
-            0,
-            cols(&[
-                ("sourceNode", PType::Integer),
-                ("nodeIds", PType::Other),
-                ("path", PType::Other),
-            ]),
-        ),
-        proc(
             "gds.nodeSimilarity.stream".into(),
             graph_in,
             1,
@@ -331,16 +321,6 @@ pub fn all() -> Vec<Procedure> {
                 ("similarityDistribution", PType::Other),
                 ("computeMillis", PType::Integer),
                 ("configuration", PType::Other),
-            ]),
-        ),
-        proc(
-            "gds.dfs.stream".into(),
-            graph_in,
-            0,
-            cols(&[
-                ("sourceNode", PType::Integer),
-                ("nodeIds", PType::Other),
-                ("path", PType::Other),
             ]),
         ),
         proc(
@@ -384,6 +364,14 @@ pub fn all() -> Vec<Procedure> {
             cols(&[("node", PType::Other), ("degree", PType::Float)]),
         ),
     ];
+    for traversal in ["gds.bfs.stream", "gds.dfs.stream"] {
+        let outputs = cols(&[
+            ("sourceNode", PType::Integer),
+            ("nodeIds", PType::Other),
+            ("path", PType::Other),
+        ]);
+        out.push(proc(traversal.into(), graph_in, 0, outputs));
+    }
     for &(name, algo, value, ty, stats) in ALGOS {
         let mut stream = vec![("nodeId", PType::Integer), (value, ty)];
         if algo == Algo::Louvain {
@@ -628,12 +616,10 @@ pub(crate) fn run(
     let mut grant = cx.budget.empty_grant("graph algorithm");
     crate::memory::account(&mut grant, bytes, "graph algorithm")?;
     let view = View::of_projection(&pg, &proj, members, member_count, weight.as_deref())?;
-    let deadline = cx.deadline;
-    let past = move || deadline.is_some_and(|d| Instant::now() >= d);
     let run = Run {
         threads,
         stop: cx.cancel,
-        deadline: Some(&past),
+        deadline: cx.deadline,
     };
     let pre = t0.elapsed();
     let t1 = Instant::now();
@@ -1346,12 +1332,10 @@ fn path_search(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Ro
     let view = View::of_projection(&pg, &proj, members, count, weight.as_deref())?;
     let mut grant = cx.budget.empty_grant("graph search");
     crate::memory::account(&mut grant, view.node_bound() as u64 * 40, "graph search")?;
-    let deadline = cx.deadline;
-    let past = move || deadline.is_some_and(|d| Instant::now() >= d);
     let run = Run {
         threads,
         stop: cx.cancel,
-        deadline: Some(&past),
+        deadline: cx.deadline,
     };
     if name == "gds.dfs.stream" {
         let order = paths::dfs(&view, &run, source, &targets, max_depth).map_err(err)?;
@@ -1434,12 +1418,10 @@ fn similarity(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Row
         "gds.nodeSimilarity",
     )?;
     let view = View::of_projection(&pg, &proj, members, count, None)?;
-    let deadline = cx.deadline;
-    let past = move || deadline.is_some_and(|d| Instant::now() >= d);
     let run = Run {
         threads,
         stop: cx.cancel,
-        deadline: Some(&past),
+        deadline: cx.deadline,
     };
     let t = Instant::now();
     let pairs = sim.run(&view, &run).map_err(err)?;
@@ -1476,12 +1458,10 @@ fn mage(cx: &mut AlgoCx<'_, '_>, name: &str, args: &[Value]) -> Result<Rows, Que
     let view = View::new(g, &[all], false, Arc::new(bits), count, None)?;
     let n = view.node_bound() as u64;
     let m = view.relationship_count();
-    let deadline = cx.deadline;
-    let past = move || deadline.is_some_and(|d| Instant::now() >= d);
     let run = Run {
         threads: rayon::current_num_threads(),
         stop: cx.cancel,
-        deadline: Some(&past),
+        deadline: cx.deadline,
     };
     let num = |i: usize, d: f64| match args.get(i) {
         Some(Value::Int(x)) => *x as f64,
