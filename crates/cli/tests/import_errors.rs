@@ -308,3 +308,66 @@ fn arrays_of_semicolon_files_split_on_bars() {
     );
     assert!(e.contains("both `;`"), "{e}");
 }
+
+#[test]
+fn invalid_utf8_is_rejected_where_it_is() {
+    // A chunk with one bad byte is checked field by field: the bad fields are rejected
+    // at their place, the rest of the chunk (here the whole file) imports.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut text = b"id:ID,name,c:char,:LABEL\n1,ok,a,A\n".to_vec();
+    text.extend_from_slice(b"2,bad\xff,b,A\n3,\xc3\xa9t\xc3\xa9,\xc3\xa9,B\n4,x,\xfe,A\n5,y,c,C\xff\n6,\"q\"\"\xc3\xa9\",d,A\n");
+    let n = d.join("n.csv");
+    std::fs::write(&n, &text).unwrap();
+    let db = d.join("db.qdb");
+    let rej = d.join("rejects.csv");
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--nodes",
+        &format!("N={}", s(&n)),
+        "--skip-bad-rows",
+        "--rejects",
+        s(&rej),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 3, "{out}");
+    // The rejects file keeps each row's bytes as they were: read it as bytes.
+    let mut r = csv::ReaderBuilder::new().from_path(&rej).unwrap();
+    let rows: Vec<csv::ByteRecord> = r.byte_records().map(|x| x.unwrap()).collect();
+    let text = |r: &csv::ByteRecord, i: usize| String::from_utf8_lossy(&r[i]).to_string();
+    let mut got: Vec<(String, String)> = rows.iter().map(|r| (text(r, 1), text(r, 3))).collect();
+    got.sort();
+    assert_eq!(&rows[0][5], b"2,bad\xff,b,A", "{rows:?}");
+    let want: Vec<(String, String)> = [
+        ("3", "InvalidUtf8"),
+        ("5", "InvalidUtf8"),
+        ("6", "InvalidUtf8"),
+    ]
+    .iter()
+    .map(|(l, r)| (l.to_string(), r.to_string()))
+    .collect();
+    assert_eq!(got, want, "{rows:?}");
+    let q = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (n) RETURN n.id, n.name, n.c ORDER BY n.id",
+    ]);
+    assert!(q.contains("3,été,é"), "{q}");
+    assert!(q.contains("6,\"q\"\"é\",d"), "{q}");
+    // Without --skip-bad-rows the first bad field is named.
+    let db2 = d.join("db2.qdb");
+    let err = fails(&[
+        "import",
+        "--db",
+        s(&db2),
+        "--nodes",
+        &format!("N={}", s(&n)),
+    ]);
+    assert!(err.contains("n.csv:3:3: invalid UTF-8"), "{err}");
+}

@@ -316,3 +316,60 @@ fn mixed_types_in_one_file_split_by_type() {
     );
     assert_eq!(b, vec![row("1", "3", "B", ""), row("2", "3", "B", "20")]);
 }
+
+#[test]
+fn row_groups_encoded_in_the_background_keep_their_order() {
+    // A budget with room for two row groups of the byte cap: groups are encoded on a
+    // thread of their own while the next fills. 300k dolt rows make three groups.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&[
+        "generate",
+        "dolt",
+        "--rows",
+        "300000",
+        "--order",
+        "random",
+        "--out",
+        s(d),
+    ]);
+    let csv = d.join("dolt-300k-random.csv");
+    let db = d.join("d.qdb");
+    let out = ok(&[
+        "import",
+        "--db",
+        s(&db),
+        "--id-type",
+        "integer",
+        "--memory-budget",
+        "1GiB",
+        "--nodes",
+        &format!("Dolt={}", s(&csv)),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["row_groups"].as_u64().unwrap() >= 3, "{out}");
+    // Nodes in file order, every value in place.
+    let q = ok(&[
+        "query",
+        "--db",
+        s(&db),
+        "--format",
+        "csv",
+        "MATCH (n:Dolt) RETURN n.pk, n.c1, n.c9",
+    ]);
+    let mut got = csv::Reader::from_reader(q.as_bytes());
+    let (_, rows) = read_csv(&csv);
+    let mut n = 0;
+    for (rec, row) in got.records().zip(&rows) {
+        let rec = rec.unwrap();
+        assert_eq!(
+            (&rec[0], &rec[1], &rec[2]),
+            (&row[0][..], &row[1][..], &row[9][..]),
+            "row {n}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, rows.len());
+    ok(&["check", "--db", s(&db)]);
+}

@@ -270,9 +270,9 @@ pub(crate) fn import_nodes(
             }
         }
         let name = group.spec.clone().unwrap_or_else(|| format!("nodes{gi}"));
-        let mut writer =
+        let writer =
             TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
-        let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone());
+        let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone(), writer);
         let mut n_rows = 0u64;
         let counted = (ctx.rows_read, ctx.bytes_read, *done_before);
         let spilled_before = id_space.is_some_and(|si| {
@@ -358,7 +358,7 @@ pub(crate) fn import_nodes(
                     }
                     new_labels(&batch, label_column, labels)?;
                     let kept = batch.columns.first().map_or(batch.n_rows(), |c| c.len());
-                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                    rg.append(&batch.columns, &mut ctx.row_groups)?;
                     n_rows += kept as u64;
                     if resume.is_some() {
                         // Stops this read; the rows from `resume` on are read again.
@@ -391,14 +391,13 @@ pub(crate) fn import_nodes(
                 |ctx, batch| {
                     new_labels(batch, label_column, labels)?;
                     let kept = batch.columns.first().map_or(0, |c| c.len());
-                    rg.append(&batch.columns, &mut writer, &mut ctx.row_groups)?;
+                    rg.append(&batch.columns, &mut ctx.row_groups)?;
                     n_rows += kept as u64;
                     Ok(())
                 },
             )?;
         }
-        rg.flush(&mut writer, &mut ctx.row_groups, true)?;
-        let segment: SegmentMeta = writer.finish()?;
+        let segment: SegmentMeta = rg.finish(&mut ctx.row_groups)?;
         Ok(NodeTableMeta {
             name,
             first_node,
