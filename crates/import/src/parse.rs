@@ -382,6 +382,29 @@ impl Batch {
         }
     }
 
+    /// Reserves room for `rows` rows in all, in the proportions of the rows held: a
+    /// batch that grew from nothing by doubling copied each column's data about once
+    /// more and faulted fresh pages in for every chunk (2% of the dolt import's time in
+    /// `realloc`'s copies).
+    fn reserve_like_sample(&mut self, rows: usize) {
+        let held = self.n_rows().max(1);
+        let more = rows.saturating_sub(held);
+        for c in &mut self.columns {
+            let per = c.string_bytes() as f64 / held as f64;
+            c.reserve_exact(more, (per * more as f64) as usize);
+        }
+        if !self.spans.is_empty() {
+            self.spans.reserve_exact(more);
+            self.lines.reserve_exact(more);
+        }
+        if !self.edges.is_empty() {
+            self.edges.reserve_exact(more);
+        }
+        if !self.types.is_empty() {
+            self.types.reserve_exact(more);
+        }
+    }
+
     /// Where a row's values start (column lengths and key counts), to take back a row
     /// that fails half way.
     fn mark(&self, lens: &mut Vec<usize>) -> (usize, usize) {
@@ -887,6 +910,9 @@ fn resolve<R: Record>(
 }
 
 /// Parses the records of `chunk`.
+/// The records a chunk's batch is sized from (see `Batch::reserve_like_sample`).
+const SIZE_SAMPLE_RECORDS: u64 = 33;
+
 pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Batch {
     let mut batch = Batch::new(plan);
     let mut tok = Tokenizer::new(chunk, &plan.dialect);
@@ -942,6 +968,13 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
                 Detail::FieldCount(fields.len() as u32),
             );
             continue;
+        }
+        if batch.records == SIZE_SAMPLE_RECORDS {
+            // Rows like these so far fill the chunk (with a tenth to spare).
+            let rows = (chunk.len() as f64 / span.start.max(1) as f64
+                * (SIZE_SAMPLE_RECORDS - 1) as f64
+                * 1.1) as usize;
+            batch.reserve_like_sample(rows);
         }
         let keys = batch.mark(&mut lens);
         let mut rec = CsvRecord {
