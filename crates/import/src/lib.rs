@@ -550,7 +550,6 @@ fn run(
         if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(ImportError::Interrupted);
         }
-        spilled += r.store.spilled_edges();
         let props = match r.props.take() {
             Some((mut w, builders)) => {
                 if builders.first().is_some_and(|b| !b.is_empty()) {
@@ -574,6 +573,8 @@ fn run(
             n_nodes * 8 + n_edges * edges::csr_entry_bytes(has_props),
         )?;
         r.store.finish_input()?;
+        // Counted after `make_room`, which may spill what the input left in memory.
+        spilled += r.store.spilled_edges();
         let (out_deg, in_deg, _deg_grant) = ctx.pool.install(|| r.store.degrees(&ctx.budget))?;
         let sorted = r.store.sorted;
         let out_w = CsrWriter::create(

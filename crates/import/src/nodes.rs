@@ -270,8 +270,7 @@ pub(crate) fn import_nodes(
             }
         }
         let name = group.spec.clone().unwrap_or_else(|| format!("nodes{gi}"));
-        let writer =
-            TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
+        let writer = TableWriter::create(staging, &format!("nodes-{gi:04}.seg"), columns.clone())?;
         let mut rg = RowGroup::new(&out_types, &ctx.budget, ctx.pool.clone(), writer);
         let mut n_rows = 0u64;
         let counted = (ctx.rows_read, ctx.bytes_read, *done_before);

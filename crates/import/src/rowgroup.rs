@@ -123,11 +123,17 @@ impl RowGroup {
         // cap each, one filling while the other is encoded: the same memory as one
         // group written in place (dolt 1m: peak 187 MiB either way, where two whole
         // groups took 252 MiB).
-        let halves = if row_group_cap(self.grant.budget()) >= 2 * cap { 2.0 } else { 1.0 };
+        let halves = if row_group_cap(self.grant.budget()) >= 2 * cap {
+            2.0
+        } else {
+            1.0
+        };
         let rows = (cap as f64 / halves / 1.5 / 1.5 / row_bytes) as usize;
         self.rows_target = rows.clamp(1, ROW_GROUP_ROWS_MAX);
-        self.string_bytes_per_row =
-            cols.iter().map(|c| c.string_bytes() as f64 / n as f64).collect();
+        self.string_bytes_per_row = cols
+            .iter()
+            .map(|c| c.string_bytes() as f64 / n as f64)
+            .collect();
         let want: u64 = (row_bytes * self.rows_target as f64 * 1.25 * 1.5) as u64;
         if want > self.grant.bytes() && self.grant.try_resize(want).is_err() {
             // The budget is busy elsewhere: grow as needed instead.
@@ -169,7 +175,9 @@ impl RowGroup {
         }
         let full = std::mem::replace(&mut self.builders, next);
         let Some(mut writer) = self.writer.take() else {
-            return Err(ImportError::Usage("internal: a row group's writer is missing".into()));
+            return Err(ImportError::Usage(
+                "internal: a row group's writer is missing".into(),
+            ));
         };
         let pool = self.pool.clone();
         let spawned = std::thread::Builder::new()
@@ -214,7 +222,9 @@ impl RowGroup {
         self.wait()?;
         if self.len() > 0 {
             let Some(w) = self.writer.as_mut() else {
-                return Err(ImportError::Usage("internal: a row group's writer is missing".into()));
+                return Err(ImportError::Usage(
+                    "internal: a row group's writer is missing".into(),
+                ));
             };
             self.pool.install(|| w.write_row_group(&self.builders))?;
             *row_groups += 1;
@@ -240,7 +250,9 @@ impl RowGroup {
         self.flush(row_groups, true)?;
         match self.writer.take() {
             Some(w) => Ok(w.finish()?),
-            None => Err(ImportError::Usage("internal: a row group's writer is missing".into())),
+            None => Err(ImportError::Usage(
+                "internal: a row group's writer is missing".into(),
+            )),
         }
     }
 }
