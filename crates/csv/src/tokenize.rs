@@ -184,6 +184,37 @@ impl Structural {
     }
 }
 
+/// Bit `i` set where `bytes[i]` is `b` (the record splitter's scan).
+#[inline]
+pub(crate) fn eq_mask64(bytes: &[u8; 64], b: u8) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the
+        // 64-byte array.
+        unsafe {
+            let vb = _mm_set1_epi8(b as i8);
+            let mut mask = 0u64;
+            for k in 0..4 {
+                let v = _mm_loadu_si128(bytes.as_ptr().add(k * 16) as *const __m128i);
+                mask |=
+                    ((_mm_movemask_epi8(_mm_cmpeq_epi8(v, vb)) as u32 as u64) & 0xffff) << (k * 16);
+            }
+            mask
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut mask = 0u64;
+        for (i, &c) in bytes.iter().enumerate() {
+            if c == b {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+}
+
 /// Bit `i` set where `bytes[i]` is `a`, `b` or `\n`.
 #[inline]
 fn classify64(bytes: &[u8; 64], a: u8, b: u8) -> u64 {
