@@ -20,7 +20,7 @@ Workloads (the issue's two, and the default path a new user gets):
 - `dolt-default`, `social-default`: the same files with no flags (string ids, the
   default budget).
 
-The baseline: the last line of docs/benchmarks.md of the form
+The baseline: the first (newest: the file is newest first) line of docs/benchmarks.md of the form
 `import baseline: <commit>` (a merge that touches the import runs this first and records
 its ratios and commit there). On a shared machine take the medians of several pairs and
 read a ratio within 3% as noise; a change slower than that says why in its commit.
@@ -51,7 +51,8 @@ def baseline():
     found = re.findall(r"^import baseline: `?([0-9a-f]{7,40})`?", doc.read_text(), re.M)
     if not found:
         sys.exit("docs/benchmarks.md names no `import baseline: <commit>`; pass --base")
-    return found[-1]
+    # The file is newest first: the first baseline is the newest.
+    return found[0]
 
 
 def build(commit):
