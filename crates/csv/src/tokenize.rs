@@ -276,6 +276,16 @@ impl<'a> Tokenizer<'a> {
         }
     }
 
+    /// A tokenizer that starts at `pos` of `buf`, a record boundary on line `line`
+    /// (a reader that read the records before it its own way).
+    pub fn resume(buf: &'a [u8], dialect: &Dialect, pos: usize, line: u64) -> Self {
+        let mut t = Tokenizer::new(buf, dialect);
+        t.pos = pos.min(buf.len());
+        t.line = line;
+        t.line_start = t.pos;
+        t
+    }
+
     /// Lines passed so far (relative to the chunk start).
     pub fn line(&self) -> u64 {
         self.line
