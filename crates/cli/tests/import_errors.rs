@@ -377,76 +377,91 @@ fn integer_endpoint_pairs_read_alike_on_either_path() {
     // Plain `<id>,<id>` records take the parse stage's short path until the first record
     // of another form (a space, a CRLF, a quote, a missing node, another field count),
     // from which the general path reads the rest of the chunk: edges, rejected rows and
-    // their lines must be as the general path alone gives them.
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let n = write(d, "n.csv", "id:ID\n1\n2\n3\n4\n5\n6\n");
-    let r1 = write(
-        d,
-        "r1.csv",
-        ":START_ID,:END_ID\n1,2\n2,3\n 3,4\n4,5\r\n5,99\n-1,2\n\n\"6\",1\n1,3,x\n2,4\n6,6",
-    );
-    let mut text = String::from(":START_ID,:END_ID\n");
-    for _ in 0..50 {
-        text.push_str("1,2\n");
+    // their lines must be as the general path alone gives them. Integer ids, and the
+    // default path's string ids (canonical integers).
+    for integer in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let n = write(d, "n.csv", "id:ID\n1\n2\n3\n4\n5\n6\n");
+        // (A string id keeps its spaces: " 3" is an integer id only.)
+        let third = if integer { " 3,4" } else { "3,4" };
+        let r1 = write(
+            d,
+            "r1.csv",
+            &format!(":START_ID,:END_ID\n1,2\n2,3\n{third}\n4,5\r\n5,99\n-1,2\n\n\"6\",1\n1,3,x\n2,4\n6,6"),
+        );
+        let mut text = String::from(":START_ID,:END_ID\n");
+        for _ in 0..50 {
+            text.push_str("1,2\n");
+        }
+        text.push_str("5,99\n");
+        for _ in 0..10 {
+            text.push_str("2,1\n");
+        }
+        let r2 = write(d, "r2.csv", &text);
+        let db = d.join("db.qdb");
+        let rej = d.join("rejects.csv");
+        let (na, ra, rb) = (
+            format!("N={}", s(&n)),
+            format!("A={}", s(&r1)),
+            format!("B={}", s(&r2)),
+        );
+        let mut args = vec![
+            "import",
+            "--db",
+            s(&db),
+            "--nodes",
+            &na,
+            "--relationships",
+            &ra,
+            "--relationships",
+            &rb,
+            "--skip-bad-rows",
+            "--rejects",
+            s(&rej),
+            "--json",
+        ];
+        if integer {
+            args.extend(["--id-type", "integer"]);
+        }
+        let out = ok(&args);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["relationships"], 7 + 60, "{out}");
+        let (_, rows) = read_csv(&rej);
+        let mut got: Vec<(String, String, String)> = rows
+            .iter()
+            .map(|r| (r[0].clone(), r[1].clone(), r[3].clone()))
+            .collect();
+        got.sort();
+        let file = |p: &std::path::Path| p.to_string_lossy().to_string();
+        let mut want = vec![
+            (file(&r1), "6".to_string(), "MissingNode".to_string()),
+            (file(&r1), "7".to_string(), "MissingNode".to_string()),
+            (file(&r1), "10".to_string(), "FieldCount".to_string()),
+            (file(&r2), "52".to_string(), "MissingNode".to_string()),
+        ];
+        want.sort();
+        assert_eq!(got, want, "integer {integer}: {rows:?}");
+        let q = ok(&[
+            "query",
+            "--db",
+            s(&db),
+            "--format",
+            "csv",
+            "MATCH (a)-[r:A]->(b) RETURN a.id AS a, b.id AS b ORDER BY a, b",
+        ]);
+        assert_eq!(
+            q, "a,b\n1,2\n2,3\n2,4\n3,4\n4,5\n6,1\n6,6\n",
+            "integer {integer}: {q}"
+        );
+        let q = ok(&[
+            "query",
+            "--db",
+            s(&db),
+            "--format",
+            "csv",
+            "MATCH (a)-[r:B]->(b) RETURN a.id AS a, b.id AS b, count(*) AS n ORDER BY a",
+        ]);
+        assert_eq!(q, "a,b,n\n1,2,50\n2,1,10\n", "integer {integer}: {q}");
     }
-    text.push_str("5,99\n");
-    for _ in 0..10 {
-        text.push_str("2,1\n");
-    }
-    let r2 = write(d, "r2.csv", &text);
-    let db = d.join("db.qdb");
-    let rej = d.join("rejects.csv");
-    let out = ok(&[
-        "import",
-        "--db",
-        s(&db),
-        "--id-type",
-        "integer",
-        "--nodes",
-        &format!("N={}", s(&n)),
-        "--relationships",
-        &format!("A={}", s(&r1)),
-        "--relationships",
-        &format!("B={}", s(&r2)),
-        "--skip-bad-rows",
-        "--rejects",
-        s(&rej),
-        "--json",
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["relationships"], 7 + 60, "{out}");
-    let (_, rows) = read_csv(&rej);
-    let mut got: Vec<(String, String, String)> = rows
-        .iter()
-        .map(|r| (r[0].clone(), r[1].clone(), r[3].clone()))
-        .collect();
-    got.sort();
-    let file = |p: &std::path::Path| p.to_string_lossy().to_string();
-    let mut want = vec![
-        (file(&r1), "6".to_string(), "MissingNode".to_string()),
-        (file(&r1), "7".to_string(), "MissingNode".to_string()),
-        (file(&r1), "10".to_string(), "FieldCount".to_string()),
-        (file(&r2), "52".to_string(), "MissingNode".to_string()),
-    ];
-    want.sort();
-    assert_eq!(got, want, "{rows:?}");
-    let q = ok(&[
-        "query",
-        "--db",
-        s(&db),
-        "--format",
-        "csv",
-        "MATCH (a)-[r:A]->(b) RETURN a.id AS a, b.id AS b ORDER BY a, b",
-    ]);
-    assert_eq!(q, "a,b\n1,2\n2,3\n2,4\n3,4\n4,5\n6,1\n6,6\n", "{q}");
-    let q = ok(&[
-        "query",
-        "--db",
-        s(&db),
-        "--format",
-        "csv",
-        "MATCH (a)-[r:B]->(b) RETURN a.id AS a, b.id AS b, count(*) AS n ORDER BY a",
-    ]);
-    assert_eq!(q, "a,b,n\n1,2,50\n2,1,10\n", "{q}");
 }

@@ -914,8 +914,9 @@ fn resolve<R: Record>(
 const SIZE_SAMPLE_RECORDS: u64 = 33;
 
 /// Reads the chunk's leading records of the form `<digits><delimiter><digits>\n` for a
-/// plan of two integer endpoints and nothing else (a relationship file of ids, the
-/// commonest there is), resolved in this import's maps; returns where the first record
+/// plan of two endpoints and nothing else (a relationship file of ids, the commonest
+/// there is), resolved in this import's maps (integer id spaces, or string ones, whose
+/// keys are then these digits as they are: the default path's canonical integers); returns where the first record
 /// of any other form (or with an endpoint not found) starts, and its line, for the
 /// general path to take over from. It reads what the tokenizer, `parse_record` and
 /// `resolve` would, with none of their per-field bookkeeping: on social's edges the
@@ -934,17 +935,15 @@ fn integer_pairs(
         [Slot::End, Slot::Start] => false,
         _ => return (0, 0),
     };
-    let plain_sides = e.start_integer
-        && e.end_integer
-        && !(e.start_spilled || e.end_spilled)
+    let plain_sides = !(e.start_spilled || e.end_spilled)
         && e.start_base.is_none()
         && e.end_base.is_none();
     let delim = plan.dialect.delimiter;
     if !plain_sides || !plan.out_types.is_empty() || delim.is_ascii_digit() {
         return (0, 0);
     }
-    // Digits up to `stop`: the value and the position after `stop`.
-    let field = |at: usize, stop: u8| -> Option<(i64, usize)> {
+    // Digits up to `stop`: the field and the position after `stop`.
+    let field = |at: usize, stop: u8| -> Option<(&[u8], usize)> {
         let mut i = at;
         while i < chunk.len() && chunk[i].wrapping_sub(b'0') < 10 {
             i += 1;
@@ -952,8 +951,16 @@ fn integer_pairs(
         if i == at || chunk.get(i) != Some(&stop) {
             return None;
         }
-        Some((value::parse_i64(&chunk[at..i])?, i + 1))
+        Some((&chunk[at..i], i + 1))
     };
+    // The key `resolve` would look up for these digits.
+    fn key(f: &[u8], integer: bool) -> Option<Key<'_>> {
+        if integer {
+            value::parse_i64(f).map(Key::Int)
+        } else {
+            Some(Key::Str(f))
+        }
+    }
     let (mut pos, mut line) = (0usize, 0u64);
     while pos < chunk.len() {
         let Some((a, mid)) = field(pos, delim) else {
@@ -963,7 +970,11 @@ fn integer_pairs(
             break;
         };
         let (s, d) = if start_first { (a, b) } else { (b, a) };
-        let (Some(src), Some(dst)) = (e.start.get(Key::Int(s)), e.end.get(Key::Int(d))) else {
+        let found = |f: &[u8], integer, map: &IdMapWithGrant| key(f, integer).and_then(|k| map.get(k));
+        let (Some(src), Some(dst)) = (
+            found(s, e.start_integer, e.start),
+            found(d, e.end_integer, e.end),
+        ) else {
             break;
         };
         batch.records += 1;
