@@ -187,53 +187,32 @@ impl Structural {
 /// Bit `i` set where `bytes[i]` is `b` (the record splitter's scan).
 #[inline]
 pub(crate) fn eq_mask64(bytes: &[u8; 64], b: u8) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the
-        // 64-byte array.
-        unsafe {
-            let vb = _mm_set1_epi8(b as i8);
-            let mut mask = 0u64;
-            for k in 0..4 {
-                let v = _mm_loadu_si128(bytes.as_ptr().add(k * 16) as *const __m128i);
-                mask |=
-                    ((_mm_movemask_epi8(_mm_cmpeq_epi8(v, vb)) as u32 as u64) & 0xffff) << (k * 16);
-            }
-            mask
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut mask = 0u64;
-        for (i, &c) in bytes.iter().enumerate() {
-            if c == b {
-                mask |= 1 << i;
-            }
-        }
-        mask
-    }
+    mask64(bytes, [b])
 }
 
 /// Bit `i` set where `bytes[i]` is `a`, `b` or `\n`.
 #[inline]
 fn classify64(bytes: &[u8; 64], a: u8, b: u8) -> u64 {
+    mask64(bytes, [a, b, b'\n'])
+}
+
+/// Bit `i` set where `bytes[i]` is one of `set`: each 16 bytes compared with every
+/// member, the hits OR-ed, one move-mask a 16 bytes.
+#[inline(always)]
+fn mask64<const N: usize>(bytes: &[u8; 64], set: [u8; N]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
         // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the
         // 64-byte array.
         unsafe {
-            let va = _mm_set1_epi8(a as i8);
-            let vb = _mm_set1_epi8(b as i8);
-            let vn = _mm_set1_epi8(b'\n' as i8);
             let mut mask = 0u64;
             for k in 0..4 {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(k * 16) as *const __m128i);
-                let hit = _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)),
-                    _mm_cmpeq_epi8(v, vn),
-                );
+                let mut hit = _mm_setzero_si128();
+                for &c in &set {
+                    hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8)));
+                }
                 mask |= ((_mm_movemask_epi8(hit) as u32 as u64) & 0xffff) << (k * 16);
             }
             mask
@@ -242,8 +221,8 @@ fn classify64(bytes: &[u8; 64], a: u8, b: u8) -> u64 {
     #[cfg(not(target_arch = "x86_64"))]
     {
         let mut mask = 0u64;
-        for (i, &c) in bytes.iter().enumerate() {
-            if c == a || c == b || c == b'\n' {
+        for (i, c) in bytes.iter().enumerate() {
+            if set.contains(c) {
                 mask |= 1 << i;
             }
         }

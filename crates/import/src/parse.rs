@@ -382,6 +382,19 @@ impl Batch {
         }
     }
 
+    /// At the `SIZE_SAMPLE_RECORDS`th record, whose start is `consumed` bytes into a
+    /// chunk of `chunk_len`: sizes the batch for the chunk, as if the records so far
+    /// fill it (with a tenth to spare).
+    #[inline]
+    fn size_from_sample(&mut self, chunk_len: usize, consumed: usize) {
+        if self.records == SIZE_SAMPLE_RECORDS {
+            let rows = (chunk_len as f64 / consumed.max(1) as f64
+                * (SIZE_SAMPLE_RECORDS - 1) as f64
+                * 1.1) as usize;
+            self.reserve_like_sample(rows);
+        }
+    }
+
     /// Reserves room for `rows` rows in all, in the proportions of the rows held: a
     /// batch that grew from nothing by doubling copied each column's data about once
     /// more and faulted fresh pages in for every chunk (2% of the dolt import's time in
@@ -864,6 +877,16 @@ fn endpoint<R: Record, const START: bool>(
     }))
 }
 
+/// The id-map key of an endpoint's text: an integer id space's value, or the bytes.
+#[inline(always)]
+fn text_key(f: &[u8], integer: bool) -> Option<Key<'_>> {
+    if integer {
+        value::parse_i64(f).map(Key::Int)
+    } else {
+        Some(Key::Str(f))
+    }
+}
+
 /// An endpoint's internal id: found together with the other end (`pair`), in this
 /// import's id map, or in the database's index (an append). A spilled side is not
 /// resolved here: its key is kept for the sort-merge join (when `keep`), and 0 stands in.
@@ -884,8 +907,7 @@ fn resolve<R: Record>(
     };
     let key = match typed {
         Some(v) => v.map(Key::Int),
-        None if integer => value::parse_i64(f).map(Key::Int),
-        None => Some(Key::Str(f)),
+        None => text_key(f, integer),
     };
     if let Some((keys, keep)) = spilled {
         let k = key.ok_or(Reason::MissingNode)?;
@@ -909,16 +931,15 @@ fn resolve<R: Record>(
         .ok_or(Reason::MissingNode)
 }
 
-/// Parses the records of `chunk`.
-/// The records a chunk's batch is sized from (see `Batch::reserve_like_sample`).
+/// The records a chunk's batch is sized from (see `Batch::size_from_sample`).
 const SIZE_SAMPLE_RECORDS: u64 = 33;
 
 /// Reads the chunk's leading records of the form `<digits><delimiter><digits>\n` for a
 /// plan of two endpoints and nothing else (a relationship file of ids, the commonest
 /// there is), resolved in this import's maps (integer id spaces, or string ones, whose
-/// keys are then these digits as they are: the default path's canonical integers); returns where the first record
-/// of any other form (or with an endpoint not found) starts, and its line, for the
-/// general path to take over from. It reads what the tokenizer, `parse_record` and
+/// keys are then these digits as they are: the default path's canonical integers);
+/// returns where the first record of any other form (or with an endpoint not found)
+/// starts, and its line, for the general path to take over from. It reads what the tokenizer, `parse_record` and
 /// `resolve` would, with none of their per-field bookkeeping: on social's edges the
 /// general path spent about 60 ns a record.
 fn integer_pairs(
@@ -935,9 +956,8 @@ fn integer_pairs(
         [Slot::End, Slot::Start] => false,
         _ => return (0, 0),
     };
-    let plain_sides = !(e.start_spilled || e.end_spilled)
-        && e.start_base.is_none()
-        && e.end_base.is_none();
+    let plain_sides =
+        !(e.start_spilled || e.end_spilled) && e.start_base.is_none() && e.end_base.is_none();
     let delim = plan.dialect.delimiter;
     if !plain_sides || !plan.out_types.is_empty() || delim.is_ascii_digit() {
         return (0, 0);
@@ -953,14 +973,8 @@ fn integer_pairs(
         }
         Some((&chunk[at..i], i + 1))
     };
-    // The key `resolve` would look up for these digits.
-    fn key(f: &[u8], integer: bool) -> Option<Key<'_>> {
-        if integer {
-            value::parse_i64(f).map(Key::Int)
-        } else {
-            Some(Key::Str(f))
-        }
-    }
+    let found =
+        |f: &[u8], integer, map: &IdMapWithGrant| text_key(f, integer).and_then(|k| map.get(k));
     let (mut pos, mut line) = (0usize, 0u64);
     while pos < chunk.len() {
         let Some((a, mid)) = field(pos, delim) else {
@@ -970,7 +984,6 @@ fn integer_pairs(
             break;
         };
         let (s, d) = if start_first { (a, b) } else { (b, a) };
-        let found = |f: &[u8], integer, map: &IdMapWithGrant| key(f, integer).and_then(|k| map.get(k));
         let (Some(src), Some(dst)) = (
             found(s, e.start_integer, e.start),
             found(d, e.end_integer, e.end),
@@ -978,12 +991,7 @@ fn integer_pairs(
             break;
         };
         batch.records += 1;
-        if batch.records == SIZE_SAMPLE_RECORDS {
-            let rows = (chunk.len() as f64 / pos.max(1) as f64
-                * (SIZE_SAMPLE_RECORDS - 1) as f64
-                * 1.1) as usize;
-            batch.reserve_like_sample(rows);
-        }
+        batch.size_from_sample(chunk.len(), pos);
         let row = RowOut {
             rel: true,
             src: src + e.shift,
@@ -997,6 +1005,7 @@ fn integer_pairs(
     (pos, line)
 }
 
+/// Parses the records of `chunk`.
 pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>) -> Batch {
     let mut batch = Batch::new(plan);
     let (pos, line) = integer_pairs(chunk, plan, endpoints, &mut batch);
@@ -1054,13 +1063,7 @@ pub fn parse_chunk(chunk: &[u8], plan: &Plan, endpoints: Option<&Endpoints<'_>>)
             );
             continue;
         }
-        if batch.records == SIZE_SAMPLE_RECORDS {
-            // Rows like these so far fill the chunk (with a tenth to spare).
-            let rows = (chunk.len() as f64 / span.start.max(1) as f64
-                * (SIZE_SAMPLE_RECORDS - 1) as f64
-                * 1.1) as usize;
-            batch.reserve_like_sample(rows);
-        }
+        batch.size_from_sample(chunk.len(), span.start);
         let keys = batch.mark(&mut lens);
         let mut rec = CsvRecord {
             chunk,

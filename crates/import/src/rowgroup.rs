@@ -162,9 +162,10 @@ impl RowGroup {
         if self.len() == 0 {
             return Ok(());
         }
+        // The second set of buffers needs what this one holds.
         let need = self.grant.bytes();
-        let fits = self.grant.bytes() + need <= row_group_cap(self.grant.budget())
-            && self.second.try_resize(need).is_ok();
+        let fits =
+            2 * need <= row_group_cap(self.grant.budget()) && self.second.try_resize(need).is_ok();
         if !fits {
             return self.flush(row_groups, false);
         }
@@ -174,11 +175,7 @@ impl RowGroup {
             self.reserve(&mut next);
         }
         let full = std::mem::replace(&mut self.builders, next);
-        let Some(mut writer) = self.writer.take() else {
-            return Err(ImportError::Usage(
-                "internal: a row group's writer is missing".into(),
-            ));
-        };
+        let mut writer = self.writer.take().ok_or_else(writer_missing)?;
         let pool = self.pool.clone();
         let spawned = std::thread::Builder::new()
             .name("quiver-encode".into())
@@ -221,11 +218,7 @@ impl RowGroup {
     pub(crate) fn flush(&mut self, row_groups: &mut u64, release: bool) -> Result<(), ImportError> {
         self.wait()?;
         if self.len() > 0 {
-            let Some(w) = self.writer.as_mut() else {
-                return Err(ImportError::Usage(
-                    "internal: a row group's writer is missing".into(),
-                ));
-            };
+            let w = self.writer.as_mut().ok_or_else(writer_missing)?;
             self.pool.install(|| w.write_row_group(&self.builders))?;
             *row_groups += 1;
         }
@@ -248,13 +241,14 @@ impl RowGroup {
     /// Writes what is left and finishes the table.
     pub(crate) fn finish(mut self, row_groups: &mut u64) -> Result<SegmentMeta, ImportError> {
         self.flush(row_groups, true)?;
-        match self.writer.take() {
-            Some(w) => Ok(w.finish()?),
-            None => Err(ImportError::Usage(
-                "internal: a row group's writer is missing".into(),
-            )),
-        }
+        Ok(self.writer.take().ok_or_else(writer_missing)?.finish()?)
     }
+}
+
+/// The writer is away only while a group is in flight, and every use waits for it
+/// first: its absence is a bug, reported rather than a panic.
+fn writer_missing() -> ImportError {
+    ImportError::Usage("internal: a row group's writer is missing".into())
 }
 
 impl Drop for RowGroup {
