@@ -59,7 +59,8 @@ def main():
     args = ap.parse_args()
     work = ROOT / "data" / "bench" / "work" / f"query-social-{args.scale}"
     work.mkdir(parents=True, exist_ok=True)
-    q, kz, n_users = prepare(args, work)
+    q, peer_dbs, n_users = prepare(args, work)
+    kz = peer_dbs.get("kuzu")
     data = ROOT / "data" / "bench" / f"social-{args.scale}"
     nodes, edges = extra_files(data, n_users, args.users, args.follows, 3)
     rows = args.users + args.follows
